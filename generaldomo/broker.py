@@ -1,0 +1,150 @@
+"""The broker process: one :class:`~generaldomo.core.BrokerCore` driven over one or more links.
+
+This module owns the event loop: it polls the links, reads the clock, feeds the core and sends what the core
+returns. It can run in the calling thread (:meth:`Broker.run`) or in a background thread of an application
+(:meth:`Broker.start`). It makes no decisions of its own; those are the core's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable
+
+import zmq
+
+from generaldomo.core import BrokerCore, Peer, Send, Settings
+from generaldomo.links import DEFAULT_MAX_MESSAGE, LINKS, Link
+from generaldomo.resolver import Resolver
+
+log = logging.getLogger(__name__)
+
+_DRAIN = 256  # messages read from one link before looking at the others
+_stop_ids = itertools.count()
+
+
+class Broker:
+    """A broker bound to endpoints over one or more transports, sharing one core.
+
+    >>> broker = Broker("router", ["inproc://demo", "tcp://127.0.0.1:*"]).start()
+    >>> broker.stop()
+    """
+
+    def __init__(
+        self,
+        transport: str | None = None,
+        bind: Iterable[str] = (),
+        *,
+        resolver: Resolver | None = None,
+        settings: Settings | None = None,
+        context: zmq.Context | None = None,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
+        self.context = context or zmq.Context.instance()
+        self.core = BrokerCore(resolver, settings, instance=os.urandom(4))
+        self.links: list[Link] = []
+        self._max_message = max_message
+        self._thread: threading.Thread | None = None
+        self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
+        self._stop_socket = self.context.socket(zmq.PULL)
+        self._stop_socket.bind(self._stop_address)
+        try:
+            if transport is not None:
+                self.add_link(transport, bind)
+        except Exception:
+            self._close_sockets()
+            raise
+
+    def add_link(self, transport: str, endpoints: Iterable[str]) -> Link:
+        """Bind a new link of ``transport`` (``router`` or ``server``) to ``endpoints``; call before running."""
+        if self._thread is not None:
+            raise RuntimeError("links must be added before the broker starts")
+        try:
+            link_class = LINKS[transport]
+        except KeyError:
+            raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(LINKS)}") from None
+        link = link_class(self.context, endpoints, self._max_message)
+        self.links.append(link)
+        return link
+
+    @property
+    def endpoints(self) -> list[tuple[str, str]]:
+        """Every bound endpoint as ``(transport, endpoint)``, with the ports that ``*`` binds received."""
+        return [(link.transport, endpoint) for link in self.links for endpoint in link.endpoints]
+
+    def endpoint(self, transport: str, scheme: str = "") -> str:
+        """The first bound endpoint of ``transport`` whose address starts with ``scheme`` (e.g. ``"tcp"``)."""
+        for kind, endpoint in self.endpoints:
+            if kind == transport and endpoint.startswith(scheme):
+                return endpoint
+        raise LookupError(f"no {transport} link bound to a {scheme or 'any'} endpoint")
+
+    # ------------------------------------------------------------------------------------------ running
+
+    def start(self) -> Broker:
+        """Run the broker in a daemon thread of this process; return self."""
+        if self._thread is not None:
+            raise RuntimeError("broker already started")
+        self._thread = threading.Thread(target=self.run, name="generaldomo-broker", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the loop to finish, and wait for a background thread to end."""
+        signal = self.context.socket(zmq.PUSH)
+        signal.setsockopt(zmq.LINGER, 1000)
+        signal.connect(self._stop_address)
+        signal.send(b"stop")
+        signal.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def run(self) -> None:
+        """Serve until :meth:`stop` is called (from another thread or a signal handler)."""
+        if not self.links:
+            raise RuntimeError("the broker has no link to serve")
+        poller = zmq.Poller()
+        for link in self.links:
+            poller.register(link.socket, zmq.POLLIN)
+        poller.register(self._stop_socket, zmq.POLLIN)
+        by_socket = {link.socket: (index, link) for index, link in enumerate(self.links)}
+        core = self.core
+        clock = time.monotonic
+        log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
+        try:
+            while True:
+                deadline = core.deadline()
+                timeout = None if deadline is None else max(0.0, (deadline - clock()) * 1000)
+                for socket, _ in poller.poll(timeout):
+                    if socket is self._stop_socket:
+                        return
+                    index, link = by_socket[socket]
+                    for _ in range(_DRAIN):
+                        message = link.recv()
+                        if message is None:
+                            break
+                        self._send(core.receive(Peer(index, message[0]), message[1], clock()))
+                self._send(core.tick(clock()))
+        finally:
+            self._send(core.close())
+            self._close_sockets()
+            log.info("broker stopped; %s", dict(core.counters))
+
+    def _send(self, messages: list[Send]) -> None:
+        links = self.links
+        for peer, frames in messages:
+            links[peer.link].send(peer.address, frames)
+
+    def _close_sockets(self) -> None:
+        for link in self.links:
+            link.close()
+        self._stop_socket.close(linger=0)

@@ -1,0 +1,83 @@
+"""What the broker core hears: one small immutable class per kind of inbound message.
+
+This module owns the vocabulary shared by :mod:`generaldomo.protocol` (which makes events out of frames) and
+:mod:`generaldomo.core` (which acts on them). It knows nothing of byte layouts, sockets or clocks.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+class Dialect(enum.Enum):
+    """The wire protocol a peer speaks; replies to a peer use the dialect it spoke."""
+
+    GDP = "generaldomo/1"
+    MDP01 = "MDP/0.1"
+    MDP02 = "MDP/0.2"
+    MAJORTOMO = "majortomo"
+
+    @property
+    def streams(self) -> bool:
+        """True when the dialect carries PARTIAL replies to clients."""
+        return self is not Dialect.MDP01
+
+
+@attrs.frozen(slots=True)
+class ClientRequest:
+    """A client asks for a task. MDP dialects carry no request id."""
+
+    dialect: Dialect
+    request_id: bytes | None
+    description: bytes
+    body: tuple[bytes, ...]
+
+
+@attrs.frozen(slots=True)
+class WorkerReady:
+    """A worker offers to serve requests that its service description matches."""
+
+    dialect: Dialect
+    description: bytes
+
+
+@attrs.frozen(slots=True)
+class WorkerReply:
+    """A worker's result (``final``) or partial result for a task.
+
+    A final reply also means the worker is ready again. generaldomo workers send their result inside READY, so
+    they also restate their ``description``; MDP workers leave it ``None``.
+    """
+
+    dialect: Dialect
+    task_id: bytes
+    status: bytes
+    body: tuple[bytes, ...]
+    final: bool
+    description: bytes | None = None
+
+
+@attrs.frozen(slots=True)
+class WorkerHeartbeat:
+    """A worker says it is alive."""
+
+    dialect: Dialect
+
+
+@attrs.frozen(slots=True)
+class WorkerDisconnect:
+    """A worker says it is leaving."""
+
+    dialect: Dialect
+
+
+@attrs.frozen(slots=True)
+class Malformed:
+    """Frames that match no known message; ``reason`` says why, for one log line."""
+
+    reason: str
+
+
+Event = ClientRequest | WorkerReady | WorkerReply | WorkerHeartbeat | WorkerDisconnect | Malformed

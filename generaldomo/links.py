@@ -1,0 +1,132 @@
+"""Links: the only broker code that touches sockets.
+
+A link owns one bound socket and turns what arrives on it into ``(address, frames)`` and back. ``RouterLink``
+uses a ROUTER socket: the address is the peer's identity frame and frames pass as they are, so Majordomo peers
+work unchanged. ``ServerLink`` uses a SERVER socket (draft API): the address is the peer's routing id and the
+frames travel packed in one message part by :mod:`generaldomo.codec`. Links know nothing of the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+import zmq
+
+from generaldomo import codec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
+
+
+class DraftUnavailable(RuntimeError):
+    """The installed pyzmq/libzmq lacks the draft API that CLIENT and SERVER sockets need."""
+
+
+def draft_available() -> bool:
+    """True when this pyzmq can make CLIENT and SERVER sockets."""
+    return bool(zmq.has("draft")) and hasattr(zmq, "SERVER")
+
+
+def require_draft() -> None:
+    """Raise :class:`DraftUnavailable`, naming the fix, unless draft sockets are available."""
+    if not draft_available():
+        raise DraftUnavailable(
+            f"the server transport needs pyzmq built with the libzmq draft API, but pyzmq {zmq.pyzmq_version()} "
+            f"(libzmq {zmq.zmq_version()}) has none; install one with: python tools/draft_pyzmq.py ensure"
+        )
+
+
+class Link:
+    """A bound socket of one transport; subclasses say how addresses and frames travel."""
+
+    transport: ClassVar[str]
+    socket_type: ClassVar[int]
+
+    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+        self.socket: zmq.Socket = context.socket(self.socket_type)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)
+        self.endpoints: list[str] = []
+        try:
+            for endpoint in endpoints:
+                self.bind(endpoint)
+        except Exception:
+            self.socket.close()
+            raise
+
+    def bind(self, endpoint: str) -> str:
+        """Bind to ``endpoint``; return the concrete endpoint (with the port a ``*`` got)."""
+        self.socket.bind(endpoint)
+        concrete = self.socket.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.endpoints.append(concrete)
+        return concrete
+
+    def recv(self) -> tuple[bytes | int, list[bytes]] | None:
+        """The next message as ``(address, frames)`` without blocking; None when there is none."""
+        raise NotImplementedError
+
+    def send(self, address: bytes | int, frames: Sequence[bytes]) -> None:
+        """Send ``frames`` to ``address``; a peer that has gone is dropped silently."""
+        raise NotImplementedError
+
+    def close(self, linger_ms: int = 200) -> None:
+        """Close the socket, giving queued messages (e.g. DISCONNECTs) ``linger_ms`` to leave."""
+        self.socket.close(linger=linger_ms)
+
+
+class RouterLink(Link):
+    """MDP-compatible: a ROUTER socket, frames as they are."""
+
+    transport = "router"
+    socket_type = zmq.ROUTER
+
+    def recv(self) -> tuple[bytes | int, list[bytes]] | None:
+        try:
+            frames = self.socket.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return None
+        return frames[0], frames[1:]
+
+    def send(self, address: bytes | int, frames: Sequence[bytes]) -> None:
+        try:
+            self.socket.send_multipart([address, *frames], zmq.NOBLOCK)  # type: ignore[list-item]
+        except zmq.Again:
+            log.warning("dropped a message to %r: its queue is full", address)
+
+
+class ServerLink(Link):
+    """Thread-safe peers: a SERVER socket; frames packed into one part."""
+
+    transport = "server"
+    socket_type = getattr(zmq, "SERVER", -1)
+
+    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+        require_draft()
+        super().__init__(context, endpoints, max_message)
+
+    def recv(self) -> tuple[bytes | int, list[bytes]] | None:
+        while True:
+            try:
+                message = self.socket.recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return None
+            try:
+                return message.routing_id, codec.decode(message.bytes)
+            except codec.CodecError as error:
+                log.warning("dropped a message from %s that does not unpack: %s", message.routing_id, error)
+
+    def send(self, address: bytes | int, frames: Sequence[bytes]) -> None:
+        message = zmq.Frame(codec.encode(frames))
+        message.routing_id = address
+        try:
+            self.socket.send(message, zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("dropped a message to %s: its queue is full", address)
+        except zmq.ZMQError as error:  # EHOSTUNREACH: the peer is gone
+            log.info("dropped a message to %s: %s", address, error)
+
+
+LINKS: dict[str, type[Link]] = {"router": RouterLink, "server": ServerLink}

@@ -1,0 +1,229 @@
+"""Byte layouts of every message, in every dialect the broker speaks.
+
+This module owns the frame layouts (see ``docs/protocol.rst``): it turns frames into :mod:`generaldomo.events`
+and builds the frames the broker and the generaldomo peers send. The tables below are the protocol; functions
+only read them. It knows nothing of sockets (frames arrive without the ROUTER identity frame, or already
+unpacked from a SERVER message), of clocks, or of what the broker decides to do with an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from generaldomo.events import (
+    ClientRequest,
+    Dialect,
+    Event,
+    Malformed,
+    WorkerDisconnect,
+    WorkerHeartbeat,
+    WorkerReady,
+    WorkerReply,
+)
+
+GDP_CLIENT: Final = b"GDPC01"
+GDP_WORKER: Final = b"GDPW01"
+
+# Status codes carried by generaldomo FINAL replies (and by MMI replies in every dialect).
+OK: Final = b"200"
+BAD_REQUEST: Final = b"400"
+NOT_FOUND: Final = b"404"
+TOO_LARGE: Final = b"413"
+WORKER_ERROR: Final = b"500"
+NOT_IMPLEMENTED: Final = b"501"
+UNAVAILABLE: Final = b"503"
+EXPIRED: Final = b"504"
+
+# Command names, shared by all dialects; each dialect gives them its own byte.
+READY, REQUEST, PARTIAL, FINAL, HEARTBEAT, DISCONNECT = "READY REQUEST PARTIAL FINAL HEARTBEAT DISCONNECT".split()
+
+# (leading empty frame?, header) -> (dialect, is the sender a worker?)
+HEADERS: Final[dict[tuple[bool, bytes], tuple[Dialect, bool]]] = {
+    (False, GDP_CLIENT): (Dialect.GDP, False),
+    (False, GDP_WORKER): (Dialect.GDP, True),
+    (True, b"MDPC01"): (Dialect.MDP01, False),
+    (True, b"MDPW01"): (Dialect.MDP01, True),
+    (False, b"MDPC02"): (Dialect.MDP02, False),
+    (False, b"MDPW02"): (Dialect.MDP02, True),
+    (True, b"MDPC02"): (Dialect.MAJORTOMO, False),
+    (True, b"MDPW02"): (Dialect.MAJORTOMO, True),
+}
+# The frames every message of a dialect starts with, per role (client, worker).
+PREFIX: Final[dict[tuple[Dialect, bool], tuple[bytes, ...]]] = {
+    (dialect, worker): (b"", header) if empty else (header,) for (empty, header), (dialect, worker) in HEADERS.items()
+}
+
+_MDP02_WORKER = {READY: 1, REQUEST: 2, PARTIAL: 3, FINAL: 4, HEARTBEAT: 5, DISCONNECT: 6}
+# Worker command bytes. generaldomo workers return results inside READY, so they have no FINAL.
+WORKER_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
+    Dialect.GDP: {READY: 1, REQUEST: 2, PARTIAL: 3, HEARTBEAT: 5, DISCONNECT: 6},
+    Dialect.MDP01: {READY: 1, REQUEST: 2, FINAL: 3, HEARTBEAT: 4, DISCONNECT: 5},
+    Dialect.MDP02: _MDP02_WORKER,
+    Dialect.MAJORTOMO: _MDP02_WORKER,
+}
+# Client command bytes. MDP/0.1 has no client command byte at all.
+CLIENT_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
+    Dialect.GDP: {REQUEST: 1, PARTIAL: 2, FINAL: 3},
+    Dialect.MDP02: {REQUEST: 1, PARTIAL: 2, FINAL: 3},
+    Dialect.MAJORTOMO: {REQUEST: 2, PARTIAL: 3, FINAL: 4},
+}
+_WORKER_NAMES = {d: {code.to_bytes(1, "big"): name for name, code in t.items()} for d, t in WORKER_COMMANDS.items()}
+
+
+def _byte(dialect: Dialect, command: str, worker: bool) -> bytes:
+    table = WORKER_COMMANDS if worker else CLIENT_COMMANDS
+    return table[dialect][command].to_bytes(1, "big")
+
+
+# ---------------------------------------------------------------------------------------------------- parsing
+
+
+def parse(frames: Sequence[bytes]) -> Event:
+    """Turn the frames a peer sent to the broker into an event; never raises."""
+    if not frames:
+        return Malformed("empty message")
+    empty = frames[0] == b""
+    start = 1 if empty else 0
+    if len(frames) <= start:
+        return Malformed("no protocol header")
+    header = frames[start]
+    known = HEADERS.get((empty, header))
+    if known is None:
+        return Malformed(f"unknown protocol header {bytes(header[:16])!r}")
+    dialect, worker = known
+    rest = frames[start + 1 :]
+    if worker:
+        return _parse_worker(dialect, rest)
+    return _parse_client(dialect, rest)
+
+
+def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
+    if dialect is Dialect.MDP01:
+        if not rest:
+            return Malformed("MDP/0.1 request without a service frame")
+        return ClientRequest(dialect, None, rest[0], tuple(rest[1:]))
+    if not rest or rest[0] != _byte(dialect, REQUEST, worker=False):
+        return Malformed(f"{dialect.value} client sent an unknown command")
+    if dialect is Dialect.GDP:
+        if len(rest) < 3:
+            return Malformed("generaldomo request needs a request id and a description")
+        return ClientRequest(dialect, rest[1], rest[2], tuple(rest[3:]))
+    if len(rest) < 2:
+        return Malformed(f"{dialect.value} request without a service frame")
+    return ClientRequest(dialect, None, rest[1], tuple(rest[2:]))
+
+
+def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
+    command = _WORKER_NAMES[dialect].get(rest[0]) if rest else None
+    args = rest[1:]
+    if command == READY:
+        if dialect is Dialect.GDP and len(args) >= 3:
+            return WorkerReply(dialect, args[1], args[2], tuple(args[3:]), True, args[0])
+        if len(args) != 1:
+            return Malformed(f"{dialect.value} READY with {len(args)} argument frames")
+        return WorkerReady(dialect, args[0])
+    if command == HEARTBEAT:
+        return WorkerHeartbeat(dialect)
+    if command == DISCONNECT:
+        return WorkerDisconnect(dialect)
+    if command in (PARTIAL, FINAL):
+        final = command == FINAL
+        if dialect is Dialect.GDP:
+            if not args:
+                return Malformed("generaldomo PARTIAL without a task id")
+            return WorkerReply(dialect, args[0], OK, tuple(args[1:]), final)
+        if len(args) < 2 or args[1] != b"":
+            return Malformed(f"{dialect.value} {command} without an address and an empty frame")
+        return WorkerReply(dialect, args[0], OK, tuple(args[2:]), final)
+    return Malformed(f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[:1])!r}")
+
+
+# ---------------------------------------------------------------------------------------------------- building
+
+
+def client_reply(
+    dialect: Dialect, request_id: bytes | None, description: bytes, status: bytes, body: Sequence[bytes], final: bool
+) -> list[bytes] | None:
+    """Frames of a reply to a client, or ``None`` when its dialect cannot carry a partial reply.
+
+    MDP dialects have no status frame: a reply whose status is not 200 carries the status as its first body
+    frame, as MMI replies do.
+    """
+    if not final and not dialect.streams:
+        return None
+    prefix = PREFIX[dialect, False]
+    if dialect is Dialect.GDP:
+        if final:
+            return [*prefix, _byte(dialect, FINAL, False), request_id or b"", status, *body]
+        return [*prefix, _byte(dialect, PARTIAL, False), request_id or b"", *body]
+    if status != OK:
+        body = [status, *body]
+    if dialect is Dialect.MDP01:
+        return [*prefix, description, *body]
+    command = _byte(dialect, FINAL if final else PARTIAL, False)
+    if dialect is Dialect.MAJORTOMO:
+        return [*prefix, command, *body]
+    return [*prefix, command, description, *body]
+
+
+def worker_request(dialect: Dialect, task_id: bytes, description: bytes, body: Sequence[bytes]) -> list[bytes]:
+    """Frames that hand a task to a worker. MDP workers see the task id as the client address."""
+    command = _byte(dialect, REQUEST, True)
+    if dialect is Dialect.GDP:
+        return [GDP_WORKER, command, task_id, description, *body]
+    return [*PREFIX[dialect, True], command, task_id, b"", *body]
+
+
+def worker_command(dialect: Dialect, command: str) -> list[bytes]:
+    """Frames of an argument-less worker command (HEARTBEAT, DISCONNECT)."""
+    return [*PREFIX[dialect, True], _byte(dialect, command, True)]
+
+
+# ------------------------------------------------------------------------------ the generaldomo peers' side
+
+
+def gdp_request(request_id: bytes, description: bytes, body: Sequence[bytes]) -> list[bytes]:
+    """Frames a generaldomo client sends to ask for a task."""
+    return [GDP_CLIENT, _byte(Dialect.GDP, REQUEST, False), request_id, description, *body]
+
+
+def gdp_ready(description: bytes, result: tuple[bytes, bytes, Sequence[bytes]] | None = None) -> list[bytes]:
+    """Frames of a generaldomo worker's READY, carrying ``(task_id, status, body)`` of its last task if any."""
+    frames = [GDP_WORKER, _byte(Dialect.GDP, READY, True), description]
+    if result is not None:
+        task_id, status, body = result
+        frames += [task_id, status, *body]
+    return frames
+
+
+def gdp_partial(task_id: bytes, body: Sequence[bytes]) -> list[bytes]:
+    """Frames of a generaldomo worker's partial result."""
+    return [GDP_WORKER, _byte(Dialect.GDP, PARTIAL, True), task_id, *body]
+
+
+def parse_client_reply(frames: Sequence[bytes]) -> tuple[bytes, bytes | None, tuple[bytes, ...]] | None:
+    """``(request_id, status, body)`` of a broker reply to a generaldomo client; status is None for a partial.
+
+    Returns None for anything else.
+    """
+    if len(frames) < 3 or frames[0] != GDP_CLIENT:
+        return None
+    command = frames[1]
+    if command == _byte(Dialect.GDP, FINAL, False) and len(frames) >= 4:
+        return frames[2], frames[3], tuple(frames[4:])
+    if command == _byte(Dialect.GDP, PARTIAL, False):
+        return frames[2], None, tuple(frames[3:])
+    return None
+
+
+def parse_worker_command(frames: Sequence[bytes]) -> tuple[str, tuple[bytes, ...]] | None:
+    """``(command, arguments)`` of a broker message to a generaldomo worker, or None if it is not one."""
+    if len(frames) < 2 or frames[0] != GDP_WORKER:
+        return None
+    command = _WORKER_NAMES[Dialect.GDP].get(frames[1])
+    if command not in (REQUEST, HEARTBEAT, DISCONNECT):
+        return None
+    if command == REQUEST and len(frames) < 4:
+        return None
+    return command, tuple(frames[2:])

@@ -1,0 +1,82 @@
+"""Service resolvers (SR): the plug-in that maps descriptions to services.
+
+This module owns the resolver interface and the default resolver. A worker's service description (SDO) and a
+client's request description (RDO) are opaque bytes to the broker; the resolver turns each into the
+:class:`~generaldomo.service.Service` (SMO) that queues it. It knows nothing of sockets, clocks, dialects or
+of how the broker dispatches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Any, Protocol, runtime_checkable
+
+from generaldomo.service import Service
+
+
+class ResolveError(ValueError):
+    """A description the resolver cannot accept; the broker answers the client with an error."""
+
+
+@runtime_checkable
+class Resolver(Protocol):
+    """Maps service descriptions (from workers) and request descriptions (from clients) to services."""
+
+    def for_worker(self, description: bytes) -> Service:
+        """The service a worker with this description joins; may raise :class:`ResolveError`."""
+        ...
+
+    def for_request(self, description: bytes) -> Service:
+        """The service that queues a request with this description; may raise :class:`ResolveError`."""
+        ...
+
+    def find(self, description: bytes) -> Service | None:
+        """The service a request would go to, without creating one; None if there is none yet."""
+        ...
+
+    def services(self) -> Iterable[Service]:
+        """Every service made so far."""
+        ...
+
+
+class NameResolver:
+    """Descriptions are plain service names, as in Majordomo: workers and requests meet on equal names."""
+
+    def __init__(self) -> None:
+        self._services: dict[bytes, Service] = {}
+
+    def for_worker(self, description: bytes) -> Service:
+        return self.for_request(description)
+
+    def for_request(self, description: bytes) -> Service:
+        service = self._services.get(description)
+        if service is None:
+            if not description:
+                raise ResolveError("empty service name")
+            try:
+                name = description.decode()
+            except UnicodeDecodeError:
+                raise ResolveError("service name is not UTF-8") from None
+            service = self._services[description] = Service(name)
+        return service
+
+    def find(self, description: bytes) -> Service | None:
+        return self._services.get(description)
+
+    def services(self) -> Iterable[Service]:
+        return self._services.values()
+
+
+def load_resolver(spec: str, options: dict[str, str] | None = None) -> Resolver:
+    """Make a resolver from ``module:attr`` (a class or factory), called with ``options`` as keyword arguments."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"resolver must be given as module:attr, not {spec!r}")
+    factory: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        factory = getattr(factory, part)
+    resolver = factory(**(options or {}))
+    if not isinstance(resolver, Resolver):
+        raise TypeError(f"{spec} made {resolver!r}, which lacks the Resolver methods")
+    return resolver

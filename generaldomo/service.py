@@ -1,0 +1,74 @@
+"""The service management object (SMO): one queue of waiting workers and one of pending tasks.
+
+This module owns how a service pairs a waiting worker with a pending task. The default pairing is Majordomo's:
+the oldest pending task goes to the worker that has waited longest. Resolvers that bias the choice (priorities,
+capabilities) subclass :class:`Service` and override :meth:`Service.next_pair`. It does not know about
+sockets, clocks, dialects or how a description maps to a service (that is the resolver's job).
+
+Workers and tasks are the broker core's records; a service reads only their ``description`` and must not
+change them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+
+class Described(Protocol):
+    """What a service may read of a worker or a task."""
+
+    description: bytes
+
+
+class Service:
+    """A named queue of waiting workers and pending tasks (FIFO on both sides)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.waiting: deque[Any] = deque()
+        self.pending: deque[Any] = deque()
+        self.workers: set[Any] = set()
+
+    def __repr__(self) -> str:
+        return f"<Service {self.name!r}: {len(self.workers)} workers, {len(self.waiting)} waiting, {len(self.pending)} pending>"
+
+    def join(self, worker: Described) -> None:
+        """Register ``worker`` as serving this service (waiting or busy)."""
+        self.workers.add(worker)
+
+    def leave(self, worker: Described) -> None:
+        """Forget ``worker``; it no longer serves this service."""
+        self.workers.discard(worker)
+        self.unwait(worker)
+
+    def wait(self, worker: Described) -> None:
+        """Queue ``worker`` as ready for a task."""
+        self.waiting.append(worker)
+
+    def unwait(self, worker: Described) -> None:
+        """Take ``worker`` off the waiting queue if it is there."""
+        try:
+            self.waiting.remove(worker)
+        except ValueError:
+            pass
+
+    def push(self, task: Described, *, front: bool = False) -> None:
+        """Queue ``task``; a reissued task goes to the ``front``."""
+        if front:
+            self.pending.appendleft(task)
+        else:
+            self.pending.append(task)
+
+    def drop(self, task: Described) -> None:
+        """Take ``task`` off the pending queue if it is there."""
+        try:
+            self.pending.remove(task)
+        except ValueError:
+            pass
+
+    def next_pair(self) -> tuple[Any, Any] | None:
+        """Take and return the next ``(worker, task)`` to dispatch, or None when nothing can be paired."""
+        if self.waiting and self.pending:
+            return self.waiting.popleft(), self.pending.popleft()
+        return None
