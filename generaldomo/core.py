@@ -160,10 +160,13 @@ class BrokerCore:
         if self._next_sweep is None or now < self._next_sweep:
             return out
         self._next_sweep = now + self.settings.heartbeat_interval if self._workers else None
-        for worker in [w for w in self._workers.values() if w.expires <= now]:
+        expired = [w for w in self._workers.values() if w.expires <= now]
+        for worker in expired:  # unregister them all first, so no reissued task goes to one of them
             log.info("worker %s (%r) expired", _show(worker.peer), worker.description)
             self.counters["workers_expired"] += 1
-            self._forget(worker, now, out)
+            self._unregister(worker)
+        for worker in expired:
+            self._release(worker, now, out)
         for worker in self._workers.values():
             out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
         return out
@@ -348,9 +351,16 @@ class BrokerCore:
 
     def _forget(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Drop ``worker``; reissue or fail the task it held."""
+        self._unregister(worker)
+        self._release(worker, now, out)
+
+    def _unregister(self, worker: Worker) -> None:
         del self._workers[worker.peer]
         worker.service.leave(worker)
         worker.waiting = False
+
+    def _release(self, worker: Worker, now: float, out: list[Send]) -> None:
+        """Reissue or fail the task an unregistered ``worker`` held."""
         task, worker.task = worker.task, None
         if task is None:
             return

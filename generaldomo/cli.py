@@ -1,0 +1,174 @@
+"""The ``generaldomo`` command: broker, echo worker, client, demo and doctor.
+
+This module owns argument parsing and process life (signals, exit codes). Everything it runs is the public
+Python API; it adds no behaviour of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+import zmq
+
+from generaldomo import __version__
+from generaldomo.broker import Broker
+from generaldomo.client import Client, RequestFailed
+from generaldomo.core import Settings
+from generaldomo.links import DraftUnavailable, draft_available, require_draft
+from generaldomo.resolver import load_resolver
+from generaldomo.worker import Worker
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+TRANSPORTS = ("router", "server")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        if args.transport == "server" or getattr(args, "demo_transport", None) == "server":
+            require_draft()
+        return int(args.run(args) or 0)
+    except DraftUnavailable as error:
+        print(f"generaldomo: {error}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, ImportError, AttributeError, zmq.ZMQError) as error:
+        print(f"generaldomo: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="generaldomo", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=_versions())
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (repeat for debug)")
+    parser.set_defaults(transport=None)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    broker = commands.add_parser("broker", help="run a broker")
+    _transport(broker)
+    broker.add_argument("--bind", action="append", metavar="ENDPOINT", help=f"endpoint to bind (repeatable; default {DEFAULT_ENDPOINT})")
+    broker.add_argument("--resolver", metavar="MODULE:ATTR", help="service resolver factory (default: plain service names)")
+    broker.add_argument("--resolver-opt", action="append", default=[], metavar="KEY=VALUE", help="option passed to the resolver factory")
+    broker.add_argument("--heartbeat", type=float, default=2.5, metavar="SECONDS", help="heartbeat interval (default 2.5)")
+    broker.add_argument("--liveness", type=int, default=3, help="heartbeats missed before a worker is presumed dead (default 3)")
+    broker.set_defaults(run=_run_broker)
+
+    worker = commands.add_parser("worker", help="run the built-in echo worker")
+    _transport(worker)
+    worker.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    worker.add_argument("--service", default="echo", help="service description to announce (default echo)")
+    worker.set_defaults(run=_run_worker)
+
+    client = commands.add_parser("client", help="send one request and print the reply")
+    _transport(client)
+    client.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    client.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    client.add_argument("service", help="request description (a service name with the default resolver)")
+    client.add_argument("payload", nargs="*", help="payload frames (UTF-8)")
+    client.set_defaults(run=_run_client)
+
+    demo = commands.add_parser("demo", help="broker + echo worker + client in this process")
+    demo.add_argument("--transport", dest="demo_transport", choices=(*TRANSPORTS, "both"), default="both")
+    demo.add_argument("--requests", type=int, default=1000, help="requests per transport (default 1000)")
+    demo.set_defaults(run=_run_demo)
+
+    doctor = commands.add_parser("doctor", help="report versions and draft-socket support")
+    doctor.set_defaults(run=lambda args: print(_versions()) or (0 if draft_available() else 1))
+    return parser
+
+
+def _transport(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", choices=TRANSPORTS, default="router", help="socket type (default router)")
+
+
+def _versions() -> str:
+    draft = "yes" if draft_available() else "no (run: python tools/draft_pyzmq.py ensure)"
+    return f"generaldomo {__version__}; pyzmq {zmq.pyzmq_version()}; libzmq {zmq.zmq_version()}; draft sockets (CLIENT/SERVER): {draft}"
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    while not stop.wait(1.0):
+        pass
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    options = dict(option.split("=", 1) for option in args.resolver_opt)
+    resolver = load_resolver(args.resolver, options) if args.resolver else None
+    settings = Settings(heartbeat_interval=args.heartbeat, liveness=args.liveness)
+    broker = Broker(args.transport, args.bind or [DEFAULT_ENDPOINT], resolver=resolver, settings=settings)
+    for transport, endpoint in broker.endpoints:
+        print(f"generaldomo broker: {transport} {endpoint}", flush=True)
+    broker.start()
+    _wait_for_signal()
+    broker.stop()
+    return 0
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    worker = Worker(args.connect, args.service, lambda payload: payload, args.transport)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: worker.stop())
+    print(f"generaldomo worker: serving {args.service!r} from {args.connect} ({args.transport})", flush=True)
+    worker.serve()
+    return 0
+
+
+def _run_client(args: argparse.Namespace) -> int:
+    with Client(args.connect, args.transport) as client:
+        try:
+            reply = client.request(args.service, [p.encode() for p in args.payload], timeout=args.timeout)
+        except RequestFailed as error:
+            print(f"generaldomo client: request failed: {error}", file=sys.stderr)
+            return 1
+        except TimeoutError as error:
+            print(f"generaldomo client: {error}", file=sys.stderr)
+            return 1
+    for frame in reply.frames:
+        print(frame.decode(errors="replace"))
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    transports = TRANSPORTS if args.demo_transport == "both" else (args.demo_transport,)
+    if args.demo_transport == "both" and not draft_available():
+        print("generaldomo demo: no draft sockets; showing the router transport only", file=sys.stderr)
+        transports = ("router",)
+    for transport in transports:
+        inproc = f"inproc://generaldomo-demo-{transport}"
+        with Broker(transport, [inproc, "tcp://127.0.0.1:*"]) as broker:
+            broker.start()
+            tcp = broker.endpoint(transport, "tcp")
+            worker = Worker(tcp, "echo", lambda payload: payload, transport)
+            thread = threading.Thread(target=worker.serve, daemon=True)
+            thread.start()
+            with Client(inproc, transport) as client:
+                first = client.request("echo", b"hello, generaldomo", timeout=10)
+                print(f"[{transport}] broker on {inproc} and {tcp}; echo worker over tcp; client over inproc")
+                print(f"[{transport}] echo replied {first.payload!r}")
+                started = time.perf_counter()
+                futures = [client.submit("echo", b"%d" % n) for n in range(args.requests)]
+                ok = all(f.result(30).payload == b"%d" % n for n, f in enumerate(futures))
+                elapsed = time.perf_counter() - started
+                print(f"[{transport}] {args.requests} pipelined requests, all answered correctly: {ok} "
+                      f"({args.requests / elapsed:,.0f} req/s)")
+            worker.stop()
+            thread.join(5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

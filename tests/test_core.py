@@ -1,0 +1,283 @@
+"""The sans-IO broker core, driven with frames and a fake clock (no sockets)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from generaldomo import protocol
+from generaldomo.core import BrokerCore, Peer, Settings
+from generaldomo.events import Dialect
+from generaldomo.resolver import NameResolver, ResolveError
+from generaldomo.service import Service
+
+
+class Harness:
+    """A core plus the inbox of every peer, in the order messages were sent."""
+
+    def __init__(self, **settings: float) -> None:
+        self.core = BrokerCore(settings=Settings(**settings), instance=b"test")  # type: ignore[arg-type]
+        self.inbox: dict[Peer, list[list[bytes]]] = defaultdict(list)
+        self.now = 0.0
+
+    def feed(self, peer: Peer, frames: list[bytes]) -> None:
+        for to, out in self.core.receive(peer, frames, self.now):
+            self.inbox[to].append(out)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for to, out in self.core.tick(self.now):
+            self.inbox[to].append(out)
+
+    def request(self, client: Peer, rid: bytes, service: bytes = b"echo", body: bytes = b"") -> None:
+        self.feed(client, protocol.gdp_request(rid, service, [body or rid]))
+
+    def ready(self, worker: Peer, service: bytes = b"echo") -> None:
+        self.feed(worker, protocol.gdp_ready(service))
+
+    def tasks_of(self, worker: Peer) -> list[tuple[bytes, bytes, tuple[bytes, ...]]]:
+        """(task id, description, body) of each REQUEST the worker got, in order."""
+        return [
+            (args[0], args[1], args[2:])
+            for parsed in map(protocol.parse_worker_command, self.inbox[worker])
+            if parsed and parsed[0] == protocol.REQUEST
+            for args in [parsed[1]]
+        ]
+
+    def answer(self, worker: Peer, task_id: bytes, body: bytes, service: bytes = b"echo") -> None:
+        self.feed(worker, protocol.gdp_ready(service, (task_id, protocol.OK, [body])))
+
+    def replies_of(self, client: Peer) -> list[tuple[bytes, bytes | None, tuple[bytes, ...]]]:
+        return [p for p in map(protocol.parse_client_reply, self.inbox[client]) if p is not None]
+
+
+def client(n: int) -> Peer:
+    return Peer(0, b"client-%d" % n)
+
+
+def worker(n: int) -> Peer:
+    return Peer(1, n)
+
+
+@given(st.integers(0, 20), st.integers(0, 20))
+def test_requests_queue_until_workers_are_ready_and_go_fifo(requests: int, workers: int) -> None:
+    h = Harness()
+    for n in range(requests):
+        h.request(client(0), b"r%d" % n)
+    for n in range(workers):
+        h.ready(worker(n))
+    dispatched = [h.tasks_of(worker(n)) for n in range(workers)]
+    assert sum(map(len, dispatched)) == min(requests, workers)
+    # workers waited in order of readiness and got the oldest requests first
+    bodies = [tasks[0][2] for tasks in dispatched if tasks]
+    assert bodies == [(b"r%d" % n,) for n in range(min(requests, workers))]
+    assert len(h.core.tasks) == requests
+
+
+@given(st.lists(st.sampled_from([b"a", b"b", b"c"]), max_size=30))
+def test_fifo_per_service_and_workers_reused(services: list[bytes]) -> None:
+    h = Harness()
+    for n, service in enumerate(services):
+        h.request(client(n % 3), b"r%d" % n, service, b"%s-%d" % (service, n))
+    for service in (b"a", b"b", b"c"):
+        peer = Peer(1, service)
+        h.ready(peer, service)
+        served = 0
+        while len(h.tasks_of(peer)) > served:
+            task_id, description, body = h.tasks_of(peer)[served]
+            assert description == service
+            h.answer(peer, task_id, body[0], service)
+            served += 1
+        expected = [b"%s-%d" % (s, n) for n, s in enumerate(services) if s == service]
+        assert [t[2][0] for t in h.tasks_of(peer)] == expected
+    for n in range(3):
+        for rid, status, body in h.replies_of(client(n)):
+            assert status == b"200"
+            index = int(rid[1:])
+            assert index % 3 == n and body == (b"%s-%d" % (services[index], index),)
+    assert sum(len(h.replies_of(client(n))) for n in range(3)) == len(services)
+    assert not h.core.tasks
+
+
+def test_result_goes_to_the_client_that_asked() -> None:
+    h = Harness()
+    h.request(client(1), b"x", body=b"one")
+    h.request(client(2), b"x", body=b"two")
+    h.ready(worker(1))
+    h.ready(worker(2))
+    (t2, _, _), (t1, _, _) = h.tasks_of(worker(2))[0], h.tasks_of(worker(1))[0]
+    h.answer(worker(2), t2, b"TWO")
+    h.answer(worker(1), t1, b"ONE")
+    assert h.replies_of(client(1)) == [(b"x", b"200", (b"ONE",))]
+    assert h.replies_of(client(2)) == [(b"x", b"200", (b"TWO",))]
+
+
+def test_lost_worker_task_is_reissued_at_the_front() -> None:
+    h = Harness()
+    h.request(client(0), b"first")
+    h.request(client(0), b"second")
+    h.ready(worker(1))
+    task_id = h.tasks_of(worker(1))[0][0]
+    h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
+    h.ready(worker(2))
+    assert h.tasks_of(worker(2))[0][0] == task_id
+    assert h.core.counters["reissued"] == 1
+
+
+def test_silent_worker_expires_and_its_task_is_reissued() -> None:
+    h = Harness(heartbeat_interval=1.0, liveness=3)
+    h.ready(worker(1))
+    h.ready(worker(2))
+    h.request(client(0), b"r")
+    task_id = h.tasks_of(worker(1))[0][0]
+    for _ in range(3):
+        h.advance(1.0)
+        h.feed(worker(2), protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT))
+    h.advance(1.0)
+    assert worker(1) not in h.core.workers
+    assert h.tasks_of(worker(2))[0][0] == task_id
+    assert [protocol.HEARTBEAT] == list({protocol.parse_worker_command(m)[0] for m in h.inbox[worker(1)][1:]})
+
+
+def test_late_result_of_presumed_dead_worker_is_dropped() -> None:
+    h = Harness()
+    h.request(client(0), b"r")
+    h.ready(worker(1))
+    task_id = h.tasks_of(worker(1))[0][0]
+    h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
+    h.ready(worker(2))
+    h.answer(worker(2), task_id, b"from-2")
+    h.answer(worker(1), task_id, b"from-1")  # comes back after the reissue
+    assert h.replies_of(client(0)) == [(b"r", b"200", (b"from-2",))]
+    assert h.core.counters["duplicates_dropped"] == 1
+    assert h.inbox[worker(1)][-1] == protocol.worker_command(Dialect.GDP, protocol.DISCONNECT)
+
+
+def test_first_result_wins_and_the_reissued_copy_is_dropped() -> None:
+    h = Harness()
+    h.request(client(0), b"r")
+    h.ready(worker(1))
+    task_id = h.tasks_of(worker(1))[0][0]
+    h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
+    h.ready(worker(2))
+    h.answer(worker(1), task_id, b"from-1")
+    h.answer(worker(2), task_id, b"from-2")
+    assert h.replies_of(client(0)) == [(b"r", b"200", (b"from-1",))]
+    assert h.core.workers[worker(2)].waiting
+
+
+def test_task_lost_too_often_fails_with_503() -> None:
+    h = Harness(max_attempts=2)
+    h.request(client(0), b"poison")
+    for n in range(2):
+        h.ready(worker(n))
+        h.feed(worker(n), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
+    [(rid, status, body)] = h.replies_of(client(0))
+    assert (rid, status) == (b"poison", b"503") and b"2 times" in body[0]
+    assert not h.core.tasks and h.core.counters["failed"] == 1
+
+
+def test_retry_with_the_same_request_id_is_not_a_second_task() -> None:
+    h = Harness()
+    h.request(client(0), b"r")
+    h.request(client(0), b"r")
+    h.request(client(1), b"r")  # same id, other client: a different request
+    assert len(h.core.tasks) == 2 and h.core.counters["retries_absorbed"] == 1
+
+
+def test_mmi_service() -> None:
+    h = Harness()
+    h.feed(client(0), protocol.gdp_request(b"1", b"mmi.service", [b"echo"]))
+    h.ready(worker(1))
+    h.feed(client(0), protocol.gdp_request(b"2", b"mmi.service", [b"echo"]))
+    h.feed(client(0), protocol.gdp_request(b"3", b"mmi.nonesuch", []))
+    h.feed(client(0), [b"", b"MDPC01", b"mmi.service", b"echo"])
+    replies = h.replies_of(client(0))
+    assert [r[2] for r in replies] == [(b"404",), (b"200",), (b"501",)]
+    assert h.inbox[client(0)][-1] == [b"", b"MDPC01", b"mmi.service", b"200"]
+
+
+def test_worker_may_not_register_an_mmi_service() -> None:
+    h = Harness()
+    h.ready(worker(1), b"mmi.service")
+    assert worker(1) not in h.core.workers
+    assert h.inbox[worker(1)] == [protocol.worker_command(Dialect.GDP, protocol.DISCONNECT)]
+
+
+def test_unknown_worker_heartbeat_gets_disconnect() -> None:
+    h = Harness()
+    h.feed(worker(9), [b"", b"MDPW01", b"\x04"])
+    assert h.inbox[worker(9)] == [[b"", b"MDPW01", b"\x05"]]
+
+
+def test_second_mdp_ready_is_a_protocol_error() -> None:
+    h = Harness()
+    h.feed(worker(1), [b"", b"MDPW01", b"\x01", b"echo"])
+    h.feed(worker(1), [b"", b"MDPW01", b"\x01", b"echo"])
+    assert worker(1) not in h.core.workers
+    assert h.inbox[worker(1)][-1] == [b"", b"MDPW01", b"\x05"]
+
+
+def test_mdp_worker_round_trip_uses_task_id_as_address() -> None:
+    h = Harness()
+    h.feed(client(0), [b"", b"MDPC01", b"echo", b"hello"])
+    h.feed(worker(1), [b"", b"MDPW01", b"\x01", b"echo"])
+    [request] = h.inbox[worker(1)]
+    assert request[:3] == [b"", b"MDPW01", b"\x02"] and request[4:] == [b"", b"hello"]
+    h.feed(worker(1), [b"", b"MDPW01", b"\x03", request[3], b"", b"HELLO"])
+    assert h.inbox[client(0)] == [[b"", b"MDPC01", b"echo", b"HELLO"]]
+    assert h.core.workers[worker(1)].waiting
+
+
+def test_malformed_input_is_counted_not_fatal() -> None:
+    h = Harness()
+    for garbage in ([], [b"GET / HTTP/1.1"], [b"", b"MDPW01", b"\x03"], [b"GDPC01", b"\x01"]):
+        h.feed(client(0), garbage)
+    assert h.core.counters["malformed"] == 4 and not h.inbox
+
+
+class PickyResolver(NameResolver):
+    def for_request(self, description: bytes) -> Service:
+        if description == b"bad":
+            raise ResolveError("no such thing")
+        if description == b"buggy":
+            raise RuntimeError("plug-in bug")
+        return super().for_request(description)
+
+
+@pytest.mark.parametrize(("description", "text"), [(b"bad", b"no such thing"), (b"buggy", b"plug-in bug")])
+def test_resolver_errors_answer_the_client(description: bytes, text: bytes) -> None:
+    h = Harness()
+    h.core.resolver = PickyResolver()
+    h.request(client(0), b"r", description)
+    [(rid, status, body)] = h.replies_of(client(0))
+    assert status == b"400" and text in body[0]
+    h.request(client(0), b"s")
+    h.ready(worker(1))
+    assert h.tasks_of(worker(1))  # and the broker goes on
+
+
+def test_partial_results_reach_streaming_clients_only() -> None:
+    h = Harness()
+    h.request(client(0), b"r")
+    h.feed(client(1), [b"", b"MDPC01", b"echo", b"x"])
+    h.feed(worker(1), [b"MDPW02", b"\x01", b"echo"])
+    h.feed(worker(2), [b"MDPW02", b"\x01", b"echo"])
+    t1 = h.inbox[worker(1)][0][2]
+    t2 = h.inbox[worker(2)][0][2]
+    for peer, task_id in ((worker(1), t1), (worker(2), t2)):
+        h.feed(peer, [b"MDPW02", b"\x03", task_id, b"", b"part"])
+        h.feed(peer, [b"MDPW02", b"\x04", task_id, b"", b"done"])
+    assert h.replies_of(client(0)) == [(b"r", None, (b"part",)), (b"r", b"200", (b"done",))]
+    assert h.inbox[client(1)] == [[b"", b"MDPC01", b"echo", b"done"]]
+
+
+def test_close_disconnects_every_worker() -> None:
+    h = Harness()
+    h.ready(worker(1))
+    h.feed(worker(2), [b"", b"MDPW01", b"\x01", b"echo"])
+    sent = dict(h.core.close())
+    assert sent == {worker(1): [b"GDPW01", b"\x06"], worker(2): [b"", b"MDPW01", b"\x05"]}

@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Install a pyzmq built against libzmq with the DRAFT API (zmq.CLIENT/SERVER).
+
+PyPI wheels and Debian's libzmq lack draft support, so we build our own wheel,
+using only PyPI and the local C/C++ compiler:
+
+1. ``pip download`` the pyzmq 25.1.2 sdist, which carries the libzmq 4.3.4
+   sources under ``bundled/zeromq``;
+2. compile them (``-O3``, drafts on, CURVE via built-in tweetnacl, no
+   libsodium) into a static, position-independent ``libzmq.a``;
+3. ``pip wheel`` pyzmq 27 from its sdist against that prefix, so libzmq is
+   linked statically into the extension: the wheel is self-contained.
+
+The wheel is cached in ``$GENERALDOMO_CACHE`` (default
+``~/.cache/generaldomo``) under ``pyzmq-draft/<python>-<platform>-<recipe>/``.
+
+Usage::
+
+    python tools/draft_pyzmq.py ensure   # install into this interpreter if needed
+    python tools/draft_pyzmq.py build    # build/cache the wheel, print its path
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import fcntl
+import os
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+PYZMQ_VERSION = "27.3.0"
+LIBZMQ_SDIST = "25.1.2"  # pyzmq sdist that bundles the libzmq 4.3.4 sources
+RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq4.3.4-static-r1"
+
+# Configuration as libzmq 4.3.4's own CMake detects it on Linux/glibc with
+# ENABLE_DRAFTS=ON, WITH_LIBSODIUM=OFF, ENABLE_WS=OFF (TIPC left out too).
+PLATFORM_HPP = """\
+#ifndef __ZMQ_PLATFORM_HPP_INCLUDED__
+#define __ZMQ_PLATFORM_HPP_INCLUDED__
+#define ZMQ_HAVE_LINUX
+#define ZMQ_BUILD_DRAFT_API
+#define ZMQ_USE_CV_IMPL_STL11
+#define ZMQ_IOTHREAD_POLLER_USE_EPOLL
+#define ZMQ_IOTHREAD_POLLER_USE_EPOLL_CLOEXEC
+#define ZMQ_POLL_BASED_ON_POLL
+#define ZMQ_CACHELINE_SIZE 64
+#define HAVE_FORK
+#define HAVE_CLOCK_GETTIME
+#define HAVE_MKDTEMP
+#define HAVE_ACCEPT4
+#define HAVE_STRNLEN
+#define HAVE_IF_NAMETOINDEX
+#define ZMQ_HAVE_UIO
+#define ZMQ_HAVE_NOEXCEPT
+#define ZMQ_HAVE_EVENTFD
+#define ZMQ_HAVE_EVENTFD_CLOEXEC
+#define ZMQ_HAVE_IFADDRS
+#define ZMQ_HAVE_SO_BINDTODEVICE
+#define ZMQ_HAVE_SO_PEERCRED
+#define ZMQ_HAVE_O_CLOEXEC
+#define ZMQ_HAVE_SOCK_CLOEXEC
+#define ZMQ_HAVE_SO_KEEPALIVE
+#define ZMQ_HAVE_SO_PRIORITY
+#define ZMQ_HAVE_TCP_KEEPCNT
+#define ZMQ_HAVE_TCP_KEEPIDLE
+#define ZMQ_HAVE_TCP_KEEPINTVL
+#define ZMQ_HAVE_PTHREAD_SETNAME_2
+#define ZMQ_HAVE_PTHREAD_SET_AFFINITY
+#define ZMQ_HAVE_IPC
+#define ZMQ_HAVE_CURVE
+#define ZMQ_USE_TWEETNACL
+#define ZMQ_USE_RADIX_TREE
+#endif
+"""
+# Sources whose transports are disabled above (they would compile to nothing).
+SKIP_PREFIXES = ("ws_", "wss_", "vmci", "gssapi_", "tipc_")
+COMMON_FLAGS = ["-O3", "-DNDEBUG", "-fPIC", "-D_GNU_SOURCE", "-D_REENTRANT", "-D_THREAD_SAFE"]
+
+# Run in a fresh interpreter after installing: draft API plus a CLIENT/SERVER round trip.
+VERIFY_CODE = """\
+import zmq
+assert zmq.has("draft"), "zmq.has('draft') is False"
+ctx = zmq.Context()
+srv = ctx.socket(zmq.SERVER)
+cli = ctx.socket(zmq.CLIENT)
+for s in (srv, cli):
+    s.rcvtimeo = s.sndtimeo = 5000
+    s.linger = 0
+srv.bind("inproc://draft-check")
+cli.connect("inproc://draft-check")
+cli.send(b"ping")
+req = srv.recv(copy=False)
+assert req.bytes == b"ping"
+rep = zmq.Frame(b"pong")
+rep.routing_id = req.routing_id
+srv.send(rep)
+assert cli.recv() == b"pong"
+ctx.destroy()
+print(f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}, draft OK")
+"""
+PROBE_CODE = "import zmq; print(zmq.has('draft'), zmq.pyzmq_version(), zmq.zmq_version())"
+
+_T0 = time.monotonic()
+
+
+class BuildError(RuntimeError):
+    """A step of the build, install or verification failed."""
+
+
+def log(msg: str) -> None:
+    """Print a progress line with the elapsed time to stderr."""
+    print(f"[draft_pyzmq {time.monotonic() - _T0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def jobs() -> int:
+    """Number of parallel compile jobs."""
+    return int(os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or os.cpu_count() or 2)
+
+
+def cache_dir() -> Path:
+    """Cache folder keyed by interpreter, platform and recipe."""
+    root = Path(os.environ.get("GENERALDOMO_CACHE") or Path.home() / ".cache" / "generaldomo")
+    key = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{RECIPE}"
+    return root / "pyzmq-draft" / key
+
+
+def run(cmd: Sequence[str | Path], logfile: Path, env: Mapping[str, str] | None = None) -> None:
+    """Run ``cmd`` with output appended to ``logfile``; raise BuildError on failure."""
+    with logfile.open("ab") as out:
+        proc = subprocess.run([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode:
+        tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-40:])
+        raise BuildError(f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n{tail}")
+
+
+def fetch_libzmq_source(work: Path) -> Path:
+    """Download the pyzmq sdist bundling libzmq and extract ``bundled/zeromq``."""
+    dl = work / "dl"
+    # ZMQ_PREFIX=bundled skips a 10 s "no libzmq found" pause in its setup.py.
+    env = {**os.environ, "ZMQ_PREFIX": "bundled"}
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "pyzmq"]
+    run([*cmd, "-d", dl, f"pyzmq=={LIBZMQ_SDIST}"], work / "download.log", env)
+    (sdist,) = dl.glob("pyzmq-*.tar.gz")
+    prefix = f"pyzmq-{LIBZMQ_SDIST}/bundled/zeromq/"
+    with tarfile.open(sdist) as tf:
+        members = [m for m in tf.getmembers() if m.name.startswith(prefix)]
+        kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tf.extractall(work, members=members, **kwargs)
+    return work / prefix
+
+
+def build_libzmq(src: Path, work: Path) -> Path:
+    """Compile libzmq into a static PIC archive under ``work/prefix``; return the prefix."""
+    objdir, prefix = work / "obj", work / "prefix"
+    for d in (objdir, prefix / "lib", prefix / "include"):
+        d.mkdir(parents=True)
+    (objdir / "platform.hpp").write_text(PLATFORM_HPP)
+    incs = [f"-I{objdir}", f"-I{src / 'include'}"]
+    cxx, cc = os.environ.get("CXX", "c++"), os.environ.get("CC", "cc")
+    cmds = [
+        [cxx, "-std=gnu++11", *COMMON_FLAGS, *incs, "-c", f, "-o", objdir / f"{f.stem}.o"]
+        for f in sorted((src / "src").glob("*.cpp"))
+        if not f.name.startswith(SKIP_PREFIXES)
+    ]
+    cmds.append([cc, "-std=gnu11", *COMMON_FLAGS, *incs, "-c", src / "src" / "tweetnacl.c", "-o", objdir / "tweetnacl_c.o"])
+    logfile = work / "libzmq.log"
+    with concurrent.futures.ThreadPoolExecutor(jobs()) as pool:
+        for fut in [pool.submit(run, c, logfile) for c in cmds]:
+            fut.result()
+    run([os.environ.get("AR", "ar"), "rcs", prefix / "lib" / "libzmq.a", *sorted(objdir.glob("*.o"))], logfile)
+    for h in ("zmq.h", "zmq_utils.h"):
+        (prefix / "include" / h).write_bytes((src / "include" / h).read_bytes())
+    return prefix
+
+
+def build_wheel(prefix: Path, work: Path) -> Path:
+    """Build the pyzmq wheel from its sdist against the static libzmq in ``prefix``."""
+    env = {
+        **os.environ,
+        "ZMQ_PREFIX": str(prefix),
+        "ZMQ_DRAFT_API": "1",
+        "PYZMQ_LIBZMQ_RPATH": "0",  # nothing to find at run time: libzmq is static
+        "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs()),
+    }
+    out = work / "wheel"
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", "pyzmq"]
+    # --no-cache-dir: never reuse a (non-draft) pyzmq wheel from pip's wheel cache.
+    cmd += ["--no-cache-dir", "-w", out, f"pyzmq=={PYZMQ_VERSION}"]
+    # A static libzmq needs the C++ runtime; the extension itself is C.
+    cmd += ["-C", "cmake.define.CMAKE_C_STANDARD_LIBRARIES=-lstdc++ -lpthread"]
+    cmd += ["-C", "cmake.build-type=Release"]
+    run(cmd, work / "pyzmq.log", env)
+    (wheel,) = out.glob("pyzmq-*.whl")
+    return wheel
+
+
+def cached_wheel(dest: Path) -> Path | None:
+    """The finished wheel in ``dest``, if any."""
+    wheels = sorted(dest.glob("pyzmq-*.whl"))
+    return wheels[-1] if wheels else None
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (waits for other builders)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for lock {path}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def get_wheel() -> Path:
+    """Return the cached draft wheel, building it (under a lock) if absent."""
+    dest = cache_dir()
+    if wheel := cached_wheel(dest):
+        log(f"cached wheel {wheel}")
+        return wheel
+    if not sys.platform.startswith("linux"):
+        raise BuildError("only Linux is supported by this recipe")
+    with locked(dest.with_name(dest.name + ".lock")):
+        if wheel := cached_wheel(dest):  # built by a concurrent run
+            log(f"cached wheel {wheel}")
+            return wheel
+        dest.mkdir(parents=True, exist_ok=True)
+        # Build inside the cache root so the final rename is atomic (same filesystem).
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=dest.parent) as tmp:
+            work = Path(tmp)
+            log(f"building in {work} ({jobs()} jobs)")
+            log(f"step 1/3: downloading pyzmq {LIBZMQ_SDIST} sdist for the libzmq 4.3.4 sources")
+            src = fetch_libzmq_source(work)
+            log("step 2/3: compiling static libzmq (drafts on, -O3)")
+            prefix = build_libzmq(src, work)
+            log(f"step 3/3: building pyzmq {PYZMQ_VERSION} wheel against it")
+            built = build_wheel(prefix, work)
+            wheel = dest / built.name
+            os.replace(built, wheel)
+        log(f"wheel ready: {wheel}")
+        return wheel
+
+
+def probe() -> tuple[bool, str]:
+    """Whether this interpreter's zmq has drafts, with a version description."""
+    proc = subprocess.run([sys.executable, "-c", PROBE_CODE], capture_output=True, text=True)
+    if proc.returncode:
+        return False, "zmq not importable"
+    has, pyzmq, libzmq = proc.stdout.split()
+    return has == "True", f"pyzmq {pyzmq}, libzmq {libzmq}, draft={has}"
+
+
+def ensure() -> None:
+    """Make sure this interpreter has a working draft-enabled pyzmq."""
+    ok, desc = probe()
+    if ok:
+        print(f"draft pyzmq already installed ({desc})")
+        return
+    log(f"current: {desc}; need draft-enabled pyzmq")
+    wheel = get_wheel()
+    log(f"installing {wheel.name} into {sys.executable}")
+    pip = [sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", str(wheel)]
+    proc = subprocess.run(pip, capture_output=True, text=True)
+    if proc.returncode:
+        raise BuildError(f"pip install failed:\n{proc.stdout}{proc.stderr}")
+    proc = subprocess.run([sys.executable, "-c", VERIFY_CODE], capture_output=True, text=True, timeout=60)
+    if proc.returncode:
+        raise BuildError(f"verification of the installed pyzmq failed:\n{proc.stdout}{proc.stderr}")
+    log(f"verified: {proc.stdout.strip()}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["ensure", "build"])
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "ensure":
+            ensure()
+        else:
+            print(get_wheel())
+    except (BuildError, subprocess.SubprocessError, OSError) as exc:
+        print(f"draft_pyzmq: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
