@@ -72,7 +72,7 @@ class Client:
     def __init__(self, endpoint: str, transport: str = "router", *, context: zmq.Context | None = None) -> None:
         self.transport = transport
         self._connection = connect(endpoint, transport, context)
-        self._prefix = os.urandom(4)
+        self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
         self._waiting: dict[bytes, Future[Reply]] = {}
         self._lock = threading.Lock()
@@ -136,7 +136,7 @@ class Client:
             poller.register(item, zmq.POLLIN)
         try:
             while not self._closed:
-                poller.poll(1000)
+                poller.poll(10 if connection.backlogged else 1000)
                 connection.flush()
                 while (frames := connection.recv()) is not None:
                     self._on_reply(frames)

@@ -7,10 +7,12 @@ thread, which polls :attr:`Connection.poll_items`, and may be written by any thr
 - ``server`` transport: a CLIENT socket (draft API). It is thread-safe, so ``send`` writes to it directly
   from the calling thread, frames packed by :mod:`generaldomo.codec`.
 - ``router`` transport: a DEALER socket, which must stay on one thread. ``send`` from the IO thread writes
-  directly; from any other thread it queues the frames and wakes the IO thread through a pipe, and the IO
-  thread writes them in :meth:`Connection.flush`.
+  directly; from any other thread it queues the frames and wakes the IO thread through a pipe.
 
-It knows nothing of the protocol carried.
+Sends never block the caller. A message the socket cannot take now (its queue is full, or over inproc the
+broker is gone) waits in an outbox that the IO thread writes out in :meth:`Connection.flush`, in order; the
+IO thread polls again soon while the outbox is not empty (:attr:`Connection.backlogged`). It knows nothing
+of the protocol carried.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ import zmq
 from generaldomo import codec
 from generaldomo.links import require_draft
 
+
 class Connection:
     """One socket connected to a broker endpoint; see the module docstring."""
+
+    thread_safe_socket = False
 
     def __init__(self, context: zmq.Context, endpoint: str, socket_type: int) -> None:
         self.endpoint = endpoint
@@ -37,6 +42,7 @@ class Connection:
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self.poll_items: list[zmq.Socket | int] = [self.socket, self._wake_read]
+        self._outbox: deque[Sequence[bytes]] = deque()
         self._owner: int | None = None
         self._pipe_lock = threading.Lock()
         self._closed = False
@@ -55,8 +61,21 @@ class Connection:
             except BlockingIOError:
                 pass  # the pipe is full of wake-ups already
 
+    @property
+    def backlogged(self) -> bool:
+        """True while messages wait for the socket to take them."""
+        return bool(self._outbox)
+
     def send(self, frames: Sequence[bytes]) -> None:
-        """Send ``frames`` to the broker; callable from any thread."""
+        """Send ``frames`` to the broker, or queue them; callable from any thread."""
+        if not self._outbox and (self.thread_safe_socket or threading.get_ident() == self._owner):
+            if self._write(frames):
+                return
+        self._outbox.append(frames)
+        self.wake()
+
+    def _write(self, frames: Sequence[bytes]) -> bool:
+        """Hand ``frames`` to the socket without blocking; False if it cannot take them now."""
         raise NotImplementedError
 
     def recv(self) -> list[bytes] | None:
@@ -64,14 +83,18 @@ class Connection:
         raise NotImplementedError
 
     def flush(self) -> None:
-        """Consume wake-ups and write what other threads queued (IO thread only)."""
+        """Consume wake-ups and write queued messages in order, as far as the socket takes them (IO thread)."""
         try:
             os.read(self._wake_read, 4096)
         except BlockingIOError:
             pass
+        outbox = self._outbox
+        while outbox and self._write(outbox[0]):
+            outbox.popleft()
 
     def close(self, linger_ms: int = 0) -> None:
-        """Close the socket (IO thread only)."""
+        """Write what the socket takes of the outbox, then close (IO thread only)."""
+        self.flush()
         self.socket.close(linger=linger_ms)
         with self._pipe_lock:
             self._closed = True
@@ -82,12 +105,18 @@ class Connection:
 class ClientSocketConnection(Connection):
     """``server`` transport: a thread-safe CLIENT socket."""
 
+    thread_safe_socket = True
+
     def __init__(self, context: zmq.Context, endpoint: str) -> None:
         require_draft()
         super().__init__(context, endpoint, zmq.CLIENT)
 
-    def send(self, frames: Sequence[bytes]) -> None:
-        self.socket.send(codec.encode(frames))
+    def _write(self, frames: Sequence[bytes]) -> bool:
+        try:
+            self.socket.send(codec.encode(frames), zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
 
     def recv(self) -> list[bytes] | None:
         while True:
@@ -102,34 +131,23 @@ class ClientSocketConnection(Connection):
 
 
 class DealerConnection(Connection):
-    """``router`` transport: a DEALER socket owned by the IO thread, fed by other threads through a queue."""
+    """``router`` transport: a DEALER socket owned by the IO thread."""
 
     def __init__(self, context: zmq.Context, endpoint: str) -> None:
         super().__init__(context, endpoint, zmq.DEALER)
-        self._outbox: deque[Sequence[bytes]] = deque()
 
-    def send(self, frames: Sequence[bytes]) -> None:
-        if threading.get_ident() == self._owner:
-            self.socket.send_multipart(frames)
-            return
-        self._outbox.append(frames)
-        self.wake()
+    def _write(self, frames: Sequence[bytes]) -> bool:
+        try:
+            self.socket.send_multipart(frames, zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
 
     def recv(self) -> list[bytes] | None:
         try:
             return self.socket.recv_multipart(zmq.NOBLOCK)
         except zmq.Again:
             return None
-
-    def flush(self) -> None:
-        super().flush()
-        outbox = self._outbox
-        while outbox:
-            self.socket.send_multipart(outbox.popleft())
-
-    def close(self, linger_ms: int = 0) -> None:
-        self.flush()
-        super().close(linger_ms)
 
 
 def connect(endpoint: str, transport: str, context: zmq.Context | None = None) -> Connection:

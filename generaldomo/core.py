@@ -18,7 +18,8 @@ client that asked and the worker waits again. Each task is answered once: a repl
 live (already answered, or unknown) is counted and dropped. A worker that says DISCONNECT, re-registers, or
 stays silent for ``liveness`` heartbeat intervals is forgotten; the task it held goes back to the front of
 its service's queue, unless it has already been tried ``max_attempts`` times, in which case the client gets
-an error reply.
+an error reply. generaldomo clients put a unique request id in every request; a request whose id is already
+live (a client's retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class BrokerCore:
         self._serial = 0
         self._workers: dict[Peer, Worker] = {}
         self._tasks: dict[bytes, Task] = {}
-        self._by_request: dict[tuple[Peer, bytes], Task] = {}
+        self._by_request: dict[bytes, Task] = {}
         self._next_sweep: float | None = None
         self._handlers = {
             ClientRequest: self._on_request,
@@ -184,12 +185,11 @@ class BrokerCore:
         if event.description.startswith(MMI_PREFIX):
             self._answer_mmi(peer, event, out)
             return
-        key = None
-        if event.request_id is not None:
-            key = (peer, event.request_id)
-            if key in self._by_request:
-                self.counters["retries_absorbed"] += 1
-                return
+        retried = self._by_request.get(event.request_id) if event.request_id is not None else None
+        if retried is not None:  # a retry, maybe over a new connection: answer once, to the latest sender
+            retried.client = peer
+            self.counters["retries_absorbed"] += 1
+            return
         try:
             service = self.resolver.for_request(event.description)
         except ResolveError as error:
@@ -211,8 +211,8 @@ class BrokerCore:
             now,
         )
         self._tasks[task.id] = task
-        if key is not None:
-            self._by_request[key] = task
+        if event.request_id is not None:
+            self._by_request[event.request_id] = task
         service.push(task)
         self._dispatch(service, now, out)
 
@@ -338,7 +338,7 @@ class BrokerCore:
     def _complete(self, task: Task, status: bytes, body: Sequence[bytes], out: list[Send]) -> None:
         del self._tasks[task.id]
         if task.request_id is not None:
-            self._by_request.pop((task.client, task.request_id), None)
+            self._by_request.pop(task.request_id, None)
         holder = task.worker
         if holder is None:
             task.service.drop(task)

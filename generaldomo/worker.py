@@ -80,7 +80,7 @@ class Worker:
         heard = clock()
         next_heartbeat = heard + self.heartbeat_interval
         while not self._stopping.is_set():
-            timeout = max(0.0, next_heartbeat - clock())
+            timeout = 0.01 if connection.backlogged else max(0.0, next_heartbeat - clock())
             self._poller.poll(timeout * 1000)
             connection.flush()
             while (frames := connection.recv()) is not None:
@@ -93,7 +93,7 @@ class Worker:
                 log.warning("broker silent for %.1f s; reconnecting to %s", now - heard, self.endpoint)
                 connection = self._reconnect()
                 heard = now
-            if now >= next_heartbeat:
+            if now >= next_heartbeat and not connection.backlogged:  # no heartbeats pile up for a gone broker
                 connection.send(protocol.worker_command(protocol.Dialect.GDP, protocol.HEARTBEAT))
                 next_heartbeat = now + self.heartbeat_interval
 

@@ -104,15 +104,15 @@ def test_fifo_per_service_and_workers_reused(services: list[bytes]) -> None:
 
 def test_result_goes_to_the_client_that_asked() -> None:
     h = Harness()
-    h.request(client(1), b"x", body=b"one")
-    h.request(client(2), b"x", body=b"two")
+    h.request(client(1), b"x1", body=b"one")
+    h.request(client(2), b"x2", body=b"two")
     h.ready(worker(1))
     h.ready(worker(2))
     (t2, _, _), (t1, _, _) = h.tasks_of(worker(2))[0], h.tasks_of(worker(1))[0]
     h.answer(worker(2), t2, b"TWO")
     h.answer(worker(1), t1, b"ONE")
-    assert h.replies_of(client(1)) == [(b"x", b"200", (b"ONE",))]
-    assert h.replies_of(client(2)) == [(b"x", b"200", (b"TWO",))]
+    assert h.replies_of(client(1)) == [(b"x1", b"200", (b"ONE",))]
+    assert h.replies_of(client(2)) == [(b"x2", b"200", (b"TWO",))]
 
 
 def test_lost_worker_task_is_reissued_at_the_front() -> None:
@@ -184,8 +184,11 @@ def test_retry_with_the_same_request_id_is_not_a_second_task() -> None:
     h = Harness()
     h.request(client(0), b"r")
     h.request(client(0), b"r")
-    h.request(client(1), b"r")  # same id, other client: a different request
-    assert len(h.core.tasks) == 2 and h.core.counters["retries_absorbed"] == 1
+    h.request(client(1), b"r")  # the same client, reconnected: its answer goes to the new connection
+    assert len(h.core.tasks) == 1 and h.core.counters["retries_absorbed"] == 2
+    h.ready(worker(1))
+    h.answer(worker(1), h.tasks_of(worker(1))[0][0], b"R")
+    assert h.replies_of(client(1)) == [(b"r", b"200", (b"R",))] and not h.replies_of(client(0))
 
 
 def test_mmi_service() -> None:

@@ -84,7 +84,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule(client=st.sampled_from(CLIENTS), service=st.sampled_from(SERVICES))
     def request(self, client: Peer, service: bytes) -> None:
         self.serial += 1
-        rid = b"%d" % self.serial
+        rid = b"%s-%d" % (client.address, self.serial)
         body = b"%s/%s/%s" % (client.address, rid, service)
         self.expected[(client, rid)] = body
         self.feed(client, protocol.gdp_request(rid, service, [body]))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Install a pyzmq built against libzmq with the DRAFT API (zmq.CLIENT/SERVER).
 
 PyPI wheels and Debian's libzmq lack draft support, so we build our own wheel,
@@ -26,15 +25,17 @@ import argparse
 import concurrent.futures
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from subprocess import STDOUT
 
 PYZMQ_VERSION = "27.3.0"
 LIBZMQ_SDIST = "25.1.2"  # pyzmq sdist that bundles the libzmq 4.3.4 sources
@@ -82,9 +83,9 @@ PLATFORM_HPP = """\
 """
 # Sources whose transports are disabled above (they would compile to nothing).
 SKIP_PREFIXES = ("ws_", "wss_", "vmci", "gssapi_", "tipc_")
-COMMON_FLAGS = ["-O3", "-DNDEBUG", "-fPIC", "-D_GNU_SOURCE", "-D_REENTRANT", "-D_THREAD_SAFE"]
+CFLAGS = ["-O3", "-DNDEBUG", "-fPIC", "-D_GNU_SOURCE", "-D_REENTRANT", "-D_THREAD_SAFE"]
 
-# Run in a fresh interpreter after installing: draft API plus a CLIENT/SERVER round trip.
+# Run in a fresh interpreter after installing: drafts plus a CLIENT/SERVER round trip.
 VERIFY_CODE = """\
 import zmq
 assert zmq.has("draft"), "zmq.has('draft') is False"
@@ -106,9 +107,10 @@ assert cli.recv() == b"pong"
 ctx.destroy()
 print(f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}, draft OK")
 """
-PROBE_CODE = "import zmq; print(zmq.has('draft'), zmq.pyzmq_version(), zmq.zmq_version())"
+PROBE_CODE = "import zmq; print(zmq.has('draft'), zmq.__version__, zmq.zmq_version())"
 
 _T0 = time.monotonic()
+Env = Mapping[str, str]
 
 
 class BuildError(RuntimeError):
@@ -117,7 +119,8 @@ class BuildError(RuntimeError):
 
 def log(msg: str) -> None:
     """Print a progress line with the elapsed time to stderr."""
-    print(f"[draft_pyzmq {time.monotonic() - _T0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+    elapsed = time.monotonic() - _T0
+    print(f"[draft_pyzmq {elapsed:5.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 def jobs() -> int:
@@ -127,18 +130,33 @@ def jobs() -> int:
 
 def cache_dir() -> Path:
     """Cache folder keyed by interpreter, platform and recipe."""
-    root = Path(os.environ.get("GENERALDOMO_CACHE") or Path.home() / ".cache" / "generaldomo")
+    default = Path.home() / ".cache" / "generaldomo"
+    root = Path(os.environ.get("GENERALDOMO_CACHE") or default)
     key = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{RECIPE}"
     return root / "pyzmq-draft" / key
 
 
-def run(cmd: Sequence[str | Path], logfile: Path, env: Mapping[str, str] | None = None) -> None:
-    """Run ``cmd`` with output appended to ``logfile``; raise BuildError on failure."""
-    with logfile.open("ab") as out:
-        proc = subprocess.run([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+def pip(*args: str | Path) -> list[str]:
+    """A pip command line for the current interpreter."""
+    return [sys.executable, "-m", "pip", *map(str, args)]
+
+
+def run(cmd: Sequence[str | Path], log_to: Path, env: Env | None = None) -> None:
+    """Run ``cmd``, appending its output to ``log_to``; BuildError on failure."""
+    with log_to.open("ab") as out:
+        argv = [str(c) for c in cmd]
+        proc = subprocess.run(argv, check=False, stdout=out, stderr=STDOUT, env=env)
     if proc.returncode:
-        tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-40:])
-        raise BuildError(f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n{tail}")
+        tail = "\n".join(log_to.read_text(errors="replace").splitlines()[-40:])
+        raise BuildError(f"exit {proc.returncode}: {' '.join(argv)}\n{tail}")
+
+
+def only(paths: Iterable[Path], what: str) -> Path:
+    """The single path in ``paths``; BuildError if there is not exactly one."""
+    found = list(paths)
+    if len(found) != 1:
+        raise BuildError(f"expected one {what}, found {found}")
+    return found[0]
 
 
 def fetch_libzmq_source(work: Path) -> Path:
@@ -146,43 +164,50 @@ def fetch_libzmq_source(work: Path) -> Path:
     dl = work / "dl"
     # ZMQ_PREFIX=bundled skips a 10 s "no libzmq found" pause in its setup.py.
     env = {**os.environ, "ZMQ_PREFIX": "bundled"}
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "pyzmq"]
-    run([*cmd, "-d", dl, f"pyzmq=={LIBZMQ_SDIST}"], work / "download.log", env)
-    (sdist,) = dl.glob("pyzmq-*.tar.gz")
-    prefix = f"pyzmq-{LIBZMQ_SDIST}/bundled/zeromq/"
+    cmd = pip("download", "--no-deps", "--no-binary", "pyzmq", "-d", dl)
+    run([*cmd, f"pyzmq=={LIBZMQ_SDIST}"], work / "download.log", env)
+    sdist = only(dl.glob("pyzmq-*.tar.gz"), "pyzmq sdist")
+    top = f"pyzmq-{LIBZMQ_SDIST}/bundled/zeromq/"
     with tarfile.open(sdist) as tf:
-        members = [m for m in tf.getmembers() if m.name.startswith(prefix)]
+        members = [m for m in tf.getmembers() if m.name.startswith(top)]
         kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
         tf.extractall(work, members=members, **kwargs)
-    return work / prefix
+    return work / top
 
 
 def build_libzmq(src: Path, work: Path) -> Path:
-    """Compile libzmq into a static PIC archive under ``work/prefix``; return the prefix."""
+    """Compile libzmq into a static PIC ``libzmq.a``; return its install prefix."""
     objdir, prefix = work / "obj", work / "prefix"
     for d in (objdir, prefix / "lib", prefix / "include"):
         d.mkdir(parents=True)
     (objdir / "platform.hpp").write_text(PLATFORM_HPP)
-    incs = [f"-I{objdir}", f"-I{src / 'include'}"]
-    cxx, cc = os.environ.get("CXX", "c++"), os.environ.get("CC", "cc")
+    flags = [*CFLAGS, f"-I{objdir}", f"-I{src / 'include'}"]
+    cxx = [os.environ.get("CXX", "c++"), "-std=gnu++11", *flags]
     cmds = [
-        [cxx, "-std=gnu++11", *COMMON_FLAGS, *incs, "-c", f, "-o", objdir / f"{f.stem}.o"]
+        [*cxx, "-c", f, "-o", objdir / f"{f.stem}.o"]
         for f in sorted((src / "src").glob("*.cpp"))
         if not f.name.startswith(SKIP_PREFIXES)
     ]
-    cmds.append([cc, "-std=gnu11", *COMMON_FLAGS, *incs, "-c", src / "src" / "tweetnacl.c", "-o", objdir / "tweetnacl_c.o"])
-    logfile = work / "libzmq.log"
+    cc = [os.environ.get("CC", "cc"), "-std=gnu11", *flags]
+    cmds.append([*cc, "-c", src / "src" / "tweetnacl.c", "-o", objdir / "nacl.o"])
+    log_to = work / "libzmq.log"
     with concurrent.futures.ThreadPoolExecutor(jobs()) as pool:
-        for fut in [pool.submit(run, c, logfile) for c in cmds]:
-            fut.result()
-    run([os.environ.get("AR", "ar"), "rcs", prefix / "lib" / "libzmq.a", *sorted(objdir.glob("*.o"))], logfile)
+        futures = [pool.submit(run, cmd, log_to) for cmd in cmds]
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                fut.result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    objects = sorted(objdir.glob("*.o"))
+    run([os.environ.get("AR", "ar"), "rcs", prefix / "lib/libzmq.a", *objects], log_to)
     for h in ("zmq.h", "zmq_utils.h"):
-        (prefix / "include" / h).write_bytes((src / "include" / h).read_bytes())
+        shutil.copyfile(src / "include" / h, prefix / "include" / h)
     return prefix
 
 
 def build_wheel(prefix: Path, work: Path) -> Path:
-    """Build the pyzmq wheel from its sdist against the static libzmq in ``prefix``."""
+    """Build the pyzmq wheel from its sdist, linking the static libzmq in ``prefix``."""
     env = {
         **os.environ,
         "ZMQ_PREFIX": str(prefix),
@@ -191,15 +216,13 @@ def build_wheel(prefix: Path, work: Path) -> Path:
         "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs()),
     }
     out = work / "wheel"
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", "pyzmq"]
     # --no-cache-dir: never reuse a (non-draft) pyzmq wheel from pip's wheel cache.
-    cmd += ["--no-cache-dir", "-w", out, f"pyzmq=={PYZMQ_VERSION}"]
-    # A static libzmq needs the C++ runtime; the extension itself is C.
-    cmd += ["-C", "cmake.define.CMAKE_C_STANDARD_LIBRARIES=-lstdc++ -lpthread"]
+    cmd = pip("wheel", "--no-deps", "--no-binary", "pyzmq", "--no-cache-dir", "-w", out)
     cmd += ["-C", "cmake.build-type=Release"]
-    run(cmd, work / "pyzmq.log", env)
-    (wheel,) = out.glob("pyzmq-*.whl")
-    return wheel
+    # The static libzmq needs the C++ runtime; the extension itself is C.
+    cmd += ["-C", "cmake.define.CMAKE_C_STANDARD_LIBRARIES=-lstdc++ -lpthread"]
+    run([*cmd, f"pyzmq=={PYZMQ_VERSION}"], work / "pyzmq.log", env)
+    return only(out.glob("pyzmq-*.whl"), "built wheel")
 
 
 def cached_wheel(dest: Path) -> Path | None:
@@ -234,11 +257,13 @@ def get_wheel() -> Path:
             log(f"cached wheel {wheel}")
             return wheel
         dest.mkdir(parents=True, exist_ok=True)
-        # Build inside the cache root so the final rename is atomic (same filesystem).
-        with tempfile.TemporaryDirectory(prefix=".build-", dir=dest.parent) as tmp:
+        for stale in dest.glob(".build-*"):  # left by a killed build; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
+        # Build inside the cache dir so the final rename is atomic (same filesystem).
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=dest) as tmp:
             work = Path(tmp)
             log(f"building in {work} ({jobs()} jobs)")
-            log(f"step 1/3: downloading pyzmq {LIBZMQ_SDIST} sdist for the libzmq 4.3.4 sources")
+            log(f"step 1/3: pip download pyzmq {LIBZMQ_SDIST} sdist (libzmq source)")
             src = fetch_libzmq_source(work)
             log("step 2/3: compiling static libzmq (drafts on, -O3)")
             prefix = build_libzmq(src, work)
@@ -252,10 +277,12 @@ def get_wheel() -> Path:
 
 def probe() -> tuple[bool, str]:
     """Whether this interpreter's zmq has drafts, with a version description."""
-    proc = subprocess.run([sys.executable, "-c", PROBE_CODE], capture_output=True, text=True)
-    if proc.returncode:
+    cmd = [sys.executable, "-c", PROBE_CODE]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    fields = proc.stdout.split()
+    if proc.returncode or len(fields) != 3:
         return False, "zmq not importable"
-    has, pyzmq, libzmq = proc.stdout.split()
+    has, pyzmq, libzmq = fields
     return has == "True", f"pyzmq {pyzmq}, libzmq {libzmq}, draft={has}"
 
 
@@ -268,13 +295,15 @@ def ensure() -> None:
     log(f"current: {desc}; need draft-enabled pyzmq")
     wheel = get_wheel()
     log(f"installing {wheel.name} into {sys.executable}")
-    pip = [sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", str(wheel)]
-    proc = subprocess.run(pip, capture_output=True, text=True)
+    cmd = pip("install", "--force-reinstall", "--no-deps", wheel)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if proc.returncode:
         raise BuildError(f"pip install failed:\n{proc.stdout}{proc.stderr}")
-    proc = subprocess.run([sys.executable, "-c", VERIFY_CODE], capture_output=True, text=True, timeout=60)
+    cmd = [sys.executable, "-c", VERIFY_CODE]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60)
     if proc.returncode:
-        raise BuildError(f"verification of the installed pyzmq failed:\n{proc.stdout}{proc.stderr}")
+        msg = "the installed pyzmq failed verification"
+        raise BuildError(f"{msg}:\n{proc.stdout}{proc.stderr}")
     log(f"verified: {proc.stdout.strip()}")
 
 

@@ -1,0 +1,71 @@
+"""The link layer against real peer sockets."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import zmq
+
+from generaldomo import codec
+from generaldomo.links import RouterLink, ServerLink
+
+
+def recv_within(link, timeout: float = 5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = link.recv()
+        if message is not None:
+            return message
+        link.socket.poll(50)
+    raise AssertionError("nothing arrived")
+
+
+def test_router_link_keeps_the_raw_identity_as_address() -> None:
+    # The earlier prototype stored a hex-encoded identity, so replies never arrived.
+    context = zmq.Context.instance()
+    link = RouterLink(context, ["tcp://127.0.0.1:*"])
+    peer = context.socket(zmq.DEALER)
+    identity = b"\x00\xffid"
+    peer.setsockopt(zmq.IDENTITY, identity)
+    peer.connect(link.endpoints[0])
+    try:
+        peer.send_multipart([b"", b"a", b""])
+        address, frames = recv_within(link)
+        assert (address, frames) == (identity, [b"", b"a", b""])
+        link.send(address, [b"back", b""])
+        assert peer.poll(5000) and peer.recv_multipart() == [b"back", b""]
+    finally:
+        peer.close(0)
+        link.close()
+
+
+def test_server_link_packs_frames_and_routes_by_id(caplog: pytest.LogCaptureFixture) -> None:
+    context = zmq.Context.instance()
+    link = ServerLink(context, ["tcp://127.0.0.1:*"])
+    peer = context.socket(zmq.CLIENT)
+    peer.connect(link.endpoints[0])
+    try:
+        with caplog.at_level(logging.WARNING):
+            peer.send(b"\x05ab")  # announces 5 bytes, has 2: dropped with a log line
+            peer.send(codec.encode([b"", b"x" * 300, b""]))
+            address, frames = recv_within(link)
+        assert frames == [b"", b"x" * 300, b""]
+        assert "does not unpack" in caplog.text
+        link.send(address, [b"r", b""])
+        assert peer.poll(5000) and codec.decode(peer.recv()) == [b"r", b""]
+        link.send(address + 1, [b"nobody"])  # a gone peer is not an error
+    finally:
+        peer.close(0)
+        link.close()
+
+
+def test_binding_reports_concrete_endpoints(tmp_path) -> None:
+    link = RouterLink(zmq.Context.instance(), ["tcp://127.0.0.1:*", f"ipc://{tmp_path}/x.sock", "inproc://links-test"])
+    try:
+        tcp, ipc, inproc = link.endpoints
+        assert tcp.startswith("tcp://127.0.0.1:") and not tcp.endswith(":*")
+        assert ipc == f"ipc://{tmp_path}/x.sock" and inproc == "inproc://links-test"
+    finally:
+        link.close()
