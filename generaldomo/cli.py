@@ -57,11 +57,21 @@ def _parser() -> argparse.ArgumentParser:
 
     broker = commands.add_parser("broker", help="run a broker")
     _transport(broker)
-    broker.add_argument("--bind", action="append", metavar="ENDPOINT", help=f"endpoint to bind (repeatable; default {DEFAULT_ENDPOINT})")
-    broker.add_argument("--resolver", metavar="MODULE:ATTR", help="service resolver factory (default: plain service names)")
-    broker.add_argument("--resolver-opt", action="append", default=[], metavar="KEY=VALUE", help="option passed to the resolver factory")
-    broker.add_argument("--heartbeat", type=float, default=2.5, metavar="SECONDS", help="heartbeat interval (default 2.5)")
-    broker.add_argument("--liveness", type=int, default=3, help="heartbeats missed before a worker is presumed dead (default 3)")
+    broker.add_argument(
+        "--bind", action="append", metavar="ENDPOINT", help=f"endpoint to bind (repeatable; default {DEFAULT_ENDPOINT})"
+    )
+    broker.add_argument(
+        "--resolver", metavar="MODULE:ATTR", help="service resolver factory (default: plain service names)"
+    )
+    broker.add_argument(
+        "--resolver-opt", action="append", default=[], metavar="KEY=VALUE", help="option passed to the resolver factory"
+    )
+    broker.add_argument(
+        "--heartbeat", type=float, default=2.5, metavar="SECONDS", help="heartbeat interval (default 2.5)"
+    )
+    broker.add_argument(
+        "--liveness", type=int, default=3, help="heartbeats missed before a worker is presumed dead (default 3)"
+    )
     broker.set_defaults(run=_run_broker)
 
     worker = commands.add_parser("worker", help="run the built-in echo worker")
@@ -94,7 +104,8 @@ def _transport(parser: argparse.ArgumentParser) -> None:
 
 def _versions() -> str:
     draft = "yes" if draft_available() else "no (run: python tools/draft_pyzmq.py ensure)"
-    return f"generaldomo {__version__}; pyzmq {zmq.pyzmq_version()}; libzmq {zmq.zmq_version()}; draft sockets (CLIENT/SERVER): {draft}"
+    versions = f"generaldomo {__version__}; pyzmq {zmq.pyzmq_version()}; libzmq {zmq.zmq_version()}"
+    return f"{versions}; draft sockets (CLIENT/SERVER): {draft}"
 
 
 def _wait_for_signal() -> None:
@@ -147,6 +158,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     if args.demo_transport == "both" and not draft_available():
         print("generaldomo demo: no draft sockets; showing the router transport only", file=sys.stderr)
         transports = ("router",)
+    failures = 0
     for transport in transports:
         inproc = f"inproc://generaldomo-demo-{transport}"
         with Broker(transport, [inproc, "tcp://127.0.0.1:*"]) as broker:
@@ -162,12 +174,15 @@ def _run_demo(args: argparse.Namespace) -> int:
                 started = time.perf_counter()
                 futures = [client.submit("echo", b"%d" % n) for n in range(args.requests)]
                 ok = all(f.result(30).payload == b"%d" % n for n, f in enumerate(futures))
+                failures += not ok
                 elapsed = time.perf_counter() - started
-                print(f"[{transport}] {args.requests} pipelined requests, all answered correctly: {ok} "
-                      f"({args.requests / elapsed:,.0f} req/s)")
+                print(
+                    f"[{transport}] {args.requests} pipelined requests, all answered correctly: {ok} "
+                    f"({args.requests / elapsed:,.0f} req/s)"
+                )
             worker.stop()
             thread.join(5)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

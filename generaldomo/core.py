@@ -111,7 +111,9 @@ class Settings:
 class BrokerCore:
     """The broker's state machine; see the module docstring."""
 
-    def __init__(self, resolver: Resolver | None = None, settings: Settings | None = None, instance: bytes = b"") -> None:
+    def __init__(
+        self, resolver: Resolver | None = None, settings: Settings | None = None, instance: bytes = b""
+    ) -> None:
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters: Counter[str] = Counter()
@@ -283,7 +285,9 @@ class BrokerCore:
         elif event.final:
             self._complete(task, event.status, event.body, out)
         elif task.worker is worker:
-            frames = protocol.client_reply(task.dialect, task.request_id, task.description, event.status, event.body, False)
+            frames = protocol.client_reply(
+                task.dialect, task.request_id, task.description, event.status, event.body, False
+            )
             if frames is not None:
                 out.append(Send(task.client, frames))
         if worker is None:

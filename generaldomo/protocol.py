@@ -136,7 +136,9 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         if len(args) < 2 or args[1] != b"":
             return Malformed(f"{dialect.value} {command} without an address and an empty frame")
         return WorkerReply(dialect, args[0], OK, tuple(args[2:]), final)
-    return Malformed(f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}")
+    return Malformed(
+        f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- building

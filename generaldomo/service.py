@@ -31,7 +31,8 @@ class Service:
         self.workers: set[Any] = set()
 
     def __repr__(self) -> str:
-        return f"<Service {self.name!r}: {len(self.workers)} workers, {len(self.waiting)} waiting, {len(self.pending)} pending>"
+        counts = f"{len(self.workers)} workers, {len(self.waiting)} waiting, {len(self.pending)} pending"
+        return f"<Service {self.name!r}: {counts}>"
 
     def join(self, worker: Described) -> None:
         """Register ``worker`` as serving this service (waiting or busy)."""

@@ -87,8 +87,8 @@ def workers() -> Iterator[Callable[..., Worker]]:
         return worker
 
     yield start
-    for worker, thread in running:
+    for worker, _ in running:
         worker.stop()
-    for worker, thread in running:
+    for _, thread in running:
         thread.join(10)
         assert not thread.is_alive(), "a worker did not stop"

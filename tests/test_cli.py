@@ -42,7 +42,9 @@ def test_broker_worker_client(transport: str, processes: list[subprocess.Popen])
     assert "serving 'echo'" in worker.stdout.readline()
     client = subprocess.run(
         [*COMMAND, "client", "--transport", transport, "--connect", endpoint, "echo", "hello", "world"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert client.returncode == 0, client.stderr
     assert client.stdout.splitlines() == ["hello", "world"]
@@ -56,7 +58,9 @@ def test_client_times_out_with_a_clear_message(transport: str, processes: list[s
     endpoint = broker.stdout.readline().split()[-1]
     client = subprocess.run(
         [*COMMAND, "client", "--transport", transport, "--connect", endpoint, "--timeout", "0.3", "nobody", "x"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert client.returncode == 1 and "no reply" in client.stderr and "Traceback" not in client.stderr
 
@@ -91,6 +95,8 @@ def test_demo_runs_both_transports() -> None:
 def test_bad_resolver_is_a_clear_error() -> None:
     result = subprocess.run(
         [*COMMAND, "broker", "--bind", "tcp://127.0.0.1:*", "--resolver", "no_such_module:Thing"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2 and "no_such_module" in result.stderr and "Traceback" not in result.stderr

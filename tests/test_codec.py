@@ -22,7 +22,9 @@ def test_round_trip_at_length_boundaries(size: int) -> None:
     assert decode(encode(message)) == message
 
 
-@pytest.mark.parametrize(("size", "prefix"), [(0, b"\x00"), (254, b"\xfe"), (255, b"\xff\x00\x00\x00\xff"), (256, b"\xff\x00\x00\x01\x00")])
+@pytest.mark.parametrize(
+    ("size", "prefix"), [(0, b"\x00"), (254, b"\xfe"), (255, b"\xff\x00\x00\x00\xff"), (256, b"\xff\x00\x00\x01\x00")]
+)
 def test_length_prefix_layout(size: int, prefix: bytes) -> None:
     assert encode([b"a" * size]) == prefix + b"a" * size
 

@@ -30,7 +30,10 @@ def test_sends_from_many_threads_all_arrive_intact(transport: str) -> None:
 
     io = threading.Thread(target=io_loop)
     io.start()
-    senders = [threading.Thread(target=lambda n=n: [connection.send([b"%d" % n, b"%d" % i, b""]) for i in range(300)]) for n in range(8)]
+    senders = [
+        threading.Thread(target=lambda n=n: [connection.send([b"%d" % n, b"%d" % i, b""]) for i in range(300)])
+        for n in range(8)
+    ]
     for thread in senders:
         thread.start()
     received = []

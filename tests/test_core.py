@@ -256,7 +256,7 @@ def test_resolver_errors_answer_the_client(description: bytes, text: bytes) -> N
     h = Harness()
     h.core.resolver = PickyResolver()
     h.request(client(0), b"r", description)
-    [(rid, status, body)] = h.replies_of(client(0))
+    [(_, status, body)] = h.replies_of(client(0))
     assert status == b"400" and text in body[0]
     h.request(client(0), b"s")
     h.ready(worker(1))

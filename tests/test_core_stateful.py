@@ -6,7 +6,7 @@ result of its own request; no task is held by two workers; counters add up; lost
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 from hypothesis import settings
 from hypothesis import strategies as st

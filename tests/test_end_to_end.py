@@ -38,7 +38,9 @@ def test_n_clients_m_workers(transport: str, scheme: str, order: str, brokers, w
             start_workers()
             wait_for_workers(broker, WORKERS)
         futures = {
-            (c, n): client.submit("echo", b"c%d-%d" % (c, n)) for c, client in enumerate(clients) for n in range(REQUESTS)
+            (c, n): client.submit("echo", b"c%d-%d" % (c, n))
+            for c, client in enumerate(clients)
+            for n in range(REQUESTS)
         }
         if order == "clients_first":
             time.sleep(0.05)

@@ -83,7 +83,29 @@ def test_parse_never_raises(frames: list[bytes]) -> None:
     protocol.parse(frames)
 
 
-@given(st.lists(st.sampled_from([b"", b"MDPC01", b"MDPW01", b"MDPC02", b"MDPW02", b"GDPC01", b"GDPW01", b"\x01", b"\x02", b"\x03", b"\x04", b"\x05", b"\x06", b"x"]), max_size=7))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                b"",
+                b"MDPC01",
+                b"MDPW01",
+                b"MDPC02",
+                b"MDPW02",
+                b"GDPC01",
+                b"GDPW01",
+                b"\x01",
+                b"\x02",
+                b"\x03",
+                b"\x04",
+                b"\x05",
+                b"\x06",
+                b"x",
+            ]
+        ),
+        max_size=7,
+    )
+)
 def test_parse_never_raises_on_near_misses(frames: list[bytes]) -> None:
     protocol.parse(frames)
 
