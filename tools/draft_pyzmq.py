@@ -17,6 +17,7 @@ Usage::
 
     python tools/draft_pyzmq.py ensure   # install into this interpreter if needed
     python tools/draft_pyzmq.py build    # build/cache the wheel, print its path
+    python tools/draft_pyzmq.py libzmq-prefix  # the static libzmq it was built with (include/, lib/)
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from subprocess import STDOUT
 
 PYZMQ_VERSION = "27.3.0"
 LIBZMQ_SDIST = "25.1.2"  # pyzmq sdist that bundles the libzmq 4.3.4 sources
-RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq4.3.4-static-r1"
+RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq4.3.4-static-r2"
 
 # Configuration as libzmq 4.3.4's own CMake detects it on Linux/glibc with
 # ENABLE_DRAFTS=ON, WITH_LIBSODIUM=OFF, ENABLE_WS=OFF (TIPC left out too).
@@ -226,9 +227,9 @@ def build_wheel(prefix: Path, work: Path) -> Path:
 
 
 def cached_wheel(dest: Path) -> Path | None:
-    """The finished wheel in ``dest``, if any."""
+    """The finished wheel in ``dest``, if any (it is moved in after the libzmq prefix)."""
     wheels = sorted(dest.glob("pyzmq-*.whl"))
-    return wheels[-1] if wheels else None
+    return wheels[-1] if wheels and (dest / "libzmq").is_dir() else None
 
 
 @contextmanager
@@ -269,6 +270,8 @@ def get_wheel() -> Path:
             prefix = build_libzmq(src, work)
             log(f"step 3/3: building pyzmq {PYZMQ_VERSION} wheel against it")
             built = build_wheel(prefix, work)
+            shutil.rmtree(dest / "libzmq", ignore_errors=True)
+            os.replace(prefix, dest / "libzmq")  # kept for C programs that link libzmq (tests/interop)
             wheel = dest / built.name
             os.replace(built, wheel)
         log(f"wheel ready: {wheel}")
@@ -310,13 +313,15 @@ def ensure() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["ensure", "build"])
+    parser.add_argument("command", choices=["ensure", "build", "libzmq-prefix"])
     args = parser.parse_args(argv)
     try:
         if args.command == "ensure":
             ensure()
-        else:
+        elif args.command == "build":
             print(get_wheel())
+        else:
+            print(get_wheel().parent / "libzmq")
     except (BuildError, subprocess.SubprocessError, OSError) as exc:
         print(f"draft_pyzmq: error: {exc}", file=sys.stderr)
         return 1
