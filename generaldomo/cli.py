@@ -58,8 +58,20 @@ def _parser() -> argparse.ArgumentParser:
     broker = commands.add_parser("broker", help="run a broker")
     _transport(broker)
     broker.add_argument(
-        "--bind", action="append", metavar="ENDPOINT", help=f"endpoint to bind (repeatable; default {DEFAULT_ENDPOINT})"
+        "--bind",
+        action="append",
+        default=[],
+        metavar="ENDPOINT",
+        help=f"endpoint for --transport (repeatable; default {DEFAULT_ENDPOINT} when no endpoint is given)",
     )
+    for transport in TRANSPORTS:
+        broker.add_argument(
+            f"--{transport}",
+            action="append",
+            default=[],
+            metavar="ENDPOINT",
+            help=f"bind a {transport} link to ENDPOINT too (repeatable); one broker can serve both transports",
+        )
     broker.add_argument(
         "--resolver", metavar="MODULE:ATTR", help="service resolver factory (default: plain service names)"
     )
@@ -120,7 +132,16 @@ def _run_broker(args: argparse.Namespace) -> int:
     options = dict(option.split("=", 1) for option in args.resolver_opt)
     resolver = load_resolver(args.resolver, options) if args.resolver else None
     settings = Settings(heartbeat_interval=args.heartbeat, liveness=args.liveness)
-    broker = Broker(args.transport, args.bind or [DEFAULT_ENDPOINT], resolver=resolver, settings=settings)
+    links = {transport: list(getattr(args, transport)) for transport in TRANSPORTS}
+    links[args.transport] += args.bind
+    if not any(links.values()):
+        links[args.transport] = [DEFAULT_ENDPOINT]
+    if links["server"]:
+        require_draft()
+    broker = Broker(resolver=resolver, settings=settings)
+    for transport, endpoints in links.items():
+        if endpoints:
+            broker.add_link(transport, endpoints)
     for transport, endpoint in broker.endpoints:
         print(f"generaldomo broker: {transport} {endpoint}", flush=True)
     broker.start()

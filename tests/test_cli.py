@@ -100,3 +100,17 @@ def test_bad_resolver_is_a_clear_error() -> None:
         timeout=60,
     )
     assert result.returncode == 2 and "no_such_module" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_one_broker_both_transports(processes: list[subprocess.Popen]) -> None:
+    broker = spawn(processes, "broker", "--router", "tcp://127.0.0.1:*", "--server", "tcp://127.0.0.1:*")
+    endpoints = dict(broker.stdout.readline().split()[-2:] for _ in range(2))
+    spawn(processes, "worker", "--transport", "router", "--connect", endpoints["router"], "--service", "echo")
+    client = subprocess.run(
+        [*COMMAND, "client", "--transport", "server", "--connect", endpoints["server"], "echo", "across"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert client.returncode == 0, client.stderr
+    assert client.stdout.splitlines() == ["across"]
