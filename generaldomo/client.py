@@ -13,6 +13,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
 
@@ -67,30 +68,52 @@ def as_bytes(text: str | bytes) -> bytes:
 
 
 class Client:
-    """Sends requests to a broker from any thread; each caller gets its own reply."""
+    """Sends requests to a broker from any thread; each caller gets its own reply.
 
-    def __init__(self, endpoint: str, transport: str = "router", *, context: zmq.Context | None = None) -> None:
+    While requests are outstanding the client heartbeats the broker every ``heartbeat_interval`` seconds. When
+    the broker answers as a new instance (it restarted) the client sends every outstanding request again;
+    when it stays silent for ``liveness`` intervals the client reconnects on a new socket and does the same.
+    Resent requests keep their ids, so a broker that still has them does not run them twice, and a reply
+    that arrives twice is delivered once.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        transport: str = "router",
+        *,
+        context: zmq.Context | None = None,
+        heartbeat_interval: float = 2.5,
+        liveness: int = 3,
+    ) -> None:
+        self.endpoint = endpoint
         self.transport = transport
-        self._connection = connect(endpoint, transport, context)
+        self.context = context or zmq.Context.instance()
+        self.heartbeat_interval = heartbeat_interval
+        self.liveness = liveness
+        self.replies_dropped = 0
+        self.resent = 0
+        self.reconnects = 0
+        self._connection = connect(endpoint, transport, self.context)
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
-        self._waiting: dict[bytes, Future[Reply]] = {}
+        self._waiting: dict[bytes, tuple[Future[Reply], list[bytes]]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.replies_dropped = 0
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
 
     def submit(self, description: str | bytes, payload: Payload = b"") -> Future[Reply]:
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`."""
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
+        frames = protocol.gdp_request(request_id, as_bytes(description), as_frames(payload))
         future: Future[Reply] = Future()
         with self._lock:
             if self._closed:
                 raise ClientClosed("the client is closed")
-            self._waiting[request_id] = future
+            self._waiting[request_id] = (future, frames)
         future.add_done_callback(lambda done: self._forget(request_id) if done.cancelled() else None)
-        self._connection.send(protocol.gdp_request(request_id, as_bytes(description), as_frames(payload)))
+        self._connection.send(frames)
         return future
 
     def _forget(self, request_id: bytes) -> None:
@@ -116,7 +139,7 @@ class Client:
         self._thread.join()
         with self._lock:
             waiting, self._waiting = self._waiting, {}
-        for future in waiting.values():
+        for future, _ in waiting.values():
             with contextlib.suppress(InvalidStateError):
                 future.set_exception(ClientClosed("the client was closed before the reply came"))
 
@@ -129,19 +152,65 @@ class Client:
     # ---------------------------------------------------------------------------------------- IO thread
 
     def _run(self) -> None:
-        connection = self._connection
-        connection.bind_thread()
-        poller = zmq.Poller()
-        for item in connection.poll_items:
-            poller.register(item, zmq.POLLIN)
+        clock = time.monotonic
+        expiry = self.heartbeat_interval * self.liveness
+        instance: bytes | None = None
+        next_heartbeat = clock()
+        silent_since: float | None = None  # when the broker last spoke while we waited for it
+        poller = self._bind_io()
         try:
             while not self._closed:
-                poller.poll(10 if connection.backlogged else 1000)
+                connection = self._connection
+                timeout = 0.01 if connection.backlogged else min(1.0, max(0.0, next_heartbeat - clock()))
+                poller.poll(timeout * 1000)
                 connection.flush()
+                heard = False
                 while (frames := connection.recv()) is not None:
-                    self._on_reply(frames)
+                    heard = True
+                    announced = protocol.parse_broker_instance(frames)
+                    if announced is None:
+                        self._on_reply(frames)
+                    elif announced != instance:
+                        if instance is not None:
+                            log.warning("the broker restarted; sending %d requests again", len(self._waiting))
+                            self._resend()
+                        instance = announced
+                now = clock()
+                if not self._waiting:
+                    silent_since = None
+                    continue
+                if heard or silent_since is None:
+                    silent_since = now
+                elif now - silent_since > expiry:
+                    log.warning("broker silent for %.1f s; reconnecting to %s", now - silent_since, self.endpoint)
+                    poller = self._reconnect()
+                    self._resend()
+                    silent_since = now
+                if now >= next_heartbeat:
+                    self._connection.send(protocol.gdp_client_heartbeat())
+                    next_heartbeat = now + self.heartbeat_interval
         finally:
-            connection.close()
+            self._connection.close()
+
+    def _bind_io(self) -> zmq.Poller:
+        self._connection.bind_thread()
+        poller = zmq.Poller()
+        for item in self._connection.poll_items:
+            poller.register(item, zmq.POLLIN)
+        return poller
+
+    def _reconnect(self) -> zmq.Poller:
+        self.reconnects += 1
+        old, self._connection = self._connection, connect(self.endpoint, self.transport, self.context)
+        old.close()
+        return self._bind_io()
+
+    def _resend(self) -> None:
+        with self._lock:
+            outstanding = [frames for _, frames in self._waiting.values()]
+        self.resent += len(outstanding)
+        for frames in outstanding:
+            self._connection.send(frames)
 
     def _on_reply(self, frames: list[bytes]) -> None:
         parsed = protocol.parse_client_reply(frames)
@@ -152,10 +221,11 @@ class Client:
         if status is None:
             return  # partial results are not delivered by this API yet
         with self._lock:
-            future = self._waiting.pop(request_id, None)
-        if future is None:
+            entry = self._waiting.pop(request_id, None)
+        if entry is None:
             self.replies_dropped += 1  # a duplicate, or the answer to a cancelled request
             return
+        future = entry[0]
         with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
             if status == protocol.OK:
                 future.set_result(Reply(body))

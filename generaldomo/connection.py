@@ -44,7 +44,7 @@ class Connection:
         self.poll_items: list[zmq.Socket | int] = [self.socket, self._wake_read]
         self._outbox: deque[Sequence[bytes]] = deque()
         self._owner: int | None = None
-        self._pipe_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._closed = False
 
     def bind_thread(self) -> None:
@@ -53,7 +53,7 @@ class Connection:
 
     def wake(self) -> None:
         """Make the IO thread's poll return; callable from any thread."""
-        with self._pipe_lock:
+        with self._lock:
             if self._closed:
                 return
             try:
@@ -67,11 +67,14 @@ class Connection:
         return bool(self._outbox)
 
     def send(self, frames: Sequence[bytes]) -> None:
-        """Send ``frames`` to the broker, or queue them; callable from any thread."""
-        if not self._outbox and (self.thread_safe_socket or threading.get_ident() == self._owner):
-            if self._write(frames):
+        """Send ``frames`` to the broker, or queue them; callable from any thread. Dropped once closed."""
+        with self._lock:
+            if self._closed:
                 return
-        self._outbox.append(frames)
+            if not self._outbox and (self.thread_safe_socket or threading.get_ident() == self._owner):
+                if self._write(frames):
+                    return
+            self._outbox.append(frames)
         self.wake()
 
     def _write(self, frames: Sequence[bytes]) -> bool:
@@ -93,11 +96,11 @@ class Connection:
             outbox.popleft()
 
     def close(self, linger_ms: int = 0) -> None:
-        """Write what the socket takes of the outbox, then close (IO thread only)."""
+        """Write what the socket takes of the outbox, then close; later sends are dropped (IO thread only)."""
         self.flush()
-        self.socket.close(linger=linger_ms)
-        with self._pipe_lock:
+        with self._lock:
             self._closed = True
+            self.socket.close(linger=linger_ms)
             os.close(self._wake_read)
             os.close(self._wake_write)
 

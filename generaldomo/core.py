@@ -33,6 +33,7 @@ import attrs
 
 from generaldomo import protocol
 from generaldomo.events import (
+    ClientHeartbeat,
     ClientRequest,
     Dialect,
     Malformed,
@@ -101,6 +102,8 @@ class Settings:
     heartbeat_interval: float = 2.5
     liveness: int = 3
     max_attempts: int = 3
+    queue_timeout: float | None = None  # seconds a request may wait for a worker; None: forever
+    max_message: int | None = None  # bytes a request or result may carry; None: no limit here
 
     @property
     def expiry(self) -> float:
@@ -125,6 +128,7 @@ class BrokerCore:
         self._next_sweep: float | None = None
         self._handlers = {
             ClientRequest: self._on_request,
+            ClientHeartbeat: self._on_client_heartbeat,
             WorkerReady: self._on_ready,
             WorkerReply: self._on_reply,
             WorkerHeartbeat: self._on_heartbeat,
@@ -148,7 +152,11 @@ class BrokerCore:
         """Act on one message from ``peer``; return what to send."""
         out: list[Send] = []
         event = protocol.parse(frames)
-        self._handlers[type(event)](peer, event, now, out)
+        limit = self.settings.max_message
+        if limit is not None and isinstance(event, ClientRequest | WorkerReply) and _size(frames) > limit:
+            self._too_large(peer, event, now, out)
+        else:
+            self._handlers[type(event)](peer, event, now, out)
         if self._next_sweep is None:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out
@@ -162,7 +170,11 @@ class BrokerCore:
         out: list[Send] = []
         if self._next_sweep is None or now < self._next_sweep:
             return out
-        self._next_sweep = now + self.settings.heartbeat_interval if self._workers else None
+        settings = self.settings
+        busy = self._workers or (settings.queue_timeout is not None and self._tasks)
+        self._next_sweep = now + settings.heartbeat_interval if busy else None
+        if settings.queue_timeout is not None:
+            self._expire_queued(now - settings.queue_timeout, out)
         expired = [w for w in self._workers.values() if w.expires <= now]
         for worker in expired:  # unregister them all first, so no reissued task goes to one of them
             log.info("worker %s (%r) expired", _show(worker.peer), worker.description)
@@ -217,6 +229,35 @@ class BrokerCore:
             self._by_request[event.request_id] = task
         service.push(task)
         self._dispatch(service, now, out)
+
+    def _on_client_heartbeat(self, peer: Peer, event: ClientHeartbeat, now: float, out: list[Send]) -> None:
+        out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance)))
+
+    def _too_large(self, peer: Peer, event: ClientRequest | WorkerReply, now: float, out: list[Send]) -> None:
+        self.counters["too_large"] += 1
+        reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
+        if isinstance(event, ClientRequest):
+            self._reject(peer, event, protocol.TOO_LARGE, reason, out)
+            return
+        log.warning("dropped a too large result for task %s from %s", event.task_id.hex(), _show(peer))
+        if event.final:  # the same task would give the same result again: fail it
+            self._on_reply(peer, attrs.evolve(event, status=protocol.TOO_LARGE, body=(reason.encode(),)), now, out)
+        elif (worker := self._workers.get(peer)) is not None:
+            worker.expires = now + self.settings.expiry
+
+    def _expire_queued(self, enqueued_before: float, out: list[Send]) -> None:
+        """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
+        stale: dict[Service, set[Task]] = {}
+        for task in self._tasks.values():  # oldest first
+            if task.enqueued >= enqueued_before:
+                break
+            if task.worker is None:
+                stale.setdefault(task.service, set()).add(task)
+        for service, tasks in stale.items():
+            service.discard(tasks)
+            for task in tasks:
+                self.counters["expired"] += 1
+                self._complete(task, protocol.EXPIRED, [b"no worker took the request in time"], out, queued=False)
 
     def _reject(self, peer: Peer, event: ClientRequest, status: bytes, reason: str, out: list[Send]) -> None:
         self.counters["rejected"] += 1
@@ -339,13 +380,17 @@ class BrokerCore:
             task.attempts += 1
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
 
-    def _complete(self, task: Task, status: bytes, body: Sequence[bytes], out: list[Send]) -> None:
+    def _complete(
+        self, task: Task, status: bytes, body: Sequence[bytes], out: list[Send], *, queued: bool = True
+    ) -> None:
+        """Answer ``task``'s client and forget the task; ``queued=False`` when it is already off its queue."""
         del self._tasks[task.id]
         if task.request_id is not None:
             self._by_request.pop(task.request_id, None)
         holder = task.worker
         if holder is None:
-            task.service.drop(task)
+            if queued:
+                task.service.drop(task)
         elif holder.task is task:
             holder.task = None
         self.counters["completed"] += 1
@@ -377,6 +422,10 @@ class BrokerCore:
         self.counters["reissued"] += 1
         task.service.push(task, front=True)
         self._dispatch(task.service, now, out)
+
+
+def _size(frames: Sequence[bytes]) -> int:
+    return sum(map(len, frames))
 
 
 def _show(peer: Peer) -> str:

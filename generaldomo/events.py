@@ -36,6 +36,13 @@ class ClientRequest:
 
 
 @attrs.frozen(slots=True)
+class ClientHeartbeat:
+    """A generaldomo client asks whether the broker is alive and which instance it is."""
+
+    dialect: Dialect
+
+
+@attrs.frozen(slots=True)
 class WorkerReady:
     """A worker offers to serve requests that its service description matches."""
 
@@ -80,4 +87,4 @@ class Malformed:
     reason: str
 
 
-Event = ClientRequest | WorkerReady | WorkerReply | WorkerHeartbeat | WorkerDisconnect | Malformed
+Event = ClientRequest | ClientHeartbeat | WorkerReady | WorkerReply | WorkerHeartbeat | WorkerDisconnect | Malformed

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from generaldomo.events import (
+    ClientHeartbeat,
     ClientRequest,
     Dialect,
     Event,
@@ -64,7 +65,7 @@ WORKER_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
 }
 # Client command bytes. MDP/0.1 has no client command byte at all.
 CLIENT_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
-    Dialect.GDP: {REQUEST: 1, PARTIAL: 2, FINAL: 3},
+    Dialect.GDP: {REQUEST: 1, PARTIAL: 2, FINAL: 3, HEARTBEAT: 4},
     Dialect.MDP02: {REQUEST: 1, PARTIAL: 2, FINAL: 3},
     Dialect.MAJORTOMO: {REQUEST: 2, PARTIAL: 3, FINAL: 4},
 }
@@ -103,6 +104,8 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         if not rest:
             return Malformed("MDP/0.1 request without a service frame")
         return ClientRequest(dialect, None, rest[0], tuple(rest[1:]))
+    if dialect is Dialect.GDP and len(rest) == 1 and rest[0] == _byte(dialect, HEARTBEAT, worker=False):
+        return ClientHeartbeat(dialect)
     if not rest or rest[0] != _byte(dialect, REQUEST, worker=False):
         return Malformed(f"{dialect.value} client sent an unknown command")
     if dialect is Dialect.GDP:
@@ -190,6 +193,12 @@ def gdp_request(request_id: bytes, description: bytes, body: Sequence[bytes]) ->
     return [GDP_CLIENT, _byte(Dialect.GDP, REQUEST, False), request_id, description, *body]
 
 
+def gdp_client_heartbeat(instance: bytes | None = None) -> list[bytes]:
+    """A generaldomo client's HEARTBEAT (no instance) or the broker's answer naming its instance."""
+    frames = [GDP_CLIENT, _byte(Dialect.GDP, HEARTBEAT, False)]
+    return frames if instance is None else [*frames, instance]
+
+
 def gdp_ready(description: bytes, result: tuple[bytes, bytes, Sequence[bytes]] | None = None) -> list[bytes]:
     """Frames of a generaldomo worker's READY, carrying ``(task_id, status, body)`` of its last task if any."""
     frames = [GDP_WORKER, _byte(Dialect.GDP, READY, True), description]
@@ -207,7 +216,7 @@ def gdp_partial(task_id: bytes, body: Sequence[bytes]) -> list[bytes]:
 def parse_client_reply(frames: Sequence[bytes]) -> tuple[bytes, bytes | None, tuple[bytes, ...]] | None:
     """``(request_id, status, body)`` of a broker reply to a generaldomo client; status is None for a partial.
 
-    Returns None for anything else.
+    Returns None for anything else (see :func:`parse_broker_instance` for heartbeat answers).
     """
     if len(frames) < 3 or frames[0] != GDP_CLIENT:
         return None
@@ -216,6 +225,13 @@ def parse_client_reply(frames: Sequence[bytes]) -> tuple[bytes, bytes | None, tu
         return frames[2], frames[3], tuple(frames[4:])
     if command == _byte(Dialect.GDP, PARTIAL, False):
         return frames[2], None, tuple(frames[3:])
+    return None
+
+
+def parse_broker_instance(frames: Sequence[bytes]) -> bytes | None:
+    """The broker instance named by its answer to a client HEARTBEAT, or None if the frames are not one."""
+    if len(frames) == 3 and frames[0] == GDP_CLIENT and frames[1] == _byte(Dialect.GDP, HEARTBEAT, False):
+        return frames[2]
     return None
 
 

@@ -68,6 +68,10 @@ class Service:
         except ValueError:
             pass
 
+    def discard(self, tasks: set[Any]) -> None:
+        """Take every task in ``tasks`` off the pending queue, in one pass."""
+        self.pending = deque(task for task in self.pending if task not in tasks)
+
     def next_pair(self) -> tuple[Any, Any] | None:
         """Take and return the next ``(worker, task)`` to dispatch, or None when nothing can be paired."""
         if self.waiting and self.pending:
