@@ -17,12 +17,15 @@ from collections.abc import Iterable
 import zmq
 
 from generaldomo.core import BrokerCore, Peer, Send, Settings
-from generaldomo.links import DEFAULT_MAX_MESSAGE, LINKS, Link
+from generaldomo.links import LINKS, NO_LIMIT, Link
 from generaldomo.resolver import Resolver
 
 log = logging.getLogger(__name__)
 
 _DRAIN = 256  # messages read from one link before looking at the others
+# libzmq's hard size limit sits this far above the core's, so that a request a little too large gets a 413
+# answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
+ENVELOPE_SLACK = 64 * 1024
 _stop_ids = itertools.count()
 
 
@@ -41,12 +44,12 @@ class Broker:
         resolver: Resolver | None = None,
         settings: Settings | None = None,
         context: zmq.Context | None = None,
-        max_message: int = DEFAULT_MAX_MESSAGE,
     ) -> None:
         self.context = context or zmq.Context.instance()
         self.core = BrokerCore(resolver, settings, instance=os.urandom(4))
         self.links: list[Link] = []
-        self._max_message = max_message
+        limit = self.core.settings.max_message
+        self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
         self._thread: threading.Thread | None = None
         self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
         self._stop_socket = self.context.socket(zmq.PULL)

@@ -19,10 +19,10 @@ import zmq
 from generaldomo import __version__
 from generaldomo.broker import Broker
 from generaldomo.client import Client, RequestFailed
-from generaldomo.core import Settings
+from generaldomo.core import DEFAULT_MAX_MESSAGE, Settings
 from generaldomo.links import DraftUnavailable, draft_available, require_draft
 from generaldomo.resolver import load_resolver
-from generaldomo.worker import Worker
+from generaldomo.worker import Handler, Worker
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 TRANSPORTS = ("router", "server")
@@ -78,11 +78,17 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument(
         "--resolver-opt", action="append", default=[], metavar="KEY=VALUE", help="option passed to the resolver factory"
     )
+    _heartbeats(broker, "a worker")
+    broker.add_argument("--max-attempts", type=int, default=3, help="workers a task may be lost with (default 3)")
     broker.add_argument(
-        "--heartbeat", type=float, default=2.5, metavar="SECONDS", help="heartbeat interval (default 2.5)"
+        "--queue-timeout", type=float, metavar="SECONDS", help="answer 504 to requests queued longer (default never)"
     )
     broker.add_argument(
-        "--liveness", type=int, default=3, help="heartbeats missed before a worker is presumed dead (default 3)"
+        "--max-message",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE,
+        metavar="BYTES",
+        help=f"requests and results larger than this get 413 (default {DEFAULT_MAX_MESSAGE})",
     )
     broker.set_defaults(run=_run_broker)
 
@@ -90,12 +96,16 @@ def _parser() -> argparse.ArgumentParser:
     _transport(worker)
     worker.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
     worker.add_argument("--service", default="echo", help="service description to announce (default echo)")
+    worker.add_argument("--sleep", type=float, default=0.0, metavar="SECONDS", help="simulated work per request")
+    worker.add_argument("--tag", default="", help="prefix every reply with TAG: (to tell workers apart)")
+    _heartbeats(worker, "the broker")
     worker.set_defaults(run=_run_worker)
 
     client = commands.add_parser("client", help="send one request and print the reply")
     _transport(client)
     client.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
     client.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    _heartbeats(client, "the broker")
     client.add_argument("service", help="request description (a service name with the default resolver)")
     client.add_argument("payload", nargs="*", help="payload frames (UTF-8)")
     client.set_defaults(run=_run_client)
@@ -112,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _transport(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=TRANSPORTS, default="router", help="socket type (default router)")
+
+
+def _heartbeats(parser: argparse.ArgumentParser, peer: str) -> None:
+    parser.add_argument("--heartbeat", type=float, default=2.5, metavar="SECONDS", help="heartbeat interval (2.5)")
+    parser.add_argument("--liveness", type=int, default=3, help=f"missed heartbeats before {peer} is presumed gone (3)")
 
 
 def _versions() -> str:
@@ -131,7 +146,13 @@ def _wait_for_signal() -> None:
 def _run_broker(args: argparse.Namespace) -> int:
     options = dict(option.split("=", 1) for option in args.resolver_opt)
     resolver = load_resolver(args.resolver, options) if args.resolver else None
-    settings = Settings(heartbeat_interval=args.heartbeat, liveness=args.liveness)
+    settings = Settings(
+        heartbeat_interval=args.heartbeat,
+        liveness=args.liveness,
+        max_attempts=args.max_attempts,
+        queue_timeout=args.queue_timeout,
+        max_message=args.max_message,
+    )
     links = {transport: list(getattr(args, transport)) for transport in TRANSPORTS}
     links[args.transport] += args.bind
     if not any(links.values()):
@@ -150,8 +171,27 @@ def _run_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _echo(sleep: float, tag: str) -> Handler:
+    prefix = f"{tag}:".encode() if tag else b""
+
+    def echo(payload: bytes | tuple[bytes, ...]) -> bytes | tuple[bytes, ...]:
+        time.sleep(sleep)
+        if isinstance(payload, bytes):
+            return prefix + payload
+        return (prefix, *payload) if prefix else payload
+
+    return echo
+
+
 def _run_worker(args: argparse.Namespace) -> int:
-    worker = Worker(args.connect, args.service, lambda payload: payload, args.transport)
+    worker = Worker(
+        args.connect,
+        args.service,
+        _echo(args.sleep, args.tag),
+        args.transport,
+        heartbeat_interval=args.heartbeat,
+        liveness=args.liveness,
+    )
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: worker.stop())
     print(f"generaldomo worker: serving {args.service!r} from {args.connect} ({args.transport})", flush=True)
@@ -160,7 +200,7 @@ def _run_worker(args: argparse.Namespace) -> int:
 
 
 def _run_client(args: argparse.Namespace) -> int:
-    with Client(args.connect, args.transport) as client:
+    with Client(args.connect, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness) as client:
         try:
             reply = client.request(args.service, [p.encode() for p in args.payload], timeout=args.timeout)
         except RequestFailed as error:

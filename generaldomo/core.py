@@ -48,6 +48,7 @@ from generaldomo.service import Service
 log = logging.getLogger(__name__)
 
 MMI_PREFIX = b"mmi."
+DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
 
 
 class Peer(NamedTuple):
@@ -103,7 +104,7 @@ class Settings:
     liveness: int = 3
     max_attempts: int = 3
     queue_timeout: float | None = None  # seconds a request may wait for a worker; None: forever
-    max_message: int | None = None  # bytes a request or result may carry; None: no limit here
+    max_message: int | None = DEFAULT_MAX_MESSAGE  # bytes a request or result may carry (413 beyond); None: no limit
 
     @property
     def expiry(self) -> float:

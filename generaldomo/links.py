@@ -18,7 +18,7 @@ from generaldomo import codec
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
+NO_LIMIT = -1
 
 
 class DraftUnavailable(RuntimeError):
@@ -45,7 +45,8 @@ class Link:
     transport: ClassVar[str]
     socket_type: ClassVar[int]
 
-    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = NO_LIMIT) -> None:
+        """Bind to ``endpoints``; libzmq drops the connection of a peer that sends more than ``max_message``."""
         self.socket: zmq.Socket = context.socket(self.socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)
@@ -103,7 +104,7 @@ class ServerLink(Link):
     transport = "server"
     socket_type = getattr(zmq, "SERVER", -1)
 
-    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = NO_LIMIT) -> None:
         require_draft()
         super().__init__(context, endpoints, max_message)
 

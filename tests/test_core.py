@@ -284,3 +284,38 @@ def test_close_disconnects_every_worker() -> None:
     h.feed(worker(2), [b"", b"MDPW01", b"\x01", b"echo"])
     sent = dict(h.core.close())
     assert sent == {worker(1): [b"GDPW01", b"\x06"], worker(2): [b"", b"MDPW01", b"\x05"]}
+
+
+def test_queued_requests_expire_with_504_running_ones_do_not() -> None:
+    h = Harness(heartbeat_interval=1.0, queue_timeout=2.5)
+    h.request(client(0), b"runs")
+    h.ready(worker(1))
+    h.request(client(0), b"waits")
+    h.advance(1.0)
+    h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT))
+    h.request(client(0), b"young")
+    h.advance(1.0)
+    h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT))
+    h.advance(1.0)
+    assert [(r[0], r[1]) for r in h.replies_of(client(0))] == [(b"waits", b"504")]
+    assert h.core.counters["expired"] == 1 and len(h.core.tasks) == 2
+    assert not any(t.request_id == b"waits" for t in h.core.workers[worker(1)].service.pending)
+
+
+def test_oversized_request_and_result_get_413() -> None:
+    h = Harness(max_message=100)
+    h.request(client(0), b"big", body=b"x" * 200)
+    [(rid, status, _)] = h.replies_of(client(0))
+    assert (rid, status) == (b"big", b"413") and not h.core.tasks
+    h.request(client(0), b"small")
+    h.ready(worker(1))
+    task_id = h.tasks_of(worker(1))[0][0]
+    h.answer(worker(1), task_id, b"y" * 200)
+    assert h.replies_of(client(0))[-1][:2] == (b"small", b"413")
+    assert h.core.workers[worker(1)].waiting and h.core.counters["too_large"] == 2
+
+
+def test_client_heartbeat_names_the_broker_instance() -> None:
+    h = Harness()
+    h.feed(client(0), protocol.gdp_client_heartbeat())
+    assert [protocol.parse_broker_instance(m) for m in h.inbox[client(0)]] == [b"test"]

@@ -22,17 +22,20 @@ SCANNER = Peer(2, b"scanner")
 INTERVAL = 1.0
 LIVENESS = 3
 MAX_ATTEMPTS = 3
+QUEUE_TIMEOUT = 6.0
 
 
 class BrokerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.core = BrokerCore(settings=Settings(INTERVAL, LIVENESS, MAX_ATTEMPTS), instance=b"sm")
+        settings = Settings(INTERVAL, LIVENESS, MAX_ATTEMPTS, queue_timeout=QUEUE_TIMEOUT)
+        self.core = BrokerCore(settings=settings, instance=b"sm")
         self.now = 0.0
         self.serial = 0
         self.expected: dict[tuple[Peer, bytes], bytes] = {}  # accepted request -> its body
         self.finals: Counter[tuple[Peer, bytes]] = Counter()
         self.failed: set[tuple[Peer, bytes]] = set()
+        self.expired: set[tuple[Peer, bytes]] = set()
         self.live: dict[Peer, bytes] = {}  # worker -> its service
         self.holding: dict[Peer, tuple[bytes, bytes]] = {}  # worker -> (task id, body) it was given
         self.silent: set[Peer] = set()
@@ -56,6 +59,8 @@ class BrokerMachine(RuleBasedStateMachine):
                 self.finals[key] += 1
                 if status == protocol.OK:
                     assert body == (self.expected[key] + b"!",), "a result for another request"
+                elif status == protocol.EXPIRED:
+                    self.expired.add(key)
                 else:
                     assert status == protocol.UNAVAILABLE
                     self.failed.add(key)
@@ -171,6 +176,7 @@ class BrokerMachine(RuleBasedStateMachine):
         accepted = len(self.expected)
         assert accepted == c["completed"] + len(self.core.tasks)
         assert c["failed"] == len(self.failed)
+        assert c["expired"] == len(self.expired)
 
     def teardown(self) -> None:
         # Drain: fresh, reliable workers answer everything left; then every request has exactly one answer.
