@@ -51,6 +51,7 @@ class Broker:
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
         self._thread: threading.Thread | None = None
+        self._running = False
         self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
         self._stop_socket = self.context.socket(zmq.PULL)
         self._stop_socket.bind(self._stop_address)
@@ -96,7 +97,10 @@ class Broker:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the loop to finish, and wait for a background thread to end."""
+        """Ask the loop to finish, and wait for a background thread to end; close a broker never run."""
+        if self._thread is None and not self._running:
+            self._close_sockets()
+            return
         signal = self.context.socket(zmq.PUSH)
         signal.setsockopt(zmq.LINGER, 1000)
         signal.connect(self._stop_address)
@@ -123,6 +127,7 @@ class Broker:
         core = self.core
         clock = time.monotonic
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
+        self._running = True
         try:
             while True:
                 deadline = core.deadline()

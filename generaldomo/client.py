@@ -30,9 +30,18 @@ Payload = bytes | Sequence[bytes]
 
 @attrs.frozen(slots=True)
 class Reply:
-    """A successful result: the frames the worker returned."""
+    """A successful result: the frames the worker returned, and where the time went.
+
+    ``queued``: seconds the request waited in the broker before a worker got it (including earlier attempts
+    when it was reissued); ``served``: seconds from dispatch to result. ``sent`` and ``received`` are this
+    client's ``time.monotonic()`` when the request left and the reply arrived. Together they draw a timeline.
+    """
 
     frames: tuple[bytes, ...]
+    queued: float | None = None
+    served: float | None = None
+    sent: float | None = None
+    received: float | None = None
 
     @property
     def payload(self) -> bytes:
@@ -97,7 +106,7 @@ class Client:
         self._connection = connect(endpoint, transport, self.context)
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
-        self._waiting: dict[bytes, tuple[Future[Reply], list[bytes]]] = {}
+        self._waiting: dict[bytes, tuple[Future[Reply], list[bytes], float]] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
@@ -111,7 +120,7 @@ class Client:
         with self._lock:
             if self._closed:
                 raise ClientClosed("the client is closed")
-            self._waiting[request_id] = (future, frames)
+            self._waiting[request_id] = (future, frames, time.monotonic())
         future.add_done_callback(lambda done: self._forget(request_id) if done.cancelled() else None)
         self._connection.send(frames)
         return future
@@ -139,7 +148,7 @@ class Client:
         self._thread.join()
         with self._lock:
             waiting, self._waiting = self._waiting, {}
-        for future, _ in waiting.values():
+        for future, _, _ in waiting.values():
             with contextlib.suppress(InvalidStateError):
                 future.set_exception(ClientClosed("the client was closed before the reply came"))
 
@@ -207,7 +216,7 @@ class Client:
 
     def _resend(self) -> None:
         with self._lock:
-            outstanding = [frames for _, frames in self._waiting.values()]
+            outstanding = [frames for _, frames, _ in self._waiting.values()]
         self.resent += len(outstanding)
         for frames in outstanding:
             self._connection.send(frames)
@@ -217,7 +226,7 @@ class Client:
         if parsed is None:
             log.warning("client dropped a message that is not a generaldomo reply")
             return
-        request_id, status, body = parsed
+        request_id, status, meta, body = parsed
         if status is None:
             return  # partial results are not delivered by this API yet
         with self._lock:
@@ -225,10 +234,11 @@ class Client:
         if entry is None:
             self.replies_dropped += 1  # a duplicate, or the answer to a cancelled request
             return
-        future = entry[0]
+        future, _, sent = entry
         with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
             if status == protocol.OK:
-                future.set_result(Reply(body))
+                queued, served = protocol.parse_timing(meta) or (None, None)
+                future.set_result(Reply(body, queued, served, sent, time.monotonic()))
             else:
                 reason = body[0].decode(errors="replace") if body else ""
                 future.set_exception(RequestFailed(status, reason))

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import zmq
 
-from generaldomo import codec
+from generaldomo import codec, inproc
 from generaldomo.links import require_draft
 
 
@@ -112,7 +112,7 @@ class ClientSocketConnection(Connection):
 
     def __init__(self, context: zmq.Context, endpoint: str) -> None:
         require_draft()
-        super().__init__(context, endpoint, zmq.CLIENT)
+        super().__init__(context, inproc.resolve(endpoint), zmq.CLIENT)
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -42,6 +42,7 @@ from generaldomo.events import (
     WorkerReady,
     WorkerReply,
 )
+from generaldomo.flow import Flow
 from generaldomo.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.service import Service
 
@@ -94,6 +95,7 @@ class Task:
     worker: Worker | None = None
     dispatched: float | None = None
     attempts: int = 0
+    in_flight: bool = False
 
 
 @attrs.frozen
@@ -116,7 +118,11 @@ class BrokerCore:
     """The broker's state machine; see the module docstring."""
 
     def __init__(
-        self, resolver: Resolver | None = None, settings: Settings | None = None, instance: bytes = b""
+        self,
+        resolver: Resolver | None = None,
+        settings: Settings | None = None,
+        instance: bytes = b"",
+        started: float = 0.0,
     ) -> None:
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
@@ -127,6 +133,11 @@ class BrokerCore:
         self._tasks: dict[bytes, Task] = {}
         self._by_request: dict[bytes, Task] = {}
         self._next_sweep: float | None = None
+        self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
+        self._adopted: set[Service] = set()
+        self.flows: dict[str, dict[str, Any]] = {}  # flow limits by service name, applied to services as they appear
+        self.started = started
+        self.endpoints: list[tuple[str, str]] = []  # what the links are bound to; told by whoever runs the core
         self._handlers = {
             ClientRequest: self._on_request,
             ClientHeartbeat: self._on_client_heartbeat,
@@ -162,20 +173,57 @@ class BrokerCore:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out
 
+    @property
+    def instance(self) -> bytes:
+        """The id of this broker instance, told to clients so they notice a restart."""
+        return self._instance
+
     def deadline(self) -> float | None:
         """The time at which :meth:`tick` next has work to do, or None if it has none."""
-        return self._next_sweep
+        if not self._throttled:
+            return self._next_sweep
+        soonest = min(self._throttled.values())
+        return soonest if self._next_sweep is None else min(soonest, self._next_sweep)
 
     def tick(self, now: float) -> list[Send]:
-        """Send heartbeats and expire silent workers when their time has come; return what to send."""
+        """Dispatch what rate limits now allow; send heartbeats and expire silent workers when their time has
+        come; return what to send."""
         out: list[Send] = []
-        if self._next_sweep is None or now < self._next_sweep:
-            return out
+        for service in [s for s, when in self._throttled.items() if when <= now]:
+            del self._throttled[service]
+            self._dispatch(service, now, out)
+        if self._next_sweep is not None and now >= self._next_sweep:
+            self._sweep(now, out)
+        return out
+
+    def set_flow(
+        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float
+    ) -> list[Send]:
+        """Set the flow limits of the services named ``name`` (now and when they appear); return what to send."""
+        flow = {"rate": rate, "burst": burst, "concurrency": concurrency}
+        Flow().configure(**flow)  # raises ValueError on a bad limit before anything changes
+        self.flows[name] = flow
+        out: list[Send] = []
+        for service in [s for s in self.resolver.services() if s.name == name]:
+            service.flow.configure(**flow)
+            self._throttled.pop(service, None)
+            self._dispatch(service, now, out)
+        return out
+
+    def _adopt(self, service: Service) -> None:
+        """Apply configured flow limits to a service the first time the core sees it."""
+        if service not in self._adopted:
+            self._adopted.add(service)
+            flow = self.flows.get(service.name)
+            if flow is not None:
+                service.flow.configure(**flow)
+
+    def _sweep(self, now: float, out: list[Send]) -> None:
         settings = self.settings
         busy = self._workers or (settings.queue_timeout is not None and self._tasks)
         self._next_sweep = now + settings.heartbeat_interval if busy else None
         if settings.queue_timeout is not None:
-            self._expire_queued(now - settings.queue_timeout, out)
+            self._expire_queued(now - settings.queue_timeout, now, out)
         expired = [w for w in self._workers.values() if w.expires <= now]
         for worker in expired:  # unregister them all first, so no reissued task goes to one of them
             log.info("worker %s (%r) expired", _show(worker.peer), worker.description)
@@ -214,6 +262,7 @@ class BrokerCore:
             log.exception("resolver failed on request description %r", event.description[:64])
             self._reject(peer, event, protocol.BAD_REQUEST, f"resolver error: {error!r}", out)
             return
+        self._adopt(service)
         self._serial += 1
         task = Task(
             self._instance + self._serial.to_bytes(8, "big"),
@@ -246,7 +295,7 @@ class BrokerCore:
         elif (worker := self._workers.get(peer)) is not None:
             worker.expires = now + self.settings.expiry
 
-    def _expire_queued(self, enqueued_before: float, out: list[Send]) -> None:
+    def _expire_queued(self, enqueued_before: float, now: float, out: list[Send]) -> None:
         """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
         stale: dict[Service, set[Task]] = {}
         for task in self._tasks.values():  # oldest first
@@ -258,7 +307,8 @@ class BrokerCore:
             service.discard(tasks)
             for task in tasks:
                 self.counters["expired"] += 1
-                self._complete(task, protocol.EXPIRED, [b"no worker took the request in time"], out, queued=False)
+                reason = b"no worker took the request in time"
+                self._complete(task, protocol.EXPIRED, [reason], now, out, queued=False)
 
     def _reject(self, peer: Peer, event: ClientRequest, status: bytes, reason: str, out: list[Send]) -> None:
         self.counters["rejected"] += 1
@@ -305,7 +355,9 @@ class BrokerCore:
             reason = "mmi. services belong to the broker"
         else:
             try:
-                return self.resolver.for_worker(description)
+                service = self.resolver.for_worker(description)
+                self._adopt(service)
+                return service
             except ResolveError as error:
                 reason = str(error)
             except Exception as error:  # a faulty resolver plug-in must not stop the broker
@@ -323,9 +375,11 @@ class BrokerCore:
             worker.expires = now + self.settings.expiry
         if task is None:
             self.counters["duplicates_dropped"] += 1
+            if worker is not None:
+                worker.service.stats.duplicates_dropped += 1
             log.info("dropped a reply for task %s, which is not live", event.task_id.hex())
         elif event.final:
-            self._complete(task, event.status, event.body, out)
+            self._complete(task, event.status, event.body, now, out)
         elif task.worker is worker:
             frames = protocol.client_reply(
                 task.dialect, task.request_id, task.description, event.status, event.body, False
@@ -372,17 +426,38 @@ class BrokerCore:
         self._dispatch(worker.service, now, out)
 
     def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
-        while (pair := service.next_pair()) is not None:
+        """Send the service's pending tasks to its waiting workers, as far as its flow limits allow."""
+        flow = service.flow
+        while True:
+            if not flow.admits(now):
+                if service.pending and service.waiting:
+                    when = flow.next_token(now)  # None when the concurrency cap holds it: a completion frees it
+                    if when is not None:
+                        self._throttled[service] = when
+                return
+            pair = service.next_pair()
+            if pair is None:
+                return
             worker, task = pair
             worker.waiting = False
             worker.task = task
             task.worker = worker
             task.dispatched = now
             task.attempts += 1
+            task.in_flight = True
+            flow.dispatched(now)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
 
+    def _land(self, task: Task) -> bool:
+        """Take ``task`` out of its service's flight count; True if it was in flight."""
+        if not task.in_flight:
+            return False
+        task.in_flight = False
+        task.service.flow.finished()
+        return True
+
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], out: list[Send], *, queued: bool = True
+        self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *, queued: bool = True
     ) -> None:
         """Answer ``task``'s client and forget the task; ``queued=False`` when it is already off its queue."""
         del self._tasks[task.id]
@@ -395,9 +470,21 @@ class BrokerCore:
         elif holder.task is task:
             holder.task = None
         self.counters["completed"] += 1
-        frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True)
+        waited = (task.dispatched if task.dispatched is not None else now) - task.enqueued
+        served = now - task.dispatched if task.dispatched is not None else 0.0
+        stats = task.service.stats
+        if status == protocol.UNAVAILABLE:
+            stats.failed += 1
+        elif status == protocol.EXPIRED:
+            stats.expired += 1
+        else:
+            stats.record(waited, served, now)
+        meta = protocol.timing(waited, served)
+        frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
             out.append(Send(task.client, frames))
+        if self._land(task):
+            self._dispatch(task.service, now, out)  # a place in flight came free
 
     def _forget(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Drop ``worker``; reissue or fail the task it held."""
@@ -418,9 +505,11 @@ class BrokerCore:
         if task.attempts >= self.settings.max_attempts:
             self.counters["failed"] += 1
             reason = f"task lost with its worker {task.attempts} times; giving up"
-            self._complete(task, protocol.UNAVAILABLE, [reason.encode()], out)
+            self._complete(task, protocol.UNAVAILABLE, [reason.encode()], now, out, queued=False)
             return
+        self._land(task)
         self.counters["reissued"] += 1
+        task.service.stats.reissued += 1
         task.service.push(task, front=True)
         self._dispatch(task.service, now, out)
 

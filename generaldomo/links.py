@@ -3,7 +3,8 @@
 A link owns one bound socket and turns what arrives on it into ``(address, frames)`` and back. ``RouterLink``
 uses a ROUTER socket: the address is the peer's identity frame and frames pass as they are, so Majordomo peers
 work unchanged. ``ServerLink`` uses a SERVER socket (draft API): the address is the peer's routing id and the
-frames travel packed in one message part by :mod:`generaldomo.codec`. Links know nothing of the protocol.
+frames travel packed in one message part by :mod:`generaldomo.codec`; its ``inproc://`` endpoints are carried
+by :mod:`generaldomo.inproc`. Links know nothing of the protocol.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import ClassVar
 
 import zmq
 
-from generaldomo import codec
+from generaldomo import codec, inproc
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,28 @@ class ServerLink(Link):
 
     def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = NO_LIMIT) -> None:
         require_draft()
+        self._aliases: list[str] = []
         super().__init__(context, endpoints, max_message)
+
+    def bind(self, endpoint: str) -> str:
+        """Bind to ``endpoint``; an ``inproc://`` endpoint is carried over a private ipc socket (see
+        :mod:`generaldomo.inproc`) and reported under its inproc name."""
+        if not endpoint.startswith("inproc://"):
+            return super().bind(endpoint)
+        stand_in = inproc.claim(endpoint)
+        try:
+            self.socket.bind(stand_in)
+        except zmq.ZMQError:
+            inproc.release(endpoint)
+            raise
+        self._aliases.append(endpoint)
+        self.endpoints.append(endpoint)
+        return endpoint
+
+    def close(self, linger_ms: int = 200) -> None:
+        super().close(linger_ms)
+        for endpoint in self._aliases:
+            inproc.release(endpoint)
 
     def recv(self) -> tuple[bytes | int, list[bytes]] | None:
         while True:

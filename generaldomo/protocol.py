@@ -8,6 +8,7 @@ unpacked from a SERVER message), of clocks, or of what the broker decides to do 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import Final
 
@@ -23,6 +24,7 @@ from generaldomo.events import (
     WorkerReply,
 )
 
+_TIMING = struct.Struct(">dd")
 GDP_CLIENT: Final = b"GDPC01"
 GDP_WORKER: Final = b"GDPW01"
 
@@ -147,8 +149,24 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
 # ---------------------------------------------------------------------------------------------------- building
 
 
+def timing(queued: float, served: float) -> bytes:
+    """The timing frame of a generaldomo FINAL: seconds queued and seconds with the worker, as two doubles."""
+    return _TIMING.pack(queued, served)
+
+
+def parse_timing(frame: bytes) -> tuple[float, float] | None:
+    """``(queued, served)`` seconds from a timing frame, or None if it carries none."""
+    return _TIMING.unpack(frame) if len(frame) == _TIMING.size else None
+
+
 def client_reply(
-    dialect: Dialect, request_id: bytes | None, description: bytes, status: bytes, body: Sequence[bytes], final: bool
+    dialect: Dialect,
+    request_id: bytes | None,
+    description: bytes,
+    status: bytes,
+    body: Sequence[bytes],
+    final: bool,
+    meta: bytes = b"",
 ) -> list[bytes] | None:
     """Frames of a reply to a client, or ``None`` when its dialect cannot carry a partial reply.
 
@@ -160,7 +178,7 @@ def client_reply(
     prefix = PREFIX[dialect, False]
     if dialect is Dialect.GDP:
         if final:
-            return [*prefix, _byte(dialect, FINAL, False), request_id or b"", status, *body]
+            return [*prefix, _byte(dialect, FINAL, False), request_id or b"", status, meta, *body]
         return [*prefix, _byte(dialect, PARTIAL, False), request_id or b"", *body]
     if status != OK:
         body = [status, *body]
@@ -213,18 +231,21 @@ def gdp_partial(task_id: bytes, body: Sequence[bytes]) -> list[bytes]:
     return [GDP_WORKER, _byte(Dialect.GDP, PARTIAL, True), task_id, *body]
 
 
-def parse_client_reply(frames: Sequence[bytes]) -> tuple[bytes, bytes | None, tuple[bytes, ...]] | None:
-    """``(request_id, status, body)`` of a broker reply to a generaldomo client; status is None for a partial.
+def parse_client_reply(
+    frames: Sequence[bytes],
+) -> tuple[bytes, bytes | None, bytes, tuple[bytes, ...]] | None:
+    """``(request_id, status, timing, body)`` of a broker reply to a generaldomo client.
 
-    Returns None for anything else (see :func:`parse_broker_instance` for heartbeat answers).
+    A partial reply has status None and an empty timing frame. Returns None for anything else (see
+    :func:`parse_broker_instance` for heartbeat answers).
     """
     if len(frames) < 3 or frames[0] != GDP_CLIENT:
         return None
     command = frames[1]
-    if command == _byte(Dialect.GDP, FINAL, False) and len(frames) >= 4:
-        return frames[2], frames[3], tuple(frames[4:])
+    if command == _byte(Dialect.GDP, FINAL, False) and len(frames) >= 5:
+        return frames[2], frames[3], frames[4], tuple(frames[5:])
     if command == _byte(Dialect.GDP, PARTIAL, False):
-        return frames[2], None, tuple(frames[3:])
+        return frames[2], None, b"", tuple(frames[3:])
     return None
 
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
+from generaldomo.flow import Flow
+from generaldomo.stats import ServiceStats
+
 
 class Described(Protocol):
     """What a service may read of a worker or a task."""
@@ -29,6 +32,8 @@ class Service:
         self.waiting: deque[Any] = deque()
         self.pending: deque[Any] = deque()
         self.workers: set[Any] = set()
+        self.flow = Flow()
+        self.stats = ServiceStats()
 
     def __repr__(self) -> str:
         counts = f"{len(self.workers)} workers, {len(self.waiting)} waiting, {len(self.pending)} pending"

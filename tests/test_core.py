@@ -51,7 +51,9 @@ class Harness:
         self.feed(worker, protocol.gdp_ready(service, (task_id, protocol.OK, [body])))
 
     def replies_of(self, client: Peer) -> list[tuple[bytes, bytes | None, tuple[bytes, ...]]]:
-        return [p for p in map(protocol.parse_client_reply, self.inbox[client]) if p is not None]
+        """(request id, status, body) of each generaldomo reply the client got; timings left out."""
+        parsed = [p for p in map(protocol.parse_client_reply, self.inbox[client]) if p is not None]
+        return [(rid, status, body) for rid, status, _, body in parsed]
 
 
 def client(n: int) -> Peer:

@@ -51,7 +51,7 @@ class BrokerMachine(RuleBasedStateMachine):
             if peer in CLIENTS:
                 parsed = protocol.parse_client_reply(frames)
                 assert parsed is not None
-                rid, status, body = parsed
+                rid, status, _, body = parsed
                 key = (peer, rid)
                 assert key in self.expected, "a reply to a request this client never made"
                 if status is None:

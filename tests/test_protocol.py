@@ -113,7 +113,7 @@ def test_parse_never_raises_on_near_misses(frames: list[bytes]) -> None:
 @pytest.mark.parametrize(
     ("dialect", "final", "expected"),
     [
-        (Dialect.GDP, True, [b"GDPC01", b"\x03", b"rid", b"200", b"r"]),
+        (Dialect.GDP, True, [b"GDPC01", b"\x03", b"rid", b"200", b"", b"r"]),
         (Dialect.GDP, False, [b"GDPC01", b"\x02", b"rid", b"r"]),
         (Dialect.MDP01, True, [b"", b"MDPC01", b"echo", b"r"]),
         (Dialect.MDP01, False, None),
@@ -152,10 +152,12 @@ def test_worker_commands() -> None:
 
 
 def test_peer_side_parsers() -> None:
-    final = protocol.client_reply(Dialect.GDP, b"rid", b"echo", protocol.OK, [b"r", b""], True)
-    assert protocol.parse_client_reply(final) == (b"rid", b"200", (b"r", b""))
+    meta = protocol.timing(1.5, 0.25)
+    final = protocol.client_reply(Dialect.GDP, b"rid", b"echo", protocol.OK, [b"r", b""], True, meta)
+    assert protocol.parse_client_reply(final) == (b"rid", b"200", meta, (b"r", b""))
+    assert protocol.parse_timing(meta) == (1.5, 0.25) and protocol.parse_timing(b"") is None
     partial = protocol.client_reply(Dialect.GDP, b"rid", b"echo", protocol.OK, [b"p"], False)
-    assert protocol.parse_client_reply(partial) == (b"rid", None, (b"p",))
+    assert protocol.parse_client_reply(partial) == (b"rid", None, b"", (b"p",))
     assert protocol.parse_client_reply([b"MDPC02", b"\x03", b"x"]) is None
     request = protocol.worker_request(Dialect.GDP, b"tid", b"echo", [b"b"])
     assert protocol.parse_worker_command(request) == (protocol.REQUEST, (b"tid", b"echo", b"b"))

@@ -1,0 +1,64 @@
+"""Per-service statistics: counters, recent queue and service times, observed completion rate.
+
+This module owns the bookkeeping behind the broker's status report. It is fed times by the core and reads
+no clock; it knows nothing of sockets, workers or how tasks are dispatched. Memory is bounded: only the
+most recent ``SAMPLES`` times are kept for percentiles.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import attrs
+
+SAMPLES = 1024
+RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measured
+PERCENTILES = (50, 90, 99)
+
+
+def percentiles(values: deque[float]) -> dict[str, float | None]:
+    """Nearest-rank percentiles of ``values`` (None when there are none)."""
+    ordered = sorted(values)
+    if not ordered:
+        return {f"p{p}": None for p in PERCENTILES}
+    return {f"p{p}": ordered[min(len(ordered) - 1, (len(ordered) * p) // 100)] for p in PERCENTILES}
+
+
+@attrs.define
+class ServiceStats:
+    """What happened to one service's tasks."""
+
+    completed: int = 0
+    failed: int = 0
+    reissued: int = 0
+    duplicates_dropped: int = 0
+    expired: int = 0
+    queue_times: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES))
+    service_times: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES))
+    finished_at: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES * 8))
+
+    def record(self, queued: float, serviced: float, now: float) -> None:
+        """A task was answered after ``queued`` seconds waiting and ``serviced`` seconds with its worker."""
+        self.completed += 1
+        self.queue_times.append(queued)
+        self.service_times.append(serviced)
+        self.finished_at.append(now)
+
+    def rate(self, now: float) -> float:
+        """Completions per second over the last :data:`RATE_WINDOW` seconds."""
+        recent = sum(1 for t in self.finished_at if t > now - RATE_WINDOW)
+        return recent / RATE_WINDOW
+
+    def describe(self, now: float) -> dict[str, Any]:
+        """The statistics as JSON-ready data."""
+        return {
+            "completed": self.completed,
+            "failed": self.failed,
+            "reissued": self.reissued,
+            "duplicates_dropped": self.duplicates_dropped,
+            "expired": self.expired,
+            "observed_rate": self.rate(now),
+            "queue_time": percentiles(self.queue_times),
+            "service_time": percentiles(self.service_times),
+        }
