@@ -46,7 +46,7 @@ class Broker:
         context: zmq.Context | None = None,
     ) -> None:
         self.context = context or zmq.Context.instance()
-        self.core = BrokerCore(resolver, settings, instance=os.urandom(4))
+        self.core = BrokerCore(resolver, settings, instance=os.urandom(4), started=time.monotonic())
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -72,6 +72,7 @@ class Broker:
             raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(LINKS)}") from None
         link = link_class(self.context, endpoints, self._max_message)
         self.links.append(link)
+        self.core.endpoints = self.endpoints
         return link
 
     @property

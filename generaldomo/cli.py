@@ -7,12 +7,13 @@ Python API; it adds no behaviour of its own.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import zmq
 
@@ -22,6 +23,7 @@ from generaldomo.client import Client, RequestFailed
 from generaldomo.core import DEFAULT_MAX_MESSAGE, Settings
 from generaldomo.links import DraftUnavailable, draft_available, require_draft
 from generaldomo.resolver import load_resolver
+from generaldomo.status_view import render
 from generaldomo.worker import Handler, Worker
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
@@ -79,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
         "--resolver-opt", action="append", default=[], metavar="KEY=VALUE", help="option passed to the resolver factory"
     )
     _heartbeats(broker, "a worker")
+    broker.add_argument(
+        "--flow",
+        action="append",
+        default=[],
+        metavar="SERVICE:KEY=VALUE,...",
+        help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10 (repeatable)",
+    )
     broker.add_argument("--max-attempts", type=int, default=3, help="workers a task may be lost with (default 3)")
     broker.add_argument(
         "--queue-timeout", type=float, metavar="SECONDS", help="answer 504 to requests queued longer (default never)"
@@ -110,6 +119,22 @@ def _parser() -> argparse.ArgumentParser:
     client.add_argument("payload", nargs="*", help="payload frames (UTF-8)")
     client.set_defaults(run=_run_client)
 
+    status = commands.add_parser("status", help="show a broker's status (mmi.status)")
+    _transport(status)
+    status.add_argument("connect", nargs="?", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    status.add_argument("--json", action="store_true", help="print the raw JSON report")
+    status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted")
+    status.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    status.set_defaults(run=_run_status)
+
+    flow = commands.add_parser("flow", help="show or change a service's flow limits (mmi.flow)")
+    _transport(flow)
+    flow.add_argument("service")
+    flow.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    _flow_limits(flow)
+    flow.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    flow.set_defaults(run=_run_flow)
+
     demo = commands.add_parser("demo", help="broker + echo worker + client in this process")
     demo.add_argument("--transport", dest="demo_transport", choices=(*TRANSPORTS, "both"), default="both")
     demo.add_argument("--requests", type=int, default=1000, help="requests per transport (default 1000)")
@@ -122,6 +147,36 @@ def _parser() -> argparse.ArgumentParser:
 
 def _transport(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=TRANSPORTS, default="router", help="socket type (default router)")
+
+
+def _flow_limits(parser: argparse.ArgumentParser) -> None:
+    """Options left unset are absent from the namespace, so only what the user gave is changed."""
+    unset = argparse.SUPPRESS
+    parser.add_argument("--rate", type=_limit(float), default=unset, metavar="PER_SECOND", help="'none' lifts it")
+    parser.add_argument("--burst", type=int, default=unset, help="dispatches allowed back to back (default 1)")
+    parser.add_argument("--concurrency", type=_limit(int), default=unset, metavar="N", help="'none' lifts it")
+
+
+def _limit(kind: type) -> Callable[[str], float | int | None]:
+    def parse(text: str) -> float | int | None:
+        return None if text.lower() == "none" else kind(text)
+
+    return parse
+
+
+def _parse_flow(spec: str) -> tuple[str, dict[str, float | int | None]]:
+    """``SERVICE:rate=5,burst=1,concurrency=10`` -> (service, limits)."""
+    service, sep, pairs = spec.rpartition(":")
+    if not sep or not service:
+        raise ValueError(f"--flow wants SERVICE:KEY=VALUE,..., not {spec!r}")
+    kinds = {"rate": _limit(float), "burst": int, "concurrency": _limit(int)}
+    limits: dict[str, float | int | None] = {}
+    for pair in pairs.split(","):
+        key, _, value = pair.partition("=")
+        if key not in kinds:
+            raise ValueError(f"unknown flow limit {key!r} in {spec!r}; use rate, burst, concurrency")
+        limits[key] = kinds[key](value)
+    return service, limits
 
 
 def _heartbeats(parser: argparse.ArgumentParser, peer: str) -> None:
@@ -160,6 +215,9 @@ def _run_broker(args: argparse.Namespace) -> int:
     if links["server"]:
         require_draft()
     broker = Broker(resolver=resolver, settings=settings)
+    for spec in args.flow:
+        service, limits = _parse_flow(spec)
+        broker.core.set_flow(service, limits.get("rate"), limits.get("burst"), limits.get("concurrency"), 0.0)
     for transport, endpoints in links.items():
         if endpoints:
             broker.add_link(transport, endpoints)
@@ -211,6 +269,35 @@ def _run_client(args: argparse.Namespace) -> int:
             return 1
     for frame in reply.frames:
         print(frame.decode(errors="replace"))
+    return 0
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    with Client(args.connect, args.transport) as client:
+        while True:
+            try:
+                report = client.status(timeout=args.timeout)
+            except TimeoutError as error:
+                print(f"generaldomo status: {error}", file=sys.stderr)
+                return 1
+            print(json.dumps(report, indent=2) if args.json else render(report), flush=True)
+            if args.watch is None:
+                return 0
+            try:
+                time.sleep(args.watch)
+            except KeyboardInterrupt:
+                return 0
+            print()
+
+
+def _run_flow(args: argparse.Namespace) -> int:
+    changes = {key: getattr(args, key) for key in ("rate", "burst", "concurrency") if hasattr(args, key)}
+    with Client(args.connect, args.transport) as client:
+        try:
+            print(json.dumps(client.flow(args.service, timeout=args.timeout, **changes)))
+        except (TimeoutError, RequestFailed) as error:
+            print(f"generaldomo flow: {error}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
+from typing import Any
 
 import attrs
 import zmq
@@ -137,6 +139,16 @@ class Client:
         except TimeoutError:
             future.cancel()
             raise TimeoutError(f"no reply to {description!r} within {timeout} s") from None
+
+    def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
+        """The broker's status report (``mmi.status``): broker, services and workers."""
+        return json.loads(self.request("mmi.status", [], timeout).payload)
+
+    def flow(self, service: str, timeout: float | None = 10.0, **limits: float | int | None) -> dict[str, Any]:
+        """Read the flow limits of ``service`` or, given ``rate``, ``burst`` and/or ``concurrency``, change them
+        (None lifts a limit). Returns the limits now in force (``mmi.flow``)."""
+        body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
+        return json.loads(self.request("mmi.flow", body, timeout).payload)
 
     def close(self) -> None:
         """Stop the IO thread; requests still waiting fail with :class:`ClientClosed`."""

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from generaldomo import protocol
+from generaldomo import mmi, protocol
 from generaldomo.events import (
     ClientHeartbeat,
     ClientRequest,
@@ -246,7 +246,7 @@ class BrokerCore:
     def _on_request(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> None:
         self.counters["requests"] += 1
         if event.description.startswith(MMI_PREFIX):
-            self._answer_mmi(peer, event, out)
+            self._answer_mmi(peer, event, now, out)
             return
         retried = self._by_request.get(event.request_id) if event.request_id is not None else None
         if retried is not None:  # a retry, maybe over a new connection: answer once, to the latest sender
@@ -319,15 +319,16 @@ class BrokerCore:
         if frames is not None:
             out.append(Send(peer, frames))
 
-    def _answer_mmi(self, peer: Peer, event: ClientRequest, out: list[Send]) -> None:
-        if event.description == b"mmi.service":
-            service = self.resolver.find(event.body[0]) if event.body else None
-            code = protocol.OK if service is not None and service.workers else protocol.NOT_FOUND
-        else:
-            code = protocol.NOT_IMPLEMENTED
-        frames = protocol.client_reply(event.dialect, event.request_id, event.description, protocol.OK, [code], True)
+    def _answer_mmi(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> None:
+        try:
+            status, body, caused = mmi.answer(self, event.description, event.body, now)
+        except mmi.ManagementError as error:
+            self._reject(peer, event, protocol.BAD_REQUEST, str(error), out)
+            return
+        frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
         if frames is not None:
             out.append(Send(peer, frames))
+        out.extend(caused)
 
     # ------------------------------------------------------------------------------------------- workers
 

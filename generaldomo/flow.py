@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+_ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
+
 
 @attrs.define
 class Flow:
@@ -60,7 +62,7 @@ class Flow:
         if self.rate is None:
             return True
         self._refill(now)
-        return self._tokens >= 1.0
+        return self._tokens >= 1.0 - _ROUNDING
 
     def dispatched(self, now: float) -> None:
         """Account for one dispatch at ``now`` (after :meth:`admits` said yes)."""

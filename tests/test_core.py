@@ -2,66 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
+from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo import protocol
-from generaldomo.core import BrokerCore, Peer, Settings
+from generaldomo.core import Peer
 from generaldomo.events import Dialect
 from generaldomo.resolver import NameResolver, ResolveError
 from generaldomo.service import Service
-
-
-class Harness:
-    """A core plus the inbox of every peer, in the order messages were sent."""
-
-    def __init__(self, **settings: float) -> None:
-        self.core = BrokerCore(settings=Settings(**settings), instance=b"test")  # type: ignore[arg-type]
-        self.inbox: dict[Peer, list[list[bytes]]] = defaultdict(list)
-        self.now = 0.0
-
-    def feed(self, peer: Peer, frames: list[bytes]) -> None:
-        for to, out in self.core.receive(peer, frames, self.now):
-            self.inbox[to].append(out)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        for to, out in self.core.tick(self.now):
-            self.inbox[to].append(out)
-
-    def request(self, client: Peer, rid: bytes, service: bytes = b"echo", body: bytes = b"") -> None:
-        self.feed(client, protocol.gdp_request(rid, service, [body or rid]))
-
-    def ready(self, worker: Peer, service: bytes = b"echo") -> None:
-        self.feed(worker, protocol.gdp_ready(service))
-
-    def tasks_of(self, worker: Peer) -> list[tuple[bytes, bytes, tuple[bytes, ...]]]:
-        """(task id, description, body) of each REQUEST the worker got, in order."""
-        return [
-            (args[0], args[1], args[2:])
-            for parsed in map(protocol.parse_worker_command, self.inbox[worker])
-            if parsed and parsed[0] == protocol.REQUEST
-            for args in [parsed[1]]
-        ]
-
-    def answer(self, worker: Peer, task_id: bytes, body: bytes, service: bytes = b"echo") -> None:
-        self.feed(worker, protocol.gdp_ready(service, (task_id, protocol.OK, [body])))
-
-    def replies_of(self, client: Peer) -> list[tuple[bytes, bytes | None, tuple[bytes, ...]]]:
-        """(request id, status, body) of each generaldomo reply the client got; timings left out."""
-        parsed = [p for p in map(protocol.parse_client_reply, self.inbox[client]) if p is not None]
-        return [(rid, status, body) for rid, status, _, body in parsed]
-
-
-def client(n: int) -> Peer:
-    return Peer(0, b"client-%d" % n)
-
-
-def worker(n: int) -> Peer:
-    return Peer(1, n)
 
 
 @given(st.integers(0, 20), st.integers(0, 20))
