@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from generaldomo import protocol
+from generaldomo.resolver import ResolveError
 
 if TYPE_CHECKING:
     from generaldomo.core import BrokerCore, Send
@@ -32,8 +33,12 @@ def answer(core: BrokerCore, name: bytes, body: Sequence[bytes], now: float) -> 
 
 
 def _service(core: BrokerCore, body: Sequence[bytes], now: float) -> Answer:
-    service = core.resolver.find(body[0]) if body else None
-    return protocol.OK, [protocol.OK if service is not None and service.workers else protocol.NOT_FOUND], []
+    try:
+        service = core.resolver.find(body[0]) if body else None
+        found = service is not None and service.can_serve(body[0])
+    except ResolveError as error:
+        raise ManagementError(str(error)) from None
+    return protocol.OK, [protocol.OK if found else protocol.NOT_FOUND], []
 
 
 def _status(core: BrokerCore, body: Sequence[bytes], now: float) -> Answer:

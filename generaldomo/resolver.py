@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from generaldomo.service import Service
@@ -68,14 +69,27 @@ class NameResolver:
         return self._services.values()
 
 
+ENTRY_POINTS = "generaldomo.resolvers"
+
+
 def load_resolver(spec: str, options: dict[str, str] | None = None) -> Resolver:
-    """Make a resolver from ``module:attr`` (a class or factory), called with ``options`` as keyword arguments."""
+    """Make a resolver from a name registered in the ``generaldomo.resolvers`` entry-point group (``name``,
+    ``attributes``, ``balanced``, or a third-party one) or from ``module:attr`` (a class or factory), called
+    with ``options`` as keyword arguments."""
     module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"resolver must be given as module:attr, not {spec!r}")
-    factory: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        factory = getattr(factory, part)
+    factory: Any
+    if not sep:
+        found = entry_points(group=ENTRY_POINTS, name=spec)
+        if not found:
+            known = ", ".join(sorted(ep.name for ep in entry_points(group=ENTRY_POINTS)))
+            raise ValueError(f"no resolver named {spec!r} (known: {known}); or give module:attr")
+        factory = next(iter(found)).load()
+    elif not module_name or not attr:
+        raise ValueError(f"resolver must be given as a name or module:attr, not {spec!r}")
+    else:
+        factory = importlib.import_module(module_name)
+        for part in attr.split("."):
+            factory = getattr(factory, part)
     resolver = factory(**(options or {}))
     if not isinstance(resolver, Resolver):
         raise TypeError(f"{spec} made {resolver!r}, which lacks the Resolver methods")

@@ -5,8 +5,8 @@ the oldest pending task goes to the worker that has waited longest. Resolvers th
 capabilities) subclass :class:`Service` and override :meth:`Service.next_pair`. It does not know about
 sockets, clocks, dialects or how a description maps to a service (that is the resolver's job).
 
-Workers and tasks are the broker core's records; a service reads only their ``description`` and must not
-change them.
+Workers and tasks are the broker core's records; a service reads only their ``description`` (and a
+worker's ``task``, None while it is idle) and must not change them.
 """
 
 from __future__ import annotations
@@ -76,6 +76,10 @@ class Service:
     def discard(self, tasks: set[Any]) -> None:
         """Take every task in ``tasks`` off the pending queue, in one pass."""
         self.pending = deque(task for task in self.pending if task not in tasks)
+
+    def can_serve(self, description: bytes) -> bool:
+        """True when a registered worker could serve a request with ``description`` (for ``mmi.service``)."""
+        return bool(self.workers)
 
     def next_pair(self) -> tuple[Any, Any] | None:
         """Take and return the next ``(worker, task)`` to dispatch, or None when nothing can be paired."""
