@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 import zmq
 
+from generaldomo.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.core import BrokerCore, Peer, Send, Settings
 from generaldomo.links import LINKS, NO_LIMIT, Link
 from generaldomo.resolver import Resolver
@@ -52,6 +53,7 @@ class Broker:
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
         self._thread: threading.Thread | None = None
         self._running = False
+        self._beacon: Beacon | None = None
         self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
         self._stop_socket = self.context.socket(zmq.PULL)
         self._stop_socket.bind(self._stop_address)
@@ -74,6 +76,13 @@ class Broker:
         self.links.append(link)
         self.core.endpoints = self.endpoints
         return link
+
+    def announce(
+        self, name: str = "generaldomo", destination: str = BROADCAST, port: int = DEFAULT_PORT, interval: float = 1.0
+    ) -> Beacon:
+        """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.beacon`) until it stops."""
+        self._beacon = Beacon(name, self.core.instance.hex(), self.endpoints, destination, port, interval).start()
+        return self._beacon
 
     @property
     def endpoints(self) -> list[tuple[str, str]]:
@@ -154,6 +163,8 @@ class Broker:
             links[peer.link].send(peer.address, frames)
 
     def _close_sockets(self) -> None:
+        if self._beacon is not None:
+            self._beacon.stop()
         for link in self.links:
             link.close()
         self._stop_socket.close(linger=0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 import zmq
 
 from generaldomo import __version__
+from generaldomo.beacon import BROADCAST, DEFAULT_PORT, DiscoveryError, find_broker
 from generaldomo.broker import Broker
 from generaldomo.client import Client, RequestFailed
 from generaldomo.core import DEFAULT_MAX_MESSAGE, Settings
@@ -45,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DraftUnavailable as error:
         print(f"generaldomo: {error}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, ImportError, AttributeError, zmq.ZMQError) as error:
+    except (ValueError, TypeError, ImportError, AttributeError, zmq.ZMQError, DiscoveryError) as error:
         print(f"generaldomo: {error}", file=sys.stderr)
         return 2
 
@@ -88,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SERVICE:KEY=VALUE,...",
         help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10 (repeatable)",
     )
+    broker.add_argument("--beacon", action="store_true", help="announce the endpoints by UDP beacon")
+    broker.add_argument("--beacon-to", default=BROADCAST, metavar="ADDRESS", help=f"beacon destination ({BROADCAST})")
+    broker.add_argument("--beacon-port", type=int, default=DEFAULT_PORT, metavar="PORT", help=f"({DEFAULT_PORT})")
+    broker.add_argument("--beacon-interval", type=float, default=1.0, metavar="SECONDS", help="(1.0)")
+    broker.add_argument("--name", default="generaldomo", help="broker name in its beacon (generaldomo)")
     broker.add_argument("--max-attempts", type=int, default=3, help="workers a task may be lost with (default 3)")
     broker.add_argument(
         "--queue-timeout", type=float, metavar="SECONDS", help="answer 504 to requests queued longer (default never)"
@@ -103,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run the built-in echo worker")
     _transport(worker)
-    worker.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    _connect(worker)
     worker.add_argument("--service", default="echo", help="service description to announce (default echo)")
     worker.add_argument("--sleep", type=float, default=0.0, metavar="SECONDS", help="simulated work per request")
     worker.add_argument("--tag", default="", help="prefix every reply with TAG: (to tell workers apart)")
@@ -112,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 
     client = commands.add_parser("client", help="send one request and print the reply")
     _transport(client)
-    client.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    _connect(client)
     client.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     _heartbeats(client, "the broker")
     client.add_argument("service", help="request description (a service name with the default resolver)")
@@ -121,7 +128,8 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="show a broker's status (mmi.status)")
     _transport(status)
-    status.add_argument("connect", nargs="?", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    _connect(status)
+    status.add_argument("endpoint", nargs="?", help="broker endpoint (same as --connect)")
     status.add_argument("--json", action="store_true", help="print the raw JSON report")
     status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted")
     status.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
@@ -130,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     flow = commands.add_parser("flow", help="show or change a service's flow limits (mmi.flow)")
     _transport(flow)
     flow.add_argument("service")
-    flow.add_argument("--connect", default=DEFAULT_ENDPOINT, metavar="ENDPOINT")
+    _connect(flow)
     _flow_limits(flow)
     flow.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     flow.set_defaults(run=_run_flow)
@@ -147,6 +155,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def _transport(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=TRANSPORTS, default="router", help="socket type (default router)")
+
+
+def _connect(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--connect", metavar="ENDPOINT", help="broker endpoint (default: $GENERALDOMO_BROKER, else "
+                        f"a beacon with --discover, else {DEFAULT_ENDPOINT})")  # fmt: skip
+    parser.add_argument("--discover", action="store_true", help="find the broker by its UDP beacon")
+    parser.add_argument("--name", help="with --discover: only a broker announcing this name")
+
+
+def _endpoint(args: argparse.Namespace) -> str:
+    if args.connect or os.environ.get("GENERALDOMO_BROKER") or args.discover:
+        return find_broker(args.transport, args.connect, name=args.name)
+    return DEFAULT_ENDPOINT
 
 
 def _flow_limits(parser: argparse.ArgumentParser) -> None:
@@ -223,6 +244,8 @@ def _run_broker(args: argparse.Namespace) -> int:
             broker.add_link(transport, endpoints)
     for transport, endpoint in broker.endpoints:
         print(f"generaldomo broker: {transport} {endpoint}", flush=True)
+    if args.beacon:
+        broker.announce(args.name, args.beacon_to, args.beacon_port, args.beacon_interval)
     broker.start()
     _wait_for_signal()
     broker.stop()
@@ -243,7 +266,7 @@ def _echo(sleep: float, tag: str) -> Handler:
 
 def _run_worker(args: argparse.Namespace) -> int:
     worker = Worker(
-        args.connect,
+        _endpoint(args),
         args.service,
         _echo(args.sleep, args.tag),
         args.transport,
@@ -252,13 +275,13 @@ def _run_worker(args: argparse.Namespace) -> int:
     )
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: worker.stop())
-    print(f"generaldomo worker: serving {args.service!r} from {args.connect} ({args.transport})", flush=True)
+    print(f"generaldomo worker: serving {args.service!r} from {worker.endpoint} ({args.transport})", flush=True)
     worker.serve()
     return 0
 
 
 def _run_client(args: argparse.Namespace) -> int:
-    with Client(args.connect, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness) as client:
+    with Client(_endpoint(args), args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness) as client:
         try:
             reply = client.request(args.service, [p.encode() for p in args.payload], timeout=args.timeout)
         except RequestFailed as error:
@@ -273,7 +296,8 @@ def _run_client(args: argparse.Namespace) -> int:
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    with Client(args.connect, args.transport) as client:
+    args.connect = args.connect or args.endpoint
+    with Client(_endpoint(args), args.transport) as client:
         while True:
             try:
                 report = client.status(timeout=args.timeout)
@@ -292,7 +316,7 @@ def _run_status(args: argparse.Namespace) -> int:
 
 def _run_flow(args: argparse.Namespace) -> int:
     changes = {key: getattr(args, key) for key in ("rate", "burst", "concurrency") if hasattr(args, key)}
-    with Client(args.connect, args.transport) as client:
+    with Client(_endpoint(args), args.transport) as client:
         try:
             print(json.dumps(client.flow(args.service, timeout=args.timeout, **changes)))
         except (TimeoutError, RequestFailed) as error:

@@ -23,6 +23,7 @@ import attrs
 import zmq
 
 from generaldomo import protocol
+from generaldomo.beacon import find_broker
 from generaldomo.connection import connect
 
 log = logging.getLogger(__name__)
@@ -85,19 +86,20 @@ class Client:
     the broker answers as a new instance (it restarted) the client sends every outstanding request again;
     when it stays silent for ``liveness`` intervals the client reconnects on a new socket and does the same.
     Resent requests keep their ids, so a broker that still has them does not run them twice, and a reply
-    that arrives twice is delivered once.
+    that arrives twice is delivered once. Without an ``endpoint`` the client uses ``GENERALDOMO_BROKER`` or,
+    failing that, listens for a broker's beacon (:func:`generaldomo.beacon.find_broker`).
     """
 
     def __init__(
         self,
-        endpoint: str,
+        endpoint: str | None = None,
         transport: str = "router",
         *,
         context: zmq.Context | None = None,
         heartbeat_interval: float = 2.5,
         liveness: int = 3,
     ) -> None:
-        self.endpoint = endpoint
+        self.endpoint = find_broker(transport, endpoint)
         self.transport = transport
         self.context = context or zmq.Context.instance()
         self.heartbeat_interval = heartbeat_interval
@@ -105,7 +107,7 @@ class Client:
         self.replies_dropped = 0
         self.resent = 0
         self.reconnects = 0
-        self._connection = connect(endpoint, transport, self.context)
+        self._connection = connect(self.endpoint, transport, self.context)
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
         self._waiting: dict[bytes, tuple[Future[Reply], list[bytes], float]] = {}

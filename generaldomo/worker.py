@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import zmq
 
 from generaldomo import protocol
+from generaldomo.beacon import find_broker
 from generaldomo.client import as_bytes, as_frames
 from generaldomo.connection import Connection, connect
 
@@ -29,12 +30,13 @@ class Worker:
 
     The handler gets the request payload (``bytes`` when the request has one frame, else a tuple of frames)
     and returns the result (``bytes`` or a sequence of frames). An exception in the handler is sent back to
-    the client as a ``500`` error reply carrying its text.
+    the client as a ``500`` error reply carrying its text. A ``None`` endpoint is found as
+    :func:`generaldomo.beacon.find_broker` says (``GENERALDOMO_BROKER``, then a beacon).
     """
 
     def __init__(
         self,
-        endpoint: str,
+        endpoint: str | None,
         description: str | bytes,
         handler: Handler,
         transport: str = "router",
@@ -43,7 +45,7 @@ class Worker:
         heartbeat_interval: float = 2.5,
         liveness: int = 3,
     ) -> None:
-        self.endpoint = endpoint
+        self.endpoint = find_broker(transport, endpoint)
         self.description = as_bytes(description)
         self.handler = handler
         self.transport = transport
@@ -52,7 +54,7 @@ class Worker:
         self.liveness = liveness
         self.tasks_done = 0
         self.reconnects = 0
-        self._connection: Connection = connect(endpoint, transport, self.context)
+        self._connection: Connection = connect(self.endpoint, transport, self.context)
         self._stopping = threading.Event()
         self._tasks: queue.SimpleQueue[tuple[bytes, bytes | tuple[bytes, ...]] | None] = queue.SimpleQueue()
         self._busy = False

@@ -1,0 +1,195 @@
+"""Discovery: a broker announces its endpoints by UDP beacon; clients and workers find it.
+
+This module owns the beacon datagram and the order in which a peer finds its broker: an explicit endpoint,
+then the ``GENERALDOMO_BROKER`` environment variable, then a beacon. It knows nothing of the broker's
+protocol or state.
+
+A beacon is one UDP datagram: the magic bytes ``GDBEACON``, a version byte (1), then UTF-8 JSON
+``{"name": ..., "instance": ..., "endpoints": [{"transport": "router", "endpoint": "tcp://10.0.0.5:5555"}]}``.
+Wildcard binds (``tcp://*:5555``, ``tcp://0.0.0.0:5555``) are announced with the address of the interface
+that faces the beacon's destination; ``inproc://`` endpoints, reachable only inside the broker's process,
+are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"GDBEACON"
+VERSION = 1
+DEFAULT_PORT = 5670
+BROADCAST = "255.255.255.255"
+_MAX_DATAGRAM = 65507
+
+
+class DiscoveryError(LookupError):
+    """No broker was found."""
+
+
+@attrs.frozen
+class Announcement:
+    """What one beacon said."""
+
+    name: str
+    instance: str
+    endpoints: tuple[tuple[str, str], ...]
+    sender: str
+
+    def endpoint(self, transport: str | None = None) -> str:
+        """The first announced endpoint of ``transport`` (any transport when None)."""
+        for kind, endpoint in self.endpoints:
+            if transport is None or kind == transport:
+                return endpoint
+        raise DiscoveryError(f"broker {self.name!r} announces no {transport} endpoint")
+
+
+def encode(name: str, instance: str, endpoints: list[tuple[str, str]]) -> bytes:
+    """The beacon datagram."""
+    body = {"name": name, "instance": instance, "endpoints": [{"transport": t, "endpoint": e} for t, e in endpoints]}
+    return MAGIC + bytes([VERSION]) + json.dumps(body).encode()
+
+
+def decode(datagram: bytes, sender: str = "") -> Announcement | None:
+    """The announcement in a datagram, or None if it is not a beacon of a version this code reads."""
+    if not datagram.startswith(MAGIC) or len(datagram) <= len(MAGIC) or datagram[len(MAGIC)] != VERSION:
+        return None
+    try:
+        body: dict[str, Any] = json.loads(datagram[len(MAGIC) + 1 :])
+        endpoints = tuple((str(e["transport"]), str(e["endpoint"])) for e in body["endpoints"])
+        return Announcement(str(body["name"]), str(body.get("instance", "")), endpoints, sender)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def local_address_towards(host: str) -> str:
+    """The address of this host's interface that traffic to ``host`` leaves from."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+        probe.connect((host, 9))  # UDP connect sends nothing; it only picks a route
+        return probe.getsockname()[0]
+    except OSError:
+        return socket.gethostbyname(socket.gethostname())
+    finally:
+        probe.close()
+
+
+def announceable(endpoints: list[tuple[str, str]], destination: str) -> list[tuple[str, str]]:
+    """``endpoints`` as other processes can reach them: wildcards made concrete, inproc left out."""
+    result = []
+    for transport, endpoint in endpoints:
+        if endpoint.startswith("inproc://"):
+            continue
+        for wildcard in ("tcp://0.0.0.0:", "tcp://*:"):
+            if endpoint.startswith(wildcard):
+                endpoint = f"tcp://{local_address_towards(destination)}:{endpoint[len(wildcard) :]}"
+        result.append((transport, endpoint))
+    return result
+
+
+class Beacon:
+    """Sends a broker's announcement every ``interval`` seconds from a daemon thread."""
+
+    def __init__(
+        self,
+        name: str,
+        instance: str,
+        endpoints: list[tuple[str, str]],
+        destination: str = BROADCAST,
+        port: int = DEFAULT_PORT,
+        interval: float = 1.0,
+    ) -> None:
+        self.destination = (destination, port)
+        self.interval = interval
+        self.datagram = encode(name, instance, announceable(endpoints, destination))
+        if len(self.datagram) > _MAX_DATAGRAM:
+            raise ValueError("too many endpoints to announce in one datagram")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="generaldomo-beacon", daemon=True)
+
+    def start(self) -> Beacon:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            sender.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+            while not self._stop.is_set():
+                try:
+                    sender.sendto(self.datagram, self.destination)
+                except OSError as error:
+                    log.warning("beacon to %s:%d failed: %s", *self.destination, error)
+                self._stop.wait(self.interval)
+
+
+class Listener:
+    """A UDP socket that hears beacons; ``port=0`` picks a free port (read it from :attr:`port`)."""
+
+    def __init__(self, port: int | None = None, bind: str | None = None) -> None:
+        if port is None:
+            port = int(os.environ.get("GENERALDOMO_BEACON_PORT", DEFAULT_PORT))
+        if bind is None:
+            bind = os.environ.get("GENERALDOMO_BEACON_BIND", "")
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):  # several peers on one host may listen at once
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self.socket.bind((bind, port))
+        self.port: int = self.socket.getsockname()[1]
+
+    def wait(self, timeout: float, name: str | None = None) -> Announcement:
+        """The first beacon (of broker ``name``, if given) heard within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            self.socket.settimeout(left)
+            try:
+                datagram, (sender, _) = self.socket.recvfrom(_MAX_DATAGRAM)
+            except TimeoutError:
+                break
+            heard = decode(datagram, sender)
+            if heard is not None and (name is None or heard.name == name):
+                return heard
+        wanted = f"broker {name!r}" if name else "a broker"
+        raise DiscoveryError(f"heard no beacon from {wanted} on UDP port {self.port} within {timeout} s")
+
+    def close(self) -> None:
+        self.socket.close()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def discover(
+    timeout: float = 5.0, name: str | None = None, port: int | None = None, bind: str | None = None
+) -> Announcement:
+    """Listen for a broker's beacon (port and bind address default to ``GENERALDOMO_BEACON_PORT`` /
+    ``GENERALDOMO_BEACON_BIND``, else 5670 on all interfaces)."""
+    with Listener(port, bind) as listener:
+        return listener.wait(timeout, name)
+
+
+def find_broker(transport: str, endpoint: str | None = None, timeout: float = 5.0, name: str | None = None) -> str:
+    """The endpoint to use: ``endpoint`` if given, else ``GENERALDOMO_BROKER``, else one a beacon announces."""
+    if endpoint:
+        return endpoint
+    from_environment = os.environ.get("GENERALDOMO_BROKER")
+    if from_environment:
+        return from_environment
+    return discover(timeout, name).endpoint(transport)
