@@ -13,12 +13,14 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import zmq
 
 from generaldomo.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.core import BrokerCore, Peer, Send, Settings
 from generaldomo.links import LINKS, NO_LIMIT, Link
+from generaldomo.mmi import status
 from generaldomo.resolver import Resolver
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,8 @@ class Broker:
         self._thread: threading.Thread | None = None
         self._running = False
         self._beacon: Beacon | None = None
+        self._snapshot_period: float | None = None
+        self.snapshot: dict[str, Any] | None = None  # the latest status report, when metrics are served
         self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
         self._stop_socket = self.context.socket(zmq.PULL)
         self._stop_socket.bind(self._stop_address)
@@ -83,6 +87,15 @@ class Broker:
         """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.beacon`) until it stops."""
         self._beacon = Beacon(name, self.core.instance.hex(), self.endpoints, destination, port, interval).start()
         return self._beacon
+
+    def serve_metrics(self, port: int = 0, address: str = "127.0.0.1", period: float = 1.0) -> int:
+        """Expose the status as Prometheus metrics over HTTP (needs ``prometheus_client``); return the port.
+
+        The broker's loop refreshes a status snapshot every ``period`` seconds for it."""
+        from generaldomo import metrics
+
+        self._snapshot_period = period
+        return metrics.serve(lambda: self.snapshot, port, address)
 
     @property
     def endpoints(self) -> list[tuple[str, str]]:
@@ -138,9 +151,15 @@ class Broker:
         clock = time.monotonic
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
         self._running = True
+        next_snapshot = clock()
         try:
             while True:
                 deadline = core.deadline()
+                if self._snapshot_period is not None:
+                    if clock() >= next_snapshot:
+                        self.snapshot = status(core, clock())
+                        next_snapshot = clock() + self._snapshot_period
+                    deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
                 timeout = None if deadline is None else max(0.0, (deadline - clock()) * 1000)
                 for socket, _ in poller.poll(timeout):
                     if socket is self._stop_socket:

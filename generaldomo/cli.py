@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("--beacon-port", type=int, default=DEFAULT_PORT, metavar="PORT", help=f"({DEFAULT_PORT})")
     broker.add_argument("--beacon-interval", type=float, default=1.0, metavar="SECONDS", help="(1.0)")
     broker.add_argument("--name", default="generaldomo", help="broker name in its beacon (generaldomo)")
+    broker.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics over HTTP (0: any)")
+    broker.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDRESS", help="(127.0.0.1)")
     broker.add_argument("--max-attempts", type=int, default=3, help="workers a task may be lost with (default 3)")
     broker.add_argument(
         "--queue-timeout", type=float, metavar="SECONDS", help="answer 504 to requests queued longer (default never)"
@@ -244,6 +246,9 @@ def _run_broker(args: argparse.Namespace) -> int:
             broker.add_link(transport, endpoints)
     for transport, endpoint in broker.endpoints:
         print(f"generaldomo broker: {transport} {endpoint}", flush=True)
+    if args.metrics_port is not None:
+        port = broker.serve_metrics(args.metrics_port, args.metrics_bind)
+        print(f"generaldomo broker: metrics http://{args.metrics_bind}:{port}/metrics", flush=True)
     if args.beacon:
         broker.announce(args.name, args.beacon_to, args.beacon_port, args.beacon_interval)
     broker.start()
