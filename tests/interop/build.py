@@ -1,0 +1,89 @@
+"""Compile the C Majordomo test peers against the project's static, draft-enabled libzmq.
+
+``python tests/interop/build.py OUT_DIR`` builds them from the command line and prints their paths.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PEERS = ("mdp01_client", "mdp01_worker", "mdp02_client", "mdp02_worker")
+HEADERS = (HERE / "mdp_common.h",)
+CFLAGS = ("-O2", "-Wall", "-Wextra")
+
+
+class BuildError(RuntimeError):
+    """A peer could not be built; the message carries the command and the compiler's output."""
+
+
+def libzmq_prefix() -> Path:
+    """The prefix holding ``include/zmq.h`` and ``lib/libzmq.a``.
+
+    ``$GENERALDOMO_LIBZMQ_PREFIX`` if set, else ``tools/draft_pyzmq.py libzmq-prefix`` (which builds it if needed).
+    """
+    prefix = os.environ.get("GENERALDOMO_LIBZMQ_PREFIX")
+    if not prefix:
+        cmd = [sys.executable, str(ROOT / "tools" / "draft_pyzmq.py"), "libzmq-prefix"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+        if proc.returncode:
+            raise BuildError(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}):\n{proc.stderr}")
+        prefix = proc.stdout.strip().splitlines()[-1]
+    path = Path(prefix)
+    for needed in ("include/zmq.h", "lib/libzmq.a"):
+        if not (path / needed).is_file():
+            raise BuildError(f"libzmq prefix {path} has no {needed}")
+    return path
+
+
+def _up_to_date(target: Path, sources: list[Path]) -> bool:
+    return target.exists() and all(target.stat().st_mtime >= source.stat().st_mtime for source in sources)
+
+
+def _compile(cc: list[str], source: Path, target: Path, prefix: Path) -> None:
+    archive = prefix / "lib" / "libzmq.a"
+    if _up_to_date(target, [source, *HEADERS, archive]):
+        return
+    cmd = [*cc, *CFLAGS, f"-I{prefix / 'include'}", str(source), str(archive), "-lstdc++", "-lpthread"]
+    cmd += ["-o", str(target)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise BuildError(f"cannot run the C compiler `{shlex.join(cmd)}`: {error}") from error
+    if proc.returncode:
+        raise BuildError(
+            f"compiling {source.name} failed (exit {proc.returncode}):\n$ {shlex.join(cmd)}\n{proc.stderr}"
+        )
+    if proc.stderr.strip():  # the peers are meant to build warning-free
+        warnings.warn(f"compiler warnings for {source.name}:\n{proc.stderr}", stacklevel=1)
+
+
+def build_peers(out_dir: Path | str) -> dict[str, Path]:
+    """Compile every peer into ``out_dir`` (skipping up-to-date ones); return ``{name: executable}``.
+
+    The compiler is ``$CC`` (default ``cc``). Raises :class:`BuildError` if anything fails.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = libzmq_prefix()
+    cc = shlex.split(os.environ.get("CC") or "cc")
+    peers = {name: out / name for name in PEERS}
+    with ThreadPoolExecutor(max_workers=len(peers)) as pool:
+        jobs = [pool.submit(_compile, cc, HERE / f"{name}.c", path, prefix) for name, path in peers.items()]
+        for job in jobs:
+            job.result()
+    return peers
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: {sys.argv[0]} OUT_DIR")
+    for name, path in build_peers(sys.argv[1]).items():
+        print(f"{name} {path}")
