@@ -13,9 +13,10 @@ import itertools
 import json
 import logging
 import os
+import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
@@ -29,6 +30,7 @@ from generaldomo.connection import connect
 log = logging.getLogger(__name__)
 
 Payload = bytes | Sequence[bytes]
+OnPartial = Callable[["Reply"], None]
 
 
 @attrs.frozen(slots=True)
@@ -45,6 +47,7 @@ class Reply:
     served: float | None = None
     sent: float | None = None
     received: float | None = None
+    partial: bool = False
 
     @property
     def payload(self) -> bytes:
@@ -110,21 +113,27 @@ class Client:
         self._connection = connect(self.endpoint, transport, self.context)
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
-        self._waiting: dict[bytes, tuple[Future[Reply], list[bytes], float]] = {}
+        self._waiting: dict[bytes, tuple[Future[Reply], list[bytes], float, OnPartial | None]] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
 
-    def submit(self, description: str | bytes, payload: Payload = b"") -> Future[Reply]:
-        """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`."""
+    def submit(
+        self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None
+    ) -> Future[Reply]:
+        """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
+
+        ``on_partial`` is called with each partial result (a :class:`Reply` with ``partial=True``) that a
+        streaming worker sends before the final one; it runs on the client's IO thread, so keep it short.
+        """
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
         frames = protocol.gdp_request(request_id, as_bytes(description), as_frames(payload))
         future: Future[Reply] = Future()
         with self._lock:
             if self._closed:
                 raise ClientClosed("the client is closed")
-            self._waiting[request_id] = (future, frames, time.monotonic())
+            self._waiting[request_id] = (future, frames, time.monotonic(), on_partial)
         future.add_done_callback(lambda done: self._forget(request_id) if done.cancelled() else None)
         self._connection.send(frames)
         return future
@@ -141,6 +150,22 @@ class Client:
         except TimeoutError:
             future.cancel()
             raise TimeoutError(f"no reply to {description!r} within {timeout} s") from None
+
+    def stream(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Iterator[Reply]:
+        """Send a request and yield its partial results as they come, then the final :class:`Reply`.
+
+        Raises ``TimeoutError`` when nothing arrives for ``timeout`` seconds, :class:`RequestFailed` on an error.
+        """
+        arrivals: queue.SimpleQueue[Reply | None] = queue.SimpleQueue()
+        future = self.submit(description, payload, on_partial=arrivals.put)
+        future.add_done_callback(lambda _: arrivals.put(None))
+        try:
+            while (item := arrivals.get(timeout=timeout)) is not None:
+                yield item
+        except queue.Empty:
+            future.cancel()
+            raise TimeoutError(f"nothing from {description!r} for {timeout} s") from None
+        yield future.result()
 
     def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
         """The broker's status report (``mmi.status``): broker, services and workers."""
@@ -162,7 +187,7 @@ class Client:
         self._thread.join()
         with self._lock:
             waiting, self._waiting = self._waiting, {}
-        for future, _, _ in waiting.values():
+        for future, *_ in waiting.values():
             with contextlib.suppress(InvalidStateError):
                 future.set_exception(ClientClosed("the client was closed before the reply came"))
 
@@ -215,6 +240,16 @@ class Client:
         finally:
             self._connection.close()
 
+    def _on_partial(self, request_id: bytes, body: tuple[bytes, ...]) -> None:
+        with self._lock:
+            entry = self._waiting.get(request_id)
+        if entry is None or entry[3] is None:
+            return
+        try:
+            entry[3](Reply(body, sent=entry[2], received=time.monotonic(), partial=True))
+        except Exception:  # a faulty callback must not stop the IO thread
+            log.exception("on_partial callback failed")
+
     def _bind_io(self) -> zmq.Poller:
         self._connection.bind_thread()
         poller = zmq.Poller()
@@ -230,7 +265,7 @@ class Client:
 
     def _resend(self) -> None:
         with self._lock:
-            outstanding = [frames for _, frames, _ in self._waiting.values()]
+            outstanding = [frames for _, frames, *_ in self._waiting.values()]
         self.resent += len(outstanding)
         for frames in outstanding:
             self._connection.send(frames)
@@ -242,13 +277,14 @@ class Client:
             return
         request_id, status, meta, body = parsed
         if status is None:
-            return  # partial results are not delivered by this API yet
+            self._on_partial(request_id, body)
+            return
         with self._lock:
             entry = self._waiting.pop(request_id, None)
         if entry is None:
             self.replies_dropped += 1  # a duplicate, or the answer to a cancelled request
             return
-        future, _, sent = entry
+        future, _, sent, _ = entry
         with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
             if status == protocol.OK:
                 queued, served = protocol.parse_timing(meta) or (None, None)

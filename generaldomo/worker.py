@@ -7,11 +7,13 @@ that a long task does not stop the heartbeats. It knows nothing of how the broke
 
 from __future__ import annotations
 
+import inspect
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
 
 import zmq
 
@@ -22,7 +24,7 @@ from generaldomo.connection import Connection, connect
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[bytes | tuple[bytes, ...]], bytes | Sequence[bytes]]
+Handler = Callable[[bytes | tuple[bytes, ...]], bytes | Sequence[bytes] | Generator[Any, None, Any]]
 
 
 class Worker:
@@ -30,8 +32,10 @@ class Worker:
 
     The handler gets the request payload (``bytes`` when the request has one frame, else a tuple of frames)
     and returns the result (``bytes`` or a sequence of frames). An exception in the handler is sent back to
-    the client as a ``500`` error reply carrying its text. A ``None`` endpoint is found as
-    :func:`generaldomo.beacon.find_broker` says (``GENERALDOMO_BROKER``, then a beacon).
+    the client as a ``500`` error reply carrying its text. A handler that is a generator streams: each value
+    it yields goes to the client at once as a partial result, and the value it returns is the final result.
+    A ``None`` endpoint is found as :func:`generaldomo.beacon.find_broker` says (``GENERALDOMO_BROKER``, then
+    a beacon).
     """
 
     def __init__(
@@ -133,11 +137,23 @@ class Worker:
             self._tasks.put((task_id, body[0] if len(body) == 1 else tuple(body)))
         return True
 
+    def _stream(self, task_id: bytes, parts: Generator[Any, None, Any]) -> Any:
+        """Send each value a generator handler yields as a partial result; its return value is the result."""
+        while True:
+            try:
+                part = next(parts)
+            except StopIteration as done:
+                return () if done.value is None else done.value
+            self._connection.send(protocol.gdp_partial(task_id, as_frames(part)))
+
     def _run_handler(self) -> None:
         while (item := self._tasks.get()) is not None:
             task_id, payload = item
             try:
-                status, body = protocol.OK, as_frames(self.handler(payload))
+                result = self.handler(payload)
+                if inspect.isgenerator(result):
+                    result = self._stream(task_id, result)
+                status, body = protocol.OK, as_frames(result)
             except Exception as error:  # the client gets the error; the worker goes on
                 log.exception("handler failed")
                 status, body = protocol.WORKER_ERROR, (f"{type(error).__name__}: {error}".encode(),)

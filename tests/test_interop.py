@@ -367,3 +367,13 @@ def test_c_clients_time_out(procs: Processes, client: str) -> None:
     peer = procs.peer(client, links["router"], "--service", "nobody", "--timeout-ms", "300")
     peer.popen.wait(WAIT)
     assert peer.popen.returncode == 3 and "timeout" in peer.stderr.read_text(), peer.describe()
+
+
+@pytest.mark.parametrize("transport", ["router", "server"])
+def test_c_mdp02_worker_streams_partials_to_a_python_client(procs: Processes, transport: str) -> None:
+    _, links = procs.broker()
+    procs.peer("mdp02_worker", links["router"], "--tag", "c:", "--partials", "3", "--delay-ms", "300")
+    with Client(links[transport], transport) as client:
+        parts = list(client.stream("echo", b"s", timeout=WAIT))
+    assert [p.partial for p in parts] == [True, True, True, False]
+    assert [p.payload for p in parts] == [b"c:s#1", b"c:s#2", b"c:s#3", b"c:s"]
