@@ -20,6 +20,7 @@ import zmq
 
 from generaldomo import __version__
 from generaldomo.beacon import BROADCAST, DEFAULT_PORT, DiscoveryError, find_broker
+from generaldomo.bridge import Bridge
 from generaldomo.broker import Broker
 from generaldomo.client import Client, RequestFailed
 from generaldomo.core import DEFAULT_MAX_MESSAGE, Settings
@@ -127,6 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     client.add_argument("service", help="request description (a service name with the default resolver)")
     client.add_argument("payload", nargs="*", help="payload frames (UTF-8)")
     client.set_defaults(run=_run_client)
+
+    bridge = commands.add_parser("bridge", help="let generaldomo CLIENT peers use a standard MDP/0.1 broker")
+    bridge.add_argument("--server", action="append", required=True, metavar="ENDPOINT", help="bind (repeatable)")
+    bridge.add_argument("--broker", required=True, metavar="ENDPOINT", help="the MDP/0.1 broker's ROUTER endpoint")
+    _heartbeats(bridge, "a client")
+    bridge.add_argument("--idle-timeout", type=float, default=30.0, metavar="SECONDS", help="close idle DEALERs (30)")
+    bridge.set_defaults(run=_run_bridge, transport="server")
 
     status = commands.add_parser("status", help="show a broker's status (mmi.status)")
     _transport(status)
@@ -267,6 +275,22 @@ def _echo(sleep: float, tag: str) -> Handler:
         return (prefix, *payload) if prefix else payload
 
     return echo
+
+
+def _run_bridge(args: argparse.Namespace) -> int:
+    bridge = Bridge(
+        args.server,
+        args.broker,
+        heartbeat_interval=args.heartbeat,
+        liveness=args.liveness,
+        idle_timeout=args.idle_timeout,
+    )
+    for endpoint in bridge.endpoints:
+        print(f"generaldomo bridge: server {endpoint} -> MDP/0.1 broker {args.broker}", flush=True)
+    bridge.start()
+    _wait_for_signal()
+    bridge.stop()
+    return 0
 
 
 def _run_worker(args: argparse.Namespace) -> int:

@@ -1,0 +1,172 @@
+"""The bridge: thread-safe generaldomo CLIENT peers in front of any standard Majordomo (MDP/0.1) broker.
+
+This module owns the translation device of the design notes' "option 2". It accepts generaldomo clients on
+a SERVER socket and forwards each request as an MDP/0.1 client request to a ROUTER broker. MDP carries no
+request id and a broker may answer out of order, so every request in flight gets a DEALER of its own, taken
+from a pool of idle ones: the reply that comes back on that DEALER is the answer to that request, mapped
+back to the client's routing id and request id. A DEALER whose reply came back returns to the pool; one idle
+for ``idle_timeout`` is closed. A client that stops heartbeating for ``liveness`` intervals is forgotten and
+the DEALERs of its requests closed (a late reply on them could not be delivered). The bridge answers client
+HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts.
+
+It speaks MDP/0.1 upstream only; it knows nothing of the upstream broker's internals.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import zmq
+
+from generaldomo import protocol
+from generaldomo.events import ClientHeartbeat, ClientRequest, Dialect
+from generaldomo.links import ServerLink
+
+log = logging.getLogger(__name__)
+
+
+class _InFlight(NamedTuple):
+    client: int
+    request_id: bytes
+    description: bytes
+
+
+class Bridge:
+    """SERVER endpoints for generaldomo clients, forwarding to the MDP/0.1 broker at ``broker``."""
+
+    def __init__(
+        self,
+        server: Iterable[str],
+        broker: str,
+        *,
+        context: zmq.Context | None = None,
+        heartbeat_interval: float = 2.5,
+        liveness: int = 3,
+        idle_timeout: float = 30.0,
+    ) -> None:
+        self.context = context or zmq.Context.instance()
+        self.broker = broker
+        self.heartbeat_interval = heartbeat_interval
+        self.expiry = heartbeat_interval * liveness
+        self.idle_timeout = idle_timeout
+        self.instance = os.urandom(4)
+        self.link = ServerLink(self.context, server)
+        self.forwarded = 0
+        self._idle: list[tuple[zmq.Socket, float]] = []  # DEALERs with nothing in flight, and since when
+        self._in_flight: dict[zmq.Socket, _InFlight] = {}
+        self._by_request: dict[tuple[int, bytes], zmq.Socket] = {}
+        self._last_heard: dict[int, float] = {}
+        self._poller = zmq.Poller()
+        self._poller.register(self.link.socket, zmq.POLLIN)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoints(self) -> list[str]:
+        return self.link.endpoints
+
+    @property
+    def dealers(self) -> int:
+        """DEALER sockets open towards the broker (in flight or idle)."""
+        return len(self._in_flight) + len(self._idle)
+
+    def start(self) -> Bridge:
+        self._thread = threading.Thread(target=self.run, name="generaldomo-bridge", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        """Forward until :meth:`stop`."""
+        clock = time.monotonic
+        next_sweep = clock() + self.heartbeat_interval
+        try:
+            while not self._stop.is_set():
+                for socket, _ in self._poller.poll(min(100.0, max(0.0, next_sweep - clock()) * 1000)):
+                    if socket is self.link.socket:
+                        self._from_clients(clock())
+                    else:
+                        self._from_broker(socket, clock())
+                if clock() >= next_sweep:
+                    self._sweep(clock())
+                    next_sweep = clock() + self.heartbeat_interval
+        finally:
+            for socket in [*self._in_flight, *(s for s, _ in self._idle)]:
+                socket.close(linger=0)
+            self.link.close()
+
+    def _from_clients(self, now: float) -> None:
+        while (message := self.link.recv()) is not None:
+            client, frames = message
+            self._last_heard[client] = now
+            event = protocol.parse(frames)
+            if isinstance(event, ClientHeartbeat):
+                self.link.send(client, protocol.gdp_client_heartbeat(self.instance))
+            elif isinstance(event, ClientRequest) and event.dialect is Dialect.GDP and event.request_id is not None:
+                self._forward(client, event)
+            else:
+                log.warning("bridge dropped a message from %s that is not a generaldomo client request", client)
+
+    def _forward(self, client: int, event: ClientRequest) -> None:
+        assert event.request_id is not None
+        if (client, event.request_id) in self._by_request:
+            return  # a retry of a request in flight
+        dealer = self._idle.pop()[0] if self._idle else self._new_dealer()
+        self._in_flight[dealer] = _InFlight(client, event.request_id, event.description)
+        self._by_request[client, event.request_id] = dealer
+        dealer.send_multipart([b"", b"MDPC01", event.description, *event.body])
+        self.forwarded += 1
+
+    def _new_dealer(self) -> zmq.Socket:
+        dealer = self.context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(self.broker)
+        self._poller.register(dealer, zmq.POLLIN)
+        return dealer
+
+    def _from_broker(self, dealer: zmq.Socket, now: float) -> None:
+        frames = dealer.recv_multipart()
+        request = self._in_flight.pop(dealer, None)
+        if request is None:
+            log.warning("bridge dropped a reply for no request in flight")
+            return
+        del self._by_request[request.client, request.request_id]
+        self._idle.append((dealer, now))
+        if len(frames) < 3 or frames[:2] != [b"", b"MDPC01"] or frames[2] != request.description:
+            log.warning("bridge got a malformed MDP reply from %s; answering 502", self.broker)
+            body, status = [b"malformed reply from the upstream broker"], b"502"
+        else:
+            body, status = frames[3:], protocol.OK
+        reply = protocol.client_reply(Dialect.GDP, request.request_id, request.description, status, body, True)
+        assert reply is not None
+        self.link.send(request.client, reply)
+
+    def _sweep(self, now: float) -> None:
+        for client in [c for c, heard in self._last_heard.items() if now - heard > self.expiry]:
+            del self._last_heard[client]
+            for dealer, request in list(self._in_flight.items()):
+                if request.client == client:
+                    log.info("bridge forgot silent client %s and its request %s", client, request.request_id.hex())
+                    del self._in_flight[dealer]
+                    del self._by_request[request.client, request.request_id]
+                    self._close(dealer)
+        keep = []
+        for dealer, idle_since in self._idle:
+            if now - idle_since > self.idle_timeout:
+                self._close(dealer)
+            else:
+                keep.append((dealer, idle_since))
+        self._idle = keep
+
+    def _close(self, dealer: zmq.Socket) -> None:
+        self._poller.unregister(dealer)
+        dealer.close(linger=0)

@@ -1,0 +1,95 @@
+"""The SERVER-to-MDP bridge in front of an MDP/0.1 ROUTER broker, with real sockets and processes."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from generaldomo import Client
+from generaldomo.bridge import Bridge
+
+
+@pytest.fixture
+def bridge(brokers):
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), heartbeat_interval=0.2).start()
+    yield broker, bridge
+    bridge.stop()
+
+
+def jittery(tag: bytes):
+    chance = random.Random(tag)
+
+    def handler(payload: bytes) -> bytes:
+        time.sleep(chance.uniform(0, 0.01))
+        return tag + payload
+
+    return handler
+
+
+def test_threads_sharing_a_client_through_the_bridge(bridge, workers) -> None:
+    broker, device = bridge
+    for tag in (b"a:", b"b:", b"c:"):  # replies come back out of order
+        workers(broker.endpoint("router"), "router", "echo", jittery(tag))
+    errors: list[str] = []
+    with Client(device.endpoints[0], "server", heartbeat_interval=0.2) as client:
+
+        def ask(n: int) -> None:
+            futures = [client.submit("echo", b"%d-%d" % (n, i)) for i in range(50)]
+            for i, future in enumerate(futures):
+                if future.result(60).payload[2:] != b"%d-%d" % (n, i):
+                    errors.append(f"{n}-{i}")
+
+        threads = [threading.Thread(target=ask, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert not errors and device.forwarded == 400
+
+
+def test_dealers_are_reused_and_management_requests_pass_through(bridge, workers) -> None:
+    broker, device = bridge
+    workers(broker.endpoint("router"), "router")
+    with Client(device.endpoints[0], "server") as client:
+        for n in range(20):
+            assert client.request("echo", [b"%d" % n, b""], timeout=30).frames == (b"%d" % n, b"")
+        assert device.dealers == 1  # one request at a time needs one DEALER
+        assert client.request("mmi.service", b"echo", timeout=30).payload == b"200"
+        assert any(s["name"] == "echo" for s in client.status()["services"])
+
+
+def test_silent_client_is_forgotten(bridge) -> None:
+    _, device = bridge
+    with Client(device.endpoints[0], "server", heartbeat_interval=0.2) as client:
+        client.submit("nobody-serves-this", b"x")
+        deadline = time.monotonic() + 10
+        while device.dealers == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    deadline = time.monotonic() + 20  # closed client: no heartbeats; after liveness x interval it is forgotten
+    while device.dealers:
+        assert time.monotonic() < deadline, "the silent client's DEALER was never closed"
+        time.sleep(0.05)
+
+
+def test_cli_bridge(brokers, workers) -> None:
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    workers(broker.endpoint("router"), "router")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "generaldomo", "bridge", "--server", "tcp://127.0.0.1:*", "--broker",
+         broker.endpoint("router")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        endpoint = process.stdout.readline().split()[3]
+        with Client(endpoint, "server") as client:
+            assert client.request("echo", b"bridged", timeout=30).payload == b"bridged"
+    finally:
+        process.terminate()
+        assert process.wait(10) == 0
