@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, ImportError, AttributeError, zmq.ZMQError, DiscoveryError) as error:
         print(f"generaldomo: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C on a command that installs no handler of its own (client, status)
+        return 130
 
 
 def _parser() -> argparse.ArgumentParser:
