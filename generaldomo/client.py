@@ -205,7 +205,7 @@ class Client:
         instance: bytes | None = None
         next_heartbeat = clock()
         silent_since: float | None = None  # when the broker last spoke while we waited for it
-        poller = self._bind_io()
+        poller = self._connection.adopt()
         try:
             while not self._closed:
                 connection = self._connection
@@ -250,18 +250,10 @@ class Client:
         except Exception:  # a faulty callback must not stop the IO thread
             log.exception("on_partial callback failed")
 
-    def _bind_io(self) -> zmq.Poller:
-        self._connection.bind_thread()
-        poller = zmq.Poller()
-        for item in self._connection.poll_items:
-            poller.register(item, zmq.POLLIN)
-        return poller
-
     def _reconnect(self) -> zmq.Poller:
         self.reconnects += 1
-        old, self._connection = self._connection, connect(self.endpoint, self.transport, self.context)
-        old.close()
-        return self._bind_io()
+        self._connection = self._connection.reopen()
+        return self._connection.adopt()
 
     def _resend(self) -> None:
         with self._lock:

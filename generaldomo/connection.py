@@ -35,9 +35,10 @@ class Connection:
 
     def __init__(self, context: zmq.Context, endpoint: str, socket_type: int) -> None:
         self.endpoint = endpoint
+        self.context = context
         self.socket: zmq.Socket = context.socket(socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.connect(endpoint)
+        self.socket.connect(self._target(endpoint))
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -47,9 +48,25 @@ class Connection:
         self._lock = threading.Lock()
         self._closed = False
 
-    def bind_thread(self) -> None:
-        """Declare the calling thread the IO thread."""
+    def _target(self, endpoint: str) -> str:
+        """Where the socket connects to reach ``endpoint``."""
+        return endpoint
+
+    def adopt(self) -> zmq.Poller:
+        """Make the calling thread this connection's IO thread; return a poller over what that thread watches."""
         self._owner = threading.get_ident()
+        poller = zmq.Poller()
+        for item in self.poll_items:
+            poller.register(item, zmq.POLLIN)
+        return poller
+
+    def reopen(self) -> Connection:
+        """Close this connection and return a new one, on a new socket, to the same endpoint (IO thread only).
+
+        The caller adopts the new one; what the old one had queued is dropped."""
+        fresh = type(self)(self.context, self.endpoint)
+        self.close()
+        return fresh
 
     def wake(self) -> None:
         """Make the IO thread's poll return; callable from any thread."""
@@ -112,7 +129,10 @@ class ClientSocketConnection(Connection):
 
     def __init__(self, context: zmq.Context, endpoint: str) -> None:
         require_draft()
-        super().__init__(context, inproc.resolve(endpoint), zmq.CLIENT)
+        super().__init__(context, endpoint, zmq.CLIENT)
+
+    def _target(self, endpoint: str) -> str:
+        return inproc.resolve(endpoint)
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         try:

@@ -104,18 +104,13 @@ class Worker:
                 next_heartbeat = now + self.heartbeat_interval
 
     def _connect_io(self) -> Connection:
-        self._connection.bind_thread()
-        self._poller = zmq.Poller()
-        for item in self._connection.poll_items:
-            self._poller.register(item, zmq.POLLIN)
+        self._poller = self._connection.adopt()
         self._connection.send(protocol.gdp_ready(self.description))
         return self._connection
 
     def _reconnect(self) -> Connection:
         self.reconnects += 1
-        old = self._connection
-        self._connection = connect(self.endpoint, self.transport, self.context)
-        old.close()
+        self._connection = self._connection.reopen()
         return self._connect_io()
 
     def _on_message(self, frames: list[bytes]) -> bool:

@@ -19,10 +19,7 @@ def test_sends_from_many_threads_all_arrive_intact(transport: str) -> None:
     done = threading.Event()
 
     def io_loop() -> None:  # what Client and Worker do: one thread owns the socket
-        connection.bind_thread()
-        poller = zmq.Poller()
-        for item in connection.poll_items:
-            poller.register(item, zmq.POLLIN)
+        poller = connection.adopt()
         while not done.is_set():
             poller.poll(100)
             connection.flush()
