@@ -233,7 +233,6 @@ class BrokerCore:
             self._release(worker, now, out)
         for worker in self._workers.values():
             out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
-        return out
 
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
