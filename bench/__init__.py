@@ -1,0 +1,1 @@
+"""Benchmark harness for generaldomo: ``python -m bench`` (see bench/README.md)."""
