@@ -1,0 +1,107 @@
+"""``python -m bench [--quick] [--only PART[,PART]] [--out DIR]``: run the benchmark, print a Markdown report.
+
+Parts: ``transport`` (1 and 2: transport overhead and broker CPU per message), ``core`` (3: sans-IO core
+scaling), ``peers`` (5: the majortomo broker), ``profile`` (the broker hot path under cProfile). Progress goes
+to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench import core_scaling, peers, profiling, report, transport
+from bench.config import FULL, QUICK, SMOKE, Config, progress, say
+from bench.procs import Children, machine
+
+PARTS = ("transport", "core", "peers", "profile")
+STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="about a minute: one round, small counts")
+    parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # the test suite's seconds-long run
+    parser.add_argument("--only", metavar="PART", help=f"comma-separated parts to run ({', '.join(PARTS)})")
+    parser.add_argument("--out", type=Path, default=FULL.out, help=f"directory for JSON/PNG (default {FULL.out})")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3, or 1 with --quick)")
+    args = parser.parse_args(argv)
+    parts = tuple(p.strip() for p in args.only.split(",")) if args.only else PARTS
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
+    args.parts = parts
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen parts; print the report; write the files. Returns the exit code."""
+    args = parse(argv)
+    cfg: Config = SMOKE if args.smoke else QUICK if args.quick else FULL
+    cfg = replace(cfg, out=args.out, **({"rounds": args.rounds} if args.rounds else {}))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below on SIGTERM too
+    started = time.time()
+    stem = time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) + f"-{cfg.name}"
+    results: dict[str, Any] = {
+        "command": " ".join(["python -m bench", shlex.join(sys.argv[1:] if argv is None else argv)]).strip(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        "machine": machine(),
+        "config": cfg.as_dict(),
+        "parts": {},
+    }
+    say(f"{cfg.name} run of {', '.join(args.parts)}; machine {results['machine']}")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    with open(cfg.out / f"{stem}-children.log", "w") as log, Children(log) as children:
+        watchdog(results, children, cfg, started, stem, STALL_SECONDS)
+        for part in args.parts:
+            say(f"part {part}")
+            if part == "transport":
+                results["parts"][part] = transport.run(cfg, children)
+            elif part == "core":
+                results["parts"][part] = core_scaling.run(cfg)
+            elif part == "peers":
+                results["parts"][part] = peers.run(cfg, children)
+            elif part == "profile":
+                results["parts"][part] = profiling.run(cfg, children)
+    results["duration_s"] = time.time() - started
+    paths = report.write(results, cfg.out, stem)
+    print(report.markdown(results))
+    say("wrote " + ", ".join(str(p) for p in paths))
+    failed = any(part.get("errors") for part in results["parts"].values())
+    return 1 if failed else 0
+
+
+def watchdog(results: dict[str, Any], children: Children, cfg: Config, started: float, stem: str, stall: float) -> None:
+    """Start a thread that ends the run if it stalls: thread stacks to stderr, partial results written, children
+    killed, exit status 3. A thread stuck in a blocking libzmq call cannot be interrupted any other way."""
+
+    def watch() -> None:
+        while time.monotonic() - progress["last"] < stall:
+            time.sleep(1.0)
+        say(f"STALLED: no progress for {stall:.0f} s; thread stacks follow; writing partial results and exiting")
+        faulthandler.dump_traceback(all_threads=True)
+        results.setdefault("errors", []).append(f"run stalled (no progress for {stall:.0f} s) and was aborted")
+        results["duration_s"] = time.time() - started
+        try:
+            print(report.markdown(results))
+            report.write(results, cfg.out, stem + "-partial")
+        finally:
+            children.close()
+            sys.stdout.flush()
+            os._exit(3)
+
+    threading.Thread(target=watch, name="bench-watchdog", daemon=True).start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
