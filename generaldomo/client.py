@@ -209,7 +209,12 @@ class Client:
         try:
             while not self._closed:
                 connection = self._connection
-                timeout = 0.01 if connection.backlogged else min(1.0, max(0.0, next_heartbeat - clock()))
+                if connection.backlogged:
+                    timeout = 0.01
+                elif self._waiting:
+                    timeout = min(1.0, max(0.0, next_heartbeat - clock()))
+                else:
+                    timeout = 1.0  # idle: nothing to heartbeat for; close() wakes the poll
                 poller.poll(timeout * 1000)
                 connection.flush()
                 heard = False

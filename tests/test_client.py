@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import zmq
 
 from generaldomo import Client, ClientClosed, RequestFailed
 
@@ -103,3 +104,18 @@ def test_mmi_service_through_the_client(transport: str, brokers, workers, endpoi
             assert time.monotonic() < deadline
             time.sleep(0.01)
         assert client.request("mmi.whatever", b"", timeout=10).payload == b"501"
+
+
+def test_idle_client_does_not_spin(monkeypatch) -> None:
+    polls = []
+    original = zmq.Poller.poll
+
+    def counting(self, timeout=None):
+        if threading.current_thread().name == "generaldomo-client":
+            polls.append(timeout)
+        return original(self, timeout)
+
+    monkeypatch.setattr(zmq.Poller, "poll", counting)
+    with Client("tcp://127.0.0.1:9", "router", heartbeat_interval=0.05):  # nothing listens; nothing asked
+        time.sleep(1.5)
+    assert len(polls) < 20, f"the idle IO thread polled {len(polls)} times in 1.5 s"
