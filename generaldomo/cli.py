@@ -304,8 +304,13 @@ def _run_worker(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
     )
+    def leave(*_: object) -> None:
+        worker.stop()  # tells the broker at once, also mid-task, so the task is reissued
+        if worker.busy:
+            raise SystemExit(0)  # interrupt the handler; its result would be discarded anyway
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: worker.stop())
+        signal.signal(signum, leave)
     print(f"generaldomo worker: serving {args.service!r} from {worker.endpoint} ({args.transport})", flush=True)
     worker.serve()
     return 0

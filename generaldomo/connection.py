@@ -94,6 +94,16 @@ class Connection:
             self._outbox.append(frames)
         self.wake()
 
+    def write(self, frames: Sequence[bytes]) -> None:
+        """Send ``frames`` from the thread that has the socket to itself right now: the IO thread, or a thread
+        the IO thread lent the socket to across a lock. Queued if the socket cannot take them now."""
+        with self._lock:
+            if self._closed:
+                return
+            if not self._outbox and self._write(frames):
+                return
+            self._outbox.append(frames)
+
     def _write(self, frames: Sequence[bytes]) -> bool:
         """Hand ``frames`` to the socket without blocking; False if it cannot take them now."""
         raise NotImplementedError

@@ -1,15 +1,15 @@
 """The worker API: serve one service description with a handler function.
 
 This module owns the worker's side of the conversation: READY (carrying the previous result), heartbeats both
-ways, and reconnecting when the broker goes silent or says DISCONNECT. The handler runs on its own thread so
-that a long task does not stop the heartbeats. It knows nothing of how the broker matches descriptions.
+ways, and reconnecting when the broker goes silent or says DISCONNECT. The handler runs in the serving thread,
+with no hand-over per task; while it runs, a heartbeat thread borrows the socket across a lock, so that a long
+task does not look like a dead worker. It knows nothing of how the broker matches descriptions.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -60,24 +60,46 @@ class Worker:
         self.reconnects = 0
         self._connection: Connection = connect(self.endpoint, transport, self.context)
         self._stopping = threading.Event()
-        self._tasks: queue.SimpleQueue[tuple[bytes, bytes | tuple[bytes, ...]] | None] = queue.SimpleQueue()
-        self._busy = False
+        # The socket is used by the serving thread, except while that thread runs the handler: then the
+        # heartbeat thread may use it, holding this lock (a socket may move between threads across a lock).
+        self._socket_lock = threading.Lock()
+        self._busy = threading.Event()
+        self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
+        self._said_goodbye = False
+
+    @property
+    def busy(self) -> bool:
+        """True while the handler runs."""
+        return self._busy.is_set()
 
     def stop(self) -> None:
-        """Make :meth:`serve` return soon; callable from any thread or a signal handler."""
+        """Make :meth:`serve` return; callable from any thread or a signal handler.
+
+        If the handler is running, the broker is told at once that this worker is leaving (so the task is
+        reissued), the result is discarded, and :meth:`serve` returns when the handler does."""
         self._stopping.set()
+        self._poke.set()
         self._connection.wake()
 
     def serve(self) -> None:
         """Serve until :meth:`stop`; on return the broker has been told this worker is leaving."""
-        handler_thread = threading.Thread(target=self._run_handler, name="generaldomo-handler", daemon=True)
-        handler_thread.start()
+        heartbeats = threading.Thread(target=self._heartbeat_while_busy, name="generaldomo-heartbeat", daemon=True)
+        self._socket_lock.acquire()
+        heartbeats.start()
         try:
             self._serve()
         finally:
-            self._tasks.put(None)
-            self._connection.send(protocol.worker_command(protocol.Dialect.GDP, protocol.DISCONNECT))
+            self._busy.clear()
+            self._say_goodbye()
             self._connection.close(linger_ms=500)
+            self._socket_lock.release()
+            self._poke.set()
+
+    def _say_goodbye(self) -> None:
+        """Send DISCONNECT once (caller holds the socket)."""
+        if not self._said_goodbye:
+            self._said_goodbye = True
+            self._connection.write(protocol.worker_command(protocol.Dialect.GDP, protocol.DISCONNECT))
 
     def _serve(self) -> None:
         connection = self._connect_io()
@@ -89,11 +111,24 @@ class Worker:
             timeout = 0.01 if connection.backlogged else max(0.0, next_heartbeat - clock())
             self._poller.poll(timeout * 1000)
             connection.flush()
+            task = None
             while (frames := connection.recv()) is not None:
                 heard = clock()
-                if not self._on_message(frames):
+                command, args = self._on_message(frames)
+                if command == protocol.DISCONNECT:
+                    log.info("broker sent DISCONNECT; registering again")
                     connection = self._reconnect()
+                    task = None
                     break
+                if command == protocol.REQUEST:
+                    if task is not None:
+                        log.warning("broker sent a task while another waits; ignored")
+                    else:
+                        task = args
+            if task is not None:
+                self._run(task)
+                heard = clock()  # the broker's heartbeats are read now
+                continue
             now = clock()
             if now - heard > expiry:
                 log.warning("broker silent for %.1f s; reconnecting to %s", now - heard, self.endpoint)
@@ -113,24 +148,38 @@ class Worker:
         self._connection = self._connection.reopen()
         return self._connect_io()
 
-    def _on_message(self, frames: list[bytes]) -> bool:
-        """Act on a broker message; False when the broker asked this worker to reconnect."""
+    def _on_message(self, frames: list[bytes]) -> tuple[str | None, tuple[bytes, ...]]:
         parsed = protocol.parse_worker_command(frames)
         if parsed is None:
             log.warning("worker dropped a message that is not a generaldomo worker command")
-            return True
-        command, args = parsed
-        if command == protocol.DISCONNECT:
-            log.info("broker sent DISCONNECT; registering again")
-            return False
-        if command == protocol.REQUEST:
-            if self._busy:
-                log.warning("broker sent a task while another runs; ignored")
-                return True
-            task_id, _description, *body = args
-            self._busy = True
-            self._tasks.put((task_id, body[0] if len(body) == 1 else tuple(body)))
-        return True
+            return None, ()
+        return parsed
+
+    def _run(self, args: tuple[bytes, ...]) -> None:
+        """Run the handler on one task with the socket released to the heartbeat thread; send the result."""
+        task_id, _description, *body = args
+        payload = body[0] if len(body) == 1 else tuple(body)
+        self._busy.set()
+        self._socket_lock.release()
+        try:
+            status, result = self._call(task_id, payload)
+        finally:
+            self._socket_lock.acquire()
+            self._busy.clear()
+        self.tasks_done += 1
+        if not self._stopping.is_set():
+            self._connection.write(protocol.gdp_ready(self.description, (task_id, status, result)))
+
+    def _call(self, task_id: bytes, payload: bytes | tuple[bytes, ...]) -> tuple[bytes, tuple[bytes, ...]]:
+        """The handler's ``(status, result frames)``; a generator's yields go out as partial results."""
+        try:
+            result = self.handler(payload)
+            if inspect.isgenerator(result):
+                result = self._stream(task_id, result)
+            return protocol.OK, as_frames(result)
+        except Exception as error:  # the client gets the error; the worker goes on
+            log.exception("handler failed")
+            return protocol.WORKER_ERROR, (f"{type(error).__name__}: {error}".encode(),)
 
     def _stream(self, task_id: bytes, parts: Generator[Any, None, Any]) -> Any:
         """Send each value a generator handler yields as a partial result; its return value is the result."""
@@ -139,19 +188,22 @@ class Worker:
                 part = next(parts)
             except StopIteration as done:
                 return () if done.value is None else done.value
-            self._connection.send(protocol.gdp_partial(task_id, as_frames(part)))
+            with self._socket_lock:
+                self._connection.write(protocol.gdp_partial(task_id, as_frames(part)))
 
-    def _run_handler(self) -> None:
-        while (item := self._tasks.get()) is not None:
-            task_id, payload = item
-            try:
-                result = self.handler(payload)
-                if inspect.isgenerator(result):
-                    result = self._stream(task_id, result)
-                status, body = protocol.OK, as_frames(result)
-            except Exception as error:  # the client gets the error; the worker goes on
-                log.exception("handler failed")
-                status, body = protocol.WORKER_ERROR, (f"{type(error).__name__}: {error}".encode(),)
-            self.tasks_done += 1
-            self._busy = False
-            self._connection.send(protocol.gdp_ready(self.description, (task_id, status, body)))
+    def _heartbeat_while_busy(self) -> None:
+        """While the handler runs, heartbeat the broker; on stop, tell it at once that this worker leaves."""
+        while True:
+            self._poke.wait(self.heartbeat_interval)
+            self._poke.clear()
+            if not self._busy.is_set():
+                if self._stopping.is_set() and not self.busy:
+                    return
+                continue
+            with self._socket_lock:
+                if not self._busy.is_set():  # the handler finished meanwhile; the serving thread has the socket
+                    continue
+                if self._stopping.is_set():
+                    self._say_goodbye()
+                else:
+                    self._connection.write(protocol.worker_command(protocol.Dialect.GDP, protocol.HEARTBEAT))

@@ -144,3 +144,18 @@ def test_chaos_workers_killed_and_restarted_throughout(transport, brokers, proce
     assert results == [b"task-%d" % n for n in range(tasks)]
     assert kills >= 5
     assert broker.core.counters["completed"] == tasks and not broker.core.tasks
+
+
+def test_worker_stopped_mid_task_says_so_and_the_task_is_reissued_at_once(transport, brokers, processes) -> None:
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=Settings(heartbeat_interval=2.5, liveness=3))
+    endpoint = broker.endpoint(transport, "tcp")
+    leaving = processes.spawn("worker", "--transport", transport, "--connect", endpoint, "--sleep", "60")
+    with Client(endpoint, transport) as client:
+        future = client.submit("echo", b"task")
+        eventually(lambda: busy_workers(broker), what="the task to be dispatched")
+        leaving.send_signal(signal.SIGTERM)
+        assert leaving.wait(20) == 0  # it does not sit out its 60 s task
+        eventually(lambda: broker.core.counters["reissued"] == 1, what="the reissue")
+        assert broker.core.counters["workers_expired"] == 0  # told, not presumed dead
+        processes.spawn("worker", "--transport", transport, "--connect", endpoint, "--tag", "next")
+        assert future.result(30).payload == b"next:task"
