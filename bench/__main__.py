@@ -1,7 +1,8 @@
 """``python -m bench [--quick] [--only PART[,PART]] [--out DIR]``: run the benchmark, print a Markdown report.
 
 Parts: ``transport`` (1 and 2: transport overhead and broker CPU per message), ``core`` (3: sans-IO core
-scaling), ``peers`` (5: the majortomo broker), ``profile`` (the broker hot path under cProfile). Progress goes
+scaling), ``flow`` (4: the flow-control timeline), ``peers`` (5: the majortomo broker), ``profile`` (the broker
+hot path under cProfile). Progress goes
 to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -19,11 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import core_scaling, peers, profiling, report, transport
+from bench import core_scaling, peers, profiling, report, timeline, transport
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "peers", "profile")
+PARTS = ("transport", "core", "flow", "peers", "profile")
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
 
@@ -69,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
                 results["parts"][part] = transport.run(cfg, children)
             elif part == "core":
                 results["parts"][part] = core_scaling.run(cfg)
+            elif part == "flow":
+                progress["last"] = time.monotonic()
+                plot = cfg.out / f"{stem}-flow-timeline.png" if timeline.can_plot() else None
+                results["parts"][part] = timeline.run(cfg.flow_bursts, plot=plot)
             elif part == "peers":
                 results["parts"][part] = peers.run(cfg, children)
             elif part == "profile":

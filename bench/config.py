@@ -32,6 +32,7 @@ class Config:
     core_repeats: int = 5
     peer_payloads: tuple[int, ...] = (16, 1024)
     profile_n: int = 50_000  # pipelined requests through the profiled broker
+    flow_bursts: int = 4  # bursts of the flow-control timeline (10 requests every 2 s)
     out: Path = field(default=Path("bench/results"))
     name: str = "full"
 
@@ -45,6 +46,7 @@ QUICK = replace(
     FULL,
     name="quick",
     rounds=1,
+    flow_bursts=2,
     seconds=0.25,
     sync_n=300,
     pipe_n=3000,
@@ -56,6 +58,7 @@ QUICK = replace(
 SMOKE = replace(
     QUICK,
     name="smoke",
+    flow_bursts=1,
     seconds=0.05,
     sync_n=20,
     pipe_n=100,

@@ -15,11 +15,6 @@ REFERENCE = (
     "Reference (other machines, C): the C Majordomo broker does about 4.5-5k sync and 7-8k pipelined req/s with one "
     "worker over loopback tcp; brokerless libzmq request-reply about 11-13k sync."
 )
-FLOW_CONTROL = (
-    "Not measured by `python -m bench`: it was written before generaldomo had flow control and does not measure "
-    "the cost of the per-service rate and concurrency limits. `bench/timeline.py` runs a flow-control timeline "
-    "experiment on its own."
-)
 SYSTEMS = {"router": "DEALER→ROUTER echo", "server": "CLIENT→SERVER echo"}
 
 
@@ -233,6 +228,23 @@ def core_md(part: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def flow_md(part: dict[str, Any]) -> str:
+    """Part 4: the flow-control timeline."""
+    requests = part["requests"]
+    queued = sorted(r["queued"] for r in requests)
+    lines = [
+        "### 4. Flow control (the Ray experiment)",
+        f"Bursts of 10 requests every 2 s ({part['bursts']} bursts), service limited to {part['rate_limit']:g} "
+        f"dispatches/s and {part['concurrency_limit']} in flight, ~1 s of simulated work per request (10 workers). "
+        f"Achieved dispatch rate **{fmt(part['achieved_dispatch_rate'], 'f')}/s**; at most "
+        f"{part['max_in_flight']} in flight; queued time per request from {queued[0]:.2f} s to {queued[-1]:.2f} s "
+        "(each burst smoothed into a steady stream).",
+    ]
+    if part.get("plot"):
+        lines.append(f"Timeline (queued in blue, processing in orange): `{part['plot']}`")
+    return "\n\n".join(lines)
+
+
 def peers_md(part: dict[str, Any]) -> str:
     """Table of part 5."""
     out = ["### 5. Peers over loopback tcp, 1 worker", ""]
@@ -365,9 +377,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"Medians of {results['config']['rounds']} interleaved round(s).",
         headline_md(results),
     ]
-    sections = {"transport": transport_md, "core": core_md, "peers": peers_md, "profile": profile_md}
+    sections = {"transport": transport_md, "core": core_md, "flow": flow_md, "peers": peers_md, "profile": profile_md}
     body = [sections[name](parts[name]) for name in sections if name in parts]
-    body.append(f"### 4. Flow control\n\n{FLOW_CONTROL}")
     body += [f"- ERROR: {e}" for e in results.get("errors", [])]
     return "\n\n".join([*head, *body]) + "\n"
 

@@ -65,6 +65,15 @@ def run(bursts: int = 4, transport: str = "router", plot: Path | None = None) ->
     return result
 
 
+def can_plot() -> bool:
+    """True when matplotlib is installed."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _slow(payload: bytes) -> bytes:
     time.sleep(WORK)
     return payload

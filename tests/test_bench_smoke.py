@@ -31,7 +31,7 @@ def test_smoke_run_prints_tables_and_writes_json(tmp_path: Path) -> None:
     assert {"command", "machine", "config", "parts", "duration_s"} <= results.keys()
     assert {"nproc", "cpu", "python", "pyzmq", "libzmq"} <= results["machine"].keys()
     parts = results["parts"]
-    assert set(parts) == {"transport", "core", "peers", "profile"}
+    assert set(parts) == {"transport", "core", "flow", "peers", "profile"}
 
     transport = parts["transport"]
     assert not transport["errors"]
@@ -52,6 +52,11 @@ def test_smoke_run_prints_tables_and_writes_json(tmp_path: Path) -> None:
     else:
         assert not peers["errors"]
         assert {r["system"] for r in peers["rows"]} == {"majortomo", "generaldomo"}
+
+    flow = parts["flow"]
+    assert flow["bursts"] == 1 and len(flow["requests"]) == 10
+    assert flow["max_in_flight"] <= flow["concurrency_limit"]
+    assert all(r["queued"] is not None and r["served"] is not None for r in flow["requests"])
 
     for row in parts["profile"]["rows"]:
         assert row["main_cpu_us_per_req"] > 0 and row["components"]
