@@ -145,8 +145,10 @@ class Broker:
         poller = zmq.Poller()
         for link in self.links:
             poller.register(link.socket, zmq.POLLIN)
+            poller.register(link.monitor, zmq.POLLIN)
         poller.register(self._stop_socket, zmq.POLLIN)
         by_socket = {link.socket: (index, link) for index, link in enumerate(self.links)}
+        monitors = {link.monitor: link for link in self.links}
         core = self.core
         clock = time.monotonic
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
@@ -164,6 +166,9 @@ class Broker:
                 for socket, _ in poller.poll(timeout):
                     if socket is self._stop_socket:
                         return
+                    if socket in monitors:
+                        core.counters["connections_refused"] += monitors[socket].log_refusals()
+                        continue
                     index, link = by_socket[socket]
                     for _ in range(_DRAIN):
                         message = link.recv()

@@ -9,11 +9,13 @@ by :mod:`generaldomo.inproc`. Links know nothing of the protocol.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from generaldomo import codec, inproc
 
@@ -23,6 +25,13 @@ NO_LIMIT = -1
 _NOBLOCK = int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE) | _NOBLOCK
 _RCVMORE = int(zmq.RCVMORE)
+_REFUSAL_NAMES = {
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed (not a ZeroMQ peer, or it hung up)",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake failed: ZMTP protocol error",
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "handshake failed: authentication",
+}
+_REFUSALS = sum(_REFUSAL_NAMES)
+_monitors = itertools.count()
 
 
 class DraftUnavailable(RuntimeError):
@@ -55,11 +64,17 @@ class Link:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)
         self.endpoints: list[str] = []
+        # libzmq turns away peers that do not speak ZMTP (port scans, garbage) without telling the
+        # application; its monitor does, so that each refusal gets a log line.
+        address = f"inproc://generaldomo-monitor-{next(_monitors)}"  # pyzmq's own naming fails on SERVER sockets
+        self.socket.monitor(address, _REFUSALS)
+        self.monitor: zmq.Socket = context.socket(zmq.PAIR)
+        self.monitor.connect(address)
         try:
             for endpoint in endpoints:
                 self.bind(endpoint)
         except Exception:
-            self.socket.close()
+            self.close(0)
             raise
 
     def bind(self, endpoint: str) -> str:
@@ -77,8 +92,22 @@ class Link:
         """Send ``frames`` to ``address``; a peer that has gone is dropped silently."""
         raise NotImplementedError
 
+    def log_refusals(self) -> int:
+        """Log a line for each connection libzmq refused since the last call; return how many."""
+        refused = 0
+        while True:
+            try:
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return refused
+            refused += 1
+            name = _REFUSAL_NAMES.get(event["event"], "handshake failed")
+            log.warning("%s link refused a connection on %s: %s", self.transport, event["endpoint"].decode(), name)
+
     def close(self, linger_ms: int = 200) -> None:
         """Close the socket, giving queued messages (e.g. DISCONNECTs) ``linger_ms`` to leave."""
+        self.socket.disable_monitor()
+        self.monitor.close(linger=0)
         self.socket.close(linger=linger_ms)
 
 

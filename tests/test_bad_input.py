@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
@@ -52,18 +53,25 @@ def test_random_frames_from_peers_do_not_hurt_the_broker(transport, brokers, wor
     assert all(not task.service.workers and task.worker is None for task in broker.core.tasks.values())
 
 
-def test_raw_tcp_garbage_and_port_scan(transport, brokers, workers) -> None:
+def test_raw_tcp_garbage_and_port_scan(transport, brokers, workers, caplog) -> None:
     broker = brokers(transport, ["tcp://127.0.0.1:*"])
     endpoint = broker.endpoint(transport, "tcp")
     workers(endpoint, transport)
     port = int(endpoint.rsplit(":", 1)[1])
     payloads = [b"", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", bytes(range(256)) * 40, b"\xff" + b"\x00" * 8 + b"\x7f"]
-    for payload in payloads:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-            raw.sendall(payload)
+    with caplog.at_level(logging.WARNING, logger="generaldomo.links"):
+        for payload in payloads:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+                raw.sendall(payload)
+                time.sleep(0.05)
+        with Client(endpoint, transport) as client:
+            assert client.request("echo", b"after the scan", timeout=30).payload == b"after the scan"
+        deadline = time.monotonic() + 10  # at least the HTTP request and the binary junk fail the handshake
+        while broker.core.counters["connections_refused"] < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-    with Client(endpoint, transport) as client:
-        assert client.request("echo", b"after the scan", timeout=30).payload == b"after the scan"
+    refused = broker.core.counters["connections_refused"]
+    assert refused >= 2
+    assert caplog.text.count("link refused a connection on tcp://127.0.0.1:") == refused  # one line each
 
 
 def test_oversized_request_is_refused_and_the_broker_goes_on(transport, brokers, workers) -> None:
