@@ -271,7 +271,8 @@ def _echo(sleep: float, tag: str) -> Handler:
     prefix = f"{tag}:".encode() if tag else b""
 
     def echo(payload: bytes | tuple[bytes, ...]) -> bytes | tuple[bytes, ...]:
-        time.sleep(sleep)
+        if sleep:  # sleep(0) would still give up the CPU on every request
+            time.sleep(sleep)
         if isinstance(payload, bytes):
             return prefix + payload
         return (prefix, *payload) if prefix else payload
