@@ -153,6 +153,14 @@ class BrokerMachine(RuleBasedStateMachine):
         if peer in self.core.workers:  # a ghost that answered is registered again by its READY
             self.live[peer] = service
 
+    @rule(
+        service=st.sampled_from(SERVICES),
+        rate=st.sampled_from([None, 0.5, 2.0]),
+        concurrency=st.sampled_from([None, 1, 2]),
+    )
+    def flow_limits_change(self, service: bytes, rate: float | None, concurrency: int | None) -> None:
+        self.deliver(self.core.set_flow(service.decode(), rate, 1, concurrency, self.now))
+
     @rule(garbage=st.lists(st.binary(max_size=6), max_size=4))
     def garbage_arrives(self, garbage: list[bytes]) -> None:
         self.feed(SCANNER, garbage)
@@ -171,6 +179,13 @@ class BrokerMachine(RuleBasedStateMachine):
             assert task.worker is None or task.worker.task is task
 
     @invariant()
+    def flight_is_counted_right(self) -> None:
+        for service in self.core.resolver.services():
+            flying = [t for t in self.core.tasks.values() if t.service is service and t.in_flight]
+            assert service.flow.in_flight == len(flying)
+            assert all(t.worker is not None for t in flying)
+
+    @invariant()
     def counters_add_up(self) -> None:
         c = self.core.counters
         accepted = len(self.expected)
@@ -179,8 +194,10 @@ class BrokerMachine(RuleBasedStateMachine):
         assert c["expired"] == len(self.expired)
 
     def teardown(self) -> None:
-        # Drain: fresh, reliable workers answer everything left; then every request has exactly one answer.
+        # Drain: limits lifted, fresh reliable workers answer everything left; then every request has exactly
+        # one answer.
         for service in SERVICES:
+            self.deliver(self.core.set_flow(service.decode(), None, 1, None, self.now))
             self.worker_joins(service)
         for _ in range(10 * (len(self.expected) + 1)):
             if not self.holding:
