@@ -305,6 +305,7 @@ def _run_worker(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
     )
+
     def leave(*_: object) -> None:
         worker.stop()  # tells the broker at once, also mid-task, so the task is reissued
         if worker.busy:
