@@ -7,6 +7,7 @@ import time
 
 import pytest
 import zmq
+from waiting import eventually
 
 from generaldomo import Client, ClientClosed, RequestFailed
 
@@ -81,10 +82,8 @@ def test_bad_description_is_a_request_failure(transport: str, brokers, endpoint_
 def test_timeout_then_close_fails_what_is_left(transport: str, brokers, endpoint_for) -> None:
     broker = brokers(transport, [endpoint_for("inproc")])
     client = Client(broker.endpoint(transport), transport)
-    started = time.monotonic()
     with pytest.raises(TimeoutError):
         client.request("nobody-serves-this", b"x", timeout=0.2)
-    assert time.monotonic() - started < 5
     pending = client.submit("nobody-serves-this", b"y")
     client.close()
     with pytest.raises(ClientClosed):
@@ -99,10 +98,7 @@ def test_mmi_service_through_the_client(transport: str, brokers, workers, endpoi
     with Client(endpoint, transport) as client:
         assert client.request("mmi.service", b"echo", timeout=10).payload == b"404"
         workers(endpoint, transport)
-        deadline = time.monotonic() + 10
-        while client.request("mmi.service", b"echo", timeout=10).payload != b"200":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        eventually(lambda: client.request("mmi.service", b"echo", timeout=10).payload == b"200", what="a worker")
         assert client.request("mmi.whatever", b"", timeout=10).payload == b"501"
 
 

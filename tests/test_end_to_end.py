@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
 
@@ -19,11 +20,8 @@ def tagged(name: bytes) -> Callable[[bytes], bytes]:
     return lambda payload: name + b":" + payload
 
 
-def wait_for_workers(broker: Broker, count: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while len(broker.core.workers) < count:
-        assert time.monotonic() < deadline, f"only {len(broker.core.workers)} of {count} workers registered"
-        time.sleep(0.01)
+def wait_for_workers(broker: Broker, count: int) -> None:
+    eventually(lambda: len(broker.core.workers) >= count, what=f"{count} workers to register")
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "ipc", "inproc"])
@@ -70,10 +68,7 @@ def test_workers_and_clients_come_and_go(transport: str, brokers, endpoint_for) 
             assert client.request("echo", b"x", timeout=10).payload == b"round%d:x" % round_
         worker.stop()
         thread.join(10)
-    deadline = time.monotonic() + 5
-    while broker.core.workers and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not broker.core.workers  # every worker said DISCONNECT on its way out
+    eventually(lambda: not broker.core.workers, what="every worker to say DISCONNECT on its way out")
 
 
 def test_one_broker_inproc_and_tcp_at_once(transport: str, brokers, workers, endpoint_for) -> None:

@@ -7,22 +7,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from waiting import eventually
 
 from generaldomo import Client
 from generaldomo.core import Settings
 
 HEARTBEAT = ["--heartbeat", "0.1", "--liveness", "3"]
 FAST = Settings(heartbeat_interval=0.1, liveness=3, max_attempts=3)
-
-
-def eventually(predicate: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 class Processes:

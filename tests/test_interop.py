@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import zmq
 from interop.build import build_peers
+from waiting import eventually
 
 from generaldomo import Broker, Client
 from generaldomo.core import Settings
@@ -144,10 +145,7 @@ def embedded_broker() -> Iterator[Broker]:
 
 
 def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.02)
+    eventually(condition, WAIT, what)
 
 
 # ------------------------------------------------------------------------------------------ C peers only

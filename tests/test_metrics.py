@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.request
+
+from waiting import eventually
 
 from generaldomo import Client
 
@@ -15,13 +16,14 @@ def scrape(port: int) -> str:
         return response.read().decode()
 
 
-def wait_for(port: int, needle: str, timeout: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
+def wait_for(port: int, needle: str) -> str:
+    """The metrics page once it shows ``needle``."""
+
+    def page_with_needle() -> str:
         text = scrape(port)
-        if needle in text or time.monotonic() > deadline:
-            return text
-        time.sleep(0.05)
+        return text if needle in text else ""
+
+    return eventually(page_with_needle, what=f"{needle!r} in the metrics")
 
 
 def test_metrics_reflect_the_broker(transport, brokers, workers) -> None:
