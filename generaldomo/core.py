@@ -305,7 +305,6 @@ class BrokerCore:
         for service, tasks in stale.items():
             service.discard(tasks)
             for task in tasks:
-                self.counters["expired"] += 1
                 reason = b"no worker took the request in time"
                 self._complete(task, protocol.EXPIRED, [reason], now, out, queued=False)
 
@@ -475,8 +474,10 @@ class BrokerCore:
         stats = task.service.stats
         if status == protocol.UNAVAILABLE:
             stats.failed += 1
+            self.counters["failed"] += 1
         elif status == protocol.EXPIRED:
             stats.expired += 1
+            self.counters["expired"] += 1
         else:
             stats.record(waited, served, now)
         meta = protocol.timing(waited, served)
@@ -503,7 +504,6 @@ class BrokerCore:
             return
         task.worker = None
         if task.attempts >= self.settings.max_attempts:
-            self.counters["failed"] += 1
             reason = f"task lost with its worker {task.attempts} times; giving up"
             self._complete(task, protocol.UNAVAILABLE, [reason.encode()], now, out, queued=False)
             return
