@@ -85,24 +85,24 @@ class Connection:
 
     def send(self, frames: Sequence[bytes]) -> None:
         """Send ``frames`` to the broker, or queue them; callable from any thread. Dropped once closed."""
-        with self._lock:
-            if self._closed:
-                return
-            if not self._outbox and (self.thread_safe_socket or threading.get_ident() == self._owner):
-                if self._write(frames):
-                    return
-            self._outbox.append(frames)
-        self.wake()
+        own = threading.get_ident() == self._owner
+        if self._put(frames, direct=own or self.thread_safe_socket) and not own:
+            self.wake()  # the IO thread writes what was queued
 
     def write(self, frames: Sequence[bytes]) -> None:
         """Send ``frames`` from the thread that has the socket to itself right now: the IO thread, or a thread
         the IO thread lent the socket to across a lock. Queued if the socket cannot take them now."""
+        self._put(frames, direct=True)
+
+    def _put(self, frames: Sequence[bytes], direct: bool) -> bool:
+        """Write ``frames`` now if ``direct`` and nothing waits before them, else queue them; True if queued."""
         with self._lock:
             if self._closed:
-                return
-            if not self._outbox and self._write(frames):
-                return
+                return False
+            if direct and not self._outbox and self._write(frames):
+                return False
             self._outbox.append(frames)
+            return True
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         """Hand ``frames`` to the socket without blocking; False if it cannot take them now."""
