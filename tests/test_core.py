@@ -94,13 +94,19 @@ def test_silent_worker_expires_and_its_task_is_reissued() -> None:
     assert [protocol.HEARTBEAT] == list({protocol.parse_worker_command(m)[0] for m in h.inbox[worker(1)][1:]})
 
 
-def test_late_result_of_presumed_dead_worker_is_dropped() -> None:
-    h = Harness()
+def reissued_from_1_to_2(h: Harness) -> bytes:
+    """Worker 1 takes request r and disconnects; worker 2 gets it. Returns the task id."""
     h.request(client(0), b"r")
     h.ready(worker(1))
     task_id = h.tasks_of(worker(1))[0][0]
     h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
     h.ready(worker(2))
+    return task_id
+
+
+def test_late_result_of_presumed_dead_worker_is_dropped() -> None:
+    h = Harness()
+    task_id = reissued_from_1_to_2(h)
     h.answer(worker(2), task_id, b"from-2")
     h.answer(worker(1), task_id, b"from-1")  # comes back after the reissue
     assert h.replies_of(client(0)) == [(b"r", b"200", (b"from-2",))]
@@ -110,11 +116,7 @@ def test_late_result_of_presumed_dead_worker_is_dropped() -> None:
 
 def test_first_result_wins_and_the_reissued_copy_is_dropped() -> None:
     h = Harness()
-    h.request(client(0), b"r")
-    h.ready(worker(1))
-    task_id = h.tasks_of(worker(1))[0][0]
-    h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
-    h.ready(worker(2))
+    task_id = reissued_from_1_to_2(h)
     h.answer(worker(1), task_id, b"from-1")
     h.answer(worker(2), task_id, b"from-2")
     assert h.replies_of(client(0)) == [(b"r", b"200", (b"from-1",))]
