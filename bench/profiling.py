@@ -42,7 +42,7 @@ LOOP = "generaldomo/broker.py:run"
 
 def run(cfg: Config, children: Children) -> dict[str, Any]:
     """Profile the broker over each available transport."""
-    from generaldomo.links import draft_available
+    from generaldomo.io.transport import draft_available
 
     transports = [t for t in cfg.transports if t == "router" or draft_available()]
     return {"rows": [profile_transport(t, cfg, children) for t in transports]}
@@ -145,8 +145,8 @@ def link_costs(transport: str, count: int) -> dict[str, float]:
     includes the kernel's cost of blocking and waking up.
     """
     from generaldomo import codec, protocol
-    from generaldomo.events import Dialect
-    from generaldomo.links import LINKS
+    from generaldomo.io.links import LINKS
+    from generaldomo.sansio.events import Dialect
 
     body = [b"x" * 16]
     rid, tid = b"r" * 16, b"t" * 12

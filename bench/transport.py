@@ -22,7 +22,7 @@ MODES = ("sync", "pipelined")
 
 def available_transports(cfg: Config) -> tuple[list[str], list[str]]:
     """The transports to measure, and notes about any left out."""
-    from generaldomo.links import draft_available
+    from generaldomo.io.transport import draft_available
 
     if "server" in cfg.transports and not draft_available():
         return [t for t in cfg.transports if t != "server"], ["server transport skipped: pyzmq lacks draft sockets"]

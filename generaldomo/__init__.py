@@ -2,22 +2,51 @@
 
 The public API: :class:`Broker` (embeddable, over ROUTER and/or SERVER links), :class:`Client` (shared by any
 number of threads) and :class:`Worker`; :class:`BrokerCore` is the sans-IO state machine underneath.
+
+Layout: :mod:`generaldomo.sansio` holds the IO-free state machines, :mod:`generaldomo.io` the sockets, threads
+and clocks around them, :mod:`generaldomo.peers` the client and worker, :mod:`generaldomo.cli` the command.
 """
+
+import importlib as _importlib
+import sys as _sys
 
 __version__ = "0.1.0"
 
-from generaldomo.broker import Broker
-from generaldomo.client import Client, ClientClosed, Reply, RequestFailed
-from generaldomo.core import BrokerCore, Peer, Send, Settings
-from generaldomo.resolver import NameResolver, ResolveError, Resolver
-from generaldomo.service import Service
-from generaldomo.worker import Worker
+from generaldomo.io.beacon import DiscoveryError
+from generaldomo.io.broker import Broker
+from generaldomo.io.transport import DraftUnavailable, Transport
+from generaldomo.peers.client import Client, ClientClosed, Reply, RequestFailed
+from generaldomo.peers.worker import Worker
+from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
+from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.service import Service
+
+# Module paths of releases before the package was split into layers; they keep working.
+_MOVED = {
+    **{name: f"generaldomo.sansio.{name}" for name in "events codec protocol core service flow stats mmi".split()},
+    "resolver": "generaldomo.sansio.resolver",
+    "resolvers": "generaldomo.sansio.resolvers",
+    **{
+        f"resolvers.{name}": f"generaldomo.sansio.resolvers.{name}"
+        for name in ("attributes", "balanced", "descriptions")
+    },
+    **{name: f"generaldomo.io.{name}" for name in "links broker connection inproc beacon metrics bridge".split()},
+    "client": "generaldomo.peers.client",
+    "worker": "generaldomo.peers.worker",
+    "status_view": "generaldomo.cli.status_view",
+}
+for _old, _new in _MOVED.items():
+    _module = _sys.modules[f"{__name__}.{_old}"] = _importlib.import_module(_new)
+    if "." not in _old:
+        globals()[_old] = _module
 
 __all__ = [
     "Broker",
     "BrokerCore",
     "Client",
     "ClientClosed",
+    "DiscoveryError",
+    "DraftUnavailable",
     "NameResolver",
     "Peer",
     "Reply",
@@ -27,6 +56,7 @@ __all__ = [
     "Send",
     "Service",
     "Settings",
+    "Transport",
     "Worker",
     "__version__",
 ]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from generaldomo import Broker, Worker
-from generaldomo.links import draft_available
+from generaldomo.io.transport import draft_available
 
 TRANSPORTS = ("router", "server")
 _names = itertools.count()

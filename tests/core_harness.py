@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from generaldomo import protocol
-from generaldomo.core import BrokerCore, Peer, Settings
+from generaldomo.sansio import protocol
+from generaldomo.sansio.core import BrokerCore, Peer, Settings
 
 
 class Harness:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from generaldomo import Client
-from generaldomo.beacon import (
+from generaldomo.io.beacon import (
     Announcement,
     DiscoveryError,
     Listener,

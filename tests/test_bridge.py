@@ -12,7 +12,7 @@ import pytest
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.bridge import Bridge
+from generaldomo.io.bridge import Bridge
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import time
 
 import zmq
 
-from generaldomo import codec
-from generaldomo.connection import connect
+from generaldomo.io.connection import connect
+from generaldomo.sansio import codec
 
 
 def test_sends_from_many_threads_all_arrive_intact(transport: str) -> None:

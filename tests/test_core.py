@@ -7,11 +7,11 @@ from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo import protocol
-from generaldomo.core import Peer
-from generaldomo.events import Dialect
-from generaldomo.resolver import NameResolver, ResolveError
-from generaldomo.service import Service
+from generaldomo.sansio import protocol
+from generaldomo.sansio.core import Peer
+from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.resolver import NameResolver, ResolveError
+from generaldomo.sansio.service import Service
 
 
 @given(st.integers(0, 20), st.integers(0, 20))

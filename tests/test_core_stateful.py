@@ -12,9 +12,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from generaldomo import protocol
-from generaldomo.core import BrokerCore, Peer, Settings
-from generaldomo.events import Dialect
+from generaldomo.sansio import protocol
+from generaldomo.sansio.core import BrokerCore, Peer, Settings
+from generaldomo.sansio.events import Dialect
 
 SERVICES = (b"a", b"b")
 CLIENTS = tuple(Peer(0, b"c%d" % n) for n in range(3))

@@ -8,7 +8,7 @@ import pytest
 import zmq
 
 from generaldomo import Broker, Client, inproc
-from generaldomo.links import ServerLink
+from generaldomo.io.links import ServerLink
 
 
 def test_heavy_two_way_traffic_over_inproc_does_not_deadlock(brokers, workers) -> None:

@@ -24,7 +24,7 @@ from interop.build import build_peers
 from waiting import eventually
 
 from generaldomo import Broker, Client
-from generaldomo.core import Settings
+from generaldomo.sansio.core import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 60.0  # seconds: the bound on every wait; generous for a loaded 2-core machine

@@ -8,8 +8,8 @@ import time
 import pytest
 import zmq
 
-from generaldomo import codec
-from generaldomo.links import RouterLink, ServerLink
+from generaldomo.io.links import RouterLink, ServerLink
+from generaldomo.sansio import codec
 
 
 def recv_within(link, timeout: float = 5.0):

@@ -10,8 +10,8 @@ import pytest
 from core_harness import Harness, client, worker
 
 from generaldomo import Client, RequestFailed
-from generaldomo.mmi import status
-from generaldomo.status_view import render
+from generaldomo.cli.status_view import render
+from generaldomo.sansio.mmi import status
 
 
 def test_status_report_counts_what_happened() -> None:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo import protocol
-from generaldomo.events import (
+from generaldomo.sansio import protocol
+from generaldomo.sansio.events import (
     ClientRequest,
     Dialect,
     Malformed,

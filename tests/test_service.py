@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo.service import Service
+from generaldomo.sansio.service import Service
 
 
 class Item:

@@ -9,7 +9,7 @@ import time
 import zmq
 
 from generaldomo import Client, Worker
-from generaldomo.core import Settings
+from generaldomo.sansio.core import Settings
 
 
 def test_long_task_keeps_heartbeating(transport: str, brokers, workers, endpoint_for) -> None:

@@ -2,7 +2,7 @@
 
 This module owns the resolver interface and the default resolver. A worker's service description (SDO) and a
 client's request description (RDO) are opaque bytes to the broker; the resolver turns each into the
-:class:`~generaldomo.service.Service` (SMO) that queues it. It knows nothing of sockets, clocks, dialects or
+:class:`~generaldomo.sansio.service.Service` (SMO) that queues it. It knows nothing of sockets, clocks, dialects or
 of how the broker dispatches.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
-from generaldomo.service import Service
+from generaldomo.sansio.service import Service
 
 
 class ResolveError(ValueError):

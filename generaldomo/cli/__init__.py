@@ -19,15 +19,15 @@ from collections.abc import Callable, Sequence
 import zmq
 
 from generaldomo import __version__
-from generaldomo.beacon import BROADCAST, DEFAULT_PORT, DiscoveryError, find_broker
-from generaldomo.bridge import Bridge
-from generaldomo.broker import Broker
-from generaldomo.client import Client, RequestFailed
-from generaldomo.core import DEFAULT_MAX_MESSAGE, Settings
-from generaldomo.links import DraftUnavailable, draft_available, require_draft
-from generaldomo.resolver import load_resolver
-from generaldomo.status_view import render
-from generaldomo.worker import Handler, Worker
+from generaldomo.cli.status_view import render
+from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, DiscoveryError, find_broker
+from generaldomo.io.bridge import Bridge
+from generaldomo.io.broker import Broker
+from generaldomo.io.transport import DraftUnavailable, draft_available, require_draft
+from generaldomo.peers.client import Client, RequestFailed
+from generaldomo.peers.worker import Handler, Worker
+from generaldomo.sansio.core import DEFAULT_MAX_MESSAGE, Settings
+from generaldomo.sansio.resolver import load_resolver
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 TRANSPORTS = ("router", "server")

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
-from generaldomo.flow import Flow
-from generaldomo.stats import ServiceStats
+from generaldomo.sansio.flow import Flow
+from generaldomo.sansio.stats import ServiceStats
 
 
 class Described(Protocol):

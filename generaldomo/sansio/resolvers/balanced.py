@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from generaldomo.resolvers.attributes import AttributeResolver, AttributeService
-from generaldomo.resolvers.descriptions import Attributes, parse
+from generaldomo.sansio.resolvers.attributes import AttributeResolver, AttributeService
+from generaldomo.sansio.resolvers.descriptions import Attributes, parse
 
 
 class BalancedService(AttributeService):

@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import zmq
 
-from generaldomo import protocol
-from generaldomo.events import ClientHeartbeat, ClientRequest, Dialect
-from generaldomo.links import ServerLink
+from generaldomo.io.links import ServerLink
+from generaldomo.sansio import protocol
+from generaldomo.sansio.events import ClientHeartbeat, ClientRequest, Dialect
 
 log = logging.getLogger(__name__)
 

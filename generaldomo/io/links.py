@@ -3,8 +3,8 @@
 A link owns one bound socket and turns what arrives on it into ``(address, frames)`` and back. ``RouterLink``
 uses a ROUTER socket: the address is the peer's identity frame and frames pass as they are, so Majordomo peers
 work unchanged. ``ServerLink`` uses a SERVER socket (draft API): the address is the peer's routing id and the
-frames travel packed in one message part by :mod:`generaldomo.codec`; its ``inproc://`` endpoints are carried
-by :mod:`generaldomo.inproc`. Links know nothing of the protocol.
+frames travel packed in one message part by :mod:`generaldomo.sansio.codec`; its ``inproc://`` endpoints are carried
+by :mod:`generaldomo.io.inproc`. Links know nothing of the protocol.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from typing import ClassVar
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from generaldomo import codec, inproc
+from generaldomo.io import inproc
+from generaldomo.io.transport import Transport, require_draft
+from generaldomo.sansio import codec
 
 log = logging.getLogger(__name__)
 
@@ -34,28 +36,10 @@ _REFUSALS = sum(_REFUSAL_NAMES)
 _monitors = itertools.count()
 
 
-class DraftUnavailable(RuntimeError):
-    """The installed pyzmq/libzmq lacks the draft API that CLIENT and SERVER sockets need."""
-
-
-def draft_available() -> bool:
-    """True when this pyzmq can make CLIENT and SERVER sockets."""
-    return bool(zmq.has("draft")) and hasattr(zmq, "SERVER")
-
-
-def require_draft() -> None:
-    """Raise :class:`DraftUnavailable`, naming the fix, unless draft sockets are available."""
-    if not draft_available():
-        raise DraftUnavailable(
-            f"the server transport needs pyzmq built with the libzmq draft API, but pyzmq {zmq.pyzmq_version()} "
-            f"(libzmq {zmq.zmq_version()}) has none; install one with: python tools/draft_pyzmq.py ensure"
-        )
-
-
 class Link:
     """A bound socket of one transport; subclasses say how addresses and frames travel."""
 
-    transport: ClassVar[str]
+    transport: ClassVar[Transport]
     socket_type: ClassVar[int]
 
     def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = NO_LIMIT) -> None:
@@ -114,7 +98,7 @@ class Link:
 class RouterLink(Link):
     """MDP-compatible: a ROUTER socket, frames as they are."""
 
-    transport = "router"
+    transport = Transport.ROUTER
     socket_type = zmq.ROUTER
 
     # Frame by frame with plain int flags: pyzmq's multipart helpers cost several microseconds more per
@@ -144,7 +128,7 @@ class RouterLink(Link):
 class ServerLink(Link):
     """Thread-safe peers: a SERVER socket; frames packed into one part."""
 
-    transport = "server"
+    transport = Transport.SERVER
     socket_type = getattr(zmq, "SERVER", -1)
 
     def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = NO_LIMIT) -> None:
@@ -154,7 +138,7 @@ class ServerLink(Link):
 
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; an ``inproc://`` endpoint is carried over a private ipc socket (see
-        :mod:`generaldomo.inproc`) and reported under its inproc name."""
+        :mod:`generaldomo.io.inproc`) and reported under its inproc name."""
         if not endpoint.startswith("inproc://"):
             return super().bind(endpoint)
         stand_in = inproc.claim(endpoint)
@@ -194,4 +178,4 @@ class ServerLink(Link):
             log.info("dropped a message to %s: %s", address, error)
 
 
-LINKS: dict[str, type[Link]] = {"router": RouterLink, "server": ServerLink}
+LINKS: dict[Transport, type[Link]] = {Transport.ROUTER: RouterLink, Transport.SERVER: ServerLink}

@@ -1,4 +1,4 @@
-"""The broker process: one :class:`~generaldomo.core.BrokerCore` driven over one or more links.
+"""The broker process: one :class:`~generaldomo.sansio.core.BrokerCore` driven over one or more links.
 
 This module owns the event loop: it polls the links, reads the clock, feeds the core and sends what the core
 returns. It can run in the calling thread (:meth:`Broker.run`) or in a background thread of an application
@@ -17,11 +17,12 @@ from typing import Any
 
 import zmq
 
-from generaldomo.beacon import BROADCAST, DEFAULT_PORT, Beacon
-from generaldomo.core import BrokerCore, Peer, Send, Settings
-from generaldomo.links import LINKS, NO_LIMIT, Link
-from generaldomo.mmi import status
-from generaldomo.resolver import Resolver
+from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
+from generaldomo.io.links import LINKS, NO_LIMIT, Link
+from generaldomo.io.transport import Transport
+from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
+from generaldomo.sansio.mmi import status
+from generaldomo.sansio.resolver import Resolver
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +73,7 @@ class Broker:
         """Bind a new link of ``transport`` (``router`` or ``server``) to ``endpoints``; call before running."""
         if self._thread is not None:
             raise RuntimeError("links must be added before the broker starts")
-        try:
-            link_class = LINKS[transport]
-        except KeyError:
-            raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(LINKS)}") from None
-        link = link_class(self.context, endpoints, self._max_message)
+        link = LINKS[Transport.of(transport)](self.context, endpoints, self._max_message)
         self.links.append(link)
         self.core.endpoints = self.endpoints
         return link
@@ -84,7 +81,7 @@ class Broker:
     def announce(
         self, name: str = "generaldomo", destination: str = BROADCAST, port: int = DEFAULT_PORT, interval: float = 1.0
     ) -> Beacon:
-        """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.beacon`) until it stops."""
+        """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.io.beacon`) until it stops."""
         self._beacon = Beacon(name, self.core.instance.hex(), self.endpoints, destination, port, interval).start()
         return self._beacon
 

@@ -1,6 +1,6 @@
 """Byte layouts of every message, in every dialect the broker speaks.
 
-This module owns the frame layouts (see ``docs/protocol.rst``): it turns frames into :mod:`generaldomo.events`
+This module owns the frame layouts (see ``docs/protocol.rst``): it turns frames into :mod:`generaldomo.sansio.events`
 and builds the frames the broker and the generaldomo peers send. The tables below are the protocol; functions
 only read them. It knows nothing of sockets (frames arrive without the ROUTER identity frame, or already
 unpacked from a SERVER message), of clocks, or of what the broker decides to do with an event.
@@ -12,7 +12,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
-from generaldomo.events import (
+from generaldomo.sansio.events import (
     ClientHeartbeat,
     ClientRequest,
     Dialect,

@@ -5,7 +5,7 @@ thread, which polls :attr:`Connection.poll_items`, and may be written by any thr
 :meth:`Connection.send`:
 
 - ``server`` transport: a CLIENT socket (draft API). It is thread-safe, so ``send`` writes to it directly
-  from the calling thread, frames packed by :mod:`generaldomo.codec`.
+  from the calling thread, frames packed by :mod:`generaldomo.sansio.codec`.
 - ``router`` transport: a DEALER socket, which must stay on one thread. ``send`` from the IO thread writes
   directly; from any other thread it queues the frames and wakes the IO thread through a pipe.
 
@@ -21,16 +21,18 @@ import os
 import threading
 from collections import deque
 from collections.abc import Sequence
+from typing import ClassVar
 
 import zmq
 
-from generaldomo import codec, inproc
-from generaldomo.links import require_draft
+from generaldomo.io.transport import Transport, connect_target, require_draft
+from generaldomo.sansio import codec
 
 
 class Connection:
     """One socket connected to a broker endpoint; see the module docstring."""
 
+    transport: ClassVar[Transport]
     thread_safe_socket = False
 
     def __init__(self, context: zmq.Context, endpoint: str, socket_type: int) -> None:
@@ -38,7 +40,7 @@ class Connection:
         self.context = context
         self.socket: zmq.Socket = context.socket(socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.connect(self._target(endpoint))
+        self.socket.connect(connect_target(self.transport, endpoint))
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -47,10 +49,6 @@ class Connection:
         self._owner: int | None = None
         self._lock = threading.Lock()
         self._closed = False
-
-    def _target(self, endpoint: str) -> str:
-        """Where the socket connects to reach ``endpoint``."""
-        return endpoint
 
     def adopt(self) -> zmq.Poller:
         """Make the calling thread this connection's IO thread; return a poller over what that thread watches."""
@@ -135,14 +133,12 @@ class Connection:
 class ClientSocketConnection(Connection):
     """``server`` transport: a thread-safe CLIENT socket."""
 
+    transport = Transport.SERVER
     thread_safe_socket = True
 
     def __init__(self, context: zmq.Context, endpoint: str) -> None:
         require_draft()
         super().__init__(context, endpoint, zmq.CLIENT)
-
-    def _target(self, endpoint: str) -> str:
-        return inproc.resolve(endpoint)
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         try:
@@ -166,6 +162,8 @@ class ClientSocketConnection(Connection):
 class DealerConnection(Connection):
     """``router`` transport: a DEALER socket owned by the IO thread."""
 
+    transport = Transport.ROUTER
+
     def __init__(self, context: zmq.Context, endpoint: str) -> None:
         super().__init__(context, endpoint, zmq.DEALER)
 
@@ -183,11 +181,12 @@ class DealerConnection(Connection):
             return None
 
 
-def connect(endpoint: str, transport: str, context: zmq.Context | None = None) -> Connection:
+CONNECTIONS: dict[Transport, type[ClientSocketConnection | DealerConnection]] = {
+    Transport.SERVER: ClientSocketConnection,
+    Transport.ROUTER: DealerConnection,
+}
+
+
+def connect(endpoint: str, transport: str | Transport, context: zmq.Context | None = None) -> Connection:
     """Connect to a broker's ``endpoint`` over ``transport`` (``router`` or ``server``)."""
-    context = context or zmq.Context.instance()
-    if transport == "server":
-        return ClientSocketConnection(context, endpoint)
-    if transport == "router":
-        return DealerConnection(context, endpoint)
-    raise ValueError(f"unknown transport {transport!r}; choose router or server")
+    return CONNECTIONS[Transport.of(transport)](context or zmq.Context.instance(), endpoint)

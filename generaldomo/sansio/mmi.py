@@ -11,11 +11,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from generaldomo import protocol
-from generaldomo.resolver import ResolveError
+from generaldomo.sansio import protocol
+from generaldomo.sansio.resolver import ResolveError
 
 if TYPE_CHECKING:
-    from generaldomo.core import BrokerCore, Send
+    from generaldomo.sansio.core import BrokerCore, Send
 
 Answer = tuple[bytes, list[bytes], list["Send"]]  # status, body, messages the change caused
 

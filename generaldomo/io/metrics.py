@@ -1,6 +1,6 @@
 """Prometheus exposition of the broker's status report, on an optional HTTP port.
 
-This module owns the mapping from the ``mmi.status`` report (see :mod:`generaldomo.mmi`) to Prometheus
+This module owns the mapping from the ``mmi.status`` report (see :mod:`generaldomo.sansio.mmi`) to Prometheus
 metrics. It reads the snapshot the broker's loop refreshes, never the live core, so it can run on the HTTP
 server's thread. It needs the optional ``prometheus_client`` package (``pip install generaldomo[metrics]``).
 """

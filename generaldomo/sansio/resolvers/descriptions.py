@@ -10,7 +10,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from generaldomo.resolver import ResolveError
+from generaldomo.sansio.resolver import ResolveError
 
 Attributes = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """What the broker core hears: one small immutable class per kind of inbound message.
 
-This module owns the vocabulary shared by :mod:`generaldomo.protocol` (which makes events out of frames) and
-:mod:`generaldomo.core` (which acts on them). It knows nothing of byte layouts, sockets or clocks.
+This module owns the vocabulary shared by :mod:`generaldomo.sansio.protocol` (which makes events out of frames) and
+:mod:`generaldomo.sansio.core` (which acts on them). It knows nothing of byte layouts, sockets or clocks.
 """
 
 from __future__ import annotations

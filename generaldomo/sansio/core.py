@@ -31,8 +31,8 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from generaldomo import mmi, protocol
-from generaldomo.events import (
+from generaldomo.sansio import mmi, protocol
+from generaldomo.sansio.events import (
     ClientHeartbeat,
     ClientRequest,
     Dialect,
@@ -42,9 +42,9 @@ from generaldomo.events import (
     WorkerReady,
     WorkerReply,
 )
-from generaldomo.flow import Flow
-from generaldomo.resolver import NameResolver, ResolveError, Resolver
-from generaldomo.service import Service
+from generaldomo.sansio.flow import Flow
+from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.service import Service
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from generaldomo.resolvers.descriptions import Attributes, parse, satisfies
-from generaldomo.service import Service
+from generaldomo.sansio.resolvers.descriptions import Attributes, parse, satisfies
+from generaldomo.sansio.service import Service
 
 
 class AttributeService(Service):

@@ -23,9 +23,9 @@ from typing import Any
 import attrs
 import zmq
 
-from generaldomo import protocol
-from generaldomo.beacon import find_broker
-from generaldomo.connection import connect
+from generaldomo.io.beacon import find_broker
+from generaldomo.io.connection import connect
+from generaldomo.sansio import protocol
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Client:
     when it stays silent for ``liveness`` intervals the client reconnects on a new socket and does the same.
     Resent requests keep their ids, so a broker that still has them does not run them twice, and a reply
     that arrives twice is delivered once. Without an ``endpoint`` the client uses ``GENERALDOMO_BROKER`` or,
-    failing that, listens for a broker's beacon (:func:`generaldomo.beacon.find_broker`).
+    failing that, listens for a broker's beacon (:func:`generaldomo.io.beacon.find_broker`).
     """
 
     def __init__(

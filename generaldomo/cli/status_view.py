@@ -1,7 +1,7 @@
 """Plain-text rendering of the broker's ``mmi.status`` report, for people.
 
 This module owns the layout of ``generaldomo status``; it knows nothing of sockets or of how the report is
-made (see :mod:`generaldomo.mmi`).
+made (see :mod:`generaldomo.sansio.mmi`).
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from typing import Any
 
 import zmq
 
-from generaldomo import protocol
-from generaldomo.beacon import find_broker
-from generaldomo.client import as_bytes, as_frames
-from generaldomo.connection import Connection, connect
+from generaldomo.io.beacon import find_broker
+from generaldomo.io.connection import Connection, connect
+from generaldomo.peers.client import as_bytes, as_frames
+from generaldomo.sansio import protocol
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class Worker:
     and returns the result (``bytes`` or a sequence of frames). An exception in the handler is sent back to
     the client as a ``500`` error reply carrying its text. A handler that is a generator streams: each value
     it yields goes to the client at once as a partial result, and the value it returns is the final result.
-    A ``None`` endpoint is found as :func:`generaldomo.beacon.find_broker` says (``GENERALDOMO_BROKER``, then
+    A ``None`` endpoint is found as :func:`generaldomo.io.beacon.find_broker` says (``GENERALDOMO_BROKER``, then
     a beacon).
     """
 

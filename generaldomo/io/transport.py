@@ -1,0 +1,53 @@
+"""Transport facts shared by the broker's links and the peers' connections.
+
+This module owns what a transport is: the names (:class:`Transport`), whether this pyzmq can make the draft
+sockets the ``server`` transport needs, and where a peer's socket connects to reach an endpoint (server
+transport ``inproc://`` endpoints are carried over private ipc, see :mod:`generaldomo.io.inproc`). It knows
+nothing of the protocol carried.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import zmq
+
+from generaldomo.io import inproc
+
+
+class Transport(enum.StrEnum):
+    """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names."""
+
+    ROUTER = "router"  # ROUTER in the broker, DEALER/REQ in the peers: Majordomo-compatible
+    SERVER = "server"  # SERVER in the broker, thread-safe CLIENT in the peers (draft API)
+
+    @classmethod
+    def of(cls, name: str | Transport) -> Transport:
+        """The transport called ``name``; ``ValueError`` naming the choices otherwise."""
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"unknown transport {name!r}; choose one of {', '.join(cls)}") from None
+
+
+class DraftUnavailable(RuntimeError):
+    """The installed pyzmq/libzmq lacks the draft API that CLIENT and SERVER sockets need."""
+
+
+def draft_available() -> bool:
+    """True when this pyzmq can make CLIENT and SERVER sockets."""
+    return bool(zmq.has("draft")) and hasattr(zmq, "SERVER")
+
+
+def require_draft() -> None:
+    """Raise :class:`DraftUnavailable`, naming the fix, unless draft sockets are available."""
+    if not draft_available():
+        raise DraftUnavailable(
+            f"the server transport needs pyzmq built with the libzmq draft API, but pyzmq {zmq.pyzmq_version()} "
+            f"(libzmq {zmq.zmq_version()}) has none; install one with: python tools/draft_pyzmq.py ensure"
+        )
+
+
+def connect_target(transport: Transport, endpoint: str) -> str:
+    """Where a peer's socket of ``transport`` connects to reach the broker's ``endpoint``."""
+    return inproc.resolve(endpoint) if transport is Transport.SERVER else endpoint

@@ -1,0 +1,1 @@
+"""The peers' public API: :class:`~generaldomo.peers.client.Client` and :class:`~generaldomo.peers.worker.Worker`."""
