@@ -26,8 +26,8 @@ from generaldomo.io.broker import Broker
 from generaldomo.io.transport import DraftUnavailable, draft_available, require_draft
 from generaldomo.peers.client import Client, RequestFailed
 from generaldomo.peers.worker import Handler, Worker
-from generaldomo.sansio.core import DEFAULT_MAX_MESSAGE, Settings
 from generaldomo.sansio.resolver import load_resolver
+from generaldomo.sansio.settings import DEFAULT_MAX_MESSAGE, Settings
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 TRANSPORTS = ("router", "server")

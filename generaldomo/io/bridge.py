@@ -26,6 +26,7 @@ import zmq
 from generaldomo.io.links import ServerLink
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import ClientHeartbeat, ClientRequest, Dialect
+from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,8 @@ class Bridge:
         broker: str,
         *,
         context: zmq.Context | None = None,
-        heartbeat_interval: float = 2.5,
-        liveness: int = 3,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        liveness: int = LIVENESS,
         idle_timeout: float = 30.0,
     ) -> None:
         self.context = context or zmq.Context.instance()

@@ -26,6 +26,7 @@ import zmq
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import connect
 from generaldomo.sansio import protocol
+from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,8 @@ class Client:
         transport: str = "router",
         *,
         context: zmq.Context | None = None,
-        heartbeat_interval: float = 2.5,
-        liveness: int = 3,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        liveness: int = LIVENESS,
     ) -> None:
         self.endpoint = find_broker(transport, endpoint)
         self.transport = transport

@@ -21,6 +21,7 @@ from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import Connection, connect
 from generaldomo.peers.client import as_bytes, as_frames
 from generaldomo.sansio import protocol
+from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,8 @@ class Worker:
         transport: str = "router",
         *,
         context: zmq.Context | None = None,
-        heartbeat_interval: float = 2.5,
-        liveness: int = 3,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        liveness: int = LIVENESS,
     ) -> None:
         self.endpoint = find_broker(transport, endpoint)
         self.description = as_bytes(description)

@@ -45,11 +45,11 @@ from generaldomo.sansio.events import (
 from generaldomo.sansio.flow import Flow
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.service import Service
+from generaldomo.sansio.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MMI_PREFIX = b"mmi."
-DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
 
 
 class Peer(NamedTuple):
@@ -96,22 +96,6 @@ class Task:
     dispatched: float | None = None
     attempts: int = 0
     in_flight: bool = False
-
-
-@attrs.frozen
-class Settings:
-    """Timing and limits the core enforces."""
-
-    heartbeat_interval: float = 2.5
-    liveness: int = 3
-    max_attempts: int = 3
-    queue_timeout: float | None = None  # seconds a request may wait for a worker; None: forever
-    max_message: int | None = DEFAULT_MAX_MESSAGE  # bytes a request or result may carry (413 beyond); None: no limit
-
-    @property
-    def expiry(self) -> float:
-        """Seconds of silence after which a worker is presumed dead."""
-        return self.heartbeat_interval * self.liveness
 
 
 class BrokerCore:
