@@ -53,10 +53,13 @@ MMI_PREFIX = b"mmi."
 
 
 class Peer(NamedTuple):
-    """Where a message came from: the index of the link and the peer's address on it."""
+    """Where a message came from: the index of the link and the peer's address on it.
+
+    The address is opaque to the core: a ROUTER identity (``bytes``), a SERVER routing id (``int``), or the
+    identities of every hop of a ROUTER envelope (a tuple, outermost first)."""
 
     link: int
-    address: bytes | int
+    address: bytes | int | tuple[bytes, ...]
 
 
 class Send(NamedTuple):

@@ -1,0 +1,42 @@
+"""Who a peer is, as the broker's authentication layer vouches for it, and what each role may do.
+
+This module owns the roles and the credential the IO layer hands the core with each message of an
+authenticated peer (with CURVE, from the ZAP handler's user id). The core checks a credential against the
+rules here; without authentication there is no credential and every peer may do everything, as in plain
+Majordomo. It knows nothing of CURVE, ZAP or sockets.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+
+import attrs
+
+
+class Role(enum.StrEnum):
+    """What a key is allowed to be."""
+
+    CLIENT = "client"  # submit requests, cancel its own, read mmi.service and mmi.status
+    WORKER = "worker"  # register for services (those its patterns allow) and return results
+    ADMIN = "admin"  # everything a client may do, and change flow limits
+
+
+@attrs.frozen(slots=True)
+class Credential:
+    """An authenticated peer: its public key (Z85 text) and roles; ``services`` limits a worker's services
+    to those matching one of its shell-style patterns (empty: any)."""
+
+    key: str
+    roles: frozenset[Role]
+    services: tuple[str, ...] = ()
+
+    def may(self, role: Role) -> bool:
+        """True when the peer holds ``role`` (an admin may do what a client may)."""
+        return role in self.roles or (role is Role.CLIENT and Role.ADMIN in self.roles)
+
+    def may_serve(self, service: str) -> bool:
+        """True when a worker with this credential may register for ``service``."""
+        return self.may(Role.WORKER) and (
+            not self.services or any(fnmatch.fnmatchcase(service, p) for p in self.services)
+        )
