@@ -3,7 +3,7 @@
 // gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L] [-v]
 //           ENDPOINT
 // Echoes each request's frames, the first prefixed with --tag, after --partials partial results ("T<first>#i")
-// and --delay-ms of work (cut short by SIGTERM). A first frame "fail" makes the handler throw. -v prints
+// and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v). A first frame "fail" makes the handler throw. -v prints
 // "request <first frame>" when a task starts and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
 // stops (telling the broker) and prints "stopped after N tasks".
 #include <generaldomo/generaldomo.hpp>
@@ -64,7 +64,11 @@ int main(int argc, char **argv)
             task.partial({tag + first + "#" + std::to_string(i)});
         {
             std::unique_lock<std::mutex> lock(stop_mutex);
-            stop_signal.wait_for(lock, delay, [] { return stopping; });
+            if (stop_signal.wait_for(lock, delay, [] { return stopping; })) {
+                if (verbose)
+                    say("interrupted " + first);
+                return frames;  // the worker is stopping: this result is discarded
+            }
         }
         if (first == "fail")
             throw std::runtime_error("asked to fail");
@@ -79,12 +83,13 @@ int main(int argc, char **argv)
 
     int received = 0;
     sigwait(&signals, &received);
+    worker.stop();  // first, so that the interrupted task's result is not sent
     {
         std::lock_guard<std::mutex> lock(stop_mutex);
         stopping = true;
     }
     stop_signal.notify_all();
-    worker.stop();
+    worker.wait();
     say("stopped after " + std::to_string(worker.tasks_done()) + " tasks");
     return 0;
 }

@@ -72,14 +72,23 @@ public:
 
     Worker(const Worker &) = delete;
     Worker &operator=(const Worker &) = delete;
-    ~Worker() { stop(); }
+    ~Worker()
+    {
+        stop();
+        wait();
+    }
 
-    // Tell the broker this worker leaves (a running task is reissued at once and its result discarded), and
-    // return when the handler has returned and both threads have ended. Idempotent; any thread.
+    // Make the worker leave: the broker is told at once (a running task is reissued and its result
+    // discarded). Returns at once; any thread. wait() returns once the worker has stopped.
     void stop()
     {
         stopping_ = true;
         connection_.wake();
+    }
+
+    // Wait until the worker has stopped: DISCONNECT sent, the handler returned, both threads ended.
+    void wait()
+    {
         std::lock_guard<std::mutex> lock(stop_mutex_);
         if (io_thread_.joinable())
             io_thread_.join();
@@ -111,6 +120,8 @@ private:
             const auto due = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - Clock::now());
             connection_.wait(connection_.backlogged() ? 10 : std::max<long>(0, static_cast<long>(due.count())));
             connection_.flush();
+            if (stopping_)
+                break;
             if (auto result = take_result()) {
                 busy_ = false;
                 ++tasks_done_;
@@ -239,7 +250,7 @@ private:
     std::string task_id_, task_description_;
     Frames task_payload_;
     std::optional<Result> result_;
-    std::mutex stop_mutex_;  // serialises stop() callers
+    std::mutex stop_mutex_;  // serialises wait() callers
     std::thread handler_thread_, io_thread_;
 };
 
