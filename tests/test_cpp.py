@@ -1,14 +1,16 @@
 """The C++ library (``cpp/include/generaldomo``) against the Python broker, over the SERVER transport.
 
-The C++ test programs (``tests/cpp/gd_client.cpp``, ``gd_worker.cpp``) are compiled once per session against
-the project's static draft libzmq and run as real processes over tcp (loopback, ephemeral ports) and ipc. They
-print every answer they got, tagged with the request that asked for it; the tests compare that output with
-what each request must get, line by line.
+The C++ test programs (``tests/cpp/gd_client.cpp``, ``gd_worker.cpp``, ``gd_protocol.cpp``) are compiled once
+per session against the project's static draft libzmq and run as real processes over tcp (loopback, ephemeral
+ports) and ipc. They print every answer they got, tagged with the request that asked for it; the tests compare
+that output with what each request must get, line by line. Two tests put a bare SERVER socket in the broker's
+place to check the bytes on the wire, and the resends and reconnects, message by message.
 """
 
 from __future__ import annotations
 
 import signal
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import zmq
 from cpp.build import build_programs
 from interop.build import build_peers
 from waiting import eventually
@@ -139,6 +142,11 @@ def threads_expected(threads: int, requests: int, reply: Callable[[str], str]) -
 
 
 LONG = "x" * 300  # the third frame of ``--frames``: a frame with a 5-byte length prefix
+
+
+def test_cpp_protocol_header_follows_the_documented_layouts(programs: dict[str, Path]) -> None:
+    proc = subprocess.run([programs["gd_protocol"]], capture_output=True, text=True, timeout=WAIT, check=False)
+    assert (proc.returncode, proc.stdout) == (0, "protocol: 27 checks, 0 failed\n"), proc.stdout + proc.stderr
 
 
 # ------------------------------------------------------------------------------------------ C++ client, Python workers
@@ -280,3 +288,138 @@ def test_cpp_server_client_served_by_a_c_mdp_worker_over_router(run: Programs, c
         out = run.client(broker.endpoint("server", "tcp"), "threads", "--threads", "4", "--requests", "50", "--frames")
         assert out.finish() == threads_expected(4, 50, lambda payload: f"c:{payload}||{LONG}")
         assert worker.popen.poll() is None, run.describe()
+
+
+# ------------------------------------------------------------------------------------------ on the wire, against a fake
+
+
+def pack(frames: list[bytes]) -> bytes:
+    """The zmsg_encode layout of docs/protocol.rst, written here independently of the library."""
+    out = b""
+    for frame in frames:
+        out += bytes([len(frame)]) if len(frame) < 255 else b"\xff" + len(frame).to_bytes(4, "big")
+        out += frame
+    return out
+
+
+def unpack(data: bytes) -> list[bytes]:
+    frames, pos = [], 0
+    while pos < len(data):
+        size, pos = data[pos], pos + 1
+        if size == 255:
+            size, pos = int.from_bytes(data[pos : pos + 4], "big"), pos + 4
+        assert pos + size <= len(data), f"a frame runs past the end: {data!r}"
+        frames.append(data[pos : pos + size])
+        pos += size
+    return frames
+
+
+class FakeBroker:
+    """A bare SERVER socket that a test drives by hand, message by message."""
+
+    def __init__(self, context: zmq.Context) -> None:
+        self.socket = context.socket(zmq.SERVER)
+        self.socket.linger = 0
+        self.socket.bind("tcp://127.0.0.1:*")
+        self.endpoint = self.socket.last_endpoint.decode()
+
+    def receive(self) -> tuple[int, list[bytes]]:
+        assert self.socket.poll(WAIT * 1000), "the peer sent nothing"
+        message = self.socket.recv(copy=False)
+        return message.routing_id, unpack(message.bytes)
+
+    def send(self, peer: int, frames: list[bytes]) -> None:
+        message = zmq.Frame(pack(frames))
+        message.routing_id = peer
+        self.socket.send(message)
+
+
+CLIENT_HEARTBEAT = [b"GDPC01", b"\x04"]
+
+
+def collect_requests(fake: FakeBroker, instance: bytes | None, limit: int = 2000) -> Iterator[tuple[int, bytes, bytes]]:
+    """Yield ``(peer, request id, payload)`` of each REQUEST; answer heartbeats with ``instance`` (None: silence)."""
+    for _ in range(limit):
+        peer, frames = fake.receive()
+        if frames == CLIENT_HEARTBEAT:
+            if instance is not None:
+                fake.send(peer, [*CLIENT_HEARTBEAT, instance])
+            continue
+        assert frames[:2] == [b"GDPC01", b"\x01"] and frames[3] == b"echo" and len(frames) == 5, frames
+        assert len(frames[2]) == 16, "a request id is 8 random bytes and an 8-byte counter"
+        yield peer, frames[2], frames[4]
+    pytest.fail(f"no expected requests among {limit} messages")
+
+
+def test_cpp_client_resends_with_the_same_ids_after_silence_and_after_a_new_instance(run: Programs) -> None:
+    payloads = [b"b0", b"b1", b"b2"]
+    with zmq.Context() as context:
+        fake = FakeBroker(context)
+        client = run.client(fake.endpoint, "burst", "--requests", "3", "--heartbeat-ms", "300")
+        ids: dict[bytes, bytes] = {}
+        seen: dict[int, dict[bytes, bytes]] = {}
+        for peer, request_id, payload in collect_requests(fake, None):  # silence: the client must reconnect
+            seen.setdefault(peer, {})[payload] = request_id
+            if len(seen) == 1:
+                ids = seen[peer]
+            elif len(seen[peer]) == len(payloads):
+                break
+        assert sorted(ids) == payloads and seen[peer] == ids, "resent on a fresh socket, with the same ids"
+
+        for _ in range(2000):  # answer as instance AAAA, then as BBBB (a restart)
+            peer, frames = fake.receive()
+            if frames == CLIENT_HEARTBEAT:
+                fake.send(peer, [*CLIENT_HEARTBEAT, b"AAAA"])
+                break
+        else:
+            pytest.fail("the client sent no heartbeat")
+        again: dict[bytes, bytes] = {}
+        for sender, request_id, payload in collect_requests(fake, b"BBBB"):
+            again[payload] = request_id
+            peer = sender
+            if len(again) == len(payloads):
+                break
+        assert again == ids, "resent to the new instance, with the same ids"
+
+        fake.send(peer, [b"GDPC01", b"\x02", ids[b"b0"], b"pb0"])  # a PARTIAL, then FINALs, two of them twice
+        timing = struct.pack(">dd", 0.25, 0.5)
+        for payload in [b"b0", b"b1", b"b0", b"b1", b"b2"]:  # b2 last: the duplicates are counted when it arrives
+            fake.send(peer, [b"GDPC01", b"\x03", ids[payload], b"200", timing, b"r" + payload])
+        submitted, *answers, counts, done = client.finish()
+    assert (submitted, done) == ("submitted 3", "done")
+    assert answers == ["0 rb0 partials pb0", "1 rb1 partials ", "2 rb2 partials "]
+    words = counts.split()
+    assert words[0::2] == ["resent", "reconnects", "dropped"], counts
+    resent, reconnects, dropped = map(int, words[1::2])
+    assert resent >= 6 and reconnects >= 1 and dropped == 2, counts
+
+
+def test_cpp_worker_on_the_wire(run: Programs) -> None:
+    """READY, a task and READY with its result; reconnect after silence and after DISCONNECT; DISCONNECT on stop."""
+    ready = [b"GDPW01", b"\x01", b"echo"]
+    heartbeat = [b"GDPW01", b"\x05"]
+
+    def next_command(fake: FakeBroker) -> tuple[int, list[bytes]]:
+        for _ in range(2000):
+            peer, frames = fake.receive()
+            if frames != heartbeat:
+                return peer, frames
+        pytest.fail("only heartbeats")
+
+    with zmq.Context() as context:
+        fake = FakeBroker(context)
+        worker = run.worker(fake.endpoint, "--tag", "c:", "--heartbeat-ms", "200", "-v")
+        first, frames = next_command(fake)
+        assert frames == ready
+        fake.send(first, [b"GDPW01", b"\x02", b"task-1", b"echo", b"x", b"", b"y" * 300])
+        assert next_command(fake) == (first, [*ready, b"task-1", b"200", b"c:x", b"", b"y" * 300])
+        fake.send(first, [b"GDPW01", b"\x02", b"task-2", b"echo", b"fail"])
+        assert next_command(fake) == (first, [*ready, b"task-2", b"500", b"asked to fail"])
+        second, frames = next_command(fake)  # silent since: the worker registers again on a new socket
+        assert frames == ready and second != first
+        fake.send(second, [b"GDPW01", b"\x06"])
+        third, frames = next_command(fake)
+        assert frames == ready and third not in (first, second)
+        worker.popen.send_signal(signal.SIGTERM)
+        assert next_command(fake) == (third, [b"GDPW01", b"\x06"])
+        assert worker.finish(WAIT) == ["request x", "replied x", "request fail", "stopped after 2 tasks"]

@@ -18,12 +18,12 @@ from pathlib import Path
 if __name__ == "__main__":  # run as a script: make tests/ importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interop.build import BuildError, libzmq_prefix  # noqa: E402
+from interop.build import BuildError, libzmq_prefix
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 INCLUDE = ROOT / "cpp" / "include"
-PROGRAMS = ("gd_client", "gd_worker")
+PROGRAMS = ("gd_client", "gd_worker", "gd_protocol")
 CXXFLAGS = ("-std=c++17", "-O2", "-Wall", "-Wextra", "-pthread")
 
 
