@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 import zmq
-from cpp.build import build_programs
+from cpp.build import build_programs, build_source
 from interop.build import build_peers
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
 
+ROOT = Path(__file__).resolve().parents[1]
 WAIT = 60.0  # seconds: the bound on every wait; generous for a loaded 2-core machine
 TIMEOUT_MS = str(int(WAIT * 1000))
 SCHEMES = ("tcp", "ipc")
@@ -147,6 +148,20 @@ LONG = "x" * 300  # the third frame of ``--frames``: a frame with a 5-byte lengt
 def test_cpp_protocol_header_follows_the_documented_layouts(programs: dict[str, Path]) -> None:
     proc = subprocess.run([programs["gd_protocol"]], capture_output=True, text=True, timeout=WAIT, check=False)
     assert (proc.returncode, proc.stdout) == (0, "protocol: 27 checks, 0 failed\n"), proc.stdout + proc.stderr
+
+
+def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
+    readme = (ROOT / "README.rst").read_text()
+    block = readme.split("A client submitting from several threads::\n\n", 1)[1].splitlines()
+    end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
+    source = tmp_path / "example.cpp"
+    source.write_text("\n".join(line[4:] for line in block[:end]) + "\n")
+    example = build_source(source, tmp_path / "example")
+    _, endpoint = server_broker(brokers, endpoint_for, "tcp")
+    workers(endpoint, "server", "echo", tagged(b"py:"))
+    proc = subprocess.run([example, endpoint], capture_output=True, text=True, timeout=WAIT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == [f"py:hello {t}" for t in range(4)]
 
 
 # ------------------------------------------------------------------------------------------ C++ client, Python workers

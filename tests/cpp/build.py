@@ -51,6 +51,12 @@ def _compile(cxx: list[str], source: Path, target: Path, prefix: Path) -> None:
         )
 
 
+def build_source(source: Path, target: Path) -> Path:
+    """Compile one C++ program (e.g. the README's example) as the test programs are; return ``target``."""
+    _compile(shlex.split(os.environ.get("CXX") or "c++"), source, target, libzmq_prefix())
+    return target
+
+
 def build_programs(out_dir: Path | str) -> dict[str, Path]:
     """Compile every program into ``out_dir`` (skipping up-to-date ones); return ``{name: executable}``.
 
