@@ -266,6 +266,18 @@ def test_stopped_cpp_worker_says_disconnect_so_its_task_is_reissued(run: Program
 # ------------------------------------------------------------------------------------------ broker restart, both links
 
 
+def rebind(brokers: Callable[..., Broker], endpoint: str) -> Broker:
+    """A broker on ``endpoint``, retried while libzmq has not yet closed the previous broker's listener."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            return brokers("server", [endpoint])
+        except zmq.ZMQError as error:
+            if error.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_broker_restart_under_a_live_cpp_client(run: Programs, brokers, workers, endpoint_for, scheme: str) -> None:
     """Requests outstanding when the broker stops are sent again to the next one and answered once each."""
@@ -277,7 +289,7 @@ def test_broker_restart_under_a_live_cpp_client(run: Programs, brokers, workers,
         eventually(lambda: first.core.counters["requests"] == 20, WAIT, "the first broker queued all 20")
     finally:
         first.stop()
-    second = brokers("server", [endpoint])
+    second = rebind(brokers, endpoint)
     workers(endpoint, "server", "echo", tagged(b"py:"))
     submitted, *answers, counts, done = client.finish()
     assert submitted == "submitted 20"

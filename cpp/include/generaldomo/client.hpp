@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -142,7 +142,7 @@ public:
 private:
     struct Pending {
         std::promise<Reply> promise;
-        std::string packed;  // the REQUEST as sent, for resending
+        std::shared_ptr<const std::string> packed;  // the REQUEST as sent, for resending
         Clock::time_point sent;
         OnPartial on_partial;
     };
@@ -154,9 +154,9 @@ private:
         const std::uint64_t serial = ++serial_;
         for (int shift = 56; shift >= 0; shift -= 8)
             id.push_back(static_cast<char>((serial >> shift) & 0xFF));
-        Pending pending{{}, protocol::request(id, description, frames), Clock::now(), std::move(on_partial)};
+        auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames));
+        Pending pending{{}, packed, Clock::now(), std::move(on_partial)};
         std::future<Reply> future = pending.promise.get_future();
-        std::string packed = pending.packed;
         bool first;
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -165,7 +165,7 @@ private:
             first = waiting_.empty();
             waiting_.emplace(id, std::move(pending));
         }
-        connection_.send(packed);
+        connection_.send(*packed);
         if (first)
             connection_.wake();  // an idle IO thread starts heartbeating now
         return {std::move(id), std::move(future)};
@@ -246,7 +246,7 @@ private:
 
     void resend()
     {
-        std::vector<std::string> outstanding;
+        std::vector<std::shared_ptr<const std::string>> outstanding;
         {
             std::lock_guard<std::mutex> lock(mutex_);
             outstanding.reserve(waiting_.size());
@@ -255,7 +255,7 @@ private:
         }
         resent_ += outstanding.size();
         for (const auto &packed : outstanding)
-            connection_.send(packed);
+            connection_.send(*packed);
     }
 
     void on_reply(Frames &&frames)
