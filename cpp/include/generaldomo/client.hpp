@@ -1,0 +1,322 @@
+// generaldomo/client.hpp: generaldomo::Client, a GDP client over the SERVER transport that any number of
+// threads share. It owns request ids and the matching of replies to the callers that wait for them: one IO
+// thread receives, heartbeats the broker while requests are outstanding, sends them again (same ids) when the
+// broker restarts or falls silent, and resolves each caller's future exactly once.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "generaldomo/connection.hpp"
+#include "generaldomo/protocol.hpp"
+
+namespace generaldomo {
+
+// A successful result: the frames the worker returned and where the time went (see docs/protocol.rst).
+struct Reply {
+    Frames frames;
+    std::optional<double> queued;  // seconds waiting in the broker before the (last) dispatch
+    std::optional<double> served;  // seconds from that dispatch to the result
+    Clock::time_point sent, received;
+    bool partial = false;
+
+    // The result when it is one frame (the usual case).
+    const std::string &payload() const
+    {
+        if (frames.size() != 1)
+            throw std::logic_error("the reply has " + std::to_string(frames.size()) + " frames; read .frames");
+        return frames.front();
+    }
+};
+
+// The broker or the worker answered with an error status (400, 413, 500, 503, 504...).
+class RequestFailed : public std::runtime_error {
+public:
+    RequestFailed(int status, std::string reason)
+        : std::runtime_error(std::to_string(status) + ": " + reason), status_(status), reason_(std::move(reason))
+    {
+    }
+    int status() const { return status_; }
+    const std::string &reason() const { return reason_; }
+
+private:
+    int status_;
+    std::string reason_;
+};
+
+// The client was closed before the request was answered (or a request was made after close()).
+class ClientClosed : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// Client::request() got no reply in time.
+class Timeout : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct ClientOptions {
+    std::chrono::milliseconds heartbeat_interval{2500};
+    int liveness = 3;          // silent heartbeat intervals before the client reconnects
+    void *context = nullptr;   // a libzmq context to use; by default the client makes its own
+};
+
+class Client {
+public:
+    using OnPartial = std::function<void(const Reply &)>;
+
+    explicit Client(std::string endpoint, ClientOptions options = {})
+        : options_(options), context_(options.context), connection_(context_.get(), std::move(endpoint))
+    {
+        std::random_device random;  // request ids are unique across clients: 8 random bytes, then a counter
+        for (int i = 0; i < 8; ++i)
+            prefix_.push_back(static_cast<char>(random() & 0xFF));
+        thread_ = std::thread([this] { run(); });
+    }
+
+    Client(const Client &) = delete;
+    Client &operator=(const Client &) = delete;
+    ~Client() { close(); }
+
+    // Send a request; the future gives its Reply or throws RequestFailed (or ClientClosed). on_partial is
+    // called on the IO thread with each partial result a streaming worker sends; keep it short.
+    std::future<Reply> submit(std::string_view description, const Frames &frames = {}, OnPartial on_partial = {})
+    {
+        return start(description, frames, std::move(on_partial)).second;
+    }
+
+    // Send a request and wait up to timeout for its reply; throws Timeout, RequestFailed or ClientClosed.
+    Reply request(std::string_view description, const Frames &frames, std::chrono::milliseconds timeout)
+    {
+        auto [id, future] = start(description, frames, {});
+        if (future.wait_for(timeout) != std::future_status::ready) {
+            forget(id);
+            throw Timeout("no reply to " + std::string(description) + " within " + std::to_string(timeout.count()) +
+                          " ms");
+        }
+        return future.get();
+    }
+
+    // Stop the IO thread; requests still waiting fail with ClientClosed. Idempotent.
+    void close()
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (closed_)
+                return;
+            closed_ = true;
+        }
+        connection_.wake();
+        thread_.join();
+        std::unordered_map<std::string, Pending> waiting;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            waiting.swap(waiting_);
+        }
+        for (auto &entry : waiting)
+            entry.second.promise.set_exception(
+                std::make_exception_ptr(ClientClosed("the client was closed before the reply came")));
+    }
+
+    const std::string &endpoint() const { return connection_.endpoint(); }
+    std::uint64_t resent() const { return resent_; }                    // requests sent again
+    std::uint64_t reconnects() const { return reconnects_; }            // fresh sockets after silence
+    std::uint64_t replies_dropped() const { return replies_dropped_; }  // duplicates, or answers nobody awaits
+
+private:
+    struct Pending {
+        std::promise<Reply> promise;
+        std::shared_ptr<const std::string> packed;  // the REQUEST as sent, for resending
+        Clock::time_point sent;
+        OnPartial on_partial;
+    };
+
+    std::pair<std::string, std::future<Reply>> start(std::string_view description, const Frames &frames,
+                                                     OnPartial on_partial)
+    {
+        std::string id = prefix_;
+        const std::uint64_t serial = ++serial_;
+        for (int shift = 56; shift >= 0; shift -= 8)
+            id.push_back(static_cast<char>((serial >> shift) & 0xFF));
+        auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames));
+        Pending pending{{}, packed, Clock::now(), std::move(on_partial)};
+        std::future<Reply> future = pending.promise.get_future();
+        bool first;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (closed_)
+                throw ClientClosed("the client is closed");
+            first = waiting_.empty();
+            waiting_.emplace(id, std::move(pending));
+        }
+        connection_.send(*packed);
+        if (first)
+            connection_.wake();  // an idle IO thread starts heartbeating now
+        return {std::move(id), std::move(future)};
+    }
+
+    void forget(const std::string &id)
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        waiting_.erase(id);
+    }
+
+    bool idle()
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return waiting_.empty();
+    }
+
+    bool closing()
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return closed_;
+    }
+
+    // ---------------------------------------------------------------------------------------- IO thread
+
+    void run()
+    {
+        using std::chrono::milliseconds;
+        const auto interval = options_.heartbeat_interval;
+        const auto expiry = interval * options_.liveness;
+        std::optional<std::string> instance;
+        auto next_heartbeat = Clock::now();
+        bool waiting = false;                 // requests were outstanding at the last look
+        Clock::time_point silent_since;       // then: when the broker last spoke
+        const std::string heartbeat = protocol::client_heartbeat_message();
+        while (!closing()) {
+            long timeout = 1000;  // idle: nothing to heartbeat for; submit() and close() wake the wait
+            if (connection_.backlogged()) {
+                timeout = 10;
+            } else if (!idle()) {
+                const auto due = std::chrono::duration_cast<milliseconds>(next_heartbeat - Clock::now()).count();
+                timeout = std::max<long>(0, std::min<long>(1000, static_cast<long>(due)));
+            }
+            connection_.wait(timeout);
+            connection_.flush();
+            bool heard = false;
+            while (auto frames = connection_.recv()) {
+                heard = true;
+                if (auto announced = protocol::parse_broker_instance(*frames)) {
+                    if (instance && *announced != *instance)
+                        resend();  // the broker restarted: it knows none of our requests
+                    instance = std::move(announced);
+                } else {
+                    on_reply(std::move(*frames));
+                }
+            }
+            const auto now = Clock::now();
+            if (idle()) {
+                waiting = false;
+                continue;
+            }
+            if (heard || !waiting) {
+                silent_since = now;
+                waiting = true;
+            } else if (now - silent_since > expiry) {
+                ++reconnects_;
+                connection_.reopen();
+                resend();
+                silent_since = now;
+            }
+            if (now >= next_heartbeat) {
+                connection_.send(heartbeat);
+                next_heartbeat = now + interval;
+            }
+        }
+        connection_.close(0);
+    }
+
+    void resend()
+    {
+        std::vector<std::shared_ptr<const std::string>> outstanding;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            outstanding.reserve(waiting_.size());
+            for (const auto &entry : waiting_)
+                outstanding.push_back(entry.second.packed);
+        }
+        resent_ += outstanding.size();
+        for (const auto &packed : outstanding)
+            connection_.send(*packed);
+    }
+
+    void on_reply(Frames &&frames)
+    {
+        auto reply = protocol::parse_client_reply(std::move(frames));
+        if (!reply)
+            return;  // not a GDP reply: the broker never sends one
+        if (!reply->final) {
+            OnPartial callback;
+            Clock::time_point sent;
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                auto found = waiting_.find(reply->request_id);
+                if (found == waiting_.end() || !found->second.on_partial)
+                    return;
+                callback = found->second.on_partial;
+                sent = found->second.sent;
+            }
+            Reply partial{std::move(reply->body), std::nullopt, std::nullopt, sent, Clock::now(), true};
+            try {
+                callback(partial);
+            } catch (...) {  // a faulty callback must not stop the IO thread
+            }
+            return;
+        }
+        std::optional<Pending> pending;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto found = waiting_.find(reply->request_id);
+            if (found != waiting_.end()) {
+                pending.emplace(std::move(found->second));
+                waiting_.erase(found);
+            }
+        }
+        if (!pending) {
+            ++replies_dropped_;
+            return;
+        }
+        if (reply->status == protocol::ok) {
+            Reply result{std::move(reply->body), std::nullopt, std::nullopt, pending->sent, Clock::now(), false};
+            if (auto timing = protocol::parse_timing(reply->timing)) {
+                result.queued = timing->first;
+                result.served = timing->second;
+            }
+            pending->promise.set_value(std::move(result));
+        } else {
+            std::string reason = reply->body.empty() ? std::string() : std::move(reply->body.front());
+            pending->promise.set_exception(std::make_exception_ptr(RequestFailed(reply->status, std::move(reason))));
+        }
+    }
+
+    ClientOptions options_;
+    detail::Context context_;
+    detail::Connection connection_;
+    std::string prefix_;
+    std::atomic<std::uint64_t> serial_{0};
+    std::mutex mutex_;  // guards waiting_ and closed_
+    std::unordered_map<std::string, Pending> waiting_;
+    bool closed_ = false;
+    std::atomic<std::uint64_t> resent_{0}, reconnects_{0}, replies_dropped_{0};
+    std::thread thread_;  // last: started once everything above exists
+};
+
+}  // namespace generaldomo

@@ -1,0 +1,232 @@
+// generaldomo/protocol.hpp: the SERVER-transport framing (CZMQ's zmsg_encode layout) and the GDP client and
+// worker messages, byte for byte as docs/protocol.rst gives them. No sockets, no threads.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace generaldomo {
+
+using Frames = std::vector<std::string>;  // a message: frames of bytes (empty frames are legal)
+
+namespace protocol {
+
+inline constexpr std::string_view client_header = "GDPC01";
+inline constexpr std::string_view worker_header = "GDPW01";
+
+// GDP client command bytes.
+inline constexpr char client_request = 0x01, client_partial = 0x02, client_final = 0x03, client_heartbeat = 0x04;
+// GDP worker command bytes (results travel in READY: there is no FINAL).
+inline constexpr char worker_ready = 0x01, worker_request = 0x02, worker_partial = 0x03, worker_heartbeat = 0x05,
+                      worker_disconnect = 0x06;
+
+// Status codes of FINAL replies.
+inline constexpr int ok = 200, bad_request = 400, too_large = 413, worker_error = 500, unavailable = 503,
+                     expired = 504;
+
+class DecodeError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// ------------------------------------------------------------------------------------------ framing
+
+// Append one frame: its length (one byte below 255, else 0xFF and 4 bytes big-endian), then its bytes.
+inline void append_frame(std::string &out, std::string_view frame)
+{
+    const std::size_t size = frame.size();
+    if (size < 0xFF) {
+        out.push_back(static_cast<char>(size));
+    } else {
+        if (size > 0xFFFFFFFFu)
+            throw std::length_error("frame too large to encode");
+        out.push_back(static_cast<char>(0xFF));
+        for (int shift = 24; shift >= 0; shift -= 8)
+            out.push_back(static_cast<char>((size >> shift) & 0xFF));
+    }
+    out.append(frame);
+}
+
+inline std::string encode(const Frames &frames)
+{
+    std::string out;
+    for (const auto &frame : frames)
+        append_frame(out, frame);
+    return out;
+}
+
+// Unpack bytes made by encode(); throws DecodeError if a length runs past the end.
+inline Frames decode(std::string_view data)
+{
+    Frames frames;
+    std::size_t pos = 0;
+    const std::size_t end = data.size();
+    while (pos < end) {
+        std::size_t size = static_cast<unsigned char>(data[pos++]);
+        if (size == 0xFF) {
+            if (end - pos < 4)
+                throw DecodeError("truncated length prefix");
+            size = 0;
+            for (int i = 0; i < 4; ++i)
+                size = (size << 8) | static_cast<unsigned char>(data[pos++]);
+        }
+        if (end - pos < size)
+            throw DecodeError("frame runs past the end of the message");
+        frames.emplace_back(data.substr(pos, size));
+        pos += size;
+    }
+    return frames;
+}
+
+// ------------------------------------------------------------------------------------------ client side
+
+// REQUEST: GDPC01, 0x01, request id, request description, payload...  (packed)
+inline std::string request(std::string_view request_id, std::string_view description, const Frames &body)
+{
+    std::string out;
+    append_frame(out, client_header);
+    append_frame(out, std::string_view(&client_request, 1));
+    append_frame(out, request_id);
+    append_frame(out, description);
+    for (const auto &frame : body)
+        append_frame(out, frame);
+    return out;
+}
+
+// HEARTBEAT: GDPC01, 0x04  (packed)
+inline std::string client_heartbeat_message()
+{
+    std::string out;
+    append_frame(out, client_header);
+    append_frame(out, std::string_view(&client_heartbeat, 1));
+    return out;
+}
+
+// A broker reply to a client: PARTIAL (final false, status 0) or FINAL.
+struct ClientReply {
+    std::string request_id;
+    bool final = false;
+    int status = 0;      // FINAL: the status digits as a number; -1 if they are not digits
+    std::string timing;  // FINAL: empty or 16 bytes
+    Frames body;
+};
+
+inline int parse_status(std::string_view digits)
+{
+    if (digits.empty() || digits.size() > 6)
+        return -1;
+    int value = 0;
+    for (char c : digits) {
+        if (c < '0' || c > '9')
+            return -1;
+        value = value * 10 + (c - '0');
+    }
+    return value;
+}
+
+// PARTIAL: GDPC01, 0x02, request id, partial payload...; FINAL: GDPC01, 0x03, request id, status, timing,
+// payload...  Anything else: nullopt.
+inline std::optional<ClientReply> parse_client_reply(Frames &&frames)
+{
+    if (frames.size() < 3 || frames[0] != client_header || frames[1].size() != 1)
+        return std::nullopt;
+    ClientReply reply;
+    const char command = frames[1][0];
+    if (command == client_final && frames.size() >= 5) {
+        reply.final = true;
+        reply.status = parse_status(frames[3]);
+        reply.timing = std::move(frames[4]);
+        reply.body.assign(std::make_move_iterator(frames.begin() + 5), std::make_move_iterator(frames.end()));
+    } else if (command == client_partial) {
+        reply.body.assign(std::make_move_iterator(frames.begin() + 3), std::make_move_iterator(frames.end()));
+    } else {
+        return std::nullopt;
+    }
+    reply.request_id = std::move(frames[2]);
+    return reply;
+}
+
+// The broker's answer to a client HEARTBEAT (GDPC01, 0x04, broker instance): the instance, else nullopt.
+inline std::optional<std::string> parse_broker_instance(const Frames &frames)
+{
+    if (frames.size() == 3 && frames[0] == client_header && frames[1].size() == 1 && frames[1][0] == client_heartbeat)
+        return frames[2];
+    return std::nullopt;
+}
+
+// A timing frame: (seconds queued, seconds served), two big-endian IEEE 754 doubles; nullopt if empty.
+inline std::optional<std::pair<double, double>> parse_timing(std::string_view frame)
+{
+    if (frame.size() != 16)
+        return std::nullopt;
+    auto read = [&](std::size_t at) {
+        std::uint64_t bits = 0;
+        for (std::size_t i = 0; i < 8; ++i)
+            bits = (bits << 8) | static_cast<unsigned char>(frame[at + i]);
+        double value;
+        std::memcpy(&value, &bits, sizeof value);
+        return value;
+    };
+    return std::make_pair(read(0), read(8));
+}
+
+// ------------------------------------------------------------------------------------------ worker side
+
+inline std::string worker_message(char command, std::initializer_list<std::string_view> args = {},
+                                  const Frames &more = {})
+{
+    std::string out;
+    append_frame(out, worker_header);
+    append_frame(out, std::string_view(&command, 1));
+    for (auto arg : args)
+        append_frame(out, arg);
+    for (const auto &frame : more)
+        append_frame(out, frame);
+    return out;
+}
+
+// READY: GDPW01, 0x01, service description
+inline std::string ready(std::string_view description) { return worker_message(worker_ready, {description}); }
+
+// READY + result: GDPW01, 0x01, service description, task id, status, result...
+inline std::string ready(std::string_view description, std::string_view task_id, int status, const Frames &result)
+{
+    const std::string digits = std::to_string(status);
+    return worker_message(worker_ready, {description, task_id, digits}, result);
+}
+
+// PARTIAL: GDPW01, 0x03, task id, partial result...
+inline std::string partial(std::string_view task_id, const Frames &body)
+{
+    return worker_message(worker_partial, {task_id}, body);
+}
+
+// A broker message to a worker: REQUEST (args: task id, request description, payload...), HEARTBEAT or
+// DISCONNECT; nullopt for anything else.
+struct WorkerCommand {
+    char command;
+    Frames args;
+};
+
+inline std::optional<WorkerCommand> parse_worker_command(Frames &&frames)
+{
+    if (frames.size() < 2 || frames[0] != worker_header || frames[1].size() != 1)
+        return std::nullopt;
+    const char command = frames[1][0];
+    if (command != worker_request && command != worker_heartbeat && command != worker_disconnect)
+        return std::nullopt;
+    if (command == worker_request && frames.size() < 4)
+        return std::nullopt;
+    return WorkerCommand{command, Frames(std::make_move_iterator(frames.begin() + 2),
+                                         std::make_move_iterator(frames.end()))};
+}
+
+}  // namespace protocol
+}  // namespace generaldomo

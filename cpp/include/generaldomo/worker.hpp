@@ -1,0 +1,257 @@
+// generaldomo/worker.hpp: generaldomo::Worker, a GDP worker over the SERVER transport that serves one service
+// description with a handler. It owns the worker's side of the conversation: READY (carrying the previous
+// result), heartbeats both ways (also while the handler runs), reconnecting when the broker falls silent or
+// says DISCONNECT, and DISCONNECT when it stops. The IO thread owns the socket; the handler runs on a
+// thread of its own, one task at a time.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "generaldomo/connection.hpp"
+#include "generaldomo/protocol.hpp"
+
+namespace generaldomo {
+
+// One task as the handler sees it.
+class Task {
+public:
+    Task(std::string description, Frames payload, std::function<void(const Frames &)> send_partial)
+        : description_(std::move(description)), payload_(std::move(payload)), send_partial_(std::move(send_partial))
+    {
+    }
+    const std::string &description() const { return description_; }  // the request description
+    const Frames &payload() const { return payload_; }
+    // Send a partial result to the client now, before the final one (a streaming handler).
+    void partial(const Frames &frames) const { send_partial_(frames); }
+
+private:
+    std::string description_;
+    Frames payload_;
+    std::function<void(const Frames &)> send_partial_;
+};
+
+struct WorkerOptions {
+    std::chrono::milliseconds heartbeat_interval{2500};
+    int liveness = 3;         // silent heartbeat intervals before the worker reconnects
+    void *context = nullptr;  // a libzmq context to use; by default the worker makes its own
+};
+
+class Worker {
+public:
+    // The handler returns the result frames; an exception becomes a 500 reply carrying its what().
+    using Handler = std::function<Frames(const Task &)>;
+
+    // Starts serving at once, on a thread of its own, until stop() or destruction.
+    Worker(std::string endpoint, std::string description, Handler handler, WorkerOptions options = {})
+        : description_(std::move(description)), handler_(std::move(handler)), options_(options),
+          context_(options.context), connection_(context_.get(), std::move(endpoint))
+    {
+        handler_thread_ = std::thread([this] { run_handler(); });
+        io_thread_ = std::thread([this] { serve(); });
+    }
+
+    // A handler that needs only the payload.
+    Worker(std::string endpoint, std::string description, std::function<Frames(const Frames &)> handler,
+           WorkerOptions options = {})
+        : Worker(std::move(endpoint), std::move(description),
+                 Handler([handler = std::move(handler)](const Task &task) { return handler(task.payload()); }),
+                 options)
+    {
+    }
+
+    Worker(const Worker &) = delete;
+    Worker &operator=(const Worker &) = delete;
+    ~Worker()
+    {
+        stop();
+        wait();
+    }
+
+    // Make the worker leave: the broker is told at once (a running task is reissued and its result
+    // discarded). Returns at once; any thread. wait() returns once the worker has stopped.
+    void stop()
+    {
+        stopping_ = true;
+        connection_.wake();
+    }
+
+    // Wait until the worker has stopped: DISCONNECT sent, the handler returned, both threads ended.
+    void wait()
+    {
+        std::lock_guard<std::mutex> lock(stop_mutex_);
+        if (io_thread_.joinable())
+            io_thread_.join();
+    }
+
+    bool busy() const { return busy_; }
+    std::uint64_t tasks_done() const { return tasks_done_; }
+    std::uint64_t reconnects() const { return reconnects_; }
+
+private:
+    struct Result {
+        std::string task_id;
+        int status;
+        Frames frames;
+    };
+
+    // ---------------------------------------------------------------------------------------- IO thread
+
+    void serve()
+    {
+        const auto interval = options_.heartbeat_interval;
+        const auto expiry = interval * options_.liveness;
+        const std::string heartbeat = protocol::worker_message(protocol::worker_heartbeat);
+        connection_.send(protocol::ready(description_));
+        auto heard = Clock::now();
+        auto next_heartbeat = heard + interval;
+        bool dismissed = false;  // the broker said DISCONNECT while the handler ran: its result is moot
+        while (!stopping_) {
+            const auto due = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - Clock::now());
+            connection_.wait(connection_.backlogged() ? 10 : std::max<long>(0, static_cast<long>(due.count())));
+            connection_.flush();
+            if (stopping_)
+                break;
+            if (auto result = take_result()) {
+                busy_ = false;
+                ++tasks_done_;
+                if (dismissed) {
+                    reconnect();
+                    dismissed = false;
+                } else {
+                    connection_.send(protocol::ready(description_, result->task_id, result->status, result->frames));
+                }
+                heard = Clock::now();  // the broker's heartbeats were read meanwhile
+            }
+            while (auto frames = connection_.recv()) {
+                heard = Clock::now();
+                auto command = protocol::parse_worker_command(std::move(*frames));
+                if (!command)
+                    continue;  // not a GDP worker command: the broker never sends one
+                if (command->command == protocol::worker_disconnect) {
+                    if (busy_) {
+                        dismissed = true;
+                    } else {
+                        reconnect();
+                    }
+                    break;
+                }
+                if (command->command == protocol::worker_request && !busy_ && !dismissed)
+                    hand_over(std::move(command->args));  // a task while another runs is ignored
+            }
+            const auto now = Clock::now();
+            if (!busy_ && now - heard > expiry) {
+                reconnect();
+                heard = now;
+            }
+            if (now >= next_heartbeat && !connection_.backlogged()) {  // no heartbeats pile up for a gone broker
+                connection_.send(heartbeat);
+                next_heartbeat = now + interval;
+            }
+        }
+        connection_.send(protocol::worker_message(protocol::worker_disconnect));
+        connection_.close(500);  // DISCONNECT still leaves
+        {
+            std::lock_guard<std::mutex> lock(task_mutex_);
+            handler_exit_ = true;
+        }
+        task_ready_.notify_one();
+        handler_thread_.join();  // waits for a running handler to return
+    }
+
+    void reconnect()
+    {
+        ++reconnects_;
+        connection_.reopen();
+        connection_.send(protocol::ready(description_));
+    }
+
+    // args: task id, request description, payload...
+    void hand_over(Frames &&args)
+    {
+        busy_ = true;
+        {
+            std::lock_guard<std::mutex> lock(task_mutex_);
+            task_id_ = std::move(args[0]);
+            task_description_ = std::move(args[1]);
+            task_payload_.assign(std::make_move_iterator(args.begin() + 2), std::make_move_iterator(args.end()));
+            has_task_ = true;
+        }
+        task_ready_.notify_one();
+    }
+
+    std::optional<Result> take_result()
+    {
+        std::lock_guard<std::mutex> lock(task_mutex_);
+        std::optional<Result> result = std::move(result_);
+        result_.reset();
+        return result;
+    }
+
+    // ---------------------------------------------------------------------------------------- handler thread
+
+    void run_handler()
+    {
+        while (true) {
+            std::string task_id;
+            std::string description;
+            Frames payload;
+            {
+                std::unique_lock<std::mutex> lock(task_mutex_);
+                task_ready_.wait(lock, [this] { return has_task_ || handler_exit_; });
+                if (!has_task_)
+                    return;
+                has_task_ = false;
+                task_id = std::move(task_id_);
+                description = std::move(task_description_);
+                payload = std::move(task_payload_);
+            }
+            // The IO thread does not reconnect while a task runs, so partials go to the broker that sent it.
+            Task task(std::move(description), std::move(payload), [this, &task_id](const Frames &frames) {
+                if (!stopping_)
+                    connection_.send(protocol::partial(task_id, frames));
+            });
+            Result result{task_id, protocol::ok, {}};
+            try {
+                result.frames = handler_(task);
+            } catch (const std::exception &error) {
+                result = Result{task_id, protocol::worker_error, {error.what()}};
+            } catch (...) {
+                result = Result{task_id, protocol::worker_error, {"unknown exception"}};
+            }
+            {
+                std::lock_guard<std::mutex> lock(task_mutex_);
+                result_ = std::move(result);
+            }
+            connection_.wake();
+        }
+    }
+
+    std::string description_;
+    Handler handler_;
+    WorkerOptions options_;
+    detail::Context context_;
+    detail::Connection connection_;
+    std::atomic<bool> stopping_{false}, busy_{false};
+    std::atomic<std::uint64_t> tasks_done_{0}, reconnects_{0};
+    std::mutex task_mutex_;  // guards the hand-over below, both ways
+    std::condition_variable task_ready_;
+    bool has_task_ = false, handler_exit_ = false;
+    std::string task_id_, task_description_;
+    Frames task_payload_;
+    std::optional<Result> result_;
+    std::mutex stop_mutex_;  // serialises wait() callers
+    std::thread handler_thread_, io_thread_;
+};
+
+}  // namespace generaldomo

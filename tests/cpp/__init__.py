@@ -1,0 +1,1 @@
+"""C++ test programs on the header-only library in cpp/include, and how to build them."""

@@ -1,0 +1,201 @@
+// tests/cpp/gd_client.cpp: generaldomo::Client driven the ways the cross-language tests need.
+//
+// gd_client --mode threads|pool|burst [--service echo] [--threads T] [--requests N] [--frames]
+//           [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT
+//   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
+//            "<thread> <n> <reply>" per request, thread by thread, in order.
+//   pool     a pool of T threads runs 2N tasks: task k asks "k<k>", and its answer is asked again by a
+//            second-stage task, each stage run by whichever pool thread is free; prints "<k> <reply>".
+//   burst    submits N requests "b<k>" at once, prints "submitted N", then waits for each; prints
+//            "<k> <reply> partials <p1>,<p2>..." and finally "resent R reconnects C dropped D".
+// <reply> is the reply's frames joined by '|', or "error <status> <reason>", or "timeout". --frames sends
+// three frames: the payload, an empty frame and 300 bytes "x" (a long length prefix). Ends with "done".
+#include <generaldomo/generaldomo.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "options.hpp"
+
+namespace {
+
+using generaldomo::Frames;
+using std::chrono::milliseconds;
+
+std::string join(const Frames &frames)
+{
+    std::string out;
+    for (std::size_t i = 0; i < frames.size(); ++i)
+        out += (i ? "|" : "") + frames[i];
+    return out;
+}
+
+// The text of an answer: its frames, or what went wrong.
+std::string answer(const std::function<generaldomo::Reply()> &get)
+{
+    try {
+        return join(get().frames);
+    } catch (const generaldomo::RequestFailed &error) {
+        return "error " + std::to_string(error.status()) + " " + error.reason();
+    } catch (const generaldomo::Timeout &) {
+        return "timeout";
+    }
+}
+
+// A hand-made thread pool: each task is picked up by whichever thread is free.
+class Pool {
+public:
+    explicit Pool(int threads)
+    {
+        for (int i = 0; i < threads; ++i)
+            threads_.emplace_back([this] { work(); });
+    }
+    ~Pool()
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            done_ = true;
+        }
+        wake_.notify_all();
+        for (auto &thread : threads_)
+            thread.join();
+    }
+    void post(std::function<void()> task)
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            tasks_.push_back(std::move(task));
+        }
+        wake_.notify_one();
+    }
+
+private:
+    void work()
+    {
+        while (true) {
+            std::function<void()> task;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                wake_.wait(lock, [this] { return done_ || !tasks_.empty(); });
+                if (tasks_.empty())
+                    return;
+                task = std::move(tasks_.front());
+                tasks_.pop_front();
+            }
+            task();
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::function<void()>> tasks_;
+    bool done_ = false;
+    std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+    const Options options(argc, argv,
+                          {"--mode", "--service", "--threads", "--requests", "--heartbeat-ms", "--liveness",
+                           "--timeout-ms"},
+                          {"--frames"});
+    const std::string mode = options.get("--mode", "threads");
+    const std::string service = options.get("--service", "echo");
+    const int threads = static_cast<int>(options.number("--threads", 4));
+    const long requests = options.number("--requests", 10);
+    const milliseconds timeout(options.number("--timeout-ms", 60000));
+    const bool frames = options.flag("--frames");
+    auto body = [&](const std::string &payload) {
+        return frames ? Frames{payload, "", std::string(300, 'x')} : Frames{payload};
+    };
+
+    generaldomo::ClientOptions settings;
+    settings.heartbeat_interval = milliseconds(options.number("--heartbeat-ms", 2500));
+    settings.liveness = static_cast<int>(options.number("--liveness", 3));
+    generaldomo::Client client(options.endpoint, settings);
+
+    if (mode == "threads") {
+        std::vector<std::vector<std::string>> lines(threads);
+        std::vector<std::thread> running;
+        for (int t = 0; t < threads; ++t)
+            running.emplace_back([&, t] {
+                for (long n = 0; n < requests; ++n) {
+                    const std::string payload = "t" + std::to_string(t) + "-" + std::to_string(n);
+                    lines[t].push_back(std::to_string(t) + " " + std::to_string(n) + " " +
+                                       answer([&] { return client.request(service, body(payload), timeout); }));
+                }
+            });
+        for (auto &thread : running)
+            thread.join();
+        for (const auto &mine : lines)
+            for (const auto &line : mine)
+                std::printf("%s\n", line.c_str());
+    } else if (mode == "pool") {
+        std::mutex mutex;
+        std::condition_variable finished;
+        std::map<long, std::string> results;
+        {
+            Pool pool(threads);
+            for (long k = 0; k < requests; ++k)
+                pool.post([&, k] {
+                    const std::string first =
+                        answer([&] { return client.request(service, body("k" + std::to_string(k)), timeout); });
+                    pool.post([&, k, first] {
+                        const std::string second = answer([&] { return client.request(service, {first}, timeout); });
+                        std::lock_guard<std::mutex> lock(mutex);
+                        results[k] = second;
+                        finished.notify_one();
+                    });
+                });
+            std::unique_lock<std::mutex> lock(mutex);
+            const auto deadline = std::chrono::steady_clock::now() + 4 * timeout;  // each task waits twice at most
+            finished.wait_until(lock, deadline, [&] { return static_cast<long>(results.size()) == requests; });
+        }  // the pool's threads end here, once the tasks they run are done
+        for (const auto &[k, result] : results)
+            std::printf("%ld %s\n", k, result.c_str());
+    } else if (mode == "burst") {
+        std::mutex mutex;
+        std::vector<std::vector<std::string>> partials(requests);
+        std::vector<std::future<generaldomo::Reply>> futures;
+        for (long k = 0; k < requests; ++k)
+            futures.push_back(client.submit(service, body("b" + std::to_string(k)),
+                                            [&, k](const generaldomo::Reply &partial) {
+                                                std::lock_guard<std::mutex> lock(mutex);
+                                                partials[k].push_back(join(partial.frames));
+                                            }));
+        std::printf("submitted %ld\n", requests);
+        std::fflush(stdout);
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        for (long k = 0; k < requests; ++k) {
+            const std::string result = answer([&] {
+                if (futures[k].wait_until(deadline) != std::future_status::ready)
+                    throw generaldomo::Timeout("timeout");
+                return futures[k].get();
+            });
+            std::lock_guard<std::mutex> lock(mutex);
+            std::string seen;
+            for (const auto &partial : partials[k])
+                seen += (seen.empty() ? "" : ",") + partial;
+            std::printf("%ld %s partials %s\n", k, result.c_str(), seen.c_str());
+        }
+        std::printf("resent %llu reconnects %llu dropped %llu\n", static_cast<unsigned long long>(client.resent()),
+                    static_cast<unsigned long long>(client.reconnects()),
+                    static_cast<unsigned long long>(client.replies_dropped()));
+    } else {
+        Options::usage(argv[0], "unknown mode " + mode);
+    }
+    std::printf("done\n");
+    return 0;
+}

@@ -1,0 +1,95 @@
+// tests/cpp/gd_worker.cpp: an echo worker on generaldomo::Worker, for the cross-language tests.
+//
+// gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L] [-v]
+//           ENDPOINT
+// Echoes each request's frames, the first prefixed with --tag, after --partials partial results ("T<first>#i")
+// and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v). A first frame "fail" makes the handler throw. -v prints
+// "request <first frame>" when a task starts and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
+// stops (telling the broker) and prints "stopped after N tasks".
+#include <generaldomo/generaldomo.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "options.hpp"
+
+namespace {
+
+std::mutex stop_mutex;
+std::condition_variable stop_signal;
+bool stopping = false;
+
+void say(const std::string &line)
+{
+    static std::mutex out;
+    std::lock_guard<std::mutex> lock(out);
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+    const Options options(argc, argv, {"--service", "--tag", "--delay-ms", "--partials", "--heartbeat-ms", "--liveness"},
+                          {"-v"});
+    const std::string tag = options.get("--tag", "");
+    const auto delay = std::chrono::milliseconds(options.number("--delay-ms", 0));
+    const long partials = options.number("--partials", 0);
+    const bool verbose = options.flag("-v");
+
+    sigset_t signals;  // blocked in every thread (the worker's inherit the mask); main waits for them
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    generaldomo::WorkerOptions settings;
+    settings.heartbeat_interval = std::chrono::milliseconds(options.number("--heartbeat-ms", 2500));
+    settings.liveness = static_cast<int>(options.number("--liveness", 3));
+
+    auto handler = [&](const generaldomo::Task &task) {
+        generaldomo::Frames frames = task.payload();
+        const std::string first = frames.empty() ? std::string() : frames.front();
+        if (verbose)
+            say("request " + first);
+        for (long i = 1; i <= partials; ++i)
+            task.partial({tag + first + "#" + std::to_string(i)});
+        {
+            std::unique_lock<std::mutex> lock(stop_mutex);
+            if (stop_signal.wait_for(lock, delay, [] { return stopping; })) {
+                if (verbose)
+                    say("interrupted " + first);
+                return frames;  // the worker is stopping: this result is discarded
+            }
+        }
+        if (first == "fail")
+            throw std::runtime_error("asked to fail");
+        if (frames.empty())
+            frames.emplace_back();
+        frames.front() = tag + frames.front();
+        if (verbose)
+            say("replied " + first);
+        return frames;
+    };
+    generaldomo::Worker worker(options.endpoint, options.get("--service", "echo"), handler, settings);
+
+    int received = 0;
+    sigwait(&signals, &received);
+    worker.stop();  // first, so that the interrupted task's result is not sent
+    {
+        std::lock_guard<std::mutex> lock(stop_mutex);
+        stopping = true;
+    }
+    stop_signal.notify_all();
+    worker.wait();
+    say("stopped after " + std::to_string(worker.tasks_done()) + " tasks");
+    return 0;
+}
