@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+
+from generaldomo.cli import COMMANDS, parser
+from generaldomo.sansio.settings import Settings
 
 COMMAND = [sys.executable, "-m", "generaldomo"]
 
@@ -114,3 +119,68 @@ def test_one_broker_both_transports(processes: list[subprocess.Popen]) -> None:
     )
     assert client.returncode == 0, client.stderr
     assert client.stdout.splitlines() == ["across"]
+
+
+def _subparsers(top: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    [commands] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(commands.choices)
+
+
+def test_help_is_plain_text_and_lists_every_command() -> None:
+    result = subprocess.run([*COMMAND, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    for name in ("broker", "worker", "client", "demo", "doctor", "status", "flow", "bridge"):
+        assert f"    {name} " in result.stdout, name
+    assert [command.name for command in COMMANDS] == list(_subparsers(parser()))
+    for text in [result.stdout, *(sub.format_help() for sub in _subparsers(parser()).values())]:
+        assert "``" not in text and ":mod:" not in text and ":func:" not in text and ":class:" not in text
+
+
+def test_every_default_is_shown() -> None:
+    for name, sub in _subparsers(parser()).items():
+        text = " ".join(sub.format_help().split())  # unwrapped
+        for action in sub._actions:
+            default, flags = action.default, action.option_strings
+            if action.nargs == 0 or not flags or action.required:  # switches, positionals, required options
+                continue
+            if default is None or default is argparse.SUPPRESS or default == []:  # leaving it out must be explained
+                assert "default" in (action.help or ""), (name, flags)
+            else:
+                assert f"(default: {default})" in text or "default" in (action.help or ""), (name, flags)
+
+
+def test_defaults_come_from_settings() -> None:
+    settings, commands = Settings(), _subparsers(parser())
+    broker = commands["broker"].parse_args([])
+    assert (broker.heartbeat, broker.liveness) == (settings.heartbeat_interval, settings.liveness)
+    assert (broker.max_attempts, broker.max_message) == (settings.max_attempts, settings.max_message)
+    assert broker.queue_timeout == settings.queue_timeout
+
+
+def test_name_flags_have_one_meaning_each_and_the_old_spelling_still_works() -> None:
+    top = parser()
+    assert top.parse_args(["broker", "--beacon-name", "a"]).beacon_name == "a"
+    assert top.parse_args(["broker", "--name", "b"]).beacon_name == "b"  # the documented older spelling
+    assert top.parse_args(["worker", "--name", "c"]).name == "c"  # peers: only a broker announcing this name
+
+
+def _client_logs(*args: str) -> str:
+    """stderr of a client pointed (by $GENERALDOMO_BROKER) at a port where nothing listens."""
+    env = {**os.environ, "GENERALDOMO_BROKER": "tcp://127.0.0.1:9"}
+    env.pop("GENERALDOMO_BROKER_FILE", None)
+    argv = [*COMMAND, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env).stderr
+
+
+@pytest.mark.parametrize(
+    "argv, debug",
+    [
+        (["-vv", "client", "--timeout", "0.2", "echo"], True),
+        (["client", "-vv", "--timeout", "0.2", "echo"], True),
+        (["-v", "client", "--timeout", "0.2", "echo", "-v"], True),
+        (["client", "-v", "--timeout", "0.2", "echo"], False),
+    ],
+)
+def test_verbosity_anywhere_on_the_line(argv: list[str], debug: bool) -> None:
+    logs = _client_logs(*argv)
+    assert ("DEBUG" in logs and "from $GENERALDOMO_BROKER" in logs) is debug, logs
