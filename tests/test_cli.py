@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import zmq
 
 from generaldomo.cli import COMMANDS, parser
 from generaldomo.sansio.settings import Settings
@@ -184,3 +188,87 @@ def _client_logs(*args: str) -> str:
 def test_verbosity_anywhere_on_the_line(argv: list[str], debug: bool) -> None:
     logs = _client_logs(*argv)
     assert ("DEBUG" in logs and "from $GENERALDOMO_BROKER" in logs) is debug, logs
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    probe = zmq.Context.instance().socket(zmq.ROUTER)
+    port = probe.bind_to_random_port("tcp://127.0.0.1")
+    probe.close(linger=0)
+    return port
+
+
+def _client(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*COMMAND, "client", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_client_says_when_no_broker_answers(transport: str) -> None:
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    result = _client("--transport", transport, "--connect", endpoint, "--timeout", "0.3", "echo")
+    other = "server" if transport == "router" else "router"
+    assert result.returncode == 3, result.stderr
+    assert f"no broker answered at {endpoint} over {transport} within" in result.stderr
+    assert f"try --transport {other}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_client_on_the_wrong_transport_is_told_the_right_one(transport: str, processes) -> None:
+    other = "server" if transport == "router" else "router"
+    broker = spawn(processes, "broker", "--transport", other, "--bind", "tcp://127.0.0.1:*")
+    endpoint = broker.stdout.readline().split()[-1]
+    result = _client("--transport", transport, "--connect", endpoint, "--timeout", "0.3", "echo")
+    assert result.returncode == 3, result.stderr
+    assert f"a broker answers there over {other}: use --transport {other}" in result.stderr
+
+
+def test_client_with_a_mistyped_service_gets_the_services_and_the_nearest_name(transport: str, processes) -> None:
+    broker = spawn(processes, "broker", "--transport", transport, "--bind", "tcp://127.0.0.1:*")
+    endpoint = broker.stdout.readline().split()[-1]
+    worker = spawn(processes, "worker", "--transport", transport, "--connect", endpoint, "--service", "echo")
+    assert "serving 'echo'" in worker.stdout.readline()
+    ok = _client("--transport", transport, "--connect", endpoint, "--timeout", "60", "echo", "up")
+    assert ok.returncode == 0 and ok.stdout == "up\n", ok.stderr  # the worker is registered
+    result = _client("--transport", transport, "--connect", endpoint, "--timeout", "0.3", "ecko", "x")
+    assert result.returncode == 1, result.stderr
+    assert "no worker serves 'ecko'" in result.stderr and "mmi.service says 404" in result.stderr
+    assert "services with workers: echo; did you mean 'echo'?" in result.stderr
+
+
+def test_client_timing_out_in_a_live_broker_says_the_request_is_queued_or_running(processes) -> None:
+    broker = spawn(processes, "broker", "--bind", "tcp://127.0.0.1:*")
+    endpoint = broker.stdout.readline().split()[-1]
+    worker = spawn(processes, "worker", "--connect", endpoint, "--service", "slow", "--sleep", "600")
+    assert "serving 'slow'" in worker.stdout.readline()
+    result = _client("--connect", endpoint, "--timeout", "1", "slow", "x")
+    if "no worker serves" in result.stderr:  # the worker had not registered yet: now it must have
+        result = _client("--connect", endpoint, "--timeout", "1", "slow", "x")
+    assert result.returncode == 4, result.stderr
+    assert "no reply to 'slow'" in result.stderr and "still queued or running" in result.stderr
+
+
+def _lines(stream) -> queue.Queue[str]:
+    """The lines of ``stream``, as a reader thread gets them."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
+    return lines
+
+
+def _expect(lines: queue.Queue[str], text: str, timeout: float = 60) -> str:
+    seen = []
+    while True:
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line with {text!r} within {timeout} s; saw {seen}") from None
+        if text in line:
+            return line
+        seen.append(line)
+
+
+def test_worker_warns_while_no_broker_answers_and_says_when_registered(tmp_path: Path, processes) -> None:
+    endpoint = f"ipc://{tmp_path}/broker.sock"
+    worker = spawn(processes, "worker", "--connect", endpoint, "--heartbeat", "0.2", "--service", "echo")
+    errors = _lines(worker.stderr)
+    line = _expect(errors, "warning")
+    assert f"no broker has answered at {endpoint} over router" in line and "still trying" in line
+    spawn(processes, "broker", "--bind", endpoint, "--heartbeat", "0.2")
+    assert f"registered for 'echo' at {endpoint}" in _expect(errors, "registered")

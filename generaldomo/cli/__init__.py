@@ -1,9 +1,8 @@
 """The generaldomo command: one subcommand per module of this package, registered in COMMANDS.
 
-This module owns the top-level parser (``--version``, ``-v``), logging, and turning errors into exit statuses:
-0 success, 1 the request failed or timed out, 2 a usage or set-up error (bad flag value, no draft sockets, no
-broker found), 130 interrupted. To add a command, write a module with a ``COMMAND`` and list it below. Every
-command runs the public Python API; the CLI adds no behaviour of its own.
+This module owns the top-level parser (``--version``, ``-v``), logging, and turning errors into exit statuses
+(:class:`generaldomo.cli.command.Exit`: set-up errors give ``USAGE``, Ctrl-C ``INTERRUPTED``). To add a
+command, write a module with a ``COMMAND`` and list it below. Every command runs the public Python API.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Sequence
 import zmq
 
 from generaldomo.cli import bridge, broker, client, demo, doctor, flow, status, worker
-from generaldomo.cli.command import Command, HelpFormatter
+from generaldomo.cli.command import Command, Exit, HelpFormatter
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.transport import DraftUnavailable, require_draft
 
@@ -46,9 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.command.run(args))
     except _ERRORS as error:
         print(f"generaldomo: {error}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     except KeyboardInterrupt:  # Ctrl-C on a command that installs no handler of its own (client, status)
-        return 130
+        return Exit.INTERRUPTED
 
 
 def parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from generaldomo.cli import options
-from generaldomo.cli.command import Command
+from generaldomo.cli.command import Command, Exit
 from generaldomo.io.bridge import IDLE_TIMEOUT, Bridge
 
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     bridge.start()
     options.wait_for_signal()
     bridge.stop()
-    return 0
+    return Exit.OK
 
 
 COMMAND = Command("bridge", "let generaldomo CLIENT peers use a standard MDP/0.1 broker", arguments, run)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import attrs
 
 from generaldomo.cli import options
-from generaldomo.cli.command import Command
+from generaldomo.cli.command import Command, Exit
 from generaldomo.io.address_file import Published
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
 from generaldomo.io.broker import Broker
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             cleanup.enter_context(Published(args.address_file, args.beacon_name, broker.core.instance.hex(), endpoints))
             print(f"generaldomo broker: address file {args.address_file}", flush=True)
         options.wait_for_signal()
-    return 0
+    return Exit.OK
 
 
 def _broker(args: argparse.Namespace) -> Broker:

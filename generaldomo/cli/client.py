@@ -1,7 +1,11 @@
 """``generaldomo client``: send one request, print the reply's frames one a line.
 
-This module owns the client command's flags, its output and its exit status; it runs
-:class:`generaldomo.peers.client.Client` and adds no behaviour of its own.
+This module owns the client command's flags, its output and its exit status. When no reply comes within
+``--timeout``, it finds out why (see :mod:`generaldomo.cli.probe`, at most ``PROBE_TIMEOUT`` seconds more per
+question) and says so, with an exit status of its own: nothing answers at the endpoint over this transport
+(and whether something does over the other one); no worker serves the service (with the services that have
+workers, and the nearest name); or the broker is alive and has workers, so the request is queued or running.
+The request itself goes through :class:`generaldomo.peers.client.Client`, unchanged.
 """
 
 from __future__ import annotations
@@ -9,9 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from generaldomo.cli import options
-from generaldomo.cli.command import Command
+from generaldomo.cli import options, probe
+from generaldomo.cli.command import Command, Exit
+from generaldomo.io.transport import draft_available
 from generaldomo.peers.client import Client, RequestFailed
+
+PROBE_TIMEOUT = 2.0  # seconds per diagnostic question after a timeout
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,20 +31,53 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with Client(
-        options.endpoint(args), args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness
-    ) as client:
+    endpoint = options.endpoint(args)
+    with Client(endpoint, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness) as client:
         try:
             reply = client.request(args.service, [p.encode() for p in args.payload], timeout=args.timeout)
         except RequestFailed as error:
-            print(f"generaldomo client: request failed: {error}", file=sys.stderr)
-            return 1
+            return _fail(Exit.FAILED, f"request failed: {error}")
         except TimeoutError as error:
-            print(f"generaldomo client: {error}", file=sys.stderr)
-            return 1
+            return _why_no_reply(args, endpoint, str(error))
     for frame in reply.frames:
         print(frame.decode(errors="replace"))
-    return 0
+    return Exit.OK
+
+
+def _fail(status: Exit, message: str) -> Exit:
+    print(f"generaldomo client: {message}", file=sys.stderr)
+    return status
+
+
+def _why_no_reply(args: argparse.Namespace, endpoint: str, no_reply: str) -> Exit:
+    if probe.broker_instance(endpoint, args.transport, PROBE_TIMEOUT) is None:
+        return _fail(Exit.NO_BROKER, _nobody_there(endpoint, args.transport, args.timeout + PROBE_TIMEOUT))
+    if probe.served(endpoint, args.transport, args.service, PROBE_TIMEOUT) is False:
+        known = probe.services(endpoint, args.transport, PROBE_TIMEOUT)
+        nearest = probe.nearest(args.service, known)
+        listed = ", ".join(known) or "none"
+        hint = f"; did you mean {nearest!r}?" if nearest else ""
+        return _fail(
+            Exit.FAILED,
+            f"{no_reply}: no worker serves {args.service!r} at {endpoint} (mmi.service says 404); services with "
+            f"workers: {listed}{hint}",
+        )
+    return _fail(
+        Exit.TIMED_OUT,
+        f"{no_reply}; the broker at {endpoint} answers and has workers for it, so the request is still queued or "
+        f"running (see: generaldomo status --transport {args.transport} {endpoint})",
+    )
+
+
+def _nobody_there(endpoint: str, transport: str, waited: float) -> str:
+    """Why nothing answered, with the other transport suggested, or named if a broker answers over it."""
+    other = next(t for t in options.TRANSPORTS if t != transport)
+    message = f"no broker answered at {endpoint} over {transport} within {waited:g} s"
+    if other == "server" and not draft_available():
+        return f"{message} (is one running there?)"
+    if probe.broker_instance(endpoint, other, PROBE_TIMEOUT) is not None:
+        return f"{message}; a broker answers there over {other}: use --transport {other}"
+    return f"{message} (is one running there? if it serves the other transport, try --transport {other})"
 
 
 COMMAND = Command("client", "send one request and print the reply", arguments, run)

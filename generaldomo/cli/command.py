@@ -1,15 +1,28 @@
 """What one subcommand of ``generaldomo`` is, and how help text shows defaults.
 
 This module owns the shape every command module fills in: a name, a one-line help, a function that adds its
-arguments and a function that runs it. It knows nothing of any particular command.
+arguments and a function that runs it, returning one of the exit statuses below. It knows nothing of any
+particular command.
 """
 
 from __future__ import annotations
 
 import argparse
+import enum
 from collections.abc import Callable
 
 import attrs
+
+
+class Exit(enum.IntEnum):
+    """Exit statuses of every command (README, "The command line")."""
+
+    OK = 0
+    FAILED = 1  # the broker answered the request with an error status, or no worker serves the service
+    USAGE = 2  # a bad option value or set-up: no draft sockets, no broker found, a resolver that does not load
+    NO_BROKER = 3  # nothing answered at the endpoint over the transport
+    TIMED_OUT = 4  # a live broker with workers for the service did not answer in time (queued or running)
+    INTERRUPTED = 130  # SIGINT
 
 
 @attrs.frozen

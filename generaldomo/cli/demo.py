@@ -11,7 +11,7 @@ import threading
 import time
 
 from generaldomo.cli import options
-from generaldomo.cli.command import Command
+from generaldomo.cli.command import Command, Exit
 from generaldomo.io.broker import Broker
 from generaldomo.io.transport import draft_available, require_draft
 from generaldomo.peers.client import Client
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print("generaldomo demo: no draft sockets; showing the router transport only", file=sys.stderr)
         transports = ("router",)
     failures = sum(not _show(transport, args.requests) for transport in transports)
-    return 1 if failures else 0
+    return Exit.FAILED if failures else Exit.OK
 
 
 def _show(transport: str, requests: int) -> bool:

@@ -10,7 +10,7 @@ import argparse
 import zmq
 
 from generaldomo import __version__
-from generaldomo.cli.command import Command
+from generaldomo.cli.command import Command, Exit
 from generaldomo.io.transport import draft_available
 
 
@@ -27,7 +27,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     print(versions())
-    return 0 if draft_available() else 1
+    return Exit.OK if draft_available() else Exit.FAILED
 
 
 COMMAND = Command("doctor", "report versions and draft-socket support", arguments, run)

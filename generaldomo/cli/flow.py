@@ -11,7 +11,7 @@ import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.broker import limit
-from generaldomo.cli.command import Command
+from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
 
 LIMITS = ("rate", "burst", "concurrency")
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(client.flow(args.service, timeout=args.timeout, **changes)))
         except (TimeoutError, RequestFailed) as error:
             print(f"generaldomo flow: {error}", file=sys.stderr)
-            return 1
-    return 0
+            return Exit.FAILED
+    return Exit.OK
 
 
 COMMAND = Command("flow", "show or change a service's flow limits (mmi.flow)", arguments, run)

@@ -12,7 +12,7 @@ import sys
 import time
 
 from generaldomo.cli import options
-from generaldomo.cli.command import Command
+from generaldomo.cli.command import Command, Exit
 from generaldomo.cli.status_view import render
 from generaldomo.peers.client import Client
 
@@ -36,14 +36,14 @@ def run(args: argparse.Namespace) -> int:
                 report = client.status(timeout=args.timeout)
             except TimeoutError as error:
                 print(f"generaldomo status: {error}", file=sys.stderr)
-                return 1
+                return Exit.FAILED
             print(json.dumps(report, indent=2) if args.json else render(report), flush=True)
             if args.watch is None:
-                return 0
+                return Exit.OK
             try:
                 time.sleep(args.watch)
             except KeyboardInterrupt:
-                return 0
+                return Exit.OK
             print()
 
 

@@ -1,17 +1,21 @@
 """``generaldomo worker``: the built-in echo worker, serving until SIGINT or SIGTERM.
 
-This module owns the worker command's flags and its signal handling; it runs :class:`generaldomo.peers.worker.Worker`
-and adds no behaviour of its own.
+This module owns the worker command's flags, its signal handling and what it reports: when the broker has
+not answered within ``--liveness`` heartbeats, or answers but lists no worker for the service, a warning on
+stderr (found by :mod:`generaldomo.cli.probe` on a connection of its own), and a line when that is resolved.
+It runs :class:`generaldomo.peers.worker.Worker` unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import sys
+import threading
 import time
 
-from generaldomo.cli import options
-from generaldomo.cli.command import Command
+from generaldomo.cli import options, probe
+from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.worker import Handler, Worker
 
 
@@ -56,8 +60,32 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, leave)
     print(f"generaldomo worker: serving {args.service!r} from {worker.endpoint} ({args.transport})", flush=True)
-    worker.serve()
-    return 0
+    stop = threading.Event()
+    watch = threading.Thread(target=_watch, args=(args, worker.endpoint, stop), name="generaldomo-watch", daemon=True)
+    watch.start()
+    try:
+        worker.serve()
+    finally:
+        stop.set()
+    return Exit.OK
+
+
+def _watch(args: argparse.Namespace, endpoint: str, stop: threading.Event) -> None:
+    """Every heartbeat, ask the broker whether a worker serves the service; say so when that changes."""
+    grace = args.heartbeat * args.liveness  # a few heartbeats to register in
+    warned = ""
+    while not stop.wait(grace if not warned else args.heartbeat):
+        if probe.broker_instance(endpoint, args.transport, args.heartbeat) is None:
+            problem = f"no broker has answered at {endpoint} over {args.transport} (wrong --transport?)"
+        elif not probe.served(endpoint, args.transport, args.service, args.heartbeat):
+            problem = f"the broker at {endpoint} answers but lists no worker for {args.service!r}"
+        else:
+            if warned:
+                print(f"generaldomo worker: registered for {args.service!r} at {endpoint}", file=sys.stderr, flush=True)
+            return
+        if problem != warned:
+            print(f"generaldomo worker: warning: {problem}; still trying", file=sys.stderr, flush=True)
+            warned = problem
 
 
 COMMAND = Command("worker", "run the built-in echo worker", arguments, run)
