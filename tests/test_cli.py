@@ -209,6 +209,14 @@ def test_client_says_when_no_broker_answers(transport: str) -> None:
     assert result.returncode == 3, result.stderr
     assert f"no broker answered at {endpoint} over {transport} within" in result.stderr
     assert f"try --transport {other}" in result.stderr and "Traceback" not in result.stderr
+    for command in (["status", endpoint], ["flow", "echo", "--connect", endpoint]):
+        result = subprocess.run(
+            [*COMMAND, *command, "--transport", transport, "--timeout", "0.3"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 3 and f"no broker answered at {endpoint} over {transport}" in result.stderr
 
 
 def test_client_on_the_wrong_transport_is_told_the_right_one(transport: str, processes) -> None:

@@ -28,7 +28,7 @@ A task broker on ZeroMQ: clients send requests, the broker hands them to workers
 Run "generaldomo COMMAND --help" for the options of one command. -v logs more (-vv: debug); it may be
 given before or after the command.
 """
-_ERRORS = (DraftUnavailable, ValueError, TypeError, ImportError, AttributeError, zmq.ZMQError, DiscoveryError)
+_ERRORS = (DraftUnavailable, ValueError, TypeError, ImportError, AttributeError, OSError, zmq.ZMQError, DiscoveryError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

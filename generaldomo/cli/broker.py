@@ -123,6 +123,7 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    stop = options.stop_on_signals()  # from here on a signal cannot skip the clean-up below
     broker = _broker(args)
     for transport, endpoint in broker.endpoints:
         print(f"generaldomo broker: {transport} {endpoint}", flush=True)
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             endpoints = announceable(broker.endpoints, BROADCAST)
             cleanup.enter_context(Published(args.address_file, args.beacon_name, broker.core.instance.hex(), endpoints))
             print(f"generaldomo broker: address file {args.address_file}", flush=True)
-        options.wait_for_signal()
+        options.wait_for_signal(stop)
     return Exit.OK
 
 

@@ -15,10 +15,9 @@ import sys
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.transport import draft_available
 from generaldomo.peers.client import Client, RequestFailed
 
-PROBE_TIMEOUT = 2.0  # seconds per diagnostic question after a timeout
+PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +50,11 @@ def _fail(status: Exit, message: str) -> Exit:
 
 def _why_no_reply(args: argparse.Namespace, endpoint: str, no_reply: str) -> Exit:
     if probe.broker_instance(endpoint, args.transport, PROBE_TIMEOUT) is None:
-        return _fail(Exit.NO_BROKER, _nobody_there(endpoint, args.transport, args.timeout + PROBE_TIMEOUT))
-    if probe.served(endpoint, args.transport, args.service, PROBE_TIMEOUT) is False:
+        return _fail(Exit.NO_BROKER, probe.nobody_answered(endpoint, args.transport, args.timeout + PROBE_TIMEOUT))
+    served = probe.served(endpoint, args.transport, args.service, PROBE_TIMEOUT)
+    if served is None:
+        return _fail(Exit.TIMED_OUT, f"{no_reply}; the broker at {endpoint} answers heartbeats but not mmi.service")
+    if not served:
         known = probe.services(endpoint, args.transport, PROBE_TIMEOUT)
         nearest = probe.nearest(args.service, known)
         listed = ", ".join(known) or "none"
@@ -67,17 +69,6 @@ def _why_no_reply(args: argparse.Namespace, endpoint: str, no_reply: str) -> Exi
         f"{no_reply}; the broker at {endpoint} answers and has workers for it, so the request is still queued or "
         f"running (see: generaldomo status --transport {args.transport} {endpoint})",
     )
-
-
-def _nobody_there(endpoint: str, transport: str, waited: float) -> str:
-    """Why nothing answered, with the other transport suggested, or named if a broker answers over it."""
-    other = next(t for t in options.TRANSPORTS if t != transport)
-    message = f"no broker answered at {endpoint} over {transport} within {waited:g} s"
-    if other == "server" and not draft_available():
-        return f"{message} (is one running there?)"
-    if probe.broker_instance(endpoint, other, PROBE_TIMEOUT) is not None:
-        return f"{message}; a broker answers there over {other}: use --transport {other}"
-    return f"{message} (is one running there? if it serves the other transport, try --transport {other})"
 
 
 COMMAND = Command("client", "send one request and print the reply", arguments, run)

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from generaldomo.cli import options
+from generaldomo.cli import options, probe
 from generaldomo.cli.broker import limit
 from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
@@ -48,12 +48,16 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     changes = {key: getattr(args, key) for key in LIMITS if hasattr(args, key)}
-    with Client(options.endpoint(args), args.transport) as client:
+    endpoint = options.endpoint(args)
+    with Client(endpoint, args.transport) as client:
         try:
             print(json.dumps(client.flow(args.service, timeout=args.timeout, **changes)))
-        except (TimeoutError, RequestFailed) as error:
+        except RequestFailed as error:
             print(f"generaldomo flow: {error}", file=sys.stderr)
             return Exit.FAILED
+        except TimeoutError:  # the broker itself answers mmi.flow
+            print(f"generaldomo flow: {probe.nobody_answered(endpoint, args.transport, args.timeout)}", file=sys.stderr)
+            return Exit.NO_BROKER
     return Exit.OK
 
 

@@ -89,10 +89,16 @@ def endpoint(args: argparse.Namespace) -> str:
     return found
 
 
-def wait_for_signal() -> None:
-    """Return on SIGINT or SIGTERM."""
+def stop_on_signals() -> threading.Event:
+    """An event that SIGINT and SIGTERM set from now on (instead of ending the process)."""
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def wait_for_signal(stop: threading.Event | None = None) -> None:
+    """Return on SIGINT or SIGTERM (or when ``stop``, made by :func:`stop_on_signals`, is set)."""
+    stop = stop or stop_on_signals()
     while not stop.wait(1.0):
         pass

@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from generaldomo.io.connection import connect
+from generaldomo.io.transport import Transport, draft_available
 from generaldomo.sansio import protocol
 
 T = TypeVar("T")
+TIMEOUT = 2.0  # seconds a diagnostic question waits for its answer, unless told otherwise
 _BURST = 100  # messages read per wake-up, at most
 
 
@@ -92,3 +94,18 @@ def nearest(name: str, names: Sequence[str]) -> str | None:
     """The name in ``names`` closest to ``name`` (a likely typo), or None if none is close."""
     close = difflib.get_close_matches(name, names, n=1)
     return close[0] if close else None
+
+
+def transport_hint(endpoint: str, transport: str, timeout: float = TIMEOUT) -> str:
+    """What to add to "no broker answered over ``transport``": whether one answers over the other transport."""
+    other = next(t.value for t in Transport if t.value != transport)
+    if other == Transport.SERVER and not draft_available():
+        return " (is one running there?)"
+    if broker_instance(endpoint, other, timeout) is not None:
+        return f"; a broker answers there over {other}: use --transport {other}"
+    return f" (is one running there? if it serves the other transport, try --transport {other})"
+
+
+def nobody_answered(endpoint: str, transport: str, waited: float) -> str:
+    """The message for a broker that did not answer within ``waited`` seconds, with :func:`transport_hint`."""
+    return f"no broker answered at {endpoint} over {transport} within {waited:g} s{transport_hint(endpoint, transport)}"

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from generaldomo.cli import options
+from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.cli.status_view import render
 from generaldomo.peers.client import Client
@@ -30,13 +30,17 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     args.connect = args.connect or args.endpoint
-    with Client(options.endpoint(args), args.transport) as client:
+    endpoint = options.endpoint(args)
+    with Client(endpoint, args.transport) as client:
         while True:
             try:
                 report = client.status(timeout=args.timeout)
-            except TimeoutError as error:
-                print(f"generaldomo status: {error}", file=sys.stderr)
-                return Exit.FAILED
+            except TimeoutError:  # the broker itself answers mmi.status
+                print(
+                    f"generaldomo status: {probe.nobody_answered(endpoint, args.transport, args.timeout)}",
+                    file=sys.stderr,
+                )
+                return Exit.NO_BROKER
             print(json.dumps(report, indent=2) if args.json else render(report), flush=True)
             if args.watch is None:
                 return Exit.OK

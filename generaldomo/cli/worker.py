@@ -73,11 +73,13 @@ def run(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace, endpoint: str, stop: threading.Event) -> None:
     """Every heartbeat, ask the broker whether a worker serves the service; say so when that changes."""
     grace = args.heartbeat * args.liveness  # a few heartbeats to register in
+    patience = max(args.heartbeat, probe.TIMEOUT)
     warned = ""
     while not stop.wait(grace if not warned else args.heartbeat):
-        if probe.broker_instance(endpoint, args.transport, args.heartbeat) is None:
-            problem = f"no broker has answered at {endpoint} over {args.transport} (wrong --transport?)"
-        elif not probe.served(endpoint, args.transport, args.service, args.heartbeat):
+        if probe.broker_instance(endpoint, args.transport, patience) is None:
+            hint = probe.transport_hint(endpoint, args.transport, patience)
+            problem = f"no broker has answered at {endpoint} over {args.transport}{hint}"
+        elif not probe.served(endpoint, args.transport, args.service, patience):
             problem = f"the broker at {endpoint} answers but lists no worker for {args.service!r}"
         else:
             if warned:

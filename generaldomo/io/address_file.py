@@ -90,7 +90,10 @@ def decode(data: bytes) -> BrokerAddress:
 def write(path: str | os.PathLike[str], address: BrokerAddress) -> None:
     """Write ``address`` to ``path`` atomically: readers see the old file, no file, or all of the new one."""
     target = Path(path)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot write the broker address file {target}: {error.strerror}") from error
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(encode(address))
