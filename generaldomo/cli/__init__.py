@@ -23,10 +23,11 @@ COMMANDS: tuple[Command, ...] = tuple(
     module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, bridge)
 )
 DESCRIPTION = """\
-A task broker on ZeroMQ: clients send requests, the broker hands them to workers of the right service.
+A task broker on ZeroMQ: clients send requests, the broker hands them to
+workers of the right service.
 
-Run "generaldomo COMMAND --help" for the options of one command. -v logs more (-vv: debug); it may be
-given before or after the command.
+Run "generaldomo COMMAND --help" for the options of one command. -v logs more
+(-vv: debug); it may be given before or after the command.
 """
 _ERRORS = (DraftUnavailable, ValueError, TypeError, ImportError, AttributeError, OSError, zmq.ZMQError, DiscoveryError)
 

@@ -71,4 +71,15 @@ def _why_no_reply(args: argparse.Namespace, endpoint: str, no_reply: str) -> Exi
     )
 
 
-COMMAND = Command("client", "send one request and print the reply", arguments, run)
+DESCRIPTION = f"""\
+Send one request and print the reply, one frame a line. If no reply comes
+within --timeout, ask the broker why (up to {PROBE_TIMEOUT:g} s per question) and say so.
+
+exit status:
+  0  the reply was printed
+  1  an error status, or no worker serves the service (mmi.service: 404)
+  2  a usage or set-up error
+  3  no broker answered at the endpoint over this transport
+  4  the broker has workers for the service; the request is queued or running
+"""
+COMMAND = Command("client", "send one request and print the reply", arguments, run, DESCRIPTION)
