@@ -21,7 +21,7 @@ from generaldomo.io.transport import Transport, draft_available
 from generaldomo.sansio import protocol
 
 T = TypeVar("T")
-TIMEOUT = 2.0  # seconds a diagnostic question waits for its answer, unless told otherwise
+TIMEOUT = 3.0  # seconds a diagnostic question waits for its answer, unless told otherwise
 _BURST = 100  # messages read per wake-up, at most
 
 
