@@ -8,6 +8,7 @@ import queue
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,3 +281,11 @@ def test_worker_warns_while_no_broker_answers_and_says_when_registered(tmp_path:
     assert f"no broker has answered at {endpoint} over router" in line and "still trying" in line
     spawn(processes, "broker", "--bind", endpoint, "--heartbeat", "0.2")
     assert f"registered for 'echo' at {endpoint}" in _expect(errors, "registered")
+
+
+def test_the_installed_entry_point_runs_the_same_command_line() -> None:
+    script = Path(sysconfig.get_path("scripts")) / "generaldomo"
+    if not script.exists():
+        pytest.skip("generaldomo is not installed in this environment (run the tests with tox)")
+    result = subprocess.run([str(script), "doctor", "-v"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "draft sockets (CLIENT/SERVER): yes" in result.stdout, result.stderr
