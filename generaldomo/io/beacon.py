@@ -1,8 +1,14 @@
 """Discovery: a broker announces its endpoints by UDP beacon; clients and workers find it.
 
-This module owns the beacon datagram and the order in which a peer finds its broker: an explicit endpoint,
-then the ``GENERALDOMO_BROKER`` environment variable, then a beacon. It knows nothing of the broker's
-protocol or state.
+This module owns the beacon datagram and the order in which a peer finds its broker (:func:`find_broker`):
+
+1. an explicit endpoint;
+2. the ``GENERALDOMO_BROKER`` environment variable;
+3. a broker address file (given, else ``GENERALDOMO_BROKER_FILE``), waited for up to the timeout
+   (see :mod:`generaldomo.io.address_file`);
+4. a beacon, heard within the timeout.
+
+It knows nothing of the broker's protocol or state.
 
 A beacon is one UDP datagram: the magic bytes ``GDBEACON``, a version byte (1), then UTF-8 JSON
 ``{"name": ..., "instance": ..., "endpoints": [{"transport": "router", "endpoint": "tcp://10.0.0.5:5555"}]}``.
@@ -23,12 +29,15 @@ from typing import Any
 
 import attrs
 
+from generaldomo.io import address_file
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"GDBEACON"
 VERSION = 1
 DEFAULT_PORT = 5670
 BROADCAST = "255.255.255.255"
+BROKER_VARIABLE = "GENERALDOMO_BROKER"
 _MAX_DATAGRAM = 65507
 
 
@@ -77,7 +86,7 @@ def local_address_towards(host: str) -> str:
     try:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
         probe.connect((host, 9))  # UDP connect sends nothing; it only picks a route
-        return probe.getsockname()[0]
+        return str(probe.getsockname()[0])
     except OSError:
         return socket.gethostbyname(socket.gethostname())
     finally:
@@ -185,11 +194,33 @@ def discover(
         return listener.wait(timeout, name)
 
 
-def find_broker(transport: str, endpoint: str | None = None, timeout: float = 5.0, name: str | None = None) -> str:
-    """The endpoint to use: ``endpoint`` if given, else ``GENERALDOMO_BROKER``, else one a beacon announces."""
+def find_broker(
+    transport: str,
+    endpoint: str | None = None,
+    timeout: float = 5.0,
+    name: str | None = None,
+    broker_file: str | os.PathLike[str] | None = None,
+) -> str:
+    """The endpoint to use, found in the order this module's docstring gives; DiscoveryError if none is."""
     if endpoint:
         return endpoint
-    from_environment = os.environ.get("GENERALDOMO_BROKER")
+    from_environment = os.environ.get(BROKER_VARIABLE)
     if from_environment:
+        log.debug("broker endpoint %s from $%s", from_environment, BROKER_VARIABLE)
         return from_environment
-    return discover(timeout, name).endpoint(transport)
+    broker_file = broker_file or os.environ.get(address_file.BROKER_FILE_VARIABLE)
+    if broker_file:
+        return _from_file(broker_file, transport, timeout)
+    heard = discover(timeout, name)
+    log.debug("broker %r (instance %s) heard by beacon from %s", heard.name, heard.instance, heard.sender)
+    return heard.endpoint(transport)
+
+
+def _from_file(path: str | os.PathLike[str], transport: str, timeout: float) -> str:
+    try:
+        address = address_file.wait(path, timeout)
+        found = address.endpoint(transport)
+    except (TimeoutError, LookupError) as error:
+        raise DiscoveryError(str(error)) from error
+    log.debug("broker %r (instance %s) endpoint %s from address file %s", address.name, address.instance, found, path)
+    return found

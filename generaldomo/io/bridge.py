@@ -15,10 +15,11 @@ It speaks MDP/0.1 upstream only; it knows nothing of the upstream broker's inter
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import zmq
@@ -30,9 +31,14 @@ from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
 
+IDLE_TIMEOUT = 30.0  # seconds after which an idle DEALER is closed
+
+
+Address = bytes | int  # of a client, as the SERVER link gives it
+
 
 class _InFlight(NamedTuple):
-    client: int
+    client: Address
     request_id: bytes
     description: bytes
 
@@ -45,10 +51,10 @@ class Bridge:
         server: Iterable[str],
         broker: str,
         *,
-        context: zmq.Context | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         liveness: int = LIVENESS,
-        idle_timeout: float = 30.0,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         self.context = context or zmq.Context.instance()
         self.broker = broker
@@ -58,10 +64,10 @@ class Bridge:
         self.instance = os.urandom(4)
         self.link = ServerLink(self.context, server)
         self.forwarded = 0
-        self._idle: list[tuple[zmq.Socket, float]] = []  # DEALERs with nothing in flight, and since when
-        self._in_flight: dict[zmq.Socket, _InFlight] = {}
-        self._by_request: dict[tuple[int, bytes], zmq.Socket] = {}
-        self._last_heard: dict[int, float] = {}
+        self._idle: list[tuple[zmq.Socket[bytes], float]] = []  # DEALERs with nothing in flight, and since when
+        self._in_flight: dict[zmq.Socket[bytes], _InFlight] = {}
+        self._by_request: dict[tuple[Address, bytes], zmq.Socket[bytes]] = {}
+        self._last_heard: dict[Address, float] = {}
         self._poller = zmq.Poller()
         self._poller.register(self.link.socket, zmq.POLLIN)
         self._stop = threading.Event()
@@ -92,7 +98,7 @@ class Bridge:
         next_sweep = clock() + self.heartbeat_interval
         try:
             while not self._stop.is_set():
-                for socket, _ in self._poller.poll(min(100.0, max(0.0, next_sweep - clock()) * 1000)):
+                for socket, _ in self._poller.poll(math.ceil(min(100.0, max(0.0, next_sweep - clock()) * 1000))):
                     if socket is self.link.socket:
                         self._from_clients(clock())
                     else:
@@ -117,24 +123,25 @@ class Bridge:
             else:
                 log.warning("bridge dropped a message from %s that is not a generaldomo client request", client)
 
-    def _forward(self, client: int, event: ClientRequest) -> None:
+    def _forward(self, client: Address, event: ClientRequest) -> None:
         assert event.request_id is not None
         if (client, event.request_id) in self._by_request:
             return  # a retry of a request in flight
         dealer = self._idle.pop()[0] if self._idle else self._new_dealer()
         self._in_flight[dealer] = _InFlight(client, event.request_id, event.description)
         self._by_request[client, event.request_id] = dealer
-        dealer.send_multipart([b"", b"MDPC01", event.description, *event.body])
+        dealer.send_multipart(protocol.mdp_client_request(event.description, event.body))
         self.forwarded += 1
+        log.debug("bridge forwarded request %s of client %s", event.request_id.hex(), client)
 
-    def _new_dealer(self) -> zmq.Socket:
+    def _new_dealer(self) -> zmq.Socket[bytes]:
         dealer = self.context.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
         dealer.connect(self.broker)
         self._poller.register(dealer, zmq.POLLIN)
         return dealer
 
-    def _from_broker(self, dealer: zmq.Socket, now: float) -> None:
+    def _from_broker(self, dealer: zmq.Socket[bytes], now: float) -> None:
         frames = dealer.recv_multipart()
         request = self._in_flight.pop(dealer, None)
         if request is None:
@@ -142,11 +149,16 @@ class Bridge:
             return
         del self._by_request[request.client, request.request_id]
         self._idle.append((dealer, now))
-        if len(frames) < 3 or frames[:2] != [b"", b"MDPC01"] or frames[2] != request.description:
-            log.warning("bridge got a malformed MDP reply from %s; answering 502", self.broker)
-            body, status = [b"malformed reply from the upstream broker"], b"502"
+        parsed = protocol.parse_mdp_client_reply(frames)
+        body: Sequence[bytes]
+        if parsed is None or parsed[0] != request.description:
+            log.warning(
+                "bridge got a malformed MDP reply from %s; answering %s", self.broker, protocol.BAD_GATEWAY.decode()
+            )
+            body, status = [b"malformed reply from the upstream broker"], protocol.BAD_GATEWAY
         else:
-            body, status = frames[3:], protocol.OK
+            body, status = parsed[1], protocol.OK
+            log.debug("bridge got the reply to request %s of client %s", request.request_id.hex(), request.client)
         reply = protocol.client_reply(Dialect.GDP, request.request_id, request.description, status, body, True)
         assert reply is not None
         self.link.send(request.client, reply)
@@ -168,6 +180,6 @@ class Bridge:
                 keep.append((dealer, idle_since))
         self._idle = keep
 
-    def _close(self, dealer: zmq.Socket) -> None:
+    def _close(self, dealer: zmq.Socket[bytes]) -> None:
         self._poller.unregister(dealer)
         dealer.close(linger=0)

@@ -35,6 +35,7 @@ NOT_FOUND: Final = b"404"
 TOO_LARGE: Final = b"413"
 WORKER_ERROR: Final = b"500"
 NOT_IMPLEMENTED: Final = b"501"
+BAD_GATEWAY: Final = b"502"  # the bridge: the upstream broker's reply was malformed
 UNAVAILABLE: Final = b"503"
 EXPIRED: Final = b"504"
 
@@ -266,3 +267,19 @@ def parse_worker_command(frames: Sequence[bytes]) -> tuple[str, tuple[bytes, ...
     if command == REQUEST and len(frames) < 4:
         return None
     return command, tuple(frames[2:])
+
+
+# --------------------------------------------------------------------- MDP/0.1 client side (used by the bridge)
+
+
+def mdp_client_request(service: bytes, body: Sequence[bytes]) -> list[bytes]:
+    """Frames an MDP/0.1 client sends from a DEALER socket (the empty frame stands in for REQ's delimiter)."""
+    return [*PREFIX[Dialect.MDP01, False], service, *body]
+
+
+def parse_mdp_client_reply(frames: Sequence[bytes]) -> tuple[bytes, tuple[bytes, ...]] | None:
+    """``(service, body)`` of an MDP/0.1 broker's reply as a DEALER receives it, or None if it is not one."""
+    prefix = PREFIX[Dialect.MDP01, False]
+    if len(frames) <= len(prefix) or tuple(frames[: len(prefix)]) != prefix:
+        return None
+    return frames[len(prefix)], tuple(frames[len(prefix) + 1 :])

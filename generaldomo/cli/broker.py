@@ -1,0 +1,211 @@
+"""``generaldomo broker``: run a broker until SIGINT or SIGTERM.
+
+This module owns the broker command's flags and turns them into :class:`generaldomo.io.broker.Broker` calls;
+it adds no behaviour of its own. Defaults come from :class:`generaldomo.sansio.settings.Settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+
+from generaldomo.cli import options
+from generaldomo.cli.command import Command, Exit
+from generaldomo.io.address_file import Published
+from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
+from generaldomo.io.broker import Broker
+from generaldomo.io.transport import require_draft
+from generaldomo.sansio.resolver import load_resolver
+from generaldomo.sansio.settings import PeerSettings, Settings
+
+Number = TypeVar("Number", int, float)
+DEFAULTS = Settings()
+BEACON_NAME = "generaldomo"
+BEACON_INTERVAL = 1.0
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    options.transport(parser)
+    _binds(parser)
+    parser.add_argument(
+        "--resolver", metavar="MODULE:ATTR", help="service resolver factory (default: plain service names)"
+    )
+    parser.add_argument(
+        "--resolver-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option passed to the resolver factory (repeatable; default: none)",
+    )
+    options.heartbeats(parser, "a worker", PeerSettings(DEFAULTS.heartbeat_interval, DEFAULTS.liveness))
+    parser.add_argument(
+        "--flow",
+        action="append",
+        default=[],
+        metavar="SERVICE:KEY=VALUE,...",
+        help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10 (repeatable; default: no limits)",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=int,
+        default=DEFAULTS.max_attempts,
+        metavar="N",
+        help="workers a task may be lost with before the client gets 503",
+    )
+    parser.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=DEFAULTS.queue_timeout,
+        metavar="SECONDS",
+        help="answer 504 to requests queued longer (default: never)",
+    )
+    parser.add_argument(
+        "--max-message",
+        type=int,
+        default=DEFAULTS.max_message,
+        metavar="BYTES",
+        help="requests and results larger than this get 413",
+    )
+    _announcing(parser)
+
+
+def _binds(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="ENDPOINT",
+        help=f"endpoint for --transport (repeatable; default: {options.DEFAULT_ENDPOINT} when no endpoint is given)",
+    )
+    for transport in options.TRANSPORTS:
+        parser.add_argument(
+            f"--{transport}",
+            action="append",
+            default=[],
+            metavar="ENDPOINT",
+            help=f"bind a {transport} link to ENDPOINT too (repeatable; default: none); serves both transports",
+        )
+
+
+def _announcing(parser: argparse.ArgumentParser) -> None:
+    """Ways peers learn where the broker is: beacon, address file; and the metrics endpoint."""
+    parser.add_argument("--beacon", action="store_true", help="announce the endpoints by UDP beacon")
+    parser.add_argument("--beacon-to", default=BROADCAST, metavar="ADDRESS", help="beacon destination")
+    parser.add_argument("--beacon-port", type=int, default=DEFAULT_PORT, metavar="PORT", help="beacon UDP port")
+    parser.add_argument(
+        "--beacon-interval", type=float, default=BEACON_INTERVAL, metavar="SECONDS", help="seconds between beacons"
+    )
+    parser.add_argument(
+        "--beacon-name",
+        "--name",
+        dest="beacon_name",
+        default=BEACON_NAME,
+        metavar="NAME",
+        help="broker name in its beacon and address file (--name is the older spelling)",
+    )
+    parser.add_argument(
+        "--address-file",
+        metavar="PATH",
+        help="write the concrete endpoints to PATH as JSON (atomically) for peers' --broker-file; removed on "
+        "exit (default: no file)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics over HTTP (0: any free port; default: no metrics)",
+    )
+    parser.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDRESS", help="metrics HTTP address")
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = options.stop_on_signals()  # from here on a signal cannot skip the clean-up below
+    broker = _broker(args)
+    for transport, endpoint in broker.endpoints:
+        print(f"generaldomo broker: {transport} {endpoint}", flush=True)
+    if args.metrics_port is not None:
+        port = broker.serve_metrics(args.metrics_port, args.metrics_bind)
+        print(f"generaldomo broker: metrics http://{args.metrics_bind}:{port}/metrics", flush=True)
+    if args.beacon:
+        broker.announce(args.beacon_name, args.beacon_to, args.beacon_port, args.beacon_interval)
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(broker.stop)
+        broker.start()
+        if args.address_file:
+            endpoints = announceable(broker.endpoints, BROADCAST)
+            cleanup.enter_context(Published(args.address_file, args.beacon_name, broker.core.instance.hex(), endpoints))
+            print(f"generaldomo broker: address file {args.address_file}", flush=True)
+        options.wait_for_signal(stop)
+    return Exit.OK
+
+
+def _broker(args: argparse.Namespace) -> Broker:
+    """A broker with the links, resolver, settings and flow limits the flags ask for (not started)."""
+    settings = Settings(
+        heartbeat_interval=args.heartbeat,
+        liveness=args.liveness,
+        max_attempts=args.max_attempts,
+        queue_timeout=args.queue_timeout,
+        max_message=args.max_message,
+    )
+    resolver_options = dict(option.split("=", 1) for option in args.resolver_opt)
+    resolver = load_resolver(args.resolver, resolver_options) if args.resolver else None
+    links = {transport: list(getattr(args, transport)) for transport in options.TRANSPORTS}
+    links[args.transport] += args.bind
+    if not any(links.values()):
+        links[args.transport] = [options.DEFAULT_ENDPOINT]
+    if links["server"]:
+        require_draft()
+    broker = Broker(resolver=resolver, settings=settings)
+    for spec in args.flow:
+        flow = parse_flow(spec)
+        broker.core.set_flow(flow.service, flow.rate, flow.burst, flow.concurrency, 0.0)
+    for transport, endpoints in links.items():
+        if endpoints:
+            broker.add_link(transport, endpoints)
+    return broker
+
+
+def limit(kind: Callable[[str], Number]) -> Callable[[str], Number | None]:
+    """A parser of a flow limit: a number read by ``kind``, or 'none' for no limit."""
+
+    def parse(text: str) -> Number | None:
+        return None if text.lower() == "none" else kind(text)
+
+    return parse
+
+
+@attrs.frozen
+class FlowSpec:
+    """The limits one ``--flow`` gives a service; None: no limit (burst: the default)."""
+
+    service: str
+    rate: float | None = None
+    burst: int | None = None
+    concurrency: int | None = None
+
+
+def parse_flow(spec: str) -> FlowSpec:
+    """``SERVICE:rate=5,burst=1,concurrency=10`` -> its FlowSpec."""
+    service, sep, pairs = spec.rpartition(":")
+    if not sep or not service:
+        raise ValueError(f"--flow wants SERVICE:KEY=VALUE,..., not {spec!r}")
+    kinds: dict[str, Callable[[str], float | int | None]] = {
+        "rate": limit(float),
+        "burst": int,
+        "concurrency": limit(int),
+    }
+    limits: dict[str, Any] = {}
+    for pair in pairs.split(","):
+        key, _, value = pair.partition("=")
+        if key not in kinds:
+            raise ValueError(f"unknown flow limit {key!r} in {spec!r}; use rate, burst, concurrency")
+        limits[key] = kinds[key](value)
+    return FlowSpec(service, **limits)
+
+
+COMMAND = Command("broker", "run a broker", arguments, run)
