@@ -20,6 +20,7 @@ import zmq
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import Connection, connect
 from generaldomo.peers.client import as_bytes, as_frames
+from generaldomo.peers.reject import Reject
 from generaldomo.sansio import protocol
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
@@ -178,6 +179,8 @@ class Worker:
             if inspect.isgenerator(result):
                 result = self._stream(task_id, result)
             return protocol.OK, as_frames(result)
+        except Reject as rejected:  # the handler chose the status
+            return rejected.status_bytes, (rejected.reason.encode(),)
         except Exception as error:  # the client gets the error; the worker goes on
             log.exception("handler failed")
             return protocol.WORKER_ERROR, (f"{type(error).__name__}: {error}".encode(),)
