@@ -1,0 +1,102 @@
+"""Running apps with concurrency: process and thread pools, each slot a registration; graceful stop."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from app_harness import start_pool, wait_for_workers, wait_until
+
+from generaldomo import Client, TypedClient
+from generaldomo.peers.app import load
+from generaldomo.peers.pool import make_pool
+from generaldomo.peers.slots import SlotOptions
+from generaldomo.sansio.core import Settings
+
+FAST = Settings(heartbeat_interval=0.25, liveness=4)
+HEARTBEAT = ["--heartbeat", "0.25", "--liveness", "4"]
+
+
+def test_process_pool_serves_two_services_with_a_slot_each(transport: str, brokers, tmp_path: Path) -> None:
+    broker = brokers(transport, ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint(transport, "tcp")
+    pool = start_pool("tests.apps:app", endpoint, transport, tmp_path / "pool.log", "--concurrency", "4", "--pool", "process")
+    try:
+        with Client(endpoint, transport) as client:
+            wait_for_workers(client, {"square": 4, "upper": 4})
+            typed = TypedClient(client, "json")
+            squares = [typed.submit("square", [n, n + 1]) for n in range(40)]
+            uppers = [client.submit("upper", f"word {n}".encode()) for n in range(40)]
+            results = [future.result(60) for future in squares]
+            assert [result["squares"] for result in results] == [[n * n, (n + 1) ** 2] for n in range(40)]
+            assert [future.result(60).payload for future in uppers] == [f"WORD {n}".encode() for n in range(40)]
+            # the broker hands consecutive tasks to the longest-waiting worker: all four processes served
+            assert len({result["pid"] for result in results}) == 4
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(60) == 0, (tmp_path / "pool.log").read_text()
+    assert "serving 'square' x4, 'upper' x4 (process pool)" in (tmp_path / "pool.log").read_text()
+
+
+def attempts(folder: Path, task: int) -> int:
+    return len(list(folder.glob(f"{task}.attempt-*")))
+
+
+def nap(folder: Path, task: int, first: float) -> dict[str, object]:
+    return {"id": task, "dir": str(folder), "first": first, "again": 0}
+
+
+def test_sigterm_mid_task_finishes_some_and_hands_back_the_rest(transport: str, brokers, tmp_path: Path) -> None:
+    """Two tasks finish within the grace, two outlive it and are reissued, four wait in the queue: a second
+    pool serves the rest, and every request gets one answer."""
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=FAST)
+    endpoint = broker.endpoint(transport, "tcp")
+    folder = tmp_path / "attempts"
+    folder.mkdir()
+    options = ["--service", "nap", "--concurrency", "4", "--pool", "process", "--stop-grace", "5", *HEARTBEAT]
+    first = start_pool("tests.apps:faults", endpoint, transport, tmp_path / "first.log", *options)
+    with Client(endpoint, transport, heartbeat_interval=0.25) as client:
+        wait_for_workers(client, {"nap": 4})
+        typed = TypedClient(client, "json")
+        lengths = [2.0, 2.0, 600.0, 600.0, 0.0, 0.0, 0.0, 0.0]
+        futures = [typed.submit("nap", nap(folder, task, length)) for task, length in enumerate(lengths)]
+        wait_until(lambda: all(attempts(folder, task) == 1 for task in range(4)), "four running tasks")
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0, (tmp_path / "first.log").read_text()
+        assert [futures[task].result(30)["attempt"] for task in (0, 1)] == [1, 1]  # finished within the grace
+        assert not any(future.done() for future in futures[2:])
+        second = start_pool("tests.apps:faults", endpoint, transport, tmp_path / "second.log", "--service", "nap", *HEARTBEAT)
+        try:
+            results = [future.result(60) for future in futures]
+        finally:
+            second.send_signal(signal.SIGTERM)
+            assert second.wait(60) == 0
+    assert [result["id"] for result in results] == list(range(8))
+    assert [result["attempt"] for result in results] == [1, 1, 2, 2, 1, 1, 1, 1]
+    assert [attempts(folder, task) for task in range(8)] == [1, 1, 2, 2, 1, 1, 1, 1]  # none ran twice unasked
+    assert broker.core.counters["reissued"] >= 2
+
+
+def test_thread_pool_stop_answers_a_task_within_the_grace_and_reissues_one_past_it(
+    transport: str, brokers, tmp_path: Path
+) -> None:
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=FAST)
+    endpoint = broker.endpoint(transport, "tcp")
+    app = load("tests.apps:faults")
+    options = SlotOptions(heartbeat_interval=0.25, liveness=4)
+    pool = make_pool(app, endpoint, transport, concurrency=2, services=["nap"], options=options)
+    pool.start()
+    with Client(endpoint, transport, heartbeat_interval=0.25) as client:
+        wait_for_workers(client, {"nap": 2})
+        typed = TypedClient(client, "json")
+        short, long = (typed.submit("nap", nap(tmp_path, task, length)) for task, length in ((0, 1.0), (1, 6.0)))
+        wait_until(lambda: attempts(tmp_path, 0) == attempts(tmp_path, 1) == 1, "two running tasks")
+        assert pool.stop(grace=2.0) == 1  # the long one was cut short
+        assert short.result(30)["attempt"] == 1
+        assert not long.done()
+        rescue = make_pool(app, endpoint, transport, services=["nap"], options=options)
+        rescue.start()
+        try:
+            assert long.result(30)["attempt"] == 2
+        finally:
+            rescue.stop(grace=5.0)
