@@ -48,7 +48,7 @@ def fail(value: Any) -> Any:
     raise ValueError(f"cannot take {value!r}")
 
 
-aio = App("aio")
+aio = App("aio")  # for the attributes resolver
 
 
 @aio.service({"service": "wait", "kind": "async"}, serializer="json")
@@ -57,7 +57,7 @@ async def wait(seconds: float) -> dict[str, Any]:
     return {"slept": seconds, "loop": id(asyncio.get_running_loop())}
 
 
-@aio.service("count", serializer="msgpack")
+@aio.service({"service": "count"}, serializer="msgpack")
 async def count(n: int) -> AsyncIterator[int]:
     for i in range(n):
         await asyncio.sleep(0)

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any
 
+from generaldomo.peers.app import Description, wire_description
 from generaldomo.peers.client import Client, Payload, Reply
 from generaldomo.peers.typed import TypedClient
 from generaldomo.sansio.serializers import Serializer
@@ -23,7 +24,7 @@ from generaldomo.sansio.serializers import Serializer
 _DONE = object()
 
 
-async def _reply(future: Future[Any], description: str | bytes, timeout: float | None) -> Any:
+async def _reply(future: Future[Any], description: Description | bytes, timeout: float | None) -> Any:
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except TimeoutError:
@@ -48,18 +49,18 @@ class AsyncClient:
         self.client = endpoint if isinstance(endpoint, Client) else Client(endpoint, transport, **client_options)
         self.typed = None if serializer is None else TypedClient(self.client, serializer)
 
-    def _submit(self, description: str | bytes, payload: Any, on_partial: Any = None) -> Future[Any]:
+    def _submit(self, description: Description | bytes, payload: Any, on_partial: Any = None) -> Future[Any]:
         if self.typed is not None:
             return self.typed.submit(description, payload, on_partial)
-        return self.client.submit(description, payload, on_partial)
+        return self.client.submit(wire_description(description), payload, on_partial)
 
-    async def request(self, description: str | bytes, payload: Payload | Any = b"", timeout: float | None = None) -> Any:
+    async def request(self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None) -> Any:
         """The reply (a :class:`Reply`, or the decoded value with a serializer); raises ``TimeoutError`` after
         ``timeout`` seconds, :class:`~generaldomo.RequestFailed` on an error reply."""
         return await _reply(self._submit(description, payload), description, timeout)
 
     async def stream(
-        self, description: str | bytes, payload: Payload | Any = b"", timeout: float | None = None
+        self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None
     ) -> AsyncIterator[Any]:
         """Yield the partial results as they come, then the final one; ``timeout``: the longest gap."""
         loop = asyncio.get_running_loop()

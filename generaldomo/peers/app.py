@@ -47,14 +47,22 @@ class ServiceSpec:
     serializer: Serializer | None = None
 
 
+def wire_description(description: Description | bytes) -> bytes:
+    """A description as it travels: text as UTF-8, a mapping as compact JSON with sorted keys."""
+    if isinstance(description, bytes):
+        return description
+    if isinstance(description, str):
+        return description.encode()
+    if not isinstance(description, Mapping):
+        raise TypeError(f"a description is a str or a mapping, not {type(description).__name__}")
+    return json.dumps(dict(description), sort_keys=True, separators=(",", ":")).encode()
+
+
 def _describe(description: Description, handler: Callable[..., Any]) -> tuple[str, bytes]:
     if isinstance(description, str):
         return description, description.encode()
-    if not isinstance(description, Mapping):
-        raise TypeError(f"a service description is a str or a mapping, not {type(description).__name__}")
-    name = description.get("service")
-    text = json.dumps(dict(description), sort_keys=True, separators=(",", ":"))
-    return (name if isinstance(name, str) else handler.__name__), text.encode()
+    name = description.get("service") if isinstance(description, Mapping) else None
+    return (name if isinstance(name, str) else handler.__name__), wire_description(description)
 
 
 class App:
