@@ -21,9 +21,9 @@ from generaldomo.peers.client import Client, ClientClosed, Reply, RequestFailed
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.typed import TypedClient
 from generaldomo.peers.worker import Worker
-from generaldomo.sansio.serializers import ContentTypeError, DecodeError
 from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.serializers import ContentTypeError, DecodeError
 from generaldomo.sansio.service import Service
 
 # Module paths of releases before the package was split into layers; they keep working.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,7 +61,7 @@ def test_typed_async_requests_streams_errors_and_timeouts(transport: str, broker
         assert [part async for part in client.stream("countdown", 3, timeout=30)] == [3, 2, 1, "liftoff"]
         with pytest.raises(RequestFailed, match="raw bytes \\(no content type\\)"):
             await AsyncClient(shared).request("double", b"raw", timeout=30)
-        with pytest.raises(TimeoutError, match="no reply to 'stuck' within 0.2 s"):
+        with pytest.raises(TimeoutError, match=r"no reply to 'stuck' within 0\.2 s"):
             await AsyncClient(shared).request("stuck", b"", timeout=0.2)
         status = await client.status()
         assert {"double", "countdown", "stuck"} <= {service["name"] for service in status["services"]}

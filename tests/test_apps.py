@@ -59,6 +59,9 @@ def test_load_takes_an_app_a_module_or_a_handler_function(tmp_path: Path, monkey
     single = load("userapp:shout")
     assert [(s.name, s.description) for s in single.services] == [("shout", b"shout")]
     assert Bound(single.services[0])(b"hi") == b"HI"
+    assert [s.description for s in single.select(['{"service": "shout"}'])] == [b'{"service": "shout"}']
+    with pytest.raises(LookupError, match="serves one description"):
+        single.select(["a", "b"])
     with pytest.raises(LookupError, match="has no attribute 'nope'"):
         load("userapp:nope")
     with pytest.raises(TypeError, match="is a int, not an App or a handler function"):

@@ -20,7 +20,9 @@ HEARTBEAT = ["--heartbeat", "0.25", "--liveness", "4"]
 def test_process_pool_serves_two_services_with_a_slot_each(transport: str, brokers, tmp_path: Path) -> None:
     broker = brokers(transport, ["tcp://127.0.0.1:*"])
     endpoint = broker.endpoint(transport, "tcp")
-    pool = start_pool("tests.apps:app", endpoint, transport, tmp_path / "pool.log", "--concurrency", "4", "--pool", "process")
+    pool = start_pool(
+        "tests.apps:app", endpoint, transport, tmp_path / "pool.log", "--concurrency", "4", "--pool", "process"
+    )
     try:
         with Client(endpoint, transport) as client:
             wait_for_workers(client, {"square": 4, "upper": 4})
@@ -65,7 +67,9 @@ def test_sigterm_mid_task_finishes_some_and_hands_back_the_rest(transport: str, 
         assert first.wait(60) == 0, (tmp_path / "first.log").read_text()
         assert [futures[task].result(30)["attempt"] for task in (0, 1)] == [1, 1]  # finished within the grace
         assert not any(future.done() for future in futures[2:])
-        second = start_pool("tests.apps:faults", endpoint, transport, tmp_path / "second.log", "--service", "nap", *HEARTBEAT)
+        second = start_pool(
+            "tests.apps:faults", endpoint, transport, tmp_path / "second.log", "--service", "nap", *HEARTBEAT
+        )
         try:
             results = [future.result(60) for future in futures]
         finally:

@@ -54,7 +54,9 @@ class AsyncClient:
             return self.typed.submit(description, payload, on_partial)
         return self.client.submit(wire_description(description), payload, on_partial)
 
-    async def request(self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None) -> Any:
+    async def request(
+        self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None
+    ) -> Any:
         """The reply (a :class:`Reply`, or the decoded value with a serializer); raises ``TimeoutError`` after
         ``timeout`` seconds, :class:`~generaldomo.RequestFailed` on an error reply."""
         return await _reply(self._submit(description, payload), description, timeout)

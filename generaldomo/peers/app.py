@@ -11,7 +11,8 @@ Rules:
 - A request whose content type is not the handler's gets ``415``, one its serializer cannot decode ``400``,
   both naming the service; an exception in the handler gives ``500`` with its type and message.
 - :func:`load` takes ``module:attr`` (``module`` alone means ``module:app``), like ``celery -A``: an
-  :class:`App`, or a handler function, served under its ``__name__``.
+  :class:`App`, or a handler function, served under its ``__name__`` or a description given to
+  :meth:`App.select` (as ``--service`` gives it).
 
 It knows nothing of sockets, processes or threads: :mod:`generaldomo.peers.pool` runs apps.
 """
@@ -71,10 +72,17 @@ class App:
     def __init__(self, name: str) -> None:
         self.name = name
         self._services: dict[str, ServiceSpec] = {}
+        self.from_handler = False
 
-    def service(
-        self, description: Description, *, serializer: str | Serializer | None = None
-    ) -> Callable[[F], F]:
+    @classmethod
+    def of(cls, handler: Callable[..., Any], description: Description | None = None) -> App:
+        """A one-service app: ``handler`` under ``description`` (default: the handler's ``__name__``)."""
+        app = cls(getattr(handler, "__module__", None) or "handler")
+        app.add(description or handler.__name__, handler)
+        app.from_handler = True
+        return app
+
+    def service(self, description: Description, *, serializer: str | Serializer | None = None) -> Callable[[F], F]:
         """Decorator: serve the function under ``description``; the function itself is returned unchanged."""
 
         def declare(handler: F) -> F:
@@ -100,9 +108,15 @@ class App:
         return tuple(self._services.values())
 
     def select(self, names: Sequence[str] | None) -> tuple[ServiceSpec, ...]:
-        """The named services (all when ``names`` is None or empty); raises ``LookupError`` naming the choices."""
+        """The named services (all when ``names`` is None or empty); raises ``LookupError`` naming the choices.
+
+        Of a one-service app made by :meth:`of`, one name is the description to serve the handler under."""
         if not names:
             return self.services
+        if self.from_handler:
+            if len(names) != 1:
+                raise LookupError(f"a handler function serves one description, not {list(names)!r}")
+            return App.of(self.services[0].handler, names[0]).services
         unknown = [name for name in names if name not in self._services]
         if unknown:
             raise LookupError(f"app {self.name!r} has no service {unknown!r}; it has {list(self._services)!r}")
@@ -130,9 +144,7 @@ def load(spec: str) -> App:
     if isinstance(target, App):
         return target
     if callable(target):
-        app = App(module_name)
-        app.add(target.__name__, target)
-        return app
+        return App.of(target)
     raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
 
 

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TextIO
 
 from generaldomo.io.beacon import find_broker
 from generaldomo.peers.app import App, load
-from generaldomo.peers.slots import SlotGroup, SlotOptions
+from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class ProcessPool:
         concurrency: int,
         *,
         services: Sequence[str] | None = None,
-        options: SlotOptions = SlotOptions(),
+        options: SlotOptions = DEFAULT_OPTIONS,
         start_method: str = "spawn",
         grace: float = 30.0,
     ) -> None:
@@ -149,7 +149,7 @@ def make_pool(
     concurrency: int = 1,
     pool: str = "thread",
     services: Sequence[str] | None = None,
-    options: SlotOptions = SlotOptions(),
+    options: SlotOptions = DEFAULT_OPTIONS,
     stop_grace: float = 30.0,
     start_method: str = "spawn",
 ) -> Pool:

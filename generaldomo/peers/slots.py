@@ -40,6 +40,9 @@ class SlotOptions:
     liveness: int = LIVENESS
 
 
+DEFAULT_OPTIONS = SlotOptions()
+
+
 class Slot:
     """One registration of one service; see the module docstring."""
 
@@ -107,7 +110,7 @@ class SlotGroup:
         copies: int,
         endpoint: str,
         transport: str,
-        options: SlotOptions = SlotOptions(),
+        options: SlotOptions = DEFAULT_OPTIONS,
     ) -> None:
         if copies < 1:
             raise ValueError(f"concurrency is at least 1, not {copies}")

@@ -1,6 +1,7 @@
 """A client that sends and receives Python objects: ``TypedClient(client, "json")``.
 
-Rules: a description may be text or a mapping (sent as JSON, for the attributes resolver); each request goes out as a typed payload of the serializer (a content-type frame and the body, see
+Rules: a description may be text or a mapping (sent as JSON, for the attributes resolver); each request goes
+out as a typed payload of the serializer (a content-type frame and the body, see
 :mod:`generaldomo.sansio.serializers`); each reply, partial or final, must come back in the same content
 type, or the caller gets :class:`~generaldomo.sansio.serializers.ContentTypeError` (a worker serving raw
 bytes, or another serializer) rather than a wrong value. A worker that gets the wrong content type answers
@@ -52,7 +53,9 @@ class TypedClient:
         """Send ``value`` and wait up to ``timeout`` seconds for the decoded result (raises ``TimeoutError``)."""
         return self.decode(self.client.request(wire_description(description), self.encode(value), timeout))
 
-    def stream(self, description: Description | bytes, value: Any = None, timeout: float | None = None) -> Iterator[Any]:
+    def stream(
+        self, description: Description | bytes, value: Any = None, timeout: float | None = None
+    ) -> Iterator[Any]:
         """Yield the decoded partial results, then the decoded final result (see :meth:`Client.stream`)."""
         for reply in self.client.stream(wire_description(description), self.encode(value), timeout):
             yield self.decode(reply)
