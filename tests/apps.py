@@ -48,6 +48,12 @@ def fail(value: Any) -> Any:
     raise ValueError(f"cannot take {value!r}")
 
 
+@faults.service("crash")
+def crash(payload: bytes) -> bytes:
+    """Ends its process at once, as a segfaulting extension would (process pools only)."""
+    os._exit(int(payload or b"3"))
+
+
 aio = App("aio")  # for the attributes resolver
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
 from app_harness import start_pool, wait_for_workers, wait_until
 
-from generaldomo import Client, TypedClient
+from generaldomo import Client, RequestFailed, TypedClient
 from generaldomo.peers.app import load
 from generaldomo.peers.pool import make_pool
 from generaldomo.peers.slots import SlotOptions
@@ -67,6 +68,7 @@ def test_sigterm_mid_task_finishes_some_and_hands_back_the_rest(transport: str, 
         assert first.wait(60) == 0, (tmp_path / "first.log").read_text()
         assert [futures[task].result(30)["attempt"] for task in (0, 1)] == [1, 1]  # finished within the grace
         assert not any(future.done() for future in futures[2:])
+        assert "2 processes left tasks past the grace" in (tmp_path / "first.log").read_text()
         second = start_pool(
             "tests.apps:faults", endpoint, transport, tmp_path / "second.log", "--service", "nap", *HEARTBEAT
         )
@@ -104,3 +106,22 @@ def test_thread_pool_stop_answers_a_task_within_the_grace_and_reissues_one_past_
             assert long.result(30)["attempt"] == 2
         finally:
             rescue.stop(grace=5.0)
+
+
+def test_a_process_that_dies_is_replaced_and_the_pool_serves_on(transport: str, brokers, tmp_path: Path) -> None:
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=Settings(heartbeat_interval=0.25, liveness=4))
+    endpoint = broker.endpoint(transport, "tcp")
+    options = ["--service", "crash", "--service", "nap", "--concurrency", "2", "--pool", "process", *HEARTBEAT]
+    pool = start_pool("tests.apps:faults", endpoint, transport, tmp_path / "pool.log", *options)
+    try:
+        with Client(endpoint, transport, heartbeat_interval=0.25) as client:
+            wait_for_workers(client, {"crash": 2, "nap": 2})
+            with pytest.raises(RequestFailed):  # each attempt ends a process, until the broker gives up
+                client.request("crash", b"7", timeout=120)
+            wait_until(lambda: (tmp_path / "pool.log").read_text().count("ended with status 7") >= 2, "restarts")
+            wait_for_workers(client, {"crash": 2, "nap": 2})
+            task = nap(tmp_path, 0, 0.0)
+            assert TypedClient(client, "json").request("nap", task, timeout=60)["attempt"] == 1
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(60) == 0, (tmp_path / "pool.log").read_text()

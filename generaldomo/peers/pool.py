@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 POOLS = ("thread", "process")
 EXIT_MARGIN = 5.0  # seconds past the grace a child gets to exit before it is killed
+CUT_SHORT = 3  # a child's exit status when it left tasks to be reissued
 RESTART_EVERY = 1.0  # at most one replacement per this many seconds
 _CHILD_POLL = 0.5
 
@@ -49,7 +50,8 @@ class Pool(Protocol):
 
     def watch(self, timeout: float) -> None: ...
 
-    def stop(self, grace: float) -> int: ...
+    def stop(self, grace: float) -> int:
+        """Stop gracefully; the number of slots (thread pool) or processes that left tasks to be reissued."""
 
 
 class _Drain:
@@ -80,7 +82,7 @@ def _child(
         group.watch(_CHILD_POLL)
     if group.stop(drain.grace):
         logging.shutdown()
-        os._exit(0)  # abandoned handler threads hold sockets open; their DISCONNECT went out
+        os._exit(CUT_SHORT)  # abandoned handler threads hold sockets open; their DISCONNECT went out
 
 
 class ProcessPool:
@@ -128,17 +130,17 @@ class ProcessPool:
             self.children[index] = self._spawn(index)
 
     def stop(self, grace: float) -> int:
-        """Tell every child to stop (their grace was set at construction); the number killed past it."""
+        """Tell every child to stop (their grace was set at construction); the number that cut tasks short."""
         self._drain.set()
         deadline = time.monotonic() + max(grace, self._drain.grace) + EXIT_MARGIN
-        killed = 0
+        cut_short = 0
         for child in self.children:
             child.join(max(0.0, deadline - time.monotonic()))
             if child.is_alive():
                 child.kill()
                 child.join()
-                killed += 1
-        return killed
+            cut_short += child.exitcode != 0
+        return cut_short
 
 
 def make_pool(
@@ -216,7 +218,8 @@ def run_app(
     while not asked.is_set():
         running.watch(_CHILD_POLL)
     if cut_short := running.stop(stop_grace):
-        print(f"generaldomo worker: {cut_short} tasks outlived the grace; the broker reissues them", file=out)
+        units = "slots" if pool == "thread" else "processes"
+        print(f"generaldomo worker: {cut_short} {units} left tasks past the grace; they are reissued", file=out)
     return 0
 
 
