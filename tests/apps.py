@@ -54,6 +54,11 @@ def crash(payload: bytes) -> bytes:
     os._exit(int(payload or b"3"))
 
 
+@faults.service("quit")
+def quit(payload: bytes) -> bytes:
+    raise SystemExit(f"quit on {payload!r}")  # not an Exception: it ends the slot's serving thread
+
+
 aio = App("aio")  # for the attributes resolver
 
 

@@ -125,3 +125,45 @@ def test_a_process_that_dies_is_replaced_and_the_pool_serves_on(transport: str, 
     finally:
         pool.send_signal(signal.SIGTERM)
         assert pool.wait(60) == 0, (tmp_path / "pool.log").read_text()
+
+
+def test_a_slot_whose_worker_stops_serving_is_replaced(transport: str, brokers, tmp_path: Path) -> None:
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=FAST)
+    endpoint = broker.endpoint(transport, "tcp")
+    options = ["--service", "quit", "--concurrency", "2", *HEARTBEAT]
+    pool = start_pool("tests.apps:faults", endpoint, transport, tmp_path / "pool.log", *options)
+    try:
+        with Client(endpoint, transport, heartbeat_interval=0.25) as client:
+            wait_for_workers(client, {"quit": 2})
+            with pytest.raises(RequestFailed):  # every attempt ends a slot, until the broker gives up
+                client.request("quit", b"now", timeout=120)
+            wait_until(lambda: (tmp_path / "pool.log").read_text().count("replacing a 'quit' slot") >= 2, "replacing")
+            wait_for_workers(client, {"quit": 2})
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(60) == 0, (tmp_path / "pool.log").read_text()
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` is a live process (not gone, not a zombie left for init to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_pool_processes_leave_and_say_so_when_the_parent_is_killed(transport: str, brokers, tmp_path: Path) -> None:
+    broker = brokers(transport, ["tcp://127.0.0.1:*"])  # default heartbeats: an expiry would take 7.5 s
+    endpoint = broker.endpoint(transport, "tcp")
+    options = ["--service", "nap", "--concurrency", "2", "--pool", "process"]
+    pool = start_pool("tests.apps:faults", endpoint, transport, tmp_path / "pool.log", *options)
+    with Client(endpoint, transport) as client:
+        wait_for_workers(client, {"nap": 2})
+        typed = TypedClient(client, "json")
+        pids = {typed.submit("nap", nap(tmp_path, task, 0.5)).result(60)["pid"] for task in range(2)}
+        assert len(pids) == 2
+        pool.kill()
+        pool.wait(60)
+        wait_until(lambda: not any(running(pid) for pid in pids), "the pool's processes to leave")
+        wait_until(lambda: not client.status()["workers"], "the broker to forget them")
+    assert broker.core.counters["workers_expired"] == 0  # they said goodbye

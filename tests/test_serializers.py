@@ -82,6 +82,11 @@ def msgpack_echo(value: Any) -> Any:
     return {"got": value}
 
 
+@typed.service("json-set", serializer="json")
+def json_set(value: Any) -> Any:
+    return set(value)
+
+
 @typed.service("raw")
 def raw(payload: bytes) -> bytes:
     return payload[::-1]
@@ -125,5 +130,7 @@ def test_a_mismatch_is_a_415_naming_both_sides_and_the_worker_serves_on(transpor
         assert int(failure.value.status) == 400
         with pytest.raises(ContentTypeError, match="reply is raw bytes"):  # a raw worker's answer is not decoded
             TypedClient(client, "json").decode(client.request("raw", b"abc", timeout=30))
+        with pytest.raises(RequestFailed, match="500: TypeError: Object of type set is not JSON serializable"):
+            TypedClient(client, "json").request("json-set", [1], timeout=30)
         assert TypedClient(client, "json").request("json-echo", 7, timeout=30) == {"got": 7}
         assert client.request("raw", b"abc", timeout=30).payload == b"cba"
