@@ -39,6 +39,7 @@ from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 log = logging.getLogger(__name__)
 
 POOLS = ("thread", "process")
+DEFAULT_GRACE = 30.0  # seconds a running task may take to finish when its pool stops
 EXIT_MARGIN = 5.0  # seconds past the grace a child gets to exit before it is killed
 CUT_SHORT = 3  # a child's exit status when it left tasks to be reissued
 RESTART_EVERY = 1.0  # at most one replacement per this many seconds
@@ -55,17 +56,22 @@ class Pool(Protocol):
 
 
 class _Drain:
-    """The children's stop signal (a multiprocessing Event) and the grace it gives running tasks."""
+    """The children's stop signal and the grace it gives running tasks, shared with them."""
 
-    def __init__(self, context: Any, grace: float) -> None:
-        self.event = context.Event()
-        self.grace = grace
+    def __init__(self, context: Any) -> None:
+        self._event = context.Event()
+        self._grace = context.Value("d", DEFAULT_GRACE)
+
+    @property
+    def grace(self) -> float:
+        return float(self._grace.value)
 
     def is_set(self) -> bool:
-        return bool(self.event.is_set())
+        return bool(self._event.is_set())
 
-    def set(self) -> None:
-        self.event.set()
+    def set(self, grace: float) -> None:
+        self._grace.value = grace
+        self._event.set()
 
 
 def _child(
@@ -98,14 +104,13 @@ class ProcessPool:
         services: Sequence[str] | None = None,
         options: SlotOptions = DEFAULT_OPTIONS,
         start_method: str = "spawn",
-        grace: float = 30.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency is at least 1, not {concurrency}")
         if endpoint.startswith("inproc://"):
             raise ValueError(f"{endpoint} reaches only this process; use the thread pool or tcp:// or ipc://")
         self._context: Any = multiprocessing.get_context(start_method)  # typeshed's BaseContext lacks Process
-        self._drain = _Drain(self._context, grace)
+        self._drain = _Drain(self._context)
         self._args = (spec, services, endpoint, transport, options, self._drain)
         self._size = concurrency
         self.children: list[BaseProcess] = []
@@ -121,7 +126,7 @@ class ProcessPool:
 
     def watch(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for a child to end; replace one that ended unasked."""
-        multiprocessing.connection.wait([child.sentinel for child in self.children], timeout)
+        multiprocessing.connection.wait([child.sentinel for child in self.children if child.is_alive()], timeout)
         for index, child in enumerate(self.children):
             if child.is_alive() or self._drain.is_set() or time.monotonic() < self._next_restart:
                 continue
@@ -130,9 +135,9 @@ class ProcessPool:
             self.children[index] = self._spawn(index)
 
     def stop(self, grace: float) -> int:
-        """Tell every child to stop (their grace was set at construction); the number that cut tasks short."""
-        self._drain.set()
-        deadline = time.monotonic() + max(grace, self._drain.grace) + EXIT_MARGIN
+        """Tell every child to stop, giving running tasks ``grace`` seconds; the number that cut tasks short."""
+        self._drain.set(grace)
+        deadline = time.monotonic() + grace + EXIT_MARGIN
         cut_short = 0
         for child in self.children:
             child.join(max(0.0, deadline - time.monotonic()))
@@ -152,7 +157,6 @@ def make_pool(
     pool: str = "thread",
     services: Sequence[str] | None = None,
     options: SlotOptions = DEFAULT_OPTIONS,
-    stop_grace: float = 30.0,
     start_method: str = "spawn",
 ) -> Pool:
     """A pool, not started: ``concurrency`` slots of each service, as threads or processes."""
@@ -172,7 +176,6 @@ def make_pool(
         services=services,
         options=options,
         start_method=start_method,
-        grace=stop_grace,
     )
 
 
@@ -183,7 +186,7 @@ def run_app(
     *,
     concurrency: int = 1,
     pool: str = "thread",
-    stop_grace: float = 30.0,
+    stop_grace: float = DEFAULT_GRACE,
     services: Sequence[str] | None = None,
     heartbeat_interval: float = HEARTBEAT_INTERVAL,
     liveness: int = LIVENESS,
@@ -205,7 +208,6 @@ def run_app(
         pool=pool,
         services=services,
         options=options,
-        stop_grace=stop_grace,
         start_method=start_method,
     )
     asked = threading.Event()
@@ -230,7 +232,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--transport", choices=("router", "server"), default="router")
     parser.add_argument("--concurrency", type=int, default=1, help="slots per service (default 1)")
     parser.add_argument("--pool", choices=POOLS, default="thread", help="slots as threads or processes")
-    parser.add_argument("--stop-grace", type=float, default=30.0, metavar="SECONDS", help="for running tasks")
+    parser.add_argument("--stop-grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS", help="for running tasks")
     parser.add_argument("--service", action="append", dest="services", help="serve only this service (repeatable)")
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_INTERVAL, metavar="SECONDS")
     parser.add_argument("--liveness", type=int, default=LIVENESS)
