@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 from app_harness import wait_for_workers
+from hypothesis import given
+from hypothesis import strategies as st
 
-from generaldomo import App, Client, RequestFailed, TypedClient, Worker
+from generaldomo import App, Client, Reject, RequestFailed, TypedClient, Worker
 from generaldomo.peers.app import Bound, load
 from generaldomo.peers.pool import make_pool
 from generaldomo.sansio import serializers
@@ -68,6 +70,31 @@ def test_load_takes_an_app_a_module_or_a_handler_function(tmp_path: Path, monkey
         load("userapp:number")
     with pytest.raises(ModuleNotFoundError):
         load("no_such_module_here:app")
+
+
+marked = st.sampled_from([None, "json", "msgpack", "pickle"]).map(
+    lambda name: [] if name is None else [serializers.MARKER + name.encode()]
+)
+bodies = st.lists(st.binary(max_size=16) | st.sampled_from([b"1", b'"x"', b"\x01", b"{}"]), max_size=3)
+
+
+@given(marked, bodies, st.sampled_from([None, "json", "msgpack"]))
+def test_a_handler_only_ever_gets_its_own_content_type(head: list[bytes], body: list[bytes], name: str | None) -> None:
+    frames = tuple(head + body) or (b"",)
+    calls: list[object] = []
+    service = App("p").add("s", lambda value: calls.append(value), serializer=name)
+    sent = serializers.content_type(frames)
+    try:
+        Bound(service)(frames[0] if len(frames) == 1 else frames)
+    except Reject as rejected:
+        assert not calls
+        assert rejected.status == (400 if sent == name else 415)
+        return
+    assert sent == name
+    expected = (
+        (frames[0] if len(frames) == 1 else frames) if name is None else serializers.decode(service.serializer, frames)
+    )
+    assert calls == [expected]
 
 
 def test_async_handlers_run_on_the_slots_own_loop(transport: str, brokers) -> None:
