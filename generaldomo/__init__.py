@@ -15,10 +15,15 @@ __version__ = "0.1.0"
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.broker import Broker
 from generaldomo.io.transport import DraftUnavailable, Transport
+from generaldomo.peers.aio import AsyncClient
+from generaldomo.peers.app import App
 from generaldomo.peers.client import Client, ClientClosed, Reply, RequestFailed
+from generaldomo.peers.reject import Reject
+from generaldomo.peers.typed import TypedClient
 from generaldomo.peers.worker import Worker
 from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.serializers import ContentTypeError, DecodeError
 from generaldomo.sansio.service import Service
 
 # Module paths of releases before the package was split into layers; they keep working.
@@ -41,14 +46,19 @@ for _old, _new in _MOVED.items():
         globals()[_old] = _module
 
 __all__ = [
+    "App",
+    "AsyncClient",
     "Broker",
     "BrokerCore",
     "Client",
     "ClientClosed",
+    "ContentTypeError",
+    "DecodeError",
     "DiscoveryError",
     "DraftUnavailable",
     "NameResolver",
     "Peer",
+    "Reject",
     "Reply",
     "RequestFailed",
     "ResolveError",
@@ -57,6 +67,7 @@ __all__ = [
     "Service",
     "Settings",
     "Transport",
+    "TypedClient",
     "Worker",
     "__version__",
 ]

@@ -20,6 +20,7 @@ import zmq
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import Connection, connect
 from generaldomo.peers.client import as_bytes, as_frames
+from generaldomo.peers.reject import Reject
 from generaldomo.sansio import protocol
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
@@ -67,17 +68,21 @@ class Worker:
         self._busy = threading.Event()
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
         self._said_goodbye = False
+        self._finish_task = False  # stop(finish=True): a running task's result is still sent
 
     @property
     def busy(self) -> bool:
         """True while the handler runs."""
         return self._busy.is_set()
 
-    def stop(self) -> None:
+    def stop(self, *, finish: bool = False) -> None:
         """Make :meth:`serve` return; callable from any thread or a signal handler.
 
         If the handler is running, the broker is told at once that this worker is leaving (so the task is
-        reissued), the result is discarded, and :meth:`serve` returns when the handler does."""
+        reissued), the result is discarded, and :meth:`serve` returns when the handler does. With
+        ``finish=True`` the running task's result is sent first and the worker leaves after it; a later
+        ``stop()`` cuts it short as above."""
+        self._finish_task = finish
         self._stopping.set()
         self._poke.set()
         self._connection.wake()
@@ -168,7 +173,7 @@ class Worker:
             self._socket_lock.acquire()
             self._busy.clear()
         self.tasks_done += 1
-        if not self._stopping.is_set():
+        if not self._stopping.is_set() or self._finish_task:
             self._connection.write(protocol.gdp_ready(self.description, (task_id, status, result)))
 
     def _call(self, task_id: bytes, payload: bytes | tuple[bytes, ...]) -> tuple[bytes, tuple[bytes, ...]]:
@@ -178,6 +183,8 @@ class Worker:
             if inspect.isgenerator(result):
                 result = self._stream(task_id, result)
             return protocol.OK, as_frames(result)
+        except Reject as rejected:  # the handler chose the status
+            return rejected.status_bytes, (rejected.reason.encode(),)
         except Exception as error:  # the client gets the error; the worker goes on
             log.exception("handler failed")
             return protocol.WORKER_ERROR, (f"{type(error).__name__}: {error}".encode(),)
@@ -204,7 +211,7 @@ class Worker:
             with self._socket_lock:
                 if not self._busy.is_set():  # the handler finished meanwhile; the serving thread has the socket
                     continue
-                if self._stopping.is_set():
+                if self._stopping.is_set() and not self._finish_task:
                     self._say_goodbye()
                 else:
                     self._connection.write(protocol.worker_command(protocol.Dialect.GDP, protocol.HEARTBEAT))

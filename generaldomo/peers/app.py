@@ -1,0 +1,224 @@
+"""Worker apps: several services declared on one object, and loading user code by ``module:attr``.
+
+Rules:
+
+- ``app = App("name")``; ``@app.service("fft")`` or ``@app.service({"service": "fft", "gpu": "a100"})``
+  (a JSON description for the attributes resolver) declares a handler; ``serializer="json"`` (or
+  ``msgpack``, ``pickle``, any :class:`~generaldomo.sansio.serializers.Serializer`) makes it take and return
+  Python objects. Without one it takes and returns bytes, as a plain :class:`~generaldomo.Worker` handler.
+- A handler may be a function, a generator (each yield is a partial result), an ``async def`` or an async
+  generator; the coroutines run on an event loop owned by the slot that serves them (:class:`Bound`).
+- A request whose content type is not the handler's gets ``415``, one its serializer cannot decode ``400``,
+  both naming the service; an exception in the handler gives ``500`` with its type and message.
+- :func:`load` takes ``module:attr`` (``module`` alone means ``module:app``), like ``celery -A``: an
+  :class:`App`, or a handler function, served under its ``__name__`` or a description given to
+  :meth:`App.select` (as ``--service`` gives it).
+
+It knows nothing of sockets, processes or threads: :mod:`generaldomo.peers.pool` runs apps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import sys
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import attrs
+
+from generaldomo.peers.reject import Reject
+from generaldomo.sansio import serializers
+from generaldomo.sansio.serializers import Serializer
+
+F = TypeVar("F", bound=Callable[..., Any])
+Description = str | Mapping[str, Any]
+
+
+@attrs.frozen(slots=True)
+class ServiceSpec:
+    """One declared service: its ``name`` (to select it), the ``description`` announced, the handler."""
+
+    name: str
+    description: bytes
+    handler: Callable[..., Any]
+    serializer: Serializer | None = None
+
+
+def wire_description(description: Description | bytes) -> bytes:
+    """A description as it travels: text as UTF-8, a mapping as compact JSON with sorted keys."""
+    if isinstance(description, bytes):
+        return description
+    if isinstance(description, str):
+        return description.encode()
+    if not isinstance(description, Mapping):
+        raise TypeError(f"a description is a str or a mapping, not {type(description).__name__}")
+    return json.dumps(dict(description), sort_keys=True, separators=(",", ":")).encode()
+
+
+def _describe(description: Description, handler: Callable[..., Any]) -> tuple[str, bytes]:
+    if isinstance(description, str):
+        return description, description.encode()
+    name = description.get("service") if isinstance(description, Mapping) else None
+    return (name if isinstance(name, str) else handler.__name__), wire_description(description)
+
+
+class App:
+    """A named set of services, each a handler with its description and optional serializer."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._services: dict[str, ServiceSpec] = {}
+        self.from_handler = False
+
+    @classmethod
+    def of(cls, handler: Callable[..., Any], description: Description | None = None) -> App:
+        """A one-service app: ``handler`` under ``description`` (default: the handler's ``__name__``)."""
+        app = cls(getattr(handler, "__module__", None) or "handler")
+        app.add(description or handler.__name__, handler)
+        app.from_handler = True
+        return app
+
+    def service(self, description: Description, *, serializer: str | Serializer | None = None) -> Callable[[F], F]:
+        """Decorator: serve the function under ``description``; the function itself is returned unchanged."""
+
+        def declare(handler: F) -> F:
+            self.add(description, handler, serializer=serializer)
+            return handler
+
+        return declare
+
+    def add(
+        self, description: Description, handler: Callable[..., Any], *, serializer: str | Serializer | None = None
+    ) -> ServiceSpec:
+        """Declare a service without the decorator."""
+        name, wire = _describe(description, handler)
+        if name in self._services:
+            raise ValueError(f"app {self.name!r} already has a service named {name!r}")
+        spec = ServiceSpec(name, wire, handler, None if serializer is None else serializers.get(serializer))
+        self._services[name] = spec
+        return spec
+
+    @property
+    def services(self) -> tuple[ServiceSpec, ...]:
+        """The declared services, in declaration order."""
+        return tuple(self._services.values())
+
+    def select(self, names: Sequence[str] | None) -> tuple[ServiceSpec, ...]:
+        """The named services (all when ``names`` is None or empty); raises ``LookupError`` naming the choices.
+
+        Of a one-service app made by :meth:`of`, one name is the description to serve the handler under."""
+        if not names:
+            return self.services
+        if self.from_handler:
+            if len(names) != 1:
+                raise LookupError(f"a handler function serves one description, not {list(names)!r}")
+            return App.of(self.services[0].handler, names[0]).services
+        unknown = [name for name in names if name not in self._services]
+        if unknown:
+            raise LookupError(f"app {self.name!r} has no service {unknown!r}; it has {list(self._services)!r}")
+        return tuple(self._services[name] for name in names)
+
+    def __repr__(self) -> str:
+        return f"App({self.name!r}, services={list(self._services)!r})"
+
+
+def load(spec: str) -> App:
+    """The app ``module:attr`` names (``module`` alone: its ``app``); a function becomes a one-service app.
+
+    The current directory is importable first, as for ``celery -A`` and ``rq worker``."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name:
+        raise ValueError(f"not a module:attr spec: {spec!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    target: Any = importlib.import_module(module_name)
+    for part in (attr or "app").split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise LookupError(f"{module_name!r} has no attribute {attr or 'app'!r} (from {spec!r})") from None
+    if isinstance(target, App):
+        return target
+    if callable(target):
+        return App.of(target)
+    raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
+
+
+class Bound:
+    """A service's handler as a bytes-level :class:`~generaldomo.Worker` handler, with its own event loop.
+
+    Decodes the request, calls the handler (running coroutines on this object's loop), encodes the result;
+    :meth:`close` closes the loop. One task at a time: a slot owns one."""
+
+    def __init__(self, service: ServiceSpec) -> None:
+        self.service = service
+        self._runner: asyncio.Runner | None = None
+
+    def __call__(self, payload: bytes | tuple[bytes, ...]) -> Any:
+        result = self.service.handler(self._argument(payload))
+        if inspect.isawaitable(result):
+            result = self._loop().run(_awaited(result))
+        if isinstance(result, AsyncGenerator):
+            result = self._drive(result)
+        if isinstance(result, Generator):
+            return self._encode_stream(result)
+        return self._encode(result)
+
+    def close(self) -> None:
+        """Close the event loop, if one was made."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+    def _loop(self) -> asyncio.Runner:
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner
+
+    def _argument(self, payload: bytes | tuple[bytes, ...]) -> Any:
+        frames = (payload,) if isinstance(payload, bytes) else payload
+        serializer = self.service.serializer
+        if serializer is None:
+            if (sent := serializers.content_type(frames)) is not None:
+                raise Reject(415, f"service {self.service.name!r} takes raw bytes but the request is {sent!r}")
+            return payload
+        try:
+            return serializers.decode(serializer, frames, "request")
+        except (serializers.ContentTypeError, serializers.DecodeError) as error:
+            raise Reject(error.status, f"service {self.service.name!r}: {error}") from None
+
+    def _encode(self, value: Any) -> Any:
+        serializer = self.service.serializer
+        return value if serializer is None else serializers.encode(serializer, value)
+
+    def _encode_stream(self, parts: Generator[Any, Any, Any]) -> Generator[Any, None, Any]:
+        while True:
+            try:
+                part = next(parts)
+            except StopIteration as done:
+                return self._encode(done.value)
+            yield self._encode(part)
+
+    def _drive(self, parts: AsyncGenerator[Any, Any]) -> Generator[Any, None, None]:
+        """An async generator as a generator: each step runs on this object's loop."""
+        loop = self._loop()
+        try:
+            while True:
+                try:
+                    yield loop.run(_next(parts))
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run(parts.aclose())
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+async def _next(parts: AsyncGenerator[Any, Any]) -> Any:
+    return await parts.__anext__()

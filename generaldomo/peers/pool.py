@@ -1,0 +1,261 @@
+"""Running an app with concurrency: ``run_app(spec, endpoint, ...)`` and ``python -m generaldomo.peers.pool``.
+
+Rules:
+
+- ``concurrency N`` gives each selected service N slots (:mod:`generaldomo.peers.slots`), each its own
+  worker registration. ``pool="thread"``: every slot is a thread of this process (handlers that wait: IO,
+  ``async def``, native code that releases the GIL). ``pool="process"``: N child processes (``spawn`` or
+  ``forkserver``), each with one slot of every service (CPU-bound Python handlers). A child or slot that
+  dies unasked is replaced, at most one per second.
+- Stop (SIGINT or SIGTERM in :func:`run_app`, or :meth:`ProcessPool.stop`): idle slots leave at once; a
+  running task has ``stop_grace`` seconds to finish and be answered; past that its slot leaves anyway and
+  the broker reissues the task to another worker. Every request is answered once.
+- The children ignore SIGINT (a terminal's Ctrl-C reaches the whole group: the parent decides) and leave
+  when the parent does.
+
+It knows nothing of the protocol (the Worker speaks it) or of the ``generaldomo`` command's other options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.process import BaseProcess
+from typing import Any, Protocol, TextIO
+
+from generaldomo.io.beacon import find_broker
+from generaldomo.peers.app import App, load
+from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions
+from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
+
+log = logging.getLogger(__name__)
+
+POOLS = ("thread", "process")
+DEFAULT_GRACE = 30.0  # seconds a running task may take to finish when its pool stops
+EXIT_MARGIN = 5.0  # seconds past the grace a child gets to exit before it is killed
+CUT_SHORT = 3  # a child's exit status when it left tasks to be reissued
+RESTART_EVERY = 1.0  # at most one replacement per this many seconds
+_CHILD_POLL = 0.5
+
+
+class Pool(Protocol):
+    def start(self) -> None: ...
+
+    def watch(self, timeout: float) -> None: ...
+
+    def stop(self, grace: float) -> int:
+        """Stop gracefully; the number of slots (thread pool) or processes that left tasks to be reissued."""
+
+
+class _Drain:
+    """The children's stop signal and the grace it gives running tasks, shared with them."""
+
+    def __init__(self, context: Any) -> None:
+        self._event = context.Event()
+        self._grace = context.Value("d", DEFAULT_GRACE)
+
+    @property
+    def grace(self) -> float:
+        return float(self._grace.value)
+
+    def is_set(self) -> bool:
+        return bool(self._event.is_set())
+
+    def set(self, grace: float) -> None:
+        self._grace.value = grace
+        self._event.set()
+
+
+def _child(
+    spec: str, services: Sequence[str] | None, endpoint: str, transport: str, options: SlotOptions, drain: _Drain
+) -> None:
+    """A pool process: one slot of each service until ``drain`` is set, the parent goes, or SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    asked = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: asked.set())
+    group = SlotGroup(load(spec).select(services), 1, endpoint, transport, options)
+    group.start()
+    parent = multiprocessing.parent_process()
+    while not (asked.is_set() or drain.is_set() or (parent is not None and not parent.is_alive())):
+        group.watch(_CHILD_POLL)
+    if group.stop(drain.grace):
+        logging.shutdown()
+        os._exit(CUT_SHORT)  # abandoned handler threads hold sockets open; their DISCONNECT went out
+
+
+class ProcessPool:
+    """``concurrency`` child processes, each serving one slot of every selected service of ``spec``."""
+
+    def __init__(
+        self,
+        spec: str,
+        endpoint: str,
+        transport: str,
+        concurrency: int,
+        *,
+        services: Sequence[str] | None = None,
+        options: SlotOptions = DEFAULT_OPTIONS,
+        start_method: str = "spawn",
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency is at least 1, not {concurrency}")
+        if endpoint.startswith("inproc://"):
+            raise ValueError(f"{endpoint} reaches only this process; use the thread pool or tcp:// or ipc://")
+        self._context: Any = multiprocessing.get_context(start_method)  # typeshed's BaseContext lacks Process
+        self._drain = _Drain(self._context)
+        self._args = (spec, services, endpoint, transport, options, self._drain)
+        self._size = concurrency
+        self.children: list[BaseProcess] = []
+        self._next_restart = 0.0
+
+    def _spawn(self, index: int) -> BaseProcess:
+        child: BaseProcess = self._context.Process(target=_child, args=self._args, name=f"generaldomo-pool-{index}")
+        child.start()
+        return child
+
+    def start(self) -> None:
+        self.children = [self._spawn(index) for index in range(self._size)]
+
+    def watch(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a child to end; replace one that ended unasked."""
+        multiprocessing.connection.wait([child.sentinel for child in self.children if child.is_alive()], timeout)
+        for index, child in enumerate(self.children):
+            if child.is_alive() or self._drain.is_set() or time.monotonic() < self._next_restart:
+                continue
+            log.warning("pool process %s ended with status %s; starting another", child.pid, child.exitcode)
+            self._next_restart = time.monotonic() + RESTART_EVERY
+            self.children[index] = self._spawn(index)
+
+    def stop(self, grace: float) -> int:
+        """Tell every child to stop, giving running tasks ``grace`` seconds; the number that cut tasks short."""
+        self._drain.set(grace)
+        deadline = time.monotonic() + grace + EXIT_MARGIN
+        cut_short = 0
+        for child in self.children:
+            child.join(max(0.0, deadline - time.monotonic()))
+            if child.is_alive():
+                child.kill()
+                child.join()
+            cut_short += child.exitcode != 0
+        return cut_short
+
+
+def make_pool(
+    spec: str | App,
+    endpoint: str,
+    transport: str = "router",
+    *,
+    concurrency: int = 1,
+    pool: str = "thread",
+    services: Sequence[str] | None = None,
+    options: SlotOptions = DEFAULT_OPTIONS,
+    start_method: str = "spawn",
+) -> Pool:
+    """A pool, not started: ``concurrency`` slots of each service, as threads or processes."""
+    app = load(spec) if isinstance(spec, str) else spec
+    chosen = app.select(services)  # fails here, in the caller, on a mistyped name
+    if pool == "thread":
+        return SlotGroup(chosen, concurrency, endpoint, transport, options)
+    if pool != "process":
+        raise ValueError(f"pool is one of {POOLS}, not {pool!r}")
+    if not isinstance(spec, str):
+        raise TypeError("the process pool needs a module:attr spec that its processes can import")
+    return ProcessPool(
+        spec,
+        endpoint,
+        transport,
+        concurrency,
+        services=services,
+        options=options,
+        start_method=start_method,
+    )
+
+
+def run_app(
+    spec: str | App,
+    endpoint: str | None,
+    transport: str = "router",
+    *,
+    concurrency: int = 1,
+    pool: str = "thread",
+    stop_grace: float = DEFAULT_GRACE,
+    services: Sequence[str] | None = None,
+    heartbeat_interval: float = HEARTBEAT_INTERVAL,
+    liveness: int = LIVENESS,
+    start_method: str = "spawn",
+    out: TextIO | None = None,
+) -> int:
+    """Serve ``spec`` until SIGINT or SIGTERM, then stop gracefully; the exit status (0).
+
+    Call it from the main thread (it installs the signal handlers). ``endpoint`` None: found as
+    :func:`generaldomo.io.beacon.find_broker` says. Prints one line saying what it serves to ``out``."""
+    endpoint = find_broker(transport, endpoint)
+    options = SlotOptions(heartbeat_interval, liveness)
+    app = load(spec) if isinstance(spec, str) else spec
+    running = make_pool(
+        spec,
+        endpoint,
+        transport,
+        concurrency=concurrency,
+        pool=pool,
+        services=services,
+        options=options,
+        start_method=start_method,
+    )
+    asked = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: asked.set())
+    running.start()
+    out = out or sys.stdout
+    served = ", ".join(f"{service.name!r} x{concurrency}" for service in app.select(services))
+    print(f"generaldomo worker: serving {served} ({pool} pool) from {endpoint} ({transport})", file=out, flush=True)
+    while not asked.is_set():
+        running.watch(_CHILD_POLL)
+    if cut_short := running.stop(stop_grace):
+        units = "slots" if pool == "thread" else "processes"
+        print(f"generaldomo worker: {cut_short} {units} left tasks past the grace; they are reissued", file=out)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m generaldomo.peers.pool", description="serve a worker app")
+    parser.add_argument("spec", help="module:attr naming an App or a handler function (module alone: module:app)")
+    parser.add_argument("--connect", metavar="ENDPOINT", help="broker endpoint (default: GENERALDOMO_BROKER, beacon)")
+    parser.add_argument("--transport", choices=("router", "server"), default="router")
+    parser.add_argument("--concurrency", type=int, default=1, help="slots per service (default 1)")
+    parser.add_argument("--pool", choices=POOLS, default="thread", help="slots as threads or processes")
+    parser.add_argument("--stop-grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS", help="for running tasks")
+    parser.add_argument("--service", action="append", dest="services", help="serve only this service (repeatable)")
+    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_INTERVAL, metavar="SECONDS")
+    parser.add_argument("--liveness", type=int, default=LIVENESS)
+    parser.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(levelname)s %(message)s")
+    return run_app(
+        args.spec,
+        args.connect,
+        args.transport,
+        concurrency=args.concurrency,
+        pool=args.pool,
+        stop_grace=args.stop_grace,
+        services=args.services,
+        heartbeat_interval=args.heartbeat,
+        liveness=args.liveness,
+        start_method=args.start_method,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""A client that sends and receives Python objects: ``TypedClient(client, "json")``.
+
+Rules: a description may be text or a mapping (sent as JSON, for the attributes resolver); each request goes
+out as a typed payload of the serializer (a content-type frame and the body, see
+:mod:`generaldomo.sansio.serializers`); each reply, partial or final, must come back in the same content
+type, or the caller gets :class:`~generaldomo.sansio.serializers.ContentTypeError` (a worker serving raw
+bytes, or another serializer) rather than a wrong value. A worker that gets the wrong content type answers
+``415``, raised as :class:`~generaldomo.RequestFailed`. It wraps a :class:`~generaldomo.Client` and shares
+its IO thread; it knows nothing of sockets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+from generaldomo.peers.app import Description, wire_description
+from generaldomo.peers.client import Client, Reply
+from generaldomo.sansio import serializers
+from generaldomo.sansio.serializers import Serializer
+
+
+class TypedClient:
+    """Sends objects through ``serializer`` (``json``, ``msgpack``, ``pickle`` or a Serializer) on ``client``."""
+
+    def __init__(self, client: Client, serializer: str | Serializer) -> None:
+        self.client = client
+        self.serializer = serializers.get(serializer)
+
+    def encode(self, value: Any) -> tuple[bytes, bytes]:
+        """The payload frames of ``value``."""
+        return serializers.encode(self.serializer, value)
+
+    def decode(self, reply: Reply) -> Any:
+        """The value a reply carries; raises ContentTypeError or DecodeError."""
+        return serializers.decode(self.serializer, reply.frames, "partial reply" if reply.partial else "reply")
+
+    def submit(
+        self, description: Description | bytes, value: Any = None, on_partial: Callable[[Any], None] | None = None
+    ) -> Future[Any]:
+        """Send ``value``; the future gives the decoded result. ``on_partial`` gets each decoded partial
+        result, on the client's IO thread (a partial that cannot be decoded is passed as the exception)."""
+        partial = None if on_partial is None else self._partial_callback(on_partial)
+        inner = self.client.submit(wire_description(description), self.encode(value), on_partial=partial)
+        outer: Future[Any] = Future()
+        outer.add_done_callback(lambda done: inner.cancel() if done.cancelled() else None)
+        inner.add_done_callback(lambda done: self._settle(done, outer))
+        return outer
+
+    def request(self, description: Description | bytes, value: Any = None, timeout: float | None = None) -> Any:
+        """Send ``value`` and wait up to ``timeout`` seconds for the decoded result (raises ``TimeoutError``)."""
+        return self.decode(self.client.request(wire_description(description), self.encode(value), timeout))
+
+    def stream(
+        self, description: Description | bytes, value: Any = None, timeout: float | None = None
+    ) -> Iterator[Any]:
+        """Yield the decoded partial results, then the decoded final result (see :meth:`Client.stream`)."""
+        for reply in self.client.stream(wire_description(description), self.encode(value), timeout):
+            yield self.decode(reply)
+
+    def _partial_callback(self, on_partial: Callable[[Any], None]) -> Callable[[Reply], None]:
+        def deliver(reply: Reply) -> None:
+            try:
+                value = self.decode(reply)
+            except (serializers.ContentTypeError, serializers.DecodeError) as error:
+                value = error
+            on_partial(value)
+
+        return deliver
+
+    def _settle(self, inner: Future[Reply], outer: Future[Any]) -> None:
+        with contextlib.suppress(InvalidStateError):  # the caller may have cancelled ``outer``
+            if inner.cancelled():
+                outer.cancel()
+            elif (error := inner.exception()) is not None:
+                outer.set_exception(error)
+            else:
+                try:
+                    outer.set_result(self.decode(inner.result()))
+                except (serializers.ContentTypeError, serializers.DecodeError) as wrong:
+                    outer.set_exception(wrong)

@@ -1,0 +1,135 @@
+"""Serializers: Python objects to payload frames and back, with the serializer's name on the wire.
+
+Rules (a convention between clients and workers; the broker carries the frames unchanged, see
+docs/protocol.rst, "Typed payloads"):
+
+- Bytes stay the default: a payload without a serializer is sent as given, with no marker.
+- A typed payload (request, partial or final result) is exactly two frames: a *content-type frame*,
+  ``b"\\x00content-type:" + name`` (name in ASCII, e.g. ``json``), then the encoded body.
+- A receiver that expects serializer ``S`` and gets another content type, or raw bytes, raises
+  :class:`ContentTypeError` (a worker answers ``415``); a body ``S`` cannot decode raises :class:`DecodeError`
+  (``400``). Nothing is ever decoded with the wrong serializer.
+- ``pickle`` is never chosen implicitly: it is used only where a caller names it (it runs code on load).
+
+It must not know sockets, clocks or the broker; ``msgpack`` is imported on first use (the optional extra
+``generaldomo[msgpack]``).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+MARKER = b"\x00content-type:"
+MAX_NAME = 64
+
+
+class Serializer(Protocol):
+    """What a serializer offers: a short ASCII ``name`` that travels on the wire, ``dumps`` and ``loads``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def dumps(self, value: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+@attrs.frozen(slots=True)
+class Codec:
+    """A serializer made of two functions."""
+
+    name: str
+    dumps: Callable[[Any], bytes]
+    loads: Callable[[bytes], Any]
+
+
+class ContentTypeError(ValueError):
+    """The payload's content type is not the one expected (``actual`` None: raw bytes, no content type)."""
+
+    status = 415
+
+    def __init__(self, expected: str | None, actual: str | None, what: str = "payload") -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"the {what} is {_kind(actual)} but {_kind(expected)} was expected")
+
+
+class DecodeError(ValueError):
+    """The body could not be decoded by the serializer its content type names."""
+
+    status = 400
+
+
+def _kind(name: str | None) -> str:
+    return "raw bytes (no content type)" if name is None else f"content type {name!r}"
+
+
+def _json_dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _pickle_dumps(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _msgpack() -> Codec:
+    try:
+        import msgpack  # type: ignore[import-untyped,unused-ignore]
+    except ImportError as missing:
+        raise ImportError("the msgpack serializer needs msgpack: pip install 'generaldomo[msgpack]'") from missing
+    return Codec(
+        "msgpack",
+        lambda value: bytes(msgpack.packb(value, use_bin_type=True)),
+        lambda data: msgpack.unpackb(data, raw=False),
+    )
+
+
+JSON = Codec("json", _json_dumps, json.loads)
+PICKLE = Codec("pickle", _pickle_dumps, pickle.loads)
+_BUILT_IN: dict[str, Callable[[], Serializer]] = {"json": lambda: JSON, "pickle": lambda: PICKLE, "msgpack": _msgpack}
+
+
+def get(serializer: str | Serializer) -> Serializer:
+    """The serializer of a built-in name (``json``, ``msgpack``, ``pickle``), or the given serializer."""
+    if not isinstance(serializer, str):
+        _check_name(serializer.name)
+        return serializer
+    try:
+        return _BUILT_IN[serializer]()
+    except KeyError:
+        raise ValueError(f"unknown serializer {serializer!r}; built in: {', '.join(sorted(_BUILT_IN))}") from None
+
+
+def _check_name(name: str) -> None:
+    if not name or len(name) > MAX_NAME or not name.isascii() or not name.isprintable():
+        raise ValueError(f"a serializer's name must be 1 to {MAX_NAME} printable ASCII characters: {name!r}")
+
+
+def content_type(frames: Sequence[bytes]) -> str | None:
+    """The content type a payload names, or None for raw bytes."""
+    if not frames or not frames[0].startswith(MARKER):
+        return None
+    return frames[0][len(MARKER) : len(MARKER) + MAX_NAME].decode("ascii", errors="replace")
+
+
+def encode(serializer: Serializer, value: Any) -> tuple[bytes, bytes]:
+    """The two frames of a typed payload."""
+    return MARKER + serializer.name.encode("ascii"), serializer.dumps(value)
+
+
+def decode(serializer: Serializer, frames: Sequence[bytes], what: str = "payload") -> Any:
+    """The value a typed payload carries; raises :class:`ContentTypeError` or :class:`DecodeError`."""
+    actual = content_type(frames)
+    if actual != serializer.name:
+        raise ContentTypeError(serializer.name, actual, what)
+    if len(frames) != 2:
+        raise DecodeError(f"a {actual} {what} has 2 frames (content type, body), not {len(frames)}")
+    try:
+        return serializer.loads(bytes(frames[1]))
+    except Exception as error:  # any serializer's failure means the same: not a valid body
+        raise DecodeError(f"cannot decode the {what} as {actual}: {type(error).__name__}: {error}") from error

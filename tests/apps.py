@@ -1,0 +1,75 @@
+"""Worker apps for the tests, served by ``python -m generaldomo.peers.pool tests.apps:ATTR``.
+
+``app`` serves two services; ``faults`` records each attempt of each task in files, so that a test can tell
+how often a task ran; ``aio`` has async handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from generaldomo import App, Reject
+
+app = App("tests")
+
+
+@app.service("square", serializer="json")
+def square(numbers: list[int]) -> dict[str, Any]:
+    return {"squares": [n * n for n in numbers], "pid": os.getpid()}
+
+
+@app.service("upper")
+def upper(payload: bytes) -> bytes:
+    return payload.upper()
+
+
+faults = App("faults")
+
+
+@faults.service("nap", serializer="json")
+def nap(task: dict[str, Any]) -> dict[str, Any]:
+    """Sleeps ``first`` seconds on a task's first attempt, ``again`` on later ones; files count attempts."""
+    folder = Path(task["dir"])
+    attempt = len(list(folder.glob(f"{task['id']}.attempt-*"))) + 1
+    (folder / f"{task['id']}.attempt-{attempt}-{os.getpid()}").touch()
+    time.sleep(task["first"] if attempt == 1 else task["again"])
+    return {"id": task["id"], "attempt": attempt, "pid": os.getpid()}
+
+
+@faults.service("fail", serializer="msgpack")
+def fail(value: Any) -> Any:
+    if value == "reject":
+        raise Reject(422, "no thanks")
+    raise ValueError(f"cannot take {value!r}")
+
+
+@faults.service("crash")
+def crash(payload: bytes) -> bytes:
+    """Ends its process at once, as a segfaulting extension would (process pools only)."""
+    os._exit(int(payload or b"3"))
+
+
+@faults.service("quit")
+def quit(payload: bytes) -> bytes:
+    raise SystemExit(f"quit on {payload!r}")  # not an Exception: it ends the slot's serving thread
+
+
+aio = App("aio")  # for the attributes resolver
+
+
+@aio.service({"service": "wait", "kind": "async"}, serializer="json")
+async def wait(seconds: float) -> dict[str, Any]:
+    await asyncio.sleep(seconds)
+    return {"slept": seconds, "loop": id(asyncio.get_running_loop())}
+
+
+@aio.service({"service": "count"}, serializer="msgpack")
+async def count(n: int) -> AsyncIterator[int]:
+    for i in range(n):
+        await asyncio.sleep(0)
+        yield i
