@@ -23,7 +23,7 @@ from generaldomo.cli.status_view import render
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, DiscoveryError, find_broker
 from generaldomo.io.bridge import Bridge
 from generaldomo.io.broker import Broker
-from generaldomo.io.transport import DraftUnavailable, draft_available, require_draft
+from generaldomo.io.transport import DraftUnavailable, draft_available, install_command, require_draft
 from generaldomo.peers.client import Client, RequestFailed
 from generaldomo.peers.worker import Handler, Worker
 from generaldomo.sansio.resolver import load_resolver
@@ -218,7 +218,7 @@ def _heartbeats(parser: argparse.ArgumentParser, peer: str) -> None:
 
 
 def _versions() -> str:
-    draft = "yes" if draft_available() else "no (run: python tools/draft_pyzmq.py ensure)"
+    draft = "yes" if draft_available() else f"no (run: {install_command()})"
     versions = f"generaldomo {__version__}; pyzmq {zmq.pyzmq_version()}; libzmq {zmq.zmq_version()}"
     return f"{versions}; draft sockets (CLIENT/SERVER): {draft}"
 
