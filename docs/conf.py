@@ -23,6 +23,7 @@ extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"
 exclude_patterns = ["_build"]
 html_theme = "furo"
 html_title = f"generaldomo {release}"
+html_extra_path = ["status.schema.json"]  # linked from protocol.rst, beside it in the source tree
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
