@@ -17,8 +17,9 @@ says what to do instead. It prints what it will do (versions, environment, what 
 Why libzmq 4.3.4 and not 4.3.5 (the release PyPI's wheels ship): no distribution on PyPI carries the 4.3.5
 sources. pyzmq's sdists bundled them up to 25.1.2 (libzmq 4.3.4); pyzmq 26.0.0 and later sdists hold none
 (their build downloads libzmq from GitHub, which a machine that reaches only package registries cannot); the
-one PyPI package with libzmq 4.3.5 (comma-deps-zeromq) ships a prebuilt ``libzmq.a`` without drafts, not
-sources that could be patched and built (checked 2026-12-01). Measured on the project's shared 2-vCPU
+one PyPI package with libzmq 4.3.5 (comma-deps-zeromq, Python 3.12 and later) ships a prebuilt ``libzmq.a``
+without the draft API (no ``zmq_msg_set_routing_id``), not sources that could be patched and built (checked
+2026-12-01). Measured on the project's shared 2-vCPU
 machine (pyzmq 27.3.0 both; DEALER to ROUTER echo in two processes over loopback tcp, 16 B, 10,000 sync round
 trips then 100,000 with 100 in flight; medians of 6 interleaved rounds), this static 4.3.4 is not slower than
 PyPI's 4.3.5 wheel: 11,620 against 11,342 sync req/s, 77,768 against 70,855 pipelined, 18.2 against 17.5 µs
@@ -26,15 +27,16 @@ of CPU per round trip (both processes), all within the rounds' spread of about 2
 relicensing to MPL-2.0 and bug fixes. Point :data:`LIBZMQ_SDIST` at a pyzmq sdist that bundles 4.3.5 once
 one exists.
 
-Usage (``generaldomo doctor`` says which of these your installation needs)::
+Usage (``generaldomo doctor`` and every draft-socket error name the ``ensure`` command of your installation)::
 
     python -m generaldomo.draft plan           # say what ensure would do, do nothing
     python -m generaldomo.draft ensure         # install into this interpreter's environment if needed
     python -m generaldomo.draft build          # build/cache the wheel, print its path
     python -m generaldomo.draft libzmq-prefix  # the static libzmq it was built with (include/, lib/)
 
-This module imports only the standard library (not zmq, not the rest of generaldomo), so it also runs from a
-source tree (``tools/draft_pyzmq.py``) and when the installed pyzmq is broken.
+This module imports only the standard library (not zmq, not the rest of generaldomo), so
+``tools/draft_pyzmq.py`` runs it from a source tree where neither is installed. :func:`main` takes an argument
+list, so the command line can offer it (``main(["ensure"])``).
 """
 
 from __future__ import annotations
@@ -465,7 +467,7 @@ def ensure(say: Callable[[str], None] = log) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point (``generaldomo doctor --install-draft`` calls ``main(["ensure"])``)."""
+    """Command-line entry point; ``main(["ensure"])`` installs draft support, returning the exit code."""
     parser = argparse.ArgumentParser(prog="python -m generaldomo.draft", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["plan", "ensure", "build", "libzmq-prefix"])
     args = parser.parse_args(argv)
