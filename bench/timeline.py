@@ -28,11 +28,7 @@ WORK = 2.5  # seconds; above CONCURRENCY / RATE = 2 s, so the cap binds (see the
 def run(bursts: int = 4, transport: str = "router", plot: Path | None = None) -> dict[str, Any]:
     """Run the experiment; return per-request times, the achieved rates and the plot's path (if drawn)."""
     replies, spans, start = _experiment(bursts, transport)
-    requests = [
-        {"burst": n // BURST_SIZE, "sent": r.sent - start, "queued": r.queued, "served": r.served}
-        | {"received": r.received - start}
-        for n, r in enumerate(replies)
-    ]
+    requests = [_times(n // BURST_SIZE, reply, start) for n, reply in enumerate(replies)]
     work = [(begun - start, ended - start) for begun, ended in spans]
     dispatched = sorted(r["sent"] + r["queued"] for r in requests)
     result: dict[str, Any] = {
@@ -53,11 +49,19 @@ def run(bursts: int = 4, transport: str = "router", plot: Path | None = None) ->
     return result
 
 
+def _times(burst: int, reply: Reply, start: float) -> dict[str, float]:
+    """A request's times in seconds since ``start``, as its reply tells them (a broker always sends timing)."""
+    if reply.sent is None or reply.queued is None or reply.served is None or reply.received is None:
+        raise ValueError("a reply without timing")
+    sent, received = reply.sent - start, reply.received - start
+    return {"burst": burst, "sent": sent, "queued": reply.queued, "served": reply.served, "received": received}
+
+
 def _experiment(bursts: int, transport: str) -> tuple[list[Reply], list[tuple[float, float]], float]:
     """Serve the bursts; the replies, each task's (start, end) as its worker saw them, and the start time."""
     spans: list[tuple[float, float]] = []  # appended by the worker threads (list.append is atomic)
 
-    def slow(payload: bytes) -> bytes:
+    def slow(payload: bytes | tuple[bytes, ...]) -> bytes | tuple[bytes, ...]:
         begun = time.monotonic()
         time.sleep(WORK)
         spans.append((begun, time.monotonic()))
