@@ -24,6 +24,7 @@ exclude_patterns = ["_build"]
 html_theme = "furo"
 html_title = f"generaldomo {release}"
 html_extra_path = ["status.schema.json"]  # linked from protocol.rst, beside it in the source tree
+highlight_language = "none"  # literal blocks are bytes and shell commands; Python examples say so
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
