@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +21,22 @@ def fail(payload: bytes | tuple[bytes, ...]) -> bytes:
 
 
 @pytest.fixture
-def report(brokers: Callable[..., Broker], workers: Callable[..., Worker]) -> dict[str, Any]:
-    """A broker's status after a success, a failure and a change of flow limits, over two services."""
-    broker = brokers("router", ["tcp://127.0.0.1:*"])
-    workers(broker.endpoint("router", "tcp"), "router", "echo")
-    workers(broker.endpoint("router", "tcp"), "router", "broken", fail)
-    with Client(broker.endpoint("router", "tcp"), "router") as client:
-        assert client.request("echo", b"hi", timeout=10).payload == b"hi"
-        with pytest.raises(RequestFailed):
-            client.request("broken", b"x", timeout=10)
-        client.flow("echo", rate=5, burst=2, concurrency=3)
-        return client.status(timeout=10)
+def report(workers: Callable[..., Worker]) -> Iterator[dict[str, Any]]:
+    """A two-link broker's status after a success, a failure and a change of flow limits, over two services."""
+    broker = Broker("router", ["tcp://127.0.0.1:*"])
+    broker.add_link("server", ["tcp://127.0.0.1:*"])
+    broker.start()
+    try:
+        workers(broker.endpoint("server", "tcp"), "server", "echo")
+        workers(broker.endpoint("router", "tcp"), "router", "broken", fail)
+        with Client(broker.endpoint("router", "tcp"), "router") as client:
+            assert client.request("echo", b"hi", timeout=10).payload == b"hi"
+            with pytest.raises(RequestFailed):
+                client.request("broken", b"x", timeout=10)
+            client.flow("echo", rate=5, burst=2, concurrency=3)
+            yield client.status(timeout=10)
+    finally:
+        broker.stop()
 
 
 def test_the_schema_is_a_valid_json_schema() -> None:
@@ -42,6 +47,7 @@ def test_a_real_report_matches_the_schema(report: dict[str, Any]) -> None:
     jsonschema.Draft202012Validator(SCHEMA).validate(report)
     assert {service["name"] for service in report["services"]} >= {"echo", "broken"}
     assert len(report["workers"]) == 2
+    assert {endpoint["transport"] for endpoint in report["broker"]["endpoints"]} == {"router", "server"}
 
 
 @pytest.mark.parametrize(
