@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
+import pkgutil
 import re
 import subprocess
 import sys
@@ -9,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import generaldomo
 from generaldomo.sansio import codec, protocol
 from generaldomo.sansio.events import ClientRequest, Dialect
 
@@ -28,6 +32,21 @@ def python_blocks(text: str) -> list[str]:
 def test_the_readme_python_examples_run(code: str, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def docstring_examples() -> list[doctest.DocTest]:
+    """Every ``>>>`` example in the package's docstrings (``__main__`` modules run the CLI when imported)."""
+    finder = doctest.DocTestFinder()
+    names = [info.name for info in pkgutil.walk_packages(generaldomo.__path__, "generaldomo.")]
+    modules = [importlib.import_module(name) for name in names if not name.endswith(".__main__")]
+    return [test for module in modules for test in finder.find(module) if test.examples]
+
+
+@pytest.mark.parametrize("test", docstring_examples(), ids=lambda test: test.name)
+def test_the_docstring_examples_run(test: doctest.DocTest) -> None:
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
 
 
 def in_document(data: bytes) -> bool:
