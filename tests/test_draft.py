@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -80,4 +81,4 @@ def test_the_source_tree_wrapper_runs_the_packaged_installer() -> None:
 
 
 def test_the_install_command_names_this_interpreter() -> None:
-    assert install_command() == f"{sys.executable} -m generaldomo.draft ensure"
+    assert install_command() == f"{shlex.quote(sys.executable)} -m generaldomo.draft ensure"

@@ -9,6 +9,7 @@ nothing of the protocol carried.
 from __future__ import annotations
 
 import enum
+import shlex
 import sys
 
 import zmq
@@ -42,7 +43,7 @@ def draft_available() -> bool:
 
 def install_command() -> str:
     """The command that installs draft sockets into this interpreter's environment (:mod:`generaldomo.draft`)."""
-    return f"{sys.executable} -m generaldomo.draft ensure"
+    return f"{shlex.quote(sys.executable)} -m generaldomo.draft ensure"
 
 
 def require_draft() -> None:
