@@ -234,14 +234,15 @@ def flow_md(part: dict[str, Any]) -> str:
     queued = sorted(r["queued"] for r in requests)
     lines = [
         "### 4. Flow control (the Ray experiment)",
-        f"Bursts of 10 requests every 2 s ({part['bursts']} bursts), service limited to {part['rate_limit']:g} "
-        f"dispatches/s and {part['concurrency_limit']} in flight, ~1 s of simulated work per request (10 workers). "
+        f"Bursts of {part['burst_size']} requests every {part['burst_every']:g} s ({part['bursts']} bursts), service "
+        f"limited to {part['rate_limit']:g} dispatches/s and {part['concurrency_limit']} in flight, "
+        f"{part['work']:g} s of simulated work per request ({part['concurrency_limit']} workers). "
         f"Achieved dispatch rate **{fmt(part['achieved_dispatch_rate'], 'f')}/s**; at most "
         f"{part['max_in_flight']} in flight; queued time per request from {queued[0]:.2f} s to {queued[-1]:.2f} s "
-        "(each burst smoothed into a steady stream).",
+        "(the rate limit paces each burst, the cap holds dispatches back while it is full).",
     ]
     if part.get("plot"):
-        lines.append(f"Timeline (queued in blue, processing in orange): `{part['plot']}`")
+        lines.append(f"Timeline (queued in blue, processing in orange; tasks in flight below): `{part['plot']}`")
     return "\n\n".join(lines)
 
 
@@ -444,10 +445,11 @@ def plots(results: dict[str, Any], out: Path, stem: str) -> list[Path]:
         ax.set_ylabel(label)
         ax.set_yscale("log")
         ax.set_title(f"{mode}, 1 worker")
-        ax.legend(fontsize="small")
+        # Beside the axes, not over them: no bar is ever hidden behind the legend.
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         fig.tight_layout()
         path = out / f"{stem}-{mode}.png"
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=100, bbox_inches="tight")
         plt.close(fig)
         paths.append(path)
     return paths

@@ -20,7 +20,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not draft_available() and not os.environ.get("GENERALDOMO_ALLOW_NO_DRAFT"):
         raise pytest.UsageError(
             "these tests need pyzmq with draft sockets (CLIENT/SERVER); run them with `tox`, or install one with "
-            "`python tools/draft_pyzmq.py ensure` (set GENERALDOMO_ALLOW_NO_DRAFT=1 to skip the server transport)"
+            "`python -m generaldomo.draft ensure` (set GENERALDOMO_ALLOW_NO_DRAFT=1 to skip the server transport)"
         )
 
 

@@ -83,7 +83,7 @@ def test_server_transport_without_draft_support_says_how_to_fix_it() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
-    assert "draft" in result.stderr and "tools/draft_pyzmq.py ensure" in result.stderr
+    assert "draft" in result.stderr and "-m generaldomo.draft ensure" in result.stderr
     assert "Traceback" not in result.stderr
 
 

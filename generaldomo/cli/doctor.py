@@ -1,6 +1,7 @@
 """``generaldomo doctor`` and ``--version``: versions, and whether draft sockets (CLIENT/SERVER) work.
 
-This module owns that report; exit status 1 means no draft sockets.
+This module owns that report; exit status 1 means no draft sockets. ``--install-draft`` runs the packaged
+installer (:mod:`generaldomo.draft`), which says what it will replace before it does.
 """
 
 from __future__ import annotations
@@ -11,21 +12,29 @@ import zmq
 
 from generaldomo import __version__
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.transport import draft_available
+from generaldomo.io.transport import draft_available, install_command
 
 
 def versions() -> str:
     """One line: generaldomo, pyzmq and libzmq versions, and draft support (with how to get it)."""
-    draft = "yes" if draft_available() else "no (run: python tools/draft_pyzmq.py ensure)"
+    draft = "yes" if draft_available() else f"no (run: {install_command()}, or generaldomo doctor --install-draft)"
     found = f"generaldomo {__version__}; pyzmq {zmq.pyzmq_version()}; libzmq {zmq.zmq_version()}"
     return f"{found}; draft sockets (CLIENT/SERVER): {draft}"
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    """No arguments."""
+    parser.add_argument(
+        "--install-draft",
+        action="store_true",
+        help="build (or take from the cache) and install a draft-enabled pyzmq into this environment",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.install_draft:
+        from generaldomo import draft
+
+        return draft.main(["ensure"])
     print(versions())
     return Exit.OK if draft_available() else Exit.FAILED
 

@@ -9,6 +9,8 @@ nothing of the protocol carried.
 from __future__ import annotations
 
 import enum
+import shlex
+import sys
 
 import zmq
 
@@ -39,12 +41,17 @@ def draft_available() -> bool:
     return bool(zmq.has("draft")) and hasattr(zmq, "SERVER")
 
 
+def install_command() -> str:
+    """The command that installs draft sockets into this interpreter's environment (:mod:`generaldomo.draft`)."""
+    return f"{shlex.quote(sys.executable)} -m generaldomo.draft ensure"
+
+
 def require_draft() -> None:
     """Raise :class:`DraftUnavailable`, naming the fix, unless draft sockets are available."""
     if not draft_available():
         raise DraftUnavailable(
             f"the server transport needs pyzmq built with the libzmq draft API, but pyzmq {zmq.pyzmq_version()} "
-            f"(libzmq {zmq.zmq_version()}) has none; install one with: python tools/draft_pyzmq.py ensure"
+            f"(libzmq {zmq.zmq_version()}) has none; install one with: {install_command()}"
         )
 
 

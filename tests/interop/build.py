@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 PEERS = ("mdp01_client", "mdp01_worker", "mdp02_client", "mdp02_worker")
 HEADERS = (HERE / "mdp_common.h",)
 CFLAGS = ("-O2", "-Wall", "-Wextra")
@@ -27,11 +26,12 @@ class BuildError(RuntimeError):
 def libzmq_prefix() -> Path:
     """The prefix holding ``include/zmq.h`` and ``lib/libzmq.a``.
 
-    ``$GENERALDOMO_LIBZMQ_PREFIX`` if set, else ``tools/draft_pyzmq.py libzmq-prefix`` (which builds it if needed).
+    ``$GENERALDOMO_LIBZMQ_PREFIX`` if set, else ``python -m generaldomo.draft libzmq-prefix`` (which builds it if
+    needed).
     """
     prefix = os.environ.get("GENERALDOMO_LIBZMQ_PREFIX")
     if not prefix:
-        cmd = [sys.executable, str(ROOT / "tools" / "draft_pyzmq.py"), "libzmq-prefix"]
+        cmd = [sys.executable, "-m", "generaldomo.draft", "libzmq-prefix"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
         if proc.returncode:
             raise BuildError(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}):\n{proc.stderr}")

@@ -1,0 +1,31 @@
+"""Sphinx configuration: the user guide (README.rst split into pages), the protocol and an API reference.
+
+``tox -e docs`` builds it with warnings as errors. ``_ext/generated.py`` writes the guide and API pages at
+build time (from README.rst's sections and ``generaldomo.__all__``), so they follow those sources.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+import generaldomo  # noqa: E402
+
+project = "generaldomo"
+author = "generaldomo maintainers"
+copyright = "2026, generaldomo maintainers"
+release = version = generaldomo.__version__
+
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "generated"]
+exclude_patterns = ["_build"]
+html_theme = "furo"
+html_title = f"generaldomo {release}"
+html_extra_path = ["status.schema.json"]  # linked from protocol.rst, beside it in the source tree
+highlight_language = "none"  # literal blocks are bytes and shell commands; Python examples say so
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "show-inheritance": True}

@@ -1,0 +1,99 @@
+"""Check the release artefacts as a new user meets them: ``python tools/check_wheel.py WORK_DIR``.
+
+Builds the sdist and, from it, the wheel (``python -m build``); checks what the wheel holds; installs the wheel
+alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor``, the
+server transport without draft sockets (whose error must name an install command that works), that command,
+``generaldomo doctor`` again and ``generaldomo demo`` on each transport. Exits non-zero on the first failure.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IN_WHEEL = ("generaldomo/py.typed", "generaldomo/draft.py", "generaldomo/cli/__init__.py")
+DEMO_TRANSPORTS = ("router", "server")
+
+
+class CheckFailed(RuntimeError):
+    """A step did not do what a user would expect."""
+
+
+def step(cmd: list[str], cwd: Path, expect: int = 0, timeout: float = 1800) -> str:
+    """Run ``cmd`` in ``cwd``, echo its output, and return it; CheckFailed unless it exits with ``expect``."""
+    print(f"$ {' '.join(cmd)}", flush=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    output = proc.stdout + proc.stderr
+    print(output, end="", flush=True)
+    if proc.returncode != expect:
+        raise CheckFailed(f"exit {proc.returncode}, expected {expect}: {' '.join(cmd)}")
+    return output
+
+
+def build(work: Path) -> Path:
+    """The wheel ``python -m build`` makes (via the sdist), after checking its contents."""
+    dist = work / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    step([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], work, timeout=600)
+    (wheel,) = dist.glob("generaldomo-*.whl")
+    (sdist,) = dist.glob("generaldomo-*.tar.gz")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = [name for name in IN_WHEEL if name not in names]
+    if missing or not any(name.endswith(".dist-info/licenses/LICENSE") for name in names):
+        raise CheckFailed(f"{wheel.name} lacks {missing or 'its LICENSE'}")
+    print(f"built {sdist.name} and {wheel.name}", flush=True)
+    return wheel
+
+
+def fresh_venv(work: Path, wheel: Path) -> Path:
+    """A new virtual environment holding only ``wheel`` and its dependencies; its bin folder."""
+    env = work / "venv"
+    shutil.rmtree(env, ignore_errors=True)
+    venv.EnvBuilder(with_pip=True).create(env)
+    bin_dir = env / "bin"
+    step([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(wheel)], work, timeout=600)
+    return bin_dir
+
+
+def check(work: Path) -> None:
+    """Every step of the module docstring."""
+    work.mkdir(parents=True, exist_ok=True)
+    bin_dir = fresh_venv(work, build(work))
+    gd = str(bin_dir / "generaldomo")
+    if "draft sockets (CLIENT/SERVER): no" in step([gd, "doctor"], work, expect=1):
+        refused = step([gd, "demo", "--transport", "server", "--requests", "10"], work, expect=2)
+        found = re.search(r"install one with: (\S+) -m generaldomo\.draft ensure", refused)
+        if not found or Path(found[1]) != bin_dir / "python":
+            raise CheckFailed("the draft error does not name this environment's install command")
+        step([found[1], "-m", "generaldomo.draft", "plan"], work)
+        step([found[1], "-m", "generaldomo.draft", "ensure"], work)
+    if "draft sockets (CLIENT/SERVER): yes" not in step([gd, "doctor"], work):
+        raise CheckFailed("doctor does not report draft sockets after the install")
+    for transport in DEMO_TRANSPORTS:
+        shown = step([gd, "demo", "--transport", transport, "--requests", "200"], work, timeout=120)
+        if "all answered correctly: True" not in shown:
+            raise CheckFailed(f"the {transport} demo did not answer every request")
+
+
+def main(argv: list[str]) -> int:
+    """Command-line entry point."""
+    if len(argv) != 1:
+        print(__doc__.splitlines()[0], file=sys.stderr)
+        return 2
+    try:
+        check(Path(argv[0]).resolve())
+    except (CheckFailed, subprocess.SubprocessError, OSError, ValueError) as error:
+        print(f"check_wheel: FAILED: {error}", file=sys.stderr)
+        return 1
+    print("check_wheel: the wheel installs alone, installs draft support and runs the demo on both transports")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
