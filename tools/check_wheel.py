@@ -2,8 +2,8 @@
 
 Builds the sdist and, from it, the wheel (``python -m build``); checks what the wheel holds; installs the wheel
 alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor``, the
-server transport without draft sockets (whose error must name an install command that works), that command,
-``generaldomo doctor`` again and ``generaldomo demo`` on each transport. Exits non-zero on the first failure.
+server transport without draft sockets (whose error must name this environment's install command), that
+command's plan, ``generaldomo doctor --install-draft``, ``generaldomo doctor`` again and ``generaldomo demo`` on each transport. Exits non-zero on the first failure.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def check(work: Path) -> None:
         if not found or Path(found[1]) != bin_dir / "python":
             raise CheckFailed("the draft error does not name this environment's install command")
         step([found[1], "-m", "generaldomo.draft", "plan"], work)
-        step([found[1], "-m", "generaldomo.draft", "ensure"], work)
+        step([gd, "doctor", "--install-draft"], work)  # what the doctor's own hint offers besides the module
     if "draft sockets (CLIENT/SERVER): yes" not in step([gd, "doctor"], work):
         raise CheckFailed("doctor does not report draft sockets after the install")
     for transport in DEMO_TRANSPORTS:
