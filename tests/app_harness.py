@@ -11,11 +11,11 @@ from pathlib import Path
 from generaldomo import Client
 
 ROOT = Path(__file__).resolve().parent.parent
-POOL = [sys.executable, "-m", "generaldomo.peers.pool"]
+POOL = [sys.executable, "-m", "generaldomo", "worker"]
 
 
 def start_pool(spec: str, endpoint: str, transport: str, log: Path, *options: str) -> subprocess.Popen[bytes]:
-    """``python -m generaldomo.peers.pool SPEC`` against ``endpoint``, its output in ``log``."""
+    """``python -m generaldomo worker SPEC`` against ``endpoint``, its output in ``log``."""
     command = [*POOL, spec, "--connect", endpoint, "--transport", transport, *options]
     with log.open("ab") as out:
         return subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)

@@ -1,4 +1,4 @@
-"""Worker apps for the tests, served by ``python -m generaldomo.peers.pool tests.apps:ATTR``.
+"""Worker apps for the tests, served by ``python -m generaldomo worker tests.apps:ATTR``.
 
 ``app`` serves two services; ``faults`` records each attempt of each task in files, so that a test can tell
 how often a task ran; ``aio`` has async handlers.

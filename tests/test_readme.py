@@ -15,7 +15,7 @@ from app_harness import ROOT, wait_for_workers
 from generaldomo import Client
 
 # `generaldomo worker module:attr` runs the pool; until the command is wired to it, this runs the same thing
-WORKER = [sys.executable, "-m", "generaldomo.peers.pool"]
+WORKER = [sys.executable, "-m", "generaldomo", "worker"]
 
 
 def walk_through() -> tuple[str, list[str], str]:

@@ -3,7 +3,8 @@
 Builds the sdist and, from it, the wheel (``python -m build``); checks what the wheel holds; installs the wheel
 alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor``, the
 server transport without draft sockets (whose error must name this environment's install command), that
-command's plan, ``generaldomo doctor --install-draft``, ``generaldomo doctor`` again and ``generaldomo demo`` on each transport. Exits non-zero on the first failure.
+command's plan, ``generaldomo doctor --install-draft``, ``generaldomo doctor`` again and ``generaldomo demo``
+on each transport. Exits non-zero on the first failure.
 """
 
 from __future__ import annotations

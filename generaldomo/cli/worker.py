@@ -1,9 +1,10 @@
-"""``generaldomo worker``: the built-in echo worker, serving until SIGINT or SIGTERM.
+"""``generaldomo worker [APP]``: the user's worker app, or the built-in echo worker, until SIGINT or SIGTERM.
 
 This module owns the worker command's flags, its signal handling and what it reports: when the broker has
 not answered within ``--liveness`` heartbeats, or answers but lists no worker for the service, a warning on
 stderr (found by :mod:`generaldomo.cli.probe` on a connection of its own), and a line when that is resolved.
-It runs :class:`generaldomo.peers.worker.Worker` unchanged.
+With an ``APP`` (``module:attr``) or ``--concurrency`` above 1 it runs a pool of worker slots
+(:func:`generaldomo.peers.pool.run_app`); otherwise one :class:`generaldomo.peers.worker.Worker`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,37 @@ import time
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
+from generaldomo.peers.app import App
+from generaldomo.peers.pool import DEFAULT_GRACE, POOLS, START_METHODS, run_app
 from generaldomo.peers.worker import Handler, Worker
+
+ECHO = "echo"
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "app",
+        nargs="?",
+        metavar="APP",
+        help="module:attr of a worker app or handler function (module alone: its `app`); default: the echo worker",
+    )
     options.transport(parser)
     options.connect(parser)
-    parser.add_argument("--service", default="echo", help="service description to announce")
+    parser.add_argument(
+        "--service",
+        action="append",
+        metavar="DESCRIPTION",
+        help=f"service description to announce (echo worker; default {ECHO}), or, with APP, a service of the app "
+        "to serve (repeatable; default: all of them)",
+    )
+    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="tasks at once, per service")
+    parser.add_argument("--pool", choices=POOLS, default="thread", help="where the N slots run")
+    parser.add_argument(
+        "--stop-grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS", help="time running tasks get on stop"
+    )
+    parser.add_argument(
+        "--start-method", choices=START_METHODS, default="spawn", help="how the process pool starts its processes"
+    )
     parser.add_argument("--sleep", type=float, default=0.0, metavar="SECONDS", help="simulated work per request")
     parser.add_argument("--tag", default="", help="prefix every reply with TAG: (to tell workers apart; default: none)")
     options.heartbeats(parser, "the broker")
@@ -43,6 +68,11 @@ def echo(sleep: float, tag: str) -> Handler:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.app is not None or args.concurrency > 1:
+        return _run_pool(args)
+    if args.service and len(args.service) > 1:
+        raise ValueError("the echo worker serves one --service; give an APP to serve several")
+    args.service = args.service[0] if args.service else ECHO
     worker = Worker(
         options.endpoint(args),
         args.service,
@@ -70,6 +100,28 @@ def run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _run_pool(args: argparse.Namespace) -> int:
+    """Serve the app (or the echo handler) in ``--concurrency`` slots of a ``--pool``."""
+    spec: str | App = args.app
+    services = args.service
+    if spec is None:
+        spec = App(ECHO)
+        spec.add(services[0] if services else ECHO, echo(args.sleep, args.tag))
+        services = None
+    return run_app(
+        spec,
+        options.endpoint(args),
+        args.transport,
+        concurrency=args.concurrency,
+        pool=args.pool,
+        stop_grace=args.stop_grace,
+        services=services,
+        heartbeat_interval=args.heartbeat,
+        liveness=args.liveness,
+        start_method=args.start_method,
+    )
+
+
 def _watch(args: argparse.Namespace, endpoint: str, stop: threading.Event) -> None:
     """Every heartbeat, ask the broker whether a worker serves the service; say so when that changes."""
     grace = args.heartbeat * args.liveness  # a few heartbeats to register in
@@ -90,4 +142,4 @@ def _watch(args: argparse.Namespace, endpoint: str, stop: threading.Event) -> No
             warned = problem
 
 
-COMMAND = Command("worker", "run the built-in echo worker", arguments, run)
+COMMAND = Command("worker", "run a worker app (module:attr) or the built-in echo worker", arguments, run)

@@ -18,7 +18,6 @@ It knows nothing of the protocol (the Worker speaks it) or of the ``generaldomo`
 
 from __future__ import annotations
 
-import argparse
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -39,6 +38,7 @@ from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 log = logging.getLogger(__name__)
 
 POOLS = ("thread", "process")
+START_METHODS = ("spawn", "forkserver")
 DEFAULT_GRACE = 30.0  # seconds a running task may take to finish when its pool stops
 EXIT_MARGIN = 5.0  # seconds past the grace a child gets to exit before it is killed
 CUT_SHORT = 3  # a child's exit status when it left tasks to be reissued
@@ -223,39 +223,3 @@ def run_app(
         units = "slots" if pool == "thread" else "processes"
         print(f"generaldomo worker: {cut_short} {units} left tasks past the grace; they are reissued", file=out)
     return 0
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m generaldomo.peers.pool", description="serve a worker app")
-    parser.add_argument("spec", help="module:attr naming an App or a handler function (module alone: module:app)")
-    parser.add_argument("--connect", metavar="ENDPOINT", help="broker endpoint (default: GENERALDOMO_BROKER, beacon)")
-    parser.add_argument("--transport", choices=("router", "server"), default="router")
-    parser.add_argument("--concurrency", type=int, default=1, help="slots per service (default 1)")
-    parser.add_argument("--pool", choices=POOLS, default="thread", help="slots as threads or processes")
-    parser.add_argument("--stop-grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS", help="for running tasks")
-    parser.add_argument("--service", action="append", dest="services", help="serve only this service (repeatable)")
-    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_INTERVAL, metavar="SECONDS")
-    parser.add_argument("--liveness", type=int, default=LIVENESS)
-    parser.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(levelname)s %(message)s")
-    return run_app(
-        args.spec,
-        args.connect,
-        args.transport,
-        concurrency=args.concurrency,
-        pool=args.pool,
-        stop_grace=args.stop_grace,
-        services=args.services,
-        heartbeat_interval=args.heartbeat,
-        liveness=args.liveness,
-        start_method=args.start_method,
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())
