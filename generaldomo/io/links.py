@@ -52,8 +52,10 @@ _REFUSAL_NAMES = {
 }
 _REFUSALS = sum(_REFUSAL_NAMES)
 _SKIPS = 64  # dropped messages one recv() call may read past before it returns None
+_TRIM_AFTER = 65536  # frames drained after which freed memory is handed back to the system
 _monitors = itertools.count()
 _seeded = False
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 Address = bytes | int | tuple[bytes, ...]
 Received = tuple[Address, list[bytes], Credential | None]
@@ -68,9 +70,15 @@ def seed_routing_ids() -> None:
     global _seeded
     if _seeded:
         return
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-    libc.srand(ctypes.c_uint(int.from_bytes(os.urandom(4), "big")))
+    _libc.srand(ctypes.c_uint(int.from_bytes(os.urandom(4), "big")))
     _seeded = True
+
+
+def _give_back_memory() -> None:
+    """Return freed heap to the system (glibc keeps what a huge message's frames took otherwise)."""
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class Link:
@@ -229,7 +237,9 @@ class RouterLink(Link):
             frame = recv(_NOBLOCK)
             room -= len(frame)
             if room < 0:
+                del frames, frame
                 self._drain()
+                _give_back_memory()
                 self.drop("dropped_too_large", "dropped a message of more than %d bytes from %r", self.max_bytes, address)
                 return None
             append(frame)
@@ -245,6 +255,8 @@ class RouterLink(Link):
         while more:
             more = recv(_NOBLOCK, copy=False).more
             count += 1
+        if count > _TRIM_AFTER:
+            _give_back_memory()
         return count
 
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
