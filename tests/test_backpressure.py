@@ -40,7 +40,7 @@ def test_a_peer_that_never_reads_costs_others_nothing(transport, brokers, worker
                 assert other.request("echo", b"%d" % k, timeout=30).payload == b"%d" % k
         finally:
             sink.close()
-    assert caplog.text.count("its queue is full") <= 5
+    assert caplog.text.count("its queue is full") == 1
 
 
 def test_undecodable_parts_are_counted_and_logged_a_few_times(brokers, workers, caplog) -> None:
@@ -57,4 +57,4 @@ def test_undecodable_parts_are_counted_and_logged_a_few_times(brokers, workers, 
         workers(endpoint, "server")
         with Client(endpoint, "server") as client:
             assert client.request("echo", b"still here", timeout=30).payload == b"still here"
-    assert 1 <= caplog.text.count("does not unpack") <= 5
+    assert caplog.text.count("does not unpack") == 1

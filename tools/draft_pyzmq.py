@@ -5,7 +5,9 @@ using only PyPI and the local C/C++ compiler:
 
 1. ``pip download`` the pyzmq 25.1.2 sdist, which carries the libzmq 4.3.4
    sources under ``bundled/zeromq``;
-2. compile them (``-O3``, drafts on, CURVE via built-in tweetnacl, no
+2. patch them (:data:`LIBZMQ_PATCH`: a ROUTER socket's generated peer ids
+   skip ids in use, so that a peer choosing one cannot make libzmq abort) and
+   compile them (``-O3``, drafts on, CURVE via built-in tweetnacl, no
    libsodium) into a static, position-independent ``libzmq.a``;
 3. ``pip wheel`` pyzmq 27 from its sdist against that prefix, so libzmq is
    linked statically into the extension: the wheel is self-contained.
@@ -40,7 +42,7 @@ from subprocess import STDOUT
 
 PYZMQ_VERSION = "27.3.0"
 LIBZMQ_SDIST = "25.1.2"  # pyzmq sdist that bundles the libzmq 4.3.4 sources
-RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq4.3.4-static-r2"
+RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq4.3.4-static-r3-ridguard"
 
 # Configuration as libzmq 4.3.4's own CMake detects it on Linux/glibc with
 # ENABLE_DRAFTS=ON, WITH_LIBSODIUM=OFF, ENABLE_WS=OFF (TIPC left out too).
@@ -176,6 +178,36 @@ def fetch_libzmq_source(work: Path) -> Path:
     return work / top
 
 
+# ---------------------------------------------------------------------------------------- libzmq patch
+# The routing-id guard. libzmq's ROUTER gives a peer without an id of its own a generated one, 0x00 + a 4-byte
+# counter (src/router.cpp, identify_peer), and asserts in routing_socket_base_t::add_out_pipe when that id is
+# already held by a peer that chose it: one DEALER choosing the next generated id aborts the process. The patch
+# makes each generated id skip ids in use. Same text in libzmq 4.3.4 and 4.3.5 (three places: raw sockets,
+# peers without an id, and the id given to a pipe that ZMQ_ROUTER_HANDOVER displaces).
+LIBZMQ_PATCH = (
+    "src/router.cpp",
+    "put_uint32 (buf + 1, _next_integral_routing_id++);",
+    "do /* generaldomo: skip ids in use */\n"
+    "            put_uint32 (buf + 1, _next_integral_routing_id++);\n"
+    "        while (has_out_pipe (blob_t (buf, sizeof buf)));",
+    3,
+)
+
+
+def patch_libzmq(src: Path) -> None:
+    """Apply :data:`LIBZMQ_PATCH` to the libzmq source tree ``src`` (4.3.4 or 4.3.5); BuildError if it does not fit."""
+    name, old, new, count = LIBZMQ_PATCH
+    path = src / name
+    text = path.read_text()
+    found = text.count(old)
+    if found != count:
+        raise BuildError(f"libzmq patch: expected {count} x {old!r} in {path}, found {found}")
+    path.write_text(text.replace(old, new))
+
+
+# ------------------------------------------------------------------------------------------------------------
+
+
 def build_libzmq(src: Path, work: Path) -> Path:
     """Compile libzmq into a static PIC ``libzmq.a``; return its install prefix."""
     objdir, prefix = work / "obj", work / "prefix"
@@ -266,6 +298,7 @@ def get_wheel() -> Path:
             log(f"building in {work} ({jobs()} jobs)")
             log(f"step 1/3: pip download pyzmq {LIBZMQ_SDIST} sdist (libzmq source)")
             src = fetch_libzmq_source(work)
+            patch_libzmq(src)
             log("step 2/3: compiling static libzmq (drafts on, -O3)")
             prefix = build_libzmq(src, work)
             log(f"step 3/3: building pyzmq {PYZMQ_VERSION} wheel against it")

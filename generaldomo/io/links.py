@@ -103,7 +103,8 @@ class Link:
         self.max_bytes = sys.maxsize if max_message == NO_LIMIT else max_message
         self.security = security
         self.counters: Counter[str] = Counter()
-        self.limiter = RateLimiter(burst=5)
+        self.limiter = RateLimiter()  # one line per kind of drop per interval, then a count
+        self.refusals = RateLimiter(burst=5)  # refused connections: a few lines, as a scan has a few
         self.socket: zmq.Socket = context.socket(self.socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)  # per frame; the reading loop bounds the sum
@@ -148,11 +149,12 @@ class Link:
         counts, self.counters = self.counters, Counter()
         return counts
 
-    def drop(self, counter: str, message: str, *args: object) -> None:
-        """Count a drop and log it, a few lines per interval for each kind (``counter``)."""
+    def drop(self, counter: str, message: str, *args: object, limiter: RateLimiter | None = None) -> None:
+        """Count a drop and log it, rate-limited for each kind (``counter``)."""
         self.counters[counter] += 1
-        if self.limiter.allow(counter, time.monotonic()):
-            suppressed = self.limiter.suppressed(counter)
+        limiter = limiter or self.limiter
+        if limiter.allow(counter, time.monotonic()):
+            suppressed = limiter.suppressed(counter)
             more = f" ({suppressed} more like it since the last line)" if suppressed else ""
             log.warning(f"{self.transport} link {message}{more}", *args)
 
@@ -178,7 +180,8 @@ class Link:
                 return refused
             refused += 1
             name = _REFUSAL_NAMES.get(event["event"], "handshake failed")
-            self.drop("connections_refused", "refused a connection on %s: %s", event["endpoint"].decode(), name)
+            endpoint = event["endpoint"].decode()
+            self.drop("connections_refused", "refused a connection on %s: %s", endpoint, name, limiter=self.refusals)
 
     def close(self, linger_ms: int = 200) -> None:
         """Close the socket, giving queued messages (e.g. DISCONNECTs) ``linger_ms`` to leave."""
