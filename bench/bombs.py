@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(CASES), help="cases, comma-separated")
     args = parser.parse_args(argv)
-    print("| case | send (s) | dropped after send (s) | others' round trips | p50 / max (ms) | broker CPU (s) | RSS before / after / peak (MiB) |")
+    columns = "case | send (s) | dropped after send (s) | others' round trips | p50 / max (ms) | broker CPU (s)"
+    print(f"| {columns} | RSS before / after / peak (MiB) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for kind in args.only.split(","):
         r = run_case(kind)

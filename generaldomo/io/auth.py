@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import zmq
@@ -30,7 +31,7 @@ class BrokerSecurity:
 
     public_key: bytes
     secret_key: bytes
-    credentials: Mapping[str, Credential] = attrs.field(converter=dict)
+    credentials: Mapping[str, Credential]
 
     @classmethod
     def from_files(
@@ -60,7 +61,7 @@ class BrokerSecurity:
         """True when the Z85 public key is listed for some role."""
         return z85_key.decode("ascii", "replace") in self.credentials
 
-    def apply(self, socket: zmq.Socket) -> None:
+    def apply(self, socket: zmq.Socket[Any]) -> None:
         """Make ``socket`` a CURVE server with this key, authenticated by the ZAP handler."""
         socket.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
         socket.setsockopt(zmq.CURVE_SERVER, 1)
@@ -80,7 +81,7 @@ class _Allowlist:
 class ZapHandler:
     """pyzmq's ThreadAuthenticator on ``context``, admitting the keys ``security`` lists; one per context."""
 
-    def __init__(self, context: zmq.Context, security: BrokerSecurity) -> None:
+    def __init__(self, context: zmq.Context[Any], security: BrokerSecurity) -> None:
         self.authenticator = ThreadAuthenticator(context)
         self.security = security
 

@@ -22,9 +22,10 @@ from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.transport import Transport
-from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
+from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
 from generaldomo.sansio.resolver import Resolver
+from generaldomo.sansio.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class Broker:
         *,
         resolver: Resolver | None = None,
         settings: Settings | None = None,
-        context: zmq.Context | None = None,
+        context: zmq.Context[Any] | None = None,
         security: BrokerSecurity | None = None,
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
@@ -107,10 +108,10 @@ class Broker:
         """Expose the status as Prometheus metrics over HTTP (needs ``prometheus_client``); return the port.
 
         The broker's loop refreshes a status snapshot every ``period`` seconds for it."""
-        from generaldomo import metrics
+        from generaldomo.io import metrics
 
         self._snapshot_period = period
-        return metrics.serve(lambda: self.snapshot, port, address)
+        return int(metrics.serve(lambda: self.snapshot, port, address))
 
     @property
     def endpoints(self) -> list[tuple[str, str]]:
@@ -177,7 +178,7 @@ class Broker:
                         self.snapshot = status(core, clock())
                         next_snapshot = clock() + self._snapshot_period
                     deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
-                timeout = None if deadline is None else max(0.0, (deadline - clock()) * 1000)
+                timeout = None if deadline is None else max(0, int((deadline - clock()) * 1000) + 1)
                 for socket, _ in poller.poll(timeout):
                     if socket is self._stop_socket:
                         return

@@ -16,18 +16,24 @@ from pathlib import Path
 
 import zmq.auth
 
-_METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"(.*)"\s*$')
+_METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"?(.*?)"?\s*$')
 
 
 class KeyFileError(ValueError):
     """A certificate file is missing, unreadable or lacks the key asked for."""
 
 
-def keygen(directory: str | os.PathLike[str], name: str, metadata: Mapping[str, str] | None = None) -> tuple[Path, Path]:
+def keygen(
+    directory: str | os.PathLike[str], name: str, metadata: Mapping[str, str] | None = None
+) -> tuple[Path, Path]:
     """Make a key pair as ``DIRECTORY/NAME.key`` (public) and ``NAME.key_secret`` (secret, mode 0600)."""
     Path(directory).mkdir(parents=True, exist_ok=True)
     public, secret = zmq.auth.create_certificates(os.fspath(directory), name, dict(metadata or {}))
     os.chmod(secret, 0o600)
+    if metadata:  # pyzmq writes metadata into the secret file only; the broker reads the public one
+        lines = "".join(f'    {key} = "{value}"\n' for key, value in metadata.items())
+        text = Path(public).read_text()
+        Path(public).write_text(text.replace("metadata\n", "metadata\n" + lines, 1))
     return Path(public), Path(secret)
 
 

@@ -26,7 +26,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -45,7 +45,7 @@ NO_LIMIT = -1
 _NOBLOCK = int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE) | _NOBLOCK
 _RCVMORE = int(zmq.RCVMORE)
-_REFUSAL_NAMES = {
+_REFUSAL_NAMES: dict[int, str] = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed (not a ZeroMQ peer, or it hung up)",
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake failed: ZMTP protocol error",
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: "handshake failed: authentication",
@@ -89,7 +89,7 @@ class Link:
 
     def __init__(
         self,
-        context: zmq.Context,
+        context: zmq.Context[Any],
         endpoints: Iterable[str],
         max_message: int = NO_LIMIT,
         *,
@@ -105,7 +105,7 @@ class Link:
         self.counters: Counter[str] = Counter()
         self.limiter = RateLimiter()  # one line per kind of drop per interval, then a count
         self.refusals = RateLimiter(burst=5)  # refused connections: a few lines, as a scan has a few
-        self.socket: zmq.Socket = context.socket(self.socket_type)
+        self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)  # per frame; the reading loop bounds the sum
         if security is not None:
@@ -116,7 +116,7 @@ class Link:
         # application; its monitor does, so that each refusal gets a log line.
         address = f"inproc://generaldomo-monitor-{next(_monitors)}"  # pyzmq's own naming fails on SERVER sockets
         self.socket.monitor(address, _REFUSALS)
-        self.monitor: zmq.Socket = context.socket(zmq.PAIR)
+        self.monitor: zmq.Socket[bytes] = context.socket(zmq.PAIR)
         self.monitor.connect(address)
         try:
             for endpoint in endpoints:
@@ -128,7 +128,7 @@ class Link:
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; return the concrete endpoint (with the port a ``*`` got)."""
         self.socket.bind(endpoint)
-        concrete = self.socket.getsockopt(zmq.LAST_ENDPOINT).decode()
+        concrete = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.endpoints.append(concrete)
         return concrete
 
@@ -179,8 +179,8 @@ class Link:
             except zmq.Again:
                 return refused
             refused += 1
-            name = _REFUSAL_NAMES.get(event["event"], "handshake failed")
-            endpoint = event["endpoint"].decode()
+            name = _REFUSAL_NAMES.get(int(event["event"]), "handshake failed")
+            endpoint = bytes(event["endpoint"]).decode(errors="replace")
             self.drop("connections_refused", "refused a connection on %s: %s", endpoint, name, limiter=self.refusals)
 
     def close(self, linger_ms: int = 200) -> None:
@@ -206,48 +206,47 @@ class RouterLink(Link):
         socket = self.socket
         for _ in range(_SKIPS):
             try:
-                if self.security is None:
-                    address = socket.recv(_NOBLOCK)
-                    credential = None
-                else:
-                    first = socket.recv(_NOBLOCK, copy=False)
-                    address = first.bytes
-                    credential = self.credential(first, address)
+                address = socket.recv(_NOBLOCK)
             except zmq.Again:
                 return None
-            frames = self._frames(address)
-            if frames is None or (credential is None and self.security is not None):
+            credential, frames = None, []
+            if self.security is not None and socket.get(_RCVMORE):
+                # libzmq 4.3.4 attaches the metadata to the frames the peer sent, not to the identity frame
+                first = socket.recv(_NOBLOCK, copy=False)
+                credential = self.credential(first, address)
+                frames.append(first.bytes)
+            if not self._read(address, frames) or (credential is None and self.security is not None):
                 continue
             if address[0] == 0 and len(address) != 5:
-                self.drop("dropped_reserved_id", "dropped a message from %s: ids starting with 0 are libzmq's", address)
+                self.drop("dropped_reserved_id", "dropped a message from %r: ids starting with 0 are libzmq's", address)
                 continue
             peer, message = envelope.split(address, frames)
             return peer, message, credential
         return None
 
-    def _frames(self, address: bytes) -> list[bytes] | None:
-        """The frames after the identity, or None (counted, logged) if they break the frame or byte limit."""
+    def _read(self, address: bytes, frames: list[bytes]) -> bool:
+        """Append the rest of the message to ``frames``; False (counted, logged) if it breaks a limit."""
         socket = self.socket
         recv, get = socket.recv, socket.get
-        frames: list[bytes] = []
         append = frames.append
-        left, room = self.max_frames, self.max_bytes
-        while get(_RCVMORE):
-            if not left:
+        left = self.max_frames - len(frames)
+        room = self.max_bytes - sum(map(len, frames))
+        while room >= 0 and get(_RCVMORE):
+            if left <= 0:
                 count = self.max_frames + self._drain()
                 self.drop("dropped_too_many_frames", "dropped a message of %d frames from %r", count, address)
-                return None
+                return False
             frame = recv(_NOBLOCK)
             room -= len(frame)
-            if room < 0:
-                del frames, frame
-                self._drain()
-                _give_back_memory()
-                self.drop("dropped_too_large", "dropped a message of more than %d bytes from %r", self.max_bytes, address)
-                return None
             append(frame)
             left -= 1
-        return frames
+        if room < 0:
+            frames.clear()
+            self._drain()
+            _give_back_memory()
+            self.drop("dropped_too_large", "dropped a message of more than %d bytes from %r", self.max_bytes, address)
+            return False
+        return True
 
     def _drain(self) -> int:
         """Read and discard the rest of the current message without copying it; return the frames read."""
@@ -289,7 +288,7 @@ class ServerLink(Link):
 
     def __init__(
         self,
-        context: zmq.Context,
+        context: zmq.Context[Any],
         endpoints: Iterable[str],
         max_message: int = NO_LIMIT,
         *,
@@ -343,6 +342,7 @@ class ServerLink(Link):
         return None
 
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
+        assert isinstance(address, int)
         message = zmq.Frame(codec.encode(frames))
         message.routing_id = address
         try:

@@ -1,10 +1,10 @@
 """Rate-limited warnings: a line, then a count per interval.
 
 This module owns one rule: for each key (a kind of warning, usually with the peer it is about), the first
-``burst`` events of an interval may be logged (default one); the others in that interval are only counted, and the next line that is
-allowed says how many were suppressed since the last one. At most ``max_keys`` keys are remembered, so that
-peers choosing new keys cannot grow it without bound (beyond that, new keys share one). It knows nothing of logging, clocks or sockets: callers
-pass ``now``.
+``burst`` events of an interval may be logged (default one); the others in that interval are only counted,
+and the next line that is allowed says how many were suppressed since the last one. At most ``max_keys`` keys
+are remembered, so that peers choosing new keys cannot grow it without bound (beyond that, new keys share
+one). It knows nothing of logging, clocks or sockets: callers pass ``now``.
 """
 
 from __future__ import annotations
