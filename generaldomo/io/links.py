@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import hashlib
 import itertools
 import logging
 import os
@@ -56,6 +57,7 @@ _TRIM_AFTER = 65536  # frames drained after which freed memory is handed back to
 _monitors = itertools.count()
 _seeded = False
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_LABEL_KEY = os.urandom(16)
 
 Address = bytes | int | tuple[bytes, ...]
 Received = tuple[Address, list[bytes], Credential | None]
@@ -72,6 +74,13 @@ def seed_routing_ids() -> None:
         return
     _libc.srand(ctypes.c_uint(int.from_bytes(os.urandom(4), "big")))
     _seeded = True
+
+
+def label(address: object) -> str:
+    """A peer's name in log lines: a keyed hash of its address, the same for the same peer within this process,
+    so that lines can be matched without revealing ids that libzmq generated (they would help a squatter)."""
+    digest = hashlib.blake2b(repr(address).encode(), digest_size=4, key=_LABEL_KEY).hexdigest()
+    return f"peer-{digest}"
 
 
 def _give_back_memory() -> None:
@@ -167,7 +176,7 @@ class Link:
             user = None
         found = self.security.credential(user) if isinstance(user, str) else None
         if found is None:
-            self.drop("dropped_unauthenticated", "dropped a message from %r without a known CURVE key", peer)
+            self.drop("dropped_unauthenticated", "dropped a message from %s without a known CURVE key", label(peer))
         return found
 
     def log_refusals(self) -> int:
@@ -218,7 +227,9 @@ class RouterLink(Link):
             if not self._read(address, frames) or (credential is None and self.security is not None):
                 continue
             if address[0] == 0 and len(address) != 5:
-                self.drop("dropped_reserved_id", "dropped a message from %r: ids starting with 0 are libzmq's", address)
+                self.drop(
+                    "dropped_reserved_id", "dropped a message from %s: ids starting with 0 are libzmq's", label(address)
+                )
                 continue
             peer, message = envelope.split(address, frames)
             return peer, message, credential
@@ -234,7 +245,7 @@ class RouterLink(Link):
         while room >= 0 and get(_RCVMORE):
             if left <= 0:
                 count = self.max_frames + self._drain()
-                self.drop("dropped_too_many_frames", "dropped a message of %d frames from %r", count, address)
+                self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, label(address))
                 return False
             frame = recv(_NOBLOCK)
             room -= len(frame)
@@ -244,7 +255,9 @@ class RouterLink(Link):
             frames.clear()
             self._drain()
             _give_back_memory()
-            self.drop("dropped_too_large", "dropped a message of more than %d bytes from %r", self.max_bytes, address)
+            self.drop(
+                "dropped_too_large", "dropped a message of more than %d bytes from %s", self.max_bytes, label(address)
+            )
             return False
         return True
 
@@ -268,7 +281,7 @@ class RouterLink(Link):
         try:
             send(route[0], _MORE)
         except zmq.Again:
-            self.drop("sends_dropped_full", "dropped a message to %r: its queue is full", address)
+            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
             return
         except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
             self.counters["sends_dropped_gone"] += 1
@@ -329,10 +342,14 @@ class ServerLink(Link):
             try:
                 frames = codec.decode(message.buffer, self.max_frames)
             except codec.TooManyFrames:
-                self.drop("dropped_too_many_frames", "dropped a message of %d+ frames from %s", self.max_frames, peer)
+                self.drop(
+                    "dropped_too_many_frames", "dropped a message of %d+ frames from %s", self.max_frames, label(peer)
+                )
                 continue
             except codec.CodecError as error:
-                self.drop("dropped_undecodable", "dropped a message from %s that does not unpack: %s", peer, error)
+                self.drop(
+                    "dropped_undecodable", "dropped a message from %s that does not unpack: %s", label(peer), error
+                )
                 continue
             if self.security is None:
                 return peer, frames, None
@@ -348,7 +365,7 @@ class ServerLink(Link):
         try:
             self.socket.send(message, zmq.NOBLOCK)
         except zmq.Again:
-            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", address)
+            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
         except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
             self.counters["sends_dropped_gone"] += 1
 
