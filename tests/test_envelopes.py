@@ -100,11 +100,12 @@ def test_mdp01_req_client_through_proxies(brokers, workers, proxies, hops) -> No
         client.close()
 
 
-def test_mdp02_client_through_a_proxy(brokers, workers, proxies) -> None:
+@pytest.mark.parametrize("hops", [1, 2])
+def test_mdp02_client_through_proxies(brokers, workers, proxies, hops) -> None:
     broker = brokers("router", ["tcp://127.0.0.1:*"])
     endpoint = broker.endpoint("router", "tcp")
     workers(endpoint, "router")
-    client = raw(zmq.DEALER, proxies(endpoint, 1))
+    client = raw(zmq.DEALER, proxies(endpoint, hops))
     try:
         client.send_multipart([b"MDPC02", b"\x01", b"echo", b"two"])
         assert client.recv_multipart() == [b"MDPC02", b"\x03", b"echo", b"two"]
