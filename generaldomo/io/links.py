@@ -241,7 +241,7 @@ class RouterLink(Link):
         recv, get = socket.recv, socket.get
         append = frames.append
         left = self.max_frames - len(frames)
-        room = self.max_bytes - sum(map(len, frames))
+        room = self.max_bytes - len(frames[0]) if frames else self.max_bytes
         while room >= 0 and get(_RCVMORE):
             if left <= 0:
                 count = self.max_frames + self._drain()
