@@ -5,6 +5,7 @@ directory, then per transport (ROUTER, SERVER over loopback tcp) and security (p
 process and one echo worker process, and measures from this process with ``generaldomo.Client`` (over a context
 whose sockets carry the client's CURVE key): sync round trips (req/s, p50) and pipelined throughput (100
 outstanding), with 16 B and 64 KiB payloads. Rounds interleave the four set-ups; the table gives medians.
+``--raw`` measures only the cryptography's share: a raw pyzmq DEALER/ROUTER echo, plain and CURVE.
 Every loop is bounded in count and time; the children die on exit.
 """
 
@@ -100,11 +101,42 @@ class Setup:
         self.context.term()
 
 
+def raw_echo(curve: bool, size: int, n: int = 200) -> float:
+    """µs per round trip of a DEALER to a ROUTER echo in this process, with or without CURVE."""
+    context: zmq.Context[Any] = zmq.Context()
+    server_public, server_secret = zmq.curve_keypair()
+    public, secret = zmq.curve_keypair()
+    router, dealer = context.socket(zmq.ROUTER), context.socket(zmq.DEALER)
+    if curve:
+        router.curve_server, router.curve_secretkey = True, server_secret
+        dealer.curve_publickey, dealer.curve_secretkey, dealer.curve_serverkey = public, secret, server_public
+    dealer.connect(f"tcp://127.0.0.1:{router.bind_to_random_port('tcp://127.0.0.1')}")
+    payload = b"x" * size
+    start = 0.0
+    for i in range(n + 1):  # the first round trip is the handshake
+        start = time.perf_counter() if i == 1 else start
+        dealer.send(payload)
+        router.send_multipart(router.recv_multipart(copy=False), copy=False)
+        dealer.recv(copy=False)
+    elapsed = time.perf_counter() - start
+    router.close(0)
+    dealer.close(0)
+    context.term()
+    return elapsed / n * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="cap per measurement")
+    parser.add_argument("--raw", action="store_true", help="only the raw pyzmq echo, plain and CURVE")
     args = parser.parse_args(argv)
+    if args.raw:
+        print(f"libzmq {zmq.zmq_version()}")
+        for name, payload in PAYLOADS.items():
+            plain, curve = raw_echo(False, len(payload)), raw_echo(True, len(payload))
+            print(f"{name}: {plain:.0f} µs plain, {curve:.0f} µs CURVE per round trip")
+        return 0
     results: dict[tuple[str, str, str, str], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="gdcurve-") as tmp:
         make_keys(Path(tmp))
