@@ -5,8 +5,9 @@ using only PyPI and the local C/C++ compiler:
 
 1. ``pip download`` the pyzmq 25.1.2 sdist, which carries the libzmq 4.3.4
    sources under ``bundled/zeromq``;
-2. patch them (:data:`LIBZMQ_PATCH`: a ROUTER socket's generated peer ids
-   skip ids in use, so that a peer choosing one cannot make libzmq abort) and
+2. patch them (:data:`LIBZMQ_PATCHES`: a ROUTER socket's generated peer ids
+   skip ids in use, so that a peer choosing one cannot make libzmq abort; and
+   ``zmq_generaldomo_drain``, which discards the rest of a message in C) and
    compile them (``-O3``, drafts on, CURVE via built-in tweetnacl, no
    libsodium) into a static, position-independent ``libzmq.a``;
 3. ``pip wheel`` pyzmq 27 from its sdist against that prefix, so libzmq is
@@ -42,7 +43,7 @@ from subprocess import STDOUT
 
 PYZMQ_VERSION = "27.3.0"
 LIBZMQ_SDIST = "25.1.2"  # pyzmq sdist that bundles the libzmq 4.3.4 sources
-RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq4.3.4-static-r3-ridguard"
+RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq4.3.4-static-r4-ridguard-drain"
 
 # Configuration as libzmq 4.3.4's own CMake detects it on Linux/glibc with
 # ENABLE_DRAFTS=ON, WITH_LIBSODIUM=OFF, ENABLE_WS=OFF (TIPC left out too).
@@ -110,7 +111,17 @@ assert cli.recv() == b"pong"
 ctx.destroy()
 print(f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}, draft OK")
 """
-PROBE_CODE = "import zmq; print(zmq.has('draft'), zmq.__version__, zmq.zmq_version())"
+# "patched": the libzmq has LIBZMQ_PATCHES (its drain function is their marker), so that an environment with
+# an older wheel of this recipe is upgraded.
+PROBE_CODE = """\
+import ctypes, zmq
+try:
+    from zmq.backend.cython import _zmq
+    patched = hasattr(ctypes.CDLL(_zmq.__file__), "zmq_generaldomo_drain")
+except (ImportError, OSError):
+    patched = False
+print(zmq.has('draft') and patched, zmq.__version__, zmq.zmq_version(), patched)
+"""
 
 _T0 = time.monotonic()
 Env = Mapping[str, str]
@@ -179,30 +190,58 @@ def fetch_libzmq_source(work: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------- libzmq patch
-# The routing-id guard. libzmq's ROUTER gives a peer without an id of its own a generated one, 0x00 + a 4-byte
-# counter (src/router.cpp, identify_peer), and asserts in routing_socket_base_t::add_out_pipe when that id is
-# already held by a peer that chose it: one DEALER choosing the next generated id aborts the process. The patch
-# makes each generated id skip ids in use. Same text in libzmq 4.3.4 and 4.3.5 (three places: raw sockets,
-# peers without an id, and the id given to a pipe that ZMQ_ROUTER_HANDOVER displaces).
-LIBZMQ_PATCH = (
-    "src/router.cpp",
-    "put_uint32 (buf + 1, _next_integral_routing_id++);",
-    "do /* generaldomo: skip ids in use */\n"
-    "            put_uint32 (buf + 1, _next_integral_routing_id++);\n"
-    "        while (has_out_pipe (blob_t (buf, sizeof buf)));",
-    3,
+# Two small additions to libzmq, each text found exactly as often in libzmq 4.3.4 and 4.3.5.
+# 1. The routing-id guard. libzmq's ROUTER gives a peer without an id of its own a generated one, 0x00 + a
+#    4-byte counter (src/router.cpp, identify_peer), and asserts in routing_socket_base_t::add_out_pipe when
+#    that id is already held by a peer that chose it: one DEALER choosing the next generated id aborts the
+#    process. Each generated id now skips ids in use (three places: raw sockets, peers without an id, and the
+#    id given to a pipe that ZMQ_ROUTER_HANDOVER displaces).
+# 2. zmq_generaldomo_drain(socket): discard the rest of the message being received, in C, and return how many
+#    frames it had. From Python each frame costs about a microsecond, so a message of millions of frames
+#    stalled the broker for seconds (bench/README.md); generaldomo.io.links uses it when libzmq has it.
+DRAIN_FUNCTION = """
+
+//  generaldomo: discard the rest of the message being received; return the number of frames discarded.
+extern "C" long zmq_generaldomo_drain (void *s_)
+{
+    int more = 0;
+    size_t more_size = sizeof more;
+    if (zmq_getsockopt (s_, ZMQ_RCVMORE, &more, &more_size) == -1)
+        return -1;
+    zmq_msg_t msg;
+    zmq_msg_init (&msg);
+    long count = 0;
+    while (more && zmq_msg_recv (&msg, s_, ZMQ_DONTWAIT) >= 0) {
+        ++count;
+        more = zmq_msg_more (&msg);
+    }
+    zmq_msg_close (&msg);
+    return count;
+}
+"""
+LIBZMQ_PATCHES = (
+    (
+        "src/router.cpp",
+        "put_uint32 (buf + 1, _next_integral_routing_id++);",
+        "do /* generaldomo: skip ids in use */\n"
+        "            put_uint32 (buf + 1, _next_integral_routing_id++);\n"
+        "        while (has_out_pipe (blob_t (buf, sizeof buf)));",
+        3,
+    ),
+    ("src/zmq.cpp", "return s->query_pipes_stats ();\n}\n", "return s->query_pipes_stats ();\n}\n" + DRAIN_FUNCTION, 1),
 )
 
 
 def patch_libzmq(src: Path) -> None:
-    """Apply :data:`LIBZMQ_PATCH` to the libzmq source tree ``src`` (4.3.4 or 4.3.5); BuildError if it does not fit."""
-    name, old, new, count = LIBZMQ_PATCH
-    path = src / name
-    text = path.read_text()
-    found = text.count(old)
-    if found != count:
-        raise BuildError(f"libzmq patch: expected {count} x {old!r} in {path}, found {found}")
-    path.write_text(text.replace(old, new))
+    """Apply :data:`LIBZMQ_PATCHES` to the libzmq source tree ``src`` (4.3.4 or 4.3.5); BuildError if one does
+    not fit."""
+    for name, old, new, count in LIBZMQ_PATCHES:
+        path = src / name
+        text = path.read_text()
+        found = text.count(old)
+        if found != count:
+            raise BuildError(f"libzmq patch: expected {count} x {old!r} in {path}, found {found}")
+        path.write_text(text.replace(old, new))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -312,14 +351,14 @@ def get_wheel() -> Path:
 
 
 def probe() -> tuple[bool, str]:
-    """Whether this interpreter's zmq has drafts, with a version description."""
+    """Whether this interpreter's zmq has drafts and this recipe's libzmq patches, with a description."""
     cmd = [sys.executable, "-c", PROBE_CODE]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     fields = proc.stdout.split()
-    if proc.returncode or len(fields) != 3:
+    if proc.returncode or len(fields) != 4:
         return False, "zmq not importable"
-    has, pyzmq, libzmq = fields
-    return has == "True", f"pyzmq {pyzmq}, libzmq {libzmq}, draft={has}"
+    ok, pyzmq, libzmq, patched = fields
+    return ok == "True", f"pyzmq {pyzmq}, libzmq {libzmq}, draft and patched={ok} (patched={patched})"
 
 
 def ensure() -> None:
