@@ -39,3 +39,26 @@ def test_a_chosen_id_in_the_reserved_range_is_refused(brokers, workers, caplog) 
     squatter.close()
     assert broker.core.counters["requests"] == 1
     assert caplog.text.count("ids starting with 0") == 1
+
+
+FIRST_ID = """\
+import zmq
+from generaldomo.io.links import RouterLink
+link = RouterLink(zmq.Context.instance(), ["tcp://127.0.0.1:*"])
+peer = zmq.Context.instance().socket(zmq.DEALER)
+peer.connect(link.endpoints[0])
+peer.send_multipart([b"GDPC01", b"\\x04"])
+assert link.socket.poll(30_000)
+print(link.recv()[0].hex())
+"""
+
+
+def test_generated_ids_differ_between_processes() -> None:
+    # libzmq never seeds rand(): unseeded, every process's first generated id is 006b8b4567
+    first = [
+        subprocess.run([sys.executable, "-c", FIRST_ID], capture_output=True, text=True, timeout=60, cwd=HERE.parent)
+        for _ in range(2)
+    ]
+    assert all(run.returncode == 0 for run in first), [run.stderr for run in first]
+    ids = {run.stdout.strip() for run in first}
+    assert len(ids) == 2 and "006b8b4567" not in ids
