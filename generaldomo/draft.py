@@ -72,18 +72,67 @@ class SourcePatch:
     path: str  # relative to the libzmq source root, e.g. "src/server.cpp"
     old: str
     new: str
+    count: int = 1  # how often ``old`` occurs (in 4.3.4 and 4.3.5 alike); every occurrence is replaced
 
     def apply(self, src: Path) -> None:
-        """Rewrite the file under ``src``; BuildError if ``old`` does not occur exactly once."""
+        """Rewrite the file under ``src``; BuildError if ``old`` does not occur exactly ``count`` times."""
         target = src / self.path
         text = target.read_text()
-        if text.count(self.old) != 1:
-            raise BuildError(f"patch {self.name}: expected its text once in {self.path}, found {text.count(self.old)}")
+        found = text.count(self.old)
+        if found != self.count:
+            raise BuildError(f"patch {self.name}: expected its text {self.count} x in {self.path}, found {found}")
         target.write_text(text.replace(self.old, self.new))
 
 
+# Two small additions to libzmq, each text found exactly as often in libzmq 4.3.4 and 4.3.5.
+# 1. The routing-id guard. libzmq's ROUTER gives a peer without an id of its own a generated one, 0x00 + a
+#    4-byte counter (src/router.cpp, identify_peer), and asserts in routing_socket_base_t::add_out_pipe when
+#    that id is already held by a peer that chose it: one DEALER choosing the next generated id aborts the
+#    process. Each generated id now skips ids in use (three places: raw sockets, peers without an id, and the
+#    id given to a pipe that ZMQ_ROUTER_HANDOVER displaces).
+# 2. zmq_generaldomo_drain(socket): discard the rest of the message being received, in C, and return how many
+#    frames it had. From Python each frame costs about a microsecond, so a message of millions of frames
+#    stalled the broker for seconds (bench/README.md); generaldomo.io.links uses it when libzmq has it.
+DRAIN_FUNCTION = """
+
+//  generaldomo: discard the rest of the message being received; return the number of frames discarded.
+extern "C" long zmq_generaldomo_drain (void *s_)
+{
+    int more = 0;
+    size_t more_size = sizeof more;
+    if (zmq_getsockopt (s_, ZMQ_RCVMORE, &more, &more_size) == -1)
+        return -1;
+    zmq_msg_t msg;
+    zmq_msg_init (&msg);
+    long count = 0;
+    while (more && zmq_msg_recv (&msg, s_, ZMQ_DONTWAIT) >= 0) {
+        ++count;
+        more = zmq_msg_more (&msg);
+    }
+    zmq_msg_close (&msg);
+    return count;
+}
+"""
+DRAIN_SYMBOL = "zmq_generaldomo_drain"  # its presence marks a libzmq built with these patches
+
 # Patches applied, in order, to the libzmq sources before compiling (see apply_patches).
-PATCHES: tuple[SourcePatch, ...] = ()
+PATCHES: tuple[SourcePatch, ...] = (
+    SourcePatch(
+        "ridguard",
+        "src/router.cpp",
+        "put_uint32 (buf + 1, _next_integral_routing_id++);",
+        "do /* generaldomo: skip ids in use */\n"
+        "            put_uint32 (buf + 1, _next_integral_routing_id++);\n"
+        "        while (has_out_pipe (blob_t (buf, sizeof buf)));",
+        count=3,
+    ),
+    SourcePatch(
+        "drain",
+        "src/zmq.cpp",
+        "return s->query_pipes_stats ();\n}\n",
+        "return s->query_pipes_stats ();\n}\n" + DRAIN_FUNCTION,
+    ),
+)
 RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq{LIBZMQ_VERSION}-static-r2" + "".join(f"+{p.name}" for p in PATCHES)
 
 PLATFORM_HPP = """\
@@ -150,7 +199,17 @@ assert cli.recv() == b"pong"
 ctx.destroy()
 print(f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}, draft OK")
 """
-PROBE_CODE = "import zmq; print(zmq.has('draft'), zmq.__version__, zmq.zmq_version())"
+# "patched": the libzmq carries PATCHES (the drain function is their marker), so that an environment holding
+# an older wheel of this recipe is upgraded.
+PROBE_CODE = f"""\
+import ctypes, zmq
+try:
+    from zmq.backend.cython import _zmq
+    patched = hasattr(ctypes.CDLL(_zmq.__file__), "{DRAIN_SYMBOL}")
+except (ImportError, OSError):
+    patched = False
+print(zmq.has('draft'), zmq.__version__, zmq.zmq_version(), patched)
+"""
 
 _T0 = time.monotonic()
 Env = Mapping[str, str]
@@ -170,6 +229,12 @@ class Installed(NamedTuple):
     pyzmq: str
     libzmq: str
     draft: bool
+    patched: bool = False  # the libzmq carries this recipe's PATCHES
+
+    @property
+    def current(self) -> bool:
+        """True when nothing needs installing: draft sockets and this recipe's patches are there."""
+        return self.draft and self.patched
 
 
 MANUAL = (
@@ -387,10 +452,10 @@ def probe() -> Installed:
     cmd = [sys.executable, "-c", PROBE_CODE]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     fields = proc.stdout.split()
-    if proc.returncode or len(fields) != 3:
+    if proc.returncode or len(fields) != 4:
         return Installed("", "", False)
-    has, pyzmq, libzmq = fields
-    return Installed(pyzmq, libzmq, has == "True")
+    has, pyzmq, libzmq, patched = fields
+    return Installed(pyzmq, libzmq, has == "True", patched == "True")
 
 
 def describe(installed: Installed) -> str:
@@ -398,7 +463,8 @@ def describe(installed: Installed) -> str:
     if not installed.pyzmq:
         return "no importable pyzmq"
     drafts = "draft API" if installed.draft else "no draft API"
-    return f"pyzmq {installed.pyzmq} with libzmq {installed.libzmq}, {drafts}"
+    patched = "generaldomo's libzmq patches" if installed.patched else "without generaldomo's libzmq patches"
+    return f"pyzmq {installed.pyzmq} with libzmq {installed.libzmq}, {drafts}, {patched}"
 
 
 def environment() -> str:
@@ -410,8 +476,8 @@ def environment() -> str:
 def plan(installed: Installed) -> list[str]:
     """The lines saying what :func:`ensure` will do, given what is installed now."""
     lines = [f"environment:  {environment()}", f"now:          {describe(installed)}"]
-    if installed.draft:
-        return [*lines, "nothing to do: draft sockets are available"]
+    if installed.current:
+        return [*lines, "nothing to do: draft sockets are available, with the libzmq patches"]
     wheel = cached_wheel(cache_dir())
     patches = ", ".join(p.name for p in PATCHES) or "none"
     lines += [
@@ -462,7 +528,7 @@ def ensure(say: Callable[[str], None] = log) -> None:
     installed = probe()
     for line in plan(installed):
         say(line)
-    if not installed.draft:
+    if not installed.current:
         install(get_wheel())
 
 

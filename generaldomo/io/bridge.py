@@ -113,7 +113,7 @@ class Bridge:
 
     def _from_clients(self, now: float) -> None:
         while (message := self.link.recv()) is not None:
-            client, frames = message
+            client, frames, _ = message  # no credential: the bridge has no CURVE
             self._last_heard[client] = now
             event = protocol.parse(frames)
             if isinstance(event, ClientHeartbeat):

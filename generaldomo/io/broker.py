@@ -7,6 +7,7 @@ returns. It can run in the calling thread (:meth:`Broker.run`) or in a backgroun
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import os
@@ -17,12 +18,14 @@ from typing import Any
 
 import zmq
 
+from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.transport import Transport
-from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
+from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
 from generaldomo.sansio.resolver import Resolver
+from generaldomo.sansio.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +50,20 @@ class Broker:
         *,
         resolver: Resolver | None = None,
         settings: Settings | None = None,
-        context: zmq.Context | None = None,
+        context: zmq.Context[Any] | None = None,
+        security: BrokerSecurity | None = None,
     ) -> None:
-        self.context = context or zmq.Context.instance()
+        """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
+        of its own (unless given one), since a context has one ZAP handler."""
+        self._own_context = security is not None and context is None
+        self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
+        self.security = security
+        self._zap = None if security is None else ZapHandler(self.context, security).start()
         self.core = BrokerCore(resolver, settings, instance=os.urandom(4), started=time.monotonic())
+        # A core that checks roles takes each message's credential; until then CURVE only authenticates.
+        self._credentials = security is not None and "credential" in inspect.signature(self.core.receive).parameters
+        if security is not None and not self._credentials:
+            log.warning("this broker core takes no credentials: CURVE admits listed keys, roles are not checked")
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -73,7 +86,13 @@ class Broker:
         """Bind a new link of ``transport`` (``router`` or ``server``) to ``endpoints``; call before running."""
         if self._thread is not None:
             raise RuntimeError("links must be added before the broker starts")
-        link = LINKS[Transport.of(transport)](self.context, endpoints, self._max_message)
+        link = LINKS[Transport.of(transport)](
+            self.context,
+            endpoints,
+            self._max_message,
+            max_frames=self.core.settings.max_frames,
+            security=self.security,
+        )
         self.links.append(link)
         self.core.endpoints = self.endpoints
         return link
@@ -89,10 +108,10 @@ class Broker:
         """Expose the status as Prometheus metrics over HTTP (needs ``prometheus_client``); return the port.
 
         The broker's loop refreshes a status snapshot every ``period`` seconds for it."""
-        from generaldomo import metrics
+        from generaldomo.io import metrics
 
         self._snapshot_period = period
-        return metrics.serve(lambda: self.snapshot, port, address)
+        return int(metrics.serve(lambda: self.snapshot, port, address))
 
     @property
     def endpoints(self) -> list[tuple[str, str]]:
@@ -159,24 +178,36 @@ class Broker:
                         self.snapshot = status(core, clock())
                         next_snapshot = clock() + self._snapshot_period
                     deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
-                timeout = None if deadline is None else max(0.0, (deadline - clock()) * 1000)
+                timeout = None if deadline is None else max(0, int((deadline - clock()) * 1000) + 1)
                 for socket, _ in poller.poll(timeout):
                     if socket is self._stop_socket:
                         return
                     if socket in monitors:
-                        core.counters["connections_refused"] += monitors[socket].log_refusals()
+                        monitors[socket].log_refusals()
                         continue
                     index, link = by_socket[socket]
-                    for _ in range(_DRAIN):
-                        message = link.recv()
-                        if message is None:
-                            break
-                        self._send(core.receive(Peer(index, message[0]), message[1], clock()))
+                    self._serve(index, link)
                 self._send(core.tick(clock()))
+                for link in self.links:
+                    if link.counters:
+                        core.counters.update(link.take_counts())
         finally:
             self._send(core.close())
             self._close_sockets()
             log.info("broker stopped; %s", dict(core.counters))
+
+    def _serve(self, index: int, link: Link) -> None:
+        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers."""
+        receive, clock = self.core.receive, time.monotonic
+        for _ in range(_DRAIN):
+            message = link.recv()
+            if message is None:
+                return
+            address, frames, credential = message
+            if not self._credentials:
+                self._send(receive(Peer(index, address), frames, clock()))
+            else:  # only then, so that a core without credentials serves plaintext links unchanged
+                self._send(receive(Peer(index, address), frames, clock(), credential=credential))  # type: ignore[call-arg]
 
     def _send(self, messages: list[Send]) -> None:
         links = self.links
@@ -189,3 +220,7 @@ class Broker:
         for link in self.links:
             link.close()
         self._stop_socket.close(linger=0)
+        if self._zap is not None:
+            self._zap.stop()
+        if self._own_context:
+            self.context.term()

@@ -1,25 +1,44 @@
 """Links: the only broker code that touches sockets.
 
-A link owns one bound socket and turns what arrives on it into ``(address, frames)`` and back. ``RouterLink``
-uses a ROUTER socket: the address is the peer's identity frame and frames pass as they are, so Majordomo peers
-work unchanged. ``ServerLink`` uses a SERVER socket (draft API): the address is the peer's routing id and the
-frames travel packed in one message part by :mod:`generaldomo.sansio.codec`; its ``inproc://`` endpoints are carried
-by :mod:`generaldomo.io.inproc`. Links know nothing of the protocol.
+A link owns one bound socket and turns what arrives on it into ``(address, frames, credential)`` and back.
+``RouterLink`` uses a ROUTER socket: the address is the peer's identity frame, or the whole envelope of a peer
+behind ROUTER/DEALER proxies (:mod:`generaldomo.sansio.envelope`), and frames pass as they are, so Majordomo
+peers work unchanged. ``ServerLink`` uses a SERVER socket (draft API): the address is the peer's routing id and
+the frames travel packed in one message part by :mod:`generaldomo.sansio.codec`; its ``inproc://`` endpoints
+are carried by :mod:`generaldomo.io.inproc`. Links know nothing of the protocol beyond the envelope rule.
+
+Rules: a link never blocks and never lets one peer cost more than one bounded message's work. While reading it
+enforces a frame-count limit and a byte limit across frames (the rest of a message beyond either is drained
+without being kept, and dropped); a send to a peer whose queue is full is dropped. Every drop is counted in
+:attr:`Link.counters` (the broker hands them to the core's status report) and logged at most a few lines per
+interval (:mod:`generaldomo.sansio.ratelimit`). With CURVE (:mod:`generaldomo.io.auth`) each message carries the
+credential of the key that sent it, read from the message's ``User-Id`` metadata.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import hashlib
 import itertools
 import logging
+import os
+import sys
+import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from generaldomo.io import inproc
+from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.transport import Transport, require_draft
-from generaldomo.sansio import codec
+from generaldomo.sansio import codec, envelope
+from generaldomo.sansio.access import Credential
+from generaldomo.sansio.ratelimit import RateLimiter
+from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +46,63 @@ NO_LIMIT = -1
 _NOBLOCK = int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE) | _NOBLOCK
 _RCVMORE = int(zmq.RCVMORE)
-_REFUSAL_NAMES = {
+_REFUSAL_NAMES: dict[int, str] = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed (not a ZeroMQ peer, or it hung up)",
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake failed: ZMTP protocol error",
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: "handshake failed: authentication",
 }
 _REFUSALS = sum(_REFUSAL_NAMES)
+_SKIPS = 64  # dropped messages one recv() call may read past before it returns None
+_TRIM_AFTER = 65536  # frames drained after which freed memory is handed back to the system
 _monitors = itertools.count()
+_seeded = False
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_LABEL_KEY = os.urandom(16)
+
+Address = bytes | int | tuple[bytes, ...]
+Received = tuple[Address, list[bytes], Credential | None]
+
+
+def seed_routing_ids() -> None:
+    """Seed libc's ``rand()`` unpredictably, once per process, before the first ROUTER socket.
+
+    libzmq starts each ROUTER's generated peer ids (``0x00`` + a 4-byte counter) at ``rand()``'s value and never
+    seeds it, so every process would hand out the same ids; a peer that picks the next one as its own id makes
+    an unpatched libzmq abort when that id is generated (see README.rst, threat model)."""
+    global _seeded
+    if _seeded:
+        return
+    _libc.srand(ctypes.c_uint(int.from_bytes(os.urandom(4), "big")))
+    _seeded = True
+
+
+def label(address: object) -> str:
+    """A peer's name in log lines: a keyed hash of its address, the same for the same peer within this process,
+    so that lines can be matched without revealing ids that libzmq generated (they would help a squatter)."""
+    digest = hashlib.blake2b(repr(address).encode(), digest_size=4, key=_LABEL_KEY).hexdigest()
+    return f"peer-{digest}"
+
+
+def _native_drain() -> Any:
+    """libzmq's ``zmq_generaldomo_drain`` (added by the project's libzmq build), or None with a stock libzmq."""
+    try:
+        from zmq.backend.cython import _zmq  # pyzmq >= 26: libzmq is linked into this extension
+
+        drain = ctypes.CDLL(_zmq.__file__).zmq_generaldomo_drain
+    except (ImportError, OSError, AttributeError):
+        return None
+    drain.argtypes, drain.restype = [ctypes.c_void_p], ctypes.c_long
+    return drain
+
+
+_NATIVE_DRAIN = _native_drain()
+
+
+def _give_back_memory() -> None:
+    """Return freed heap to the system (glibc keeps what a huge message's frames took otherwise)."""
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class Link:
@@ -42,17 +111,36 @@ class Link:
     transport: ClassVar[Transport]
     socket_type: ClassVar[int]
 
-    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = NO_LIMIT) -> None:
-        """Bind to ``endpoints``; libzmq drops the connection of a peer that sends more than ``max_message``."""
-        self.socket: zmq.Socket = context.socket(self.socket_type)
+    def __init__(
+        self,
+        context: zmq.Context[Any],
+        endpoints: Iterable[str],
+        max_message: int = NO_LIMIT,
+        *,
+        max_frames: int = DEFAULT_MAX_FRAMES,
+        security: BrokerSecurity | None = None,
+    ) -> None:
+        """Bind to ``endpoints``. A message of more than ``max_frames`` frames or ``max_message`` bytes (all frames
+        together) is dropped while it is read; with ``security``, only CURVE peers whose keys it lists get in."""
+        seed_routing_ids()
+        self.max_frames = max_frames
+        self.max_bytes = sys.maxsize if max_message == NO_LIMIT else max_message
+        self.security = security
+        self.counters: Counter[str] = Counter()
+        self.limiter = RateLimiter()  # one line per kind of drop per interval, then a count
+        self.refusals = RateLimiter(burst=5)  # refused connections: a few lines, as a scan has a few
+        self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)  # per frame; the reading loop bounds the sum
+        if security is not None:
+            security.apply(self.socket)
+        self.prepare()
         self.endpoints: list[str] = []
         # libzmq turns away peers that do not speak ZMTP (port scans, garbage) without telling the
         # application; its monitor does, so that each refusal gets a log line.
         address = f"inproc://generaldomo-monitor-{next(_monitors)}"  # pyzmq's own naming fails on SERVER sockets
         self.socket.monitor(address, _REFUSALS)
-        self.monitor: zmq.Socket = context.socket(zmq.PAIR)
+        self.monitor: zmq.Socket[bytes] = context.socket(zmq.PAIR)
         self.monitor.connect(address)
         try:
             for endpoint in endpoints:
@@ -64,20 +152,50 @@ class Link:
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; return the concrete endpoint (with the port a ``*`` got)."""
         self.socket.bind(endpoint)
-        concrete = self.socket.getsockopt(zmq.LAST_ENDPOINT).decode()
+        concrete = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.endpoints.append(concrete)
         return concrete
 
-    def recv(self) -> tuple[bytes | int, list[bytes]] | None:
-        """The next message as ``(address, frames)`` without blocking; None when there is none."""
+    def prepare(self) -> None:
+        """Set the options of this kind of socket, before it binds."""
+
+    def recv(self) -> Received | None:
+        """The next acceptable message as ``(address, frames, credential)`` without blocking; None when there is
+        none (or after reading past a bounded number of dropped ones)."""
         raise NotImplementedError
 
-    def send(self, address: bytes | int, frames: Sequence[bytes]) -> None:
-        """Send ``frames`` to ``address``; a peer that has gone is dropped silently."""
+    def send(self, address: Address, frames: Sequence[bytes]) -> None:
+        """Send ``frames`` to ``address``; a peer that has gone or whose queue is full is dropped (counted)."""
         raise NotImplementedError
+
+    def take_counts(self) -> Counter[str]:
+        """The drops and refusals counted since the last call."""
+        counts, self.counters = self.counters, Counter()
+        return counts
+
+    def drop(self, counter: str, message: str, *args: object, limiter: RateLimiter | None = None) -> None:
+        """Count a drop and log it, rate-limited for each kind (``counter``)."""
+        self.counters[counter] += 1
+        limiter = limiter or self.limiter
+        if limiter.allow(counter, time.monotonic()):
+            suppressed = limiter.suppressed(counter)
+            more = f" ({suppressed} more like it since the last line)" if suppressed else ""
+            log.warning(f"{self.transport} link {message}{more}", *args)
+
+    def credential(self, frame: zmq.Frame, peer: object) -> Credential | None:
+        """The credential of the key that sent ``frame`` (None, counted, if it has none we know)."""
+        assert self.security is not None
+        try:
+            user = frame.get("User-Id")
+        except zmq.ZMQError:
+            user = None
+        found = self.security.credential(user) if isinstance(user, str) else None
+        if found is None:
+            self.drop("dropped_unauthenticated", "dropped a message from %s without a known CURVE key", label(peer))
+        return found
 
     def log_refusals(self) -> int:
-        """Log a line for each connection libzmq refused since the last call; return how many."""
+        """Log (rate-limited) each connection libzmq refused since the last call; return how many."""
         refused = 0
         while True:
             try:
@@ -85,8 +203,9 @@ class Link:
             except zmq.Again:
                 return refused
             refused += 1
-            name = _REFUSAL_NAMES.get(event["event"], "handshake failed")
-            log.warning("%s link refused a connection on %s: %s", self.transport, event["endpoint"].decode(), name)
+            name = _REFUSAL_NAMES.get(int(event["event"]), "handshake failed")
+            endpoint = bytes(event["endpoint"]).decode(errors="replace")
+            self.drop("connections_refused", "refused a connection on %s: %s", endpoint, name, limiter=self.refusals)
 
     def close(self, linger_ms: int = 200) -> None:
         """Close the socket, giving queued messages (e.g. DISCONNECTs) ``linger_ms`` to leave."""
@@ -96,30 +215,96 @@ class Link:
 
 
 class RouterLink(Link):
-    """MDP-compatible: a ROUTER socket, frames as they are."""
+    """MDP-compatible: a ROUTER socket, frames as they are, envelopes kept as addresses."""
 
     transport = Transport.ROUTER
     socket_type = zmq.ROUTER
 
-    # Frame by frame with plain int flags: pyzmq's multipart helpers cost several microseconds more per
-    # message in flag and type handling (measured in bench/README.md), and this is the broker's hot path.
+    # Frame by frame with plain int flags and the socket's raw ``get``: pyzmq's multipart helpers and its
+    # ``getsockopt`` cost microseconds more per frame (measured in bench/README.md); this is the hot path.
 
-    def recv(self) -> tuple[bytes | int, list[bytes]] | None:
+    def prepare(self) -> None:
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # so that a full or gone peer is an error we can count
+
+    def recv(self) -> Received | None:
         socket = self.socket
-        try:
-            address = socket.recv(_NOBLOCK)
-        except zmq.Again:
-            return None
-        frames = []
-        while socket.getsockopt(_RCVMORE):
-            frames.append(socket.recv(_NOBLOCK))
-        return address, frames
+        for _ in range(_SKIPS):
+            try:
+                address = socket.recv(_NOBLOCK)
+            except zmq.Again:
+                return None
+            credential, frames = None, []
+            if self.security is not None and socket.get(_RCVMORE):
+                # libzmq 4.3.4 attaches the metadata to the frames the peer sent, not to the identity frame
+                first = socket.recv(_NOBLOCK, copy=False)
+                credential = self.credential(first, address)
+                frames.append(first.bytes)
+            if not self._read(address, frames) or (credential is None and self.security is not None):
+                continue
+            if address[0] == 0 and len(address) != 5:
+                self.drop(
+                    "dropped_reserved_id", "dropped a message from %s: ids starting with 0 are libzmq's", label(address)
+                )
+                continue
+            peer, message = envelope.split(address, frames)
+            return peer, message, credential
+        return None
 
-    def send(self, address: bytes | int, frames: Sequence[bytes]) -> None:
-        # A ROUTER never blocks: a message to a peer whose queue is full, or that is gone, is dropped.
+    def _read(self, address: bytes, frames: list[bytes]) -> bool:
+        """Append the rest of the message to ``frames``; False (counted, logged) if it breaks a limit."""
+        socket = self.socket
+        recv, get = socket.recv, socket.get
+        append = frames.append
+        left = self.max_frames - len(frames)
+        room = self.max_bytes - len(frames[0]) if frames else self.max_bytes
+        while room >= 0 and get(_RCVMORE):
+            if left <= 0:
+                count = self.max_frames + self._drain()
+                self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, label(address))
+                return False
+            frame = recv(_NOBLOCK)
+            room -= len(frame)
+            append(frame)
+            left -= 1
+        if room < 0:
+            frames.clear()
+            self._drain()
+            _give_back_memory()
+            self.drop(
+                "dropped_too_large", "dropped a message of more than %d bytes from %s", self.max_bytes, label(address)
+            )
+            return False
+        return True
+
+    def _drain(self) -> int:
+        """Read and discard the rest of the current message without copying it; return the frames read."""
+        if _NATIVE_DRAIN is not None:
+            count = int(_NATIVE_DRAIN(self.socket.underlying))
+        else:  # the cheapest drain measured from Python: zero-copy frames and their ``more`` (bench/README.md)
+            recv = self.socket.recv
+            count = 0
+            more = bool(self.socket.get(_RCVMORE))
+            while more:
+                more = recv(_NOBLOCK, copy=False).more
+                count += 1
+        if count > _TRIM_AFTER:
+            _give_back_memory()
+        return count
+
+    def send(self, address: Address, frames: Sequence[bytes]) -> None:
         # The broker never sends a message without frames.
         send = self.socket.send
-        send(address, _MORE)  # type: ignore[arg-type]
+        route = envelope.join(address)  # type: ignore[arg-type]
+        try:
+            send(route[0], _MORE)
+        except zmq.Again:
+            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
+            return
+        except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
+            self.counters["sends_dropped_gone"] += 1
+            return
+        for hop in route[1:]:
+            send(hop, _MORE)
         for frame in frames[:-1]:
             send(frame, _MORE)
         send(frames[-1], _NOBLOCK)
@@ -131,10 +316,18 @@ class ServerLink(Link):
     transport = Transport.SERVER
     socket_type = getattr(zmq, "SERVER", -1)
 
-    def __init__(self, context: zmq.Context, endpoints: Iterable[str], max_message: int = NO_LIMIT) -> None:
+    def __init__(
+        self,
+        context: zmq.Context[Any],
+        endpoints: Iterable[str],
+        max_message: int = NO_LIMIT,
+        *,
+        max_frames: int = DEFAULT_MAX_FRAMES,
+        security: BrokerSecurity | None = None,
+    ) -> None:
         require_draft()
         self._aliases: list[str] = []
-        super().__init__(context, endpoints, max_message)
+        super().__init__(context, endpoints, max_message, max_frames=max_frames, security=security)
 
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; an ``inproc://`` endpoint is carried over a private ipc socket (see
@@ -156,26 +349,42 @@ class ServerLink(Link):
         for endpoint in self._aliases:
             inproc.release(endpoint)
 
-    def recv(self) -> tuple[bytes | int, list[bytes]] | None:
-        while True:
+    def recv(self) -> Received | None:
+        for _ in range(_SKIPS):
             try:
                 message = self.socket.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return None
+            peer = message.routing_id
             try:
-                return message.routing_id, codec.decode(message.bytes)
+                frames = codec.decode(message.buffer, self.max_frames)
+            except codec.TooManyFrames:
+                self.drop(
+                    "dropped_too_many_frames", "dropped a message of %d+ frames from %s", self.max_frames, label(peer)
+                )
+                continue
             except codec.CodecError as error:
-                log.warning("dropped a message from %s that does not unpack: %s", message.routing_id, error)
+                self.drop(
+                    "dropped_undecodable", "dropped a message from %s that does not unpack: %s", label(peer), error
+                )
+                continue
+            if self.security is None:
+                return peer, frames, None
+            credential = self.credential(message, peer)
+            if credential is not None:
+                return peer, frames, credential
+        return None
 
-    def send(self, address: bytes | int, frames: Sequence[bytes]) -> None:
+    def send(self, address: Address, frames: Sequence[bytes]) -> None:
+        assert isinstance(address, int)
         message = zmq.Frame(codec.encode(frames))
         message.routing_id = address
         try:
             self.socket.send(message, zmq.NOBLOCK)
         except zmq.Again:
-            log.warning("dropped a message to %s: its queue is full", address)
-        except zmq.ZMQError as error:  # EHOSTUNREACH: the peer is gone
-            log.info("dropped a message to %s: %s", address, error)
+            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
+        except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
+            self.counters["sends_dropped_gone"] += 1
 
 
 LINKS: dict[Transport, type[Link]] = {Transport.ROUTER: RouterLink, Transport.SERVER: ServerLink}

@@ -2,8 +2,9 @@
 
 This module owns the frame-packing layout used where a socket carries single-part messages only (CLIENT and
 SERVER). It is CZMQ's ``zmsg_encode`` layout: each frame is prefixed by its length, one byte when the length is
-below 255, otherwise a 0xFF byte and a 4-byte big-endian length; frames are concatenated. It knows nothing of
-sockets or of what the frames mean.
+below 255, otherwise a 0xFF byte and a 4-byte big-endian length; frames are concatenated. Decoding does bounded
+work: it stops at ``max_frames`` frames, so that a part of 60 million zero bytes costs no more than a part of
+``max_frames`` frames. It knows nothing of sockets or of what the frames mean.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ _MAX_FRAME = 0xFFFFFFFF
 
 class CodecError(ValueError):
     """The bytes are not a well-formed sequence of length-prefixed frames."""
+
+
+class TooManyFrames(CodecError):
+    """The bytes hold more frames than the decoder was allowed to unpack."""
 
 
 def encode(frames: Sequence[bytes]) -> bytes:
@@ -34,14 +39,19 @@ def encode(frames: Sequence[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def decode(data: bytes) -> list[bytes]:
-    """Unpack bytes made by :func:`encode`; raise :class:`CodecError` if they are truncated or malformed."""
+def decode(data: bytes | memoryview, max_frames: int | None = None) -> list[bytes]:
+    """Unpack bytes made by :func:`encode`; raise :class:`CodecError` if they are truncated or malformed, and
+    :class:`TooManyFrames` as soon as they hold more than ``max_frames`` frames (None: no limit)."""
     frames: list[bytes] = []
     append = frames.append
     view = memoryview(data)
     end = len(data)
     pos = 0
+    left = -1 if max_frames is None else max_frames
     while pos < end:
+        if left == 0:
+            raise TooManyFrames(f"more than {max_frames} frames")
+        left -= 1
         size = data[pos]
         pos += 1
         if size == _LONG:

@@ -13,6 +13,7 @@ HEARTBEAT_INTERVAL = 2.5
 LIVENESS = 3
 MAX_ATTEMPTS = 3
 DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
+DEFAULT_MAX_FRAMES = 1024
 
 
 @attrs.frozen
@@ -37,6 +38,7 @@ class Settings:
     max_attempts: int = MAX_ATTEMPTS
     queue_timeout: float | None = None  # seconds a request may wait for a worker; None: forever
     max_message: int | None = DEFAULT_MAX_MESSAGE  # bytes a request or result may carry (413 beyond); None: no limit
+    max_frames: int = DEFAULT_MAX_FRAMES  # frames a message may have; the links drop longer ones while reading
 
     @property
     def expiry(self) -> float:
