@@ -13,7 +13,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
 
 import zmq
 
@@ -22,6 +21,7 @@ from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
 from generaldomo.sansio.mmi import status
+from generaldomo.sansio.report import StatusReport
 from generaldomo.sansio.resolver import Resolver
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class Broker:
         context: zmq.Context | None = None,
     ) -> None:
         self.context = context or zmq.Context.instance()
-        self.core = BrokerCore(resolver, settings, instance=os.urandom(4), started=time.monotonic())
+        self.core = BrokerCore(resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=os.urandom)
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -58,7 +58,7 @@ class Broker:
         self._running = False
         self._beacon: Beacon | None = None
         self._snapshot_period: float | None = None
-        self.snapshot: dict[str, Any] | None = None  # the latest status report, when metrics are served
+        self.snapshot: StatusReport | None = None  # the latest status report, when metrics are served
         self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
         self._stop_socket = self.context.socket(zmq.PULL)
         self._stop_socket.bind(self._stop_address)
@@ -75,7 +75,7 @@ class Broker:
             raise RuntimeError("links must be added before the broker starts")
         link = LINKS[Transport.of(transport)](self.context, endpoints, self._max_message)
         self.links.append(link)
-        self.core.endpoints = self.endpoints
+        self.core.set_endpoints(self.endpoints)
         return link
 
     def announce(
@@ -164,7 +164,7 @@ class Broker:
                     if socket is self._stop_socket:
                         return
                     if socket in monitors:
-                        core.counters["connections_refused"] += monitors[socket].log_refusals()
+                        core.count("connections_refused", monitors[socket].log_refusals())
                         continue
                     index, link = by_socket[socket]
                     for _ in range(_DRAIN):

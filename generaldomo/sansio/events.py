@@ -37,9 +37,19 @@ class ClientRequest:
 
 @attrs.frozen(slots=True)
 class ClientHeartbeat:
-    """A generaldomo client asks whether the broker is alive and which instance it is."""
+    """A generaldomo client asks whether the broker is alive and which instance it is, and re-asks about the
+    ``request_ids`` it has waited on for unusually long."""
 
     dialect: Dialect
+    request_ids: tuple[bytes, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ClientCancel:
+    """A generaldomo client withdraws its request ``request_id``."""
+
+    dialect: Dialect
+    request_id: bytes
 
 
 @attrs.frozen(slots=True)
@@ -87,4 +97,15 @@ class Malformed:
     reason: str
 
 
-Event = ClientRequest | ClientHeartbeat | WorkerReady | WorkerReply | WorkerHeartbeat | WorkerDisconnect | Malformed
+Event = (
+    ClientRequest
+    | ClientHeartbeat
+    | ClientCancel
+    | WorkerReady
+    | WorkerReply
+    | WorkerHeartbeat
+    | WorkerDisconnect
+    | Malformed
+)
+ClientEvent = ClientRequest | ClientHeartbeat | ClientCancel
+WorkerEvent = WorkerReady | WorkerReply | WorkerHeartbeat | WorkerDisconnect
