@@ -215,12 +215,12 @@ class BrokerCore:
         out: list[Send] = []
         event = protocol.parse(frames)
         kind = type(event)
-        if credential is not None and not self._permits(peer, event, credential, now, out):
-            pass
-        elif (limit := self.settings.max_message) is not None and kind in self._large and _size(frames) > limit:
-            self._large[kind](peer, event, now, credential, out)
-        else:
-            self._handlers[kind](peer, event, now, credential, out)
+        if credential is None or self._permits(peer, event, credential, now, out):
+            limit = self.settings.max_message
+            if limit is not None and kind in self._large and _size(frames) > limit:
+                self._large[kind](peer, event, now, credential, out)
+            else:
+                self._handlers[kind](peer, event, now, credential, out)
         if self._next_sweep is None:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out

@@ -19,6 +19,8 @@ class Dialect(enum.Enum):
     MDP02 = "MDP/0.2"
     MAJORTOMO = "majortomo"
 
+    __hash__ = object.__hash__  # members are singletons compared by identity; the C hash keeps lookups fast
+
     @property
     def streams(self) -> bool:
         """True when the dialect carries PARTIAL replies to clients."""

@@ -28,6 +28,8 @@ class WorkerState(enum.Enum):
     FINISHING = "finishing"
     GONE = "gone"
 
+    __hash__ = object.__hash__  # members are singletons compared by identity; the C hash keeps lookups fast
+
 
 class TaskState(enum.Enum):
     """Where a task is between acceptance and its single answer."""
@@ -36,6 +38,8 @@ class TaskState(enum.Enum):
     RUNNING = "running"
     CANCELLED = "cancelled"
     DONE = "done"
+
+    __hash__ = object.__hash__
 
 
 class Step(enum.Enum):
