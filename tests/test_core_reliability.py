@@ -69,6 +69,7 @@ def test_kept_answers_stay_within_their_byte_budget() -> None:
         h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"y" * 500)
     report = h.core.report(h.now).broker
     assert report.kept_bytes <= 4000 and 0 < report.kept_answers < 20
+    assert report.kept_evicted == 20 - report.kept_answers
     h.feed(client(0), heartbeat(b"r0", b"r19"))
     assert h.inbox[client(0)][-1] == [protocol.GDP_CLIENT, b"\x04", b"test", b"r0"]  # oldest evicted first
 

@@ -287,6 +287,7 @@ class BrokerCore:
             self._held_total,
             len(self._kept),
             self._kept.bytes,
+            self._kept.evicted,
         )
         services = [ServiceReport.of(s, self._held.get(s, 0), now) for s in self.resolver.services()]
         workers = [

@@ -159,6 +159,7 @@ class BrokerReport:
     queued_bytes: int = 0
     kept_answers: int = 0
     kept_bytes: int = 0
+    kept_evicted: int = 0  # kept answers dropped for the byte budget before their time was up
 
 
 @attrs.frozen
