@@ -40,17 +40,15 @@ from typing import NamedTuple
 import attrs
 
 from generaldomo.sansio import mmi, protocol
-from generaldomo.sansio.access import Credential, Role
+from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.events import (
     ClientCancel,
-    ClientEvent,
     ClientHeartbeat,
     ClientRequest,
     Dialect,
     Event,
     Malformed,
     WorkerDisconnect,
-    WorkerEvent,
     WorkerHeartbeat,
     WorkerReady,
     WorkerReply,
@@ -314,20 +312,15 @@ class BrokerCore:
 
     def _permits(self, peer: Peer, event: Event, credential: Credential, now: float, out: list[Send]) -> bool:
         """True when ``credential`` allows ``event``; else refuse it (403 or DISCONNECT), counted and logged."""
-        if isinstance(event, ClientEvent):
-            if credential.may(Role.CLIENT):
-                return True
-            if isinstance(event, ClientRequest):
-                self._reject(peer, event, protocol.FORBIDDEN, "this key may not submit requests", now, out)
-        elif isinstance(event, WorkerEvent):
-            if credential.may(Role.WORKER):
-                return True
-            if not isinstance(event, WorkerDisconnect):
-                out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
-        else:
+        needs = NEEDS.get(type(event))
+        if needs is None or credential.may(needs):
             return True
         self.counters["forbidden"] += 1
-        self._warn("forbidden", peer, now, "refused a %s from a key without the role for it", type(event).__name__)
+        self._warn("forbidden", peer, now, "refused a %s from a key without the %s role", type(event).__name__, needs)
+        if isinstance(event, ClientRequest):
+            self._reject(peer, event, protocol.FORBIDDEN, f"this key lacks the {needs} role", now, out)
+        elif isinstance(event, WorkerReady | WorkerReply | WorkerHeartbeat):
+            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
         return False
 
     # ------------------------------------------------------------------------------------------- clients

@@ -109,5 +109,3 @@ Event = (
     | WorkerDisconnect
     | Malformed
 )
-ClientEvent = ClientRequest | ClientHeartbeat | ClientCancel
-WorkerEvent = WorkerReady | WorkerReply | WorkerHeartbeat | WorkerDisconnect
