@@ -337,6 +337,7 @@ class BrokerCore:
             self._heard[peer] = now
             key = (credential.key if credential is not None else None, event.request_id)
             if self._known(peer, key, now, out):
+                self.counters["retries_absorbed"] += 1
                 return
         service = self._resolve_request(peer, event, now, out)
         if service is None:
@@ -372,7 +373,6 @@ class BrokerCore:
         if task is None:
             return False
         task.client = peer
-        self.counters["retries_absorbed"] += 1
         return True
 
     def _resolve_request(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> Service | None:
@@ -401,6 +401,7 @@ class BrokerCore:
     ) -> None:
         self._heard[peer] = now
         owner = credential.key if credential is not None else None
+        self.counters["reasked"] += len(event.request_ids)
         unknown = [rid for rid in event.request_ids if not self._known(peer, (owner, rid), now, out)]
         out.append(Send(peer, protocol.broker_heartbeat(self._instance, unknown)))
 
