@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from generaldomo.sansio import protocol
+from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.states import TaskState
@@ -24,6 +25,7 @@ from generaldomo.sansio.states import TaskState
 SERVICES = (b"a", b"b")
 CLIENTS = tuple(Peer(0, b"c%d" % n) for n in range(3))
 SCANNER = Peer(2, b"scanner")
+THIEF = Peer(0, b"thief")  # another client key that replays the others' request ids (with credentials only)
 INTERVAL = 1.0
 LIVENESS = 3
 MAX_ATTEMPTS = 3
@@ -34,6 +36,8 @@ Key = tuple[Peer, bytes]
 
 
 class BrokerMachine(RuleBasedStateMachine):
+    keyed = False  # peers without credentials: request ids match by id alone
+
     def __init__(self) -> None:
         super().__init__()
         settings = Settings(
@@ -65,7 +69,7 @@ class BrokerMachine(RuleBasedStateMachine):
         for peer, frames in out:
             if peer == SCANNER:
                 continue  # whatever garbage gets back is not checked here
-            if peer in CLIENTS:
+            if peer in CLIENTS or peer == THIEF:
                 self.client_gets(peer, frames)
                 continue
             parsed = protocol.parse_worker_command(frames)
@@ -81,7 +85,8 @@ class BrokerMachine(RuleBasedStateMachine):
         if frames[:2] == [protocol.GDP_CLIENT, b"\x04"]:  # the answer to a heartbeat: re-send what it does not know
             assert frames[2] == b"sm"
             for rid in frames[3:]:
-                self.send_request((peer, rid))
+                if (peer, rid) in self.expected and (peer, rid) not in self.cancelled:  # (a thief asks others' ids)
+                    self.send_request((peer, rid))
             return
         parsed = protocol.parse_client_reply(frames)
         assert parsed is not None
@@ -104,8 +109,21 @@ class BrokerMachine(RuleBasedStateMachine):
             self.losing.discard(peer)
             self.lost[key] += 1
 
+    def credential(self, peer: Peer) -> Credential | None:
+        if not self.keyed or peer == SCANNER:
+            return None
+        role = Role.WORKER if peer.link == 1 else Role.CLIENT
+        return Credential(f"key-{peer.address!r}", frozenset({role}))
+
+    def owner(self, peer: Peer) -> str | None:
+        credential = self.credential(peer)
+        return credential.key if credential is not None else None
+
+    def clients(self) -> tuple[Peer, ...]:
+        return (*CLIENTS, THIEF) if self.keyed else CLIENTS
+
     def feed(self, peer: Peer, frames: list[bytes]) -> None:
-        self.deliver(self.core.receive(peer, frames, self.now))
+        self.deliver(self.core.receive(peer, frames, self.now, self.credential(peer)))
 
     def send_request(self, key: Key) -> None:
         client, rid = key
@@ -128,8 +146,8 @@ class BrokerMachine(RuleBasedStateMachine):
     def unanswered(self) -> list[Key]:
         return sorted(key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
 
-    def live_keys(self) -> set[bytes]:
-        return {t.request_id for t in self.core.tasks.values() if t.state is not TaskState.CANCELLED}
+    def live_keys(self) -> set[tuple[str | None, bytes]]:
+        return {t.key for t in self.core.tasks.values() if t.state is not TaskState.CANCELLED and t.key}
 
     # ------------------------------------------------------------------------------------------ rules
 
@@ -144,7 +162,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def retry(self, data: st.DataObject) -> None:
         key = data.draw(st.sampled_from(self.unanswered()))
-        was_live = key[1] in self.live_keys()
+        was_live = (self.owner(key[0]), key[1]) in self.live_keys()
         before = len(self.core.tasks)
         self.send_request(key)
         if was_live:
@@ -167,7 +185,23 @@ class BrokerMachine(RuleBasedStateMachine):
         client, rid = key = data.draw(st.sampled_from(self.unanswered()))
         self.cancelled.add(key)
         self.feed(client, [protocol.GDP_CLIENT, b"\x05", rid])
-        assert rid not in self.live_keys(), "a cancelled request is still live"
+        assert (self.owner(client), rid) not in self.live_keys(), "a cancelled request is still live"
+
+    @precondition(lambda self: self.keyed and self.expected)
+    @rule(data=st.data(), action=st.sampled_from(["request", "reask", "cancel"]))
+    def thief_replays_an_id(self, data: st.DataObject, action: str) -> None:
+        victim, rid = data.draw(st.sampled_from(sorted(k for k in self.expected if k[0] != THIEF)))
+        before = self.live_keys()
+        if action == "request":  # becomes the thief's own request, answered to it with its own result
+            service = self.expected[(victim, rid)].rsplit(b"/", 1)[1]
+            self.expected.setdefault((THIEF, rid), b"thief/%s/%s" % (rid, service))
+            self.cancelled.discard((THIEF, rid))  # asking again after a cancel is a new request
+            self.send_request((THIEF, rid))
+        elif action == "reask":
+            self.reask(THIEF, [rid])
+        else:
+            self.feed(THIEF, [protocol.GDP_CLIENT, b"\x05", rid])
+        assert {k for k in before if k[0] != self.owner(THIEF)} <= self.live_keys(), "the thief touched a request"
 
     @rule(client=st.sampled_from(CLIENTS))
     def client_falls_quiet(self, client: Peer) -> None:
@@ -215,7 +249,7 @@ class BrokerMachine(RuleBasedStateMachine):
         for peer in sorted(self.live):
             if peer not in self.silent:
                 self.feed(peer, protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT))
-        for client in CLIENTS:
+        for client in self.clients():
             if client not in self.quiet:
                 self.feed(client, protocol.gdp_client_heartbeat())
         out = self.core.tick(self.now)
@@ -305,5 +339,13 @@ class BrokerMachine(RuleBasedStateMachine):
         assert not self.unanswered(), "a request was never answered"
 
 
+class KeyedBrokerMachine(BrokerMachine):
+    """The same with authenticated peers: request ids are scoped to the client's key, and a thief replays them."""
+
+    keyed = True
+
+
 BrokerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+KeyedBrokerMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
 TestBrokerMachine = BrokerMachine.TestCase
+TestKeyedBrokerMachine = KeyedBrokerMachine.TestCase
