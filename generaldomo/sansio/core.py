@@ -35,7 +35,6 @@ import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 import attrs
 
@@ -56,6 +55,7 @@ from generaldomo.sansio.events import (
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.lograte import LogLimiter
+from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker
 from generaldomo.sansio.report import (
     BrokerReport,
     Endpoint,
@@ -68,77 +68,19 @@ from generaldomo.sansio.report import (
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
-from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState, WorkerState
+from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
 log = logging.getLogger(__name__)
 
 MMI_PREFIX = b"mmi."
 TASK_ID_BYTES = 16
-RequestKey = tuple[str | None, bytes]  # (credential key or None, request id): request ids are scoped to a key
 _UNSET = FlowLimits()
 # The rows of the life-cycle tables the core uses, looked up once.
 _W_DISPATCH, _W_RESULT = WORKER_MOVES[Step.DISPATCH], WORKER_MOVES[Step.RESULT]
 _W_CANCEL, _W_LEAVE = WORKER_MOVES[Step.CANCEL], WORKER_MOVES[Step.LEAVE]
 _T_DISPATCH, _T_REISSUE = TASK_MOVES[Step.DISPATCH], TASK_MOVES[Step.REISSUE]
 _T_CANCEL, _T_FINISH = TASK_MOVES[Step.CANCEL], TASK_MOVES[Step.FINISH]
-
-
-class Peer(NamedTuple):
-    """Where a message came from: the index of the link and the peer's address on it.
-
-    The address is opaque to the core: a ROUTER identity (``bytes``), a SERVER routing id (``int``), or the
-    identities of every hop of a ROUTER envelope (a tuple, outermost first)."""
-
-    link: int
-    address: bytes | int | tuple[bytes, ...]
-
-
-class Send(NamedTuple):
-    """A message the broker must send."""
-
-    peer: Peer
-    frames: list[bytes]
-
-
-@attrs.define(eq=False, slots=True)
-class Worker:
-    """The core's record of one registered worker; ``label`` names it in reports and logs."""
-
-    peer: Peer
-    dialect: Dialect
-    description: bytes
-    service: Service
-    expires: float
-    label: str
-    state: WorkerState = WorkerState.WAITING
-    task: Task | None = None
-    done: int = 0
-
-
-@attrs.define(eq=False, slots=True)
-class Task:
-    """One client request, from acceptance until its single answer; ``size`` is what it costs the budgets."""
-
-    id: bytes
-    client: Peer
-    dialect: Dialect
-    request_id: bytes | None
-    key: RequestKey | None
-    description: bytes
-    body: tuple[bytes, ...]
-    service: Service
-    enqueued: float
-    size: int
-    state: TaskState = TaskState.QUEUED
-    worker: Worker | None = None
-    dispatched: float | None = None
-    attempts: int = 0
-
-    @property
-    def in_flight(self) -> bool:
-        """True while a worker holds the task (it counts against its service's concurrency)."""
-        return self.state in IN_FLIGHT
 
 
 Handler = Callable[..., None]  # (peer, event, now, credential, out) for the event's own type
