@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 import tracemalloc
 from typing import Any
@@ -41,7 +42,7 @@ def _core(workers: int, services: int) -> tuple[Any, list[bytes]]:
     from generaldomo import protocol
     from generaldomo.sansio.core import BrokerCore, Peer
 
-    core = BrokerCore(instance=b"bnch")
+    core = BrokerCore(instance=b"bnch", random=os.urandom)
     names = [b"svc-%d" % s for s in range(services)]
     for w in range(workers):
         core.receive(Peer(1, w), protocol.gdp_ready(names[w % services]), 0.0)
@@ -104,7 +105,7 @@ def queued_memory(n: int) -> dict[str, float]:
     from generaldomo import protocol
     from generaldomo.sansio.core import BrokerCore, Peer
 
-    core = BrokerCore(instance=b"bnch")
+    core = BrokerCore(instance=b"bnch", random=os.urandom)
     client = Peer(0, b"client")
     gc.collect()
     tracemalloc.start()

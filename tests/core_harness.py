@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 
 from generaldomo.sansio import protocol
@@ -12,7 +13,11 @@ class Harness:
     """A core plus the inbox of every peer, in the order messages were sent."""
 
     def __init__(self, **settings: float) -> None:
-        self.core = BrokerCore(settings=Settings(**settings), instance=b"test")  # type: ignore[arg-type]
+        self.core = BrokerCore(
+            settings=Settings(**settings),  # type: ignore[arg-type]
+            instance=b"test",
+            random=random.Random(0).randbytes,
+        )
         self.inbox: dict[Peer, list[list[bytes]]] = defaultdict(list)
         self.now = 0.0
 

@@ -12,6 +12,7 @@ from generaldomo.sansio.core import Peer
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.resolver import NameResolver, ResolveError
 from generaldomo.sansio.service import Service
+from generaldomo.sansio.states import WorkerState
 
 
 @given(st.integers(0, 20), st.integers(0, 20))
@@ -114,13 +115,16 @@ def test_late_result_of_presumed_dead_worker_is_dropped() -> None:
     assert h.inbox[worker(1)][-1] == protocol.worker_command(Dialect.GDP, protocol.DISCONNECT)
 
 
-def test_first_result_wins_and_the_reissued_copy_is_dropped() -> None:
+def test_only_the_holders_result_counts() -> None:
+    # Issue 16 changes this on purpose: the presumed-dead worker no longer holds the task, so its result is
+    # refused (it used to win as the first result); the worker that holds the reissued task answers.
     h = Harness()
     task_id = reissued_from_1_to_2(h)
     h.answer(worker(1), task_id, b"from-1")
+    assert not h.replies_of(client(0)) and h.core.counters["results_refused"] == 1
     h.answer(worker(2), task_id, b"from-2")
-    assert h.replies_of(client(0)) == [(b"r", b"200", (b"from-1",))]
-    assert h.core.workers[worker(2)].waiting
+    assert h.replies_of(client(0)) == [(b"r", b"200", (b"from-2",))]
+    assert h.core.workers[worker(2)].state is WorkerState.WAITING
 
 
 def test_task_lost_too_often_fails_with_503() -> None:
@@ -186,7 +190,7 @@ def test_mdp_worker_round_trip_uses_task_id_as_address() -> None:
     assert request[:3] == [b"", b"MDPW01", b"\x02"] and request[4:] == [b"", b"hello"]
     h.feed(worker(1), [b"", b"MDPW01", b"\x03", request[3], b"", b"HELLO"])
     assert h.inbox[client(0)] == [[b"", b"MDPC01", b"echo", b"HELLO"]]
-    assert h.core.workers[worker(1)].waiting
+    assert h.core.workers[worker(1)].state is WorkerState.WAITING
 
 
 def test_malformed_input_is_counted_not_fatal() -> None:
@@ -266,7 +270,7 @@ def test_oversized_request_and_result_get_413() -> None:
     task_id = h.tasks_of(worker(1))[0][0]
     h.answer(worker(1), task_id, b"y" * 200)
     assert h.replies_of(client(0))[-1][:2] == (b"small", b"413")
-    assert h.core.workers[worker(1)].waiting and h.core.counters["too_large"] == 2
+    assert h.core.workers[worker(1)].state is WorkerState.WAITING and h.core.counters["too_large"] == 2
 
 
 def test_client_heartbeat_names_the_broker_instance() -> None:

@@ -1,11 +1,15 @@
 """Random interleavings of clients, workers, failures and time against the sans-IO core.
 
-Invariants: every accepted request is answered exactly once, and only to the client that asked with the
-result of its own request; no task is held by two workers; counters add up; lost tasks are reissued.
+Invariants: every accepted request is answered at most once per ask (a re-ask may get the kept answer again),
+only to the client that asked, with the result of its own request; a cancelled request is never answered; no
+task is held by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed
+the queue budgets. At the end, after every client re-asks about what it still waits for (and asks again for
+what the broker does not know), every request that was not cancelled has been answered.
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 from hypothesis import settings
@@ -13,29 +17,46 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from generaldomo.sansio import protocol
+from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.states import TaskState
 
 SERVICES = (b"a", b"b")
 CLIENTS = tuple(Peer(0, b"c%d" % n) for n in range(3))
 SCANNER = Peer(2, b"scanner")
+THIEF = Peer(0, b"thief")  # another client key that replays the others' request ids (with credentials only)
 INTERVAL = 1.0
 LIVENESS = 3
 MAX_ATTEMPTS = 3
 QUEUE_TIMEOUT = 6.0
+QUEUE_BYTES = 200  # a request here is about 15 bytes: the budgets bite after a dozen queued requests
+SERVICE_QUEUE_BYTES = 120
+Key = tuple[Peer, bytes]
 
 
 class BrokerMachine(RuleBasedStateMachine):
+    keyed = False  # peers without credentials: request ids match by id alone
+
     def __init__(self) -> None:
         super().__init__()
-        settings = Settings(INTERVAL, LIVENESS, MAX_ATTEMPTS, queue_timeout=QUEUE_TIMEOUT)
-        self.core = BrokerCore(settings=settings, instance=b"sm")
+        settings = Settings(
+            INTERVAL, LIVENESS, MAX_ATTEMPTS, queue_timeout=QUEUE_TIMEOUT, queue_bytes=QUEUE_BYTES,
+            service_queue_bytes=SERVICE_QUEUE_BYTES, keep_answers=4.0, keep_bytes=4096, service_idle=2.0,
+            client_expiry=INTERVAL * LIVENESS,
+        )  # fmt: skip
+        self.core = BrokerCore(settings=settings, instance=b"sm", random=random.Random(0).randbytes)
         self.now = 0.0
         self.serial = 0
-        self.expected: dict[tuple[Peer, bytes], bytes] = {}  # accepted request -> its body
-        self.finals: Counter[tuple[Peer, bytes]] = Counter()
-        self.failed: set[tuple[Peer, bytes]] = set()
-        self.expired: set[tuple[Peer, bytes]] = set()
+        self.expected: dict[Key, bytes] = {}  # every request made -> its body
+        self.asks: Counter[Key] = Counter()  # times a request was sent or re-asked about
+        self.finals: Counter[Key] = Counter()  # final answers the broker sent
+        self.lost: Counter[Key] = Counter()  # of those, the ones the client's pipe lost
+        self.losing: set[Peer] = set()  # clients whose next final answer is lost
+        self.failed: Counter[Key] = Counter()  # final answers of each status
+        self.expired: Counter[Key] = Counter()
+        self.cancelled: set[Key] = set()
+        self.quiet: set[Peer] = set()  # clients that stopped heartbeating
         self.live: dict[Peer, bytes] = {}  # worker -> its service
         self.holding: dict[Peer, tuple[bytes, bytes]] = {}  # worker -> (task id, body) it was given
         self.silent: set[Peer] = set()
@@ -48,22 +69,8 @@ class BrokerMachine(RuleBasedStateMachine):
         for peer, frames in out:
             if peer == SCANNER:
                 continue  # whatever garbage gets back is not checked here
-            if peer in CLIENTS:
-                parsed = protocol.parse_client_reply(frames)
-                assert parsed is not None
-                rid, status, _, body = parsed
-                key = (peer, rid)
-                assert key in self.expected, "a reply to a request this client never made"
-                if status is None:
-                    continue
-                self.finals[key] += 1
-                if status == protocol.OK:
-                    assert body == (self.expected[key] + b"!",), "a result for another request"
-                elif status == protocol.EXPIRED:
-                    self.expired.add(key)
-                else:
-                    assert status == protocol.UNAVAILABLE
-                    self.failed.add(key)
+            if peer in CLIENTS or peer == THIEF:
+                self.client_gets(peer, frames)
                 continue
             parsed = protocol.parse_worker_command(frames)
             assert parsed is not None
@@ -74,8 +81,60 @@ class BrokerMachine(RuleBasedStateMachine):
             elif command == protocol.DISCONNECT and peer in self.live:
                 self.forget(peer)
 
+    def client_gets(self, peer: Peer, frames: list[bytes]) -> None:
+        if frames[:2] == [protocol.GDP_CLIENT, b"\x04"]:  # the answer to a heartbeat: re-send what it does not know
+            assert frames[2] == b"sm"
+            for rid in frames[3:]:
+                if (peer, rid) in self.expected and (peer, rid) not in self.cancelled:  # (a thief asks others' ids)
+                    self.send_request((peer, rid))
+            return
+        parsed = protocol.parse_client_reply(frames)
+        assert parsed is not None
+        rid, status, _, body = parsed
+        key = (peer, rid)
+        assert key in self.expected, "a reply to a request this client never made"
+        assert key not in self.cancelled, "an answer to a cancelled request"
+        if status is None:
+            return
+        self.finals[key] += 1
+        if status == protocol.OK:
+            assert body == (self.expected[key] + b"!",), "a result for another request"
+        elif status == protocol.EXPIRED:
+            self.expired[key] += 1
+        elif status == protocol.UNAVAILABLE:
+            self.failed[key] += 1
+        else:
+            assert status == protocol.OVER_BUDGET and b"budget" in body[0]
+        if peer in self.losing:
+            self.losing.discard(peer)
+            self.lost[key] += 1
+
+    def credential(self, peer: Peer) -> Credential | None:
+        if not self.keyed or peer == SCANNER:
+            return None
+        role = Role.WORKER if peer.link == 1 else Role.CLIENT
+        return Credential(f"key-{peer.address!r}", frozenset({role}))
+
+    def owner(self, peer: Peer) -> str | None:
+        credential = self.credential(peer)
+        return credential.key if credential is not None else None
+
+    def clients(self) -> tuple[Peer, ...]:
+        return (*CLIENTS, THIEF) if self.keyed else CLIENTS
+
     def feed(self, peer: Peer, frames: list[bytes]) -> None:
-        self.deliver(self.core.receive(peer, frames, self.now))
+        self.deliver(self.core.receive(peer, frames, self.now, self.credential(peer)))
+
+    def send_request(self, key: Key) -> None:
+        client, rid = key
+        self.asks[key] += 1
+        service = self.expected[key].rsplit(b"/", 1)[1]
+        self.feed(client, protocol.gdp_request(rid, service, [self.expected[key]]))
+
+    def reask(self, client: Peer, rids: list[bytes]) -> None:
+        for rid in rids:
+            self.asks[(client, rid)] += 1
+        self.feed(client, [protocol.GDP_CLIENT, b"\x04", *rids])
 
     def forget(self, peer: Peer) -> None:
         service = self.live.pop(peer)
@@ -84,27 +143,69 @@ class BrokerMachine(RuleBasedStateMachine):
             task_id, body = self.holding.pop(peer)
             self.ghosts.append((peer, service, task_id, body))
 
+    def unanswered(self) -> list[Key]:
+        return sorted(key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
+
+    def live_keys(self) -> set[tuple[str | None, bytes]]:
+        return {t.key for t in self.core.tasks.values() if t.state is not TaskState.CANCELLED and t.key}
+
     # ------------------------------------------------------------------------------------------ rules
 
     @rule(client=st.sampled_from(CLIENTS), service=st.sampled_from(SERVICES))
     def request(self, client: Peer, service: bytes) -> None:
         self.serial += 1
         rid = b"%s-%d" % (client.address, self.serial)
-        body = b"%s/%s/%s" % (client.address, rid, service)
-        self.expected[(client, rid)] = body
-        self.feed(client, protocol.gdp_request(rid, service, [body]))
-
-    def unanswered(self) -> list[tuple[Peer, bytes]]:
-        return sorted(key for key in self.expected if not self.finals[key])
+        self.expected[(client, rid)] = b"%s/%s/%s" % (client.address, rid, service)
+        self.send_request((client, rid))
 
     @precondition(lambda self: self.unanswered())
     @rule(data=st.data())
     def retry(self, data: st.DataObject) -> None:
-        client, rid = data.draw(st.sampled_from(self.unanswered()))
-        service = self.expected[(client, rid)].rsplit(b"/", 1)[1]
+        key = data.draw(st.sampled_from(self.unanswered()))
+        was_live = (self.owner(key[0]), key[1]) in self.live_keys()
         before = len(self.core.tasks)
-        self.feed(client, protocol.gdp_request(rid, service, [self.expected[(client, rid)]]))
-        assert len(self.core.tasks) == before, "a retry of a live request became a second task"
+        self.send_request(key)
+        if was_live:
+            assert len(self.core.tasks) == before, "a retry of a live request became a second task"
+
+    @precondition(lambda self: self.unanswered())
+    @rule(data=st.data())
+    def client_reasks(self, data: st.DataObject) -> None:
+        client = data.draw(st.sampled_from(sorted({peer for peer, _ in self.unanswered()})))
+        mine = [rid for peer, rid in self.unanswered() if peer == client]
+        self.reask(client, data.draw(st.lists(st.sampled_from(mine), min_size=1, max_size=4, unique=True)))
+
+    @rule(client=st.sampled_from(CLIENTS))
+    def clients_pipe_loses_an_answer(self, client: Peer) -> None:
+        self.losing.add(client)
+
+    @precondition(lambda self: self.unanswered())
+    @rule(data=st.data())
+    def client_cancels(self, data: st.DataObject) -> None:
+        client, rid = key = data.draw(st.sampled_from(self.unanswered()))
+        self.cancelled.add(key)
+        self.feed(client, [protocol.GDP_CLIENT, b"\x05", rid])
+        assert (self.owner(client), rid) not in self.live_keys(), "a cancelled request is still live"
+
+    @precondition(lambda self: self.keyed and self.expected)
+    @rule(data=st.data(), action=st.sampled_from(["request", "reask", "cancel"]))
+    def thief_replays_an_id(self, data: st.DataObject, action: str) -> None:
+        victim, rid = data.draw(st.sampled_from(sorted(k for k in self.expected if k[0] != THIEF)))
+        before = self.live_keys()
+        if action == "request":  # becomes the thief's own request, answered to it with its own result
+            service = self.expected[(victim, rid)].rsplit(b"/", 1)[1]
+            self.expected.setdefault((THIEF, rid), b"thief/%s/%s" % (rid, service))
+            self.cancelled.discard((THIEF, rid))  # asking again after a cancel is a new request
+            self.send_request((THIEF, rid))
+        elif action == "reask":
+            self.reask(THIEF, [rid])
+        else:
+            self.feed(THIEF, [protocol.GDP_CLIENT, b"\x05", rid])
+        assert {k for k in before if k[0] != self.owner(THIEF)} <= self.live_keys(), "the thief touched a request"
+
+    @rule(client=st.sampled_from(CLIENTS))
+    def client_falls_quiet(self, client: Peer) -> None:
+        self.quiet.add(client)
 
     @rule(service=st.sampled_from(SERVICES))
     def worker_joins(self, service: bytes) -> None:
@@ -119,6 +220,16 @@ class BrokerMachine(RuleBasedStateMachine):
         peer = data.draw(st.sampled_from(sorted(self.holding)))
         task_id, body = self.holding.pop(peer)
         self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, protocol.OK, [body + b"!"])))
+
+    @precondition(lambda self: self.holding and len(self.live) > 1)
+    @rule(data=st.data())
+    def worker_forges_a_result(self, data: st.DataObject) -> None:
+        holder = data.draw(st.sampled_from(sorted(self.holding)))
+        forger = data.draw(st.sampled_from(sorted(p for p in self.live if p != holder)))
+        task_id, _ = self.holding[holder]
+        refused = self.core.counters["results_refused"]
+        self.feed(forger, protocol.gdp_partial(task_id, [b"forged"]))
+        assert self.core.counters["results_refused"] == refused + 1
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
@@ -138,6 +249,9 @@ class BrokerMachine(RuleBasedStateMachine):
         for peer in sorted(self.live):
             if peer not in self.silent:
                 self.feed(peer, protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT))
+        for client in self.clients():
+            if client not in self.quiet:
+                self.feed(client, protocol.gdp_client_heartbeat())
         out = self.core.tick(self.now)
         for peer in [p for p in self.live if p not in self.core.workers]:
             assert peer in self.silent, "a heartbeating worker was expired"
@@ -168,8 +282,8 @@ class BrokerMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------------------------------ invariants
 
     @invariant()
-    def answered_at_most_once(self) -> None:
-        assert all(count <= 1 for count in self.finals.values())
+    def answered_at_most_once_per_ask(self) -> None:
+        assert all(count <= self.asks[key] for key, count in self.finals.items())
 
     @invariant()
     def no_task_held_twice(self) -> None:
@@ -188,26 +302,50 @@ class BrokerMachine(RuleBasedStateMachine):
     @invariant()
     def counters_add_up(self) -> None:
         c = self.core.counters
-        accepted = len(self.expected)
-        assert accepted == c["completed"] + len(self.core.tasks)
-        assert c["failed"] == len(self.failed)
-        assert c["expired"] == len(self.expired)
+        assert sum(self.finals.values()) == c["completed"] + c["answers_resent"] + c["rejected"]
+        # a lost answer re-asked for comes again from the kept answers (not counted again by the broker), or
+        # once it is no longer kept, the request runs again (and may fail or expire again)
+        assert len(self.failed) <= c["failed"] <= sum(self.failed.values())
+        assert len(self.expired) <= c["expired"] <= sum(self.expired.values())
+
+    @invariant()
+    def queued_bytes_within_budget(self) -> None:
+        report = self.core.report(self.now)
+        assert report.broker.queued_bytes <= QUEUE_BYTES
+        assert all(s.queued_bytes <= SERVICE_QUEUE_BYTES for s in report.services)
+        held = sum(t.size for t in self.core.tasks.values())
+        assert held == report.broker.queued_bytes
 
     def teardown(self) -> None:
-        # Drain: limits lifted, fresh reliable workers answer everything left; then every request has exactly
-        # one answer.
+        # Drain: limits lifted, fresh reliable workers answer everything; every client re-asks about what it
+        # still waits for and asks again for what the broker does not know; then every request not cancelled
+        # has an answer.
+        self.quiet.clear()
+        self.losing.clear()
         for service in SERVICES:
             self.deliver(self.core.set_flow(service.decode(), None, 1, None, self.now))
             self.worker_joins(service)
         for _ in range(10 * (len(self.expected) + 1)):
-            if not self.holding:
+            waiting = self.unanswered()
+            if not waiting and not self.holding:
                 break
-            peer = sorted(self.holding)[0]
-            task_id, body = self.holding.pop(peer)
-            self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, protocol.OK, [body + b"!"])))
-        assert not self.core.tasks
-        assert all(self.finals[key] == 1 for key in self.expected), "a request was never answered"
+            if self.holding:
+                peer = sorted(self.holding)[0]
+                task_id, body = self.holding.pop(peer)
+                self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, protocol.OK, [body + b"!"])))
+            else:
+                client, _ = waiting[0]
+                self.reask(client, [rid for peer, rid in waiting if peer == client][: protocol.MAX_REASKED])
+        assert not self.unanswered(), "a request was never answered"
+
+
+class KeyedBrokerMachine(BrokerMachine):
+    """The same with authenticated peers: request ids are scoped to the client's key, and a thief replays them."""
+
+    keyed = True
 
 
 BrokerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+KeyedBrokerMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
 TestBrokerMachine = BrokerMachine.TestCase
+TestKeyedBrokerMachine = KeyedBrokerMachine.TestCase

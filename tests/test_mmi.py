@@ -12,6 +12,7 @@ from core_harness import Harness, client, worker
 from generaldomo import Client, RequestFailed
 from generaldomo.cli.status_view import render
 from generaldomo.sansio.mmi import status
+from generaldomo.sansio.report import StatusReport
 
 
 def test_status_report_counts_what_happened() -> None:
@@ -20,14 +21,16 @@ def test_status_report_counts_what_happened() -> None:
     h.request(client(0), b"r1")
     h.answer(worker(1), h.tasks_of(worker(1))[0][0], b"x")
     h.request(client(0), b"r2", b"other")
-    report = status(h.core, h.now + 1)
+    typed = status(h.core, h.now + 1)
+    report = typed.to_dict()
     echo = next(s for s in report["services"] if s["name"] == "echo")
     assert (echo["workers"], echo["waiting"], echo["queued"], echo["completed"]) == (1, 1, 0, 1)
     other = next(s for s in report["services"] if s["name"] == "other")
     assert (other["workers"], other["queued"]) == (0, 1)
     assert report["workers"][0]["state"] == "waiting" and report["workers"][0]["tasks_done"] == 1
     assert report["broker"]["queued"] == 1 and report["broker"]["uptime"] == 1
-    assert "echo" in render(report)
+    assert "echo" in render(report) and render(report) == render(typed)
+    assert StatusReport.from_json(typed.to_json()) == typed
     json.dumps(report)
 
 

@@ -31,3 +31,29 @@ def test_load_resolver() -> None:
         load_resolver("collections:OrderedDict")
     with pytest.raises(ImportError):
         load_resolver("no_such_module:X")
+
+
+def test_forget_drops_only_the_service_given() -> None:
+    resolver = NameResolver()
+    echo, other = resolver.for_request(b"echo"), resolver.for_request(b"other")
+    resolver.forget(echo)
+    resolver.forget(echo)  # twice is harmless
+    assert [s.name for s in resolver.services()] == ["other"] and resolver.find(b"echo") is None
+    assert resolver.for_request(b"echo") is not echo  # a new one when asked for again
+    resolver.forget(other)
+    assert resolver.find(b"other") is None
+
+
+def test_a_resolver_without_forget_still_loads() -> None:
+    resolver = load_resolver("test_resolver:Legacy")
+    assert not hasattr(resolver, "forget")
+
+
+class Legacy:
+    """A third-party resolver written before ``forget`` existed."""
+
+    def for_worker(self, description: bytes) -> object: ...
+    def for_request(self, description: bytes) -> object: ...
+    def find(self, description: bytes) -> object: ...
+    def services(self) -> list[object]:
+        return []

@@ -196,3 +196,11 @@ def test_cli_loads_a_resolver_by_name(transport) -> None:
             if process is not None:
                 process.terminate()
                 process.wait(10)
+
+
+@pytest.mark.parametrize("resolver", [AttributeResolver(), BalancedResolver()])
+def test_attribute_resolvers_forget_services(resolver) -> None:
+    service = resolver.for_request(sdo())
+    resolver.forget(service)
+    assert resolver.find(sdo()) is None and not list(resolver.services())
+    assert resolver.for_worker(sdo(gpu="t4")) is not service

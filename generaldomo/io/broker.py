@@ -7,14 +7,12 @@ returns. It can run in the calling thread (:meth:`Broker.run`) or in a backgroun
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
 
 import zmq
 
@@ -24,6 +22,7 @@ from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
+from generaldomo.sansio.report import StatusReport
 from generaldomo.sansio.resolver import Resolver
 from generaldomo.sansio.settings import Settings
 
@@ -59,11 +58,7 @@ class Broker:
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
         self._zap = None if security is None else ZapHandler(self.context, security).start()
-        self.core = BrokerCore(resolver, settings, instance=os.urandom(4), started=time.monotonic())
-        # A core that checks roles takes each message's credential; until then CURVE only authenticates.
-        self._credentials = security is not None and "credential" in inspect.signature(self.core.receive).parameters
-        if security is not None and not self._credentials:
-            log.warning("this broker core takes no credentials: CURVE admits listed keys, roles are not checked")
+        self.core = BrokerCore(resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=os.urandom)
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -71,7 +66,7 @@ class Broker:
         self._running = False
         self._beacon: Beacon | None = None
         self._snapshot_period: float | None = None
-        self.snapshot: dict[str, Any] | None = None  # the latest status report, when metrics are served
+        self.snapshot: StatusReport | None = None  # the latest status report, when metrics are served
         self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
         self._stop_socket = self.context.socket(zmq.PULL)
         self._stop_socket.bind(self._stop_address)
@@ -94,7 +89,7 @@ class Broker:
             security=self.security,
         )
         self.links.append(link)
-        self.core.endpoints = self.endpoints
+        self.core.set_endpoints(self.endpoints)
         return link
 
     def announce(
@@ -190,7 +185,8 @@ class Broker:
                 self._send(core.tick(clock()))
                 for link in self.links:
                     if link.counters:
-                        core.counters.update(link.take_counts())
+                        for name, n in link.take_counts().items():
+                            core.count(name, n)
         finally:
             self._send(core.close())
             self._close_sockets()
@@ -204,10 +200,7 @@ class Broker:
             if message is None:
                 return
             address, frames, credential = message
-            if not self._credentials:
-                self._send(receive(Peer(index, address), frames, clock()))
-            else:  # only then, so that a core without credentials serves plaintext links unchanged
-                self._send(receive(Peer(index, address), frames, clock(), credential=credential))  # type: ignore[call-arg]
+            self._send(receive(Peer(index, address), frames, clock(), credential))
 
     def _send(self, messages: list[Send]) -> None:
         links = self.links

@@ -1,8 +1,9 @@
 """Prometheus exposition of the broker's status report, on an optional HTTP port.
 
-This module owns the mapping from the ``mmi.status`` report (see :mod:`generaldomo.sansio.mmi`) to Prometheus
-metrics. It reads the snapshot the broker's loop refreshes, never the live core, so it can run on the HTTP
-server's thread. It needs the optional ``prometheus_client`` package (``pip install generaldomo[metrics]``).
+This module owns the mapping from the typed status report (:class:`~generaldomo.sansio.report.StatusReport`)
+to Prometheus metrics. It reads the snapshot the broker's loop refreshes, never the live core, so it can run
+on the HTTP server's thread. It needs the optional ``prometheus_client`` package
+(``pip install generaldomo[metrics]``).
 """
 
 from __future__ import annotations
@@ -10,15 +11,34 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from generaldomo.sansio.report import ServiceReport, StatusReport
+
 PREFIX = "generaldomo"
-_SERVICE_GAUGES = ("workers", "waiting", "queued", "in_flight", "observed_rate")
-_SERVICE_COUNTERS = ("completed", "failed", "reissued", "duplicates_dropped", "expired")
+_SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {
+    "workers": lambda s: s.workers,
+    "waiting": lambda s: s.waiting,
+    "queued": lambda s: s.queued,
+    "queued_bytes": lambda s: s.queued_bytes,
+    "in_flight": lambda s: s.in_flight,
+    "observed_rate": lambda s: s.observed_rate,
+}
+_SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
+    "completed": lambda s: s.completed,
+    "failed": lambda s: s.failed,
+    "reissued": lambda s: s.reissued,
+    "duplicates_dropped": lambda s: s.duplicates_dropped,
+    "expired": lambda s: s.expired,
+}
+_LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
+    "rate": ("Dispatches per second allowed", lambda s: s.flow.rate),
+    "concurrency": ("Tasks in flight allowed", lambda s: s.flow.concurrency),
+}
 
 
 class StatusCollector:
     """A Prometheus collector over the latest status report (None until the first one exists)."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any] | None]) -> None:
+    def __init__(self, snapshot: Callable[[], StatusReport | None]) -> None:
         self._snapshot = snapshot
 
     def collect(self) -> Iterator[Any]:
@@ -27,41 +47,45 @@ class StatusCollector:
         report = self._snapshot()
         if report is None:
             return
-        broker = report["broker"]
-        yield GaugeMetricFamily(f"{PREFIX}_uptime_seconds", "Seconds since the broker started", broker["uptime"])
+        broker = report.broker
+        yield GaugeMetricFamily(f"{PREFIX}_uptime_seconds", "Seconds since the broker started", broker.uptime)
+        yield GaugeMetricFamily(f"{PREFIX}_queued_bytes", "Bytes of requests the broker holds", broker.queued_bytes)
+        yield GaugeMetricFamily(f"{PREFIX}_kept_answers", "Answers kept for re-asking clients", broker.kept_answers)
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
-        for event, count in sorted(broker["counters"].items()):
+        for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)
         yield events
-        services = report["services"]
-        for field in _SERVICE_GAUGES:
-            family = GaugeMetricFamily(f"{PREFIX}_service_{field}", f"Per service: {field}", labels=["service"])
-            for service in services:
-                family.add_metric([service["name"]], service[field])
-            yield family
-        for field in _SERVICE_COUNTERS:
-            family = CounterMetricFamily(f"{PREFIX}_service_{field}", f"Per service: {field}", labels=["service"])
-            for service in services:
-                family.add_metric([service["name"]], service[field])
-            yield family
+        services = report.services
+        for kind, fields in ((GaugeMetricFamily, _SERVICE_GAUGES), (CounterMetricFamily, _SERVICE_COUNTERS)):
+            for field, value in fields.items():
+                family = kind(f"{PREFIX}_service_{field}", f"Per service: {field}", labels=["service"])
+                for service in services:
+                    family.add_metric([service.name], value(service))
+                yield family
         for field in ("queue_time", "service_time"):
             family = GaugeMetricFamily(
                 f"{PREFIX}_service_{field}_seconds", f"Recent {field} percentiles", labels=["service", "quantile"]
             )
             for service in services:
-                for name, value in service[field].items():
-                    if value is not None:
-                        family.add_metric([service["name"], f"0.{name[1:]}"], value)
+                for name, seconds in _percentiles(service, field):
+                    family.add_metric([service.name, f"0.{name[1:]}"], seconds)
             yield family
-        for field, help_text in (("rate", "Dispatches per second allowed"), ("concurrency", "Tasks in flight allowed")):
+        for field, (help_text, limit) in _LIMITS.items():
             family = GaugeMetricFamily(f"{PREFIX}_service_{field}_limit", help_text, labels=["service"])
             for service in services:
-                if service["flow"][field] is not None:
-                    family.add_metric([service["name"]], service["flow"][field])
+                if (allowed := limit(service)) is not None:
+                    family.add_metric([service.name], allowed)
             yield family
 
 
-def serve(snapshot: Callable[[], dict[str, Any] | None], port: int = 0, address: str = "127.0.0.1") -> int:
+def _percentiles(service: ServiceReport, field: str) -> list[tuple[str, float]]:
+    """``(name, seconds)`` of the known percentiles of ``service``'s ``queue_time`` or ``service_time``."""
+    times = service.queue_time if field == "queue_time" else service.service_time
+    known = (("p50", times.p50), ("p90", times.p90), ("p99", times.p99))
+    return [(name, value) for name, value in known if value is not None]
+
+
+def serve(snapshot: Callable[[], StatusReport | None], port: int = 0, address: str = "127.0.0.1") -> int:
     """Serve the metrics over HTTP from a daemon thread; return the port (``0`` picks a free one)."""
     try:
         from prometheus_client import CollectorRegistry, start_http_server

@@ -2,16 +2,28 @@
 
 This module owns the roles and the credential the IO layer hands the core with each message of an
 authenticated peer (with CURVE, from the ZAP handler's user id). The core checks a credential against the
-rules here; without authentication there is no credential and every peer may do everything, as in plain
-Majordomo. It knows nothing of CURVE, ZAP or sockets.
+rules here (:data:`NEEDS`: the role each kind of message needs; ``mmi.flow`` changes also need ADMIN, and a
+worker's READY a service its patterns allow); without authentication there is no credential and every peer
+may do everything, as in plain Majordomo. It knows nothing of CURVE, ZAP or sockets.
 """
 
 from __future__ import annotations
 
 import enum
 import fnmatch
+from typing import Final
 
 import attrs
+
+from generaldomo.sansio.events import (
+    ClientCancel,
+    ClientHeartbeat,
+    ClientRequest,
+    WorkerDisconnect,
+    WorkerHeartbeat,
+    WorkerReady,
+    WorkerReply,
+)
 
 
 class Role(enum.StrEnum):
@@ -40,3 +52,14 @@ class Credential:
         return self.may(Role.WORKER) and (
             not self.services or any(fnmatch.fnmatchcase(service, p) for p in self.services)
         )
+
+
+NEEDS: Final[dict[type, Role]] = {
+    ClientRequest: Role.CLIENT,
+    ClientHeartbeat: Role.CLIENT,
+    ClientCancel: Role.CLIENT,
+    WorkerReady: Role.WORKER,
+    WorkerReply: Role.WORKER,
+    WorkerHeartbeat: Role.WORKER,
+    WorkerDisconnect: Role.WORKER,
+}

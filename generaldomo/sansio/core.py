@@ -3,102 +3,87 @@
 Rules of this file:
 
 - Everything that decides what the broker does lives here: registration, dispatch, heartbeats, expiry,
-  reissue, duplicate suppression and MMI answers.
-- It reads no socket and no clock. It is fed ``(peer, frames, now)`` by :meth:`BrokerCore.receive` and clock
-  ticks by :meth:`BrokerCore.tick`, and returns the messages to send as ``Send(peer, frames)``.
-- It does not know which transport a peer came over; a :class:`Peer` is an opaque ``(link, address)`` pair.
-- It does not know how descriptions map to services (the resolver's job) nor how a service orders its
-  queues (the service's job), nor how frames are laid out (the protocol module's job).
+  reissue, duplicate suppression, kept answers, budgets, roles and MMI answers.
+- It reads no socket, no clock and no random source of its own. It is fed ``(peer, frames, now, credential)``
+  by :meth:`BrokerCore.receive` and clock ticks by :meth:`BrokerCore.tick`, and returns the messages to send
+  as ``Send(peer, frames)``; task ids come from the ``random`` callable it is given.
+- It does not know which transport a peer came over; a :class:`Peer` is an opaque ``(link, address)`` pair,
+  and neither its reports nor its logs show the address (only a keyed hash of it).
+- It does not know how descriptions map to services (the resolver's job), how a service orders its queues
+  (the service's job), how frames are laid out (the protocol module's job), what management requests mean
+  (:mod:`generaldomo.sansio.mmi`, which returns the changes it wants) or the life-cycle tables
+  (:mod:`generaldomo.sansio.states`, the only way its records change state).
 
 Theory of operation. A worker's READY joins the service its description resolves to and waits there. A
-client's request becomes a *task* with a broker-made id, queued on the service its description resolves to.
-Whenever a service has both a waiting worker and a pending task, the service picks a pair and the task is
-sent to the worker, which is then busy. The worker's final reply completes the task: the result goes to the
-client that asked and the worker waits again. Each task is answered once: a reply for a task that is no longer
-live (already answered, or unknown) is counted and dropped. A worker that says DISCONNECT, re-registers, or
-stays silent for ``liveness`` heartbeat intervals is forgotten; the task it held goes back to the front of
-its service's queue, unless it has already been tried ``max_attempts`` times, in which case the client gets
-an error reply. generaldomo clients put a unique request id in every request; a request whose id is already
-live (a client's retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender.
+client's request becomes a *task* with a random 16-byte id, queued on the service its description resolves to,
+if the broker's queue budgets allow its bytes (else ``429``). Whenever a service has both a waiting worker and
+a queued task, the service picks a pair and the task is sent to the worker, which is then busy. The final
+reply *of the worker that holds the task* completes it: the result goes to the client that asked (and is kept
+for ``keep_answers`` seconds, for the client's re-asks) and the worker waits again; a result from anybody else
+is dropped and counted. A worker that says DISCONNECT, re-registers, or stays silent for ``liveness`` heartbeat
+intervals is forgotten; the task it held goes back to the front of its service's queue, unless it has already
+been tried ``max_attempts`` times, in which case the client gets an error reply. generaldomo clients put a
+unique request id in every request, scoped to their key when they have one; a request whose id is live (a
+retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
+task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
+for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
 
 import attrs
 
 from generaldomo.sansio import mmi, protocol
+from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.events import (
+    ClientCancel,
     ClientHeartbeat,
     ClientRequest,
     Dialect,
+    Event,
     Malformed,
     WorkerDisconnect,
     WorkerHeartbeat,
     WorkerReady,
     WorkerReply,
 )
-from generaldomo.sansio.flow import Flow
+from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.lograte import LogLimiter
+from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker
+from generaldomo.sansio.report import (
+    BrokerReport,
+    Endpoint,
+    ServiceReport,
+    SettingsReport,
+    StatusReport,
+    WorkerReport,
+    build,
+)
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState
 
+__all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
 log = logging.getLogger(__name__)
 
 MMI_PREFIX = b"mmi."
+TASK_ID_BYTES = 16
+_UNSET = FlowLimits()
+# The rows of the life-cycle tables the core uses, looked up once.
+_W_DISPATCH, _W_RESULT = WORKER_MOVES[Step.DISPATCH], WORKER_MOVES[Step.RESULT]
+_W_CANCEL, _W_LEAVE = WORKER_MOVES[Step.CANCEL], WORKER_MOVES[Step.LEAVE]
+_T_DISPATCH, _T_REISSUE = TASK_MOVES[Step.DISPATCH], TASK_MOVES[Step.REISSUE]
+_T_CANCEL, _T_FINISH = TASK_MOVES[Step.CANCEL], TASK_MOVES[Step.FINISH]
 
 
-class Peer(NamedTuple):
-    """Where a message came from: the index of the link and the peer's address on it.
-
-    The address is opaque to the core: a ROUTER identity (``bytes``), a SERVER routing id (``int``), or the
-    identities of every hop of a ROUTER envelope (a tuple, outermost first)."""
-
-    link: int
-    address: bytes | int | tuple[bytes, ...]
-
-
-class Send(NamedTuple):
-    """A message the broker must send."""
-
-    peer: Peer
-    frames: list[bytes]
-
-
-@attrs.define(eq=False, slots=True)
-class Worker:
-    """The core's record of one registered worker."""
-
-    peer: Peer
-    dialect: Dialect
-    description: bytes
-    service: Service
-    expires: float
-    task: Task | None = None
-    waiting: bool = False
-    done: int = 0
-
-
-@attrs.define(eq=False, slots=True)
-class Task:
-    """One client request, from acceptance until its single answer."""
-
-    id: bytes
-    client: Peer
-    dialect: Dialect
-    request_id: bytes | None
-    description: bytes
-    body: tuple[bytes, ...]
-    service: Service
-    enqueued: float
-    worker: Worker | None = None
-    dispatched: float | None = None
-    attempts: int = 0
-    in_flight: bool = False
+Handler = Callable[..., None]  # (peer, event, now, credential, out) for the event's own type
 
 
 class BrokerCore:
@@ -110,30 +95,41 @@ class BrokerCore:
         settings: Settings | None = None,
         instance: bytes = b"",
         started: float = 0.0,
+        *,
+        random: Callable[[int], bytes],
     ) -> None:
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters: Counter[str] = Counter()
+        self.started = started
+        self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
         self._instance = instance
-        self._serial = 0
+        self._random = random
+        self._label_key = random(16)
         self._workers: dict[Peer, Worker] = {}
-        self._tasks: dict[bytes, Task] = {}
-        self._by_request: dict[bytes, Task] = {}
-        self._next_sweep: float | None = None
+        self._tasks: dict[bytes, Task] = {}  # in order of acceptance
+        self._by_request: dict[RequestKey, Task] = {}
+        self._kept = KeptAnswers(self.settings.keep_answers, self.settings.keep_bytes)
+        self._heard: dict[Peer, float] = {}  # generaldomo clients -> when they were last heard
+        self._held: dict[Service, int] = {}  # bytes of the live tasks of each service
+        self._held_total = 0
+        self._idle_since: dict[Service, float] = {}
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
         self._adopted: set[Service] = set()
-        self.flows: dict[str, dict[str, Any]] = {}  # flow limits by service name, applied to services as they appear
-        self.started = started
-        self.endpoints: list[tuple[str, str]] = []  # what the links are bound to; told by whoever runs the core
-        self._handlers = {
+        self._endpoints: list[tuple[str, str]] = []
+        self._warnings = LogLimiter(log)
+        self._next_sweep: float | None = None
+        self._handlers: dict[type, Handler] = {
             ClientRequest: self._on_request,
             ClientHeartbeat: self._on_client_heartbeat,
+            ClientCancel: self._on_cancel,
             WorkerReady: self._on_ready,
             WorkerReply: self._on_reply,
             WorkerHeartbeat: self._on_heartbeat,
             WorkerDisconnect: self._on_disconnect,
             Malformed: self._on_malformed,
         }
+        self._large: dict[type, Handler] = {ClientRequest: self._on_large_request, WorkerReply: self._on_large_reply}
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -144,26 +140,30 @@ class BrokerCore:
 
     @property
     def tasks(self) -> dict[bytes, Task]:
-        """Live tasks (queued or running) by task id (read only)."""
+        """Live tasks (queued, running or cancelled while running) by task id (read only)."""
         return self._tasks
-
-    def receive(self, peer: Peer, frames: Sequence[bytes], now: float) -> list[Send]:
-        """Act on one message from ``peer``; return what to send."""
-        out: list[Send] = []
-        event = protocol.parse(frames)
-        limit = self.settings.max_message
-        if limit is not None and isinstance(event, ClientRequest | WorkerReply) and _size(frames) > limit:
-            self._too_large(peer, event, now, out)
-        else:
-            self._handlers[type(event)](peer, event, now, out)
-        if self._next_sweep is None:
-            self._next_sweep = now + self.settings.heartbeat_interval
-        return out
 
     @property
     def instance(self) -> bytes:
         """The id of this broker instance, told to clients so they notice a restart."""
         return self._instance
+
+    def receive(
+        self, peer: Peer, frames: Sequence[bytes], now: float, credential: Credential | None = None
+    ) -> list[Send]:
+        """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send."""
+        out: list[Send] = []
+        event = protocol.parse(frames)
+        kind = type(event)
+        if credential is None or self._permits(peer, event, credential, now, out):
+            limit = self.settings.max_message
+            if limit is not None and kind in self._large and _size(frames) > limit:
+                self._large[kind](peer, event, now, credential, out)
+            else:
+                self._handlers[kind](peer, event, now, credential, out)
+        if self._next_sweep is None:
+            self._next_sweep = now + self.settings.heartbeat_interval
+        return out
 
     def deadline(self) -> float | None:
         """The time at which :meth:`tick` next has work to do, or None if it has none."""
@@ -173,53 +173,76 @@ class BrokerCore:
         return soonest if self._next_sweep is None else min(soonest, self._next_sweep)
 
     def tick(self, now: float) -> list[Send]:
-        """Dispatch what rate limits now allow; send heartbeats and expire silent workers when their time has
-        come; return what to send."""
+        """Expire silent workers, send heartbeats and do the other periodic work when its time has come, then
+        dispatch what rate limits now allow; return what to send."""
         out: list[Send] = []
+        if self._next_sweep is not None and now >= self._next_sweep:
+            self._sweep(now, out)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
             self._dispatch(service, now, out)
-        if self._next_sweep is not None and now >= self._next_sweep:
-            self._sweep(now, out)
         return out
 
     def set_flow(
         self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float
     ) -> list[Send]:
-        """Set the flow limits of the services named ``name`` (now and when they appear); return what to send."""
-        flow = {"rate": rate, "burst": burst, "concurrency": concurrency}
-        Flow().configure(**flow)  # raises ValueError on a bad limit before anything changes
-        self.flows[name] = flow
+        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send."""
+        return self.apply_flow(mmi.FlowChange(name, FlowLimits(rate, burst, concurrency)), now)
+
+    def apply_flow(self, change: mmi.FlowChange, now: float) -> list[Send]:
+        """Apply new flow limits to the services named ``change.name``, now and when they appear."""
+        if change.limits.unset:
+            self.flows.pop(change.name, None)  # back to no limits: nothing to remember
+        else:
+            self.flows[change.name] = change.limits
         out: list[Send] = []
-        for service in [s for s in self.resolver.services() if s.name == name]:
-            service.flow.configure(**flow)
+        for service in [s for s in self.resolver.services() if s.name == change.name]:
+            service.flow.apply(change.limits)
             self._throttled.pop(service, None)
             self._dispatch(service, now, out)
         return out
 
-    def _adopt(self, service: Service) -> None:
-        """Apply configured flow limits to a service the first time the core sees it."""
-        if service not in self._adopted:
-            self._adopted.add(service)
-            flow = self.flows.get(service.name)
-            if flow is not None:
-                service.flow.configure(**flow)
+    def flow_limits(self, name: str) -> FlowLimits:
+        """The limits configured for the service name ``name``."""
+        return self.flows.get(name, _UNSET)
 
-    def _sweep(self, now: float, out: list[Send]) -> None:
-        settings = self.settings
-        busy = self._workers or (settings.queue_timeout is not None and self._tasks)
-        self._next_sweep = now + settings.heartbeat_interval if busy else None
-        if settings.queue_timeout is not None:
-            self._expire_queued(now - settings.queue_timeout, now, out)
-        expired = [w for w in self._workers.values() if w.expires <= now]
-        for worker in expired:  # unregister them all first, so no reissued task goes to one of them
-            log.info("worker %s (%r) expired", _show(worker.peer), worker.description)
-            self.counters["workers_expired"] += 1
-            self._unregister(worker)
-        for worker in expired:
-            self._release(worker, now, out)
-        for worker in self._workers.values():
-            out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
+    def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
+        """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report."""
+        self._endpoints = list(endpoints)
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report."""
+        self.counters[name] += n
+
+    def report(self, now: float) -> StatusReport:
+        """The status report at ``now`` (see :mod:`generaldomo.sansio.report`)."""
+        expiry = self.settings.expiry
+        broker = BrokerReport(
+            self._instance.hex(),
+            round(now - self.started, 3),
+            [Endpoint(str(transport), endpoint) for transport, endpoint in self._endpoints],
+            dict(self.counters),
+            sum(1 for task in self._tasks.values() if task.state is TaskState.QUEUED),
+            build(SettingsReport, attrs.asdict(self.settings)),
+            self._held_total,
+            len(self._kept),
+            self._kept.bytes,
+            self._kept.evicted,
+        )
+        services = [ServiceReport.of(s, self._held.get(s, 0), now) for s in self.resolver.services()]
+        workers = [
+            WorkerReport(
+                worker.label,
+                worker.description.decode(errors="replace"),
+                worker.service.name,
+                worker.dialect.value,
+                worker.state.value,
+                worker.done,
+                round(max(0.0, now - (worker.expires - expiry)), 3),
+            )
+            for worker in self._workers.values()
+        ]
+        return StatusReport(broker, services, workers)
 
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
@@ -227,89 +250,150 @@ class BrokerCore:
         self._workers.clear()
         return out
 
+    # ------------------------------------------------------------------------------------------- roles
+
+    def _permits(self, peer: Peer, event: Event, credential: Credential, now: float, out: list[Send]) -> bool:
+        """True when ``credential`` allows ``event``; else refuse it (403 or DISCONNECT), counted and logged."""
+        needs = NEEDS.get(type(event))
+        if needs is None or credential.may(needs):
+            return True
+        self.counters["forbidden"] += 1
+        self._warn("forbidden", peer, now, "refused a %s from a key without the %s role", type(event).__name__, needs)
+        if isinstance(event, ClientRequest):
+            self._reject(peer, event, protocol.FORBIDDEN, f"this key lacks the {needs} role", now, out)
+        elif isinstance(event, WorkerReady | WorkerReply | WorkerHeartbeat):
+            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+        return False
+
     # ------------------------------------------------------------------------------------------- clients
 
-    def _on_request(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> None:
+    def _on_request(
+        self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
         self.counters["requests"] += 1
         if event.description.startswith(MMI_PREFIX):
-            self._answer_mmi(peer, event, now, out)
+            self._answer_mmi(peer, event, now, credential, out)
             return
-        retried = self._by_request.get(event.request_id) if event.request_id is not None else None
-        if retried is not None:  # a retry, maybe over a new connection: answer once, to the latest sender
-            retried.client = peer
-            self.counters["retries_absorbed"] += 1
+        key = None
+        if event.request_id is not None:
+            self._heard[peer] = now
+            key = (credential.key if credential is not None else None, event.request_id)
+            if self._known(peer, key, now, out):
+                self.counters["retries_absorbed"] += 1
+                return
+        service = self._resolve_request(peer, event, now, out)
+        if service is None:
             return
-        try:
-            service = self.resolver.for_request(event.description)
-        except ResolveError as error:
-            self._reject(peer, event, protocol.BAD_REQUEST, str(error), out)
-            return
-        except Exception as error:  # a faulty resolver plug-in must not stop the broker
-            log.exception("resolver failed on request description %r", event.description[:64])
-            self._reject(peer, event, protocol.BAD_REQUEST, f"resolver error: {error!r}", out)
+        size = len(event.description) + sum(map(len, event.body))
+        refusal = self._over_budget(service, size)
+        if refusal is not None:
+            self.counters["over_budget"] += 1
+            self._reject(peer, event, protocol.OVER_BUDGET, refusal, now, out)
             return
         self._adopt(service)
-        self._serial += 1
         task = Task(
-            self._instance + self._serial.to_bytes(8, "big"),
-            peer,
-            event.dialect,
-            event.request_id,
-            event.description,
-            event.body,
-            service,
-            now,
-        )
+            self._random(TASK_ID_BYTES), peer, event.dialect, event.request_id, key, event.description,
+            event.body, service, now, size,
+        )  # fmt: skip
         self._tasks[task.id] = task
-        if event.request_id is not None:
-            self._by_request[event.request_id] = task
+        if key is not None:
+            self._by_request[key] = task
+        self._held[service] = self._held.get(service, 0) + size
+        self._held_total += size
         service.push(task)
         self._dispatch(service, now, out)
 
-    def _on_client_heartbeat(self, peer: Peer, event: ClientHeartbeat, now: float, out: list[Send]) -> None:
-        out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance)))
+    def _known(self, peer: Peer, key: RequestKey, now: float, out: list[Send]) -> bool:
+        """True when the request ``key`` has a kept answer (sent again to ``peer``) or a live task (whose
+        answer now goes to ``peer``)."""
+        kept = self._kept.get(key, now)
+        if kept is not None:
+            self.counters["answers_resent"] += 1
+            out.append(Send(peer, kept))
+            return True
+        task = self._by_request.get(key)
+        if task is None:
+            return False
+        task.client = peer
+        return True
 
-    def _too_large(self, peer: Peer, event: ClientRequest | WorkerReply, now: float, out: list[Send]) -> None:
+    def _resolve_request(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> Service | None:
+        """The service for a request, or None after answering the client with an error."""
+        try:
+            return self.resolver.for_request(event.description)
+        except ResolveError as error:
+            self._reject(peer, event, protocol.BAD_REQUEST, str(error), now, out)
+        except Exception as error:  # a faulty resolver plug-in must not stop the broker
+            log.exception("resolver failed on request description %r", event.description[:64])
+            self._reject(peer, event, protocol.BAD_REQUEST, f"resolver error: {error!r}", now, out)
+        return None
+
+    def _over_budget(self, service: Service, size: int) -> str | None:
+        """Why a request of ``size`` bytes for ``service`` would exceed a queue budget, or None if it fits."""
+        settings = self.settings
+        if settings.queue_bytes is not None and self._held_total + size > settings.queue_bytes:
+            return f"broker queue budget exceeded: queue_bytes={settings.queue_bytes} bytes of requests held"
+        limit = settings.service_queue_bytes
+        if limit is not None and self._held.get(service, 0) + size > limit:
+            return f"service queue budget exceeded: service_queue_bytes={limit} bytes held for {service.name!r}"
+        return None
+
+    def _on_client_heartbeat(
+        self, peer: Peer, event: ClientHeartbeat, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        self._heard[peer] = now
+        owner = credential.key if credential is not None else None
+        self.counters["reasked"] += len(event.request_ids)
+        unknown = [rid for rid in event.request_ids if not self._known(peer, (owner, rid), now, out)]
+        out.append(Send(peer, protocol.broker_heartbeat(self._instance, unknown)))
+
+    def _on_cancel(
+        self, peer: Peer, event: ClientCancel, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        self._heard[peer] = now
+        task = self._by_request.pop((credential.key if credential is not None else None, event.request_id), None)
+        if task is None:
+            return
+        self.counters["cancelled"] += 1
+        state = task.state
+        task.state = _T_CANCEL[state]
+        if task.state is TaskState.DONE:  # it was queued
+            task.service.drop(task)
+            self._remove(task, state, dequeued=True)
+        elif task.worker is not None:
+            task.worker.state = _W_CANCEL[task.worker.state]
+
+    def _on_large_request(
+        self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
         self.counters["too_large"] += 1
         reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
-        if isinstance(event, ClientRequest):
-            self._reject(peer, event, protocol.TOO_LARGE, reason, out)
-            return
-        log.warning("dropped a too large result for task %s from %s", event.task_id.hex(), _show(peer))
-        if event.final:  # the same task would give the same result again: fail it
-            self._on_reply(peer, attrs.evolve(event, status=protocol.TOO_LARGE, body=(reason.encode(),)), now, out)
-        elif (worker := self._workers.get(peer)) is not None:
-            worker.expires = now + self.settings.expiry
+        self._reject(peer, event, protocol.TOO_LARGE, reason, now, out)
 
-    def _expire_queued(self, enqueued_before: float, now: float, out: list[Send]) -> None:
-        """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
-        stale: dict[Service, set[Task]] = {}
-        for task in self._tasks.values():  # oldest first
-            if task.enqueued >= enqueued_before:
-                break
-            if task.worker is None:
-                stale.setdefault(task.service, set()).add(task)
-        for service, tasks in stale.items():
-            service.discard(tasks)
-            for task in tasks:
-                reason = b"no worker took the request in time"
-                self._complete(task, protocol.EXPIRED, [reason], now, out, queued=False)
-
-    def _reject(self, peer: Peer, event: ClientRequest, status: bytes, reason: str, out: list[Send]) -> None:
+    def _reject(
+        self, peer: Peer, event: ClientRequest, status: bytes, reason: str, now: float, out: list[Send]
+    ) -> None:
         self.counters["rejected"] += 1
-        log.info("rejected request from %s: %s", _show(peer), reason)
+        self._warn(f"rejected {status.decode()}", peer, now, "rejected a request: %s", reason, level=logging.INFO)
         frames = protocol.client_reply(
             event.dialect, event.request_id, event.description, status, [reason.encode()], final=True
         )
         if frames is not None:
             out.append(Send(peer, frames))
 
-    def _answer_mmi(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> None:
+    def _answer_mmi(
+        self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        admin = credential is None or credential.may(Role.ADMIN)
         try:
-            status, body, caused = mmi.answer(self, event.description, event.body, now)
+            answer = mmi.answer(self, event.description, event.body, now, admin)
         except mmi.ManagementError as error:
-            self._reject(peer, event, protocol.BAD_REQUEST, str(error), out)
+            if isinstance(error, mmi.Forbidden):
+                self.counters["forbidden"] += 1
+            self._reject(peer, event, error.status, str(error), now, out)
             return
+        caused = self.apply_flow(answer.change, now) if answer.change is not None else []
+        status, body = answer.status, answer.body
         frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
         if frames is not None:
             out.append(Send(peer, frames))
@@ -317,102 +401,158 @@ class BrokerCore:
 
     # ------------------------------------------------------------------------------------------- workers
 
-    def _on_ready(self, peer: Peer, event: WorkerReady, now: float, out: list[Send]) -> None:
+    def _on_ready(
+        self, peer: Peer, event: WorkerReady, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
         known = self._workers.get(peer)
         if known is not None:
-            log.info("worker %s sent READY again; re-registering it", _show(peer))
+            log.info("worker %s sent READY again; re-registering it", known.label)
             self._forget(known, now, out)
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
                 return
-        service = self._resolve_worker(peer, event.dialect, event.description, out)
+        self._register(peer, event.dialect, event.description, now, credential, out)
+
+    def _register(
+        self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
+        out: list[Send],
+    ) -> None:  # fmt: skip
+        service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
             return
-        worker = Worker(peer, event.dialect, event.description, service, now + self.settings.expiry)
+        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
         self._workers[peer] = worker
         service.join(worker)
         self.counters["workers_registered"] += 1
         self._wait(worker, now, out)
 
-    def _resolve_worker(self, peer: Peer, dialect: Dialect, description: bytes, out: list[Send]) -> Service | None:
+    def _resolve_worker(
+        self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
+        out: list[Send],
+    ) -> Service | None:  # fmt: skip
         """The service for a worker's description, or None after telling the worker to go away."""
-        reason = None
         if description.startswith(MMI_PREFIX):
             reason = "mmi. services belong to the broker"
         else:
             try:
                 service = self.resolver.for_worker(description)
-                self._adopt(service)
-                return service
+                if credential is None or credential.may_serve(service.name):
+                    self._adopt(service)
+                    return service
+                self.counters["forbidden"] += 1
+                reason = f"its key may not serve {service.name!r}"
             except ResolveError as error:
                 reason = str(error)
             except Exception as error:  # a faulty resolver plug-in must not stop the broker
                 log.exception("resolver failed on service description %r", description[:64])
                 reason = repr(error)
-        log.warning("refused worker %s with description %r: %s", _show(peer), description[:64], reason)
+        self._warn("refused worker", peer, now, "refused worker with description %r: %s", description[:64], reason)
         self.counters["workers_refused"] += 1
         out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
         return None
 
-    def _on_reply(self, peer: Peer, event: WorkerReply, now: float, out: list[Send]) -> None:
+    def _on_reply(
+        self, peer: Peer, event: WorkerReply, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        self._result(peer, event, event.status, event.body, now, credential, out)
+
+    def _on_large_reply(
+        self, peer: Peer, event: WorkerReply, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        self.counters["too_large"] += 1
+        self._warn("too large", peer, now, "dropped a result larger than max_message")
+        reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
+        if event.final:  # the same task would give the same result again: fail it
+            self._result(peer, event, protocol.TOO_LARGE, (reason.encode(),), now, credential, out)
+        elif (worker := self._workers.get(peer)) is not None:
+            worker.expires = now + self.settings.expiry
+
+    def _result(
+        self, peer: Peer, event: WorkerReply, status: bytes, body: Sequence[bytes], now: float,
+        credential: Credential | None, out: list[Send],
+    ) -> None:  # fmt: skip
+        """A worker's (partial) result with ``status`` and ``body``: accepted only from the task's holder."""
         worker = self._workers.get(peer)
         task = self._tasks.get(event.task_id)
+        if worker is None or task is None or task.worker is not worker:
+            self._refuse_result(peer, event, worker, task, now, out)
+            return
+        worker.expires = now + self.settings.expiry
+        if not event.final:
+            if task.state is TaskState.RUNNING:
+                frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, False)
+                if frames is not None:
+                    out.append(Send(task.client, frames))
+            return
+        worker.task = None
+        worker.state = _W_RESULT[worker.state]
+        worker.done += 1
+        if task.state is TaskState.CANCELLED:
+            self._remove(task, task.state)
+        else:
+            self._complete(task, status, body, now, out)
+        if event.description is not None and event.description != worker.description:
+            self._unregister(worker)
+            self._register(peer, event.dialect, event.description, now, credential, out)
+            return
+        self._wait(worker, now, out)
+
+    def _refuse_result(
+        self, peer: Peer, event: WorkerReply, worker: Worker | None, task: Task | None, now: float, out: list[Send]
+    ) -> None:
         if worker is not None:
             worker.expires = now + self.settings.expiry
         if task is None:
             self.counters["duplicates_dropped"] += 1
             if worker is not None:
                 worker.service.stats.duplicates_dropped += 1
-            log.info("dropped a reply for task %s, which is not live", event.task_id.hex())
-        elif event.final:
-            self._complete(task, event.status, event.body, now, out)
-        elif task.worker is worker:
-            frames = protocol.client_reply(
-                task.dialect, task.request_id, task.description, event.status, event.body, False
-            )
-            if frames is not None:
-                out.append(Send(task.client, frames))
+            self._warn("stale result", peer, now, "dropped a result for a task that is not live", level=logging.INFO)
+        else:
+            self.counters["results_refused"] += 1
+            self._warn("refused result", peer, now, "refused a result from a peer that does not hold the task")
         if worker is None:
             out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
-            return
-        if not event.final or (worker.task is not None and worker.task is not task):
-            return
-        if task is not None:
-            worker.done += 1
-        if event.description is not None and event.description != worker.description:
-            self._forget(worker, now, out)
-            self._on_ready(peer, WorkerReady(event.dialect, event.description), now, out)
-            return
-        self._wait(worker, now, out)
 
-    def _on_heartbeat(self, peer: Peer, event: WorkerHeartbeat, now: float, out: list[Send]) -> None:
+    def _on_heartbeat(
+        self, peer: Peer, event: WorkerHeartbeat, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
         worker = self._workers.get(peer)
         if worker is None:
             out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
         else:
             worker.expires = now + self.settings.expiry
 
-    def _on_disconnect(self, peer: Peer, event: WorkerDisconnect, now: float, out: list[Send]) -> None:
+    def _on_disconnect(
+        self, peer: Peer, event: WorkerDisconnect, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
         worker = self._workers.get(peer)
         if worker is not None:
-            log.info("worker %s disconnected", _show(peer))
+            log.info("worker %s disconnected", worker.label)
             self._forget(worker, now, out)
 
-    def _on_malformed(self, peer: Peer, event: Malformed, now: float, out: list[Send]) -> None:
+    def _on_malformed(
+        self, peer: Peer, event: Malformed, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
         self.counters["malformed"] += 1
-        log.warning("dropped a malformed message from %s: %s", _show(peer), event.reason)
+        self._warn("malformed", peer, now, "dropped a malformed message: %s", event.reason)
 
     # ------------------------------------------------------------------------------------------- state changes
 
+    def _adopt(self, service: Service) -> None:
+        """Apply configured flow limits to a service the first time the core sees it."""
+        if service not in self._adopted:
+            self._adopted.add(service)
+            limits = self.flows.get(service.name)
+            if limits is not None:
+                service.flow.apply(limits)
+
     def _wait(self, worker: Worker, now: float, out: list[Send]) -> None:
-        worker.task = None
-        if not worker.waiting:
-            worker.waiting = True
-            worker.service.wait(worker)
+        """Queue a worker that has just become WAITING, and dispatch."""
+        worker.service.wait(worker)
         self._dispatch(worker.service, now, out)
 
     def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
-        """Send the service's pending tasks to its waiting workers, as far as its flow limits allow."""
+        """Send the service's queued tasks to its waiting workers, as far as its flow limits allow."""
         flow = service.flow
         while True:
             if not flow.admits(now):
@@ -425,36 +565,21 @@ class BrokerCore:
             if pair is None:
                 return
             worker, task = pair
-            worker.waiting = False
+            worker.state = _W_DISPATCH[worker.state]
+            task.state = _T_DISPATCH[task.state]
             worker.task = task
             task.worker = worker
             task.dispatched = now
             task.attempts += 1
-            task.in_flight = True
             flow.dispatched(now)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
 
-    def _land(self, task: Task) -> bool:
-        """Take ``task`` out of its service's flight count; True if it was in flight."""
-        if not task.in_flight:
-            return False
-        task.in_flight = False
-        task.service.flow.finished()
-        return True
-
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *, queued: bool = True
+        self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *, dequeued: bool = False
     ) -> None:
-        """Answer ``task``'s client and forget the task; ``queued=False`` when it is already off its queue."""
-        del self._tasks[task.id]
-        if task.request_id is not None:
-            self._by_request.pop(task.request_id, None)
-        holder = task.worker
-        if holder is None:
-            if queued:
-                task.service.drop(task)
-        elif holder.task is task:
-            holder.task = None
+        """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue)."""
+        state = task.state
+        self._remove(task, state, dequeued=dequeued)
         self.counters["completed"] += 1
         waited = (task.dispatched if task.dispatched is not None else now) - task.enqueued
         served = now - task.dispatched if task.dispatched is not None else 0.0
@@ -471,8 +596,29 @@ class BrokerCore:
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
             out.append(Send(task.client, frames))
-        if self._land(task):
+            if task.key is not None:
+                self._kept.keep(task.key, frames, now)
+        if state in IN_FLIGHT:
             self._dispatch(task.service, now, out)  # a place in flight came free
+
+    def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
+        """Forget ``task``, which was in ``state``: off its queue and out of flight, its bytes released."""
+        task.state = _T_FINISH[state]
+        del self._tasks[task.id]
+        if task.key is not None and self._by_request.get(task.key) is task:
+            del self._by_request[task.key]
+        service = task.service
+        if state is TaskState.QUEUED and not dequeued:
+            service.drop(task)
+        elif state in IN_FLIGHT:
+            service.flow.finished()
+        task.worker = None
+        self._held_total -= task.size
+        held = self._held[service] - task.size
+        if held:
+            self._held[service] = held
+        else:
+            del self._held[service]
 
     def _forget(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Drop ``worker``; reissue or fail the task it held."""
@@ -482,29 +628,112 @@ class BrokerCore:
     def _unregister(self, worker: Worker) -> None:
         del self._workers[worker.peer]
         worker.service.leave(worker)
-        worker.waiting = False
+        worker.state = _W_LEAVE[worker.state]
 
     def _release(self, worker: Worker, now: float, out: list[Send]) -> None:
-        """Reissue or fail the task an unregistered ``worker`` held."""
+        """Reissue, fail or (if cancelled) drop the task an unregistered ``worker`` held."""
         task, worker.task = worker.task, None
         if task is None:
             return
-        task.worker = None
-        if task.attempts >= self.settings.max_attempts:
+        if task.state is TaskState.CANCELLED:
+            self._remove(task, task.state)
+        elif task.attempts >= self.settings.max_attempts:
             reason = f"task lost with its worker {task.attempts} times; giving up"
-            self._complete(task, protocol.UNAVAILABLE, [reason.encode()], now, out, queued=False)
+            self._complete(task, protocol.UNAVAILABLE, [reason.encode()], now, out)
             return
-        self._land(task)
-        self.counters["reissued"] += 1
-        task.service.stats.reissued += 1
-        task.service.push(task, front=True)
+        else:
+            task.worker = None
+            task.state = _T_REISSUE[task.state]
+            task.service.flow.finished()
+            self.counters["reissued"] += 1
+            task.service.stats.reissued += 1
+            task.service.push(task, front=True)
         self._dispatch(task.service, now, out)
+
+    # ------------------------------------------------------------------------------------------- periodic work
+
+    def _sweep(self, now: float, out: list[Send]) -> None:
+        settings = self.settings
+        if settings.queue_timeout is not None:
+            self._expire_queued(now - settings.queue_timeout, now, out)
+        expired = [w for w in self._workers.values() if w.expires <= now]
+        for worker in expired:  # unregister them all first, so no reissued task goes to one of them
+            log.info("worker %s (%r) expired", worker.label, worker.description[:64])
+            self.counters["workers_expired"] += 1
+            self._unregister(worker)
+        for worker in expired:
+            self._release(worker, now, out)
+        for worker in self._workers.values():
+            out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
+        self._drop_silent_clients(now - settings.client_silence)
+        self._kept.expire(now)
+        self._forget_idle_services(now)
+        self._warnings.flush(now)
+        busy = self._workers or self._tasks or self._heard or len(self._kept) or self._idle_since or self._warnings
+        self._next_sweep = now + settings.heartbeat_interval if busy else None
+
+    def _expire_queued(self, enqueued_before: float, now: float, out: list[Send]) -> None:
+        """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
+        stale: dict[Service, set[Task]] = {}
+        for task in self._tasks.values():  # oldest first
+            if task.enqueued >= enqueued_before:
+                break
+            if task.state is TaskState.QUEUED:
+                stale.setdefault(task.service, set()).add(task)
+        for service, tasks in stale.items():
+            service.discard(tasks)
+            for task in tasks:
+                reason = b"no worker took the request in time"
+                self._complete(task, protocol.EXPIRED, [reason], now, out, dequeued=True)
+
+    def _drop_silent_clients(self, heard_before: float) -> None:
+        """Drop the queued tasks of generaldomo clients last heard before ``heard_before``."""
+        silent = {peer for peer, heard in self._heard.items() if heard < heard_before}
+        if not silent:
+            return
+        for peer in silent:
+            del self._heard[peer]
+        doomed: dict[Service, set[Task]] = {}
+        for task in self._tasks.values():
+            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent:
+                doomed.setdefault(task.service, set()).add(task)
+        for service, tasks in doomed.items():
+            service.discard(tasks)
+            for task in tasks:
+                self._remove(task, task.state, dequeued=True)
+            self.counters["client_gone_dropped"] += len(tasks)
+            log.info("dropped %d queued requests for %r of clients gone silent", len(tasks), service.name)
+
+    def _forget_idle_services(self, now: float) -> None:
+        """Forget services that have had no workers, no tasks and no flow limits for ``service_idle``."""
+        idle_for = self.settings.service_idle
+        forget = getattr(self.resolver, "forget", None)
+        if idle_for is None or forget is None:
+            return
+        for service in list(self.resolver.services()):
+            if service.workers or service.pending or service in self._held or service.name in self.flows:
+                self._idle_since.pop(service, None)
+                continue
+            since = self._idle_since.setdefault(service, now)
+            if now - since >= idle_for:
+                forget(service)
+                del self._idle_since[service]
+                self._adopted.discard(service)
+                self._throttled.pop(service, None)
+                self.counters["services_forgotten"] += 1
+
+    # ------------------------------------------------------------------------------------------- logs
+
+    def _label(self, peer: Peer) -> str:
+        """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
+        digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
+        return f"{peer.link}/{digest}"
+
+    def _warn(
+        self, kind: str, peer: Peer, now: float, message: str, *args: object, level: int = logging.WARNING
+    ) -> None:
+        self._warnings.warn(kind, peer, lambda: self._label(peer), now, message, *args, level=level)
 
 
 def _size(frames: Sequence[bytes]) -> int:
     return sum(map(len, frames))
-
-
-def _show(peer: Peer) -> str:
-    address = peer.address.hex() if isinstance(peer.address, bytes) else str(peer.address)
-    return f"{peer.link}/{address}"

@@ -19,6 +19,8 @@ class Dialect(enum.Enum):
     MDP02 = "MDP/0.2"
     MAJORTOMO = "majortomo"
 
+    __hash__ = object.__hash__  # members are singletons compared by identity; the C hash keeps lookups fast
+
     @property
     def streams(self) -> bool:
         """True when the dialect carries PARTIAL replies to clients."""
@@ -37,9 +39,19 @@ class ClientRequest:
 
 @attrs.frozen(slots=True)
 class ClientHeartbeat:
-    """A generaldomo client asks whether the broker is alive and which instance it is."""
+    """A generaldomo client asks whether the broker is alive and which instance it is, and re-asks about the
+    ``request_ids`` it has waited on for unusually long."""
 
     dialect: Dialect
+    request_ids: tuple[bytes, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ClientCancel:
+    """A generaldomo client withdraws its request ``request_id``."""
+
+    dialect: Dialect
+    request_id: bytes
 
 
 @attrs.frozen(slots=True)
@@ -87,4 +99,13 @@ class Malformed:
     reason: str
 
 
-Event = ClientRequest | ClientHeartbeat | WorkerReady | WorkerReply | WorkerHeartbeat | WorkerDisconnect | Malformed
+Event = (
+    ClientRequest
+    | ClientHeartbeat
+    | ClientCancel
+    | WorkerReady
+    | WorkerReply
+    | WorkerHeartbeat
+    | WorkerDisconnect
+    | Malformed
+)

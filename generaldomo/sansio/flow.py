@@ -12,6 +12,41 @@ from typing import Any
 import attrs
 
 _ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
+LIMIT_NAMES = ("rate", "burst", "concurrency")
+
+
+def _positive_number(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{attribute.name} must be a number (or null for no limit)")
+    if attribute.name == "rate" and value <= 0:
+        raise ValueError("rate must be positive (or null for no limit)")
+    if attribute.name != "rate" and (value < 1 or not float(value).is_integer()):
+        raise ValueError(f"{attribute.name} must be a whole number of at least 1")
+
+
+@attrs.frozen(slots=True)
+class FlowLimits:
+    """The limits an operator sets for a service name; None: no limit (``burst``: keep the current burst).
+
+    Raises ValueError on a bad limit, so a FlowLimits that exists is valid."""
+
+    rate: float | None = attrs.field(default=None, validator=_positive_number)
+    burst: int | None = attrs.field(default=None, validator=_positive_number)
+    concurrency: int | None = attrs.field(default=None, validator=_positive_number)
+
+    def merged(self, changes: dict[str, object]) -> FlowLimits:
+        """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input."""
+        unknown = set(changes) - set(LIMIT_NAMES)
+        if unknown:
+            raise ValueError(f"unknown limits {sorted(unknown)}; known: {', '.join(LIMIT_NAMES)}")
+        return attrs.evolve(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def unset(self) -> bool:
+        """True when nothing is limited: the limits every service starts with."""
+        return self == FlowLimits()
 
 
 @attrs.define
@@ -30,16 +65,14 @@ class Flow:
     _refilled: float | None = attrs.field(default=None, init=False)  # None: the bucket is full
 
     def configure(self, rate: float | None, burst: int | None, concurrency: int | None) -> None:
-        """Change the limits; the bucket starts full under a new rate."""
-        if rate is not None and rate <= 0:
-            raise ValueError("rate must be positive (or null for no limit)")
-        if concurrency is not None and concurrency < 1:
-            raise ValueError("concurrency must be at least 1 (or null for no limit)")
-        if burst is not None and burst < 1:
-            raise ValueError("burst must be at least 1")
-        self.rate, self.concurrency = rate, concurrency
-        if burst is not None:
-            self.burst = burst
+        """Change the limits (ValueError on a bad one); the bucket starts full under a new rate."""
+        self.apply(FlowLimits(rate, burst, concurrency))
+
+    def apply(self, limits: FlowLimits) -> None:
+        """Enforce ``limits`` from now on; the bucket starts full under a new rate."""
+        self.rate, self.concurrency = limits.rate, limits.concurrency
+        if limits.burst is not None:
+            self.burst = limits.burst
         self._refilled = None
 
     @property
@@ -81,7 +114,3 @@ class Flow:
             return None
         self._refill(now)
         return now + max(0.0, (1.0 - self._tokens) / self.rate)
-
-    def describe(self) -> dict[str, Any]:
-        """The limits as JSON-ready data."""
-        return {"rate": self.rate, "burst": self.burst, "concurrency": self.concurrency, "in_flight": self.in_flight}

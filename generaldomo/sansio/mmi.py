@@ -1,123 +1,119 @@
-"""The broker's management interface: requests for ``mmi.*`` services, answered from the core's state.
+"""The broker's management interface: requests for ``mmi.*`` services, answered from the broker's state.
 
-This module owns what each management service means: ``mmi.service`` (RFC 8), ``mmi.status`` (a JSON report
-of the broker, its services and workers) and ``mmi.flow`` (read or change a service's flow limits). It reads
-the core's state and calls its public methods; it knows nothing of sockets or clocks (``now`` is given).
+This module owns what each management service means: ``mmi.service`` (RFC 8), ``mmi.status`` (the status
+report, see :mod:`generaldomo.sansio.report`) and ``mmi.flow`` (read or change a service's flow limits). It
+reads the broker through the small :class:`Broker` view and changes nothing itself: a change it wants comes
+back in the :class:`Answer` for the core to apply. It knows nothing of sockets, clocks (``now`` is given) or
+the core's records.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
+
+import attrs
 
 from generaldomo.sansio import protocol
-from generaldomo.sansio.resolver import ResolveError
+from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.resolver import ResolveError, Resolver
 
-if TYPE_CHECKING:
-    from generaldomo.sansio.core import BrokerCore, Send
 
-Answer = tuple[bytes, list[bytes], list["Send"]]  # status, body, messages the change caused
+class Broker(Protocol):
+    """What the management interface may read of the broker."""
+
+    @property
+    def resolver(self) -> Resolver: ...
+
+    def flow_limits(self, name: str) -> FlowLimits:
+        """The limits configured for the service name ``name`` (unset ones when none are)."""
+        ...
+
+    def report(self, now: float) -> StatusReport:
+        """The status report at ``now``."""
+        ...
+
+
+@attrs.frozen(slots=True)
+class FlowChange:
+    """New flow limits for the services called ``name``, now and when they appear."""
+
+    name: str
+    limits: FlowLimits
+
+
+@attrs.frozen(slots=True)
+class Answer:
+    """The reply to a management request, and the change the core must apply before it is sent."""
+
+    status: bytes
+    body: list[bytes]
+    change: FlowChange | None = None
 
 
 class ManagementError(ValueError):
-    """A management request the broker cannot act on; its text goes back to the client."""
+    """A management request the broker cannot act on; its text goes back to the client (status 400)."""
+
+    status = protocol.BAD_REQUEST
 
 
-def answer(core: BrokerCore, name: bytes, body: Sequence[bytes], now: float) -> Answer:
-    """Answer the management request ``name`` with ``body``; raise :class:`ManagementError` on bad input."""
+class Forbidden(ManagementError):
+    """A management request the sender's role does not allow (status 403)."""
+
+    status = protocol.FORBIDDEN
+
+
+def answer(broker: Broker, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
+    """Answer the management request ``name`` with ``body`` from a sender who may change settings if ``admin``;
+    raise :class:`ManagementError` on bad input."""
     handler = _SERVICES.get(name)
     if handler is None:
-        return protocol.OK, [protocol.NOT_IMPLEMENTED], []
-    return handler(core, body, now)
+        return Answer(protocol.OK, [protocol.NOT_IMPLEMENTED])
+    return handler(broker, body, now, admin)
 
 
-def _service(core: BrokerCore, body: Sequence[bytes], now: float) -> Answer:
+def _service(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
     try:
-        service = core.resolver.find(body[0]) if body else None
+        service = broker.resolver.find(body[0]) if body else None
         found = service is not None and service.can_serve(body[0])
     except ResolveError as error:
         raise ManagementError(str(error)) from None
-    return protocol.OK, [protocol.OK if found else protocol.NOT_FOUND], []
+    return Answer(protocol.OK, [protocol.OK if found else protocol.NOT_FOUND])
 
 
-def _status(core: BrokerCore, body: Sequence[bytes], now: float) -> Answer:
-    return protocol.OK, [json.dumps(status(core, now)).encode()], []
+def _status(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
+    return Answer(protocol.OK, [status(broker, now).to_json().encode()])
 
 
-def _flow(core: BrokerCore, body: Sequence[bytes], now: float) -> Answer:
+def _flow(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
     if not body:
         raise ManagementError("mmi.flow needs a service name, and JSON limits to change them")
     name = body[0].decode(errors="replace")
-    sent: list[Send] = []
+    limits = broker.flow_limits(name)
+    change = None
     if len(body) > 1:
+        if not admin:
+            raise Forbidden("changing flow limits needs the admin role")
         try:
-            limits = json.loads(body[1])
-            if not isinstance(limits, dict) or set(limits) - {"rate", "burst", "concurrency"}:
-                raise ManagementError('limits must be a JSON object with keys "rate", "burst", "concurrency"')
-            current = core.flows.get(name, {})
-            merged = {key: limits.get(key, current.get(key)) for key in ("rate", "burst", "concurrency")}
-            sent = core.set_flow(name, merged["rate"], merged["burst"], merged["concurrency"], now)
+            wanted = json.loads(body[1])
+            if not isinstance(wanted, dict):
+                raise ValueError('limits must be a JSON object with keys "rate", "burst", "concurrency"')
+            limits = limits.merged(wanted)
         except (ValueError, TypeError) as error:
             raise ManagementError(f"bad flow limits: {error}") from None
-    configured = core.flows.get(name, {"rate": None, "burst": None, "concurrency": None})
-    return protocol.OK, [json.dumps({"service": name, **configured}).encode()], sent
+        change = FlowChange(name, limits)
+    return Answer(protocol.OK, [json.dumps({"service": name, **attrs.asdict(limits)}).encode()], change)
 
 
-_SERVICES: dict[bytes, Callable[[BrokerCore, Sequence[bytes], float], Answer]] = {
+_SERVICES: dict[bytes, Callable[[Broker, Sequence[bytes], float, bool], Answer]] = {
     b"mmi.service": _service,
     b"mmi.status": _status,
     b"mmi.flow": _flow,
 }
 
 
-def status(core: BrokerCore, now: float) -> dict[str, Any]:
-    """The broker's state as JSON-ready data: the ``mmi.status`` report."""
-    expiry = core.settings.expiry
-    services = []
-    for service in core.resolver.services():
-        services.append(
-            {
-                "name": service.name,
-                "workers": len(service.workers),
-                "waiting": len(service.waiting),
-                "queued": len(service.pending),
-                "in_flight": service.flow.in_flight,
-                "flow": service.flow.describe(),
-                **service.stats.describe(now),
-            }
-        )
-    workers = [
-        {
-            "peer": f"{worker.peer.link}/{_address(worker.peer.address)}",
-            "description": worker.description.decode(errors="replace"),
-            "service": worker.service.name,
-            "dialect": worker.dialect.value,
-            "state": "waiting" if worker.waiting else "busy" if worker.task is not None else "finishing",
-            "tasks_done": worker.done,
-            "last_seen": round(max(0.0, now - (worker.expires - expiry)), 3),
-        }
-        for worker in core.workers.values()
-    ]
-    return {
-        "broker": {
-            "instance": core.instance.hex(),
-            "uptime": round(now - core.started, 3),
-            "endpoints": [{"transport": t, "endpoint": e} for t, e in core.endpoints],
-            "counters": dict(core.counters),
-            "queued": sum(1 for task in core.tasks.values() if task.worker is None),
-            "settings": {
-                "heartbeat_interval": core.settings.heartbeat_interval,
-                "liveness": core.settings.liveness,
-                "max_attempts": core.settings.max_attempts,
-                "queue_timeout": core.settings.queue_timeout,
-                "max_message": core.settings.max_message,
-            },
-        },
-        "services": services,
-        "workers": workers,
-    }
-
-
-def _address(address: bytes | int) -> str:
-    return address.hex() if isinstance(address, bytes) else str(address)
+def status(broker: Broker, now: float) -> StatusReport:
+    """The broker's state: the ``mmi.status`` report."""
+    return broker.report(now)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from generaldomo.sansio.events import (
+    ClientCancel,
     ClientHeartbeat,
     ClientRequest,
     Dialect,
@@ -32,7 +33,9 @@ GDP_WORKER: Final = b"GDPW01"
 OK: Final = b"200"
 BAD_REQUEST: Final = b"400"
 NOT_FOUND: Final = b"404"
+FORBIDDEN: Final = b"403"
 TOO_LARGE: Final = b"413"
+OVER_BUDGET: Final = b"429"
 WORKER_ERROR: Final = b"500"
 NOT_IMPLEMENTED: Final = b"501"
 BAD_GATEWAY: Final = b"502"  # the bridge: the upstream broker's reply was malformed
@@ -41,6 +44,8 @@ EXPIRED: Final = b"504"
 
 # Command names, shared by all dialects; each dialect gives them its own byte.
 READY, REQUEST, PARTIAL, FINAL, HEARTBEAT, DISCONNECT = "READY REQUEST PARTIAL FINAL HEARTBEAT DISCONNECT".split()
+CANCEL: Final = "CANCEL"
+MAX_REASKED: Final = 64  # request ids one client HEARTBEAT may ask about
 
 # (leading empty frame?, header) -> (dialect, is the sender a worker?)
 HEADERS: Final[dict[tuple[bool, bytes], tuple[Dialect, bool]]] = {
@@ -68,7 +73,7 @@ WORKER_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
 }
 # Client command bytes. MDP/0.1 has no client command byte at all.
 CLIENT_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
-    Dialect.GDP: {REQUEST: 1, PARTIAL: 2, FINAL: 3, HEARTBEAT: 4},
+    Dialect.GDP: {REQUEST: 1, PARTIAL: 2, FINAL: 3, HEARTBEAT: 4, CANCEL: 5},
     Dialect.MDP02: {REQUEST: 1, PARTIAL: 2, FINAL: 3},
     Dialect.MAJORTOMO: {REQUEST: 2, PARTIAL: 3, FINAL: 4},
 }
@@ -107,8 +112,8 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         if not rest:
             return Malformed("MDP/0.1 request without a service frame")
         return ClientRequest(dialect, None, rest[0], tuple(rest[1:]))
-    if dialect is Dialect.GDP and len(rest) == 1 and rest[0] == _byte(dialect, HEARTBEAT, worker=False):
-        return ClientHeartbeat(dialect)
+    if dialect is Dialect.GDP and rest and rest[0] in _GDP_CLIENT_CONTROL:
+        return _parse_gdp_control(rest[0], rest[1:])
     if not rest or rest[0] != _byte(dialect, REQUEST, worker=False):
         return Malformed(f"{dialect.value} client sent an unknown command")
     if dialect is Dialect.GDP:
@@ -118,6 +123,22 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     if len(rest) < 2:
         return Malformed(f"{dialect.value} request without a service frame")
     return ClientRequest(dialect, None, rest[1], tuple(rest[2:]))
+
+
+_GDP_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, worker=False)
+_GDP_CANCEL = _byte(Dialect.GDP, CANCEL, worker=False)
+_GDP_CLIENT_CONTROL = (_GDP_HEARTBEAT, _GDP_CANCEL)
+
+
+def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
+    """A generaldomo client's HEARTBEAT (with the ids it re-asks about) or CANCEL."""
+    if command == _GDP_HEARTBEAT:
+        if len(args) > MAX_REASKED:
+            return Malformed(f"generaldomo HEARTBEAT asks about {len(args)} ids (at most {MAX_REASKED})")
+        return ClientHeartbeat(Dialect.GDP, tuple(args))
+    if len(args) != 1:
+        return Malformed(f"generaldomo CANCEL with {len(args)} argument frames")
+    return ClientCancel(Dialect.GDP, args[0])
 
 
 def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
@@ -202,6 +223,11 @@ def worker_request(dialect: Dialect, task_id: bytes, description: bytes, body: S
 def worker_command(dialect: Dialect, command: str) -> list[bytes]:
     """Frames of an argument-less worker command (HEARTBEAT, DISCONNECT)."""
     return [*PREFIX[dialect, True], _byte(dialect, command, True)]
+
+
+def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[bytes]:
+    """The broker's answer to a client HEARTBEAT: its instance, then the asked ids it knows nothing of."""
+    return [GDP_CLIENT, _GDP_HEARTBEAT, instance, *unknown]
 
 
 # ------------------------------------------------------------------------------ the generaldomo peers' side

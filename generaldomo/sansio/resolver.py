@@ -37,8 +37,17 @@ class Resolver(Protocol):
         ...
 
     def services(self) -> Iterable[Service]:
-        """Every service made so far."""
+        """Every service made so far (and not forgotten)."""
         ...
+
+    def forget(self, service: Service) -> None:
+        """Drop ``service``, which the broker found idle (no workers, no tasks, no flow limits); a later
+        description that resolves to it makes a new one. Optional: the broker never forgets the services of
+        a resolver without this method."""
+        ...
+
+
+REQUIRED = ("for_worker", "for_request", "find", "services")  # what a resolver must have; forget is optional
 
 
 class NameResolver:
@@ -68,6 +77,11 @@ class NameResolver:
     def services(self) -> Iterable[Service]:
         return self._services.values()
 
+    def forget(self, service: Service) -> None:
+        key = service.name.encode()
+        if self._services.get(key) is service:
+            del self._services[key]
+
 
 ENTRY_POINTS = "generaldomo.resolvers"
 
@@ -91,6 +105,7 @@ def load_resolver(spec: str, options: dict[str, str] | None = None) -> Resolver:
         for part in attr.split("."):
             factory = getattr(factory, part)
     resolver = factory(**(options or {}))
-    if not isinstance(resolver, Resolver):
-        raise TypeError(f"{spec} made {resolver!r}, which lacks the Resolver methods")
-    return resolver
+    missing = [name for name in REQUIRED if not callable(getattr(resolver, name, None))]
+    if missing:
+        raise TypeError(f"{spec} made {resolver!r}, which lacks the Resolver methods {', '.join(missing)}")
+    return resolver  # type: ignore[no-any-return]

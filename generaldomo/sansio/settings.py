@@ -12,7 +12,8 @@ import attrs
 HEARTBEAT_INTERVAL = 2.5
 LIVENESS = 3
 MAX_ATTEMPTS = 3
-DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
+MIB = 1024 * 1024
+DEFAULT_MAX_MESSAGE = 64 * MIB
 DEFAULT_MAX_FRAMES = 1024
 
 
@@ -39,8 +40,23 @@ class Settings:
     queue_timeout: float | None = None  # seconds a request may wait for a worker; None: forever
     max_message: int | None = DEFAULT_MAX_MESSAGE  # bytes a request or result may carry (413 beyond); None: no limit
     max_frames: int = DEFAULT_MAX_FRAMES  # frames a message may have; the links drop longer ones while reading
+    queue_bytes: int | None = 64 * MIB  # bytes of requests the broker holds (queued or running), 429 beyond
+    service_queue_bytes: int | None = 32 * MIB  # the same, per service
+    keep_answers: float = 60.0  # seconds a final answer to a generaldomo client is kept for its re-asks
+    keep_bytes: int = 64 * MIB  # bytes of kept answers, oldest evicted first
+    service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
+    client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
 
     @property
     def expiry(self) -> float:
         """Seconds of silence after which a worker is presumed dead."""
         return self.heartbeat_interval * self.liveness
+
+    @property
+    def client_silence(self) -> float:
+        """Seconds a generaldomo client with queued requests may stay silent before they are dropped:
+        ``client_expiry``, or twice the liveness expiry but at least 10 s, so that a client on a loaded
+        machine, or one that heartbeats less often than the broker, is not dropped by accident."""
+        if self.client_expiry is not None:
+            return self.client_expiry
+        return max(2 * self.expiry, 10.0)

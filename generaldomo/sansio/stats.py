@@ -8,7 +8,6 @@ most recent ``SAMPLES`` times are kept for percentiles.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 import attrs
 
@@ -17,12 +16,12 @@ RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measure
 PERCENTILES = (50, 90, 99)
 
 
-def percentiles(values: deque[float]) -> dict[str, float | None]:
-    """Nearest-rank percentiles of ``values`` (None when there are none)."""
+def percentiles(values: deque[float]) -> tuple[float | None, ...]:
+    """Nearest-rank :data:`PERCENTILES` of ``values`` (None when there are none)."""
     ordered = sorted(values)
     if not ordered:
-        return {f"p{p}": None for p in PERCENTILES}
-    return {f"p{p}": ordered[min(len(ordered) - 1, (len(ordered) * p) // 100)] for p in PERCENTILES}
+        return tuple(None for _ in PERCENTILES)
+    return tuple(ordered[min(len(ordered) - 1, (len(ordered) * p) // 100)] for p in PERCENTILES)
 
 
 @attrs.define
@@ -49,16 +48,3 @@ class ServiceStats:
         """Completions per second over the last :data:`RATE_WINDOW` seconds."""
         recent = sum(1 for t in self.finished_at if t > now - RATE_WINDOW)
         return recent / RATE_WINDOW
-
-    def describe(self, now: float) -> dict[str, Any]:
-        """The statistics as JSON-ready data."""
-        return {
-            "completed": self.completed,
-            "failed": self.failed,
-            "reissued": self.reissued,
-            "duplicates_dropped": self.duplicates_dropped,
-            "expired": self.expired,
-            "observed_rate": self.rate(now),
-            "queue_time": percentiles(self.queue_times),
-            "service_time": percentiles(self.service_times),
-        }

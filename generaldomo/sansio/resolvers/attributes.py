@@ -82,6 +82,10 @@ class AttributeResolver:
     def services(self) -> Iterable[Service]:
         return self._services.values()
 
+    def forget(self, service: Service) -> None:
+        if self._services.get(service.name) is service:
+            del self._services[service.name]
+
     def _service(self, name: str) -> AttributeService:
         service = self._services.get(name)
         if service is None:

@@ -1,0 +1,75 @@
+"""The broker core's records: where a message came from, what to send, a registered worker, a live task.
+
+This module owns the shape of the state :mod:`generaldomo.sansio.core` keeps per peer and per request; the
+core alone changes these records (services and resolvers read a worker's or task's ``description`` and a
+worker's ``task``). It knows nothing of sockets, clocks or frames.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import attrs
+
+from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.service import Service
+from generaldomo.sansio.states import IN_FLIGHT, TaskState, WorkerState
+
+RequestKey = tuple[str | None, bytes]  # (credential key or None, request id): request ids are scoped to a key
+
+
+class Peer(NamedTuple):
+    """Where a message came from: the index of the link and the peer's address on it.
+
+    The address is opaque to the core: a ROUTER identity (``bytes``), a SERVER routing id (``int``), or the
+    identities of every hop of a ROUTER envelope (a tuple, outermost first)."""
+
+    link: int
+    address: bytes | int | tuple[bytes, ...]
+
+
+class Send(NamedTuple):
+    """A message the broker must send."""
+
+    peer: Peer
+    frames: list[bytes]
+
+
+@attrs.define(eq=False, slots=True)
+class Worker:
+    """The core's record of one registered worker; ``label`` names it in reports and logs."""
+
+    peer: Peer
+    dialect: Dialect
+    description: bytes
+    service: Service
+    expires: float
+    label: str
+    state: WorkerState = WorkerState.WAITING
+    task: Task | None = None
+    done: int = 0
+
+
+@attrs.define(eq=False, slots=True)
+class Task:
+    """One client request, from acceptance until its single answer; ``size`` is what it costs the budgets."""
+
+    id: bytes
+    client: Peer
+    dialect: Dialect
+    request_id: bytes | None
+    key: RequestKey | None
+    description: bytes
+    body: tuple[bytes, ...]
+    service: Service
+    enqueued: float
+    size: int
+    state: TaskState = TaskState.QUEUED
+    worker: Worker | None = None
+    dispatched: float | None = None
+    attempts: int = 0
+
+    @property
+    def in_flight(self) -> bool:
+        """True while a worker holds the task (it counts against its service's concurrency)."""
+        return self.state in IN_FLIGHT

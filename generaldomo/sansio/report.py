@@ -1,0 +1,196 @@
+"""The broker's status report (``mmi.status``) as types: what the core reports and what readers get back.
+
+This module owns the report's shape and its JSON form: :meth:`StatusReport.to_json` gives the text the broker
+sends, :meth:`StatusReport.from_json` reads it back on the client side (unknown keys are ignored and missing
+ones take defaults, so readers and brokers of other versions get along). The builders read a service's
+state; the core builds the rest. It knows nothing of sockets or clocks (``now`` is given).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
+
+import attrs
+
+from generaldomo.sansio.service import Service
+from generaldomo.sansio.stats import percentiles
+
+R = TypeVar("R")
+
+
+def _of(kind: type[Any]) -> dict[str, Any]:
+    return {"of": kind}
+
+
+def _list_of(kind: type[Any]) -> dict[str, Any]:
+    return {"list_of": kind}
+
+
+def build(kind: type[R], data: Mapping[str, Any]) -> R:
+    """A report class from its JSON-ready data; ValueError when the data does not fit."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a {kind.__name__} must be a JSON object, not {type(data).__name__}")
+    values: dict[str, Any] = {}
+    for field in attrs.fields(cast(Any, kind)):
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        if "of" in field.metadata:
+            value = build(field.metadata["of"], value)
+        elif "list_of" in field.metadata:
+            value = [build(field.metadata["list_of"], item) for item in value]
+        values[field.name] = value
+    return kind(**values)
+
+
+@attrs.frozen
+class Percentiles:
+    """Recent times in seconds; None until there are some."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+
+@attrs.frozen
+class FlowReport:
+    """A service's flow limits in force, and its tasks in flight."""
+
+    rate: float | None = None
+    burst: int = 1
+    concurrency: int | None = None
+    in_flight: int = 0
+
+
+@attrs.frozen
+class ServiceReport:
+    """One service: its workers, queue, limits and what happened to its tasks."""
+
+    name: str = ""
+    workers: int = 0
+    waiting: int = 0
+    queued: int = 0
+    in_flight: int = 0
+    flow: FlowReport = attrs.field(factory=FlowReport, metadata=_of(FlowReport))
+    completed: int = 0
+    failed: int = 0
+    reissued: int = 0
+    duplicates_dropped: int = 0
+    expired: int = 0
+    observed_rate: float = 0.0
+    queue_time: Percentiles = attrs.field(factory=Percentiles, metadata=_of(Percentiles))
+    service_time: Percentiles = attrs.field(factory=Percentiles, metadata=_of(Percentiles))
+    queued_bytes: int = 0  # bytes of the requests the broker holds for it (queued or running)
+
+    @classmethod
+    def of(cls, service: Service, queued_bytes: int, now: float) -> ServiceReport:
+        """The report of ``service`` at ``now``."""
+        flow, stats = service.flow, service.stats
+        return cls(
+            service.name,
+            len(service.workers),
+            len(service.waiting),
+            len(service.pending),
+            flow.in_flight,
+            FlowReport(flow.rate, flow.burst, flow.concurrency, flow.in_flight),
+            stats.completed,
+            stats.failed,
+            stats.reissued,
+            stats.duplicates_dropped,
+            stats.expired,
+            stats.rate(now),
+            Percentiles(*percentiles(stats.queue_times)),
+            Percentiles(*percentiles(stats.service_times)),
+            queued_bytes,
+        )
+
+
+@attrs.frozen
+class WorkerReport:
+    """One registered worker. ``peer`` is an opaque label, never the peer's routing id."""
+
+    peer: str = ""
+    description: str = ""
+    service: str = ""
+    dialect: str = ""
+    state: str = ""
+    tasks_done: int = 0
+    last_seen: float = 0.0
+
+
+@attrs.frozen
+class Endpoint:
+    """A bound endpoint of one of the broker's links."""
+
+    transport: str = ""
+    endpoint: str = ""
+
+
+@attrs.frozen
+class SettingsReport:
+    """The timing and limits the broker enforces (see :class:`~generaldomo.sansio.settings.Settings`)."""
+
+    heartbeat_interval: float = 0.0
+    liveness: int = 0
+    max_attempts: int = 0
+    queue_timeout: float | None = None
+    max_message: int | None = None
+    max_frames: int | None = None
+    queue_bytes: int | None = None
+    service_queue_bytes: int | None = None
+    keep_answers: float = 0.0
+    keep_bytes: int = 0
+    service_idle: float | None = None
+    client_expiry: float | None = None
+
+
+@attrs.frozen
+class BrokerReport:
+    """The broker as a whole."""
+
+    instance: str = ""
+    uptime: float = 0.0
+    endpoints: list[Endpoint] = attrs.field(factory=list, metadata=_list_of(Endpoint))
+    counters: dict[str, int] = attrs.field(factory=dict)
+    queued: int = 0
+    settings: SettingsReport = attrs.field(factory=SettingsReport, metadata=_of(SettingsReport))
+    queued_bytes: int = 0
+    kept_answers: int = 0
+    kept_bytes: int = 0
+    kept_evicted: int = 0  # kept answers dropped for the byte budget before their time was up
+
+
+@attrs.frozen
+class StatusReport:
+    """The ``mmi.status`` report: the broker, its services and its workers."""
+
+    broker: BrokerReport = attrs.field(factory=BrokerReport, metadata=_of(BrokerReport))
+    services: list[ServiceReport] = attrs.field(factory=list, metadata=_list_of(ServiceReport))
+    workers: list[WorkerReport] = attrs.field(factory=list, metadata=_list_of(WorkerReport))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        return attrs.asdict(self)
+
+    def to_json(self) -> str:
+        """The report as JSON text, as ``mmi.status`` sends it."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StatusReport:
+        """The report from JSON-ready data; ValueError when it is not a status report."""
+        try:
+            return build(cls, data)
+        except (TypeError, KeyError) as error:
+            raise ValueError(f"not a status report: {error}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> StatusReport:
+        """The report from the JSON text of an ``mmi.status`` reply; ValueError when it is not one."""
+        return cls.from_dict(json.loads(text))
+
+    def service(self, name: str) -> ServiceReport | None:
+        """The report of the service called ``name``, if there is one."""
+        return next((s for s in self.services if s.name == name), None)

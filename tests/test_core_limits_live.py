@@ -1,0 +1,138 @@
+"""The core's limits over real sockets (issue 10): a flood is told 429 and memory stays bounded; requests and
+services that short-lived clients leave behind are dropped and forgotten. Raw GDP frames, both transports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import zmq
+from waiting import eventually
+
+from generaldomo.sansio import codec, protocol
+from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.settings import Settings
+
+FLOOD = 200_000
+KIB = b"x" * 1024
+
+
+class RawClient:
+    """A generaldomo client made of one socket and the protocol module: no retries, no session."""
+
+    def __init__(self, context: zmq.Context, endpoint: str, transport: str) -> None:
+        self.server = transport == "server"
+        self.socket = context.socket(zmq.CLIENT if self.server else zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.RCVHWM, 0)  # this test reads replies in bursts: keep them all
+        self.socket.connect(endpoint)
+
+    def send(self, frames: list[bytes], flags: int = 0) -> None:
+        if self.server:
+            self.socket.send(codec.encode(frames), flags)
+        else:
+            self.socket.send_multipart(frames, flags)
+
+    def recv(self, flags: int = 0) -> list[bytes]:
+        if self.server:
+            return codec.decode(self.socket.recv(flags))
+        return self.socket.recv_multipart(flags)
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def start_broker(transport: str) -> tuple[subprocess.Popen[str], str]:
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "generaldomo", "broker", "--transport", transport, "--bind", "tcp://127.0.0.1:*"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert broker.stdout is not None
+    return broker, broker.stdout.readline().split()[-1]
+
+
+def flood(client: RawClient, count: int, deadline: float) -> dict[bytes, int]:
+    """Send ``count`` 1 KiB requests for a service nobody serves, reading replies as they come; return the
+    statuses of the replies received once every request is sent and the replies have stopped."""
+    statuses: dict[bytes, int] = {}
+    poller = zmq.Poller()
+    poller.register(client.socket, zmq.POLLIN | zmq.POLLOUT)
+    sent = 0
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        events = dict(poller.poll(100))
+        if events.get(client.socket, 0) & zmq.POLLIN:
+            while client.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                status = protocol.parse_client_reply(client.recv())[1]
+                statuses[status] = statuses.get(status, 0) + 1
+            quiet_since = time.monotonic()
+        if sent < count and events.get(client.socket, 0) & zmq.POLLOUT:
+            for _ in range(256):
+                if sent == count:
+                    break
+                client.send(protocol.gdp_request(b"%016d" % sent, b"nobody", [KIB]))
+                sent += 1
+            quiet_since = time.monotonic()
+        if sent == count and time.monotonic() - quiet_since > 2.0:
+            break
+    return statuses
+
+
+def test_a_flood_is_told_429_and_the_broker_stays_small(transport: str) -> None:
+    broker, endpoint = start_broker(transport)
+    context = zmq.Context()
+    client = RawClient(context, endpoint, transport)
+    try:
+        before = rss_kib(broker.pid)
+        statuses = flood(client, FLOOD, time.monotonic() + 240)
+        after = rss_kib(broker.pid)
+        budget = Settings().service_queue_bytes
+        assert budget is not None
+        held = budget // (len(KIB) + len(b"nobody"))
+        # The rest wait in the queue. A reply the ROUTER drops because this reader fell behind is not kept (a
+        # refusal runs nothing): the client's re-ask would learn the id is unknown and send it again.
+        assert set(statuses) == {protocol.OVER_BUDGET} and statuses[protocol.OVER_BUDGET] > 0.9 * (FLOOD - held)
+        assert after - before < 300 * 1024, f"the broker grew from {before} to {after} KiB"
+        client.send(protocol.gdp_request(b"status", b"mmi.status", []))  # and it still answers
+        report = StatusReport.from_json(protocol.parse_client_reply(client.recv())[3][0])
+        assert report.broker.counters["over_budget"] == FLOOD - held and report.broker.queued == held
+    finally:
+        client.close()
+        context.term()
+        broker.terminate()
+        broker.wait(10)
+
+
+def test_short_lived_clients_leave_nothing_behind(transport: str, brokers) -> None:
+    settings = Settings(heartbeat_interval=0.1, client_expiry=0.5, service_idle=0.5)
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=settings)
+    endpoint = broker.endpoint(transport, "tcp")
+    context = zmq.Context()
+    try:
+        for n in range(2000):
+            client = RawClient(context, endpoint, transport)
+            client.send(protocol.gdp_request(b"r%d" % n, b"unique-%d" % n, [b"x"]))
+            client.send(protocol.gdp_client_heartbeat())
+            client.recv()  # the broker has the request once it answers the heartbeat
+            client.close()
+        eventually(lambda: broker.core.counters["client_gone_dropped"] == 2000, 60, "the requests to be dropped")
+        forgotten = broker.core.counters
+        eventually(lambda: forgotten["services_forgotten"] == 2000, 60, "the services to be forgotten")
+        with RawClient(context, endpoint, transport) as client:  # the report shows none of them
+            client.send(protocol.gdp_request(b"status", b"mmi.status", []))
+            report = StatusReport.from_json(protocol.parse_client_reply(client.recv())[3][0])
+        assert not report.services and report.broker.queued == 0 and report.broker.queued_bytes == 0
+    finally:
+        context.term()

@@ -1,0 +1,70 @@
+"""The typed status report: its JSON form, reading older and newer reports, and its readers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from core_harness import Harness, client, worker
+
+from generaldomo.cli.status_view import render
+from generaldomo.io.metrics import StatusCollector
+from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.report import StatusReport
+
+
+def busy_report() -> StatusReport:
+    h = Harness()
+    h.core.set_endpoints([("router", "tcp://127.0.0.1:5555")])
+    h.core.count("connections_refused", 2)
+    h.ready(worker(1))
+    h.request(client(0), b"r1", body=b"x" * 10)
+    h.request(client(0), b"r2", b"other")
+    return h.core.report(h.now + 1)
+
+
+def test_json_round_trip_keeps_everything() -> None:
+    report = busy_report()
+    assert StatusReport.from_json(report.to_json()) == report
+    data = json.loads(report.to_json())
+    assert set(data) == {"broker", "services", "workers"}
+    assert data["broker"]["endpoints"] == [{"transport": "router", "endpoint": "tcp://127.0.0.1:5555"}]
+    assert data["broker"]["counters"]["connections_refused"] == 2
+    assert data["broker"]["queued_bytes"] == len(b"echo") + 10 + len(b"other") + len(b"r2")
+    assert {s["name"]: s["queued_bytes"] for s in data["services"]} == {"echo": 14, "other": 7}
+    assert data["workers"][0]["state"] == "busy"
+
+
+def test_reports_of_other_versions_are_read() -> None:
+    older = {"broker": {"instance": "ab", "uptime": 1.0, "counters": {"requests": 3}}, "services": [{"name": "s"}]}
+    report = StatusReport.from_dict({**older, "future": {"key": 1}})
+    assert report.broker.counters == {"requests": 3} and report.broker.queued_bytes == 0
+    assert report.service("s") is not None and report.service("s").queue_time.p50 is None
+    assert "s" in render(older)
+
+
+@pytest.mark.parametrize("text", ["[]", '{"broker": 3}', '{"services": [1]}', '{"workers": {"a": 1}}'])
+def test_what_is_not_a_report_raises_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        StatusReport.from_json(text)
+
+
+def test_metrics_read_the_typed_report() -> None:
+    pytest.importorskip("prometheus_client")
+    families = {f.name: f for f in StatusCollector(busy_report).collect()}
+    queued = {s.labels["service"]: s.value for s in families["generaldomo_service_queued_bytes"].samples}
+    assert queued == {"echo": 0.0 + 14, "other": 7.0}
+    assert families["generaldomo_queued_bytes"].samples[0].value == 21
+    assert list(StatusCollector(lambda: None).collect()) == []
+
+
+def test_kept_answers_expire_in_time_and_replace_older_ones() -> None:
+    kept = KeptAnswers(seconds=5.0, budget=10_000)
+    kept.keep("a", [b"one"], 0.0)
+    kept.keep("b", [b"two"], 1.0)
+    kept.keep("a", [b"three"], 2.0)
+    assert kept.get("a", 4.0) == [b"three"] and len(kept) == 2
+    kept.expire(6.0)
+    assert kept.get("b", 6.0) is None and kept.get("a", 6.0) == [b"three"] and len(kept) == 1
+    assert kept.get("a", 7.0) is None
+    KeptAnswers(seconds=0.0, budget=10_000).keep("x", [b"y"], 0.0)  # keeping disabled: a no-op
