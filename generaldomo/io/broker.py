@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import zmq
 
