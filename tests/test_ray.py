@@ -32,7 +32,7 @@ from generaldomo.sansio.settings import Settings
 
 HEARTBEAT = 0.25
 LIVENESS = 4
-WORKER_OPTIONS = {"heartbeat_interval": HEARTBEAT, "liveness": LIVENESS}
+WORKER_OPTIONS: dict[str, Any] = {"heartbeat_interval": HEARTBEAT, "liveness": LIVENESS}
 SLOTS = 8  # the custom resource the pools' actors ask for (they take no CPU, leaving both to the tasks)
 
 
@@ -68,7 +68,8 @@ def pool(description: str, handler: Any, size: int, **options: Any) -> gdray.Wor
 
 def service(client: Client, name: str) -> dict[str, Any]:
     """The broker's status entry of one service ({} before it exists)."""
-    return {s["name"]: s for s in client.status()["services"]}.get(name, {})
+    services: dict[str, dict[str, Any]] = {s["name"]: s for s in client.status()["services"]}
+    return services.get(name, {})
 
 
 def registered(client: Client, name: str, count: int) -> bool:
@@ -91,7 +92,7 @@ def hex_task(n: int) -> tuple[int, bytes, int]:
 def burst_task(count: int) -> list[tuple[float, float, float, int]]:
     """``count`` requests at once from one Ray task; each reply's (dispatched, finished, queued) times and the
     task's pid. Dispatch = sent + queued and finish = dispatch + served, on the machine's monotonic clock."""
-    client = gdray.client(None, **WORKER_OPTIONS)
+    client = gdray.client(None, heartbeat_interval=HEARTBEAT, liveness=LIVENESS)
     futures: list[Future[Reply]] = [client.submit("limited", b"0.2") for _ in range(count)]
     replies = [future.result(120) for future in futures]
     times = []
