@@ -138,7 +138,7 @@ def test_an_actor_killed_mid_task_has_its_task_reissued(local_ray: None, endpoin
     with pool("slow", sleep_then_pid, 2, max_restarts=0) as workers:
         workers.wait()
         eventually(lambda: registered(client, "slow", 2), what="two workers registered")
-        future = client.submit("slow", b"1.5")
+        future = client.submit("slow", b"3")  # long enough to be caught running
         busy = eventually(
             lambda: [n for n, info in enumerate(workers.info()) if info.get("running")], what="a worker busy"
         )
