@@ -55,7 +55,10 @@ class Scenario:
 def scenarios(cfg: Config) -> list[Scenario]:
     """The article's microbenchmark, then the scaled-up rungs."""
     article = Scenario("article", 5.0, 10, 10 * cfg.ray_bursts, 10)
-    scaled = [Scenario(f"{rate:g}/s", rate, int(2 * rate), n, int(2 * rate)) for rate, n in cfg.ray_scale]
+    scaled = [
+        Scenario(f"{rate:g}/s", rate, round(2 * rate * work), n, round(2 * rate), work=work)
+        for rate, n, work in cfg.ray_scale
+    ]
     return [article, *scaled]
 
 
@@ -75,14 +78,15 @@ def run(cfg: Config, plot: Path | None = None) -> dict[str, Any]:
     try:
         client = gdray.client(endpoint)
         for n, scenario in enumerate(scenarios(cfg)):
-            result["scenarios"].append(_scenario(scenario, endpoint, client, cfg, keep=n == 0))
-    except Exception as error:  # a part that fails reports it; the other parts' results stand
-        result["errors"].append(f"{type(error).__name__}: {error}")
+            try:
+                result["scenarios"].append(_scenario(scenario, endpoint, client, cfg, keep=n == 0))
+            except Exception as error:  # a scenario that fails is reported; the others' results stand
+                result["errors"].append(f"{scenario.name}: {type(error).__name__}: {error}")
     finally:
         gdray.close()
         ray.shutdown()
         broker.stop()
-    if plot is not None and result["scenarios"]:
+    if plot is not None and result["scenarios"] and result["scenarios"][0]["scenario"]["name"] == "article":
         result["plot"] = str(_draw(result["scenarios"][0], plot))
     return result
 
