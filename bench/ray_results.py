@@ -7,7 +7,9 @@ work, ``received``, and ``scheduled``. A limit is *kept* when no 1 s window hold
 starts than the rate allows (``rate + 1``, the one request a token bucket of burst 1 or a minimum interval
 lets through at a window's edge, with 10 % for clock jitter) and no more requests work at once than the
 concurrency limit. The limit is *reached* when the achieved rate is at least 90 % of it (the offered load
-averages exactly the limit). An approach *holds* a scenario when it does both.
+averages exactly the limit). An approach *holds* a scenario when it does both. A scenario whose client tasks
+sent a request more than ``LATE`` seconds after its time did not offer the load it was meant to (the machine
+was saturated, by the run itself or by others): it is reported but not judged.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 Record = dict[str, float]
 COLOURS = ("tab:blue", "tab:orange")  # queued, processing
+LATE = 0.5  # seconds a client may send late (a quarter of the time between bursts) for the scenario to count
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -73,6 +76,13 @@ def summarize(rate: float, concurrency: int, records: list[Record], probe: list[
         ordered = sorted(probe)
         summary |= {"overhead_p50": percentile(ordered, 50), "overhead_p99": percentile(ordered, 99)}
     return summary
+
+
+def verdict(summary: dict[str, Any]) -> str:
+    """``holds``, ``fails`` or ``clients late`` (not judged)."""
+    if summary["late_send_max"] > LATE:
+        return "clients late"
+    return "holds" if summary["holds"] else "fails"
 
 
 def draw(runs: dict[str, list[Record]], title: str, path: Path) -> Path:

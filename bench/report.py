@@ -247,6 +247,8 @@ def flow_md(part: dict[str, Any]) -> str:
 
 def ray_md(part: dict[str, Any]) -> str:
     """Part 6: the Ray experiment, generaldomo's broker against the flow-controlled actor."""
+    from bench.ray_results import LATE, verdict
+
     out = ["### 6. Ray tasks through generaldomo's flow control and through a flow-controlled actor", ""]
     if not part["scenarios"]:
         return "\n".join(out + _notes(part))
@@ -254,10 +256,11 @@ def ray_md(part: dict[str, Any]) -> str:
         f"{part['clients']} Ray tasks send the requests; limits: rate (burst 1) and in flight; queued = work start "
         "- send; released = when the flow control let the request go (the broker's dispatch; the actor's turn). "
         "*holds*: no 1 s window with more work starts than the rate (+1, +10 %), never more in flight than the "
-        "limit, and at least 90 % of the rate achieved; latest send: how late a client task sent a request.",
+        "limit, and at least 90 % of the rate achieved; latest send: how late a client task sent a request (over "
+        f"{LATE:g} s: the load was not offered as scheduled, and the scenario is not judged).",
         "",
         "| scenario | approach | requests | limit /s, in flight | achieved /s | peak 1 s released / started "
-        "| peak in flight | queued p50 / p90 / p99 / max (s) | latest send (s) | holds |",
+        "| peak in flight | queued p50 / p90 / p99 / max (s) | latest send (s) | verdict |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for entry in part["scenarios"]:
@@ -268,7 +271,7 @@ def ray_md(part: dict[str, Any]) -> str:
                 f"| {s['name']} | {approach} | {a['requests']:,} | {s['rate']:g}, {s['concurrency']} | "
                 f"{fmt(a['achieved_rate'], 'f')} | {a['peak_1s_released']} / {a['peak_1s_starts']} | "
                 f"{a['peak_in_flight']} | {queued} | "
-                f"{a['late_send_max']:.2f} | {'yes' if a['holds'] else 'no'} |"
+                f"{a['late_send_max']:.2f} | {verdict(a)} |"
             )
     article = part["scenarios"][0]["approaches"]
     overheads = [
@@ -290,18 +293,18 @@ def ray_md(part: dict[str, Any]) -> str:
 
 
 def _ray_limits(scenarios: list[dict[str, Any]]) -> str:
-    """Per approach: the highest scaled rate it holds before the first it does not."""
-    scaled = scenarios[1:]
+    """Per approach: the scaled rates it holds and fails (those with late clients left out)."""
+    from bench.ray_results import LATE, verdict
+
     said = []
     for approach in scenarios[0]["approaches"]:
-        held = [e["scenario"]["rate"] for e in scaled if e["approaches"][approach]["holds"]]
-        failed = [e["scenario"]["rate"] for e in scaled if not e["approaches"][approach]["holds"]]
-        if not failed:
-            said.append(f"{approach} holds every scaled rate up to {max(held, default=0):g}/s")
-        else:
-            said.append(
-                f"{approach} first fails at {min(failed):g}/s (holds: {', '.join(f'{r:g}' for r in held) or 'none'})"
-            )
+        found: dict[str, list[str]] = {"holds": [], "fails": [], "clients late": []}
+        for entry in scenarios[1:]:
+            found[verdict(entry["approaches"][approach])].append(f"{entry['scenario']['rate']:g}")
+        held, failed, late = (", ".join(found[k]) or "none" for k in ("holds", "fails", "clients late"))
+        said.append(f"{approach} holds at {held}/s, fails at {failed}")
+        if found["clients late"]:
+            said[-1] += f", not judged (clients over {LATE:g} s late) at {late}"
     return "Scaled up: " + "; ".join(said) + "."
 
 
