@@ -29,11 +29,13 @@ from waiting import eventually
 
 import generaldomo.ray as gdray
 from generaldomo import Broker, Client, Reply
+from generaldomo.sansio.resolvers.attributes import AttributeResolver
 from generaldomo.sansio.settings import Settings
 
 HEARTBEAT = 0.25
 LIVENESS = 4
 WORKER_OPTIONS: dict[str, Any] = {"heartbeat_interval": HEARTBEAT, "liveness": LIVENESS}
+T4, A100 = '{"service": "fft", "gpu": "t4"}', '{"service": "fft", "gpu": "a100"}'
 SLOTS = 8  # the custom resource the pools' actors ask for (they take no CPU, leaving both to the tasks)
 
 
@@ -184,6 +186,24 @@ def test_pool_grows_and_shrinks_at_run_time_with_a_description_per_actor(local_r
         )
         workers.resize(3)
         assert len(workers.wait()) == 3
+
+
+def test_the_attributes_resolver_prefers_the_actors_whose_description_it_ranks_first(local_ray: None) -> None:
+    settings = Settings(heartbeat_interval=HEARTBEAT, liveness=LIVENESS)
+    resolver = AttributeResolver(prefer="gpu:a100,t4")
+    broker = Broker("router", ["tcp://127.0.0.1:*"], resolver=resolver, settings=settings).start()
+    endpoint = broker.endpoint("router", "tcp")
+    options: dict[str, Any] = {"num_cpus": 0, "resources": {"gd_slot": 1}, "worker_options": WORKER_OPTIONS}
+    try:
+        with Client(endpoint) as client, gdray.WorkerPool(endpoint, T4, sleep_then_pid, 1, **options) as workers:
+            workers.grow(1, description=A100)
+            t4, a100 = workers.wait()
+            eventually(lambda: registered(client, "fft", 2), what="both fft workers")
+            answers = {client.request('{"service": "fft"}', b"0", timeout=30).payload for _ in range(6)}
+            assert answers == {b"%d" % a100["pid"]}  # the a100 actor, free again each time
+            assert client.request(T4, b"0", timeout=30).payload == b"%d" % t4["pid"]
+    finally:
+        broker.stop()
 
 
 def test_flow_limits_hold_across_ray_tasks_in_several_processes(local_ray: None, endpoint: str) -> None:
