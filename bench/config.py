@@ -33,6 +33,20 @@ class Config:
     peer_payloads: tuple[int, ...] = (16, 1024)
     profile_n: int = 50_000  # pipelined requests through the profiled broker
     flow_bursts: int = 4  # bursts of the flow-control timeline (10 requests every 2 s)
+    ray_bursts: int = 4  # bursts of the Ray part's article scenario (10 requests every 2 s)
+    # the Ray part's scaled-up rungs: (rate, requests, seconds of work); in flight at most 2 x rate x work
+    ray_scale: tuple[tuple[float, int, float], ...] = (
+        (10, 100, 1.0),
+        (25, 250, 1.0),
+        (50, 2000, 1.0),
+        (100, 1000, 1.0),
+        (200, 2000, 1.0),
+        (400, 2000, 0.5),
+        (800, 4000, 0.25),
+        (1600, 8000, 0.125),
+    )
+    ray_clients: int = 4  # Ray tasks sending the requests
+    ray_probe: int = 200  # one-at-a-time requests measuring each path's overhead
     out: Path = field(default=Path("bench/results"))
     name: str = "full"
 
@@ -47,6 +61,9 @@ QUICK = replace(
     name="quick",
     rounds=1,
     flow_bursts=2,
+    ray_bursts=2,
+    ray_scale=((10, 50, 1.0), (50, 250, 1.0)),
+    ray_probe=50,
     seconds=0.25,
     sync_n=300,
     pipe_n=3000,

@@ -246,6 +246,69 @@ def flow_md(part: dict[str, Any]) -> str:
     return "\n\n".join(lines)
 
 
+def ray_md(part: dict[str, Any]) -> str:
+    """Part 6: the Ray experiment, generaldomo's broker against the flow-controlled actor."""
+    from bench.ray_results import LATE, verdict
+
+    out = ["### 6. Ray tasks through generaldomo's flow control and through a flow-controlled actor", ""]
+    if not part["scenarios"]:
+        return "\n".join(out + _notes(part))
+    out += [
+        f"{part['clients']} Ray tasks send the requests; limits: rate (burst 1) and in flight; queued = work start "
+        "- send; released = when the flow control let the request go (the broker's dispatch; the actor's turn). "
+        "*holds*: no 1 s window with more work starts than the rate (+1, +10 %), never more in flight than the "
+        "limit, and at least 90 % of the rate achieved; latest send: how late a client task sent a request (over "
+        f"{LATE:g} s: the load was not offered as scheduled, and the scenario is not judged).",
+        "",
+        "| scenario | approach | requests | limit /s, in flight | achieved /s | peak 1 s released / started "
+        "| peak in flight | queued p50 / p90 / p99 / max (s) | latest send (s) | verdict |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for entry in part["scenarios"]:
+        s = entry["scenario"]
+        for approach, a in entry["approaches"].items():
+            queued = " / ".join(f"{a[k]:.2f}" for k in ("queued_p50", "queued_p90", "queued_p99", "queued_max"))
+            out.append(
+                f"| {s['name']} | {approach} | {a['requests']:,} | {s['rate']:g}, {s['concurrency']} | "
+                f"{fmt(a['achieved_rate'], 'f')} | {a['peak_1s_released']} / {a['peak_1s_starts']} | "
+                f"{a['peak_in_flight']} | {queued} | "
+                f"{a['late_send_max']:.2f} | {verdict(a)} |"
+            )
+    article = part["scenarios"][0]["approaches"]
+    overheads = [
+        f"{name} {a['overhead_p50'] * 1e6:,.0f} / {a['overhead_p99'] * 1e6:,.0f} µs"
+        for name, a in article.items()
+        if "overhead_p50" in a
+    ]
+    if overheads:
+        out += [
+            "",
+            "Overhead per request (p50 / p99 round trip, one at a time, no work, no limit): "
+            + "; ".join(overheads)
+            + ".",
+        ]
+    out += ["", _ray_limits(part["scenarios"])]
+    if part.get("plot"):
+        out += ["", f"Timelines (queued in blue, processing in orange): `{part['plot']}`"]
+    return "\n".join(out + _notes(part))
+
+
+def _ray_limits(scenarios: list[dict[str, Any]]) -> str:
+    """Per approach: the scaled rates it holds and fails (those with late clients left out)."""
+    from bench.ray_results import LATE, verdict
+
+    said = []
+    for approach in scenarios[0]["approaches"]:
+        found: dict[str, list[str]] = {"holds": [], "fails": [], "clients late": []}
+        for entry in scenarios[1:]:
+            found[verdict(entry["approaches"][approach])].append(f"{entry['scenario']['rate']:g}")
+        held, failed, late = (", ".join(found[k]) or "none" for k in ("holds", "fails", "clients late"))
+        said.append(f"{approach} holds at {held}/s, fails at {failed}")
+        if found["clients late"]:
+            said[-1] += f", not judged (clients over {LATE:g} s late) at {late}"
+    return "Scaled up: " + "; ".join(said) + "."
+
+
 def peers_md(part: dict[str, Any]) -> str:
     """Table of part 5."""
     out = ["### 5. Peers over loopback tcp, 1 worker", ""]
@@ -378,7 +441,14 @@ def markdown(results: dict[str, Any]) -> str:
         f"Medians of {results['config']['rounds']} interleaved round(s).",
         headline_md(results),
     ]
-    sections = {"transport": transport_md, "core": core_md, "flow": flow_md, "peers": peers_md, "profile": profile_md}
+    sections = {
+        "transport": transport_md,
+        "core": core_md,
+        "flow": flow_md,
+        "peers": peers_md,
+        "profile": profile_md,
+        "ray": ray_md,
+    }
     body = [sections[name](parts[name]) for name in sections if name in parts]
     body += [f"- ERROR: {e}" for e in results.get("errors", [])]
     return "\n\n".join([*head, *body]) + "\n"

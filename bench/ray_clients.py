@@ -1,0 +1,129 @@
+"""The clients of the Ray experiment: Ray tasks that send their share of the requests at scheduled times.
+
+Each client task gets ``(index, when)`` pairs (``when`` on the shared monotonic clock), sends each request at
+its time without waiting for earlier ones, and returns one record per request: ``sent``, ``start`` and
+``end`` of the work (from the service), ``received``. (a) goes through this process's shared generaldomo
+client to the broker, (b) calls the flow-controlled actor. ``probe_*`` measure one request at a time with no
+limit in force and no work: the overhead of each path.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import ray
+
+import generaldomo.ray as gdray
+from bench.ray_actor import SPAN, WORK
+from generaldomo import Reply
+
+Record = dict[str, float]
+
+
+def _stamp(future: Future[Any]) -> Callable[[float], float]:
+    """A function that waits for ``future`` and returns the monotonic time it completed."""
+    done = threading.Event()
+    when: list[float] = []
+
+    def mark(_: Future[Any]) -> None:
+        when.append(time.monotonic())
+        done.set()
+
+    future.add_done_callback(mark)
+
+    def received(timeout: float) -> float:
+        if not done.wait(timeout):
+            raise TimeoutError("no reply in time")
+        return when[0]
+
+    return received
+
+
+def _sleep_until(when: float) -> None:
+    time.sleep(max(0.0, when - time.monotonic()))
+
+
+Sent = list[tuple[int, float, "Future[Any]", Callable[[float], float]]]
+
+
+def _send(share: list[tuple[int, float]], submit: Callable[[], Future[Any]]) -> Sent:
+    """Send each request at its time; remember when it left and how to learn when it came back."""
+    sent: Sent = []
+    for index, when in share:
+        _sleep_until(when)
+        start = time.monotonic()
+        future = submit()
+        sent.append((index, start, future, _stamp(future)))
+    return sent
+
+
+def _collect(sent: Sent, times: Callable[[float, Any], Record], timeout: float) -> list[Record]:
+    """One record per request: its index, when it was sent and came back, and ``times`` of its result."""
+    return [
+        {"index": index, "sent": start, "received": received(timeout), **times(start, future.result(timeout))}
+        for index, start, future, received in sent
+    ]
+
+
+def _broker_times(sent: float, reply: Reply) -> Record:
+    """The work's span, and when the broker released the request (sent + its time queued in the broker)."""
+    began, ended = struct.unpack(SPAN, reply.payload)
+    return {"start": began, "end": ended, "released": sent + (reply.queued or 0.0)}
+
+
+def _actor_times(sent: float, span: tuple[float, float]) -> Record:
+    """The work's span; the actor released the request when its work started."""
+    return {"start": span[0], "end": span[1], "released": span[0]}
+
+
+@ray.remote(num_cpus=0.5)
+def via_broker(
+    endpoint: str, service: str, share: list[tuple[int, float]], work: float, timeout: float
+) -> list[Record]:
+    """(a): requests through the broker, whose flow control holds them."""
+    client = gdray.client(endpoint)
+    sent = _send(share, lambda: client.submit(service, struct.pack(WORK, work)))
+    return _collect(sent, _broker_times, timeout)
+
+
+@ray.remote(num_cpus=0.5)
+def via_actor(actor: Any, share: list[tuple[int, float]], work: float, timeout: float) -> list[Record]:
+    """(b): requests through the flow-controlled actor."""
+    sent = _send(share, lambda: actor.process.remote(work).future())
+    return _collect(sent, _actor_times, timeout)
+
+
+@ray.remote(num_cpus=0.5)
+def probe_broker(endpoint: str, service: str, count: int) -> list[float]:
+    """Round trips (s) of ``count`` requests one at a time through the broker, no work."""
+    client = gdray.client(endpoint)
+    times = []
+    for _ in range(count):
+        start = time.monotonic()
+        client.request(service, struct.pack(WORK, 0.0), timeout=30)
+        times.append(time.monotonic() - start)
+    return times
+
+
+@ray.remote(num_cpus=0.5)
+def probe_actor(actor: Any, count: int) -> list[float]:
+    """Round trips (s) of ``count`` calls one at a time through the actor, no work."""
+    times = []
+    for _ in range(count):
+        start = time.monotonic()
+        ray.get(actor.process.remote(0.0), timeout=30)
+        times.append(time.monotonic() - start)
+    return times
+
+
+@ray.remote(num_cpus=0.5)
+def warm(seconds: float) -> int:
+    """Hold a Ray worker process ``seconds`` (several at once make Ray start as many processes)."""
+    time.sleep(seconds)
+    return os.getpid()
