@@ -67,7 +67,7 @@ def test_handler_error_is_a_request_failure(transport: str, brokers, workers, en
     with Client(endpoint, transport) as client:
         with pytest.raises(RequestFailed) as caught:
             client.request("fail", b"boom", timeout=10)
-        assert caught.value.status == b"500" and "KeyError" in caught.value.reason
+        assert caught.value.status == 500 and caught.value.status_bytes == b"500" and "KeyError" in caught.value.reason
         assert client.request("echo", b"still fine", timeout=10).payload == b"still fine"
 
 
@@ -76,7 +76,7 @@ def test_bad_description_is_a_request_failure(transport: str, brokers, endpoint_
     with Client(broker.endpoint(transport), transport) as client:
         with pytest.raises(RequestFailed) as caught:
             client.request(b"\xff\xfe", b"x", timeout=10)
-        assert caught.value.status == b"400"
+        assert caught.value.status == 400 and caught.value.status_bytes == b"400"
 
 
 def test_timeout_then_close_fails_what_is_left(transport: str, brokers, endpoint_for) -> None:
