@@ -1,0 +1,108 @@
+"""The sans-IO peer sessions, case by case: re-asking, resending on unknown, cancelling, the worker's cycle."""
+
+from __future__ import annotations
+
+from generaldomo.sansio import protocol
+from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
+from generaldomo.sansio.session import ClientSession, Reconnect, Resolve, RunTask, Send, WorkerSession
+from generaldomo.sansio.settings import PeerSettings
+
+PEER = PeerSettings(heartbeat_interval=1.0, liveness=3)
+
+
+def sent(actions: list) -> list[list[bytes]]:
+    return [list(a.frames) for a in actions if isinstance(a, Send)]
+
+
+def final(rid: bytes, body: bytes = b"ok") -> list[bytes]:
+    return [protocol.GDP_CLIENT, b"\x03", rid, protocol.OK, b"", body]
+
+
+def answer(instance: bytes = b"b1", unknown: tuple[bytes, ...] = ()) -> list[bytes]:
+    return protocol.gdp_client_heartbeat(instance, unknown)
+
+
+def test_peer_messages_are_events() -> None:
+    assert protocol.read_client_message(final(b"r")) == FinalReply(b"r", protocol.OK, b"", (b"ok",))
+    assert protocol.read_client_message(answer(b"i", (b"x",))) == HeartbeatAnswer(b"i", (b"x",))
+    task = protocol.worker_request(Dialect.GDP, b"t", b"echo", [b"a", b""])
+    assert protocol.read_worker_message(task) == TaskRequest(b"t", b"echo", (b"a", b""))
+    assert protocol.gdp_cancel(b"r") == [b"GDPC01", b"\x05", b"r"]
+    asked = protocol.gdp_client_heartbeat(ids=[b"a", b"b"])
+    assert asked == [b"GDPC01", b"\x04", b"a", b"b"] and protocol.gdp_client_heartbeat() == [b"GDPC01", b"\x04"]
+
+
+def test_heartbeats_ask_about_old_requests_oldest_first_at_most_64() -> None:
+    session: ClientSession[None] = ClientSession(PEER, 0.0, reask_after=2.0)
+    for n in range(100):
+        session.submit(b"r%03d" % n, b"echo", [], None, n * 0.01)
+    assert sent(session.tick(0.5)) == [protocol.gdp_client_heartbeat()]  # none old enough yet
+    first = sent(session.tick(3.0))[0][2:]
+    assert first == [b"r%03d" % n for n in range(64)]
+    session.receive(answer(), 3.0)
+    second = sent(session.tick(4.0))[0][2:]
+    assert second == [b"r%03d" % n for n in range(64, 100)]  # the rest, before those just asked about
+    session.receive(answer(), 4.0)
+    assert sent(session.tick(5.0))[0][2:] == [b"r%03d" % n for n in range(64)]
+    assert session.resent == 0
+
+
+def test_unknown_ids_are_sent_again_once_with_their_ids() -> None:
+    session: ClientSession[None] = ClientSession(PEER, 0.0, reask_after=1.0)
+    request = session.submit(b"r1", b"echo", [b"body"], None, 0.0)
+    session.receive(answer(), 0.1)
+    assert sent(session.tick(1.5)) == [protocol.gdp_client_heartbeat(ids=[b"r1"])]
+    assert sent(session.receive(answer(unknown=(b"r1", b"never-mine")), 1.6)) == [request]
+    # a second answer to a heartbeat sent before the resend says nothing about the resent request
+    assert session.receive(answer(unknown=(b"r1",)), 1.7) == []
+    assert session.resent == 1
+
+
+def test_a_new_instance_gets_every_outstanding_request_again() -> None:
+    session: ClientSession[str] = ClientSession(PEER, 0.0)
+    frames = [session.submit(b"r%d" % n, b"echo", [], "caller", 0.0) for n in range(3)]
+    session.receive(answer(b"one"), 0.1)
+    assert sent(session.receive(answer(b"one"), 0.2)) == []
+    assert sent(session.receive(answer(b"two"), 0.3)) == frames
+
+
+def test_silence_while_waiting_reconnects_and_resends() -> None:
+    session: ClientSession[None] = ClientSession(PEER, 0.0)
+    frames = session.submit(b"r", b"echo", [], None, 0.0)
+    actions = session.tick(3.5)
+    assert isinstance(actions[0], Reconnect) and sent(actions) == [frames]
+    assert session.tick(10.0)[0] == Reconnect("broker silent for 6.5 s")
+
+
+def test_cancel_says_so_and_drops_the_late_reply() -> None:
+    session: ClientSession[None] = ClientSession(PEER, 0.0)
+    session.submit(b"r", b"echo", [], None, 0.0)
+    assert sent(session.cancel(b"r")) == [protocol.gdp_cancel(b"r")]
+    assert session.cancel(b"r") == []
+    assert session.receive(final(b"r"), 1.0) == [] and session.replies_dropped == 1
+    assert session.tick(100.0) == [] and session.deadline() is None  # idle: no heartbeats, no reconnect
+
+
+def test_a_kept_answer_resolves_once() -> None:
+    session: ClientSession[int] = ClientSession(PEER, 0.0)
+    session.submit(b"r", b"echo", [], 7, 0.0)
+    (resolved,) = session.receive(final(b"r", b"kept"), 0.5)
+    assert isinstance(resolved, Resolve) and resolved.token == 7 and resolved.body == (b"kept",)
+    assert session.receive(final(b"r", b"kept"), 0.6) == []
+
+
+def test_worker_cycle_ready_task_result_disconnect() -> None:
+    session = WorkerSession(b"echo", PEER, 0.0)
+    assert sent(session.start()) == [protocol.gdp_ready(b"echo")]
+    (task,) = session.receive(protocol.worker_request(Dialect.GDP, b"t1", b"echo", [b"x"]), 0.1)
+    assert task == RunTask(b"t1", b"echo", (b"x",))
+    assert session.receive(protocol.worker_request(Dialect.GDP, b"t2", b"echo", []), 0.2) == []  # one at a time
+    assert sent(session.tick(50.0)) == [protocol.gdp_worker_command(protocol.HEARTBEAT)]  # busy: no silence
+    assert sent(session.partial([b"p"])) == [protocol.gdp_partial(b"t1", [b"p"])]
+    result = protocol.gdp_ready(b"echo", (b"t1", protocol.OK, [b"r"]))
+    assert sent(session.finish(protocol.OK, [b"r"], 51.0)) == [result]
+    again = session.receive(protocol.worker_command(Dialect.GDP, protocol.DISCONNECT), 51.5)
+    assert isinstance(again[0], Reconnect) and sent(again) == [protocol.gdp_ready(b"echo")]
+    assert sent(session.stop()) == [protocol.gdp_worker_command(protocol.DISCONNECT)]
+    assert session.stop() == [] and session.tick(100.0) == [] and session.finish(protocol.OK, [], 100.0) == []
