@@ -15,8 +15,18 @@ __version__ = "0.1.0"
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.broker import Broker
 from generaldomo.io.transport import DraftUnavailable, Transport
-from generaldomo.peers.client import Client, ClientClosed, Reply, RequestFailed
-from generaldomo.peers.worker import Worker
+from generaldomo.peers.client import (
+    Client,
+    ClientClosed,
+    Reply,
+    RequestExpired,
+    RequestFailed,
+    RequestRejected,
+    RequestTimeout,
+    ServiceUnavailable,
+    WorkerError,
+)
+from generaldomo.peers.worker import Worker, WorkerStopped
 from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.service import Service
@@ -50,13 +60,19 @@ __all__ = [
     "NameResolver",
     "Peer",
     "Reply",
+    "RequestExpired",
     "RequestFailed",
+    "RequestRejected",
+    "RequestTimeout",
     "ResolveError",
     "Resolver",
     "Send",
     "Service",
+    "ServiceUnavailable",
     "Settings",
     "Transport",
     "Worker",
+    "WorkerError",
+    "WorkerStopped",
     "__version__",
 ]

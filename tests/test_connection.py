@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import zmq
+from zmq.utils import z85
 
-from generaldomo.io.connection import connect
+from generaldomo import Client
+from generaldomo.io.connection import Curve, connect
 from generaldomo.sansio import codec
 
 
@@ -47,3 +50,44 @@ def test_sends_from_many_threads_all_arrive_intact(transport: str) -> None:
     for n in range(8):  # each thread's messages stay in its own order
         mine = [int(m[1]) for m in received if m[0] == b"%d" % n]
         assert mine == sorted(mine)
+
+
+def test_curve_options_take_z85_text_or_raw_bytes() -> None:
+    public, secret = zmq.curve_keypair()
+    as_text = Curve(public.decode(), public, secret.decode())
+    as_raw = Curve(z85.decode(public), z85.decode(public), z85.decode(secret))
+    assert as_text.server_key == public and len(as_raw.server_key) == 32
+    with pytest.raises(ValueError, match="32 raw bytes or 40 characters"):
+        Curve(b"short", public, secret)
+    with pytest.raises(ValueError, match="server_key"):
+        Curve.of(None, (public, secret))
+    assert Curve.of(None, None) is None
+    fresh = Curve.of(public, None)  # a key pair of its own
+    assert fresh is not None and fresh.public_key != public and len(fresh.secret_key) == 40
+    connection = connect("tcp://127.0.0.1:9", "router", curve=as_raw)
+    assert connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
+    connection = connection.reopen()
+    assert connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE  # a reconnect keeps it
+    connection.close()
+
+
+def test_a_curve_client_reaches_a_curve_server(transport: str) -> None:
+    public, secret = zmq.curve_keypair()
+    server = zmq.Context.instance().socket(zmq.ROUTER if transport == "router" else zmq.SERVER)
+    server.setsockopt(zmq.LINGER, 0)
+    server.curve_server = True
+    server.curve_secretkey = secret
+    server.bind("tcp://127.0.0.1:*")
+    endpoint = server.getsockopt(zmq.LAST_ENDPOINT).decode()
+    try:
+        with Client(endpoint, transport, server_key=public.decode(), keys=zmq.curve_keypair()) as client:
+            client.submit("echo", b"secret")
+            frames: list[bytes] = []
+            for _ in range(20):  # heartbeats may come first
+                assert server.poll(20_000), "nothing arrived over CURVE"
+                frames = server.recv_multipart()[1:] if transport == "router" else codec.decode(server.recv())
+                if frames[1] == b"\x01":
+                    break
+            assert frames[0] == b"GDPC01" and frames[3:] == [b"echo", b"secret"]
+    finally:
+        server.close()

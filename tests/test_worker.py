@@ -6,9 +6,10 @@ import errno
 import threading
 import time
 
+import pytest
 import zmq
 
-from generaldomo import Client, Worker
+from generaldomo import Client, Worker, WorkerError, WorkerStopped
 from generaldomo.sansio.core import Settings
 
 
@@ -57,3 +58,55 @@ def test_worker_reconnects_to_a_broker_that_went_silent(transport: str, brokers,
         worker.stop()
         thread.join(10)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("result", "named"), [("text", "str"), ({"a": 1}, "dict"), (7, "int"), (None, "NoneType"), ([b"a", 2], "int")]
+)
+def test_a_result_that_cannot_be_sent_is_a_500_naming_its_type(
+    transport: str, result, named: str, brokers, workers, endpoint_for
+) -> None:
+    broker = brokers(transport, [endpoint_for("inproc")])
+    endpoint = broker.endpoint(transport)
+    worker = workers(endpoint, transport, "odd", lambda payload: payload if payload == b"fine" else result)
+    with Client(endpoint, transport) as client:
+        with pytest.raises(WorkerError, match=rf"TypeError: .* is a {named}\b"):
+            client.request("odd", b"x", timeout=10)
+        assert client.request("odd", b"fine", timeout=10).payload == b"fine"  # it keeps serving
+    assert worker.tasks_done == 2
+
+
+def test_a_stream_that_yields_text_ends_in_a_500(transport: str, brokers, workers, endpoint_for) -> None:
+    broker = brokers(transport, [endpoint_for("inproc")])
+    endpoint = broker.endpoint(transport)
+
+    def chatty(payload: bytes):
+        yield b"one"
+        yield "two"
+
+    workers(endpoint, transport, "chatty", chatty)
+    with Client(endpoint, transport) as client:
+        parts = client.stream("chatty", b"x", timeout=10)
+        assert next(parts).payload == b"one"
+        with pytest.raises(WorkerError, match="partial result is a str"):
+            next(parts)
+
+
+def test_serve_never_ends_silently(transport: str, brokers, endpoint_for) -> None:
+    broker = brokers(transport, [endpoint_for("tcp")])
+    context = zmq.Context()
+    worker = Worker(broker.endpoint(transport, "tcp"), "echo", lambda p: p, transport, context=context)
+    failures: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            worker.serve()
+        except WorkerStopped as error:
+            failures.append(error)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    context.term()  # returns once the worker has closed its socket
+    thread.join(20)
+    assert not thread.is_alive()
+    assert len(failures) == 1 and isinstance(failures[0].__cause__, zmq.ZMQError)

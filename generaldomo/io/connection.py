@@ -19,6 +19,7 @@ protocol carried.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -169,7 +170,8 @@ class Connection:
 
     def close(self, linger_ms: int = 0) -> None:
         """Write what the socket takes of the outbox, then close; later sends are dropped (IO thread only)."""
-        self.flush()
+        with contextlib.suppress(zmq.ZMQError):  # a terminated context takes nothing more
+            self.flush()
         with self._lock:
             self._closed = True
             self.socket.close(linger=linger_ms)

@@ -348,16 +348,22 @@ class Client:
             self._deliver(actions)
 
     def _deliver(self, actions: list[Action[_Call]]) -> None:
-        """Resolve futures and call back (IO thread, no lock held)."""
+        """Resolve futures and call back (IO thread, no lock held). A callback's BaseException (not an
+        Exception) stops the IO thread, once the futures this round decided are resolved."""
+        fatal: BaseException | None = None
         for action in actions:
             if isinstance(action, Resolve):
                 self._resolve(action)
-            elif isinstance(action, Progress) and action.token.on_partial is not None:
+            elif isinstance(action, Progress) and action.token.on_partial is not None and fatal is None:
                 reply = Reply(action.body, sent=action.sent, received=action.received, partial=True)
                 try:
                     action.token.on_partial(reply)
                 except Exception:  # a faulty callback must not stop the IO thread
                     log.exception("on_partial callback failed")
+                except BaseException as error:
+                    fatal = error
+        if fatal is not None:
+            raise fatal
 
     @staticmethod
     def _resolve(action: Resolve[_Call]) -> None:
@@ -375,8 +381,7 @@ class Client:
         with self._lock:
             self._closed = True
             failed = self._session.close("closed")
-        with contextlib.suppress(zmq.ZMQError):
-            self._link.close()
+        self._link.close()
         for action in failed:
             if isinstance(action, Fail):
                 error = self._closed_error() if self._cause else ClientClosed("closed before the reply came")

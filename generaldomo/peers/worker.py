@@ -122,7 +122,7 @@ class Worker:
             self._busy.clear()
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on
                 self._perform(self._session.stop())
-                self._link.close(linger_ms=500)
+            self._link.close(linger_ms=500)
             self._socket_lock.release()
             self._poke.set()
 
