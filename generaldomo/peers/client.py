@@ -220,7 +220,7 @@ class Client:
         :class:`Reply` with ``partial=True``) that a streaming worker sends before the final one; it runs on the
         client's IO thread, so keep it short. Cancelling the future withdraws the request.
         """
-        body = as_frames(payload)
+        body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
         future: Future[Reply] = Future()
         now = time.monotonic()
@@ -228,7 +228,7 @@ class Client:
             if self._closed:
                 raise self._closed_error()
             idle = not self._session.outstanding
-            frames = self._session.submit(request_id, as_bytes(description), body, _Call(future, on_partial), now)
+            frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
         future.add_done_callback(lambda done: self._cancel(request_id) if done.cancelled() else None)
         self._link.send(frames)
         if idle:
@@ -343,7 +343,7 @@ class Client:
                 actions: list[Action[_Call]] = []
                 for frames in messages:
                     actions += session.receive(frames, now)
-                actions += session.tick(now, link.backlogged)
+                actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers them in turn
                 actions = link.perform(actions)
             self._deliver(actions)
 

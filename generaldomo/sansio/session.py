@@ -6,8 +6,9 @@ Rules:
   for its IO shell to carry out in order: :class:`Send` these frames; :class:`Reconnect` (a new socket to the
   same endpoint; later Sends go to it); and for the user: :class:`Resolve`, :class:`Progress` or
   :class:`Fail` a client's request, :class:`RunTask` in a worker.
-- Both peers keep a :class:`Pulse`: a heartbeat every interval (none while the socket is backlogged, so they
-  do not pile up for a gone broker), and the broker presumed gone after ``liveness`` intervals unheard.
+- Both peers keep a :class:`Pulse`: a heartbeat every interval (a shell may hold them back while its socket
+  is backlogged; the worker does, so they do not pile up for a gone broker), and the broker presumed gone
+  after ``liveness`` intervals unheard.
 - Client: a request is outstanding from submit to its final reply, which is resolved once; a later reply
   with its id is dropped and counted. Outstanding requests are sent again, with their ids, only when the
   broker answers as a new instance, after a reconnect (silence while requests are outstanding), or when the
