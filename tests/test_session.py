@@ -85,11 +85,16 @@ def test_cancel_says_so_and_drops_the_late_reply() -> None:
 
 
 def test_a_kept_answer_resolves_once() -> None:
-    session: ClientSession[int] = ClientSession(PEER, 0.0)
+    session: ClientSession[int] = ClientSession(PEER, 0.0, reask_after=1.0)
     session.submit(b"r", b"echo", [], 7, 0.0)
-    (resolved,) = session.receive(final(b"r", b"kept"), 0.5)
+    session.submit(b"s", b"echo", [], 8, 1.1)
+    assert sent(session.tick(1.5)) == [protocol.gdp_client_heartbeat(ids=[b"r"])]
+    (resolved,) = session.receive(final(b"r", b"kept"), 1.6)  # crossed the heartbeat asking about it
     assert isinstance(resolved, Resolve) and resolved.token == 7 and resolved.body == (b"kept",)
-    assert session.receive(final(b"r", b"kept"), 0.6) == []
+    assert session.receive(final(b"r", b"kept"), 1.7) == []  # the broker's answer to that heartbeat
+    session.receive(final(b"s"), 1.8)
+    assert session.receive(final(b"s"), 1.9) == []  # never asked about: a duplicate
+    assert (session.answers_repeated, session.replies_dropped) == (1, 1)
 
 
 def test_worker_cycle_ready_task_result_disconnect() -> None:

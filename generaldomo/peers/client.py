@@ -201,6 +201,11 @@ class Client:
         return self._session.replies_dropped
 
     @property
+    def answers_repeated(self) -> int:
+        """Kept answers the broker sent again for a re-ask that crossed the first (not duplicates)."""
+        return self._session.answers_repeated
+
+    @property
     def resent(self) -> int:
         """Requests sent again (broker restarts, reconnects, ids the broker did not know)."""
         return self._session.resent

@@ -14,7 +14,9 @@ Rules:
   broker answers as a new instance, after a reconnect (silence while requests are outstanding), or when the
   broker says it does not know one that it was asked about after it was last sent. Each heartbeat asks about
   the requests outstanding longer than the re-ask age since last sent or asked about, oldest first, at most
-  64. A cancelled request is forgotten and the broker told (CANCEL).
+  64. The broker answers an asked id it has a kept answer for with that answer: if the first one crossed the
+  heartbeat, the second is counted as repeated, not as a duplicate. A cancelled request is forgotten and
+  the broker told (CANCEL).
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
   time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY; while it runs only
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOG_EVERY = 10.0  # seconds between two log lines about dropped messages
 DEFAULT_SETTINGS = PeerSettings()
+REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
 
 
 @attrs.frozen(slots=True)
@@ -179,6 +182,8 @@ class ClientSession(Generic[T]):
         self.instance: bytes | None = None  # the broker's, once it answered a heartbeat
         self.outstanding: dict[bytes, _Outstanding[T]] = {}  # ordered by when last sent or asked about
         self.replies_dropped = 0
+        self.answers_repeated = 0  # kept answers the broker sent again for a re-ask that crossed the reply
+        self._asked_and_answered: dict[bytes, None] = {}  # the latest such ids, oldest first
         self.resent = 0
         self.asked = 0
         self.drops = _Drops("client")
@@ -238,8 +243,15 @@ class ClientSession(Generic[T]):
     def _on_final(self, message: FinalReply, now: float) -> list[Action[T]]:
         entry = self.outstanding.pop(message.request_id, None)
         if entry is None:
-            self.replies_dropped += 1  # a duplicate, or the answer to a cancelled request
+            if message.request_id in self._asked_and_answered:
+                self.answers_repeated += 1
+            else:
+                self.replies_dropped += 1  # a duplicate, or the answer to a cancelled request
             return []
+        if entry.asked_seq >= 0:  # a heartbeat asking about it may be on its way: its answer is no duplicate
+            self._asked_and_answered[message.request_id] = None
+            if len(self._asked_and_answered) > REMEMBER_ASKED:
+                del self._asked_and_answered[next(iter(self._asked_and_answered))]
         timing = protocol.parse_timing(message.timing)
         return [Resolve(message.request_id, entry.token, message.status, timing, message.body, entry.sent, now)]
 
