@@ -99,7 +99,9 @@ def test_a_kept_answer_resolves_once() -> None:
 
 def test_worker_cycle_ready_task_result_disconnect() -> None:
     session = WorkerSession(b"echo", PEER, 0.0)
-    assert sent(session.start()) == [protocol.gdp_ready(b"echo")]
+    assert sent(session.start()) == [protocol.gdp_ready(b"echo")] and not session.heard
+    session.receive(protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT), 0.05)
+    assert session.heard
     (task,) = session.receive(protocol.worker_request(Dialect.GDP, b"t1", b"echo", [b"x"]), 0.1)
     assert task == RunTask(b"t1", b"echo", (b"x",))
     assert session.receive(protocol.worker_request(Dialect.GDP, b"t2", b"echo", []), 0.2) == []  # one at a time
@@ -108,6 +110,6 @@ def test_worker_cycle_ready_task_result_disconnect() -> None:
     result = protocol.gdp_ready(b"echo", (b"t1", protocol.OK, [b"r"]))
     assert sent(session.finish(protocol.OK, [b"r"], 51.0)) == [result]
     again = session.receive(protocol.worker_command(Dialect.GDP, protocol.DISCONNECT), 51.5)
-    assert isinstance(again[0], Reconnect) and sent(again) == [protocol.gdp_ready(b"echo")]
+    assert isinstance(again[0], Reconnect) and sent(again) == [protocol.gdp_ready(b"echo")] and not session.heard
     assert sent(session.stop()) == [protocol.gdp_worker_command(protocol.DISCONNECT)]
     assert session.stop() == [] and session.tick(100.0) == [] and session.finish(protocol.OK, [], 100.0) == []

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import zmq
+from waiting import eventually
 
 from generaldomo import Client, Worker, WorkerError, WorkerStopped
 from generaldomo.sansio.core import Settings
@@ -22,7 +23,8 @@ def test_long_task_keeps_heartbeating(transport: str, brokers, workers, endpoint
         time.sleep(0.6)  # four expiry periods
         return payload
 
-    workers(endpoint, transport, "slow", slow, heartbeat_interval=0.05, liveness=3)
+    worker = workers(endpoint, transport, "slow", slow, heartbeat_interval=0.05, liveness=3)
+    eventually(lambda: worker.registered, what="the broker to answer the worker")
     with Client(endpoint, transport) as client:
         assert client.request("slow", b"patience", timeout=10).payload == b"patience"
     assert broker.core.counters["workers_expired"] == 0 and broker.core.counters["reissued"] == 0

@@ -87,6 +87,11 @@ class Worker:
         return self._busy.is_set()
 
     @property
+    def registered(self) -> bool:
+        """True once the broker has answered this worker's latest READY (a heartbeat or a task came)."""
+        return self._session.heard
+
+    @property
     def tasks_done(self) -> int:
         """Tasks whose result went back to the broker."""
         return self._session.tasks_done

@@ -328,6 +328,7 @@ class WorkerSession:
         self.pulse = Pulse(settings, now)
         self.pulse.beat(now, backlogged=False)  # READY goes out first; the first heartbeat an interval later
         self.state = WorkerState.READY
+        self.heard = False  # the broker has spoken since this worker last registered
         self.task_id: bytes | None = None
         self.tasks_done = 0
         self.drops = _Drops("worker")
@@ -348,6 +349,7 @@ class WorkerSession:
         """Act on a message from the broker."""
         self.pulse.restart(now)
         message = protocol.read_worker_message(frames)
+        self.heard = not isinstance(message, Malformed | BrokerDisconnect)
         if isinstance(message, TaskRequest):
             if not self._move("task"):
                 self.drops.drop(f"a task while {self.state.value}", now)
@@ -398,6 +400,7 @@ class WorkerSession:
 
     def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
         self.pulse.restart(now)
+        self.heard = False
         if self.state is WorkerState.BUSY:  # the result will go inside READY on the new socket
             return [Reconnect(reason)]
         return [Reconnect(reason), Send(protocol.gdp_ready(self.description))]
