@@ -33,18 +33,23 @@ def test_peer_messages_are_events() -> None:
     assert asked == [b"GDPC01", b"\x04", b"a", b"b"] and protocol.gdp_client_heartbeat() == [b"GDPC01", b"\x04"]
 
 
-def test_heartbeats_ask_about_old_requests_oldest_first_at_most_64() -> None:
+def test_heartbeats_ask_about_old_requests_oldest_first_64_per_heartbeat() -> None:
     session: ClientSession[None] = ClientSession(PEER, 0.0, reask_after=2.0)
-    for n in range(100):
-        session.submit(b"r%03d" % n, b"echo", [], None, n * 0.01)
+    ids = [b"r%04d" % n for n in range(1100)]
+    for request_id in ids:
+        session.submit(request_id, b"echo", [], None, 0.0)
     assert sent(session.tick(0.5)) == [protocol.gdp_client_heartbeat()]  # none old enough yet
-    first = sent(session.tick(3.0))[0][2:]
-    assert first == [b"r%03d" % n for n in range(64)]
-    session.receive(answer(), 3.0)
-    second = sent(session.tick(4.0))[0][2:]
-    assert second == [b"r%03d" % n for n in range(64, 100)]  # the rest, before those just asked about
-    session.receive(answer(), 4.0)
-    assert sent(session.tick(5.0))[0][2:] == [b"r%03d" % n for n in range(64)]
+
+    def asked(now: float) -> list[list[bytes]]:
+        heartbeats = [frames[2:] for frames in sent(session.tick(now))]
+        session.receive(answer(), now)
+        return heartbeats
+
+    first = asked(3.0)
+    assert [len(batch) for batch in first] == [64] * 16  # 1024 at most at once
+    assert [rid for batch in first for rid in batch] == ids[:1024]
+    assert asked(4.0) == [ids[1024:1088], ids[1088:]]  # the rest
+    assert [rid for batch in asked(5.0) for rid in batch] == ids[:1024]  # again, those asked about longest ago
     assert session.resent == 0
 
 

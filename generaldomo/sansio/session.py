@@ -13,10 +13,10 @@ Rules:
   with its id is dropped and counted. Outstanding requests are sent again, with their ids, only when the
   broker answers as a new instance, after a reconnect (silence while requests are outstanding), or when the
   broker says it does not know one that it was asked about after it was last sent. Each heartbeat asks about
-  the requests outstanding longer than the re-ask age since last sent or asked about, oldest first, at most
-  64. The broker answers an asked id it has a kept answer for with that answer: if the first one crossed the
-  heartbeat, the second is counted as repeated, not as a duplicate. A cancelled request is forgotten and
-  the broker told (CANCEL).
+  the requests outstanding longer than the re-ask age since last sent or asked about, oldest first, 64 per
+  heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). The broker answers an asked
+  id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
+  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL).
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
   time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY; while it runs only
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOG_EVERY = 10.0  # seconds between two log lines about dropped messages
 DEFAULT_SETTINGS = PeerSettings()
+ASKING_HEARTBEATS = 16  # heartbeats one tick may send to ask about old requests, 64 ids each
 REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
 
 
@@ -228,7 +229,9 @@ class ClientSession(Generic[T]):
             return [Reconnect(f"broker silent for {quiet:.1f} s"), *self._resend_all(now)]
         if not self.pulse.beat(now, backlogged):
             return []
-        return [Send(protocol.gdp_client_heartbeat(ids=self._ask(now)))]
+        asked = self._ask(now)
+        batches = [asked[n : n + protocol.MAX_ASKED] for n in range(0, len(asked), protocol.MAX_ASKED)] or [[]]
+        return [Send(protocol.gdp_client_heartbeat(ids=batch)) for batch in batches]
 
     def deadline(self) -> float | None:
         """When :meth:`tick` next has something to do; None while nothing is outstanding."""
@@ -281,7 +284,7 @@ class ClientSession(Generic[T]):
         horizon = now - self.reask_after
         asked: list[bytes] = []
         for request_id, entry in self.outstanding.items():
-            if entry.touched > horizon or len(asked) == protocol.MAX_ASKED:
+            if entry.touched > horizon or len(asked) == protocol.MAX_ASKED * ASKING_HEARTBEATS:
                 break
             asked.append(request_id)
         self._seq += 1
