@@ -75,9 +75,21 @@ def test_a_new_instance_gets_every_outstanding_request_again() -> None:
 def test_silence_while_waiting_reconnects_and_resends() -> None:
     session: ClientSession[None] = ClientSession(PEER, 0.0)
     frames = session.submit(b"r", b"echo", [], None, 0.0)
+    assert sent(session.tick(1.0)) == sent(session.tick(2.0)) == [protocol.gdp_client_heartbeat()]
     actions = session.tick(3.5)
     assert isinstance(actions[0], Reconnect) and sent(actions) == [frames]
-    assert session.tick(10.0)[0] == Reconnect("broker silent for 6.5 s")
+    for now in (4.5, 5.5, 6.5):
+        session.tick(now)
+    assert session.tick(7.0)[0] == Reconnect("broker silent for 3.5 s")
+
+
+def test_a_paused_client_does_not_blame_the_broker() -> None:
+    session: ClientSession[None] = ClientSession(PEER, 0.0)
+    session.submit(b"r", b"echo", [], None, 0.0)
+    session.tick(1.0)
+    assert sent(session.tick(9.0)) == [protocol.gdp_client_heartbeat(ids=[b"r"])]  # paused 8 s: no reconnect
+    assert sent(session.tick(10.0)) == [protocol.gdp_client_heartbeat()]
+    assert isinstance(session.tick(12.5)[0], Reconnect)  # silent while it listened
 
 
 def test_cancel_says_so_and_drops_the_late_reply() -> None:

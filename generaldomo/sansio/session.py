@@ -8,7 +8,8 @@ Rules:
   :class:`Fail` a client's request, :class:`RunTask` in a worker.
 - Both peers keep a :class:`Pulse`: a heartbeat every interval (a shell may hold them back while its socket
   is backlogged; the worker does, so they do not pile up for a gone broker), and the broker presumed gone
-  after ``liveness`` intervals unheard.
+  after ``liveness`` intervals unheard, counted while the peer ticks (a paused peer did not listen: the
+  silence counts from when it ticks again).
 - Client: a request is outstanding from submit to its final reply, which is resolved once; a later reply
   with its id is dropped and counted. Outstanding requests are sent again, with their ids, only when the
   broker answers as a new instance, after a reconnect (silence while requests are outstanding), or when the
@@ -121,6 +122,7 @@ class Pulse:
         self.expiry = settings.expiry
         self.heard = now
         self.due = now  # the next heartbeat
+        self.looked = now  # the last time silence was looked at
 
     def restart(self, now: float) -> None:
         """Count silence from ``now``: after a reconnect, or a time in which nobody listened."""
@@ -134,7 +136,12 @@ class Pulse:
         return True
 
     def silence(self, now: float) -> float | None:
-        """Seconds the broker has been silent, if that is longer than the expiry."""
+        """Seconds the broker has been silent, if that is longer than the expiry. If this is asked more than
+        the expiry after the last time, this peer was not running (paused, suspended), not listening: the
+        broker's silence counts from now (what it sent meanwhile waits in the socket)."""
+        if now - self.looked > self.expiry:
+            self.heard = now
+        self.looked = now
         quiet = now - self.heard
         return quiet if quiet > self.expiry else None
 
