@@ -91,3 +91,25 @@ def test_a_curve_client_reaches_a_curve_server(transport: str) -> None:
             assert frames[0] == b"GDPC01" and frames[3:] == [b"echo", b"secret"]
     finally:
         server.close()
+
+
+def test_client_and_worker_curve_arguments_against_a_curve_broker(transport: str, brokers, workers, tmp_path) -> None:
+    """Needs the broker side of CURVE (generaldomo.io.keys and generaldomo.io.auth, round 2); skips without."""
+    keys = pytest.importorskip("generaldomo.io.keys", reason="needs the broker side of CURVE")
+    auth = pytest.importorskip("generaldomo.io.auth", reason="needs the broker side of CURVE")
+    secrets = tmp_path / "secrets"
+    for role in ("clients", "workers"):
+        (tmp_path / role).mkdir()
+    made = {}
+    for name, role, meta in (("broker", None, None), ("client", "clients", None), ("worker", "workers", "echo")):
+        public, made[name] = keys.keygen(secrets, name, {"services": meta} if meta else None)
+        if role:
+            (tmp_path / role / public.name).write_bytes(public.read_bytes())
+    security = auth.BrokerSecurity.from_files(made["broker"], tmp_path / "clients", tmp_path / "workers")
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], security=security)
+    endpoint = broker.endpoint(transport, "tcp")
+    server_key = keys.load_public(made["broker"])
+    workers(endpoint, transport, server_key=server_key, keys=keys.load_secret(made["worker"]))
+    public, secret = keys.load_secret(made["client"])
+    with Client(endpoint, transport, server_key=server_key.decode(), keys=(public.decode(), secret)) as client:
+        assert client.request("echo", b"secret", timeout=30).payload == b"secret"
