@@ -130,3 +130,20 @@ def test_worker_cycle_ready_task_result_disconnect() -> None:
     assert isinstance(again[0], Reconnect) and sent(again) == [protocol.gdp_ready(b"echo")] and not session.heard
     assert sent(session.stop()) == [protocol.gdp_worker_command(protocol.DISCONNECT)]
     assert session.stop() == [] and session.tick(100.0) == [] and session.finish(protocol.OK, [], 100.0) == []
+
+
+def test_a_worker_asked_to_finish_sends_the_result_then_leaves() -> None:
+    session = WorkerSession(b"echo", PEER, 0.0)
+    session.receive(protocol.worker_request(Dialect.GDP, b"t1", b"echo", [b"x"]), 0.1)
+    assert session.stop(finish=True) == [] and session.stop(finish=True) == []
+    assert sent(session.tick(1.5)) == [protocol.gdp_worker_command(protocol.HEARTBEAT)]  # still heartbeating
+    assert sent(session.finish(protocol.OK, [b"r"], 2.0)) == [
+        protocol.gdp_ready(b"echo", (b"t1", protocol.OK, [b"r"])),
+        protocol.gdp_worker_command(protocol.DISCONNECT),
+    ]
+    assert session.stop() == [] and session.deadline() is None
+    cut_short = WorkerSession(b"echo", PEER, 0.0)
+    cut_short.receive(protocol.worker_request(Dialect.GDP, b"t1", b"echo", [b"x"]), 0.1)
+    cut_short.stop(finish=True)
+    assert sent(cut_short.stop()) == [protocol.gdp_worker_command(protocol.DISCONNECT)]
+    assert cut_short.finish(protocol.OK, [b"r"], 2.0) == []

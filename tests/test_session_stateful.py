@@ -240,6 +240,7 @@ class WorkerSessionMachine(RuleBasedStateMachine):
         self.results: Counter[bytes] = Counter()
         self.tasks = 0
         self.stopped = False
+        self.finishing = False  # asked to stop after the running task
         self.goodbyes = 0
         self.last_beat = self.now
         self.act(self.session.start())
@@ -283,18 +284,21 @@ class WorkerSessionMachine(RuleBasedStateMachine):
         if partial:
             self.act(self.session.partial([b"part"]))
         task_id, self.running = self.running, None
+        finishing, self.finishing = self.finishing, False
         self.act(self.session.finish(protocol.OK, [b"x"], self.now))
         assert self.results[task_id] == (0 if self.stopped else 1)
+        self.stopped = self.stopped or finishing
 
     @rule(seconds=st.sampled_from([0.3, 1.0, 2.5, 100.0]))
     def time_passes(self, seconds: float) -> None:
         self.now += seconds
         self.act(self.session.tick(self.now))
 
-    @rule()
-    def stop(self) -> None:
-        self.act(self.session.stop())
-        self.stopped = True
+    @rule(finish=st.booleans())
+    def stop(self, finish: bool) -> None:
+        self.act(self.session.stop(finish))
+        self.stopped = self.stopped or not finish or self.running is None
+        self.finishing = finish and not self.stopped
 
     @invariant()
     def says_goodbye_once(self) -> None:

@@ -112,3 +112,28 @@ def test_serve_never_ends_silently(transport: str, brokers, endpoint_for) -> Non
     thread.join(20)
     assert not thread.is_alive()
     assert len(failures) == 1 and isinstance(failures[0].__cause__, zmq.ZMQError)
+
+
+def test_stop_with_finish_sends_the_running_tasks_result_then_leaves(transport: str, brokers, endpoint_for) -> None:
+    broker = brokers(transport, [endpoint_for("tcp")])
+    endpoint = broker.endpoint(transport, "tcp")
+    started, release = threading.Event(), threading.Event()
+
+    def slow(payload: bytes) -> bytes:
+        started.set()
+        release.wait(20)
+        return payload
+
+    worker = Worker(endpoint, "slow", slow, transport)
+    thread = threading.Thread(target=worker.serve)
+    thread.start()
+    with Client(endpoint, transport) as client:
+        future = client.submit("slow", b"finished")
+        assert started.wait(20)
+        worker.stop(finish=True)
+        release.set()
+        assert future.result(20).payload == b"finished"
+        thread.join(20)
+        assert not thread.is_alive()
+        eventually(lambda: not broker.core.workers, what="the worker to leave")
+    assert broker.core.counters["reissued"] == 0

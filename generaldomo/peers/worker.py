@@ -80,6 +80,7 @@ class Worker:
         self._socket_lock = threading.Lock()
         self._busy = threading.Event()
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
+        self._finish = False  # stop(finish=True): the running task's result still goes out
 
     @property
     def busy(self) -> bool:
@@ -101,11 +102,14 @@ class Worker:
         """Times this worker registered again on a new socket (broker silent, or DISCONNECT from it)."""
         return self._link.reconnects
 
-    def stop(self) -> None:
+    def stop(self, *, finish: bool = False) -> None:
         """Make :meth:`serve` return; callable from any thread or a signal handler.
 
         If the handler is running, the broker is told at once that this worker is leaving (so the task is
-        reissued), the result is discarded, and :meth:`serve` returns when the handler does."""
+        reissued), the result is discarded, and :meth:`serve` returns when the handler does. With
+        ``finish=True`` the running task's result is sent first and the worker leaves after it; a later
+        ``stop()`` cuts it short as above."""
+        self._finish = finish
         self._stopping.set()
         self._poke.set()
         self._link.wake()
@@ -171,6 +175,8 @@ class Worker:
         finally:
             self._socket_lock.acquire()
             self._busy.clear()
+        if self._stopping.is_set():  # told to stop meanwhile: drop the result, or send it, then leave
+            self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
 
     def _call(self, payload: Payload) -> tuple[bytes, tuple[bytes, ...]]:
@@ -208,11 +214,11 @@ class Worker:
             with self._socket_lock:
                 if not self.busy:  # the handler finished meanwhile; the serving thread has the socket
                     continue
-                stopping = self._stopping.is_set()
-                self._perform(self._session.stop() if stopping else self._session.tick(time.monotonic()))
+                leaving = self._session.stop(self._finish) if self._stopping.is_set() else []
+                self._perform([*leaving, *self._session.tick(time.monotonic())])
 
     def _beat_wait(self) -> float:
         """Seconds until the heartbeat thread has something to do (a heartbeat due while the handler runs)."""
-        if not self.busy or self._stopping.is_set():
+        if not self.busy or self._session.deadline() is None:
             return self.heartbeat_interval  # stop() and the end of serve() poke it
         return max(self._session.pulse.due - time.monotonic(), 0.001)

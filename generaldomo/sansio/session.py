@@ -21,7 +21,8 @@ Rules:
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
   time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY; while it runs only
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
-  messages after the task); once stopped, one DISCONNECT and nothing more.
+  messages after the task); once stopped, one DISCONNECT and nothing more. Stopping mid-task drops the
+  result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
 
 It knows nothing of sockets, threads, clocks or futures: times are given, a request's caller is an opaque
 token handed back in the actions about it.
@@ -317,6 +318,7 @@ class ClientSession(Generic[T]):
 class WorkerState(enum.Enum):
     READY = "ready"  # registered, or registering: waiting for a task
     BUSY = "busy"  # a task runs
+    LEAVING = "leaving"  # a task runs; its result goes out, then DISCONNECT
     STOPPED = "stopped"  # said DISCONNECT; sends nothing more
 
 
@@ -327,7 +329,12 @@ WORKER_TRANSITIONS: dict[tuple[WorkerState, str], WorkerState] = {
     (WorkerState.BUSY, "finish"): WorkerState.READY,
     (WorkerState.READY, "stop"): WorkerState.STOPPED,
     (WorkerState.BUSY, "stop"): WorkerState.STOPPED,
+    (WorkerState.LEAVING, "stop"): WorkerState.STOPPED,
+    (WorkerState.READY, "stop after the task"): WorkerState.STOPPED,
+    (WorkerState.BUSY, "stop after the task"): WorkerState.LEAVING,
+    (WorkerState.LEAVING, "finish"): WorkerState.STOPPED,
 }
+RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
 
 
 class WorkerSession:
@@ -385,32 +392,38 @@ class WorkerSession:
 
     def partial(self, body: Sequence[bytes]) -> list[Action[Any]]:
         """A partial result of the running task (nothing once stopped)."""
-        if self.state is not WorkerState.BUSY or self.task_id is None:
+        if self.state not in RUNNING or self.task_id is None:
             return []
         return [Send(protocol.gdp_partial(self.task_id, body))]
 
     def finish(self, status: bytes, body: Sequence[bytes], now: float) -> list[Action[Any]]:
         """The running task's result, inside READY (nothing once stopped: the broker reissues the task)."""
         task_id, self.task_id = self.task_id, None
+        leaving = self.state is WorkerState.LEAVING
         if not self._move("finish") or task_id is None:
             return []
         self.tasks_done += 1
         self.pulse.restart(now)  # the broker's messages were not read while the task ran
-        return [Send(protocol.gdp_ready(self.description, (task_id, status, body)))]
+        result: list[Action[Any]] = [Send(protocol.gdp_ready(self.description, (task_id, status, body)))]
+        return [*result, Send(protocol.gdp_worker_command(protocol.DISCONNECT))] if leaving else result
 
-    def stop(self) -> list[Action[Any]]:
-        """DISCONNECT, once."""
-        return [Send(protocol.gdp_worker_command(protocol.DISCONNECT))] if self._move("stop") else []
+    def stop(self, finish: bool = False) -> list[Action[Any]]:
+        """DISCONNECT, once; with ``finish``, a running task's result goes out first (see :meth:`finish`)."""
+        if not self._move("stop after the task" if finish else "stop"):
+            return []
+        if self.state is WorkerState.LEAVING:
+            return []
+        return [Send(protocol.gdp_worker_command(protocol.DISCONNECT))]
 
     def deadline(self) -> float | None:
         """When :meth:`tick` next has something to do; None once stopped."""
         if self.state is WorkerState.STOPPED:
             return None
-        return self.pulse.due if self.state is WorkerState.BUSY else self.pulse.deadline()
+        return self.pulse.due if self.state in RUNNING else self.pulse.deadline()
 
     def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
         self.pulse.restart(now)
         self.heard = False
-        if self.state is WorkerState.BUSY:  # the result will go inside READY on the new socket
+        if self.state in RUNNING:  # the result will go inside READY on the new socket
             return [Reconnect(reason)]
         return [Reconnect(reason), Send(protocol.gdp_ready(self.description))]
