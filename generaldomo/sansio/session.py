@@ -41,6 +41,7 @@ from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Malformed
 from generaldomo.sansio.peer_events import (
     BrokerDisconnect,
+    BrokerHeartbeat,
     FinalReply,
     HeartbeatAnswer,
     PartialReply,
@@ -366,7 +367,7 @@ class WorkerSession:
         """Act on a message from the broker."""
         self.pulse.restart(now)
         message = protocol.read_worker_message(frames)
-        self.heard = not isinstance(message, Malformed | BrokerDisconnect)
+        self.heard = self.heard or isinstance(message, TaskRequest | BrokerHeartbeat)
         if isinstance(message, TaskRequest):
             if not self._move("task"):
                 self.drops.drop(f"a task while {self.state.value}", now)
