@@ -7,6 +7,7 @@ broker's support for kept answers and CANCEL (round 2): those skip, saying so, w
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Iterator
 
@@ -108,6 +109,31 @@ def test_cancel_and_timeout_send_cancel(scripted: ScriptedBroker, transport: str
         assert scripted.read_until(lambda f: f[1] == b"\x05", "CANCEL") == [b"GDPC01", b"\x05", late]
         scripted.send(final(late, b"late"))  # dropped: nobody waits for it
         eventually(lambda: client.replies_dropped == 1, what="the late reply to be dropped")
+
+
+def test_an_abandoned_stream_and_an_interrupted_request_send_cancel(scripted: ScriptedBroker, transport) -> None:
+    with Client(scripted.endpoint, transport, heartbeat_interval=1.0) as client:
+        parts = client.stream("count", b"x", timeout=20)
+        reader = threading.Thread(target=lambda: next(parts, None))
+        reader.start()
+        request_id = scripted.read_until(is_request, "the request")[2]
+        scripted.send([protocol.GDP_CLIENT, b"\x02", request_id, b"part"])
+        reader.join(20)
+        parts.close()  # the caller stops reading
+        assert scripted.read_until(lambda f: f[1] == b"\x05", "CANCEL") == [b"GDPC01", b"\x05", request_id]
+
+        def interrupt(*_: object) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGALRM, interrupt)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)  # Ctrl-C while the request waits
+            with pytest.raises(KeyboardInterrupt):
+                client.request("echo", b"interrupted", timeout=None)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+        interrupted = scripted.read_until(is_request, "the second request")[2]
+        assert scripted.read_until(lambda f: f[1] == b"\x05", "CANCEL") == [b"GDPC01", b"\x05", interrupted]
 
 
 # ----------------------------------------------------------------------- needs the broker's support (round 2)

@@ -38,6 +38,7 @@ Payload = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryvi
 OnPartial = Callable[["Reply"], None]
 Keys = tuple[str | bytes, str | bytes]
 DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
+CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
 READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
 
 
@@ -245,7 +246,8 @@ class Client:
     ) -> Reply:
         """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit).
 
-        Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request."""
+        Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request; an interrupted
+        wait (Ctrl-C) withdraws it too."""
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         future = self.submit(description, payload)
         try:
@@ -254,6 +256,9 @@ class Client:
             if not future.cancel() and future.done():  # the reply came just now
                 return future.result()
             raise RequestTimeout(self._timeout_message(description, wait)) from None
+        except BaseException:
+            future.cancel()
+            raise
 
     def stream(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Iterator[Reply]:
         """Send a request and yield its partial results as they come, then the final :class:`Reply`.
@@ -269,6 +274,8 @@ class Client:
         except queue.Empty:
             future.cancel()
             raise RequestTimeout(f"nothing from {description!r} for {timeout} s") from None
+        finally:
+            future.cancel()  # the caller stopped reading (or a timeout): withdraw the request, if still open
         yield future.result()
 
     def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
@@ -386,7 +393,7 @@ class Client:
         with self._lock:
             self._closed = True
             failed = self._session.close("closed")
-        self._link.close()
+        self._link.close(linger_ms=CLOSE_LINGER_MS)
         for action in failed:
             if isinstance(action, Fail):
                 error = self._closed_error() if self._cause else ClientClosed("closed before the reply came")
