@@ -17,10 +17,20 @@ from generaldomo.io.broker import Broker
 from generaldomo.io.transport import DraftUnavailable, Transport
 from generaldomo.peers.aio import AsyncClient
 from generaldomo.peers.app import App
-from generaldomo.peers.client import Client, ClientClosed, Reply, RequestFailed
+from generaldomo.peers.client import (
+    Client,
+    ClientClosed,
+    Reply,
+    RequestExpired,
+    RequestFailed,
+    RequestRejected,
+    RequestTimeout,
+    ServiceUnavailable,
+    WorkerError,
+)
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.typed import TypedClient
-from generaldomo.peers.worker import Worker
+from generaldomo.peers.worker import Worker, WorkerStopped
 from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.serializers import ContentTypeError, DecodeError
@@ -60,14 +70,20 @@ __all__ = [
     "Peer",
     "Reject",
     "Reply",
+    "RequestExpired",
     "RequestFailed",
+    "RequestRejected",
+    "RequestTimeout",
     "ResolveError",
     "Resolver",
     "Send",
     "Service",
+    "ServiceUnavailable",
     "Settings",
     "Transport",
     "TypedClient",
     "Worker",
+    "WorkerError",
+    "WorkerStopped",
     "__version__",
 ]

@@ -9,7 +9,7 @@ import pytest
 import zmq
 from waiting import eventually
 
-from generaldomo import Client, ClientClosed, RequestFailed
+from generaldomo import Client, ClientClosed, RequestFailed, RequestRejected, RequestTimeout, WorkerError
 
 THREADS = 16
 PER_THREAD = 200
@@ -67,7 +67,7 @@ def test_handler_error_is_a_request_failure(transport: str, brokers, workers, en
     with Client(endpoint, transport) as client:
         with pytest.raises(RequestFailed) as caught:
             client.request("fail", b"boom", timeout=10)
-        assert caught.value.status == b"500" and "KeyError" in caught.value.reason
+        assert caught.value.status == 500 and caught.value.status_bytes == b"500" and "KeyError" in caught.value.reason
         assert client.request("echo", b"still fine", timeout=10).payload == b"still fine"
 
 
@@ -76,7 +76,7 @@ def test_bad_description_is_a_request_failure(transport: str, brokers, endpoint_
     with Client(broker.endpoint(transport), transport) as client:
         with pytest.raises(RequestFailed) as caught:
             client.request(b"\xff\xfe", b"x", timeout=10)
-        assert caught.value.status == b"400"
+        assert caught.value.status == 400 and caught.value.status_bytes == b"400"
 
 
 def test_timeout_then_close_fails_what_is_left(transport: str, brokers, endpoint_for) -> None:
@@ -115,3 +115,85 @@ def test_idle_client_does_not_spin(monkeypatch) -> None:
     with Client("tcp://127.0.0.1:9", "router", heartbeat_interval=0.05):  # nothing listens; nothing asked
         time.sleep(1.5)
     assert len(polls) < 20, f"the idle IO thread polled {len(polls)} times in 1.5 s"
+
+
+@pytest.mark.parametrize("payload", ["text", [b"ok", "text"], 42, None, {"a": b"b"}])
+def test_a_payload_that_is_not_bytes_fails_in_the_caller_before_anything_is_sent(
+    transport: str, payload, brokers, workers, endpoint_for
+) -> None:
+    broker = brokers(transport, [endpoint_for("inproc")])
+    endpoint = broker.endpoint(transport)
+    workers(endpoint, transport)
+    with Client(endpoint, transport) as client:
+        with pytest.raises(TypeError, match=type(payload[1] if isinstance(payload, list) else payload).__name__):
+            client.submit("echo", payload)
+        with pytest.raises(TypeError):
+            client.request("echo", payload, timeout=10)
+        assert client.request("echo", bytearray(b"still fine"), timeout=10).payload == b"still fine"
+    assert broker.core.counters["requests"] == 1 and broker.core.counters["malformed"] == 0
+
+
+def test_status_codes_are_ints_and_families_are_classes(transport: str, brokers, workers, endpoint_for) -> None:
+    broker = brokers(transport, [endpoint_for("inproc")])
+    endpoint = broker.endpoint(transport)
+    workers(endpoint, transport, "fail", lambda payload: 1 / 0)
+    with Client(endpoint, transport) as client:
+        with pytest.raises(WorkerError) as failed:
+            client.request("fail", b"x", timeout=10)
+        assert failed.value.status == 500 and "ZeroDivisionError" in failed.value.reason
+        with pytest.raises(RequestRejected) as rejected:
+            client.request(b"\xff", b"x", timeout=10)
+        assert isinstance(rejected.value, RequestFailed) and rejected.value.status_bytes == b"400"
+
+
+def test_default_timeout_and_a_message_that_says_nobody_answered() -> None:
+    with Client("tcp://127.0.0.1:9", "router", default_timeout=0.3) as client:  # nothing listens there
+        with pytest.raises(RequestTimeout, match=r"no broker has answered at tcp://127.0.0.1:9 over the router"):
+            client.request("echo", b"x")
+        assert isinstance(RequestTimeout(), TimeoutError)
+
+
+def test_a_dead_io_thread_fails_every_call_with_its_cause(transport: str, brokers, endpoint_for) -> None:
+    broker = brokers(transport, [endpoint_for("tcp")])
+    context = zmq.Context()  # terminated under the client: its IO thread stops
+    client = Client(broker.endpoint(transport, "tcp"), transport, context=context)
+    pending = client.submit("nobody-serves-this", b"x")
+    terminating = threading.Thread(target=context.term)
+    terminating.start()
+    with pytest.raises(ClientClosed) as outstanding:
+        pending.result(20)
+    assert isinstance(outstanding.value.__cause__, zmq.ZMQError)
+    with pytest.raises(ClientClosed, match="IO thread stopped") as later:
+        client.submit("echo", b"y")
+    assert isinstance(later.value.__cause__, zmq.ZMQError)
+    client.close()
+    terminating.join(20)
+    assert not terminating.is_alive()
+
+
+def test_a_callback_that_raises_past_exception_stops_the_io_thread_loudly(transport, brokers, workers) -> None:
+    class Fatal(BaseException):
+        pass
+
+    release = threading.Event()
+
+    def stream(payload: bytes):
+        yield b"part"
+        release.wait(20)  # the final result comes after the client has failed the call
+        return b"final"
+
+    broker = brokers(transport, ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint(transport, "tcp")
+    workers(endpoint, transport, "stream", stream)
+
+    def fatal(reply) -> None:
+        raise Fatal
+
+    with Client(endpoint, transport) as client:
+        future = client.submit("stream", b"x", on_partial=fatal)
+        with pytest.raises(ClientClosed) as closed:
+            future.result(20)
+        release.set()
+        assert isinstance(closed.value.__cause__, Fatal)
+        with pytest.raises(ClientClosed):
+            client.submit("stream", b"y")

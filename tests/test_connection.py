@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import zmq
+from zmq.utils import z85
 
-from generaldomo.io.connection import connect
+from generaldomo import Client
+from generaldomo.io.connection import Curve, connect
 from generaldomo.sansio import codec
 
 
@@ -47,3 +50,66 @@ def test_sends_from_many_threads_all_arrive_intact(transport: str) -> None:
     for n in range(8):  # each thread's messages stay in its own order
         mine = [int(m[1]) for m in received if m[0] == b"%d" % n]
         assert mine == sorted(mine)
+
+
+def test_curve_options_take_z85_text_or_raw_bytes() -> None:
+    public, secret = zmq.curve_keypair()
+    as_text = Curve(public.decode(), public, secret.decode())
+    as_raw = Curve(z85.decode(public), z85.decode(public), z85.decode(secret))
+    assert as_text.server_key == public and len(as_raw.server_key) == 32
+    with pytest.raises(ValueError, match="32 raw bytes or 40 characters"):
+        Curve(b"short", public, secret)
+    with pytest.raises(ValueError, match="server_key"):
+        Curve.of(None, (public, secret))
+    assert Curve.of(None, None) is None
+    fresh = Curve.of(public, None)  # a key pair of its own
+    assert fresh is not None and fresh.public_key != public and len(fresh.secret_key) == 40
+    connection = connect("tcp://127.0.0.1:9", "router", curve=as_raw)
+    assert connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
+    connection = connection.reopen()
+    assert connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE  # a reconnect keeps it
+    connection.close()
+
+
+def test_a_curve_client_reaches_a_curve_server(transport: str) -> None:
+    public, secret = zmq.curve_keypair()
+    server = zmq.Context.instance().socket(zmq.ROUTER if transport == "router" else zmq.SERVER)
+    server.setsockopt(zmq.LINGER, 0)
+    server.curve_server = True
+    server.curve_secretkey = secret
+    server.bind("tcp://127.0.0.1:*")
+    endpoint = server.getsockopt(zmq.LAST_ENDPOINT).decode()
+    try:
+        with Client(endpoint, transport, server_key=public.decode(), keys=zmq.curve_keypair()) as client:
+            client.submit("echo", b"secret")
+            frames: list[bytes] = []
+            for _ in range(20):  # heartbeats may come first
+                assert server.poll(20_000), "nothing arrived over CURVE"
+                frames = server.recv_multipart()[1:] if transport == "router" else codec.decode(server.recv())
+                if frames[1] == b"\x01":
+                    break
+            assert frames[0] == b"GDPC01" and frames[3:] == [b"echo", b"secret"]
+    finally:
+        server.close()
+
+
+def test_client_and_worker_curve_arguments_against_a_curve_broker(transport: str, brokers, workers, tmp_path) -> None:
+    """Needs the broker side of CURVE (generaldomo.io.keys and generaldomo.io.auth, round 2); skips without."""
+    keys = pytest.importorskip("generaldomo.io.keys", reason="needs the broker side of CURVE")
+    auth = pytest.importorskip("generaldomo.io.auth", reason="needs the broker side of CURVE")
+    secrets = tmp_path / "secrets"
+    for role in ("clients", "workers"):
+        (tmp_path / role).mkdir()
+    made = {}
+    for name, role, meta in (("broker", None, None), ("client", "clients", None), ("worker", "workers", "echo")):
+        public, made[name] = keys.keygen(secrets, name, {"services": meta} if meta else None)
+        if role:
+            (tmp_path / role / public.name).write_bytes(public.read_bytes())
+    security = auth.BrokerSecurity.from_files(made["broker"], tmp_path / "clients", tmp_path / "workers")
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], security=security)
+    endpoint = broker.endpoint(transport, "tcp")
+    server_key = keys.load_public(made["broker"])
+    workers(endpoint, transport, server_key=server_key, keys=keys.load_secret(made["worker"]))
+    public, secret = keys.load_secret(made["client"])
+    with Client(endpoint, transport, server_key=server_key.decode(), keys=(public.decode(), secret)) as client:
+        assert client.request("echo", b"secret", timeout=30).payload == b"secret"

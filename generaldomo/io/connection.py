@@ -1,8 +1,9 @@
-"""A peer's connection to the broker that any thread may send on.
+"""A peer's connection to the broker that any thread may send on, and the link a peer's IO thread drives.
 
-This module owns the client and worker side of the transports. Each connection is read by exactly one IO
-thread, which polls :attr:`Connection.poll_items`, and may be written by any thread through
-:meth:`Connection.send`:
+This module owns the client and worker side of the transports, and is the one place a peer's socket lives:
+a :class:`BrokerLink` holds the :class:`Connection` (replaced when the session says Reconnect) and carries
+out the session's Send and Reconnect actions. Each connection is read by exactly one IO thread, which polls
+:attr:`Connection.poll_items`, and may be written by any thread through :meth:`Connection.send`:
 
 - ``server`` transport: a CLIENT socket (draft API). It is thread-safe, so ``send`` writes to it directly
   from the calling thread, frames packed by :mod:`generaldomo.sansio.codec`.
@@ -11,22 +12,66 @@ thread, which polls :attr:`Connection.poll_items`, and may be written by any thr
 
 Sends never block the caller. A message the socket cannot take now (its queue is full, or over inproc the
 broker is gone) waits in an outbox that the IO thread writes out in :meth:`Connection.flush`, in order; the
-IO thread polls again soon while the outbox is not empty (:attr:`Connection.backlogged`). It knows nothing
-of the protocol carried.
+IO thread polls again soon while the outbox is not empty (:attr:`Connection.backlogged`). With CURVE
+(:class:`Curve`) the socket authenticates the broker by its public key and encrypts. It knows nothing of the
+protocol carried.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
+import attrs
 import zmq
 
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.sansio import codec
+from generaldomo.sansio.session import Action, Reconnect, Send
+
+log = logging.getLogger(__name__)
+CURVE_KEY_SIZES = (32, 40)  # raw bytes, or Z85 text
+
+
+def curve_key(key: str | bytes) -> bytes:
+    """A CURVE key as libzmq takes it: 32 raw bytes or 40 characters of Z85 text; ``ValueError`` otherwise."""
+    raw = key.encode("ascii") if isinstance(key, str) else bytes(key)
+    if len(raw) not in CURVE_KEY_SIZES:
+        raise ValueError(f"a CURVE key is 32 raw bytes or 40 characters of Z85 text, not {len(raw)} bytes")
+    return raw
+
+
+@attrs.frozen
+class Curve:
+    """CURVE settings of a peer socket: the broker's public key and this peer's key pair."""
+
+    server_key: bytes = attrs.field(converter=curve_key)
+    public_key: bytes = attrs.field(converter=curve_key)
+    secret_key: bytes = attrs.field(converter=curve_key, repr=False)
+
+    @classmethod
+    def of(cls, server_key: str | bytes | None, keys: tuple[str | bytes, str | bytes] | None) -> Curve | None:
+        """CURVE for ``server_key`` (None: no CURVE), with ``keys`` ``(public, secret)`` or a fresh pair."""
+        if server_key is None:
+            if keys is not None:
+                raise ValueError("keys without server_key: CURVE needs the broker's public key")
+            return None
+        if not zmq.has("curve"):
+            raise RuntimeError(f"this libzmq ({zmq.zmq_version()}) was built without CURVE")
+        public, secret = keys if keys is not None else zmq.curve_keypair()
+        return cls(server_key, public, secret)
+
+    def apply(self, socket: zmq.Socket[Any]) -> None:
+        """Set the socket's CURVE options (before it connects)."""
+        socket.setsockopt(zmq.CURVE_SERVERKEY, self.server_key)
+        socket.setsockopt(zmq.CURVE_PUBLICKEY, self.public_key)
+        socket.setsockopt(zmq.CURVE_SECRETKEY, self.secret_key)
 
 
 class Connection:
@@ -35,16 +80,19 @@ class Connection:
     transport: ClassVar[Transport]
     thread_safe_socket = False
 
-    def __init__(self, context: zmq.Context, endpoint: str, socket_type: int) -> None:
+    def __init__(self, context: zmq.Context[Any], endpoint: str, socket_type: int, curve: Curve | None) -> None:
         self.endpoint = endpoint
         self.context = context
-        self.socket: zmq.Socket = context.socket(socket_type)
+        self.curve = curve
+        self.socket: zmq.Socket[Any] = context.socket(socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            curve.apply(self.socket)
         self.socket.connect(connect_target(self.transport, endpoint))
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
-        self.poll_items: list[zmq.Socket | int] = [self.socket, self._wake_read]
+        self.poll_items: list[zmq.Socket[Any] | int] = [self.socket, self._wake_read]
         self._outbox: deque[Sequence[bytes]] = deque()
         self._owner: int | None = None
         self._lock = threading.Lock()
@@ -62,7 +110,7 @@ class Connection:
         """Close this connection and return a new one, on a new socket, to the same endpoint (IO thread only).
 
         The caller adopts the new one; what the old one had queued is dropped."""
-        fresh = type(self)(self.context, self.endpoint)
+        fresh = CONNECTIONS[self.transport](self.context, self.endpoint, self.curve)
         self.close()
         return fresh
 
@@ -122,7 +170,8 @@ class Connection:
 
     def close(self, linger_ms: int = 0) -> None:
         """Write what the socket takes of the outbox, then close; later sends are dropped (IO thread only)."""
-        self.flush()
+        with contextlib.suppress(zmq.ZMQError):  # a terminated context takes nothing more
+            self.flush()
         with self._lock:
             self._closed = True
             self.socket.close(linger=linger_ms)
@@ -136,9 +185,9 @@ class ClientSocketConnection(Connection):
     transport = Transport.SERVER
     thread_safe_socket = True
 
-    def __init__(self, context: zmq.Context, endpoint: str) -> None:
+    def __init__(self, context: zmq.Context[Any], endpoint: str, curve: Curve | None = None) -> None:
         require_draft()
-        super().__init__(context, endpoint, zmq.CLIENT)
+        super().__init__(context, endpoint, zmq.CLIENT, curve)
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         try:
@@ -164,8 +213,8 @@ class DealerConnection(Connection):
 
     transport = Transport.ROUTER
 
-    def __init__(self, context: zmq.Context, endpoint: str) -> None:
-        super().__init__(context, endpoint, zmq.DEALER)
+    def __init__(self, context: zmq.Context[Any], endpoint: str, curve: Curve | None = None) -> None:
+        super().__init__(context, endpoint, zmq.DEALER, curve)
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         try:
@@ -187,6 +236,73 @@ CONNECTIONS: dict[Transport, type[ClientSocketConnection | DealerConnection]] = 
 }
 
 
-def connect(endpoint: str, transport: str | Transport, context: zmq.Context | None = None) -> Connection:
+def connect(
+    endpoint: str, transport: str | Transport, context: zmq.Context[Any] | None = None, curve: Curve | None = None
+) -> Connection:
     """Connect to a broker's ``endpoint`` over ``transport`` (``router`` or ``server``)."""
-    return CONNECTIONS[Transport.of(transport)](context or zmq.Context.instance(), endpoint)
+    return CONNECTIONS[Transport.of(transport)](context or zmq.Context.instance(), endpoint, curve)
+
+
+class BrokerLink:
+    """A Client's or Worker's connection to its broker, as the thread that has the socket drives it.
+
+    That thread (the IO thread, or one it lent the socket to across a lock) waits on the link, reads it and
+    carries out the session's actions through :meth:`perform`; any thread may :meth:`send` and :meth:`wake`.
+    """
+
+    def __init__(self, endpoint: str, transport: str | Transport, context: zmq.Context[Any], curve: Curve | None):
+        self.endpoint = endpoint
+        self.transport = Transport.of(transport)
+        self.connection = connect(endpoint, self.transport, context, curve)
+        self.reconnects = 0
+        self._poller: zmq.Poller | None = None
+
+    def adopt(self) -> None:
+        """Make the calling thread the IO thread."""
+        self._poller = self.connection.adopt()
+
+    @property
+    def backlogged(self) -> bool:
+        """True while messages wait for the socket to take them."""
+        return self.connection.backlogged
+
+    def wait(self, deadline: float | None, now: float) -> None:
+        """Poll until a message comes, a wake-up, or ``deadline`` (None: no deadline); then flush (IO thread)."""
+        assert self._poller is not None, "adopt() first"
+        if self.connection.backlogged:
+            timeout: int | None = 10
+        else:
+            timeout = None if deadline is None else math.ceil(max(0.0, deadline - now) * 1000)
+        self._poller.poll(timeout)
+        self.connection.flush()
+
+    def recv(self) -> list[bytes] | None:
+        """The next message without blocking, or None (IO thread)."""
+        return self.connection.recv()
+
+    def send(self, frames: Sequence[bytes]) -> None:
+        """Send from any thread (see :meth:`Connection.send`)."""
+        self.connection.send(frames)
+
+    def wake(self) -> None:
+        """Make the IO thread's wait return; callable from any thread."""
+        self.connection.wake()
+
+    def perform(self, actions: Iterable[Action[Any]]) -> list[Action[Any]]:
+        """Carry out Send and Reconnect in order (from the thread that has the socket); return the others."""
+        rest: list[Action[Any]] = []
+        for action in actions:
+            if isinstance(action, Send):
+                self.connection.write(action.frames)
+            elif isinstance(action, Reconnect):
+                log.warning("%s; reconnecting to %s", action.reason, self.endpoint)
+                self.reconnects += 1
+                self.connection = self.connection.reopen()
+                self.adopt()
+            else:
+                rest.append(action)
+        return rest
+
+    def close(self, linger_ms: int = 0) -> None:
+        """Close the socket (IO thread)."""
+        self.connection.close(linger_ms)

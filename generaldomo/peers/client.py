@@ -1,8 +1,10 @@
 """The client API: one :class:`Client` shared by any number of threads.
 
-This module owns request ids and the matching of replies to the callers that wait for them. Every request
-carries an id made by this client; the IO thread resolves the caller's future when the reply with that id
-arrives, and drops any later reply with the same id, so a caller gets exactly one answer. It knows nothing of
+This module is the IO shell around :class:`generaldomo.sansio.session.ClientSession`, which owns request ids,
+heartbeats, re-asking, resending and duplicate suppression. Threads: the caller's thread checks the payload,
+registers the request in the session and sends it; one IO thread per client owns the socket's reading (and,
+over ``router``, its writing), feeds the session what arrives and the time, carries out its actions and
+resolves the callers' futures. One lock guards the session; no user code runs under it. It knows nothing of
 workers or services beyond the descriptions it passes on.
 """
 
@@ -18,20 +20,33 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import zmq
 
 from generaldomo.io.beacon import find_broker
-from generaldomo.io.connection import connect
+from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.transport import Transport
 from generaldomo.sansio import protocol
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
+from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, Send
+from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
 log = logging.getLogger(__name__)
 
-Payload = bytes | Sequence[bytes]
+Payload = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 OnPartial = Callable[["Reply"], None]
+Keys = tuple[str | bytes, str | bytes]
+DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
+CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
+READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
+
+
+class _Default:
+    """The type of :data:`DEFAULT`: "not given", where None means "no limit"."""
+
+
+DEFAULT: Final = _Default()
 
 
 @attrs.frozen(slots=True)
@@ -59,39 +74,96 @@ class Reply:
 
 
 class RequestFailed(Exception):
-    """The broker or the worker answered the request with an error status."""
+    """The broker or the worker answered the request with an error status (``.status``, an int)."""
 
-    def __init__(self, status: bytes, reason: str) -> None:
-        super().__init__(f"{status.decode(errors='replace')}: {reason}")
-        self.status = status
+    def __init__(self, status: bytes | int, reason: str) -> None:
+        self.status_bytes = status if isinstance(status, bytes) else str(status).encode()
+        self.status = int(self.status_bytes) if self.status_bytes.isdigit() else 0
         self.reason = reason
+        super().__init__(f"{self.status_bytes.decode(errors='replace')}: {reason}")
+
+    @staticmethod
+    def of(status: bytes, reason: str) -> RequestFailed:
+        """The exception for ``status``: the subclass of its family, or this class for other codes."""
+        family = _FAMILIES.get(status) or (RequestRejected if status[:1] == b"4" else RequestFailed)
+        return family(status, reason)
+
+
+class RequestRejected(RequestFailed):
+    """4xx: the broker refused the request (bad description 400, forbidden 403, too large 413, over budget 429)."""
+
+
+class WorkerError(RequestFailed):
+    """500: the worker's handler raised, or returned something that cannot be sent."""
+
+
+class ServiceUnavailable(RequestFailed):
+    """503: the task could not be served (its workers kept disappearing: ``max_attempts`` reached)."""
+
+
+class RequestExpired(RequestFailed):
+    """504: the request waited in the broker's queue longer than its ``queue_timeout``."""
+
+
+_FAMILIES: dict[bytes, type[RequestFailed]] = {
+    protocol.WORKER_ERROR: WorkerError,
+    protocol.UNAVAILABLE: ServiceUnavailable,
+    protocol.EXPIRED: RequestExpired,
+}
 
 
 class ClientClosed(RuntimeError):
-    """The client was closed before the request was answered."""
+    """The client was closed, or its IO thread stopped (``__cause__`` says why), before the request was answered."""
 
 
-def as_frames(payload: Payload) -> tuple[bytes, ...]:
-    """One frame for bytes, or the given frames."""
-    if isinstance(payload, bytes | bytearray | memoryview):
+class RequestTimeout(TimeoutError):
+    """No reply within the time; the message says whether a broker ever answered at the endpoint."""
+
+
+def as_frames(payload: object, what: str = "payload") -> tuple[bytes, ...]:
+    """One frame for bytes, or the given frames; ``TypeError`` for anything else (``str`` included)."""
+    if isinstance(payload, bytes):
+        return (payload,)
+    if isinstance(payload, bytearray | memoryview):
         return (bytes(payload),)
-    return tuple(payload)
+    if isinstance(payload, str | dict) or not isinstance(payload, Sequence):
+        raise TypeError(
+            f"the {what} is a {type(payload).__name__}; it must be bytes or a sequence of bytes frames "
+            "(encode text yourself, e.g. text.encode())"
+        )
+    frames = tuple(payload)
+    for n, frame in enumerate(frames):
+        if not isinstance(frame, bytes | bytearray | memoryview):
+            raise TypeError(f"frame {n} of the {what} is a {type(frame).__name__}; frames must be bytes")
+    return tuple(bytes(frame) for frame in frames)
 
 
 def as_bytes(text: str | bytes) -> bytes:
-    """UTF-8 for text; bytes as they are."""
+    """UTF-8 for text; bytes as they are (descriptions)."""
     return text.encode() if isinstance(text, str) else text
+
+
+@attrs.frozen(slots=True)
+class _Call:
+    """Who waits for a request: its future and partial-result callback."""
+
+    future: Future[Reply]
+    on_partial: OnPartial | None
 
 
 class Client:
     """Sends requests to a broker from any thread; each caller gets its own reply.
 
-    While requests are outstanding the client heartbeats the broker every ``heartbeat_interval`` seconds. When
-    the broker answers as a new instance (it restarted) the client sends every outstanding request again;
-    when it stays silent for ``liveness`` intervals the client reconnects on a new socket and does the same.
-    Resent requests keep their ids, so a broker that still has them does not run them twice, and a reply
-    that arrives twice is delivered once. Without an ``endpoint`` the client uses ``GENERALDOMO_BROKER`` or,
-    failing that, listens for a broker's beacon (:func:`generaldomo.io.beacon.find_broker`).
+    While requests are outstanding the client heartbeats the broker every ``heartbeat_interval`` seconds,
+    asking about requests outstanding longer than ``reask_after`` (default: ``liveness`` intervals) and sending
+    again those the broker does not know. When the broker answers as a new instance (it restarted) the client
+    sends every outstanding request again; when it stays silent for ``liveness`` intervals the client
+    reconnects on a new socket and does the same. Resent requests keep their ids, so a broker that still has
+    them does not run them twice, and a reply that arrives twice is delivered once. A cancelled future, or a
+    :meth:`request` that times out, withdraws its request (CANCEL). Without an ``endpoint`` the client uses
+    ``GENERALDOMO_BROKER`` or, failing that, listens for a broker's beacon
+    (:func:`generaldomo.io.beacon.find_broker`). ``server_key`` (the broker's CURVE public key, Z85 text or 32
+    bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
     """
 
     def __init__(
@@ -99,58 +171,94 @@ class Client:
         endpoint: str | None = None,
         transport: str = "router",
         *,
-        context: zmq.Context | None = None,
+        context: zmq.Context[Any] | None = None,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         liveness: int = LIVENESS,
+        default_timeout: float | None = DEFAULT_TIMEOUT,
+        reask_after: float | None = None,
+        server_key: str | bytes | None = None,
+        keys: Keys | None = None,
     ) -> None:
-        self.endpoint = find_broker(transport, endpoint)
-        self.transport = transport
+        self.transport = Transport.of(transport)
+        self.endpoint = find_broker(self.transport, endpoint)
         self.context = context or zmq.Context.instance()
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
-        self.replies_dropped = 0
-        self.resent = 0
-        self.reconnects = 0
-        self._connection = connect(self.endpoint, transport, self.context)
+        self.default_timeout = default_timeout
+        settings = PeerSettings(heartbeat_interval, liveness)
+        self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
+        self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
-        self._waiting: dict[bytes, tuple[Future[Reply], list[bytes], float, OnPartial | None]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the session, and the link while it reconnects
         self._closed = False
+        self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
+
+    @property
+    def replies_dropped(self) -> int:
+        """Replies dropped: duplicates, and answers to cancelled requests."""
+        return self._session.replies_dropped
+
+    @property
+    def answers_repeated(self) -> int:
+        """Kept answers the broker sent again for a re-ask that crossed the first (not duplicates)."""
+        return self._session.answers_repeated
+
+    @property
+    def resent(self) -> int:
+        """Requests sent again (broker restarts, reconnects, ids the broker did not know)."""
+        return self._session.resent
+
+    @property
+    def reconnects(self) -> int:
+        """New sockets made after the broker went silent."""
+        return self._link.reconnects
 
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None
     ) -> Future[Reply]:
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
-        ``on_partial`` is called with each partial result (a :class:`Reply` with ``partial=True``) that a
-        streaming worker sends before the final one; it runs on the client's IO thread, so keep it short.
+        ``payload`` is bytes (one frame) or a sequence of bytes frames; anything else, ``str`` included, raises
+        ``TypeError`` here, before anything is sent. ``on_partial`` is called with each partial result (a
+        :class:`Reply` with ``partial=True``) that a streaming worker sends before the final one; it runs on the
+        client's IO thread, so keep it short. Cancelling the future withdraws the request.
         """
+        body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
-        frames = protocol.gdp_request(request_id, as_bytes(description), as_frames(payload))
         future: Future[Reply] = Future()
+        now = time.monotonic()
         with self._lock:
             if self._closed:
-                raise ClientClosed("the client is closed")
-            self._waiting[request_id] = (future, frames, time.monotonic(), on_partial)
-        future.add_done_callback(lambda done: self._forget(request_id) if done.cancelled() else None)
-        self._connection.send(frames)
+                raise self._closed_error()
+            idle = not self._session.outstanding
+            frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
+        future.add_done_callback(lambda done: self._cancel(request_id) if done.cancelled() else None)
+        self._link.send(frames)
+        if idle:
+            self._link.wake()  # the IO thread starts heartbeating
         return future
 
-    def _forget(self, request_id: bytes) -> None:
-        with self._lock:
-            self._waiting.pop(request_id, None)
+    def request(
+        self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT
+    ) -> Reply:
+        """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit).
 
-    def request(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Reply:
-        """Send a request and wait up to ``timeout`` seconds for its reply (raises ``TimeoutError``)."""
+        Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request; an interrupted
+        wait (Ctrl-C) withdraws it too."""
+        wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         future = self.submit(description, payload)
         try:
-            return future.result(timeout)
+            return future.result(wait)
         except TimeoutError:
+            if not future.cancel() and future.done():  # the reply came just now
+                return future.result()
+            raise RequestTimeout(self._timeout_message(description, wait)) from None
+        except BaseException:
             future.cancel()
-            raise TimeoutError(f"no reply to {description!r} within {timeout} s") from None
+            raise
 
     def stream(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Iterator[Reply]:
         """Send a request and yield its partial results as they come, then the final :class:`Reply`.
@@ -165,18 +273,22 @@ class Client:
                 yield item
         except queue.Empty:
             future.cancel()
-            raise TimeoutError(f"nothing from {description!r} for {timeout} s") from None
+            raise RequestTimeout(f"nothing from {description!r} for {timeout} s") from None
+        finally:
+            future.cancel()  # the caller stopped reading (or a timeout): withdraw the request, if still open
         yield future.result()
 
     def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
         """The broker's status report (``mmi.status``): broker, services and workers."""
-        return json.loads(self.request("mmi.status", [], timeout).payload)
+        report: dict[str, Any] = json.loads(self.request("mmi.status", [], timeout).payload)
+        return report
 
     def flow(self, service: str, timeout: float | None = 10.0, **limits: float | int | None) -> dict[str, Any]:
         """Read the flow limits of ``service`` or, given ``rate``, ``burst`` and/or ``concurrency``, change them
         (None lifts a limit). Returns the limits now in force (``mmi.flow``)."""
         body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
-        return json.loads(self.request("mmi.flow", body, timeout).payload)
+        answer: dict[str, Any] = json.loads(self.request("mmi.flow", body, timeout).payload)
+        return answer
 
     def close(self) -> None:
         """Stop the IO thread; requests still waiting fail with :class:`ClientClosed`."""
@@ -184,13 +296,8 @@ class Client:
             if self._closed:
                 return
             self._closed = True
-        self._connection.wake()
+        self._link.wake()
         self._thread.join()
-        with self._lock:
-            waiting, self._waiting = self._waiting, {}
-        for future, *_ in waiting.values():
-            with contextlib.suppress(InvalidStateError):
-                future.set_exception(ClientClosed("the client was closed before the reply came"))
 
     def __enter__(self) -> Client:
         return self
@@ -198,95 +305,97 @@ class Client:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _cancel(self, request_id: bytes) -> None:
+        with self._lock:
+            actions = self._session.cancel(request_id)
+        for action in actions:
+            if isinstance(action, Send):
+                self._link.send(action.frames)
+
+    def _closed_error(self) -> ClientClosed:
+        if self._cause is None:
+            return ClientClosed("the client is closed")
+        error = ClientClosed(f"the client's IO thread stopped: {self._cause!r}")
+        error.__cause__ = self._cause
+        return error
+
+    def _timeout_message(self, description: str | bytes, timeout: float | None) -> str:
+        message = f"no reply to {description!r} within {timeout} s"
+        if self._session.instance is not None:
+            return message
+        other = next(t for t in Transport if t is not self.transport)
+        return (
+            f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport "
+            f"(is one running there? does it serve the {other} transport instead?)"
+        )
+
     # ---------------------------------------------------------------------------------------- IO thread
 
     def _run(self) -> None:
-        clock = time.monotonic
-        expiry = self.heartbeat_interval * self.liveness
-        instance: bytes | None = None
-        next_heartbeat = clock()
-        silent_since: float | None = None  # when the broker last spoke while we waited for it
-        poller = self._connection.adopt()
         try:
-            while not self._closed:
-                connection = self._connection
-                if connection.backlogged:
-                    timeout = 0.01
-                elif self._waiting:
-                    timeout = min(1.0, max(0.0, next_heartbeat - clock()))
-                else:
-                    timeout = 1.0  # idle: nothing to heartbeat for; close() wakes the poll
-                poller.poll(timeout * 1000)
-                connection.flush()
-                heard = False
-                while (frames := connection.recv()) is not None:
-                    heard = True
-                    announced = protocol.parse_broker_instance(frames)
-                    if announced is None:
-                        self._on_reply(frames)
-                    elif announced != instance:
-                        if instance is not None:
-                            log.warning("the broker restarted; sending %d requests again", len(self._waiting))
-                            self._resend()
-                        instance = announced
-                now = clock()
-                if not self._waiting:
-                    silent_since = None
-                    continue
-                if heard or silent_since is None:
-                    silent_since = now
-                elif now - silent_since > expiry:
-                    log.warning("broker silent for %.1f s; reconnecting to %s", now - silent_since, self.endpoint)
-                    poller = self._reconnect()
-                    self._resend()
-                    silent_since = now
-                if now >= next_heartbeat:
-                    self._connection.send(protocol.gdp_client_heartbeat())
-                    next_heartbeat = now + self.heartbeat_interval
+            self._link.adopt()
+            self._serve()
+        except BaseException as error:  # anything: the callers must hear of it
+            log.exception("the client's IO thread stopped")
+            self._cause = error
         finally:
-            self._connection.close()
+            self._shut()
 
-    def _on_partial(self, request_id: bytes, body: tuple[bytes, ...]) -> None:
-        with self._lock:
-            entry = self._waiting.get(request_id)
-        if entry is None or entry[3] is None:
-            return
-        try:
-            entry[3](Reply(body, sent=entry[2], received=time.monotonic(), partial=True))
-        except Exception:  # a faulty callback must not stop the IO thread
-            log.exception("on_partial callback failed")
+    def _serve(self) -> None:
+        link, session, clock = self._link, self._session, time.monotonic
+        while not self._closed:
+            with self._lock:
+                deadline = session.deadline()
+            link.wait(deadline, clock())
+            messages: list[list[bytes]] = []
+            while len(messages) < READ_BATCH and (frames := link.recv()) is not None:
+                messages.append(frames)
+            now = clock()
+            with self._lock:  # a reconnect under the lock: a request is in the resend, or goes to the new socket
+                actions: list[Action[_Call]] = []
+                for frames in messages:
+                    actions += session.receive(frames, now)
+                actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers them in turn
+                actions = link.perform(actions)
+            self._deliver(actions)
 
-    def _reconnect(self) -> zmq.Poller:
-        self.reconnects += 1
-        self._connection = self._connection.reopen()
-        return self._connection.adopt()
+    def _deliver(self, actions: list[Action[_Call]]) -> None:
+        """Resolve futures and call back (IO thread, no lock held). A callback's BaseException (not an
+        Exception) stops the IO thread, once the futures this round decided are resolved."""
+        fatal: BaseException | None = None
+        for action in actions:
+            if isinstance(action, Resolve):
+                self._resolve(action)
+            elif isinstance(action, Progress) and action.token.on_partial is not None and fatal is None:
+                reply = Reply(action.body, sent=action.sent, received=action.received, partial=True)
+                try:
+                    action.token.on_partial(reply)
+                except Exception:  # a faulty callback must not stop the IO thread
+                    log.exception("on_partial callback failed")
+                except BaseException as error:
+                    fatal = error
+        if fatal is not None:
+            raise fatal
 
-    def _resend(self) -> None:
-        with self._lock:
-            outstanding = [frames for _, frames, *_ in self._waiting.values()]
-        self.resent += len(outstanding)
-        for frames in outstanding:
-            self._connection.send(frames)
-
-    def _on_reply(self, frames: list[bytes]) -> None:
-        parsed = protocol.parse_client_reply(frames)
-        if parsed is None:
-            log.warning("client dropped a message that is not a generaldomo reply")
-            return
-        request_id, status, meta, body = parsed
-        if status is None:
-            self._on_partial(request_id, body)
-            return
-        with self._lock:
-            entry = self._waiting.pop(request_id, None)
-        if entry is None:
-            self.replies_dropped += 1  # a duplicate, or the answer to a cancelled request
-            return
-        future, _, sent, _ = entry
+    @staticmethod
+    def _resolve(action: Resolve[_Call]) -> None:
+        future = action.token.future
         with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
-            if status == protocol.OK:
-                queued, served = protocol.parse_timing(meta) or (None, None)
-                future.set_result(Reply(body, queued, served, sent, time.monotonic()))
+            if action.status == protocol.OK:
+                queued, served = action.timing or (None, None)
+                future.set_result(Reply(action.body, queued, served, action.sent, action.received))
             else:
-                reason = body[0].decode(errors="replace") if body else ""
-                future.set_exception(RequestFailed(status, reason))
+                reason = action.body[0].decode(errors="replace") if action.body else ""
+                future.set_exception(RequestFailed.of(action.status, reason))
+
+    def _shut(self) -> None:
+        """Close the socket; fail what is outstanding (IO thread, last)."""
+        with self._lock:
+            self._closed = True
+            failed = self._session.close("closed")
+        self._link.close(linger_ms=CLOSE_LINGER_MS)
+        for action in failed:
+            if isinstance(action, Fail):
+                error = self._closed_error() if self._cause else ClientClosed("closed before the reply came")
+                with contextlib.suppress(InvalidStateError):
+                    action.token.future.set_exception(error)

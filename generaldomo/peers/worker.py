@@ -1,43 +1,55 @@
 """The worker API: serve one service description with a handler function.
 
-This module owns the worker's side of the conversation: READY (carrying the previous result), heartbeats both
-ways, and reconnecting when the broker goes silent or says DISCONNECT. The handler runs in the serving thread,
-with no hand-over per task; while it runs, a heartbeat thread borrows the socket across a lock, so that a long
-task does not look like a dead worker. It knows nothing of how the broker matches descriptions.
+This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSession`, which owns READY
+(carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
+that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
+while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
+not look like a dead worker. The lock also guards the session. It knows nothing of how the broker matches
+descriptions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import zmq
 
 from generaldomo.io.beacon import find_broker
-from generaldomo.io.connection import Connection, connect
-from generaldomo.peers.client import as_bytes, as_frames
+from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.transport import Transport
+from generaldomo.peers.client import Keys, as_bytes, as_frames
 from generaldomo.peers.reject import Reject
 from generaldomo.sansio import protocol
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
+from generaldomo.sansio.session import Action, RunTask, WorkerSession
+from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[bytes | tuple[bytes, ...]], bytes | Sequence[bytes] | Generator[Any, None, Any]]
+Payload = bytes | tuple[bytes, ...]
+Handler = Callable[[Payload], bytes | Sequence[bytes] | Generator[Any, None, Any]]
+READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
+
+
+class WorkerStopped(RuntimeError):
+    """:meth:`Worker.serve` stopped for a reason other than :meth:`Worker.stop` (``__cause__`` says which)."""
 
 
 class Worker:
     """Serves requests matching ``description`` with ``handler``.
 
     The handler gets the request payload (``bytes`` when the request has one frame, else a tuple of frames)
-    and returns the result (``bytes`` or a sequence of frames). An exception in the handler is sent back to
-    the client as a ``500`` error reply carrying its text. A handler that is a generator streams: each value
-    it yields goes to the client at once as a partial result, and the value it returns is the final result.
-    A ``None`` endpoint is found as :func:`generaldomo.io.beacon.find_broker` says (``GENERALDOMO_BROKER``, then
-    a beacon).
+    and returns the result: ``bytes`` or a sequence of bytes frames. An exception in the handler, or a result
+    of another type (``str``, ``None``, a dict...), is sent back to the client as a ``500`` error reply saying
+    what happened, and the worker goes on. A handler that is a generator streams: each value it yields goes to
+    the client at once as a partial result, and the value it returns is the final result. A ``None``
+    endpoint is found as :func:`generaldomo.io.beacon.find_broker` says (``GENERALDOMO_BROKER``, then a
+    beacon). ``server_key`` and ``keys`` turn on CURVE, as for :class:`generaldomo.Client`.
     """
 
     def __init__(
@@ -47,33 +59,49 @@ class Worker:
         handler: Handler,
         transport: str = "router",
         *,
-        context: zmq.Context | None = None,
+        context: zmq.Context[Any] | None = None,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         liveness: int = LIVENESS,
+        server_key: str | bytes | None = None,
+        keys: Keys | None = None,
     ) -> None:
-        self.endpoint = find_broker(transport, endpoint)
+        self.transport = Transport.of(transport)
+        self.endpoint = find_broker(self.transport, endpoint)
         self.description = as_bytes(description)
         self.handler = handler
-        self.transport = transport
         self.context = context or zmq.Context.instance()
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
-        self.tasks_done = 0
-        self.reconnects = 0
-        self._connection: Connection = connect(self.endpoint, transport, self.context)
+        settings = PeerSettings(heartbeat_interval, liveness)
+        self._session = WorkerSession(self.description, settings, time.monotonic())
+        self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._stopping = threading.Event()
-        # The socket is used by the serving thread, except while that thread runs the handler: then the
-        # heartbeat thread may use it, holding this lock (a socket may move between threads across a lock).
+        # The socket (and the session) belong to the serving thread, except while it runs the handler: then
+        # the heartbeat thread may use them, holding this lock (a socket may move between threads across a lock).
         self._socket_lock = threading.Lock()
         self._busy = threading.Event()
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
-        self._said_goodbye = False
-        self._finish_task = False  # stop(finish=True): a running task's result is still sent
+        self._finish = False  # stop(finish=True): the running task's result still goes out
 
     @property
     def busy(self) -> bool:
         """True while the handler runs."""
         return self._busy.is_set()
+
+    @property
+    def registered(self) -> bool:
+        """True once the broker has answered this worker's latest READY (a heartbeat or a task came)."""
+        return self._session.heard
+
+    @property
+    def tasks_done(self) -> int:
+        """Tasks whose result went back to the broker."""
+        return self._session.tasks_done
+
+    @property
+    def reconnects(self) -> int:
+        """Times this worker registered again on a new socket (broker silent, or DISCONNECT from it)."""
+        return self._link.reconnects
 
     def stop(self, *, finish: bool = False) -> None:
         """Make :meth:`serve` return; callable from any thread or a signal handler.
@@ -82,136 +110,118 @@ class Worker:
         reissued), the result is discarded, and :meth:`serve` returns when the handler does. With
         ``finish=True`` the running task's result is sent first and the worker leaves after it; a later
         ``stop()`` cuts it short as above."""
-        self._finish_task = finish
+        self._finish = finish
         self._stopping.set()
         self._poke.set()
-        self._connection.wake()
+        self._link.wake()
 
     def serve(self) -> None:
-        """Serve until :meth:`stop`; on return the broker has been told this worker is leaving."""
+        """Serve until :meth:`stop`; on return the broker has been told this worker is leaving.
+
+        Raises :class:`WorkerStopped` if serving fails for any other reason (the socket's context was
+        terminated, a bug): it never ends silently."""
         heartbeats = threading.Thread(target=self._heartbeat_while_busy, name="generaldomo-heartbeat", daemon=True)
         self._socket_lock.acquire()
         heartbeats.start()
         try:
             self._serve()
+        except Exception as error:
+            log.exception("the worker stopped serving %r", self.description)
+            raise WorkerStopped(f"the worker stopped serving {self.description!r}: {error!r}") from error
         finally:
             self._busy.clear()
-            self._say_goodbye()
-            self._connection.close(linger_ms=500)
+            with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on
+                self._perform(self._session.stop())
+            self._link.close(linger_ms=500)
             self._socket_lock.release()
             self._poke.set()
 
-    def _say_goodbye(self) -> None:
-        """Send DISCONNECT once (caller holds the socket)."""
-        if not self._said_goodbye:
-            self._said_goodbye = True
-            self._connection.write(protocol.worker_command(protocol.Dialect.GDP, protocol.DISCONNECT))
+    def _perform(self, actions: list[Action[Any]]) -> RunTask | None:
+        """Carry out the session's actions; the task to run, if one came (the caller has the socket)."""
+        for action in self._link.perform(actions):
+            if isinstance(action, RunTask):
+                return action
+        return None
 
     def _serve(self) -> None:
-        connection = self._connect_io()
-        expiry = self.heartbeat_interval * self.liveness
-        clock = time.monotonic
-        heard = clock()
-        next_heartbeat = heard + self.heartbeat_interval
+        link, session, clock = self._link, self._session, time.monotonic
+        link.adopt()
+        self._perform(session.start())
         while not self._stopping.is_set():
-            timeout = 0.01 if connection.backlogged else max(0.0, next_heartbeat - clock())
-            self._poller.poll(timeout * 1000)
-            connection.flush()
-            task = None
-            while (frames := connection.recv()) is not None:
-                heard = clock()
-                command, args = self._on_message(frames)
-                if command == protocol.DISCONNECT:
-                    log.info("broker sent DISCONNECT; registering again")
-                    connection = self._reconnect()
-                    task = None
-                    break
-                if command == protocol.REQUEST:
-                    if task is not None:
-                        log.warning("broker sent a task while another waits; ignored")
-                    else:
-                        task = args
+            link.wait(session.deadline(), clock())
+            task = self._read()
             if task is not None:
                 self._run(task)
-                heard = clock()  # the broker's heartbeats are read now
-                continue
-            now = clock()
-            if now - heard > expiry:
-                log.warning("broker silent for %.1f s; reconnecting to %s", now - heard, self.endpoint)
-                connection = self._reconnect()
-                heard = now
-            if now >= next_heartbeat and not connection.backlogged:  # no heartbeats pile up for a gone broker
-                connection.send(protocol.worker_command(protocol.Dialect.GDP, protocol.HEARTBEAT))
-                next_heartbeat = now + self.heartbeat_interval
+            else:
+                self._perform(session.tick(clock(), link.backlogged))
 
-    def _connect_io(self) -> Connection:
-        self._poller = self._connection.adopt()
-        self._connection.send(protocol.gdp_ready(self.description))
-        return self._connection
+    def _read(self) -> RunTask | None:
+        """Feed the session what arrived, up to the first task (the rest is read after it)."""
+        for _ in range(READ_BATCH):
+            frames = self._link.recv()
+            if frames is None:
+                break
+            task = self._perform(self._session.receive(frames, time.monotonic()))
+            if task is not None:
+                return task
+        return None
 
-    def _reconnect(self) -> Connection:
-        self.reconnects += 1
-        self._connection = self._connection.reopen()
-        return self._connect_io()
-
-    def _on_message(self, frames: list[bytes]) -> tuple[str | None, tuple[bytes, ...]]:
-        parsed = protocol.parse_worker_command(frames)
-        if parsed is None:
-            log.warning("worker dropped a message that is not a generaldomo worker command")
-            return None, ()
-        return parsed
-
-    def _run(self, args: tuple[bytes, ...]) -> None:
-        """Run the handler on one task with the socket released to the heartbeat thread; send the result."""
-        task_id, _description, *body = args
-        payload = body[0] if len(body) == 1 else tuple(body)
+    def _run(self, task: RunTask) -> None:
+        """Run the handler with the socket lent to the heartbeat thread; send the result."""
+        payload = task.body[0] if len(task.body) == 1 else task.body
         self._busy.set()
         self._socket_lock.release()
         try:
-            status, result = self._call(task_id, payload)
+            status, result = self._call(payload)
         finally:
             self._socket_lock.acquire()
             self._busy.clear()
-        self.tasks_done += 1
-        if not self._stopping.is_set() or self._finish_task:
-            self._connection.write(protocol.gdp_ready(self.description, (task_id, status, result)))
+        if self._stopping.is_set():  # told to stop meanwhile: drop the result, or send it, then leave
+            self._perform(self._session.stop(self._finish))
+        self._perform(self._session.finish(status, result, time.monotonic()))
 
-    def _call(self, task_id: bytes, payload: bytes | tuple[bytes, ...]) -> tuple[bytes, tuple[bytes, ...]]:
+    def _call(self, payload: Payload) -> tuple[bytes, tuple[bytes, ...]]:
         """The handler's ``(status, result frames)``; a generator's yields go out as partial results."""
         try:
             result = self.handler(payload)
             if inspect.isgenerator(result):
-                result = self._stream(task_id, result)
-            return protocol.OK, as_frames(result)
+                result = self._stream(result)
+            return protocol.OK, as_frames(result, "handler's result")
         except Reject as rejected:  # the handler chose the status
             return rejected.status_bytes, (rejected.reason.encode(),)
         except Exception as error:  # the client gets the error; the worker goes on
             log.exception("handler failed")
             return protocol.WORKER_ERROR, (f"{type(error).__name__}: {error}".encode(),)
 
-    def _stream(self, task_id: bytes, parts: Generator[Any, None, Any]) -> Any:
+    def _stream(self, parts: Generator[Any, Any, Any]) -> Any:
         """Send each value a generator handler yields as a partial result; its return value is the result."""
-        while True:
-            try:
-                part = next(parts)
-            except StopIteration as done:
-                return () if done.value is None else done.value
-            with self._socket_lock:
-                self._connection.write(protocol.gdp_partial(task_id, as_frames(part)))
+        with contextlib.closing(parts):
+            while True:
+                try:
+                    part = next(parts)
+                except StopIteration as done:
+                    return () if done.value is None else done.value
+                frames = as_frames(part, "handler's partial result")
+                with self._socket_lock:
+                    self._perform(self._session.partial(frames))
 
     def _heartbeat_while_busy(self) -> None:
         """While the handler runs, heartbeat the broker; on stop, tell it at once that this worker leaves."""
         while True:
-            self._poke.wait(self.heartbeat_interval)
+            self._poke.wait(self._beat_wait())
             self._poke.clear()
-            if not self._busy.is_set():
-                if self._stopping.is_set() and not self.busy:
+            if not self.busy:
+                if self._stopping.is_set():
                     return
                 continue
             with self._socket_lock:
-                if not self._busy.is_set():  # the handler finished meanwhile; the serving thread has the socket
+                if not self.busy:  # the handler finished meanwhile; the serving thread has the socket
                     continue
-                if self._stopping.is_set() and not self._finish_task:
-                    self._say_goodbye()
-                else:
-                    self._connection.write(protocol.worker_command(protocol.Dialect.GDP, protocol.HEARTBEAT))
+                leaving = self._session.stop(self._finish) if self._stopping.is_set() else []
+                self._perform([*leaving, *self._session.tick(time.monotonic())])
+
+    def _beat_wait(self) -> float:
+        """Seconds until the heartbeat thread has something to do (a heartbeat due while the handler runs)."""
+        if not self.busy or self._session.deadline() is None:
+            return self.heartbeat_interval  # stop() and the end of serve() poke it
+        return max(self._session.pulse.due - time.monotonic(), 0.001)

@@ -24,6 +24,16 @@ from generaldomo.sansio.events import (
     WorkerReady,
     WorkerReply,
 )
+from generaldomo.sansio.peer_events import (
+    BrokerDisconnect,
+    BrokerHeartbeat,
+    FinalReply,
+    HeartbeatAnswer,
+    PartialReply,
+    TaskRequest,
+    ToClient,
+    ToWorker,
+)
 
 _TIMING = struct.Struct(">dd")
 GDP_CLIENT: Final = b"GDPC01"
@@ -232,16 +242,28 @@ def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[byt
 
 # ------------------------------------------------------------------------------ the generaldomo peers' side
 
+MAX_ASKED: Final = 64  # request ids one client HEARTBEAT may ask about
+CANCEL_BYTE: Final = b"\x05"  # a GDP client's CANCEL (no other dialect has one)
+_FINAL_BYTE = _byte(Dialect.GDP, FINAL, False)
+_PARTIAL_BYTE = _byte(Dialect.GDP, PARTIAL, False)
+_HEARTBEAT_BYTE = _byte(Dialect.GDP, HEARTBEAT, False)
+
 
 def gdp_request(request_id: bytes, description: bytes, body: Sequence[bytes]) -> list[bytes]:
     """Frames a generaldomo client sends to ask for a task."""
     return [GDP_CLIENT, _byte(Dialect.GDP, REQUEST, False), request_id, description, *body]
 
 
-def gdp_client_heartbeat(instance: bytes | None = None) -> list[bytes]:
-    """A generaldomo client's HEARTBEAT (no instance) or the broker's answer naming its instance."""
+def gdp_client_heartbeat(instance: bytes | None = None, ids: Sequence[bytes] = ()) -> list[bytes]:
+    """A HEARTBEAT: a client's (no instance), asking about ``ids``; or the broker's answer naming its instance
+    and, in ``ids``, the asked request ids it does not know."""
     frames = [GDP_CLIENT, _byte(Dialect.GDP, HEARTBEAT, False)]
-    return frames if instance is None else [*frames, instance]
+    return [*frames, *ids] if instance is None else [*frames, instance, *ids]
+
+
+def gdp_cancel(request_id: bytes) -> list[bytes]:
+    """Frames of a generaldomo client's CANCEL: it no longer wants the answer to ``request_id``."""
+    return [GDP_CLIENT, CANCEL_BYTE, request_id]
 
 
 def gdp_ready(description: bytes, result: tuple[bytes, bytes, Sequence[bytes]] | None = None) -> list[bytes]:
@@ -258,41 +280,70 @@ def gdp_partial(task_id: bytes, body: Sequence[bytes]) -> list[bytes]:
     return [GDP_WORKER, _byte(Dialect.GDP, PARTIAL, True), task_id, *body]
 
 
+def gdp_worker_command(command: str) -> list[bytes]:
+    """Frames of a generaldomo worker's HEARTBEAT or DISCONNECT."""
+    return worker_command(Dialect.GDP, command)
+
+
+def read_client_message(frames: Sequence[bytes]) -> ToClient:
+    """What a broker message to a generaldomo client says; never raises."""
+    if len(frames) < 3 or frames[0] != GDP_CLIENT:
+        return Malformed("not a generaldomo client message")
+    command = frames[1]
+    if command == _FINAL_BYTE and len(frames) >= 5:
+        return FinalReply(frames[2], frames[3], frames[4], tuple(frames[5:]))
+    if command == _PARTIAL_BYTE:
+        return PartialReply(frames[2], tuple(frames[3:]))
+    if command == _HEARTBEAT_BYTE:
+        return HeartbeatAnswer(frames[2], tuple(frames[3 : 3 + MAX_ASKED]))
+    return Malformed(f"unknown generaldomo client command {bytes(command[:4])!r}")
+
+
+_WORKER_READS: Final[dict[str, ToWorker]] = {HEARTBEAT: BrokerHeartbeat(), DISCONNECT: BrokerDisconnect()}
+
+
+def read_worker_message(frames: Sequence[bytes]) -> ToWorker:
+    """What a broker message to a generaldomo worker says; never raises."""
+    if len(frames) < 2 or frames[0] != GDP_WORKER:
+        return Malformed("not a generaldomo worker message")
+    command = _WORKER_NAMES[Dialect.GDP].get(frames[1])
+    if command == REQUEST:
+        if len(frames) < 4:
+            return Malformed("generaldomo REQUEST without a task id and a description")
+        return TaskRequest(frames[2], frames[3], tuple(frames[4:]))
+    known = _WORKER_READS.get(command or "")
+    return known if known is not None else Malformed(f"unexpected generaldomo worker command {command}")
+
+
+# The tuple forms the broker's tests and benchmarks read (peers use the two readers above).
+
+
 def parse_client_reply(
     frames: Sequence[bytes],
 ) -> tuple[bytes, bytes | None, bytes, tuple[bytes, ...]] | None:
-    """``(request_id, status, timing, body)`` of a broker reply to a generaldomo client.
-
-    A partial reply has status None and an empty timing frame. Returns None for anything else (see
-    :func:`parse_broker_instance` for heartbeat answers).
-    """
-    if len(frames) < 3 or frames[0] != GDP_CLIENT:
-        return None
-    command = frames[1]
-    if command == _byte(Dialect.GDP, FINAL, False) and len(frames) >= 5:
-        return frames[2], frames[3], frames[4], tuple(frames[5:])
-    if command == _byte(Dialect.GDP, PARTIAL, False):
-        return frames[2], None, b"", tuple(frames[3:])
+    """``(request_id, status, timing, body)`` of a reply to a generaldomo client (status None: partial)."""
+    message = read_client_message(frames)
+    if isinstance(message, FinalReply):
+        return message.request_id, message.status, message.timing, message.body
+    if isinstance(message, PartialReply):
+        return message.request_id, None, b"", message.body
     return None
 
 
 def parse_broker_instance(frames: Sequence[bytes]) -> bytes | None:
     """The broker instance named by its answer to a client HEARTBEAT, or None if the frames are not one."""
-    if len(frames) == 3 and frames[0] == GDP_CLIENT and frames[1] == _byte(Dialect.GDP, HEARTBEAT, False):
-        return frames[2]
-    return None
+    message = read_client_message(frames)
+    return message.instance if isinstance(message, HeartbeatAnswer) else None
 
 
 def parse_worker_command(frames: Sequence[bytes]) -> tuple[str, tuple[bytes, ...]] | None:
     """``(command, arguments)`` of a broker message to a generaldomo worker, or None if it is not one."""
-    if len(frames) < 2 or frames[0] != GDP_WORKER:
+    message = read_worker_message(frames)
+    if isinstance(message, TaskRequest):
+        return REQUEST, (message.task_id, message.description, *message.body)
+    if isinstance(message, Malformed):
         return None
-    command = _WORKER_NAMES[Dialect.GDP].get(frames[1])
-    if command not in (REQUEST, HEARTBEAT, DISCONNECT):
-        return None
-    if command == REQUEST and len(frames) < 4:
-        return None
-    return command, tuple(frames[2:])
+    return (HEARTBEAT if isinstance(message, BrokerHeartbeat) else DISCONNECT), ()
 
 
 # --------------------------------------------------------------------- MDP/0.1 client side (used by the bridge)

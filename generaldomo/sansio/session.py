@@ -1,0 +1,430 @@
+"""A peer's side of its relation with the broker, without IO: the client's and the worker's session.
+
+Rules:
+- A session is fed what arrives (``receive(frames, now)``), the passing of time (``tick(now)``) and what its
+  user does (a client submits and cancels; a worker finishes a task or stops). Each call returns the actions
+  for its IO shell to carry out in order: :class:`Send` these frames; :class:`Reconnect` (a new socket to the
+  same endpoint; later Sends go to it); and for the user: :class:`Resolve`, :class:`Progress` or
+  :class:`Fail` a client's request, :class:`RunTask` in a worker.
+- Both peers keep a :class:`Pulse`: a heartbeat every interval (a shell may hold them back while its socket
+  is backlogged; the worker does, so they do not pile up for a gone broker), and the broker presumed gone
+  after ``liveness`` intervals unheard, counted while the peer ticks (a paused peer did not listen: the
+  silence counts from when it ticks again).
+- Client: a request is outstanding from submit to its final reply, which is resolved once; a later reply
+  with its id is dropped and counted. Outstanding requests are sent again, with their ids, only when the
+  broker answers as a new instance, after a reconnect (silence while requests are outstanding), or when the
+  broker says it does not know one that it was asked about after it was last sent. Each heartbeat asks about
+  the requests outstanding longer than the re-ask age since last sent or asked about, oldest first, 64 per
+  heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). The broker answers an asked
+  id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
+  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL).
+- Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
+  time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY; while it runs only
+  heartbeats and partial results go out and silence is not held against the broker (the shell reads its
+  messages after the task); once stopped, one DISCONNECT and nothing more. Stopping mid-task drops the
+  result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
+
+It knows nothing of sockets, threads, clocks or futures: times are given, a request's caller is an opaque
+token handed back in the actions about it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from generaldomo.sansio import protocol
+from generaldomo.sansio.events import Malformed
+from generaldomo.sansio.peer_events import (
+    BrokerDisconnect,
+    BrokerHeartbeat,
+    FinalReply,
+    HeartbeatAnswer,
+    PartialReply,
+    TaskRequest,
+)
+from generaldomo.sansio.settings import PeerSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+LOG_EVERY = 10.0  # seconds between two log lines about dropped messages
+DEFAULT_SETTINGS = PeerSettings()
+ASKING_HEARTBEATS = 16  # heartbeats one tick may send to ask about old requests, 64 ids each
+REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
+
+
+@attrs.frozen(slots=True)
+class Send:
+    """Send these frames to the broker."""
+
+    frames: Sequence[bytes]
+
+
+@attrs.frozen(slots=True)
+class Reconnect:
+    """Close the socket and connect a new one to the same endpoint; ``reason`` is for the log."""
+
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class Resolve(Generic[T]):
+    """A request's final reply: status ``b"200"`` or an error; ``timing`` is ``(queued, served)`` if given."""
+
+    request_id: bytes
+    token: T
+    status: bytes
+    timing: tuple[float, float] | None
+    body: tuple[bytes, ...]
+    sent: float
+    received: float
+
+
+@attrs.frozen(slots=True)
+class Progress(Generic[T]):
+    """A partial result of an outstanding request."""
+
+    request_id: bytes
+    token: T
+    body: tuple[bytes, ...]
+    sent: float
+    received: float
+
+
+@attrs.frozen(slots=True)
+class Fail(Generic[T]):
+    """A request that will get no reply (the session was closed)."""
+
+    request_id: bytes
+    token: T
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class RunTask:
+    """A worker's task to run now; report its result with :meth:`WorkerSession.finish`."""
+
+    task_id: bytes
+    description: bytes
+    body: tuple[bytes, ...]
+
+
+Action = Send | Reconnect | Resolve[T] | Progress[T] | Fail[T] | RunTask
+
+
+class Pulse:
+    """Heartbeats every ``heartbeat_interval``; the broker presumed gone after ``expiry`` seconds unheard."""
+
+    def __init__(self, settings: PeerSettings, now: float) -> None:
+        self.interval = settings.heartbeat_interval
+        self.expiry = settings.expiry
+        self.heard = now
+        self.due = now  # the next heartbeat
+        self.looked = now  # the last time silence was looked at
+
+    def restart(self, now: float) -> None:
+        """Count silence from ``now``: after a reconnect, or a time in which nobody listened."""
+        self.heard = now
+
+    def beat(self, now: float, backlogged: bool) -> bool:
+        """True (and the next one scheduled) when a heartbeat should go out now."""
+        if now < self.due or backlogged:
+            return False
+        self.due = now + self.interval
+        return True
+
+    def silence(self, now: float) -> float | None:
+        """Seconds the broker has been silent, if that is longer than the expiry. If this is asked more than
+        the expiry after the last time, this peer was not running (paused, suspended), not listening: the
+        broker's silence counts from now (what it sent meanwhile waits in the socket)."""
+        if now - self.looked > self.expiry:
+            self.heard = now
+        self.looked = now
+        quiet = now - self.heard
+        return quiet if quiet > self.expiry else None
+
+    def deadline(self) -> float:
+        """When the next tick has something to do."""
+        return min(self.due, self.heard + self.expiry)
+
+
+class _Drops:
+    """Counts dropped messages and logs them, at most one line per :data:`LOG_EVERY` seconds."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.count = 0
+        self._quiet_until = float("-inf")
+        self._unlogged = 0
+
+    def drop(self, reason: str, now: float) -> None:
+        self.count += 1
+        if now < self._quiet_until:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more since the last line)" if self._unlogged else ""
+        log.warning("%s dropped a message: %s%s", self.what, reason, more)
+        self._quiet_until, self._unlogged = now + LOG_EVERY, 0
+
+
+@attrs.define(slots=True)
+class _Outstanding(Generic[T]):
+    frames: list[bytes]
+    token: T
+    sent: float  # first sent, for the caller's timeline
+    touched: float  # last sent or asked about
+    sent_seq: int  # order of the last send among this session's requests and heartbeats
+    asked_seq: int = -1
+
+
+class ClientSession(Generic[T]):
+    """One client's requests and its view of the broker; see the module docstring."""
+
+    def __init__(
+        self, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, reask_after: float | None = None
+    ) -> None:
+        self.pulse = Pulse(settings, now)
+        self.reask_after = settings.expiry if reask_after is None else reask_after
+        self.instance: bytes | None = None  # the broker's, once it answered a heartbeat
+        self.outstanding: dict[bytes, _Outstanding[T]] = {}  # ordered by when last sent or asked about
+        self.replies_dropped = 0
+        self.answers_repeated = 0  # kept answers the broker sent again for a re-ask that crossed the reply
+        self._asked_and_answered: dict[bytes, None] = {}  # the latest such ids, oldest first
+        self.resent = 0
+        self.asked = 0
+        self.drops = _Drops("client")
+        self._seq = 0
+        self._handlers: dict[type, Callable[[Any, float], list[Action[T]]]] = {
+            FinalReply: self._on_final,
+            PartialReply: self._on_partial,
+            HeartbeatAnswer: self._on_heartbeat,
+            Malformed: self._on_malformed,
+        }
+
+    def submit(self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float) -> list[bytes]:
+        """Make a request outstanding; returns its frames, to be sent."""
+        if request_id in self.outstanding:
+            raise ValueError(f"request id {request_id.hex()} is outstanding already")
+        if not self.outstanding:
+            self.pulse.restart(now)  # nobody listened while nothing was asked
+        frames = protocol.gdp_request(request_id, description, body)
+        self._seq += 1
+        self.outstanding[request_id] = _Outstanding(frames, token, now, now, self._seq)
+        return frames
+
+    def cancel(self, request_id: bytes) -> list[Action[T]]:
+        """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding)."""
+        if self.outstanding.pop(request_id, None) is None:
+            return []
+        return [Send(protocol.gdp_cancel(request_id))]
+
+    def receive(self, frames: Sequence[bytes], now: float) -> list[Action[T]]:
+        """Act on a message from the broker."""
+        self.pulse.restart(now)
+        message = protocol.read_client_message(frames)
+        return self._handlers[type(message)](message, now)
+
+    def tick(self, now: float, backlogged: bool = False) -> list[Action[T]]:
+        """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle."""
+        if not self.outstanding:
+            return []
+        quiet = self.pulse.silence(now)
+        if quiet is not None:
+            self.pulse.restart(now)
+            return [Reconnect(f"broker silent for {quiet:.1f} s"), *self._resend_all(now)]
+        if not self.pulse.beat(now, backlogged):
+            return []
+        asked = self._ask(now)
+        batches = [asked[n : n + protocol.MAX_ASKED] for n in range(0, len(asked), protocol.MAX_ASKED)] or [[]]
+        return [Send(protocol.gdp_client_heartbeat(ids=batch)) for batch in batches]
+
+    def deadline(self) -> float | None:
+        """When :meth:`tick` next has something to do; None while nothing is outstanding."""
+        return self.pulse.deadline() if self.outstanding else None
+
+    def close(self, reason: str) -> list[Action[T]]:
+        """Fail every outstanding request."""
+        failed: list[Action[T]] = [Fail(rid, entry.token, reason) for rid, entry in self.outstanding.items()]
+        self.outstanding.clear()
+        return failed
+
+    def _on_final(self, message: FinalReply, now: float) -> list[Action[T]]:
+        entry = self.outstanding.pop(message.request_id, None)
+        if entry is None:
+            if message.request_id in self._asked_and_answered:
+                self.answers_repeated += 1
+            else:
+                self.replies_dropped += 1  # a duplicate, or the answer to a cancelled request
+            return []
+        if entry.asked_seq >= 0:  # a heartbeat asking about it may be on its way: its answer is no duplicate
+            self._asked_and_answered[message.request_id] = None
+            if len(self._asked_and_answered) > REMEMBER_ASKED:
+                del self._asked_and_answered[next(iter(self._asked_and_answered))]
+        timing = protocol.parse_timing(message.timing)
+        return [Resolve(message.request_id, entry.token, message.status, timing, message.body, entry.sent, now)]
+
+    def _on_partial(self, message: PartialReply, now: float) -> list[Action[T]]:
+        entry = self.outstanding.get(message.request_id)
+        if entry is None:
+            return []
+        return [Progress(message.request_id, entry.token, message.body, entry.sent, now)]
+
+    def _on_heartbeat(self, message: HeartbeatAnswer, now: float) -> list[Action[T]]:
+        previous, self.instance = self.instance, message.instance
+        if previous is not None and previous != message.instance:
+            log.warning("the broker restarted; sending %d requests again", len(self.outstanding))
+            return self._resend_all(now)
+        resent: list[Action[T]] = []
+        for request_id in message.unknown:
+            entry = self.outstanding.get(request_id)
+            if entry is not None and entry.asked_seq > entry.sent_seq:  # not sent again since asked about
+                resent.append(self._resend(request_id, entry, now))
+        return resent
+
+    def _on_malformed(self, message: Malformed, now: float) -> list[Action[T]]:
+        self.drops.drop(message.reason, now)
+        return []
+
+    def _ask(self, now: float) -> list[bytes]:
+        horizon = now - self.reask_after
+        asked: list[bytes] = []
+        for request_id, entry in self.outstanding.items():
+            if entry.touched > horizon or len(asked) == protocol.MAX_ASKED * ASKING_HEARTBEATS:
+                break
+            asked.append(request_id)
+        self._seq += 1
+        for request_id in asked:
+            entry = self.outstanding.pop(request_id)
+            entry.touched, entry.asked_seq = now, self._seq
+            self.outstanding[request_id] = entry
+        self.asked += len(asked)
+        return asked
+
+    def _resend_all(self, now: float) -> list[Action[T]]:
+        return [self._resend(rid, entry, now) for rid, entry in list(self.outstanding.items())]
+
+    def _resend(self, request_id: bytes, entry: _Outstanding[T], now: float) -> Send:
+        self._seq += 1
+        entry.touched, entry.sent_seq = now, self._seq
+        del self.outstanding[request_id]
+        self.outstanding[request_id] = entry  # order by when last sent
+        self.resent += 1
+        return Send(entry.frames)
+
+
+class WorkerState(enum.Enum):
+    READY = "ready"  # registered, or registering: waiting for a task
+    BUSY = "busy"  # a task runs
+    LEAVING = "leaving"  # a task runs; its result goes out, then DISCONNECT
+    STOPPED = "stopped"  # said DISCONNECT; sends nothing more
+
+
+# (state, what happens) -> the next state. What is not listed leaves the state as it is and, for a task
+# or a result, is ignored.
+WORKER_TRANSITIONS: dict[tuple[WorkerState, str], WorkerState] = {
+    (WorkerState.READY, "task"): WorkerState.BUSY,
+    (WorkerState.BUSY, "finish"): WorkerState.READY,
+    (WorkerState.READY, "stop"): WorkerState.STOPPED,
+    (WorkerState.BUSY, "stop"): WorkerState.STOPPED,
+    (WorkerState.LEAVING, "stop"): WorkerState.STOPPED,
+    (WorkerState.READY, "stop after the task"): WorkerState.STOPPED,
+    (WorkerState.BUSY, "stop after the task"): WorkerState.LEAVING,
+    (WorkerState.LEAVING, "finish"): WorkerState.STOPPED,
+}
+RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
+
+
+class WorkerSession:
+    """One worker's registration with the broker; see the module docstring."""
+
+    def __init__(self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0) -> None:
+        self.description = description
+        self.pulse = Pulse(settings, now)
+        self.pulse.beat(now, backlogged=False)  # READY goes out first; the first heartbeat an interval later
+        self.state = WorkerState.READY
+        self.heard = False  # the broker has spoken since this worker last registered
+        self.task_id: bytes | None = None
+        self.tasks_done = 0
+        self.drops = _Drops("worker")
+
+    def _move(self, happening: str) -> bool:
+        """Apply the transition table; False if ``happening`` does not apply in this state."""
+        following = WORKER_TRANSITIONS.get((self.state, happening))
+        if following is None:
+            return False
+        self.state = following
+        return True
+
+    def start(self) -> list[Action[Any]]:
+        """READY, to register."""
+        return [Send(protocol.gdp_ready(self.description))]
+
+    def receive(self, frames: Sequence[bytes], now: float) -> list[Action[Any]]:
+        """Act on a message from the broker."""
+        self.pulse.restart(now)
+        message = protocol.read_worker_message(frames)
+        self.heard = self.heard or isinstance(message, TaskRequest | BrokerHeartbeat)
+        if isinstance(message, TaskRequest):
+            if not self._move("task"):
+                self.drops.drop(f"a task while {self.state.value}", now)
+                return []
+            self.task_id = message.task_id
+            return [RunTask(message.task_id, message.description, message.body)]
+        if isinstance(message, BrokerDisconnect) and self.state is not WorkerState.STOPPED:
+            return self._register_again("broker sent DISCONNECT", now)
+        if isinstance(message, Malformed):
+            self.drops.drop(message.reason, now)
+        return []  # a heartbeat: heard; a DISCONNECT once stopped: nothing to do
+
+    def tick(self, now: float, backlogged: bool = False) -> list[Action[Any]]:
+        """Heartbeat, or register again after a silence, as the time says."""
+        if self.state is WorkerState.STOPPED:
+            return []
+        quiet = self.pulse.silence(now) if self.state is WorkerState.READY else None
+        if quiet is not None:
+            return self._register_again(f"broker silent for {quiet:.1f} s", now)
+        if self.pulse.beat(now, backlogged):
+            return [Send(protocol.gdp_worker_command(protocol.HEARTBEAT))]
+        return []
+
+    def partial(self, body: Sequence[bytes]) -> list[Action[Any]]:
+        """A partial result of the running task (nothing once stopped)."""
+        if self.state not in RUNNING or self.task_id is None:
+            return []
+        return [Send(protocol.gdp_partial(self.task_id, body))]
+
+    def finish(self, status: bytes, body: Sequence[bytes], now: float) -> list[Action[Any]]:
+        """The running task's result, inside READY (nothing once stopped: the broker reissues the task)."""
+        task_id, self.task_id = self.task_id, None
+        leaving = self.state is WorkerState.LEAVING
+        if not self._move("finish") or task_id is None:
+            return []
+        self.tasks_done += 1
+        self.pulse.restart(now)  # the broker's messages were not read while the task ran
+        result: list[Action[Any]] = [Send(protocol.gdp_ready(self.description, (task_id, status, body)))]
+        return [*result, Send(protocol.gdp_worker_command(protocol.DISCONNECT))] if leaving else result
+
+    def stop(self, finish: bool = False) -> list[Action[Any]]:
+        """DISCONNECT, once; with ``finish``, a running task's result goes out first (see :meth:`finish`)."""
+        if not self._move("stop after the task" if finish else "stop"):
+            return []
+        if self.state is WorkerState.LEAVING:
+            return []
+        return [Send(protocol.gdp_worker_command(protocol.DISCONNECT))]
+
+    def deadline(self) -> float | None:
+        """When :meth:`tick` next has something to do; None once stopped."""
+        if self.state is WorkerState.STOPPED:
+            return None
+        return self.pulse.due if self.state in RUNNING else self.pulse.deadline()
+
+    def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
+        self.pulse.restart(now)
+        self.heard = False
+        if self.state in RUNNING:  # the result will go inside READY on the new socket
+            return [Reconnect(reason)]
+        return [Reconnect(reason), Send(protocol.gdp_ready(self.description))]
