@@ -215,7 +215,7 @@ def test_python_client_to_cpp_worker(run: Programs, brokers, endpoint_for, schem
     assert answers == [[b"c:t%d-%d" % (thread, n) for n in range(25)] for thread in range(4)]
     assert list(several) == [b"c:a", b"", b"c" * 1000]
     assert streamed == [(True, b"c:s#1"), (True, b"c:s#2"), (False, b"c:s")]
-    assert (failed.value.status, failed.value.reason) == (b"500", "asked to fail")
+    assert (failed.value.status, failed.value.reason) == (500, "asked to fail")
     assert worker.stop() == ["stopped after 103 tasks"]
 
 
