@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import zmq
 
-from generaldomo.io.links import ServerLink
+from generaldomo.io.links import Address, ServerLink
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import ClientHeartbeat, ClientRequest, Dialect
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
@@ -32,9 +32,6 @@ from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 30.0  # seconds after which an idle DEALER is closed
-
-
-Address = bytes | int  # of a client, as the SERVER link gives it
 
 
 class _InFlight(NamedTuple):
