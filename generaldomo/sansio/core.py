@@ -52,6 +52,7 @@ from generaldomo.sansio.events import (
     WorkerReady,
     WorkerReply,
 )
+from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.lograte import LogLimiter
@@ -184,10 +185,12 @@ class BrokerCore:
         return out
 
     def set_flow(
-        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float
-    ) -> list[Send]:
+        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float,
+        *, bytes_in_flight: int | None = None, adaptive: AdaptiveLimits | None = None,
+    ) -> list[Send]:  # fmt: skip
         """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send."""
-        return self.apply_flow(mmi.FlowChange(name, FlowLimits(rate, burst, concurrency)), now)
+        limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
+        return self.apply_flow(mmi.FlowChange(name, limits), now)
 
     def apply_flow(self, change: mmi.FlowChange, now: float) -> list[Send]:
         """Apply new flow limits to the services named ``change.name``, now and when they appear."""
@@ -565,13 +568,16 @@ class BrokerCore:
             if pair is None:
                 return
             worker, task = pair
+            if flow.bytes_in_flight is not None and not flow.fits(task.size):
+                service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
+                return
             worker.state = _W_DISPATCH[worker.state]
             task.state = _T_DISPATCH[task.state]
             worker.task = task
             task.worker = worker
             task.dispatched = now
             task.attempts += 1
-            flow.dispatched(now)
+            flow.dispatched(now, task.size)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
 
     def _complete(
@@ -592,6 +598,8 @@ class BrokerCore:
             self.counters["expired"] += 1
         else:
             stats.record(waited, served, now)
+            if state in IN_FLIGHT and task.service.flow.adaptive is not None:
+                task.service.flow.answered(now, served)  # a cap that grew is used by the dispatch below
         meta = protocol.timing(waited, served)
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
@@ -611,7 +619,7 @@ class BrokerCore:
         if state is TaskState.QUEUED and not dequeued:
             service.drop(task)
         elif state in IN_FLIGHT:
-            service.flow.finished()
+            service.flow.finished(task.size)
         task.worker = None
         self._held_total -= task.size
         held = self._held[service] - task.size
@@ -644,7 +652,7 @@ class BrokerCore:
         else:
             task.worker = None
             task.state = _T_REISSUE[task.state]
-            task.service.flow.finished()
+            task.service.flow.finished(task.size)
             self.counters["reissued"] += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)
