@@ -211,7 +211,7 @@ def parse_flow(spec: str) -> FlowSpec:
     service, sep, pairs = spec.rpartition(":")
     if not sep or not service:
         raise ValueError(f"--flow wants SERVICE:KEY=VALUE,..., not {spec!r}")
-    kinds: dict[str, Callable[[str], float | int | None]] = {
+    kinds: dict[str, Callable[[str], object]] = {
         "rate": limit(float),
         "burst": int,
         "concurrency": limit(int),

@@ -55,8 +55,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         type=_bounds,
         default=unset,
         metavar="MIN..MAX",
-        help="adapt the concurrency cap to service times within these bounds; 'none' turns it off "
-        "(default: unchanged)",
+        help="adapt the concurrency cap to service times within these bounds; 'none' turns it off (default: unchanged)",
     )
     options.timeout(parser, "the answer")
 

@@ -30,6 +30,8 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
 }
+
+
 def _cap(service: ServiceReport) -> int | None:
     adaptive = service.flow.adaptive
     return None if adaptive is None else adaptive.cap

@@ -1,13 +1,14 @@
 """Adaptive concurrency: a service's cap on tasks in flight, moved between bounds by observed service times.
 
 Rules (additive increase, multiplicative decrease, in the spirit of TCP Vegas and Netflix's
-concurrency-limits): the *floor* is the least service time seen over the last one or two windows of
-:data:`FLOOR_WINDOW` seconds (so it follows a service that really got slower). Completions are judged in
-*rounds* of as many tasks as the cap, counting only tasks dispatched since the cap last changed (older ones
-tell of the old cap). At the end of a round, with ``mean`` its mean service time: above
-``SHRINK_ABOVE x floor`` the cap is multiplied by :data:`BACKOFF`; at most ``GROW_BELOW x floor``, and only if
-the cap was reached during the round (demand pressed against it), the cap grows by one; in between it holds.
-The cap starts at the lower bound and never leaves the bounds.
+concurrency-limits): the *floor* is the least service time seen. Completions are judged in *rounds* of as
+many tasks as the cap, counting only tasks dispatched since the cap last changed (older ones tell of the old
+cap). At the end of a round, with ``mean`` its mean service time: above ``SHRINK_ABOVE x floor`` the cap is
+multiplied by :data:`BACKOFF`, or, when it already is at its lower bound, the floor rises to ``mean`` (the
+service really got slower: at the least load allowed, what it takes is its floor); at most
+``GROW_BELOW x floor``, and only if the cap was reached during the round (demand pressed against it), the cap
+grows by one; in between it holds. The cap starts at the lower bound and never leaves the bounds. The floor
+never rises otherwise: a floor learnt under load would let the cap climb on its own latency.
 
 This module is fed ``now`` and each completion's service time; it reads no clock and knows nothing of tasks,
 workers, services or messages.
@@ -19,9 +20,8 @@ from typing import Any
 
 import attrs
 
-FLOOR_WINDOW = 30.0  # seconds a least service time is remembered for (one to two windows)
-GROW_BELOW = 1.3  # a round's mean service time up to this many floors: near the floor, the cap may grow
-SHRINK_ABOVE = 2.0  # above this many floors: latency has climbed, the cap shrinks
+GROW_BELOW = 1.2  # a round's mean service time up to this many floors: near the floor, the cap may grow
+SHRINK_ABOVE = 1.5  # above this many floors: latency has climbed, the cap shrinks
 BACKOFF = 0.8  # the factor a shrinking cap is multiplied by
 
 
@@ -67,9 +67,6 @@ class Adaptive:
     changed: float | None = attrs.field(default=None, init=False)  # when the cap last moved
     change: str = attrs.field(default="", init=False)  # "increase" or "decrease": how it last moved
     saturated: bool = attrs.field(default=False, init=False)  # the cap was reached during this round
-    _started: float | None = attrs.field(default=None, init=False)  # when the current floor window began
-    _least: float = attrs.field(default=0.0, init=False)  # least service time of the current window
-    _previous: float | None = attrs.field(default=None, init=False)  # and of the one before
     _sum: float = attrs.field(default=0.0, init=False)
     _count: int = attrs.field(default=0, init=False)
 
@@ -88,7 +85,7 @@ class Adaptive:
 
     def observe(self, now: float, seconds: float) -> bool:
         """Account for a task answered at ``now`` after ``seconds`` of service; True when the cap moved."""
-        floor = self._learn_floor(now, seconds)
+        floor = self.floor = seconds if self.floor is None else min(self.floor, seconds)
         if self.changed is not None and now - seconds < self.changed:
             return False  # dispatched under an older cap
         self._sum += seconds
@@ -99,6 +96,9 @@ class Adaptive:
         self.latency, self._sum, self._count = mean, 0.0, 0
         saturated, self.saturated = self.saturated, False
         if mean > floor * SHRINK_ABOVE:
+            if self.limit <= self.limits.min:
+                self.floor = mean
+                return False
             return self._move(now, max(float(self.limits.min), self.cap * BACKOFF), "decrease")
         if mean <= floor * GROW_BELOW and saturated:
             return self._move(now, min(float(self.limits.max), self.cap + 1.0), "increase")
@@ -109,15 +109,3 @@ class Adaptive:
             return False
         self.cap, self.changed, self.change = cap, now, change
         return True
-
-    def _learn_floor(self, now: float, seconds: float) -> float:
-        """Fold ``seconds`` into the windowed least service time; return the floor."""
-        start = self._started
-        if start is None or now - start >= FLOOR_WINDOW:
-            fresh = start is None or now - start >= 2 * FLOOR_WINDOW  # silent for two windows: start over
-            self._previous = None if fresh else self._least
-            self._started, self._least = now, seconds
-        else:
-            self._least = min(self._least, seconds)
-        self.floor = self._least if self._previous is None else min(self._least, self._previous)
-        return self.floor

@@ -40,6 +40,7 @@ import attrs
 
 from generaldomo.sansio import mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
+from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
@@ -52,7 +53,6 @@ from generaldomo.sansio.events import (
     WorkerReady,
     WorkerReply,
 )
-from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.lograte import LogLimiter

@@ -34,6 +34,10 @@ def _positive_number(instance: object, attribute: attrs.Attribute[Any], value: A
         raise ValueError(f"{attribute.name} must be a whole number of at least 1")
 
 
+def _adaptive(value: object) -> AdaptiveLimits | None:
+    return AdaptiveLimits.of(value)
+
+
 @attrs.frozen(slots=True)
 class FlowLimits:
     """The limits an operator sets for a service name; None: no limit (``burst``: keep the current burst).
@@ -44,7 +48,7 @@ class FlowLimits:
     burst: int | None = attrs.field(default=None, validator=_positive_number)
     concurrency: int | None = attrs.field(default=None, validator=_positive_number)
     bytes_in_flight: int | None = attrs.field(default=None, validator=_positive_number)
-    adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=AdaptiveLimits.of)
+    adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
         """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input."""

@@ -123,7 +123,12 @@ class ServiceReport:
             len(service.pending),
             flow.in_flight,
             FlowReport(
-                flow.rate, flow.burst, flow.concurrency, flow.in_flight, flow.bytes_in_flight, flow.in_flight_bytes,
+                flow.rate,
+                flow.burst,
+                flow.concurrency,
+                flow.in_flight,
+                flow.bytes_in_flight,
+                flow.in_flight_bytes,
                 AdaptiveReport.of(flow.adaptive, now),
             ),
             stats.completed,
