@@ -7,10 +7,12 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import jsonschema
 import pytest
+from waiting import eventually
 
 from generaldomo import Client
 from generaldomo.cli.broker import parse_flow
@@ -77,3 +79,24 @@ def test_broker_flow_spec_at_start_holds_a_large_request_alone(tmp_path: Path) -
     finally:
         broker.terminate()
         broker.wait(30)
+
+
+def test_metrics_show_the_new_limits(brokers, workers) -> None:
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    port = broker.serve_metrics(0, "127.0.0.1", period=0.05)
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router")
+    with Client(endpoint) as client:
+        client.flow("echo", bytes_in_flight=2048, adaptive={"min": 3, "max": 9})
+        for n in range(3):
+            client.request("echo", b"%d" % n, timeout=30)
+
+    def page() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return text if "generaldomo_service_adaptive_floor_seconds{" in text else ""
+
+    text = eventually(page, what="the adaptive floor in the metrics")
+    assert 'generaldomo_service_bytes_in_flight_limit{service="echo"} 2048.0' in text
+    assert 'generaldomo_service_adaptive_limit{service="echo"} 3.0' in text
+    assert 'generaldomo_service_in_flight_bytes{service="echo"}' in text
