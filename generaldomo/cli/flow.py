@@ -62,7 +62,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def _bounds(text: str) -> dict[str, int] | None:
     """``MIN..MAX`` as the JSON bounds ``mmi.flow`` takes, or None ('none': off)."""
-    limits = bounds(text)
+    try:
+        limits = bounds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return None if limits is None else {"min": limits.min, "max": limits.max}
 
 
