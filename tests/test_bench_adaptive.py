@@ -5,14 +5,19 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from bench import adaptive_flow
-from bench.config import SMOKE
-from bench.report import adaptive_md
-from bench.timeline import can_plot
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_adaptive_part_runs_its_three_phases(tmp_path: Path) -> None:
-    plot = tmp_path / "adaptive.png" if can_plot() else None  # the test env has no matplotlib; tox -e bench has
+def test_adaptive_part_runs_its_three_phases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from bench import adaptive_flow
+    from bench.config import SMOKE
+    from bench.report import adaptive_md
+    from bench.timeline import can_plot
+
+    plot = tmp_path / "adaptive.png" if can_plot() else None  # matplotlib: in tox -e bench, not in tox -e py
     result = adaptive_flow.run(replace(SMOKE, adaptive_seconds=2.0), plot=plot)
     fixed, low, adaptive = result["phases"]
     assert [p["name"] for p in result["phases"]] == [name for name, _ in adaptive_flow.phases()]
