@@ -1,6 +1,6 @@
 """Part ``adaptive``: the adaptive concurrency cap against fixed caps, before a service whose latency rises with
-load (issue 15, item 4). Plain Python client threads, no Ray: on the shared 2-core machine, Ray's own
-processes would swamp the latencies being measured.
+load (issue 15, item 4), driven by plain Python client threads; part ``ray`` runs the same phases with Ray
+tasks as the clients and a Ray actor holding the workers (:mod:`bench.ray_adaptive`).
 
 The service runs on :data:`CORES` "cores": a task that starts while ``n`` tasks run takes
 ``BASE x max(1, n / CORES)`` seconds, so beyond ``CORES`` tasks at once every task gets slower and nothing
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ CORES = 4
 BASE = 0.05  # seconds a task takes while at most CORES run
 WORKERS = 24
 POLL = 0.25
-Trace = list[tuple[float, float]]
+Trace = list[tuple[float, float]]  # (monotonic time, service time) of each reply
+Load = Callable[[float], Callable[[], Trace]]  # start the load until a monotonic time; return its gatherer
 
 
 class Elastic:
@@ -49,6 +51,9 @@ class Elastic:
         return b"done"
 
 
+elastic = Elastic()  # one per process, for workers that load their handler by name ("bench.adaptive_flow:elastic")
+
+
 def phases() -> list[tuple[str, dict[str, Any]]]:
     """(name, the mmi.flow change that starts it)."""
     return [
@@ -63,20 +68,13 @@ def run(cfg: Config, plot: Path | None = None) -> dict[str, Any]:
     seconds = cfg.adaptive_seconds
     broker = Broker("router", ["tcp://127.0.0.1:*"]).start()
     endpoint = broker.endpoint("router", "tcp")
-    handler = Elastic()
-    workers = [Worker(endpoint, SERVICE, handler) for _ in range(WORKERS)]
+    workers = [Worker(endpoint, SERVICE, elastic) for _ in range(WORKERS)]
     threads = [threading.Thread(target=w.serve, daemon=True) for w in workers]
     for thread in threads:
         thread.start()
-    result: dict[str, Any] = {"cores": CORES, "base": BASE, "workers": WORKERS, "seconds": seconds, "phases": []}
-    start = time.monotonic()
     try:
         with Client(endpoint) as client:
-            _registered(client)
-            for name, change in phases():
-                say(f"adaptive: {name}, {seconds:g} s")
-                client.flow(SERVICE, **change)
-                result["phases"].append({"name": name, **_phase(client, seconds, start)})
+            result = measure(client, lambda until: _threads(client, until), seconds, "client threads")
     finally:
         for worker in workers:
             worker.stop()
@@ -88,28 +86,53 @@ def run(cfg: Config, plot: Path | None = None) -> dict[str, Any]:
     return result
 
 
-def _phase(client: Client, seconds: float, start: float) -> dict[str, Any]:
-    """Drive the service for ``seconds``; each reply's (time, service time) and the cap over time."""
+def measure(client: Client, load: Load, seconds: float, clients: str) -> dict[str, Any]:
+    """The three phases of ``seconds`` each against the registered workers, driven by ``load``."""
+    result: dict[str, Any] = {
+        "cores": CORES, "base": BASE, "workers": WORKERS, "seconds": seconds, "clients": clients, "phases": [],
+    }  # fmt: skip
+    _registered(client)
+    start = time.monotonic()
+    for name, change in phases():
+        say(f"adaptive ({clients}): {name}, {seconds:g} s")
+        client.flow(SERVICE, **change)
+        result["phases"].append({"name": name, **_phase(client, load, seconds, start)})
+    return result
+
+
+def _threads(client: Client, until: float) -> Callable[[], Trace]:
+    """The load of :data:`WORKERS` client threads in this process, one request each outstanding."""
     replies: Trace = []
-    caps: list[tuple[float, int | None, int]] = []
-    began = time.monotonic()
-    stop = began + seconds
 
     def call() -> None:
-        while time.monotonic() < stop:
+        while time.monotonic() < until:
             reply = client.request(SERVICE, b"x", timeout=60)
-            replies.append((time.monotonic() - start, reply.served or 0.0))  # list.append is atomic
+            replies.append((time.monotonic(), reply.served or 0.0))  # list.append is atomic
 
     callers = [threading.Thread(target=call, daemon=True) for _ in range(WORKERS)]
     for caller in callers:
         caller.start()
+
+    def gather() -> Trace:
+        for caller in callers:
+            caller.join(60)
+        return replies
+
+    return gather
+
+
+def _phase(client: Client, load: Load, seconds: float, start: float) -> dict[str, Any]:
+    """Drive the service for ``seconds``; each reply's (time, service time) and the cap over time."""
+    caps: list[tuple[float, int | None, int]] = []
+    began = time.monotonic()
+    stop = began + seconds
+    gather = load(stop)
     while time.monotonic() < stop:
         flow = next(s for s in client.status()["services"] if s["name"] == SERVICE)["flow"]
         cap = flow["adaptive"]["cap"] if flow.get("adaptive") else flow["concurrency"]
         caps.append((time.monotonic() - start, cap, flow["in_flight"]))
         time.sleep(POLL)
-    for caller in callers:
-        caller.join(60)
+    replies = [(when - start, served) for when, served in gather()]
     return _figures(replies, caps, began - start, seconds)
 
 
@@ -171,7 +194,8 @@ def draw(result: dict[str, Any], path: Path) -> Path:
     bottom.set_xlabel("seconds")
     fig.suptitle(
         f"A service of {result['cores']} cores ({1000 * result['base']:.0f} ms a task, slower beyond "
-        f"{result['cores']} at once), {result['workers']} workers and clients: fixed caps against the adaptive cap",
+        f"{result['cores']} at once), {result['workers']} workers, {result['clients']} as clients: "
+        "fixed caps against the adaptive cap",
         fontsize="medium",
     )
     fig.tight_layout()

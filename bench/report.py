@@ -290,6 +290,8 @@ def ray_md(part: dict[str, Any]) -> str:
     out += ["", _ray_limits(part["scenarios"])]
     if part.get("plot"):
         out += ["", f"Timelines (queued in blue, processing in orange): `{part['plot']}`"]
+    if part.get("adaptive"):
+        out += ["", adaptive_md(part["adaptive"]).replace("### 7.", "#### 6b.", 1)]
     return "\n".join(out + _notes(part))
 
 
@@ -432,10 +434,11 @@ def headline_md(results: dict[str, Any]) -> str:
 def adaptive_md(part: dict[str, Any]) -> str:
     """Part 7: the adaptive concurrency cap against fixed caps."""
     lines = [
-        "### 7. Adaptive concurrency (plain client threads)",
+        f"### 7. Adaptive concurrency ({part.get('clients', 'client threads')})",
         f"A service of {part['cores']} cores ({1000 * part['base']:.0f} ms a task; a task started with n running "
         f"takes n / {part['cores']} times longer beyond {part['cores']}), {part['workers']} workers and as many "
-        f"client threads, {part['seconds']:g} s per phase; figures over each phase's second half.",
+        f"callers ({part.get('clients', 'client threads')}), {part['seconds']:g} s per phase; figures over "
+        "each phase's second half.",
         "",
         table(
             ["phase", "replies/s", "service p50", "service p90", "cap (median)"],
