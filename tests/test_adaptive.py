@@ -156,3 +156,13 @@ def test_mmi_flow_turns_adaptive_on_and_off_and_status_shows_it() -> None:
     h.feed(client(0), protocol.gdp_request(b"q2", b"mmi.flow", [b"echo", b'{"adaptive": null}']))
     echo = h.core.report(h.now).service("echo")
     assert echo is not None and echo.flow.adaptive is None and h.core.flow_limits("echo").unset
+
+
+def test_a_lower_fixed_cap_holds_and_does_not_make_the_adaptive_cap_grow() -> None:
+    flow = Flow()
+    flow.apply(FlowLimits(concurrency=2, adaptive={"min": 3, "max": 10}))
+    assert flow.cap == 2
+    trace = settle(flow, cores=8, base=0.1, completions=200)
+    assert {cap for _, cap, _ in trace} == {3}  # demand never reached 3 in flight: no growth
+    flow.apply(FlowLimits(adaptive={"min": 3, "max": 10}))  # the fixed cap lifted: the adaptive one holds alone
+    assert flow.cap == 3 and flow.adaptive is not None and flow.adaptive.floor == pytest.approx(0.1)

@@ -8,7 +8,7 @@ the byte limit is dispatched alone, when nothing else is in flight (it is never 
 the broker's message and queue budgets bound sizes). With both a fixed and an adaptive cap, the lower one
 holds. Only answered tasks teach the adaptive cap. It is fed the time by its caller and reads no clock; it
 knows nothing of tasks, workers or sockets. Reissued tasks count like new ones, since each dispatch loads
-the service. A service without a limit does two integer additions per task here and nothing more.
+the service. A service without limits only counts its tasks and their bytes in flight here.
 """
 
 from __future__ import annotations
@@ -147,8 +147,8 @@ class Flow:
         if self.rate is not None:
             self._refill(now)
             self._tokens -= 1.0
-        if self.adaptive is not None and self._cap is not None and self.in_flight >= self._cap:
-            self.adaptive.saturated = True
+        if self.adaptive is not None and self.in_flight >= self.adaptive.limit:
+            self.adaptive.saturated = True  # demand reached the adaptive cap (not just a lower fixed one)
 
     def finished(self, size: int = 0) -> None:
         """Account for one task of ``size`` bytes leaving flight (answered, failed or lost with its worker)."""
