@@ -100,3 +100,18 @@ def test_metrics_show_the_new_limits(brokers, workers) -> None:
     assert 'generaldomo_service_bytes_in_flight_limit{service="echo"} 2048.0' in text
     assert 'generaldomo_service_adaptive_limit{service="echo"} 3.0' in text
     assert 'generaldomo_service_in_flight_bytes{service="echo"}' in text
+
+
+def test_status_view_shows_the_new_limits_only_when_set() -> None:
+    from core_harness import Harness, client, worker
+
+    from generaldomo.cli.status_view import render
+
+    h = Harness()
+    h.ready(worker(1))
+    h.ready(worker(2), b"plain")
+    h.core.set_flow("echo", None, None, None, h.now, bytes_in_flight=500, adaptive=AdaptiveLimits(2, 6))
+    h.request(client(0), b"r1", body=b"x" * 10)
+    text = render(h.core.report(h.now))
+    assert "echo: bytes in flight 14/500, adaptive cap 2 (2..6, floor -)" in text
+    assert "plain:" not in text
