@@ -14,21 +14,22 @@ Rules of this file:
   (:mod:`generaldomo.sansio.mmi`, which returns the changes it wants) or the life-cycle tables
   (:mod:`generaldomo.sansio.states`, the only way its records change state).
 
-Theory of operation. A worker's READY joins the service its description resolves to and waits there. A client's
-request becomes a *task* with a random 16-byte id, queued on the service its description resolves to, if the
-broker's queue budgets allow its bytes (else ``429``). Whenever a service has both a waiting worker and a queued
-task, the service picks a pair and the task is sent to the worker, which is then busy, as far as the service's flow
-limits allow (:mod:`generaldomo.sansio.flow`: rate, concurrency, adaptive cap, request bytes in flight; answered
-tasks' service times teach the adaptive cap). The final reply *of the worker that holds the task* completes it: the
-result goes to the client that asked (and is kept for ``keep_answers`` seconds, for the client's re-asks) and the
-worker waits again; a result from anybody else is dropped and counted. A worker that says DISCONNECT, re-registers,
-or stays silent for ``liveness`` heartbeat intervals is forgotten; the task it held goes back to the front of its
-service's queue, unless it has already been tried ``max_attempts`` times, in which case the client gets an error
-reply. generaldomo clients put a unique request id in every request, scoped to their key when they have one; a
-request whose id is live (a retry, perhaps over a new connection) is not a new task: its answer goes to the latest
-sender. A cancelled task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo
-client silent for ``client_silence`` are dropped; services with nothing in them are forgotten after
-``service_idle``.
+Theory of operation. A worker's READY joins the service its description resolves to and waits there. A
+client's request becomes a *task* with a random 16-byte id, queued on the service its description resolves to,
+if the broker's queue budgets allow its bytes (else ``429``). Whenever a service has both a waiting worker and
+a queued task, the service picks a pair and the task is sent to the worker, which is then busy. The final
+reply *of the worker that holds the task* completes it: the result goes to the client that asked (and is kept
+for ``keep_answers`` seconds, for the client's re-asks) and the worker waits again; a result from anybody else
+is dropped and counted. A worker that says DISCONNECT, re-registers, or stays silent for ``liveness`` heartbeat
+intervals is forgotten; the task it held goes back to the front of its service's queue, unless it has already
+been tried ``max_attempts`` times, in which case the client gets an error reply. generaldomo clients put a
+unique request id in every request, scoped to their key when they have one; a request whose id is live (a
+retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
+task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
+for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``.
+
+Flow control: a service's limits (:mod:`generaldomo.sansio.flow`: rate, concurrency, an adaptive cap, request
+bytes in flight) hold its dispatches back; the service times of answered tasks teach the adaptive cap.
 """
 
 from __future__ import annotations
