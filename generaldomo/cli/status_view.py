@@ -59,4 +59,19 @@ def render(report: StatusReport | Mapping[str, Any]) -> str:
             for w in report.workers
         ],
     )
-    return f"{head}\n\n{services}\n\n{workers}"
+    return f"{head}\n\n{services}{_flow_lines(report)}\n\n{workers}"
+
+
+def _flow_lines(report: StatusReport) -> str:
+    """One line per service with a byte limit or an adaptive cap (none: nothing)."""
+    lines = []
+    for s in report.services:
+        parts = []
+        if s.flow.bytes_in_flight is not None:
+            parts.append(f"bytes in flight {s.flow.in_flight_bytes}/{s.flow.bytes_in_flight}")
+        if (adaptive := s.flow.adaptive) is not None:
+            floor = "-" if adaptive.floor is None else f"{adaptive.floor * 1000:.1f} ms"
+            parts.append(f"adaptive cap {adaptive.cap} ({adaptive.min}..{adaptive.max}, floor {floor})")
+        if parts:
+            lines.append(f"\n{s.name}: " + ", ".join(parts))
+    return "".join(lines)

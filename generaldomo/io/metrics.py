@@ -20,6 +20,7 @@ _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {
     "queued": lambda s: s.queued,
     "queued_bytes": lambda s: s.queued_bytes,
     "in_flight": lambda s: s.in_flight,
+    "in_flight_bytes": lambda s: s.flow.in_flight_bytes,
     "observed_rate": lambda s: s.observed_rate,
 }
 _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
@@ -29,9 +30,25 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
 }
+
+
+def _cap(service: ServiceReport) -> int | None:
+    adaptive = service.flow.adaptive
+    return None if adaptive is None else adaptive.cap
+
+
+def _floor(service: ServiceReport) -> float | None:
+    adaptive = service.flow.adaptive
+    return None if adaptive is None else adaptive.floor
+
+
+# gauges shown for the services that have them (None: not set), by name after the service prefix
 _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
-    "rate": ("Dispatches per second allowed", lambda s: s.flow.rate),
-    "concurrency": ("Tasks in flight allowed", lambda s: s.flow.concurrency),
+    "rate_limit": ("Dispatches per second allowed", lambda s: s.flow.rate),
+    "concurrency_limit": ("Tasks in flight allowed", lambda s: s.flow.concurrency),
+    "bytes_in_flight_limit": ("Request bytes in flight allowed", lambda s: s.flow.bytes_in_flight),
+    "adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
+    "adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
 }
 
 
@@ -71,7 +88,7 @@ class StatusCollector:
                     family.add_metric([service.name, f"0.{name[1:]}"], seconds)
             yield family
         for field, (help_text, limit) in _LIMITS.items():
-            family = GaugeMetricFamily(f"{PREFIX}_service_{field}_limit", help_text, labels=["service"])
+            family = GaugeMetricFamily(f"{PREFIX}_service_{field}", help_text, labels=["service"])
             for service in services:
                 if (allowed := limit(service)) is not None:
                     family.add_metric([service.name], allowed)

@@ -27,6 +27,9 @@ unique request id in every request, scoped to their key when they have one; a re
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
 for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``.
+
+Flow control: a service's limits (:mod:`generaldomo.sansio.flow`: rate, concurrency, an adaptive cap, request
+bytes in flight) hold its dispatches back; the service times of answered tasks teach the adaptive cap.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import attrs
 
 from generaldomo.sansio import mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
+from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
@@ -184,10 +188,12 @@ class BrokerCore:
         return out
 
     def set_flow(
-        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float
-    ) -> list[Send]:
+        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float,
+        *, bytes_in_flight: int | None = None, adaptive: AdaptiveLimits | None = None,
+    ) -> list[Send]:  # fmt: skip
         """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send."""
-        return self.apply_flow(mmi.FlowChange(name, FlowLimits(rate, burst, concurrency)), now)
+        limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
+        return self.apply_flow(mmi.FlowChange(name, limits), now)
 
     def apply_flow(self, change: mmi.FlowChange, now: float) -> list[Send]:
         """Apply new flow limits to the services named ``change.name``, now and when they appear."""
@@ -565,13 +571,16 @@ class BrokerCore:
             if pair is None:
                 return
             worker, task = pair
+            if flow.bytes_in_flight is not None and not flow.fits(task.size):
+                service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
+                return
             worker.state = _W_DISPATCH[worker.state]
             task.state = _T_DISPATCH[task.state]
             worker.task = task
             task.worker = worker
             task.dispatched = now
             task.attempts += 1
-            flow.dispatched(now)
+            flow.dispatched(now, task.size)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
 
     def _complete(
@@ -592,6 +601,8 @@ class BrokerCore:
             self.counters["expired"] += 1
         else:
             stats.record(waited, served, now)
+            if state in IN_FLIGHT and task.service.flow.adaptive is not None:
+                task.service.flow.answered(now, served)  # a cap that grew is used by the dispatch below
         meta = protocol.timing(waited, served)
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
@@ -611,7 +622,7 @@ class BrokerCore:
         if state is TaskState.QUEUED and not dequeued:
             service.drop(task)
         elif state in IN_FLIGHT:
-            service.flow.finished()
+            service.flow.finished(task.size)
         task.worker = None
         self._held_total -= task.size
         held = self._held[service] - task.size
@@ -644,7 +655,7 @@ class BrokerCore:
         else:
             task.worker = None
             task.state = _T_REISSUE[task.state]
-            task.service.flow.finished()
+            task.service.flow.finished(task.size)
             self.counters["reissued"] += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)

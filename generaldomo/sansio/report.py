@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from generaldomo.sansio.adaptive import Adaptive
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.stats import percentiles
 
@@ -37,7 +38,9 @@ def build(kind: type[R], data: Mapping[str, Any]) -> R:
         if field.name not in data:
             continue
         value = data[field.name]
-        if "of" in field.metadata:
+        if value is None:
+            pass  # an optional part that is absent (e.g. no adaptive cap)
+        elif "of" in field.metadata:
             value = build(field.metadata["of"], value)
         elif "list_of" in field.metadata:
             value = [build(field.metadata["list_of"], item) for item in value]
@@ -55,13 +58,38 @@ class Percentiles:
 
 
 @attrs.frozen
+class AdaptiveReport:
+    """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
+
+    min: int = 1
+    max: int = 1
+    cap: int = 1
+    floor: float | None = None  # least recent service time (s)
+    latency: float | None = None  # mean service time of the last round (s)
+    changed: float | None = None  # seconds since the cap last moved (None: never)
+    change: str = ""  # "increase" or "decrease"
+
+    @classmethod
+    def of(cls, adaptive: Adaptive | None, now: float) -> AdaptiveReport | None:
+        """The report of ``adaptive`` at ``now`` (None when the service has no adaptive cap)."""
+        if adaptive is None:
+            return None
+        limits, changed = adaptive.limits, adaptive.changed
+        since = None if changed is None else round(now - changed, 3)
+        return cls(limits.min, limits.max, adaptive.limit, adaptive.floor, adaptive.latency, since, adaptive.change)
+
+
+@attrs.frozen
 class FlowReport:
-    """A service's flow limits in force, and its tasks in flight."""
+    """A service's flow limits in force, and its tasks (and their request bytes) in flight."""
 
     rate: float | None = None
     burst: int = 1
     concurrency: int | None = None
     in_flight: int = 0
+    bytes_in_flight: int | None = None  # the limit on request bytes in flight
+    in_flight_bytes: int = 0
+    adaptive: AdaptiveReport | None = attrs.field(default=None, metadata=_of(AdaptiveReport))
 
 
 @attrs.frozen
@@ -94,7 +122,15 @@ class ServiceReport:
             len(service.waiting),
             len(service.pending),
             flow.in_flight,
-            FlowReport(flow.rate, flow.burst, flow.concurrency, flow.in_flight),
+            FlowReport(
+                flow.rate,
+                flow.burst,
+                flow.concurrency,
+                flow.in_flight,
+                flow.bytes_in_flight,
+                flow.in_flight_bytes,
+                AdaptiveReport.of(flow.adaptive, now),
+            ),
             stats.completed,
             stats.failed,
             stats.reissued,
