@@ -239,6 +239,8 @@ class BrokerCore:
                 worker.state.value,
                 worker.done,
                 round(max(0.0, now - (worker.expires - expiry)), 3),
+                worker.host,
+                worker.pid,
             )
             for worker in self._workers.values()
         ]
@@ -411,16 +413,18 @@ class BrokerCore:
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
                 return
-        self._register(peer, event.dialect, event.description, now, credential, out)
+        self._register(peer, event.dialect, event.description, now, credential, out, (event.host, event.pid))
 
     def _register(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
-        out: list[Send],
+        out: list[Send], where: tuple[str | None, int | None] = (None, None),
     ) -> None:  # fmt: skip
+        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said."""
         service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
             return
         worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
+        worker.host, worker.pid = where
         self._workers[peer] = worker
         service.join(worker)
         self.counters["workers_registered"] += 1
@@ -493,7 +497,7 @@ class BrokerCore:
             self._complete(task, status, body, now, out)
         if event.description is not None and event.description != worker.description:
             self._unregister(worker)
-            self._register(peer, event.dialect, event.description, now, credential, out)
+            self._register(peer, event.dialect, event.description, now, credential, out, (worker.host, worker.pid))
             return
         self._wait(worker, now, out)
 

@@ -109,7 +109,8 @@ class ServiceReport:
 
 @attrs.frozen
 class WorkerReport:
-    """One registered worker. ``peer`` is an opaque label, never the peer's routing id."""
+    """One registered worker. ``peer`` is an opaque label, never the peer's routing id; ``host`` and ``pid``
+    are what the worker said of itself (None: it did not say, as MDP workers cannot)."""
 
     peer: str = ""
     description: str = ""
@@ -118,6 +119,8 @@ class WorkerReport:
     state: str = ""
     tasks_done: int = 0
     last_seen: float = 0.0
+    host: str | None = None
+    pid: int | None = None
 
 
 @attrs.frozen

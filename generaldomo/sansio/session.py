@@ -341,8 +341,11 @@ RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
 class WorkerSession:
     """One worker's registration with the broker; see the module docstring."""
 
-    def __init__(self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0) -> None:
+    def __init__(
+        self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, info: bytes | None = None
+    ) -> None:
         self.description = description
+        self.info = info  # the peer-info frame of each plain READY (protocol.worker_info), if any
         self.pulse = Pulse(settings, now)
         self.pulse.beat(now, backlogged=False)  # READY goes out first; the first heartbeat an interval later
         self.state = WorkerState.READY
@@ -361,7 +364,7 @@ class WorkerSession:
 
     def start(self) -> list[Action[Any]]:
         """READY, to register."""
-        return [Send(protocol.gdp_ready(self.description))]
+        return [Send(protocol.gdp_ready(self.description, info=self.info))]
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[Any]]:
         """Act on a message from the broker."""
@@ -427,4 +430,4 @@ class WorkerSession:
         self.heard = False
         if self.state in RUNNING:  # the result will go inside READY on the new socket
             return [Reconnect(reason)]
-        return [Reconnect(reason), Send(protocol.gdp_ready(self.description))]
+        return [Reconnect(reason), Send(protocol.gdp_ready(self.description, info=self.info))]
