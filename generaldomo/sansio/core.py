@@ -52,7 +52,7 @@ from generaldomo.sansio.events import (
     WorkerReady,
     WorkerReply,
 )
-from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker
@@ -205,6 +205,10 @@ class BrokerCore:
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``."""
         return self.flows.get(name, _UNSET)
+
+    def live_flow(self, name: str) -> Flow | None:
+        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits)."""
+        return next((service.flow for service in self.resolver.services() if service.name == name), None)
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
         """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report."""

@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.stats import percentiles
 
@@ -54,14 +55,25 @@ class Percentiles:
     p99: float | None = None
 
 
+def limits_in_force(flow: Flow) -> FlowLimits:
+    """The limits ``flow`` enforces, as both ``mmi.flow`` and the report show them (``burst``: None when no
+    rate is in force, since a burst only shapes a rate)."""
+    return FlowLimits(flow.rate, flow.burst if flow.rate is not None else None, flow.concurrency)
+
+
 @attrs.frozen
 class FlowReport:
-    """A service's flow limits in force, and its tasks in flight."""
+    """A service's flow limits in force (see :func:`limits_in_force`), and its tasks in flight."""
 
     rate: float | None = None
-    burst: int = 1
+    burst: int | None = None
     concurrency: int | None = None
     in_flight: int = 0
+
+    @classmethod
+    def of(cls, flow: Flow) -> FlowReport:
+        """The report of ``flow``."""
+        return cls(**attrs.asdict(limits_in_force(flow)), in_flight=flow.in_flight)
 
 
 @attrs.frozen
@@ -94,7 +106,7 @@ class ServiceReport:
             len(service.waiting),
             len(service.pending),
             flow.in_flight,
-            FlowReport(flow.rate, flow.burst, flow.concurrency, flow.in_flight),
+            FlowReport.of(flow),
             stats.completed,
             stats.failed,
             stats.reissued,

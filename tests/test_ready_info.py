@@ -1,0 +1,117 @@
+"""READY's peer-info frame (host, pid) and the flow limits mmi.flow and mmi.status show: sans-IO, no sockets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+from core_harness import Harness, client, worker
+from hypothesis import given
+from hypothesis import strategies as st
+
+from generaldomo.sansio import protocol
+from generaldomo.sansio.events import Dialect, Malformed, WorkerReady, WorkerReply
+from generaldomo.sansio.report import FlowReport, StatusReport
+
+frames = st.binary(max_size=24)
+# Frames a peer-info frame might be mistaken for, or mistaken as: JSON objects among arbitrary bytes.
+info_like = st.one_of(
+    frames,
+    st.builds(protocol.worker_info, st.none() | st.text(max_size=8), st.none() | st.integers(-5, 2**33)),
+    st.just(b"{}"),
+)
+
+
+@given(frames, info_like, info_like, st.lists(info_like, max_size=4))
+def test_a_ready_with_a_result_is_never_taken_for_one_with_peer_info(
+    description: bytes, task_id: bytes, status: bytes, body: list[bytes]
+) -> None:
+    event = protocol.parse(protocol.gdp_ready(description, (task_id, status, body)))
+    assert event == WorkerReply(Dialect.GDP, task_id, status, tuple(body), True, description)
+    with_info = protocol.parse(protocol.gdp_ready(description, (task_id, status, body), info=b'{"pid": 7}'))
+    assert with_info == event  # a READY carrying a result carries no peer info
+
+
+@given(frames, st.none() | st.text(min_size=1, max_size=300), st.none() | st.integers(-5, 2**33))
+def test_peer_info_round_trips_and_bad_values_are_left_out(description: bytes, host: str | None, pid: int | None) -> None:
+    event = protocol.parse(protocol.gdp_ready(description, info=protocol.worker_info(host, pid)))
+    good_host = host if host is not None and len(host) <= protocol.MAX_HOST and host.isprintable() else None
+    good_pid = pid if pid is not None and 0 < pid < 2**32 else None
+    assert event == WorkerReady(Dialect.GDP, description, good_host, good_pid)
+
+
+@given(frames, frames)
+def test_a_second_frame_that_is_not_a_json_object_is_malformed(description: bytes, extra: bytes) -> None:
+    event = protocol.parse(protocol.gdp_ready(description) + [extra])
+    if protocol.parse_worker_info(extra) is None:
+        assert isinstance(event, Malformed)
+    else:
+        assert isinstance(event, WorkerReady) and event.description == description
+
+
+def test_peer_info_that_is_too_long_or_too_deep_is_refused_without_raising() -> None:
+    assert protocol.parse_worker_info(b'{"host": "' + b"h" * protocol.MAX_INFO + b'"}') is None
+    assert protocol.parse_worker_info(b'{"a":' + b"[" * (protocol.MAX_INFO - 5)) is None
+    assert protocol.parse_worker_info(b'{"host": true, "pid": true, "other": 1}') == (None, None)
+    assert protocol.parse_worker_info(b'{"host": "a\\u001bb", "pid": 3.0}') == (None, None)
+
+
+def test_the_core_reports_what_each_worker_said_and_none_for_an_old_ready() -> None:
+    h = Harness()
+    h.feed(worker(1), protocol.gdp_ready(b"echo", info=protocol.worker_info("node-7", 4321)))
+    h.feed(worker(2), protocol.gdp_ready(b"echo"))  # an old generaldomo worker: registers as it always did
+    h.feed(worker(3), [b"", b"MDPW01", b"\x01", b"echo"])  # MDP workers have no way to say
+    workers = {(w.dialect, w.host, w.pid) for w in h.core.report(h.now).workers}
+    assert workers == {("generaldomo/1", "node-7", 4321), ("generaldomo/1", None, None), ("MDP/0.1", None, None)}
+    echo = h.core.report(h.now).service("echo")
+    assert echo is not None and echo.workers == 3
+
+
+def test_a_worker_that_changes_description_with_its_result_keeps_its_host_and_pid() -> None:
+    h = Harness()
+    h.feed(worker(1), protocol.gdp_ready(b"echo", info=protocol.worker_info("node-7", 4321)))
+    h.request(client(0), b"r1")
+    (task_id, _, _), *_ = h.tasks_of(worker(1))
+    h.feed(worker(1), protocol.gdp_ready(b"other", (task_id, protocol.OK, [b"done"])))
+    assert h.replies_of(client(0)) == [(b"r1", b"200", (b"done",))]
+    (moved,) = h.core.report(h.now).workers
+    assert (moved.service, moved.host, moved.pid) == ("other", "node-7", 4321)
+
+
+def flow_reply(h: Harness, name: bytes, change: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = [name] if change is None else [name, json.dumps(change).encode()]
+    h.feed(client(0), protocol.gdp_request(b"f", b"mmi.flow", body))
+    rid, status, reply = h.replies_of(client(0))[-1]
+    assert status == protocol.OK, reply
+    answer: dict[str, Any] = json.loads(reply[0])
+    assert answer.pop("service") == name.decode()
+    return answer
+
+
+limit_changes = st.dictionaries(
+    st.sampled_from(["rate", "burst", "concurrency"]),
+    st.none() | st.integers(1, 5),
+    max_size=3,
+)
+
+
+@given(st.booleans(), st.lists(limit_changes, max_size=6))
+def test_mmi_flow_and_the_status_report_show_the_same_limits(live_first: bool, changes: list[dict[str, Any]]) -> None:
+    h = Harness()
+    if live_first:
+        h.ready(worker(1))
+    for change in changes:
+        shown = flow_reply(h, b"echo", change)
+        assert shown == flow_reply(h, b"echo")  # reading again shows what the change answered
+        echo = StatusReport.from_json(h.core.report(h.now).to_json()).service("echo")
+        if echo is not None:
+            assert limits(echo.flow) == shown
+    h.ready(worker(2))  # the service appears now if it had not: it gets the limits mmi.flow showed
+    echo = h.core.report(h.now).service("echo")
+    assert echo is not None and limits(echo.flow) == flow_reply(h, b"echo")
+
+
+def limits(flow: FlowReport) -> dict[str, Any]:
+    """The limits of a report's flow, as mmi.flow names them."""
+    return {key: value for key, value in attrs.asdict(flow).items() if key != "in_flight"}
