@@ -34,7 +34,9 @@ def test_a_ready_with_a_result_is_never_taken_for_one_with_peer_info(
 
 
 @given(frames, st.none() | st.text(min_size=1, max_size=300), st.none() | st.integers(-5, 2**33))
-def test_peer_info_round_trips_and_bad_values_are_left_out(description: bytes, host: str | None, pid: int | None) -> None:
+def test_peer_info_round_trips_and_bad_values_are_left_out(
+    description: bytes, host: str | None, pid: int | None
+) -> None:
     event = protocol.parse(protocol.gdp_ready(description, info=protocol.worker_info(host, pid)))
     good_host = host if host is not None and len(host) <= protocol.MAX_HOST and host.isprintable() else None
     good_pid = pid if pid is not None and 0 < pid < 2**32 else None
@@ -43,7 +45,7 @@ def test_peer_info_round_trips_and_bad_values_are_left_out(description: bytes, h
 
 @given(frames, frames)
 def test_a_second_frame_that_is_not_a_json_object_is_malformed(description: bytes, extra: bytes) -> None:
-    event = protocol.parse(protocol.gdp_ready(description) + [extra])
+    event = protocol.parse([*protocol.gdp_ready(description), extra])
     if protocol.parse_worker_info(extra) is None:
         assert isinstance(event, Malformed)
     else:
@@ -82,7 +84,7 @@ def test_a_worker_that_changes_description_with_its_result_keeps_its_host_and_pi
 def flow_reply(h: Harness, name: bytes, change: dict[str, Any] | None = None) -> dict[str, Any]:
     body = [name] if change is None else [name, json.dumps(change).encode()]
     h.feed(client(0), protocol.gdp_request(b"f", b"mmi.flow", body))
-    rid, status, reply = h.replies_of(client(0))[-1]
+    _rid, status, reply = h.replies_of(client(0))[-1]
     assert status == protocol.OK, reply
     answer: dict[str, Any] = json.loads(reply[0])
     assert answer.pop("service") == name.decode()
