@@ -4,12 +4,14 @@ This module owns how a cell looks: counts are whole numbers with thousands separ
 numbers, rates have two decimals, times in milliseconds one, seconds one, "-" stands for none, and text from
 the wire is shown with its unprintable characters replaced. A table wider than the width it is given cuts
 its shrinking columns (longest first, never below :data:`MIN_TEXT`, marked "…"); lines that still do not
-fit are cut. It knows nothing of what the tables show.
+fit are cut. Widths are terminal columns (a wide character takes two). It knows nothing of what the tables
+show.
 """
 
 from __future__ import annotations
 
 import enum
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, TypeVar
 
@@ -58,9 +60,34 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
+def width_of(text: str) -> int:
+    """Terminal columns ``text`` takes: wide (East Asian) characters take two, combining marks none."""
+    return sum(_columns(char) for char in text)
+
+
+def _columns(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
 def cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, "…" marking a cut."""
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+    """``text`` in at most ``width`` terminal columns, "…" marking a cut."""
+    if width_of(text) <= width:
+        return text
+    kept, used = [], 0
+    for char in text:
+        used += _columns(char)
+        if used > width - 1:
+            break
+        kept.append(char)
+    return "".join(kept) + "…"
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns, on the left if ``right``-aligned."""
+    space = " " * max(0, width - width_of(text))
+    return space + text if right else text + space
 
 
 @attrs.frozen
@@ -77,7 +104,7 @@ class Column(Generic[T]):
 def table(columns: Sequence[Column[T]], rows: Sequence[T], width: int | None = None) -> str:
     """The rows under a header line and a rule, in at most ``width`` characters per line (None: no limit)."""
     body = [[cell(column.kind, column.value(row)) for column in columns] for row in rows]
-    widths = [max([len(column.header)] + [len(line[i]) for line in body]) for i, column in enumerate(columns)]
+    widths = [max([len(column.header)] + [width_of(line[i]) for line in body]) for i, column in enumerate(columns)]
     if width is not None:
         widths = _fit(columns, widths, width)
     lines = [[column.header for column in columns], ["-" * w for w in widths], *body]
@@ -87,7 +114,7 @@ def table(columns: Sequence[Column[T]], rows: Sequence[T], width: int | None = N
 
 def _line(columns: Sequence[Column[Any]], widths: Sequence[int], cells: Sequence[str]) -> str:
     parts = [
-        cut(text, w).ljust(w) if column.kind is Kind.TEXT else text.rjust(w)
+        pad(cut(text, w), w) if column.kind is Kind.TEXT else pad(text, w, right=True)
         for column, w, text in zip(columns, widths, cells, strict=True)
     ]
     return GAP.join(parts).rstrip()

@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from generaldomo.cli.columns import Column, Kind, cell, cut, printable, table
+from generaldomo.cli.columns import Column, Kind, cell, cut, printable, table, width_of
 from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
 
 WIDTH: Final = 100  # columns the report fits in unless told otherwise
@@ -48,10 +48,10 @@ WORKERS: Final = [
     Column[W]("host", Kind.TEXT, lambda w: w.host, shrinks=True),
     Column[W]("pid", Kind.ID, lambda w: w.pid),
     Column[W]("service", Kind.TEXT, lambda w: w.service, shrinks=True),
-    Column[W]("dialect", Kind.TEXT, lambda w: w.dialect),
     Column[W]("state", Kind.TEXT, lambda w: w.state),
     Column[W]("tasks", Kind.COUNT, lambda w: w.tasks_done),
     Column[W]("seen s ago", Kind.SECONDS, lambda w: w.last_seen),
+    Column[W]("dialect", Kind.TEXT, lambda w: w.dialect),
     Column[W]("description", Kind.TEXT, lambda w: w.description, shrinks=True),
 ]
 
@@ -62,7 +62,7 @@ def render(report: StatusReport | Mapping[str, Any], width: int | None = WIDTH) 
     if not isinstance(report, StatusReport):
         report = StatusReport.from_dict(report)
     one = table([*COUNTS, *FLOW], report.services)
-    if width is None or max(map(len, one.splitlines())) <= width:
+    if width is None or max(map(width_of, one.splitlines())) <= width:
         services = [table([*COUNTS, *FLOW], report.services, width)]
     else:
         services = [table(COUNTS, report.services, width), table([NAME, *FLOW], report.services, width)]
@@ -86,7 +86,7 @@ def _head(report: StatusReport, width: int | None) -> str:
 
 
 def _wrap(line: str, width: int | None) -> str:
-    if width is None or len(line) <= width:
+    if width is None or width_of(line) <= width:
         return line
     wrapped: Sequence[str] = textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)
     return "\n".join(cut(part, width) for part in wrapped)
