@@ -10,9 +10,12 @@ from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
 
+from generaldomo.io.metrics import MAX_HOSTS, StatusCollector
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect, Malformed, WorkerReady, WorkerReply
 from generaldomo.sansio.report import FlowReport, StatusReport
+from generaldomo.sansio.session import Send, WorkerSession
+from generaldomo.sansio.settings import PeerSettings
 
 frames = st.binary(max_size=24)
 # Frames a peer-info frame might be mistaken for, or mistaken as: JSON objects among arbitrary bytes.
@@ -117,3 +120,25 @@ def test_mmi_flow_and_the_status_report_show_the_same_limits(live_first: bool, c
 def limits(flow: FlowReport) -> dict[str, Any]:
     """The limits of a report's flow, as mmi.flow names them."""
     return {key: value for key, value in attrs.asdict(flow).items() if key != "in_flight"}
+
+
+def test_metrics_count_workers_per_host_with_few_label_values() -> None:
+    h = Harness()
+    for n in range(MAX_HOSTS + 10):
+        h.feed(worker(n), protocol.gdp_ready(b"echo", info=protocol.worker_info(f"node-{n % (MAX_HOSTS + 5)}", n + 1)))
+    h.feed(worker(1000), protocol.gdp_ready(b"echo"))
+    families = {f.name: f for f in StatusCollector(lambda: h.core.report(h.now)).collect()}
+    by_host = {s.labels["host"]: s.value for s in families["generaldomo_workers_by_host"].samples}
+    assert len(by_host) == MAX_HOSTS + 1 and sum(by_host.values()) == MAX_HOSTS + 11
+    assert by_host["other"] >= 1 and by_host.get("unknown", 0) <= 1
+
+
+def test_the_worker_session_sends_peer_info_in_each_plain_ready_only() -> None:
+    info = protocol.worker_info("node-7", 4321)
+    session = WorkerSession(b"echo", PeerSettings(), 0.0, info)
+    assert [a.frames for a in session.start() if isinstance(a, Send)] == [protocol.gdp_ready(b"echo", info=info)]
+    session.receive(protocol.worker_request(Dialect.GDP, b"t1", b"echo", [b"x"]), 0.1)
+    result = [a.frames for a in session.finish(protocol.OK, [b"x"], 0.2) if isinstance(a, Send)]
+    assert result == [protocol.gdp_ready(b"echo", (b"t1", protocol.OK, [b"x"]))]
+    again = session.receive(protocol.gdp_worker_command(protocol.DISCONNECT), 0.3)
+    assert [a.frames for a in again if isinstance(a, Send)] == [protocol.gdp_ready(b"echo", info=info)]
