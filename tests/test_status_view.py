@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
 import re
+import select
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Iterator
 
@@ -188,3 +193,51 @@ def test_a_real_brokers_status_fits_and_shows_hosts_and_pids(
     wide = status_cli(endpoint, transport, "--wide")
     assert_formatted(wide, None)
     assert len(tables(wide)) == 2 and "a-service-with-a-rather-long-name-that-will-not-fit-in-its-column" in wide
+
+
+def run_on_a_terminal(command: list[str], columns: int) -> str:
+    """What ``command`` prints to a pseudo-terminal ``columns`` wide (COLUMNS unset, so the size is asked)."""
+    main, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    process = subprocess.Popen(command, stdout=terminal, stderr=subprocess.PIPE, env=env)
+    os.close(terminal)
+    out = b""
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if not ready:
+                if process.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the terminal's other side is closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert process.wait(30) == 0, process.stderr.read() if process.stderr else ""
+    finally:
+        os.close(main)
+        if process.stderr:
+            process.stderr.close()
+    return out.decode().replace("\r\n", "\n")
+
+
+def test_on_a_terminal_the_status_fits_its_width(
+    brokers: Callable[..., Broker], workers: Callable[..., Worker]
+) -> None:
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router", "a-service-with-a-name-long-enough-to-need-cutting-at-seventy-columns")
+    with Client(endpoint, "router") as client_:
+        wait_for_workers(client_, 1)
+    command = [sys.executable, "-m", "generaldomo", "status", endpoint]
+    narrow = run_on_a_terminal(command, 70)
+    assert "service" in narrow and max(map(width_of, narrow.splitlines())) <= 70
+    assert_formatted(narrow, 70)
+    wide = run_on_a_terminal(command, 250)
+    assert max(map(width_of, wide.splitlines())) > WIDTH  # one services table, wider than the default
+    assert len(tables(wide)) == 2 and "a-service-with-a-name-long-enough-to-need-cutting-at-seventy-columns" in wide
