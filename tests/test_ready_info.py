@@ -142,3 +142,43 @@ def test_the_worker_session_sends_peer_info_in_each_plain_ready_only() -> None:
     assert result == [protocol.gdp_ready(b"echo", (b"t1", protocol.OK, [b"x"]))]
     again = session.receive(protocol.gdp_worker_command(protocol.DISCONNECT), 0.3)
     assert [a.frames for a in again if isinstance(a, Send)] == [protocol.gdp_ready(b"echo", info=info)]
+
+
+def test_a_worker_refused_before_it_was_answered_tries_the_other_form_of_ready() -> None:
+    info = protocol.worker_info("node-7", 4321)
+    session = WorkerSession(b"echo", PeerSettings(), 0.0, info)
+    disconnect = protocol.gdp_worker_command(protocol.DISCONNECT)
+
+    def sent(actions: list[Any]) -> list[list[bytes]]:
+        return [a.frames for a in actions if isinstance(a, Send)]
+
+    assert sent(session.start()) == [protocol.gdp_ready(b"echo", info=info)]
+    # An older broker takes that READY as malformed and answers the first heartbeat with DISCONNECT.
+    assert sent(session.receive(disconnect, 2.5)) == [protocol.gdp_ready(b"echo")]
+    session.receive(protocol.gdp_worker_command(protocol.HEARTBEAT), 3.0)  # registered: answered
+    assert sent(session.receive(disconnect, 4.0)) == [protocol.gdp_ready(b"echo")]  # a restart: same form
+    assert sent(session.receive(disconnect, 5.0)) == [protocol.gdp_ready(b"echo", info=info)]  # refused: other
+
+
+def test_a_worker_with_peer_info_registers_with_an_older_core() -> None:
+    """An older core: one whose parser takes a READY with peer info as malformed."""
+    h = Harness()
+    session = WorkerSession(b"echo", PeerSettings(heartbeat_interval=1.0), 0.0, protocol.worker_info("n", 1))
+    peer = worker(1)
+
+    def carry_out(actions: list[Any]) -> None:
+        for action in actions:
+            if isinstance(action, Send):  # READY, description, peer info: an older core read it as malformed
+                with_info = len(action.frames) == 4 and action.frames[1] == b"\x01"
+                h.feed(peer, [*action.frames[:3], b"not peer info"] if with_info else action.frames)
+
+    carry_out(session.start())
+    assert not h.core.workers and h.core.counters["malformed"] == 1
+    for step in range(1, 20):
+        carry_out(session.tick(step * 0.5))
+        while h.inbox[peer]:
+            carry_out(session.receive(h.inbox[peer].pop(0), step * 0.5))
+        if h.core.workers:
+            break
+    (registered,) = h.core.workers.values()
+    assert registered.host is None and session.plain
