@@ -8,12 +8,14 @@ on the HTTP server's thread. It needs the optional ``prometheus_client`` package
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from generaldomo.sansio.report import ServiceReport, StatusReport
+from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
 
 PREFIX = "generaldomo"
+MAX_HOSTS = 32  # hosts named in the workers-by-host gauge; workers on the others count as host "other"
 _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {
     "workers": lambda s: s.workers,
     "waiting": lambda s: s.waiting,
@@ -45,6 +47,7 @@ def _floor(service: ServiceReport) -> float | None:
 # gauges shown for the services that have them (None: not set), by name after the service prefix
 _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     "rate_limit": ("Dispatches per second allowed", lambda s: s.flow.rate),
+    "burst_limit": ("Dispatches allowed back to back under the rate limit", lambda s: s.flow.burst),
     "concurrency_limit": ("Tasks in flight allowed", lambda s: s.flow.concurrency),
     "bytes_in_flight_limit": ("Request bytes in flight allowed", lambda s: s.flow.bytes_in_flight),
     "adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
@@ -93,6 +96,19 @@ class StatusCollector:
                 if (allowed := limit(service)) is not None:
                     family.add_metric([service.name], allowed)
             yield family
+        hosts = GaugeMetricFamily(f"{PREFIX}_workers_by_host", "Registered workers per host", labels=["host"])
+        for host, count in workers_by_host(report.workers):
+            hosts.add_metric([host], count)
+        yield hosts
+
+
+def workers_by_host(workers: list[WorkerReport]) -> list[tuple[str, int]]:
+    """Workers per host as they announced it ("unknown": not announced), the :data:`MAX_HOSTS` busiest named,
+    the rest summed as "other" (label values stay few whatever workers say)."""
+    counts = Counter(worker.host or "unknown" for worker in workers)
+    named = counts.most_common(MAX_HOSTS)
+    rest = sum(counts.values()) - sum(count for _, count in named)
+    return sorted(named) + ([("other", rest)] if rest else [])
 
 
 def _percentiles(service: ServiceReport, field: str) -> list[tuple[str, float]]:

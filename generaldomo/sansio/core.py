@@ -56,7 +56,7 @@ from generaldomo.sansio.events import (
     WorkerReady,
     WorkerReply,
 )
-from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker
@@ -212,6 +212,10 @@ class BrokerCore:
         """The limits configured for the service name ``name``."""
         return self.flows.get(name, _UNSET)
 
+    def live_flow(self, name: str) -> Flow | None:
+        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits)."""
+        return next((service.flow for service in self.resolver.services() if service.name == name), None)
+
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
         """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report."""
         self._endpoints = list(endpoints)
@@ -245,6 +249,8 @@ class BrokerCore:
                 worker.state.value,
                 worker.done,
                 round(max(0.0, now - (worker.expires - expiry)), 3),
+                worker.host,
+                worker.pid,
             )
             for worker in self._workers.values()
         ]
@@ -417,16 +423,18 @@ class BrokerCore:
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
                 return
-        self._register(peer, event.dialect, event.description, now, credential, out)
+        self._register(peer, event.dialect, event.description, now, credential, out, (event.host, event.pid))
 
     def _register(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
-        out: list[Send],
+        out: list[Send], where: tuple[str | None, int | None] = (None, None),
     ) -> None:  # fmt: skip
+        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said."""
         service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
             return
         worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
+        worker.host, worker.pid = where
         self._workers[peer] = worker
         service.join(worker)
         self.counters["workers_registered"] += 1
@@ -499,7 +507,7 @@ class BrokerCore:
             self._complete(task, status, body, now, out)
         if event.description is not None and event.description != worker.description:
             self._unregister(worker)
-            self._register(peer, event.dialect, event.description, now, credential, out)
+            self._register(peer, event.dialect, event.description, now, credential, out, (worker.host, worker.pid))
             return
         self._wait(worker, now, out)
 

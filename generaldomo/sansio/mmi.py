@@ -16,8 +16,8 @@ from typing import Protocol
 import attrs
 
 from generaldomo.sansio import protocol
-from generaldomo.sansio.flow import LIMIT_NAMES, FlowLimits
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.flow import LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.report import StatusReport, limits_in_force
 from generaldomo.sansio.resolver import ResolveError, Resolver
 
 
@@ -29,6 +29,10 @@ class Broker(Protocol):
 
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name`` (unset ones when none are)."""
+        ...
+
+    def live_flow(self, name: str) -> Flow | None:
+        """The flow of the live service called ``name``, if there is one."""
         ...
 
     def report(self, now: float) -> StatusReport:
@@ -104,7 +108,8 @@ def _flow(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Ans
         except (ValueError, TypeError) as error:
             raise ManagementError(f"bad flow limits: {error}") from None
         change = FlowChange(name, limits)
-    return Answer(protocol.OK, [json.dumps({"service": name, **shown(limits)}).encode()], change)
+    in_force = _in_force(broker.live_flow(name), limits, change is not None)
+    return Answer(protocol.OK, [json.dumps({"service": name, **shown(in_force)}).encode()], change)
 
 
 def shown(limits: FlowLimits) -> dict[str, object]:
@@ -115,6 +120,15 @@ def shown(limits: FlowLimits) -> dict[str, object]:
 
 
 _ALWAYS_SHOWN = frozenset({"rate", "burst", "concurrency"})
+
+
+def _in_force(live: Flow | None, limits: FlowLimits, changed: bool) -> FlowLimits:
+    """The limits in force on a service once the core has applied ``limits`` (if ``changed``, or when the
+    service is not live: it will get them when it appears), exactly as its status report will show them."""
+    flow = Flow() if live is None else attrs.evolve(live)
+    if changed or live is None:
+        flow.apply(limits)
+    return limits_in_force(flow)
 
 
 _SERVICES: dict[bytes, Callable[[Broker, Sequence[bytes], float, bool], Answer]] = {

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from generaldomo.sansio.adaptive import Adaptive
+from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.stats import percentiles
 
@@ -57,6 +58,14 @@ class Percentiles:
     p99: float | None = None
 
 
+def limits_in_force(flow: Flow) -> FlowLimits:
+    """The limits ``flow`` enforces, as both ``mmi.flow`` and the report show them (``burst``: None when no
+    rate is in force, since a burst only shapes a rate)."""
+    adaptive = None if flow.adaptive is None else flow.adaptive.limits
+    burst = flow.burst if flow.rate is not None else None
+    return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive)
+
+
 @attrs.frozen
 class AdaptiveReport:
     """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
@@ -81,15 +90,30 @@ class AdaptiveReport:
 
 @attrs.frozen
 class FlowReport:
-    """A service's flow limits in force, and its tasks (and their request bytes) in flight."""
+    """A service's flow limits in force (see :func:`limits_in_force`), and its tasks (and their request bytes)
+    in flight."""
 
     rate: float | None = None
-    burst: int = 1
+    burst: int | None = None
     concurrency: int | None = None
     in_flight: int = 0
     bytes_in_flight: int | None = None  # the limit on request bytes in flight
     in_flight_bytes: int = 0
     adaptive: AdaptiveReport | None = attrs.field(default=None, metadata=_of(AdaptiveReport))
+
+    @classmethod
+    def of(cls, flow: Flow, now: float) -> FlowReport:
+        """The report of ``flow`` at ``now``."""
+        limits = limits_in_force(flow)
+        return cls(
+            limits.rate,
+            limits.burst,
+            limits.concurrency,
+            flow.in_flight,
+            limits.bytes_in_flight,
+            flow.in_flight_bytes,
+            AdaptiveReport.of(flow.adaptive, now),
+        )
 
 
 @attrs.frozen
@@ -122,15 +146,7 @@ class ServiceReport:
             len(service.waiting),
             len(service.pending),
             flow.in_flight,
-            FlowReport(
-                flow.rate,
-                flow.burst,
-                flow.concurrency,
-                flow.in_flight,
-                flow.bytes_in_flight,
-                flow.in_flight_bytes,
-                AdaptiveReport.of(flow.adaptive, now),
-            ),
+            FlowReport.of(flow, now),
             stats.completed,
             stats.failed,
             stats.reissued,
@@ -145,7 +161,8 @@ class ServiceReport:
 
 @attrs.frozen
 class WorkerReport:
-    """One registered worker. ``peer`` is an opaque label, never the peer's routing id."""
+    """One registered worker. ``peer`` is an opaque label, never the peer's routing id; ``host`` and ``pid``
+    are what the worker said of itself (None: it did not say, as MDP workers cannot)."""
 
     peer: str = ""
     description: str = ""
@@ -154,6 +171,8 @@ class WorkerReport:
     state: str = ""
     tasks_done: int = 0
     last_seen: float = 0.0
+    host: str | None = None
+    pid: int | None = None
 
 
 @attrs.frozen
