@@ -103,9 +103,9 @@ class Connection:
         self.poll_items: list[zmq.Socket[Any] | int] = [self.socket, self._wake_read]
         self._outbox: deque[Sequence[bytes]] = deque()
         self._owner: int | None = None
-        self._lock = threading.Lock()
+        # reentrant: a signal handler (Worker.stop) may wake the IO thread while that thread holds the lock
+        self._lock = threading.RLock()
         self._closed = False
-        self._wake_pending = False  # a wake-up byte is in the pipe and not yet read
         self._polling = False  # the IO thread is (about to be) blocked in its poll
 
     def adopt(self) -> zmq.Poller:
@@ -133,11 +133,10 @@ class Connection:
         """The IO thread's poll returned."""
 
     def wake(self) -> None:
-        """Make the IO thread's poll return; callable from any thread. One wake-up byte at a time."""
+        """Make the IO thread's poll return; callable from any thread and from a signal handler."""
         with self._lock:
-            if self._closed or self._wake_pending:
+            if self._closed:
                 return
-            self._wake_pending = True
             try:
                 os.write(self._wake_write, b"\0")
             except BlockingIOError:
@@ -191,7 +190,6 @@ class Connection:
             os.read(self._wake_read, 4096)
         except BlockingIOError:
             pass
-        self._wake_pending = False
 
     def _write_outbox(self) -> None:
         outbox = self._outbox
