@@ -20,8 +20,9 @@ FILES = ("mdbroker.c", "mdp.h")
 COMPAT = Path(__file__).resolve().parent / "cref" / "czmq3_compat.h"
 
 
-def sources(cache: Path) -> tuple[Path | None, str]:
-    """The directory holding mdbroker.c and mdp.h, or None and why not."""
+def sources(cache: Path, download: bool) -> tuple[Path | None, str]:
+    """The directory holding mdbroker.c and mdp.h (downloaded into ``cache`` if ``download``), or None and
+    why not."""
     given = os.environ.get("GENERALDOMO_ZGUIDE")
     if given:
         folder = Path(given) / "examples" / "C"
@@ -31,6 +32,8 @@ def sources(cache: Path) -> tuple[Path | None, str]:
     folder = cache / "zguide"
     if all((folder / name).is_file() for name in FILES):
         return folder, ""
+    if not download:
+        return None, "the zguide sources are not in the cache and this run downloads nothing"
     folder.mkdir(parents=True, exist_ok=True)
     try:
         for name in FILES:
@@ -43,11 +46,11 @@ def sources(cache: Path) -> tuple[Path | None, str]:
     return folder, ""
 
 
-def build(cache: Path) -> tuple[Path | None, str]:
+def build(cache: Path, download: bool = True) -> tuple[Path | None, str]:
     """Build ``mdbroker`` into ``cache`` if out of date; return its path, or None and why not."""
     if not Path("/usr/include/czmq.h").is_file() and not shutil.which("pkg-config"):
         return None, "CZMQ headers not found (Debian: apt-get install libczmq-dev)"
-    folder, why = sources(cache)
+    folder, why = sources(cache, download)
     if folder is None:
         return None, why
     target = cache / "mdbroker"

@@ -390,7 +390,7 @@ class ServerLink(Link):
         message = zmq.Frame(codec.encode(frames))
         message.routing_id = address
         try:
-            self.socket.send(message, zmq.NOBLOCK)
+            _send(self.socket, message, _NOBLOCK)
         except zmq.Again:
             self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
         except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
