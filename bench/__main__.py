@@ -4,7 +4,8 @@ Parts: ``transport`` (1 and 2: transport overhead and broker CPU per message), `
 scaling), ``flow`` (4: the flow-control timeline), ``peers`` (5: the majortomo broker), ``profile`` (the broker
 hot path under cProfile), ``ray`` (6: the Ray flow-control experiment, generaldomo against an actor; needs
 ``generaldomo[ray]``; not part of ``--smoke``), ``adaptive`` (7: the adaptive concurrency cap against fixed
-caps, plain client threads; not part of ``--smoke``). Progress goes
+caps, plain client threads; not part of ``--smoke``), ``cpeers`` (8: the project's C Majordomo peers through
+our broker and a minimal Python loop; the C++ client next to the Python one; not part of ``--smoke``). Progress goes
 to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -22,11 +23,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import adaptive_flow, core_scaling, peers, profiling, ray_flow, report, timeline, transport
+from bench import adaptive_flow, core_scaling, cpeers, peers, profiling, ray_flow, report, timeline, transport
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "flow", "peers", "profile", "ray", "adaptive")
+PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive")
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
 
@@ -39,7 +40,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=FULL.out, help=f"directory for JSON/PNG (default {FULL.out})")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3, or 1 with --quick)")
     args = parser.parse_args(argv)
-    everything = tuple(p for p in PARTS if not (args.smoke and p in ("ray", "adaptive")))  # the long ones
+    everything = tuple(p for p in PARTS if not (args.smoke and p in ("ray", "adaptive", "cpeers")))  # the long ones
     parts = tuple(p.strip() for p in args.only.split(",")) if args.only else everything
     unknown = set(parts) - set(PARTS)
     if unknown:
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                 results["parts"][part] = peers.run(cfg, children)
             elif part == "profile":
                 results["parts"][part] = profiling.run(cfg, children)
+            elif part == "cpeers":
+                results["parts"][part] = cpeers.run(cfg, children)
             elif part == "ray":
                 plot = cfg.out / f"{stem}-ray-flow.png" if timeline.can_plot() else None
                 results["parts"][part] = ray_flow.run(cfg, plot=plot)

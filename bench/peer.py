@@ -7,12 +7,15 @@ Each prints one banner line (its endpoint, or what it serves) and runs until SIG
 - ``gd-broker TRANSPORT BIND [PROFILE]``: a broker serving in the main thread, under cProfile if PROFILE is given.
 - ``echo router|server BIND``: a brokerless echo peer (ROUTER or SERVER socket) for the baseline.
 - ``mt-broker ENDPOINT`` / ``mt-worker ENDPOINT SERVICE``: the majortomo broker and an echo worker of its own.
+- ``min-broker BIND``: the minimal pure-Python MDP/0.1 forwarding loop (:mod:`bench.minloop`).
+- ``exec PROGRAM ARGS...``: any program (a C peer, the C reference broker), after the banner ``exec PROGRAM``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import signal
 import sys
 import time
@@ -114,6 +117,19 @@ def mt_worker(endpoint: str, service: str) -> None:
         requests.send_reply_final(request)
 
 
+def min_broker(bind: str) -> None:
+    """The minimal forwarding loop, the pure-Python floor."""
+    from bench.minloop import serve
+
+    serve(bind)
+
+
+def run_program(program: str, *args: str) -> None:
+    """Become ``program`` (the death signal set above survives ``execv``)."""
+    print(f"exec {program}", flush=True)
+    os.execv(program, [program, *args])
+
+
 def main(argv: list[str]) -> None:
     """Dispatch on the first argument."""
     _die_with_parent()
@@ -127,6 +143,8 @@ def main(argv: list[str]) -> None:
         "echo": echo,
         "mt-broker": mt_broker,
         "mt-worker": mt_worker,
+        "min-broker": min_broker,
+        "exec": run_program,
     }
     handlers[kind](*args)
 

@@ -367,6 +367,42 @@ def peers_md(part: dict[str, Any]) -> str:
     return "\n".join(out + _notes(part))
 
 
+def cpeers_md(part: dict[str, Any]) -> str:
+    """Table of the C-peers part: brokers with the same C peers; the C++ client next to the Python one."""
+    out = ["### 7. C peers and the C++ client over loopback tcp, 16 B, 1 worker", ""]
+    rows = part["rows"]
+    if not rows:
+        return "\n".join(out + _notes(part))
+    find = _index(rows, "system", "mode")
+    c_ref = {mode: find("zguide mdbroker (C)", mode) for mode in ("sync", "pipelined")}
+    py_client = {mode: find("Python Client", mode) for mode in ("sync", "pipelined")}
+    body = []
+    for system, peers, transport in dict.fromkeys((r["system"], r["peers"], r["transport"]) for r in rows):
+        sync, pipe = find(system, "sync"), find(system, "pipelined")
+        versus = c_ref if transport == "router" else py_client
+        body.append(
+            [
+                f"{system} ({transport.upper()} broker)",
+                peers,
+                fmt(_get(sync, "rps")),
+                fmt(_get(pipe, "rps")),
+                fmt(_get(sync, "cpu_us_per_req")),
+                fmt(_get(pipe, "cpu_us_per_req")),
+                fmt(ratio(_get(sync, "rps"), _get(versus["sync"], "rps")), "x"),
+                fmt(ratio(_get(pipe, "rps"), _get(versus["pipelined"], "rps")), "x"),
+            ]
+        )
+    headers = ["system", "peers", "sync req/s", "pipelined req/s", "broker CPU µs/req sync", "pipelined"]
+    out.append(table([*headers, "sync ratio", "pipelined ratio"], body))
+    out += [
+        "",
+        "Ratios: ROUTER rows against the C reference broker, SERVER rows against the Python Client. C-client "
+        "req/s include the client process's start (one process per measurement); pipelined C clients send "
+        "every request before reading a reply, the C++ and Python clients keep `window` outstanding.",
+    ]
+    return "\n".join(out + _notes(part))
+
+
 def profile_md(part: dict[str, Any]) -> str:
     """Where the broker's time goes per request."""
     out = ["### Broker hot path: CPU per request, pipelined 16 B over tcp, 1 worker", ""]
@@ -428,6 +464,16 @@ def headline_md(results: dict[str, Any]) -> str:
                 f"generaldomo broker / majortomo broker with the same majortomo peers "
                 f"{fmt(ratio(_get(same, 'rps'), _get(mt, 'rps')), 'x')}."
             )
+    if parts.get("cpeers", {}).get("rows"):
+        find = _index(parts["cpeers"]["rows"], "system", "mode")
+        for mode in ("sync", "pipelined"):
+            ours, c_ref = find("generaldomo ROUTER", mode), find("zguide mdbroker (C)", mode)
+            cpp, py = find("C++ Client", mode), find("Python Client", mode)
+            lines.append(
+                f"- {mode}, C MDP/0.1 peers: generaldomo ROUTER / C broker "
+                f"{fmt(ratio(_get(ours, 'rps'), _get(c_ref, 'rps')), 'x')}; C++ Client / Python Client (SERVER) "
+                f"{fmt(ratio(_get(cpp, 'rps'), _get(py, 'rps')), 'x')}."
+            )
     return "\n".join(lines)
 
 
@@ -481,6 +527,7 @@ def markdown(results: dict[str, Any]) -> str:
         "flow": flow_md,
         "peers": peers_md,
         "profile": profile_md,
+        "cpeers": cpeers_md,
         "ray": ray_md,
         "adaptive": adaptive_md,
     }

@@ -33,6 +33,7 @@ _DRAIN = 256  # messages read from one link before looking at the others
 # libzmq's hard size limit sits this far above the core's, so that a request a little too large gets a 413
 # answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
 ENVELOPE_SLACK = 64 * 1024
+REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
 _stop_ids = itertools.count()
 
 
@@ -154,18 +155,16 @@ class Broker:
         """Serve until :meth:`stop` is called (from another thread or a signal handler)."""
         if not self.links:
             raise RuntimeError("the broker has no link to serve")
-        poller = zmq.Poller()
+        poller = zmq.Poller()  # the links and the stop socket; the monitors are read every REFUSALS_PERIOD
         for link in self.links:
             poller.register(link.socket, zmq.POLLIN)
-            poller.register(link.monitor, zmq.POLLIN)
         poller.register(self._stop_socket, zmq.POLLIN)
         by_socket = {link.socket: (index, link) for index, link in enumerate(self.links)}
-        monitors = {link.monitor: link for link in self.links}
         core = self.core
         clock = time.monotonic
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
         self._running = True
-        next_snapshot = clock()
+        next_snapshot = next_refusals = clock()
         try:
             while True:
                 deadline = core.deadline()
@@ -174,16 +173,18 @@ class Broker:
                         self.snapshot = status(core, clock())
                         next_snapshot = clock() + self._snapshot_period
                     deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
-                timeout = None if deadline is None else max(0, int((deadline - clock()) * 1000) + 1)
-                for socket, _ in poller.poll(timeout):
+                deadline = next_refusals if deadline is None else min(deadline, next_refusals)
+                for socket, _ in poller.poll(max(0, int((deadline - clock()) * 1000) + 1)):
                     if socket is self._stop_socket:
                         return
-                    if socket in monitors:
-                        monitors[socket].log_refusals()
-                        continue
                     index, link = by_socket[socket]
                     self._serve(index, link)
-                self._send(core.tick(clock()))
+                now = clock()
+                self._send(core.tick(now))
+                if now >= next_refusals:
+                    for link in self.links:
+                        link.log_refusals()
+                    next_refusals = now + REFUSALS_PERIOD
                 for link in self.links:
                     if link.counters:
                         for name, n in link.take_counts().items():
@@ -195,13 +196,13 @@ class Broker:
 
     def _serve(self, index: int, link: Link) -> None:
         """Feed the core what ``link`` has (a bounded number of messages), sending what it answers."""
-        receive, clock = self.core.receive, time.monotonic
+        receive, recv, now = self.core.receive, link.recv, time.monotonic()  # one clock read per batch
         for _ in range(_DRAIN):
-            message = link.recv()
+            message = recv()
             if message is None:
                 return
             address, frames, credential = message
-            self._send(receive(Peer(index, address), frames, clock(), credential))
+            self._send(receive(Peer(index, address), frames, now, credential))
 
     def _send(self, messages: list[Send]) -> None:
         links = self.links

@@ -7,8 +7,12 @@ out the session's Send and Reconnect actions. Each connection is read by exactly
 
 - ``server`` transport: a CLIENT socket (draft API). It is thread-safe, so ``send`` writes to it directly
   from the calling thread, frames packed by :mod:`generaldomo.sansio.codec`.
-- ``router`` transport: a DEALER socket, which must stay on one thread. ``send`` from the IO thread writes
-  directly; from any other thread it queues the frames and wakes the IO thread through a pipe.
+- ``router`` transport: a DEALER socket, which is not thread-safe but may be used by any thread that holds
+  the connection's lock (a lock is a full memory barrier, which is what libzmq asks of a socket that changes
+  threads). Every use of it is under that lock, so ``send`` writes directly from the calling thread too; the
+  IO thread polls the socket's ``ZMQ_FD`` instead of the socket, checks ``ZMQ_EVENTS`` before it blocks, and
+  a sender that finds a message waiting after its write wakes it, since its write may have taken the signal
+  the IO thread waits for (the FD is edge-triggered). No thread hand-off per request.
 
 Sends never block the caller. A message the socket cannot take now (its queue is full, or over inproc the
 broker is gone) waits in an outbox that the IO thread writes out in :meth:`Connection.flush`, in order; the
@@ -36,6 +40,10 @@ from generaldomo.sansio import codec
 from generaldomo.sansio.session import Action, Reconnect, Send
 
 log = logging.getLogger(__name__)
+_NOBLOCK = int(zmq.NOBLOCK)
+_MORE = int(zmq.SNDMORE) | _NOBLOCK
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
 CURVE_KEY_SIZES = (32, 40)  # raw bytes, or Z85 text
 
 
@@ -95,8 +103,10 @@ class Connection:
         self.poll_items: list[zmq.Socket[Any] | int] = [self.socket, self._wake_read]
         self._outbox: deque[Sequence[bytes]] = deque()
         self._owner: int | None = None
-        self._lock = threading.Lock()
+        # reentrant: a signal handler (Worker.stop) may wake the IO thread while that thread holds the lock
+        self._lock = threading.RLock()
         self._closed = False
+        self._polling = False  # the IO thread is (about to be) blocked in its poll
 
     def adopt(self) -> zmq.Poller:
         """Make the calling thread this connection's IO thread; return a poller over what that thread watches."""
@@ -114,8 +124,16 @@ class Connection:
         self.close()
         return fresh
 
+    def begin_wait(self) -> bool:
+        """The IO thread is about to poll :attr:`poll_items`: True if it must not block (a message may be
+        waiting that the poll would not show)."""
+        return False
+
+    def end_wait(self) -> None:
+        """The IO thread's poll returned."""
+
     def wake(self) -> None:
-        """Make the IO thread's poll return; callable from any thread."""
+        """Make the IO thread's poll return; callable from any thread and from a signal handler."""
         with self._lock:
             if self._closed:
                 return
@@ -160,10 +178,20 @@ class Connection:
 
     def flush(self) -> None:
         """Consume wake-ups and write queued messages in order, as far as the socket takes them (IO thread)."""
+        with self._lock:
+            self._consume_wakeups()
+        self._write_outbox()
+
+    def _consume_wakeups(self) -> None:
+        """Empty the wake-up pipe (lock held)."""
+        if self._closed:
+            return
         try:
             os.read(self._wake_read, 4096)
         except BlockingIOError:
             pass
+
+    def _write_outbox(self) -> None:
         outbox = self._outbox
         while outbox and self._write(outbox[0]):
             outbox.popleft()
@@ -209,25 +237,67 @@ class ClientSocketConnection(Connection):
 
 
 class DealerConnection(Connection):
-    """``router`` transport: a DEALER socket owned by the IO thread."""
+    """``router`` transport: a DEALER socket, used only under the connection's lock (see the module docstring)."""
 
     transport = Transport.ROUTER
+    thread_safe_socket = True  # through the lock
 
     def __init__(self, context: zmq.Context[Any], endpoint: str, curve: Curve | None = None) -> None:
         super().__init__(context, endpoint, zmq.DEALER, curve)
+        self.poll_items = [int(self.socket.getsockopt(zmq.FD)), self._wake_read]
+
+    def send(self, frames: Sequence[bytes]) -> None:
+        if threading.get_ident() == self._owner:
+            self._put(frames, direct=True)
+            return
+        with self._lock:
+            if self._closed:
+                return
+            written = not self._outbox and self._write(frames)
+            if not written:
+                self._outbox.append(frames)
+            waiting = written and self._polling and self._readable()
+        if not written or waiting:
+            self.wake()  # the IO thread writes the queue, or reads what our write took the signal of
+
+    def begin_wait(self) -> bool:
+        with self._lock:
+            if self._closed or self._readable():
+                return True
+            self._polling = True  # from now on a sender checks for what its write may have signalled
+            return False
+
+    def end_wait(self) -> None:
+        self._polling = False
+
+    def _readable(self) -> bool:
+        """A message is waiting (lock held)."""
+        return bool(int(self.socket.get(_EVENTS)) & _POLLIN)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._consume_wakeups()
+            if not self._closed:
+                self._write_outbox()  # under the lock: the socket is used only under it
 
     def _write(self, frames: Sequence[bytes]) -> bool:
+        send, last = self.socket.send, len(frames) - 1
         try:
-            self.socket.send_multipart(frames, zmq.NOBLOCK)
+            send(frames[0], _MORE if last else _NOBLOCK)
         except zmq.Again:
             return False
+        for index in range(1, last + 1):  # the rest of a message whose first frame went: never EAGAIN
+            send(frames[index], _MORE if index < last else _NOBLOCK)
         return True
 
     def recv(self) -> list[bytes] | None:
-        try:
-            return self.socket.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
-            return None
+        with self._lock:
+            if self._closed:
+                return None
+            try:
+                return self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return None
 
 
 CONNECTIONS: dict[Transport, type[ClientSocketConnection | DealerConnection]] = {
@@ -273,7 +343,10 @@ class BrokerLink:
             timeout: int | None = 10
         else:
             timeout = None if deadline is None else math.ceil(max(0.0, deadline - now) * 1000)
+        if self.connection.begin_wait():
+            timeout = 0
         self._poller.poll(timeout)
+        self.connection.end_wait()
         self.connection.flush()
 
     def recv(self) -> list[bytes] | None:

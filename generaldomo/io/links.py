@@ -96,6 +96,8 @@ def _native_drain() -> Any:
 
 
 _NATIVE_DRAIN = _native_drain()
+# The backend socket's ``send``, called unbound: the same call without the sugar layer's Python wrapper.
+_send = zmq.backend.Socket.send
 
 
 def _give_back_memory() -> None:
@@ -220,26 +222,30 @@ class RouterLink(Link):
     transport = Transport.ROUTER
     socket_type = zmq.ROUTER
 
-    # Frame by frame with plain int flags and the socket's raw ``get``: pyzmq's multipart helpers and its
-    # ``getsockopt`` cost microseconds more per frame (measured in bench/README.md); this is the hot path.
+    # Frame by frame with plain int flags: pyzmq's multipart helpers cost microseconds more per frame, and so
+    # does ``get(RCVMORE)`` (pyzmq 27 builds an enum member per call); a zero-copy frame carries ``more``
+    # already. Sends go through the backend's ``send`` (the sugar layer adds a Python call per frame). This is
+    # the hot path: see bench/README.md for the figures.
 
     def prepare(self) -> None:
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # so that a full or gone peer is an error we can count
 
     def recv(self) -> Received | None:
-        socket = self.socket
+        recv = self.socket.recv
         for _ in range(_SKIPS):
             try:
-                address = socket.recv(_NOBLOCK)
+                head = recv(_NOBLOCK, copy=False)
             except zmq.Again:
                 return None
-            credential, frames = None, []
-            if self.security is not None and socket.get(_RCVMORE):
+            address = head.bytes
+            credential, frames, more = None, [], head.more
+            if self.security is not None and more:
                 # libzmq 4.3.4 attaches the metadata to the frames the peer sent, not to the identity frame
-                first = socket.recv(_NOBLOCK, copy=False)
+                first = recv(_NOBLOCK, copy=False)
                 credential = self.credential(first, address)
                 frames.append(first.bytes)
-            if not self._read(address, frames) or (credential is None and self.security is not None):
+                more = first.more
+            if not self._read(address, frames, more) or (credential is None and self.security is not None):
                 continue
             if address[0] == 0 and len(address) != 5:
                 self.drop(
@@ -250,21 +256,22 @@ class RouterLink(Link):
             return peer, message, credential
         return None
 
-    def _read(self, address: bytes, frames: list[bytes]) -> bool:
+    def _read(self, address: bytes, frames: list[bytes], more: bool) -> bool:
         """Append the rest of the message to ``frames``; False (counted, logged) if it breaks a limit."""
-        socket = self.socket
-        recv, get = socket.recv, socket.get
+        recv = self.socket.recv
         append = frames.append
         left = self.max_frames - len(frames)
         room = self.max_bytes - len(frames[0]) if frames else self.max_bytes
-        while room >= 0 and get(_RCVMORE):
+        while more and room >= 0:
             if left <= 0:
                 count = self.max_frames + self._drain()
                 self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, label(address))
                 return False
-            frame = recv(_NOBLOCK)
-            room -= len(frame)
-            append(frame)
+            frame = recv(_NOBLOCK, copy=False)
+            data = frame.bytes
+            room -= len(data)
+            append(data)
+            more = frame.more
             left -= 1
         if room < 0:
             frames.clear()
@@ -293,21 +300,24 @@ class RouterLink(Link):
 
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
         # The broker never sends a message without frames.
-        send = self.socket.send
-        route = envelope.join(address)  # type: ignore[arg-type]
+        socket, send = self.socket, _send
         try:
-            send(route[0], _MORE)
+            if type(address) is bytes:
+                send(socket, address, _MORE)
+            else:
+                route = envelope.join(address)  # type: ignore[arg-type]
+                send(socket, route[0], _MORE)
+                for hop in route[1:]:
+                    send(socket, hop, _MORE)
         except zmq.Again:
             self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
             return
         except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
             self.counters["sends_dropped_gone"] += 1
             return
-        for hop in route[1:]:
-            send(hop, _MORE)
         for frame in frames[:-1]:
-            send(frame, _MORE)
-        send(frames[-1], _NOBLOCK)
+            send(socket, frame, _MORE)
+        send(socket, frames[-1], _NOBLOCK)
 
 
 class ServerLink(Link):
@@ -380,7 +390,7 @@ class ServerLink(Link):
         message = zmq.Frame(codec.encode(frames))
         message.routing_id = address
         try:
-            self.socket.send(message, zmq.NOBLOCK)
+            _send(self.socket, message, _NOBLOCK)
         except zmq.Again:
             self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
         except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
