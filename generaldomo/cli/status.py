@@ -20,6 +20,7 @@ from generaldomo.peers.client import Client
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
     options.connect(parser)
+    options.curve(parser)
     parser.add_argument("endpoint", nargs="?", help="broker endpoint (same as --connect)")
     parser.add_argument("--json", action="store_true", help="print the raw JSON report")
     parser.add_argument(
@@ -30,8 +31,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     args.connect = args.connect or args.endpoint
-    endpoint = options.endpoint(args)
-    with Client(endpoint, args.transport) as client:
+    target = options.peer(args)
+    endpoint = target.endpoint
+    with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
         while True:
             try:
                 report = client.status(timeout=args.timeout)

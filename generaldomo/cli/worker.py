@@ -17,6 +17,7 @@ import time
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
+from generaldomo.io.connection import Curve
 from generaldomo.peers.app import App
 from generaldomo.peers.pool import DEFAULT_GRACE, POOLS, START_METHODS, run_app
 from generaldomo.peers.worker import Handler, Worker
@@ -51,6 +52,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sleep", type=float, default=0.0, metavar="SECONDS", help="simulated work per request")
     parser.add_argument("--tag", default="", help="prefix every reply with TAG: (to tell workers apart; default: none)")
     options.heartbeats(parser, "the broker")
+    options.curve(parser)
 
 
 def echo(sleep: float, tag: str) -> Handler:
@@ -73,13 +75,15 @@ def run(args: argparse.Namespace) -> int:
     if args.service and len(args.service) > 1:
         raise ValueError("the echo worker serves one --service; give an APP to serve several")
     args.service = args.service[0] if args.service else ECHO
+    target = options.peer(args)
     worker = Worker(
-        options.endpoint(args),
+        target.endpoint,
         args.service,
         echo(args.sleep, args.tag),
         args.transport,
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
+        **target.curve.kwargs(),
     )
 
     def leave(*_: object) -> None:
@@ -91,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, leave)
     print(f"generaldomo worker: serving {args.service!r} from {worker.endpoint} ({args.transport})", flush=True)
     stop = threading.Event()
-    watch = threading.Thread(target=_watch, args=(args, worker.endpoint, stop), name="generaldomo-watch", daemon=True)
+    watching = (args, worker.endpoint, target.curve.curve(), stop)
+    watch = threading.Thread(target=_watch, args=watching, name="generaldomo-watch", daemon=True)
     watch.start()
     try:
         worker.serve()
@@ -108,9 +113,10 @@ def _run_pool(args: argparse.Namespace) -> int:
         spec = App(ECHO)
         spec.add(services[0] if services else ECHO, echo(args.sleep, args.tag))
         services = None
+    target = options.peer(args)
     return run_app(
         spec,
-        options.endpoint(args),
+        target.endpoint,
         args.transport,
         concurrency=args.concurrency,
         pool=args.pool,
@@ -119,19 +125,20 @@ def _run_pool(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
         start_method=args.start_method,
+        **target.curve.kwargs(),
     )
 
 
-def _watch(args: argparse.Namespace, endpoint: str, stop: threading.Event) -> None:
+def _watch(args: argparse.Namespace, endpoint: str, curve: Curve | None, stop: threading.Event) -> None:
     """Every heartbeat, ask the broker whether a worker serves the service; say so when that changes."""
     grace = args.heartbeat * args.liveness  # a few heartbeats to register in
     patience = max(args.heartbeat, probe.TIMEOUT)
     warned = ""
     while not stop.wait(grace if not warned else args.heartbeat):
-        if probe.broker_instance(endpoint, args.transport, patience) is None:
-            hint = probe.transport_hint(endpoint, args.transport, patience)
+        if probe.broker_instance(endpoint, args.transport, patience, curve) is None:
+            hint = probe.transport_hint(endpoint, args.transport, patience, curve)
             problem = f"no broker has answered at {endpoint} over {args.transport}{hint}"
-        elif not probe.served(endpoint, args.transport, args.service, patience):
+        elif not probe.served(endpoint, args.transport, args.service, patience, curve):
             problem = f"the broker at {endpoint} answers but lists no worker for {args.service!r}"
         else:
             if warned:
