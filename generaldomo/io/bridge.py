@@ -80,6 +80,7 @@ class Bridge:
         self._last_heard: dict[Address, float] = {}
         self._poller = zmq.Poller()
         self._poller.register(self.link.socket, zmq.POLLIN)
+        self._poller.register(self.link.monitor, zmq.POLLIN)  # refused connections: counted and logged
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -111,6 +112,8 @@ class Bridge:
                 for socket, _ in self._poller.poll(math.ceil(min(100.0, max(0.0, next_sweep - clock()) * 1000))):
                     if socket is self.link.socket:
                         self._from_clients(clock())
+                    elif socket is self.link.monitor:
+                        self.link.log_refusals()
                     else:
                         self._from_broker(socket, clock())
                 if clock() >= next_sweep:
