@@ -3,7 +3,8 @@
 Parts: ``transport`` (1 and 2: transport overhead and broker CPU per message), ``core`` (3: sans-IO core
 scaling), ``flow`` (4: the flow-control timeline), ``peers`` (5: the majortomo broker), ``profile`` (the broker
 hot path under cProfile), ``ray`` (6: the Ray flow-control experiment, generaldomo against an actor; needs
-``generaldomo[ray]``; not part of ``--smoke``). Progress goes
+``generaldomo[ray]``; not part of ``--smoke``), ``curve`` (7: plaintext against CURVE, ``bench/curve.py``; not
+part of ``--smoke``). Progress goes
 to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -21,11 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import core_scaling, peers, profiling, ray_flow, report, timeline, transport
+from bench import core_scaling, curve, peers, profiling, ray_flow, report, timeline, transport
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "flow", "peers", "profile", "ray")
+PARTS = ("transport", "core", "flow", "peers", "profile", "ray", "curve")
+NOT_SMOKE = ("ray", "curve")  # the smoke run starts no Ray and no CURVE set-ups
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
 
@@ -38,7 +40,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=FULL.out, help=f"directory for JSON/PNG (default {FULL.out})")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3, or 1 with --quick)")
     args = parser.parse_args(argv)
-    everything = tuple(p for p in PARTS if not (args.smoke and p == "ray"))  # the smoke run starts no Ray
+    everything = tuple(p for p in PARTS if not (args.smoke and p in NOT_SMOKE))
     parts = tuple(p.strip() for p in args.only.split(",")) if args.only else everything
     unknown = set(parts) - set(PARTS)
     if unknown:
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             elif part == "ray":
                 plot = cfg.out / f"{stem}-ray-flow.png" if timeline.can_plot() else None
                 results["parts"][part] = ray_flow.run(cfg, plot=plot)
+            elif part == "curve":
+                results["parts"][part] = curve.run(cfg)
     results["duration_s"] = time.time() - started
     paths = report.write(results, cfg.out, stem)
     print(report.markdown(results))
