@@ -228,3 +228,54 @@ def test_a_request_the_cli_client_gave_up_on_never_runs(transport: str, how: str
     with Client(endpoint, transport) as client:
         assert client.request("late", b"fresh", timeout=30).payload == b"fresh"
     assert ran == [b"fresh"]
+
+
+def test_curve_from_the_environment_through_a_worker_pool_and_the_bridge(keydir: Path, processes) -> None:
+    assert run("keygen", "bridge", "--dir", str(keydir), "--role", "clients").returncode == 0
+    broker_env = {
+        **os.environ,
+        "GENERALDOMO_CURVE_SECRET": str(keydir / "broker.key_secret"),
+        "GENERALDOMO_CURVE_CLIENTS": str(keydir / "clients"),
+        "GENERALDOMO_CURVE_WORKERS": str(keydir / "workers"),
+    }
+    broker = spawn(processes, "broker", "--bind", "tcp://127.0.0.1:*", env=broker_env)
+    endpoint = expect(lines(broker.stdout), "generaldomo broker: router").split()[-1]
+    peer_env = {**os.environ, "GENERALDOMO_CURVE_SERVER_KEY": str(keydir / "broker.key")}
+    worker_env = {**peer_env, "GENERALDOMO_CURVE_KEY": str(keydir / "worker.key_secret")}
+    pool = spawn(processes, "worker", "--connect", endpoint, "--concurrency", "2", "--tag", "pool", env=worker_env)
+    assert "thread pool" in expect(lines(pool.stdout), "serving")
+    bridge = spawn(
+        processes,
+        "bridge",
+        "--server",
+        "tcp://127.0.0.1:*",
+        "--broker",
+        endpoint,
+        "--curve-secret",
+        str(keydir / "bridge.key_secret"),
+        "--clients",
+        str(keydir / "clients"),
+        "--curve-key",
+        str(keydir / "bridge.key_secret"),
+        "--curve-server-key",
+        str(keydir / "broker.key"),
+    )
+    front = expect(lines(bridge.stdout), "generaldomo bridge: server").split()[3]
+    client = ["--curve-key", str(keydir / "client.key_secret"), "--timeout", "30", "echo", "x"]
+    direct = run("client", "--connect", endpoint, *client, env=peer_env)
+    assert direct.returncode == 0 and direct.stdout.splitlines() == ["pool:x"], direct.stderr
+    bridged = run(
+        "client", "--transport", "server", "--connect", front, "--curve-server-key", str(keydir / "bridge.key"), *client
+    )
+    assert bridged.returncode == 0 and bridged.stdout.splitlines() == ["pool:x"], bridged.stderr
+
+
+def test_curve_set_up_mistakes_are_usage_errors(keydir: Path) -> None:
+    no_secret = run("broker", "--clients", str(keydir / "clients"))
+    assert no_secret.returncode == 2 and "--curve-secret" in no_secret.stderr
+    nobody = run("broker", "--curve-secret", str(keydir / "broker.key_secret"))
+    assert nobody.returncode == 2 and "admits nobody" in nobody.stderr
+    public_only = run("broker", "--curve-secret", str(keydir / "broker.key"), "--clients", str(keydir / "clients"))
+    assert public_only.returncode == 2 and "no secret key" in public_only.stderr
+    bad_key = run("client", "--curve-server-key", "not-a-key", "echo")
+    assert bad_key.returncode == 2 and "neither a Z85 public key" in bad_key.stderr
