@@ -5,7 +5,8 @@ This module owns the client command's flags, its output and its exit status. Whe
 question) and says so, with an exit status of its own: nothing answers at the endpoint over this transport
 (and whether something does over the other one); no worker serves the service (with the services that have
 workers, and the nearest name); or the broker is alive and has workers, so the request is queued or running.
-The request itself goes through :class:`generaldomo.peers.client.Client`, unchanged.
+The request itself goes through :class:`generaldomo.peers.client.Client`, unchanged, which withdraws it
+(CANCEL) when ``--timeout`` passes or on Ctrl-C, so an abandoned request never runs later.
 """
 
 from __future__ import annotations

@@ -36,8 +36,11 @@ CURVE_KEY = "GENERALDOMO_CURVE_KEY"  # a peer's secret certificate file
 CURVE_SERVER_KEY = "GENERALDOMO_CURVE_SERVER_KEY"  # the broker's public key: Z85 text or a certificate file
 CURVE_TRUST = "GENERALDOMO_CURVE_TRUST_ANNOUNCED"  # 1: take the key the address file or beacon announces
 CURVE_SECRET = "GENERALDOMO_CURVE_SECRET"  # the broker's (or bridge's) secret certificate file
-ALLOWLISTS = {"clients": "GENERALDOMO_CURVE_CLIENTS", "workers": "GENERALDOMO_CURVE_WORKERS"}
-ALLOWLISTS["admins"] = "GENERALDOMO_CURVE_ADMINS"
+ALLOWLISTS = {  # the broker's directories of admitted public certificates, by role
+    "clients": "GENERALDOMO_CURVE_CLIENTS",
+    "workers": "GENERALDOMO_CURVE_WORKERS",
+    "admins": "GENERALDOMO_CURVE_ADMINS",
+}
 
 
 def transport(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +94,8 @@ def connect(parser: argparse.ArgumentParser) -> None:
 
 def endpoint(args: argparse.Namespace) -> str:
     """The broker endpoint the options of :func:`connect` name: the first of --connect, $GENERALDOMO_BROKER,
-    --broker-file or $GENERALDOMO_BROKER_FILE, a beacon (only with --discover); else the default endpoint."""
+    --broker-file or $GENERALDOMO_BROKER_FILE, a beacon (only with --discover); else the default endpoint.
+    Commands with the CURVE flags of :func:`curve` use :func:`peer`, which also says how to connect."""
     return _locate(args)[0]
 
 
