@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -279,3 +281,31 @@ def test_curve_set_up_mistakes_are_usage_errors(keydir: Path) -> None:
     assert public_only.returncode == 2 and "no secret key" in public_only.stderr
     bad_key = run("client", "--curve-server-key", "not-a-key", "echo")
     assert bad_key.returncode == 2 and "neither a Z85 public key" in bad_key.stderr
+
+
+def readme_security_commands() -> list[list[str]]:
+    """The shell commands of README's Security set-up (its first two literal blocks), continuation lines joined."""
+    text = (Path(__file__).resolve().parent.parent / "README.rst").read_text()
+    section = text.split("Security: CURVE, roles and the threat model\n", 1)[1]
+    blocks = re.findall(r"::\n\n((?:(?:    .*)?\n)+)", section)[:2]
+    joined = "\n".join(blocks).replace("\\\n", " ")
+    return [shlex.split(line.split("#", 1)[0]) for line in joined.splitlines() if line.strip()]
+
+
+def test_the_readme_security_set_up_runs_as_written(tmp_path: Path, processes) -> None:
+    commands = readme_security_commands()
+    assert [words[1] for words in commands] == ["keygen"] * 4 + ["broker", "worker", "client"]
+    endpoint = "tcp://127.0.0.1:*"
+    for words in commands:
+        argv = [endpoint if word.startswith("tcp://") else word for word in words[1:]]
+        if words[1] == "keygen":
+            assert subprocess.run([*COMMAND, *argv], cwd=tmp_path, timeout=60).returncode == 0
+        elif words[1] == "client":
+            result = subprocess.run([*COMMAND, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+            assert result.returncode == 0 and result.stdout.splitlines() == ["hello"], result.stderr
+        else:
+            process = subprocess.Popen([*COMMAND, *argv], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+            processes.append(process)
+            line = expect(lines(process.stdout), "generaldomo")
+            endpoint = line.split()[-1] if words[1] == "broker" else endpoint
+            assert "serving 'echo'" in line or words[1] == "broker", line
