@@ -309,3 +309,21 @@ def test_the_readme_security_set_up_runs_as_written(tmp_path: Path, processes) -
             line = expect(lines(process.stdout), "generaldomo")
             endpoint = line.split()[-1] if words[1] == "broker" else endpoint
             assert "serving 'echo'" in line or words[1] == "broker", line
+
+
+def test_a_curve_worker_whose_key_is_not_listed_says_what_to_check(keydir: Path, processes) -> None:
+    endpoint, _ = start_broker(processes, "router", keydir, "--heartbeat", "0.2")  # the same on both sides
+    server_key = ["--curve-server-key", str(keydir / "broker.key"), "--heartbeat", "0.2"]
+    listed = spawn(processes, "worker", "--connect", endpoint, "--curve-key", str(keydir / "worker.key_secret"),
+                   *server_key)  # fmt: skip
+    stranger = spawn(processes, "worker", "--connect", endpoint, "--curve-key", str(keydir / "stranger.key_secret"),
+                     *server_key)  # fmt: skip
+    warning = expect(lines(stranger.stderr), "warning")
+    assert "has not answered this worker over CURVE" in warning and "--workers" in warning
+    assert "serving 'echo'" in listed.stdout.readline()
+    client = ["--curve-key", str(keydir / "client.key_secret"), "--curve-server-key", str(keydir / "broker.key")]
+    served = run("client", "--connect", endpoint, *client, "--timeout", "30", "echo", "ok")
+    assert served.stdout.splitlines() == ["ok"], served.stderr
+    listed.send_signal(signal.SIGTERM)
+    listed.wait(30)
+    assert "warning" not in listed.stderr.read()  # registered: nothing to warn about
