@@ -3,8 +3,9 @@
 Parts: ``transport`` (1 and 2: transport overhead and broker CPU per message), ``core`` (3: sans-IO core
 scaling), ``flow`` (4: the flow-control timeline), ``peers`` (5: the majortomo broker), ``profile`` (the broker
 hot path under cProfile), ``ray`` (6: the Ray flow-control experiment, generaldomo against an actor; needs
-``generaldomo[ray]``; not part of ``--smoke``), ``curve`` (7: plaintext against CURVE, ``bench/curve.py``; not
-part of ``--smoke``). Progress goes
+``generaldomo[ray]``; not part of ``--smoke``), ``adaptive`` (7: the adaptive concurrency cap against fixed
+caps, plain client threads; not part of ``--smoke``), ``curve`` (8: plaintext against CURVE, ``bench/curve.py``;
+not part of ``--smoke``). Progress goes
 to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -22,12 +23,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import core_scaling, curve, peers, profiling, ray_flow, report, timeline, transport
+from bench import adaptive_flow, core_scaling, curve, peers, profiling, ray_flow, report, timeline, transport
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "flow", "peers", "profile", "ray", "curve")
-NOT_SMOKE = ("ray", "curve")  # the smoke run starts no Ray and no CURVE set-ups
+PARTS = ("transport", "core", "flow", "peers", "profile", "ray", "adaptive", "curve")
+NOT_SMOKE = ("ray", "adaptive", "curve")  # the long ones, and the CURVE set-ups
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
 
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             elif part == "ray":
                 plot = cfg.out / f"{stem}-ray-flow.png" if timeline.can_plot() else None
                 results["parts"][part] = ray_flow.run(cfg, plot=plot)
+            elif part == "adaptive":
+                plot = cfg.out / f"{stem}-adaptive.png" if timeline.can_plot() else None
+                results["parts"][part] = adaptive_flow.run(cfg, plot=plot)
             elif part == "curve":
                 results["parts"][part] = curve.run(cfg)
     results["duration_s"] = time.time() - started

@@ -47,6 +47,7 @@ class Config:
     )
     ray_clients: int = 4  # Ray tasks sending the requests
     ray_probe: int = 200  # one-at-a-time requests measuring each path's overhead
+    adaptive_seconds: float = 12.0  # length of each phase of the adaptive part
     out: Path = field(default=Path("bench/results"))
     name: str = "full"
 
@@ -64,6 +65,7 @@ QUICK = replace(
     ray_bursts=2,
     ray_scale=((10, 50, 1.0), (50, 250, 1.0)),
     ray_probe=50,
+    adaptive_seconds=6.0,
     seconds=0.25,
     sync_n=300,
     pipe_n=3000,

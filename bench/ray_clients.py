@@ -127,3 +127,23 @@ def warm(seconds: float) -> int:
     """Hold a Ray worker process ``seconds`` (several at once make Ray start as many processes)."""
     time.sleep(seconds)
     return os.getpid()
+
+
+@ray.remote(num_cpus=0.5)
+def closed_loop(endpoint: str, service: str, until: float, threads: int) -> list[tuple[float, float]]:
+    """``threads`` callers with one request each outstanding until ``until`` (monotonic): each reply's
+    (monotonic time, service time)."""
+    client = gdray.client(endpoint)
+    replies: list[tuple[float, float]] = []
+
+    def call() -> None:
+        while time.monotonic() < until:
+            reply = client.request(service, b"x", timeout=60)
+            replies.append((time.monotonic(), reply.served or 0.0))  # list.append is atomic
+
+    callers = [threading.Thread(target=call, daemon=True) for _ in range(threads)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(until - time.monotonic() + 90)
+    return replies

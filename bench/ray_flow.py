@@ -1,14 +1,15 @@
 """Part ``ray``: the Ray flow-control experiment side by side, generaldomo's broker against an actor.
 
 Ray tasks are the clients (``ray_clients`` of them, each sending its share of the requests at their scheduled
-times). (a) *generaldomo*: the tasks call a service through the broker, which limits it (``mmi.flow``: rate
-with a burst of 1, concurrency); one pool actor (:class:`generaldomo.ray.WorkerPool`) holds one worker per
-concurrency slot. (b) *actor*: the tasks call the flow-controlled actor written from the article
-(:mod:`bench.ray_actor`), made with ``max_concurrency`` equal to the concurrency limit. The same work (a sleep)
-runs in both. First the article's microbenchmark (bursts of 10 every 2 s, 5/s, 10 in flight, 1 s of work),
-drawn as two timelines, with the overhead of each path (one request at a time, no work, no limit); then the
-same shape scaled up (bursts of 2 s worth of requests, concurrency twice the rate) to find where each stops
-holding its limit. Ray runs on this machine, on loopback (:func:`generaldomo.ray.start_local`).
+times). (a) *generaldomo*: the tasks call a service through the broker, which limits it (``mmi.flow``: rate with a
+burst of 1, concurrency); one pool actor (:class:`generaldomo.ray.WorkerPool`) holds one worker per concurrency
+slot. (b) *actor*: the tasks call the flow-controlled actor written from the article (:mod:`bench.ray_actor`), made
+with ``max_concurrency`` equal to the concurrency limit. The same work (a sleep) runs in both. First the article's
+microbenchmark (bursts of 10 every 2 s, 5/s, 10 in flight, 1 s of work), drawn as two timelines, with the overhead
+of each path (one request at a time, no work, no limit); then the same shape scaled up (bursts of 2 s worth of
+requests, concurrency twice the rate) to find where each stops holding its limit; last the adaptive concurrency cap
+against fixed caps before a service that slows under load, Ray tasks as its clients (:mod:`bench.ray_adaptive`).
+Ray runs on this machine, on loopback (:func:`generaldomo.ray.start_local`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import adaptive_flow
 from bench.config import Config, say
 from bench.procs import ROOT
 from generaldomo import Broker, Client
@@ -82,13 +84,28 @@ def run(cfg: Config, plot: Path | None = None) -> dict[str, Any]:
                 result["scenarios"].append(_scenario(scenario, endpoint, client, cfg, keep=n == 0))
             except Exception as error:  # a scenario that fails is reported; the others' results stand
                 result["errors"].append(f"{scenario.name}: {type(error).__name__}: {error}")
+        result["adaptive"] = _adaptive(endpoint, client, cfg, result["errors"])
     finally:
         gdray.close()
         ray.shutdown()
         broker.stop()
     if plot is not None and result["scenarios"] and result["scenarios"][0]["scenario"]["name"] == "article":
         result["plot"] = str(_draw(result["scenarios"][0], plot))
+    if plot is not None and result["adaptive"] is not None:
+        adaptive = plot.with_name(plot.name.replace("ray-flow", "ray-adaptive"))
+        result["adaptive"]["plot"] = str(adaptive_flow.draw(result["adaptive"], adaptive))
     return result
+
+
+def _adaptive(endpoint: str, client: Client, cfg: Config, errors: list[str]) -> dict[str, Any] | None:
+    """The adaptive cap against fixed caps with Ray tasks as the clients (:mod:`bench.ray_adaptive`)."""
+    from bench import ray_adaptive
+
+    try:
+        return ray_adaptive.run(endpoint, client, cfg.adaptive_seconds)
+    except Exception as error:  # reported; the scenarios' results stand
+        errors.append(f"adaptive: {type(error).__name__}: {error}")
+        return None
 
 
 def _scenario(scenario: Scenario, endpoint: str, client: Client, cfg: Config, keep: bool) -> dict[str, Any]:

@@ -292,6 +292,8 @@ def ray_md(part: dict[str, Any]) -> str:
     out += ["", _ray_limits(part["scenarios"])]
     if part.get("plot"):
         out += ["", f"Timelines (queued in blue, processing in orange): `{part['plot']}`"]
+    if part.get("adaptive"):
+        out += ["", adaptive_md(part["adaptive"]).replace("### 7.", "#### 6b.", 1)]
     return "\n".join(out + _notes(part))
 
 
@@ -431,6 +433,38 @@ def headline_md(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def adaptive_md(part: dict[str, Any]) -> str:
+    """Part 7: the adaptive concurrency cap against fixed caps."""
+    lines = [
+        f"### 7. Adaptive concurrency ({part.get('clients', 'client threads')})",
+        f"A service of {part['cores']} cores ({1000 * part['base']:.0f} ms a task; a task started with n running "
+        f"takes n / {part['cores']} times longer beyond {part['cores']}), {part['workers']} workers and as many "
+        f"callers ({part.get('clients', 'client threads')}), {part['seconds']:g} s per phase; figures over "
+        "each phase's second half.",
+        "",
+        table(
+            ["phase", "replies/s", "service p50", "service p90", "cap (median)"],
+            [
+                [
+                    p["name"],
+                    fmt(p["throughput"], "f"),
+                    _ms(p["service_p50"]),
+                    _ms(p["service_p90"]),
+                    str(p["settled_cap"]),
+                ]
+                for p in part["phases"]
+            ],
+        ),
+    ]
+    if part.get("plot"):
+        lines.append(f"\nService times and caps: `{part['plot']}`")
+    return "\n".join(lines)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The whole report."""
     m = results["machine"]
@@ -450,6 +484,7 @@ def markdown(results: dict[str, Any]) -> str:
         "peers": peers_md,
         "profile": profile_md,
         "ray": ray_md,
+        "adaptive": adaptive_md,
         "curve": curve.markdown,
     }
     body = [sections[name](parts[name]) for name in sections if name in parts]

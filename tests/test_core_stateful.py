@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.access import Credential, Role
+from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.states import TaskState
@@ -62,6 +63,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.silent: set[Peer] = set()
         self.ghosts: list[tuple[Peer, bytes, bytes, bytes]] = []  # forgotten worker, service, task id, body
         self.next_worker = 0
+        self.loose: set[str] = set()  # services whose byte limit changed while tasks flew
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -271,9 +273,17 @@ class BrokerMachine(RuleBasedStateMachine):
         service=st.sampled_from(SERVICES),
         rate=st.sampled_from([None, 0.5, 2.0]),
         concurrency=st.sampled_from([None, 1, 2]),
+        size=st.sampled_from([None, 20, 40]),  # a request here is about 15 bytes
+        adaptive=st.sampled_from([None, AdaptiveLimits(1, 2), AdaptiveLimits(2, 4)]),
     )
-    def flow_limits_change(self, service: bytes, rate: float | None, concurrency: int | None) -> None:
-        self.deliver(self.core.set_flow(service.decode(), rate, 1, concurrency, self.now))
+    def flow_limits_change(
+        self, service: bytes, rate: float | None, concurrency: int | None, size: int | None,
+        adaptive: AdaptiveLimits | None,
+    ) -> None:  # fmt: skip
+        if any(s.flow.in_flight for s in self.core.resolver.services() if s.name == service.decode()):
+            self.loose.add(service.decode())  # a limit lowered now may sit below what already flies
+        limits = {"bytes_in_flight": size, "adaptive": adaptive}
+        self.deliver(self.core.set_flow(service.decode(), rate, 1, concurrency, self.now, **limits))
 
     @rule(garbage=st.lists(st.binary(max_size=6), max_size=4))
     def garbage_arrives(self, garbage: list[bytes]) -> None:
@@ -298,6 +308,19 @@ class BrokerMachine(RuleBasedStateMachine):
             flying = [t for t in self.core.tasks.values() if t.service is service and t.in_flight]
             assert service.flow.in_flight == len(flying)
             assert all(t.worker is not None for t in flying)
+
+    @invariant()
+    def flight_bytes_within_limits(self) -> None:
+        for service in self.core.resolver.services():
+            flow = service.flow
+            flying = [t for t in self.core.tasks.values() if t.service is service and t.in_flight]
+            assert flow.in_flight_bytes == sum(t.size for t in flying)
+            if not flying:
+                self.loose.discard(service.name)
+            elif flow.bytes_in_flight is not None and service.name not in self.loose:
+                assert flow.in_flight_bytes <= flow.bytes_in_flight or len(flying) == 1
+            if flow.adaptive is not None:
+                assert flow.adaptive.limits.min <= flow.adaptive.limit <= flow.adaptive.limits.max
 
     @invariant()
     def counters_add_up(self) -> None:

@@ -19,6 +19,7 @@ from generaldomo.io.address_file import Published
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
 from generaldomo.io.broker import Broker
 from generaldomo.io.transport import require_draft
+from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.resolver import load_resolver
 from generaldomo.sansio.settings import PeerSettings, Settings
 
@@ -56,7 +57,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SERVICE:KEY=VALUE,...",
-        help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10 (repeatable; default: no limits)",
+        help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,"
+        "adaptive=1..64 (repeatable; default: no limits)",
     )
     parser.add_argument(
         "--max-attempts",
@@ -202,7 +204,10 @@ def _broker(args: argparse.Namespace) -> Broker:
     broker = Broker(resolver=resolver, settings=settings, security=options.security(args))
     for spec in args.flow:
         flow = parse_flow(spec)
-        broker.core.set_flow(flow.service, flow.rate, flow.burst, flow.concurrency, 0.0)
+        broker.core.set_flow(
+            flow.service, flow.rate, flow.burst, flow.concurrency, 0.0,
+            bytes_in_flight=flow.bytes_in_flight, adaptive=flow.adaptive,
+        )  # fmt: skip
     for transport, endpoints in links.items():
         if endpoints:
             broker.add_link(transport, endpoints)
@@ -217,23 +222,37 @@ class FlowSpec:
     rate: float | None = None
     burst: int | None = None
     concurrency: int | None = None
+    bytes_in_flight: int | None = None
+    adaptive: AdaptiveLimits | None = None
+
+
+def bounds(text: str) -> AdaptiveLimits | None:
+    """An adaptive cap's bounds ``MIN..MAX`` (e.g. ``1..64``), or 'none' to turn it off."""
+    if text.lower() == "none":
+        return None
+    low, sep, high = text.partition("..")
+    if not sep:
+        raise ValueError(f"adaptive bounds are MIN..MAX (e.g. 1..64) or none, not {text!r}")
+    return AdaptiveLimits(int(low), int(high))
 
 
 def parse_flow(spec: str) -> FlowSpec:
-    """``SERVICE:rate=5,burst=1,concurrency=10`` -> its FlowSpec."""
+    """``SERVICE:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,adaptive=1..64`` -> its FlowSpec."""
     service, sep, pairs = spec.rpartition(":")
     if not sep or not service:
         raise ValueError(f"--flow wants SERVICE:KEY=VALUE,..., not {spec!r}")
-    kinds: dict[str, Callable[[str], float | int | None]] = {
+    kinds: dict[str, Callable[[str], object]] = {
         "rate": limit(float),
         "burst": int,
         "concurrency": limit(int),
+        "bytes_in_flight": limit(int),
+        "adaptive": bounds,
     }
     limits: dict[str, Any] = {}
     for pair in pairs.split(","):
         key, _, value = pair.partition("=")
         if key not in kinds:
-            raise ValueError(f"unknown flow limit {key!r} in {spec!r}; use rate, burst, concurrency")
+            raise ValueError(f"unknown flow limit {key!r} in {spec!r}; use {', '.join(kinds)}")
         limits[key] = kinds[key](value)
     return FlowSpec(service, **limits)
 

@@ -10,11 +10,11 @@ import json
 import sys
 
 from generaldomo.cli import options, probe
-from generaldomo.cli.broker import limit
+from generaldomo.cli.broker import bounds, limit
 from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
 
-LIMITS = ("rate", "burst", "concurrency")
+LIMITS = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive")
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,30 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="tasks in flight at once; 'none' lifts it (default: unchanged)",
     )
+    parser.add_argument(
+        "--bytes-in-flight",
+        type=limit(int),
+        default=unset,
+        metavar="BYTES",
+        help="request bytes in flight at once (a larger task goes alone); 'none' lifts it (default: unchanged)",
+    )
+    parser.add_argument(
+        "--adaptive",
+        type=_bounds,
+        default=unset,
+        metavar="MIN..MAX",
+        help="adapt the concurrency cap to service times within these bounds; 'none' turns it off (default: unchanged)",
+    )
     options.timeout(parser, "the answer")
+
+
+def _bounds(text: str) -> dict[str, int] | None:
+    """``MIN..MAX`` as the JSON bounds ``mmi.flow`` takes, or None ('none': off)."""
+    try:
+        limits = bounds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return None if limits is None else {"min": limits.min, "max": limits.max}
 
 
 def run(args: argparse.Namespace) -> int:

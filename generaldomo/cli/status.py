@@ -1,20 +1,23 @@
 """``generaldomo status``: print a broker's ``mmi.status`` report, once or every few seconds.
 
-This module owns the status command's flags and exit status; the layout of the report is
-:mod:`generaldomo.cli.status_view`'s.
+This module owns the status command's flags, the width it fits the report in and its exit status; the
+layout of the report is :mod:`generaldomo.cli.status_view`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.cli.status_view import render
+from generaldomo.cli.status_view import WIDTH, render
 from generaldomo.peers.client import Client
+
+MIN_COLUMNS = 40  # narrower than this, tables would be mostly cut
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,16 +26,44 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.curve(parser)
     parser.add_argument("endpoint", nargs="?", help="broker endpoint (same as --connect)")
     parser.add_argument("--json", action="store_true", help="print the raw JSON report")
+    width = parser.add_mutually_exclusive_group()
+    width.add_argument(
+        "--columns",
+        type=columns,
+        metavar="N",
+        help=f"fit the report in N columns (default: the terminal's width, or {WIDTH} when not a terminal)",
+    )
+    width.add_argument("--wide", action="store_true", help="as wide as the report takes: nothing cut")
     parser.add_argument(
         "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted (default: print once)"
     )
     options.timeout(parser, "the report")
 
 
+def columns(text: str) -> int:
+    """A ``--columns`` value: a width of at least :data:`MIN_COLUMNS`."""
+    value = int(text)
+    if value < MIN_COLUMNS:
+        raise argparse.ArgumentTypeError(f"at least {MIN_COLUMNS} columns")
+    return value
+
+
+def width(args: argparse.Namespace) -> int | None:
+    """The width to fit the report in: as asked, else the terminal's when printing to one, else the default."""
+    if args.wide:
+        return None
+    if args.columns is not None:
+        return int(args.columns)
+    if sys.stdout.isatty():
+        return max(MIN_COLUMNS, shutil.get_terminal_size((WIDTH, 24)).columns)
+    return WIDTH
+
+
 def run(args: argparse.Namespace) -> int:
     args.connect = args.connect or args.endpoint
     target = options.peer(args)
     endpoint = target.endpoint
+    fit = width(args)
     with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
         while True:
             try:
@@ -43,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return Exit.NO_BROKER
-            print(json.dumps(report, indent=2) if args.json else render(report), flush=True)
+            print(json.dumps(report, indent=2) if args.json else render(report, fit), flush=True)
             if args.watch is None:
                 return Exit.OK
             try:

@@ -1,62 +1,109 @@
 """Plain-text rendering of the broker's ``mmi.status`` report, for people.
 
-This module owns the layout of ``generaldomo status``; it reads the typed report
-(:class:`~generaldomo.sansio.report.StatusReport`) and knows nothing of sockets or of how the report is made.
+This module owns the layout of ``generaldomo status``: which columns each table has and the lines above
+them; how a cell looks and how a table fits a width is :mod:`generaldomo.cli.columns`'. A layout of one
+services table is used when it fits the width, else the services are shown in two tables (counts; flow and
+times). It reads the typed report (:class:`~generaldomo.sansio.report.StatusReport`) and knows nothing of
+sockets, terminals or of how the report is made.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
-from generaldomo.sansio.report import StatusReport
+from generaldomo.cli.columns import Column, Kind, cell, cut, printable, table, width_of
+from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
+
+WIDTH: Final = 100  # columns the report fits in unless told otherwise
+
+S = ServiceReport
+NAME: Final = Column[S]("service", Kind.TEXT, lambda s: s.name, shrinks=True)
+COUNTS: Final = [
+    NAME,
+    Column[S]("workers", Kind.COUNT, lambda s: s.workers),
+    Column[S]("waiting", Kind.COUNT, lambda s: s.waiting),
+    Column[S]("queued", Kind.COUNT, lambda s: s.queued),
+    Column[S]("in flight", Kind.COUNT, lambda s: s.in_flight),
+    Column[S]("done", Kind.COUNT, lambda s: s.completed),
+    Column[S]("failed", Kind.COUNT, lambda s: s.failed),
+    Column[S]("reissued", Kind.COUNT, lambda s: s.reissued),
+    Column[S]("dups", Kind.COUNT, lambda s: s.duplicates_dropped),
+    Column[S]("expired", Kind.COUNT, lambda s: s.expired),
+]
+FLOW: Final = [
+    Column[S]("rate/s", Kind.RATE, lambda s: s.observed_rate),
+    Column[S]("limit/s", Kind.RATE, lambda s: s.flow.rate),
+    Column[S]("burst", Kind.COUNT, lambda s: s.flow.burst),
+    Column[S]("max conc", Kind.COUNT, lambda s: s.flow.concurrency),
+    Column[S]("queue p50 ms", Kind.MS, lambda s: s.queue_time.p50),
+    Column[S]("queue p99 ms", Kind.MS, lambda s: s.queue_time.p99),
+    Column[S]("serve p50 ms", Kind.MS, lambda s: s.service_time.p50),
+    Column[S]("serve p99 ms", Kind.MS, lambda s: s.service_time.p99),
+]
+W = WorkerReport
+WORKERS: Final = [
+    Column[W]("worker", Kind.TEXT, lambda w: w.peer),
+    Column[W]("host", Kind.TEXT, lambda w: w.host, shrinks=True),
+    Column[W]("pid", Kind.ID, lambda w: w.pid),
+    Column[W]("service", Kind.TEXT, lambda w: w.service, shrinks=True),
+    Column[W]("state", Kind.TEXT, lambda w: w.state),
+    Column[W]("tasks", Kind.COUNT, lambda w: w.tasks_done),
+    Column[W]("seen s ago", Kind.SECONDS, lambda w: w.last_seen),
+    Column[W]("dialect", Kind.TEXT, lambda w: w.dialect),
+    Column[W]("description", Kind.TEXT, lambda w: w.description, shrinks=True),
+]
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Columns padded to their widest cell."""
-    cells = [list(map(str, headers))] + [[_cell(value) for value in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
-    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1000
-
-
-def render(report: StatusReport | Mapping[str, Any]) -> str:
-    """The report (or its JSON-ready data, as ``mmi.status`` sends it) as three tables: broker, services,
-    workers."""
+def render(report: StatusReport | Mapping[str, Any], width: int | None = WIDTH) -> str:
+    """The report (or its JSON-ready data, as ``mmi.status`` sends it) in lines of at most ``width``
+    characters (None: as wide as it takes): the broker, then tables of services and workers."""
     if not isinstance(report, StatusReport):
         report = StatusReport.from_dict(report)
+    one = table([*COUNTS, *FLOW], report.services)
+    if width is None or max(map(width_of, one.splitlines())) <= width:
+        services = [table([*COUNTS, *FLOW], report.services, width)]
+    else:
+        services = [table(COUNTS, report.services, width), table([NAME, *FLOW], report.services, width)]
+    flow = _flow_lines(report)
+    services[-1] += "".join(_wrap(printable(line), width) for line in flow.splitlines(keepends=True))
+    return "\n\n".join([_head(report, width), *services, table(WORKERS, report.workers, width)])
+
+
+def _head(report: StatusReport, width: int | None) -> str:
+    """The lines about the broker as a whole."""
     broker = report.broker
-    endpoints = ", ".join(f"{e.transport} {e.endpoint}" for e in broker.endpoints)
-    counters = ", ".join(f"{k} {v}" for k, v in sorted(broker.counters.items())) or "none yet"
-    held = f"queued {broker.queued} ({broker.queued_bytes} B held), kept answers {broker.kept_answers}"
-    head = f"broker {broker.instance}  up {broker.uptime:.0f} s  {endpoints}\n{held}\ncounters: {counters}"
-    services = table(
-        ["service", "workers", "waiting", "queued", "in flight", "done", "failed", "reissued", "dups", "expired",
-         "rate/s", "limit/s", "max conc", "queue p50 ms", "queue p99 ms", "serve p50 ms", "serve p99 ms"],
-        [
-            [s.name, s.workers, s.waiting, s.queued, s.in_flight, s.completed, s.failed, s.reissued,
-             s.duplicates_dropped, s.expired, s.observed_rate, s.flow.rate, s.flow.concurrency,
-             _ms(s.queue_time.p50), _ms(s.queue_time.p99), _ms(s.service_time.p50), _ms(s.service_time.p99)]
-            for s in report.services
-        ],
-    )  # fmt: skip
-    workers = table(
-        ["worker", "description", "service", "dialect", "state", "tasks", "last seen s"],
-        [
-            [w.peer, w.description[:40], w.service, w.dialect, w.state, w.tasks_done, w.last_seen]
-            for w in report.workers
-        ],
-    )
-    return f"{head}\n\n{services}\n\n{workers}"
+    up = cell(Kind.SECONDS, broker.uptime)
+    endpoints = ", ".join(f"{e.transport} {e.endpoint}" for e in broker.endpoints) or "none"
+    counters = ", ".join(f"{name} {cell(Kind.COUNT, n)}" for name, n in sorted(broker.counters.items()))
+    lines = [
+        f"broker {broker.instance}, up {up} s",
+        f"endpoints: {endpoints}",
+        f"queued {cell(Kind.COUNT, broker.queued)} ({cell(Kind.COUNT, broker.queued_bytes)} B held), "
+        f"kept answers {cell(Kind.COUNT, broker.kept_answers)} ({cell(Kind.COUNT, broker.kept_bytes)} B)",
+        f"counters: {counters or 'none yet'}",
+    ]
+    return "\n".join(_wrap(printable(line), width) for line in lines)
+
+
+def _wrap(line: str, width: int | None) -> str:
+    if width is None or width_of(line) <= width:
+        return line
+    wrapped: Sequence[str] = textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(cut(part, width) for part in wrapped)
+
+
+def _flow_lines(report: StatusReport) -> str:
+    """One line per service with a byte limit or an adaptive cap (none: nothing)."""
+    lines = []
+    for s in report.services:
+        parts = []
+        if s.flow.bytes_in_flight is not None:
+            parts.append(f"bytes in flight {s.flow.in_flight_bytes}/{s.flow.bytes_in_flight}")
+        if (adaptive := s.flow.adaptive) is not None:
+            floor = "-" if adaptive.floor is None else f"{adaptive.floor * 1000:.1f} ms"
+            parts.append(f"adaptive cap {adaptive.cap} ({adaptive.min}..{adaptive.max}, floor {floor})")
+        if parts:
+            lines.append(f"\n{s.name}: " + ", ".join(parts))
+    return "".join(lines)

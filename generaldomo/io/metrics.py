@@ -8,18 +8,21 @@ on the HTTP server's thread. It needs the optional ``prometheus_client`` package
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from generaldomo.sansio.report import ServiceReport, StatusReport
+from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
 
 PREFIX = "generaldomo"
+MAX_HOSTS = 32  # hosts named in the workers-by-host gauge; workers on the others count as host "other"
 _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {
     "workers": lambda s: s.workers,
     "waiting": lambda s: s.waiting,
     "queued": lambda s: s.queued,
     "queued_bytes": lambda s: s.queued_bytes,
     "in_flight": lambda s: s.in_flight,
+    "in_flight_bytes": lambda s: s.flow.in_flight_bytes,
     "observed_rate": lambda s: s.observed_rate,
 }
 _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
@@ -29,9 +32,26 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
 }
+
+
+def _cap(service: ServiceReport) -> int | None:
+    adaptive = service.flow.adaptive
+    return None if adaptive is None else adaptive.cap
+
+
+def _floor(service: ServiceReport) -> float | None:
+    adaptive = service.flow.adaptive
+    return None if adaptive is None else adaptive.floor
+
+
+# gauges shown for the services that have them (None: not set), by name after the service prefix
 _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
-    "rate": ("Dispatches per second allowed", lambda s: s.flow.rate),
-    "concurrency": ("Tasks in flight allowed", lambda s: s.flow.concurrency),
+    "rate_limit": ("Dispatches per second allowed", lambda s: s.flow.rate),
+    "burst_limit": ("Dispatches allowed back to back under the rate limit", lambda s: s.flow.burst),
+    "concurrency_limit": ("Tasks in flight allowed", lambda s: s.flow.concurrency),
+    "bytes_in_flight_limit": ("Request bytes in flight allowed", lambda s: s.flow.bytes_in_flight),
+    "adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
+    "adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
 }
 
 
@@ -71,11 +91,24 @@ class StatusCollector:
                     family.add_metric([service.name, f"0.{name[1:]}"], seconds)
             yield family
         for field, (help_text, limit) in _LIMITS.items():
-            family = GaugeMetricFamily(f"{PREFIX}_service_{field}_limit", help_text, labels=["service"])
+            family = GaugeMetricFamily(f"{PREFIX}_service_{field}", help_text, labels=["service"])
             for service in services:
                 if (allowed := limit(service)) is not None:
                     family.add_metric([service.name], allowed)
             yield family
+        hosts = GaugeMetricFamily(f"{PREFIX}_workers_by_host", "Registered workers per host", labels=["host"])
+        for host, count in workers_by_host(report.workers):
+            hosts.add_metric([host], count)
+        yield hosts
+
+
+def workers_by_host(workers: list[WorkerReport]) -> list[tuple[str, int]]:
+    """Workers per host as they announced it ("unknown": not announced), the :data:`MAX_HOSTS` busiest named,
+    the rest summed as "other" (label values stay few whatever workers say)."""
+    counts = Counter(worker.host or "unknown" for worker in workers)
+    named = counts.most_common(MAX_HOSTS)
+    rest = sum(counts.values()) - sum(count for _, count in named)
+    return sorted(named) + ([("other", rest)] if rest else [])
 
 
 def _percentiles(service: ServiceReport, field: str) -> list[tuple[str, float]]:

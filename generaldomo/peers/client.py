@@ -283,9 +283,10 @@ class Client:
         report: dict[str, Any] = json.loads(self.request("mmi.status", [], timeout).payload)
         return report
 
-    def flow(self, service: str, timeout: float | None = 10.0, **limits: float | int | None) -> dict[str, Any]:
-        """Read the flow limits of ``service`` or, given ``rate``, ``burst`` and/or ``concurrency``, change them
-        (None lifts a limit). Returns the limits now in force (``mmi.flow``)."""
+    def flow(self, service: str, timeout: float | None = 10.0, **limits: object) -> dict[str, Any]:
+        """Read the flow limits of ``service`` or, given ``rate``, ``burst``, ``concurrency``,
+        ``bytes_in_flight`` and/or ``adaptive`` (``{"min": 1, "max": 64}``), change them (None lifts a limit).
+        Returns the limits now in force (``mmi.flow``)."""
         body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
         answer: dict[str, Any] = json.loads(self.request("mmi.flow", body, timeout).payload)
         return answer

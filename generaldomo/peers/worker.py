@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -73,7 +75,8 @@ class Worker:
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
         settings = PeerSettings(heartbeat_interval, liveness)
-        self._session = WorkerSession(self.description, settings, time.monotonic())
+        info = protocol.worker_info(socket.gethostname()[: protocol.MAX_HOST] or None, os.getpid())
+        self._session = WorkerSession(self.description, settings, time.monotonic(), info)
         self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._stopping = threading.Event()
         # The socket (and the session) belong to the serving thread, except while it runs the handler: then

@@ -27,6 +27,9 @@ unique request id in every request, scoped to their key when they have one; a re
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
 for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``.
+
+Flow control: a service's limits (:mod:`generaldomo.sansio.flow`: rate, concurrency, an adaptive cap, request
+bytes in flight) hold its dispatches back; the service times of answered tasks teach the adaptive cap.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import attrs
 
 from generaldomo.sansio import mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
+from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
@@ -52,7 +56,7 @@ from generaldomo.sansio.events import (
     WorkerReady,
     WorkerReply,
 )
-from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker
@@ -184,10 +188,12 @@ class BrokerCore:
         return out
 
     def set_flow(
-        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float
-    ) -> list[Send]:
+        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float,
+        *, bytes_in_flight: int | None = None, adaptive: AdaptiveLimits | None = None,
+    ) -> list[Send]:  # fmt: skip
         """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send."""
-        return self.apply_flow(mmi.FlowChange(name, FlowLimits(rate, burst, concurrency)), now)
+        limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
+        return self.apply_flow(mmi.FlowChange(name, limits), now)
 
     def apply_flow(self, change: mmi.FlowChange, now: float) -> list[Send]:
         """Apply new flow limits to the services named ``change.name``, now and when they appear."""
@@ -205,6 +211,10 @@ class BrokerCore:
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``."""
         return self.flows.get(name, _UNSET)
+
+    def live_flow(self, name: str) -> Flow | None:
+        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits)."""
+        return next((service.flow for service in self.resolver.services() if service.name == name), None)
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
         """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report."""
@@ -239,6 +249,8 @@ class BrokerCore:
                 worker.state.value,
                 worker.done,
                 round(max(0.0, now - (worker.expires - expiry)), 3),
+                worker.host,
+                worker.pid,
             )
             for worker in self._workers.values()
         ]
@@ -411,16 +423,18 @@ class BrokerCore:
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
                 return
-        self._register(peer, event.dialect, event.description, now, credential, out)
+        self._register(peer, event.dialect, event.description, now, credential, out, (event.host, event.pid))
 
     def _register(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
-        out: list[Send],
+        out: list[Send], where: tuple[str | None, int | None] = (None, None),
     ) -> None:  # fmt: skip
+        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said."""
         service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
             return
         worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
+        worker.host, worker.pid = where
         self._workers[peer] = worker
         service.join(worker)
         self.counters["workers_registered"] += 1
@@ -493,7 +507,7 @@ class BrokerCore:
             self._complete(task, status, body, now, out)
         if event.description is not None and event.description != worker.description:
             self._unregister(worker)
-            self._register(peer, event.dialect, event.description, now, credential, out)
+            self._register(peer, event.dialect, event.description, now, credential, out, (worker.host, worker.pid))
             return
         self._wait(worker, now, out)
 
@@ -565,13 +579,16 @@ class BrokerCore:
             if pair is None:
                 return
             worker, task = pair
+            if flow.bytes_in_flight is not None and not flow.fits(task.size):
+                service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
+                return
             worker.state = _W_DISPATCH[worker.state]
             task.state = _T_DISPATCH[task.state]
             worker.task = task
             task.worker = worker
             task.dispatched = now
             task.attempts += 1
-            flow.dispatched(now)
+            flow.dispatched(now, task.size)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
 
     def _complete(
@@ -592,6 +609,8 @@ class BrokerCore:
             self.counters["expired"] += 1
         else:
             stats.record(waited, served, now)
+            if state in IN_FLIGHT and task.service.flow.adaptive is not None:
+                task.service.flow.answered(now, served)  # a cap that grew is used by the dispatch below
         meta = protocol.timing(waited, served)
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
@@ -611,7 +630,7 @@ class BrokerCore:
         if state is TaskState.QUEUED and not dequeued:
             service.drop(task)
         elif state in IN_FLIGHT:
-            service.flow.finished()
+            service.flow.finished(task.size)
         task.worker = None
         self._held_total -= task.size
         held = self._held[service] - task.size
@@ -644,7 +663,7 @@ class BrokerCore:
         else:
             task.worker = None
             task.state = _T_REISSUE[task.state]
-            task.service.flow.finished()
+            task.service.flow.finished(task.size)
             self.counters["reissued"] += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)

@@ -56,10 +56,13 @@ class ClientCancel:
 
 @attrs.frozen(slots=True)
 class WorkerReady:
-    """A worker offers to serve requests that its service description matches."""
+    """A worker offers to serve requests that its service description matches; generaldomo workers may say
+    which ``host`` and process id (``pid``) they run as (None: not said)."""
 
     dialect: Dialect
     description: bytes
+    host: str | None = None
+    pid: int | None = None
 
 
 @attrs.frozen(slots=True)

@@ -1,8 +1,14 @@
-"""Flow control for one service: a rate limit (token bucket) and a concurrency cap.
+"""Flow control for one service: a rate limit (token bucket), a concurrency cap, a cap on request bytes in
+flight and an adaptive concurrency cap (:mod:`generaldomo.sansio.adaptive`).
 
-This module owns the arithmetic of admission: given the time, may one more task be dispatched now, and if
-not, when. It is fed the time by its caller and reads no clock; it knows nothing of tasks, workers or
-sockets. Reissued tasks count like new ones, since each dispatch loads the service.
+This module owns the arithmetic of admission: given the time and the size of the next task, may it be
+dispatched now, and if not, when. Rules: a task is in flight from its dispatch until it is answered, fails,
+or is lost with its worker; its bytes count against ``bytes_in_flight`` all that time. A task larger than
+the byte limit is dispatched alone, when nothing else is in flight (it is never refused for its size here;
+the broker's message and queue budgets bound sizes). With both a fixed and an adaptive cap, the lower one
+holds. Only answered tasks teach the adaptive cap. It is fed the time by its caller and reads no clock; it
+knows nothing of tasks, workers or sockets. Reissued tasks count like new ones, since each dispatch loads
+the service. A service without limits only counts its tasks and their bytes in flight here.
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ from typing import Any
 
 import attrs
 
+from generaldomo.sansio.adaptive import Adaptive, AdaptiveLimits
+
 _ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
-LIMIT_NAMES = ("rate", "burst", "concurrency")
+LIMIT_NAMES = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive")
 
 
 def _positive_number(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -26,6 +34,10 @@ def _positive_number(instance: object, attribute: attrs.Attribute[Any], value: A
         raise ValueError(f"{attribute.name} must be a whole number of at least 1")
 
 
+def _adaptive(value: object) -> AdaptiveLimits | None:
+    return AdaptiveLimits.of(value)
+
+
 @attrs.frozen(slots=True)
 class FlowLimits:
     """The limits an operator sets for a service name; None: no limit (``burst``: keep the current burst).
@@ -35,6 +47,8 @@ class FlowLimits:
     rate: float | None = attrs.field(default=None, validator=_positive_number)
     burst: int | None = attrs.field(default=None, validator=_positive_number)
     concurrency: int | None = attrs.field(default=None, validator=_positive_number)
+    bytes_in_flight: int | None = attrs.field(default=None, validator=_positive_number)
+    adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
         """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input."""
@@ -54,13 +68,18 @@ class Flow:
     """Limits of one service and the state that enforces them.
 
     ``rate``: dispatches per second (None: unlimited), ``burst``: dispatches allowed back to back after an
-    idle spell, ``concurrency``: tasks in flight at once (None: unlimited).
+    idle spell, ``concurrency``: tasks in flight at once (None: unlimited), ``bytes_in_flight``: request bytes
+    in flight at once (None: unlimited), ``adaptive``: the adaptive cap's state (None: off).
     """
 
     rate: float | None = None
     burst: int = 1
     concurrency: int | None = None
+    bytes_in_flight: int | None = None
+    adaptive: Adaptive | None = None
     in_flight: int = 0
+    in_flight_bytes: int = 0
+    _cap: int | None = attrs.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
     _tokens: float = attrs.field(default=0.0, init=False)
     _refilled: float | None = attrs.field(default=None, init=False)  # None: the bucket is full
 
@@ -69,15 +88,34 @@ class Flow:
         self.apply(FlowLimits(rate, burst, concurrency))
 
     def apply(self, limits: FlowLimits) -> None:
-        """Enforce ``limits`` from now on; the bucket starts full under a new rate."""
-        self.rate, self.concurrency = limits.rate, limits.concurrency
+        """Enforce ``limits`` from now on; the bucket starts full under a new rate; an adaptive cap already
+        running keeps what it learnt, clamped into new bounds."""
+        self.rate, self.concurrency, self.bytes_in_flight = limits.rate, limits.concurrency, limits.bytes_in_flight
         if limits.burst is not None:
             self.burst = limits.burst
+        if limits.adaptive is None:
+            self.adaptive = None
+        elif self.adaptive is None:
+            self.adaptive = Adaptive(limits.adaptive)
+        else:
+            self.adaptive.rebound(limits.adaptive)
         self._refilled = None
+        self._recap()
+
+    def _recap(self) -> None:
+        cap = self.concurrency
+        if self.adaptive is not None:
+            cap = self.adaptive.limit if cap is None else min(cap, self.adaptive.limit)
+        self._cap = cap
+
+    @property
+    def cap(self) -> int | None:
+        """The concurrency cap in force (the lower of the fixed and the adaptive one), None if there is none."""
+        return self._cap
 
     @property
     def limited(self) -> bool:
-        return self.rate is not None or self.concurrency is not None
+        return self.rate is not None or self._cap is not None or self.bytes_in_flight is not None
 
     def _refill(self, now: float) -> None:
         if self.rate is None:
@@ -89,28 +127,44 @@ class Flow:
         self._refilled = now
 
     def admits(self, now: float) -> bool:
-        """True when one more dispatch is allowed at ``now``."""
-        if self.concurrency is not None and self.in_flight >= self.concurrency:
+        """True when one more dispatch is allowed at ``now`` (by rate and count; sizes: :meth:`fits`)."""
+        if self._cap is not None and self.in_flight >= self._cap:
             return False
         if self.rate is None:
             return True
         self._refill(now)
         return self._tokens >= 1.0 - _ROUNDING
 
-    def dispatched(self, now: float) -> None:
-        """Account for one dispatch at ``now`` (after :meth:`admits` said yes)."""
+    def fits(self, size: int) -> bool:
+        """True when a task of ``size`` bytes may go now: within ``bytes_in_flight``, or alone."""
+        limit = self.bytes_in_flight
+        return limit is None or self.in_flight_bytes + size <= limit or self.in_flight_bytes == 0
+
+    def dispatched(self, now: float, size: int = 0) -> None:
+        """Account for one dispatch of ``size`` bytes at ``now`` (after :meth:`admits` and :meth:`fits`)."""
         self.in_flight += 1
+        self.in_flight_bytes += size
         if self.rate is not None:
             self._refill(now)
             self._tokens -= 1.0
+        if self.adaptive is not None and self.in_flight >= self.adaptive.limit:
+            self.adaptive.saturated = True  # demand reached the adaptive cap (not just a lower fixed one)
 
-    def finished(self) -> None:
-        """Account for one task leaving flight (answered, failed or lost with its worker)."""
+    def finished(self, size: int = 0) -> None:
+        """Account for one task of ``size`` bytes leaving flight (answered, failed or lost with its worker)."""
         self.in_flight = max(0, self.in_flight - 1)
+        self.in_flight_bytes = max(0, self.in_flight_bytes - size)
+
+    def answered(self, now: float, seconds: float) -> bool:
+        """Teach the adaptive cap (if any) a task answered at ``now`` after ``seconds``; True if the cap moved."""
+        if self.adaptive is None or not self.adaptive.observe(now, seconds):
+            return False
+        self._recap()
+        return True
 
     def next_token(self, now: float) -> float | None:
         """When the rate limit next admits a dispatch, if the rate is what holds dispatch back; else None."""
-        if self.rate is None or (self.concurrency is not None and self.in_flight >= self.concurrency):
+        if self.rate is None or (self._cap is not None and self.in_flight >= self._cap):
             return None
         self._refill(now)
         return now + max(0.0, (1.0 - self._tokens) / self.rate)

@@ -1,10 +1,10 @@
 """The broker's management interface: requests for ``mmi.*`` services, answered from the broker's state.
 
 This module owns what each management service means: ``mmi.service`` (RFC 8), ``mmi.status`` (the status
-report, see :mod:`generaldomo.sansio.report`) and ``mmi.flow`` (read or change a service's flow limits). It
-reads the broker through the small :class:`Broker` view and changes nothing itself: a change it wants comes
-back in the :class:`Answer` for the core to apply. It knows nothing of sockets, clocks (``now`` is given) or
-the core's records.
+report, see :mod:`generaldomo.sansio.report`) and ``mmi.flow`` (read or change a service's flow limits: rate,
+burst, concurrency, bytes in flight, adaptive cap). It reads the broker through the small :class:`Broker` view
+and changes nothing itself: a change it wants comes back in the :class:`Answer` for the core to apply. It
+knows nothing of sockets, clocks (``now`` is given) or the core's records.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Protocol
 import attrs
 
 from generaldomo.sansio import protocol
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.flow import LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.report import StatusReport, limits_in_force
 from generaldomo.sansio.resolver import ResolveError, Resolver
 
 
@@ -29,6 +29,10 @@ class Broker(Protocol):
 
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name`` (unset ones when none are)."""
+        ...
+
+    def live_flow(self, name: str) -> Flow | None:
+        """The flow of the live service called ``name``, if there is one."""
         ...
 
     def report(self, now: float) -> StatusReport:
@@ -99,12 +103,32 @@ def _flow(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Ans
         try:
             wanted = json.loads(body[1])
             if not isinstance(wanted, dict):
-                raise ValueError('limits must be a JSON object with keys "rate", "burst", "concurrency"')
+                raise ValueError(f"limits must be a JSON object with keys among {', '.join(LIMIT_NAMES)}")
             limits = limits.merged(wanted)
         except (ValueError, TypeError) as error:
             raise ManagementError(f"bad flow limits: {error}") from None
         change = FlowChange(name, limits)
-    return Answer(protocol.OK, [json.dumps({"service": name, **attrs.asdict(limits)}).encode()], change)
+    in_force = _in_force(broker.live_flow(name), limits, change is not None)
+    return Answer(protocol.OK, [json.dumps({"service": name, **shown(in_force)}).encode()], change)
+
+
+def shown(limits: FlowLimits) -> dict[str, object]:
+    """The JSON form of ``limits`` in an ``mmi.flow`` answer: rate, burst and concurrency always, the newer
+    limits (bytes in flight, adaptive) only when set, so older readers see what they always saw."""
+    data = attrs.asdict(limits)
+    return {key: value for key, value in data.items() if value is not None or key in _ALWAYS_SHOWN}
+
+
+_ALWAYS_SHOWN = frozenset({"rate", "burst", "concurrency"})
+
+
+def _in_force(live: Flow | None, limits: FlowLimits, changed: bool) -> FlowLimits:
+    """The limits in force on a service once the core has applied ``limits`` (if ``changed``, or when the
+    service is not live: it will get them when it appears), exactly as its status report will show them."""
+    flow = Flow() if live is None else attrs.evolve(live)
+    if changed or live is None:
+        flow.apply(limits)
+    return limits_in_force(flow)
 
 
 _SERVICES: dict[bytes, Callable[[Broker, Sequence[bytes], float, bool], Answer]] = {

@@ -8,9 +8,10 @@ unpacked from a SERVER message), of clocks, or of what the broker decides to do 
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from generaldomo.sansio.events import (
     ClientCancel,
@@ -157,6 +158,8 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     if command == READY:
         if dialect is Dialect.GDP and len(args) >= 3:
             return WorkerReply(dialect, args[1], args[2], tuple(args[3:]), True, args[0])
+        if dialect is Dialect.GDP and len(args) == 2 and (info := parse_worker_info(args[1])) is not None:
+            return WorkerReady(dialect, args[0], *info)
         if len(args) != 1:
             return Malformed(f"{dialect.value} READY with {len(args)} argument frames")
         return WorkerReady(dialect, args[0])
@@ -176,6 +179,36 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     return Malformed(
         f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}"
     )
+
+
+# A plain generaldomo READY may end with one peer-info frame: a JSON object of at most this many bytes, whose
+# keys "host" (printable text, at most MAX_HOST characters) and "pid" (a whole number) say where the worker runs.
+MAX_INFO: Final = 1024
+MAX_HOST: Final = 255
+_MAX_PID = 2**32
+
+
+def parse_worker_info(frame: bytes) -> tuple[str | None, int | None] | None:
+    """``(host, pid)`` of a peer-info frame (None for a value that is absent or not valid), or None if the
+    frame is not a JSON object of at most :data:`MAX_INFO` bytes; never raises."""
+    if len(frame) > MAX_INFO or not frame.startswith(b"{"):
+        return None
+    try:
+        info: Any = json.loads(frame)
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or nested too deep
+        return None
+    if not isinstance(info, dict):
+        return None
+    host, pid = info.get("host"), info.get("pid")
+    valid_host = isinstance(host, str) and 0 < len(host) <= MAX_HOST and host.isprintable()
+    valid_pid = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < _MAX_PID
+    return (host if valid_host else None), (pid if valid_pid else None)
+
+
+def worker_info(host: str | None, pid: int | None) -> bytes:
+    """The peer-info frame of a plain READY: the worker's host name and process id (absent ones left out)."""
+    info = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
+    return json.dumps(info, separators=(",", ":")).encode()
 
 
 # ---------------------------------------------------------------------------------------------------- building
@@ -266,12 +299,17 @@ def gdp_cancel(request_id: bytes) -> list[bytes]:
     return [GDP_CLIENT, CANCEL_BYTE, request_id]
 
 
-def gdp_ready(description: bytes, result: tuple[bytes, bytes, Sequence[bytes]] | None = None) -> list[bytes]:
-    """Frames of a generaldomo worker's READY, carrying ``(task_id, status, body)`` of its last task if any."""
+def gdp_ready(
+    description: bytes, result: tuple[bytes, bytes, Sequence[bytes]] | None = None, info: bytes | None = None
+) -> list[bytes]:
+    """Frames of a generaldomo worker's READY, carrying ``(task_id, status, body)`` of its last task if any, or
+    else the peer-info frame ``info`` (see :func:`worker_info`) if given."""
     frames = [GDP_WORKER, _byte(Dialect.GDP, READY, True), description]
     if result is not None:
         task_id, status, body = result
         frames += [task_id, status, *body]
+    elif info is not None:
+        frames.append(info)
     return frames
 
 

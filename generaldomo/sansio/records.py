@@ -37,7 +37,8 @@ class Send(NamedTuple):
 
 @attrs.define(eq=False, slots=True)
 class Worker:
-    """The core's record of one registered worker; ``label`` names it in reports and logs."""
+    """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
+    ``pid`` are what the worker said of itself in its READY (None: it did not say)."""
 
     peer: Peer
     dialect: Dialect
@@ -48,6 +49,8 @@ class Worker:
     state: WorkerState = WorkerState.WAITING
     task: Task | None = None
     done: int = 0
+    host: str | None = None
+    pid: int | None = None
 
 
 @attrs.define(eq=False, slots=True)

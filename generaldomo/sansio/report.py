@@ -14,6 +14,8 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from generaldomo.sansio.adaptive import Adaptive
+from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.stats import percentiles
 
@@ -37,7 +39,9 @@ def build(kind: type[R], data: Mapping[str, Any]) -> R:
         if field.name not in data:
             continue
         value = data[field.name]
-        if "of" in field.metadata:
+        if value is None:
+            pass  # an optional part that is absent (e.g. no adaptive cap)
+        elif "of" in field.metadata:
             value = build(field.metadata["of"], value)
         elif "list_of" in field.metadata:
             value = [build(field.metadata["list_of"], item) for item in value]
@@ -54,14 +58,62 @@ class Percentiles:
     p99: float | None = None
 
 
+def limits_in_force(flow: Flow) -> FlowLimits:
+    """The limits ``flow`` enforces, as both ``mmi.flow`` and the report show them (``burst``: None when no
+    rate is in force, since a burst only shapes a rate)."""
+    adaptive = None if flow.adaptive is None else flow.adaptive.limits
+    burst = flow.burst if flow.rate is not None else None
+    return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive)
+
+
+@attrs.frozen
+class AdaptiveReport:
+    """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
+
+    min: int = 1
+    max: int = 1
+    cap: int = 1
+    floor: float | None = None  # least recent service time (s)
+    latency: float | None = None  # mean service time of the last round (s)
+    changed: float | None = None  # seconds since the cap last moved (None: never)
+    change: str = ""  # "increase" or "decrease"
+
+    @classmethod
+    def of(cls, adaptive: Adaptive | None, now: float) -> AdaptiveReport | None:
+        """The report of ``adaptive`` at ``now`` (None when the service has no adaptive cap)."""
+        if adaptive is None:
+            return None
+        limits, changed = adaptive.limits, adaptive.changed
+        since = None if changed is None else round(now - changed, 3)
+        return cls(limits.min, limits.max, adaptive.limit, adaptive.floor, adaptive.latency, since, adaptive.change)
+
+
 @attrs.frozen
 class FlowReport:
-    """A service's flow limits in force, and its tasks in flight."""
+    """A service's flow limits in force (see :func:`limits_in_force`), and its tasks (and their request bytes)
+    in flight."""
 
     rate: float | None = None
-    burst: int = 1
+    burst: int | None = None
     concurrency: int | None = None
     in_flight: int = 0
+    bytes_in_flight: int | None = None  # the limit on request bytes in flight
+    in_flight_bytes: int = 0
+    adaptive: AdaptiveReport | None = attrs.field(default=None, metadata=_of(AdaptiveReport))
+
+    @classmethod
+    def of(cls, flow: Flow, now: float) -> FlowReport:
+        """The report of ``flow`` at ``now``."""
+        limits = limits_in_force(flow)
+        return cls(
+            limits.rate,
+            limits.burst,
+            limits.concurrency,
+            flow.in_flight,
+            limits.bytes_in_flight,
+            flow.in_flight_bytes,
+            AdaptiveReport.of(flow.adaptive, now),
+        )
 
 
 @attrs.frozen
@@ -94,7 +146,7 @@ class ServiceReport:
             len(service.waiting),
             len(service.pending),
             flow.in_flight,
-            FlowReport(flow.rate, flow.burst, flow.concurrency, flow.in_flight),
+            FlowReport.of(flow, now),
             stats.completed,
             stats.failed,
             stats.reissued,
@@ -109,7 +161,8 @@ class ServiceReport:
 
 @attrs.frozen
 class WorkerReport:
-    """One registered worker. ``peer`` is an opaque label, never the peer's routing id."""
+    """One registered worker. ``peer`` is an opaque label, never the peer's routing id; ``host`` and ``pid``
+    are what the worker said of itself (None: it did not say, as MDP workers cannot)."""
 
     peer: str = ""
     description: str = ""
@@ -118,6 +171,8 @@ class WorkerReport:
     state: str = ""
     tasks_done: int = 0
     last_seen: float = 0.0
+    host: str | None = None
+    pid: int | None = None
 
 
 @attrs.frozen

@@ -77,6 +77,11 @@ class Service:
         """Take every task in ``tasks`` off the pending queue, in one pass."""
         self.pending = deque(task for task in self.pending if task not in tasks)
 
+    def put_back(self, worker: Described, task: Described) -> None:
+        """Undo :meth:`next_pair` when flow control holds the pair back: both go to the front of their queues."""
+        self.waiting.appendleft(worker)
+        self.pending.appendleft(task)
+
     def can_serve(self, description: bytes) -> bool:
         """True when a registered worker could serve a request with ``description`` (for ``mmi.service``)."""
         return bool(self.workers)

@@ -23,6 +23,8 @@ Rules:
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
   messages after the task); once stopped, one DISCONNECT and nothing more. Stopping mid-task drops the
   result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
+  A plain READY carries the worker's peer info (host, pid) if it has some; a DISCONNECT before the broker
+  answered a READY makes the next one the other form (a broker older than peer info takes it as malformed).
 
 It knows nothing of sockets, threads, clocks or futures: times are given, a request's caller is an opaque
 token handed back in the actions about it.
@@ -341,8 +343,12 @@ RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
 class WorkerSession:
     """One worker's registration with the broker; see the module docstring."""
 
-    def __init__(self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0) -> None:
+    def __init__(
+        self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, info: bytes | None = None
+    ) -> None:
         self.description = description
+        self.info = info  # the peer-info frame of each plain READY (protocol.worker_info), if any
+        self.plain = False  # the next READY goes without it
         self.pulse = Pulse(settings, now)
         self.pulse.beat(now, backlogged=False)  # READY goes out first; the first heartbeat an interval later
         self.state = WorkerState.READY
@@ -361,7 +367,10 @@ class WorkerSession:
 
     def start(self) -> list[Action[Any]]:
         """READY, to register."""
-        return [Send(protocol.gdp_ready(self.description))]
+        return [Send(self._ready())]
+
+    def _ready(self) -> list[bytes]:
+        return protocol.gdp_ready(self.description, info=None if self.plain else self.info)
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[Any]]:
         """Act on a message from the broker."""
@@ -375,6 +384,8 @@ class WorkerSession:
             self.task_id = message.task_id
             return [RunTask(message.task_id, message.description, message.body)]
         if isinstance(message, BrokerDisconnect) and self.state is not WorkerState.STOPPED:
+            if not self.heard and self.info is not None:  # that READY was refused: try the other form
+                self.plain = not self.plain
             return self._register_again("broker sent DISCONNECT", now)
         if isinstance(message, Malformed):
             self.drops.drop(message.reason, now)
@@ -427,4 +438,4 @@ class WorkerSession:
         self.heard = False
         if self.state in RUNNING:  # the result will go inside READY on the new socket
             return [Reconnect(reason)]
-        return [Reconnect(reason), Send(protocol.gdp_ready(self.description))]
+        return [Reconnect(reason), Send(self._ready())]
