@@ -5,7 +5,8 @@ scaling), ``flow`` (4: the flow-control timeline), ``peers`` (5: the majortomo b
 hot path under cProfile), ``ray`` (6: the Ray flow-control experiment, generaldomo against an actor; needs
 ``generaldomo[ray]``; not part of ``--smoke``), ``adaptive`` (7: the adaptive concurrency cap against fixed
 caps, plain client threads; not part of ``--smoke``), ``cpeers`` (8: the project's C Majordomo peers through
-our broker and a minimal Python loop; the C++ client next to the Python one; not part of ``--smoke``). Progress goes
+our broker and a minimal Python loop; the C++ client next to the Python one; not part of ``--smoke``),
+``curve`` (9: plaintext against CURVE, ``bench/curve.py``; not part of ``--smoke``). Progress goes
 to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -23,11 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import adaptive_flow, core_scaling, cpeers, peers, profiling, ray_flow, report, timeline, transport
+from bench import adaptive_flow, core_scaling, cpeers, curve, peers, profiling, ray_flow, report, timeline, transport
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive")
+PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve")
+NOT_SMOKE = ("ray", "adaptive", "cpeers", "curve")  # the long ones, the C builds and the CURVE set-ups
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
 
@@ -40,7 +42,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=FULL.out, help=f"directory for JSON/PNG (default {FULL.out})")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3, or 1 with --quick)")
     args = parser.parse_args(argv)
-    everything = tuple(p for p in PARTS if not (args.smoke and p in ("ray", "adaptive", "cpeers")))  # the long ones
+    everything = tuple(p for p in PARTS if not (args.smoke and p in NOT_SMOKE))
     parts = tuple(p.strip() for p in args.only.split(",")) if args.only else everything
     unknown = set(parts) - set(PARTS)
     if unknown:
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             elif part == "adaptive":
                 plot = cfg.out / f"{stem}-adaptive.png" if timeline.can_plot() else None
                 results["parts"][part] = adaptive_flow.run(cfg, plot=plot)
+            elif part == "curve":
+                results["parts"][part] = curve.run(cfg)
     results["duration_s"] = time.time() - started
     paths = report.write(results, cfg.out, stem)
     print(report.markdown(results))

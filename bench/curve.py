@@ -5,6 +5,7 @@ directory, then per transport (ROUTER, SERVER over loopback tcp) and security (p
 process and one echo worker process, and measures from this process with ``generaldomo.Client`` (over a context
 whose sockets carry the client's CURVE key): sync round trips (req/s, p50) and pipelined throughput (100
 outstanding), with 16 B and 64 KiB payloads. Rounds interleave the four set-ups; the table gives medians.
+It is also part ``curve`` of ``python -m bench`` (not of ``--smoke``).
 ``--raw`` measures only the cryptography's share: a raw pyzmq DEALER/ROUTER echo, plain and CURVE.
 Every loop is bounded in count and time; the children die on exit.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 import zmq
 
+from bench.config import Config, say
 from bench.load import GdDriver, median, pipelined_run, sync_run
 from bench.procs import free_port
 from generaldomo import Client
@@ -125,6 +127,60 @@ def raw_echo(curve: bool, size: int, n: int = 200) -> float:
     return elapsed / n * 1e6
 
 
+def measure(rounds: int, seconds: float, sync_n: int = 5000, pipe_n: int = 20000) -> dict[str, Any]:
+    """Medians per transport and payload, plaintext against CURVE, the four set-ups interleaved ``rounds`` times."""
+    results: dict[tuple[str, str, str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="gdcurve-") as tmp:
+        make_keys(Path(tmp))
+        setups = {
+            (t, s): Setup(t, tmp if s == "CURVE" else "") for t in ("router", "server") for s in ("plain", "CURVE")
+        }
+        try:
+            for round_ in range(rounds):
+                order = list(setups.items())
+                order = order[round_ % len(order) :] + order[: round_ % len(order)]
+                for (transport, security), setup in order:
+                    for size, payload in PAYLOADS.items():
+                        sync = sync_run(setup.driver, payload, sync_n, seconds)
+                        piped = pipelined_run(setup.driver, payload, pipe_n, seconds, 100)
+                        setup.driver.idle()
+                        for name, value in (("sync", sync["rps"]), ("p50", sync["p50_us"]), ("piped", piped["rps"])):
+                            results.setdefault((transport, size, security, name), []).append(value)
+                say(f"curve: round {round_ + 1} of {rounds} done")
+        finally:
+            for setup in setups.values():
+                setup.close()
+    rows = [
+        {"transport": t, "payload": size, **{f"{s}_{n}": median(results[(t, size, s, n)]) for s in ("plain", "CURVE")
+                                              for n in ("sync", "p50", "piped")}}
+        for t in ("router", "server")
+        for size in PAYLOADS
+    ]  # fmt: skip
+    return {"rows": rows, "rounds": rounds, "errors": []}
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    """The ``curve`` part of ``python -m bench``, sized by ``cfg``."""
+    return measure(cfg.rounds, cfg.seconds, cfg.sync_n, cfg.pipe_n)
+
+
+def markdown(part: dict[str, Any]) -> str:
+    """The part's table: plain / CURVE per transport and payload, with the CURVE/plain ratio."""
+    lines = [
+        "### What CURVE costs (`python -m bench --only curve`, or `python -m bench.curve`)",
+        "",
+        "| transport | payload | sync req/s plain / CURVE | p50 µs plain / CURVE | pipelined req/s plain / CURVE |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in part["rows"]:
+        cells = []
+        for name, fmt in (("sync", "{:,.0f}"), ("p50", "{:.0f}"), ("piped", "{:,.0f}")):
+            plain, curve = row[f"plain_{name}"], row[f"CURVE_{name}"]
+            cells.append(f"{fmt.format(plain)} / {fmt.format(curve)} ({curve / plain:.2f}x)")
+        lines.append(f"| {row['transport'].upper()} | {row['payload']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -137,36 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             plain, curve = raw_echo(False, len(payload)), raw_echo(True, len(payload))
             print(f"{name}: {plain:.0f} µs plain, {curve:.0f} µs CURVE per round trip")
         return 0
-    results: dict[tuple[str, str, str, str], list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="gdcurve-") as tmp:
-        make_keys(Path(tmp))
-        setups = {
-            (t, s): Setup(t, tmp if s == "CURVE" else "") for t in ("router", "server") for s in ("plain", "CURVE")
-        }
-        try:
-            for round_ in range(args.rounds):
-                order = list(setups.items())
-                order = order[round_ % len(order) :] + order[: round_ % len(order)]
-                for (transport, security), setup in order:
-                    for size, payload in PAYLOADS.items():
-                        sync = sync_run(setup.driver, payload, 5000, args.seconds)
-                        piped = pipelined_run(setup.driver, payload, 20000, args.seconds, 100)
-                        setup.driver.idle()
-                        for name, value in (("sync", sync["rps"]), ("p50", sync["p50_us"]), ("piped", piped["rps"])):
-                            results.setdefault((transport, size, security, name), []).append(value)
-                print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr, flush=True)
-        finally:
-            for setup in setups.values():
-                setup.close()
-    print("| transport | payload | sync req/s plain / CURVE | p50 µs plain / CURVE | pipelined req/s plain / CURVE |")
-    print("|---|---:|---:|---:|---:|")
-    for transport in ("router", "server"):
-        for size in PAYLOADS:
-            cells = []
-            for name, fmt in (("sync", "{:,.0f}"), ("p50", "{:.0f}"), ("piped", "{:,.0f}")):
-                plain, curve = (median(results[(transport, size, s, name)]) for s in ("plain", "CURVE"))
-                cells.append(f"{fmt.format(plain)} / {fmt.format(curve)} ({curve / plain:.2f}x)")
-            print(f"| {transport.upper()} | {size} | " + " | ".join(cells) + " |")
+    print(markdown(measure(args.rounds, args.seconds)))
     return 0
 
 

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from bench import curve
+
 Row = dict[str, Any]
 
 REFERENCE = (
@@ -530,6 +532,7 @@ def markdown(results: dict[str, Any]) -> str:
         "cpeers": cpeers_md,
         "ray": ray_md,
         "adaptive": adaptive_md,
+        "curve": curve.markdown,
     }
     body = [sections[name](parts[name]) for name in sections if name in parts]
     body += [f"- ERROR: {e}" for e in results.get("errors", [])]

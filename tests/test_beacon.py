@@ -18,6 +18,7 @@ from generaldomo.io.beacon import (
     encode,
     find_broker,
 )
+from generaldomo.sansio.access import Credential, Role
 
 
 def test_datagram_round_trip_and_foreign_datagrams() -> None:
@@ -103,3 +104,28 @@ def test_cli_beacon_and_discover(transport) -> None:
             if process is not None:
                 process.terminate()
                 process.wait(10)
+
+
+def test_a_curve_brokers_beacon_announces_its_public_key_never_its_secret(monkeypatch) -> None:
+    import zmq
+
+    from generaldomo import Broker
+    from generaldomo.io.auth import BrokerSecurity
+    from generaldomo.io.beacon import locate
+
+    public, secret = zmq.curve_keypair()
+    client_key = zmq.curve_keypair()[0].decode()
+    security = BrokerSecurity(public, secret, {client_key: Credential(client_key, frozenset({Role.CLIENT}))})
+    with Listener(port=0, bind="127.0.0.1") as probe:
+        port = probe.port
+    monkeypatch.delenv("GENERALDOMO_BROKER", raising=False)
+    monkeypatch.delenv("GENERALDOMO_BROKER_FILE", raising=False)
+    monkeypatch.setenv("GENERALDOMO_BEACON_PORT", str(port))
+    monkeypatch.setenv("GENERALDOMO_BEACON_BIND", "127.0.0.1")
+    with Broker("router", ["tcp://127.0.0.1:*"], security=security) as broker:
+        beacon = broker.announce("curve-broker", destination="127.0.0.1", port=port, interval=0.05)
+        assert secret not in beacon.datagram
+        found = locate("router", timeout=10)
+    assert found.public_key == public.decode() and found.endpoint == broker.endpoint("router", "tcp")
+    assert decode(encode("plain", "ab", [])).public_key is None  # no CURVE: no key
+    assert locate("router", "tcp://127.0.0.1:1").public_key is None  # an explicit endpoint announces nothing

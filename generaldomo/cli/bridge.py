@@ -1,7 +1,8 @@
 """``generaldomo bridge``: let generaldomo CLIENT peers use a standard MDP/0.1 broker.
 
 This module owns the bridge command's flags; it runs :class:`generaldomo.io.bridge.Bridge` until SIGINT or
-SIGTERM and adds no behaviour of its own.
+SIGTERM and adds no behaviour of its own. CURVE: ``--curve-secret`` with ``--clients``/``--admins`` for its
+SERVER side (as on the broker), ``--curve-key`` and ``--curve-server-key`` for its DEALERs to a CURVE broker.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io.bridge import IDLE_TIMEOUT, Bridge
+
+BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +29,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="SECONDS", help="close DEALERs idle this long"
     )
+    options.curve_server(parser, BRIDGE_ROLES)
+    options.curve(parser, announced=False)
     parser.set_defaults(transport="server")
 
 
@@ -36,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
         idle_timeout=args.idle_timeout,
+        security=options.security(args, BRIDGE_ROLES),
+        upstream=options.peer_curve(args).curve(),
     )
     for endpoint in bridge.endpoints:
         print(f"generaldomo bridge: server {endpoint} -> MDP/0.1 broker {args.broker}", flush=True)

@@ -29,6 +29,15 @@ BEACON_NAME = "generaldomo"
 BEACON_INTERVAL = 1.0
 
 
+def limit(kind: Callable[[str], Number]) -> Callable[[str], Number | None]:
+    """A parser of a flow limit: a number read by ``kind``, or 'none' for no limit."""
+
+    def parse(text: str) -> Number | None:
+        return None if text.lower() == "none" else kind(text)
+
+    return parse
+
+
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
     _binds(parser)
@@ -72,7 +81,33 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="requests and results larger than this get 413",
     )
+    _limits(parser)
+    options.curve_server(parser)
     _announcing(parser)
+
+
+# Issue 10's limits: (flag, Settings field, parser, metavar, help); "none" lifts those that may be None.
+LIMITS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
+    ("--max-frames", "max_frames", int, "N", "messages with more frames are dropped while they are read"),
+    ("--queue-bytes", "queue_bytes", limit(int), "BYTES", "bytes of requests held, 429 beyond; 'none': no limit"),
+    ("--service-queue-bytes", "service_queue_bytes", limit(int), "BYTES", "the same per service; 'none': no limit"),
+    ("--keep-answers", "keep_answers", float, "SECONDS", "how long final answers are kept for clients' re-asks"),
+    ("--keep-bytes", "keep_bytes", int, "BYTES", "bytes of kept answers, oldest evicted first"),
+    ("--service-idle", "service_idle", limit(float), "SECONDS", "forget services idle this long; 'none': never"),
+)
+
+
+def _limits(parser: argparse.ArgumentParser) -> None:
+    for flag, field, kind, metavar, text in LIMITS:
+        parser.add_argument(flag, dest=field, type=kind, default=getattr(DEFAULTS, field), metavar=metavar, help=text)
+    parser.add_argument(
+        "--client-expiry",
+        type=limit(float),
+        default=DEFAULTS.client_expiry,
+        metavar="SECONDS",
+        help="drop the queued requests of a client silent this long (default: twice the liveness expiry, at "
+        "least 10 s)",
+    )
 
 
 def _binds(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +174,9 @@ def run(args: argparse.Namespace) -> int:
         broker.start()
         if args.address_file:
             endpoints = announceable(broker.endpoints, BROADCAST)
-            cleanup.enter_context(Published(args.address_file, args.beacon_name, broker.core.instance.hex(), endpoints))
+            key = None if broker.security is None else broker.security.public_key.decode()
+            instance = broker.core.instance.hex()
+            cleanup.enter_context(Published(args.address_file, args.beacon_name, instance, endpoints, key))
             print(f"generaldomo broker: address file {args.address_file}", flush=True)
         options.wait_for_signal(stop)
     return Exit.OK
@@ -153,6 +190,8 @@ def _broker(args: argparse.Namespace) -> Broker:
         max_attempts=args.max_attempts,
         queue_timeout=args.queue_timeout,
         max_message=args.max_message,
+        client_expiry=args.client_expiry,
+        **{field: getattr(args, field) for _, field, *_ in LIMITS},
     )
     resolver_options = dict(option.split("=", 1) for option in args.resolver_opt)
     resolver = load_resolver(args.resolver, resolver_options) if args.resolver else None
@@ -162,7 +201,7 @@ def _broker(args: argparse.Namespace) -> Broker:
         links[args.transport] = [options.DEFAULT_ENDPOINT]
     if links["server"]:
         require_draft()
-    broker = Broker(resolver=resolver, settings=settings)
+    broker = Broker(resolver=resolver, settings=settings, security=options.security(args))
     for spec in args.flow:
         flow = parse_flow(spec)
         broker.core.set_flow(
@@ -173,15 +212,6 @@ def _broker(args: argparse.Namespace) -> Broker:
         if endpoints:
             broker.add_link(transport, endpoints)
     return broker
-
-
-def limit(kind: Callable[[str], Number]) -> Callable[[str], Number | None]:
-    """A parser of a flow limit: a number read by ``kind``, or 'none' for no limit."""
-
-    def parse(text: str) -> Number | None:
-        return None if text.lower() == "none" else kind(text)
-
-    return parse
 
 
 @attrs.frozen

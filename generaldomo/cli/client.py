@@ -5,7 +5,8 @@ This module owns the client command's flags, its output and its exit status. Whe
 question) and says so, with an exit status of its own: nothing answers at the endpoint over this transport
 (and whether something does over the other one); no worker serves the service (with the services that have
 workers, and the nearest name); or the broker is alive and has workers, so the request is queued or running.
-The request itself goes through :class:`generaldomo.peers.client.Client`, unchanged.
+The request itself goes through :class:`generaldomo.peers.client.Client`, unchanged, which withdraws it
+(CANCEL) when ``--timeout`` passes or on Ctrl-C, so an abandoned request never runs later.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
+from generaldomo.io.connection import Curve
 from generaldomo.peers.client import Client, RequestFailed
 
 PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
@@ -25,19 +27,23 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.connect(parser)
     options.timeout(parser, "the reply")
     options.heartbeats(parser, "the broker")
+    options.curve(parser)
     parser.add_argument("service", help="request description (a service name with the default resolver)")
     parser.add_argument("payload", nargs="*", help="payload frames (UTF-8; default: one empty frame)")
 
 
 def run(args: argparse.Namespace) -> int:
-    endpoint = options.endpoint(args)
-    with Client(endpoint, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness) as client:
+    target = options.peer(args)
+    endpoint, curve = target.endpoint, target.curve
+    with Client(
+        endpoint, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness, **curve.kwargs()
+    ) as client:
         try:
             reply = client.request(args.service, [p.encode() for p in args.payload], timeout=args.timeout)
         except RequestFailed as error:
             return _fail(Exit.FAILED, f"request failed: {error}")
         except TimeoutError as error:
-            return _why_no_reply(args, endpoint, str(error))
+            return _why_no_reply(args, endpoint, str(error), curve.curve())
     for frame in reply.frames:
         print(frame.decode(errors="replace"))
     return Exit.OK
@@ -48,14 +54,16 @@ def _fail(status: Exit, message: str) -> Exit:
     return status
 
 
-def _why_no_reply(args: argparse.Namespace, endpoint: str, no_reply: str) -> Exit:
-    if probe.broker_instance(endpoint, args.transport, PROBE_TIMEOUT) is None:
-        return _fail(Exit.NO_BROKER, probe.nobody_answered(endpoint, args.transport, args.timeout + PROBE_TIMEOUT))
-    served = probe.served(endpoint, args.transport, args.service, PROBE_TIMEOUT)
+def _why_no_reply(args: argparse.Namespace, endpoint: str, no_reply: str, curve: Curve | None) -> Exit:
+    """Ask the broker why no reply came (the request itself was cancelled when request() timed out)."""
+    if probe.broker_instance(endpoint, args.transport, PROBE_TIMEOUT, curve) is None:
+        waited = args.timeout + PROBE_TIMEOUT
+        return _fail(Exit.NO_BROKER, probe.nobody_answered(endpoint, args.transport, waited, curve))
+    served = probe.served(endpoint, args.transport, args.service, PROBE_TIMEOUT, curve)
     if served is None:
         return _fail(Exit.TIMED_OUT, f"{no_reply}; the broker at {endpoint} answers heartbeats but not mmi.service")
     if not served:
-        known = probe.services(endpoint, args.transport, PROBE_TIMEOUT)
+        known = probe.services(endpoint, args.transport, PROBE_TIMEOUT, curve)
         nearest = probe.nearest(args.service, known)
         listed = ", ".join(known) or "none"
         hint = f"; did you mean {nearest!r}?" if nearest else ""

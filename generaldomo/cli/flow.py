@@ -21,6 +21,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
     parser.add_argument("service")
     options.connect(parser)
+    options.curve(parser)
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
     parser.add_argument(
         "--rate",
@@ -71,8 +72,9 @@ def _bounds(text: str) -> dict[str, int] | None:
 
 def run(args: argparse.Namespace) -> int:
     changes = {key: getattr(args, key) for key in LIMITS if hasattr(args, key)}
-    endpoint = options.endpoint(args)
-    with Client(endpoint, args.transport) as client:
+    target = options.peer(args)
+    endpoint = target.endpoint
+    with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
         try:
             print(json.dumps(client.flow(args.service, timeout=args.timeout, **changes)))
         except RequestFailed as error:

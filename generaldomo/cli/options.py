@@ -1,7 +1,9 @@
 """Options several commands share, and what they mean once parsed.
 
-This module owns the flags common to commands (transport, where the broker is, heartbeats), the CLI's own
-defaults, and the process-life helpers (waiting for SIGINT/SIGTERM). Protocol defaults come from
+This module owns the flags common to commands (transport, where the broker is, heartbeats, CURVE keys and
+their environment variables), the CLI's own defaults, and the process-life helpers (waiting for
+SIGINT/SIGTERM). A peer uses a broker key announced by its address file or beacon only with
+``--trust-announced-key`` (trust on first use). Protocol defaults come from
 :mod:`generaldomo.sansio.settings`. It knows nothing of what any one command does.
 """
 
@@ -12,9 +14,15 @@ import logging
 import os
 import signal
 import threading
+from typing import Any
 
+import attrs
+
+from generaldomo.io import keys
 from generaldomo.io.address_file import BROKER_FILE_VARIABLE
-from generaldomo.io.beacon import BROKER_VARIABLE, find_broker
+from generaldomo.io.auth import BrokerSecurity
+from generaldomo.io.beacon import BROKER_VARIABLE, locate
+from generaldomo.io.connection import Curve
 from generaldomo.sansio.settings import PeerSettings
 
 log = logging.getLogger(__name__)
@@ -24,6 +32,15 @@ TRANSPORTS = ("router", "server")
 REQUEST_TIMEOUT = 10.0  # seconds a command waits for its answer
 FIND_TIMEOUT = 30.0  # seconds a peer waits for a broker file to appear or a beacon to be heard
 PEER = PeerSettings()
+CURVE_KEY = "GENERALDOMO_CURVE_KEY"  # a peer's secret certificate file
+CURVE_SERVER_KEY = "GENERALDOMO_CURVE_SERVER_KEY"  # the broker's public key: Z85 text or a certificate file
+CURVE_TRUST = "GENERALDOMO_CURVE_TRUST_ANNOUNCED"  # 1: take the key the address file or beacon announces
+CURVE_SECRET = "GENERALDOMO_CURVE_SECRET"  # the broker's (or bridge's) secret certificate file
+ALLOWLISTS = {  # the broker's directories of admitted public certificates, by role
+    "clients": "GENERALDOMO_CURVE_CLIENTS",
+    "workers": "GENERALDOMO_CURVE_WORKERS",
+    "admins": "GENERALDOMO_CURVE_ADMINS",
+}
 
 
 def transport(parser: argparse.ArgumentParser) -> None:
@@ -77,16 +94,121 @@ def connect(parser: argparse.ArgumentParser) -> None:
 
 def endpoint(args: argparse.Namespace) -> str:
     """The broker endpoint the options of :func:`connect` name: the first of --connect, $GENERALDOMO_BROKER,
-    --broker-file or $GENERALDOMO_BROKER_FILE, a beacon (only with --discover); else the default endpoint."""
+    --broker-file or $GENERALDOMO_BROKER_FILE, a beacon (only with --discover); else the default endpoint.
+    Commands with the CURVE flags of :func:`curve` use :func:`peer`, which also says how to connect."""
+    return _locate(args)[0]
+
+
+def _locate(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The endpoint, and the broker key its address file or beacon announced (None: none)."""
     broker_file = args.broker_file or os.environ.get(BROKER_FILE_VARIABLE)
     if args.connect or os.environ.get(BROKER_VARIABLE) or broker_file or args.discover:
-        found = find_broker(
+        found = locate(
             args.transport, args.connect, timeout=args.find_timeout, name=args.name, broker_file=args.broker_file
         )
-    else:
-        found = DEFAULT_ENDPOINT
-        log.debug("no endpoint given, no %s, no broker file: using %s", BROKER_VARIABLE, found)
-    return found
+        return found.endpoint, found.public_key
+    log.debug("no endpoint given, no %s, no broker file: using %s", BROKER_VARIABLE, DEFAULT_ENDPOINT)
+    return DEFAULT_ENDPOINT, None
+
+
+def curve(parser: argparse.ArgumentParser, announced: bool = True) -> None:
+    """A peer's CURVE flags: its own key and the broker's public key (``announced``: --trust-announced-key too)."""
+    parser.add_argument(
+        "--curve-key",
+        metavar="FILE",
+        help=f"this peer's secret certificate (NAME.key_secret from generaldomo keygen) for CURVE (default: "
+        f"${CURVE_KEY}; else plaintext, or a fresh key pair when the broker's key is given)",
+    )
+    parser.add_argument(
+        "--curve-server-key",
+        metavar="KEY|FILE",
+        help=f"the broker's CURVE public key: Z85 text or its certificate file (default: ${CURVE_SERVER_KEY})",
+    )
+    if announced:
+        parser.add_argument(
+            "--trust-announced-key",
+            action="store_true",
+            help=f"without --curve-server-key, use the key the broker file or beacon announces (trust on first "
+            f"use; also ${CURVE_TRUST}=1)",
+        )
+
+
+@attrs.frozen
+class PeerCurve:
+    """What a peer's CURVE flags say: the broker's public key and this peer's key pair (None: plaintext)."""
+
+    server_key: bytes | None = None
+    keys: tuple[bytes, bytes] | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`generaldomo.Client` and :class:`generaldomo.Worker`."""
+        return {"server_key": self.server_key, "keys": self.keys}
+
+    def curve(self) -> Curve | None:
+        """The same as a connection's :class:`~generaldomo.io.connection.Curve` (fresh keys if none given)."""
+        return Curve.of(self.server_key, self.keys)
+
+
+@attrs.frozen
+class Target:
+    """The broker a peer command talks to, and how."""
+
+    endpoint: str
+    curve: PeerCurve
+
+
+def peer(args: argparse.Namespace) -> Target:
+    """The endpoint (as :func:`endpoint`) and the CURVE settings of the flags of :func:`connect` and :func:`curve`."""
+    found, announced = _locate(args)
+    return Target(found, peer_curve(args, announced))
+
+
+def peer_curve(args: argparse.Namespace, announced: str | None = None) -> PeerCurve:
+    """CURVE from --curve-key/--curve-server-key (or their variables), else a trusted announced key."""
+    key_file = getattr(args, "curve_key", None) or os.environ.get(CURVE_KEY)
+    given = getattr(args, "curve_server_key", None) or os.environ.get(CURVE_SERVER_KEY)
+    trust = getattr(args, "trust_announced_key", False) or os.environ.get(CURVE_TRUST, "") in ("1", "yes", "true")
+    server_key = keys.server_key(given) if given else None
+    if server_key is None and announced is not None:
+        if trust:
+            log.info("using the broker key %s that its address file or beacon announces (trusted)", announced)
+            server_key = announced.encode("ascii")
+        else:
+            log.warning("the broker announces a CURVE key; give --curve-server-key, or --trust-announced-key to use it")
+    pair = keys.load_secret(key_file) if key_file else None
+    if pair is not None and server_key is None:
+        raise ValueError("--curve-key needs the broker's public key: --curve-server-key (or --trust-announced-key)")
+    return PeerCurve(server_key, pair)
+
+
+def curve_server(parser: argparse.ArgumentParser, roles: tuple[str, ...] = tuple(ALLOWLISTS)) -> None:
+    """A CURVE server's flags: its secret certificate and the directories of admitted public keys by role."""
+    parser.add_argument(
+        "--curve-secret",
+        metavar="FILE",
+        help=f"the secret certificate (NAME.key_secret) that turns CURVE on for every link; needs at least one "
+        f"of --{', --'.join(roles)} (default: ${CURVE_SECRET}; else plaintext)",
+    )
+    for role in roles:
+        parser.add_argument(
+            f"--{role}",
+            metavar="DIR",
+            help=f"with --curve-secret: admit the public certificates (*.key) in DIR as {role} "
+            f"(default: ${ALLOWLISTS[role]}; else none)",
+        )
+
+
+def security(args: argparse.Namespace, roles: tuple[str, ...] = tuple(ALLOWLISTS)) -> BrokerSecurity | None:
+    """The :class:`BrokerSecurity` the flags of :func:`curve_server` (or their variables) ask for; None: plaintext."""
+    secret = args.curve_secret or os.environ.get(CURVE_SECRET)
+    lists = {role: getattr(args, role, None) or os.environ.get(ALLOWLISTS[role]) for role in roles}
+    if secret is None:
+        if any(lists.values()):
+            raise ValueError("--clients, --workers and --admins need --curve-secret (the broker's secret key)")
+        return None
+    if not any(lists.values()):
+        raise ValueError("--curve-secret admits nobody without --clients, --workers or --admins")
+    return BrokerSecurity.from_files(secret, **lists)
 
 
 def stop_on_signals() -> threading.Event:

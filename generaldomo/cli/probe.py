@@ -2,7 +2,8 @@
 
 This module owns the CLI's diagnostics: a client HEARTBEAT (answered by any generaldomo broker or bridge, with
 its instance) and one management request (``mmi.service``, ``mmi.status``), each bounded in time, each on a
-fresh connection that is closed afterwards. Every frame is built and read by :mod:`generaldomo.sansio.protocol`.
+fresh connection (with the command's CURVE settings, if any) that is closed afterwards. Every frame is built
+and read by :mod:`generaldomo.sansio.protocol`.
 It knows nothing of the client library's session.
 """
 
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from generaldomo.io.connection import connect
+from generaldomo.io.connection import Curve, connect
 from generaldomo.io.transport import Transport, draft_available
 from generaldomo.sansio import protocol
 
@@ -26,10 +27,15 @@ _BURST = 100  # messages read per wake-up, at most
 
 
 def ask(
-    endpoint: str, transport: str, frames: Sequence[bytes], answer: Callable[[list[bytes]], T | None], timeout: float
+    endpoint: str,
+    transport: str,
+    frames: Sequence[bytes],
+    answer: Callable[[list[bytes]], T | None],
+    timeout: float,
+    curve: Curve | None = None,
 ) -> T | None:
     """Send ``frames``; the first non-None ``answer(reply)`` within ``timeout`` seconds, else None."""
-    connection = connect(endpoint, transport)
+    connection = connect(endpoint, transport, curve=curve)
     poller = connection.adopt()
     deadline = time.monotonic() + timeout
     try:
@@ -49,13 +55,13 @@ def ask(
         connection.close()
 
 
-def broker_instance(endpoint: str, transport: str, timeout: float) -> bytes | None:
+def broker_instance(endpoint: str, transport: str, timeout: float, curve: Curve | None = None) -> bytes | None:
     """The instance of the broker that answers a client HEARTBEAT at ``endpoint``, or None if none does."""
-    return ask(endpoint, transport, protocol.gdp_client_heartbeat(), protocol.parse_broker_instance, timeout)
+    return ask(endpoint, transport, protocol.gdp_client_heartbeat(), protocol.parse_broker_instance, timeout, curve)
 
 
 def management(
-    endpoint: str, transport: str, service: str, body: Sequence[bytes], timeout: float
+    endpoint: str, transport: str, service: str, body: Sequence[bytes], timeout: float, curve: Curve | None = None
 ) -> tuple[bytes, tuple[bytes, ...]] | None:
     """``(status, body)`` of the final answer to a management request (``mmi.*``), or None if none came."""
     request_id = os.urandom(8)
@@ -66,21 +72,21 @@ def management(
             return None
         return parsed[1], parsed[3]
 
-    return ask(endpoint, transport, protocol.gdp_request(request_id, service.encode(), body), final, timeout)
+    return ask(endpoint, transport, protocol.gdp_request(request_id, service.encode(), body), final, timeout, curve)
 
 
-def served(endpoint: str, transport: str, service: str, timeout: float) -> bool | None:
+def served(endpoint: str, transport: str, service: str, timeout: float, curve: Curve | None = None) -> bool | None:
     """What ``mmi.service`` says: True (a worker serves it), False (404), None (no answer)."""
-    answer = management(endpoint, transport, "mmi.service", [service.encode()], timeout)
+    answer = management(endpoint, transport, "mmi.service", [service.encode()], timeout, curve)
     if answer is None:
         return None
     status, body = answer
     return status == protocol.OK and body[:1] == (protocol.OK,)
 
 
-def services(endpoint: str, transport: str, timeout: float) -> list[str]:
+def services(endpoint: str, transport: str, timeout: float, curve: Curve | None = None) -> list[str]:
     """The services with workers in the broker's ``mmi.status`` report (empty if it gives none)."""
-    answer = management(endpoint, transport, "mmi.status", [], timeout)
+    answer = management(endpoint, transport, "mmi.status", [], timeout, curve)
     if answer is None or answer[0] != protocol.OK or not answer[1]:
         return []
     try:
@@ -96,16 +102,17 @@ def nearest(name: str, names: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
-def transport_hint(endpoint: str, transport: str, timeout: float = TIMEOUT) -> str:
+def transport_hint(endpoint: str, transport: str, timeout: float = TIMEOUT, curve: Curve | None = None) -> str:
     """What to add to "no broker answered over ``transport``": whether one answers over the other transport."""
     other = next(t.value for t in Transport if t.value != transport)
     if other == Transport.SERVER and not draft_available():
         return " (is one running there?)"
-    if broker_instance(endpoint, other, timeout) is not None:
+    if broker_instance(endpoint, other, timeout, curve) is not None:
         return f"; a broker answers there over {other}: use --transport {other}"
     return f" (is one running there? if it serves the other transport, try --transport {other})"
 
 
-def nobody_answered(endpoint: str, transport: str, waited: float) -> str:
+def nobody_answered(endpoint: str, transport: str, waited: float, curve: Curve | None = None) -> str:
     """The message for a broker that did not answer within ``waited`` seconds, with :func:`transport_hint`."""
-    return f"no broker answered at {endpoint} over {transport} within {waited:g} s{transport_hint(endpoint, transport)}"
+    hint = transport_hint(endpoint, transport, curve=curve)
+    return f"no broker answered at {endpoint} over {transport} within {waited:g} s{hint}"

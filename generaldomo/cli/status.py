@@ -23,6 +23,7 @@ MIN_COLUMNS = 40  # narrower than this, tables would be mostly cut
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
     options.connect(parser)
+    options.curve(parser)
     parser.add_argument("endpoint", nargs="?", help="broker endpoint (same as --connect)")
     parser.add_argument("--json", action="store_true", help="print the raw JSON report")
     width = parser.add_mutually_exclusive_group()
@@ -60,9 +61,10 @@ def width(args: argparse.Namespace) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     args.connect = args.connect or args.endpoint
-    endpoint = options.endpoint(args)
+    target = options.peer(args)
+    endpoint = target.endpoint
     fit = width(args)
-    with Client(endpoint, args.transport) as client:
+    with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
         while True:
             try:
                 report = client.status(timeout=args.timeout)

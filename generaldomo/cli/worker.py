@@ -1,8 +1,9 @@
 """``generaldomo worker [APP]``: the user's worker app, or the built-in echo worker, until SIGINT or SIGTERM.
 
-This module owns the worker command's flags, its signal handling and what it reports: when the broker has
-not answered within ``--liveness`` heartbeats, or answers but lists no worker for the service, a warning on
-stderr (found by :mod:`generaldomo.cli.probe` on a connection of its own), and a line when that is resolved.
+This module owns the worker command's flags, its signal handling and what it reports: when the worker is not
+registered within ``--liveness`` heartbeats, a warning on stderr saying why (the broker does not answer, or
+answers but lists no worker for the service, found by :mod:`generaldomo.cli.probe` on a connection of its own;
+with CURVE, what to check, since a worker key may not ask the broker), and a line when that is resolved.
 With an ``APP`` (``module:attr``) or ``--concurrency`` above 1 it runs a pool of worker slots
 (:func:`generaldomo.peers.pool.run_app`); otherwise one :class:`generaldomo.peers.worker.Worker`.
 """
@@ -17,6 +18,7 @@ import time
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
+from generaldomo.io.connection import Curve
 from generaldomo.peers.app import App
 from generaldomo.peers.pool import DEFAULT_GRACE, POOLS, START_METHODS, run_app
 from generaldomo.peers.worker import Handler, Worker
@@ -51,6 +53,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sleep", type=float, default=0.0, metavar="SECONDS", help="simulated work per request")
     parser.add_argument("--tag", default="", help="prefix every reply with TAG: (to tell workers apart; default: none)")
     options.heartbeats(parser, "the broker")
+    options.curve(parser)
 
 
 def echo(sleep: float, tag: str) -> Handler:
@@ -73,13 +76,15 @@ def run(args: argparse.Namespace) -> int:
     if args.service and len(args.service) > 1:
         raise ValueError("the echo worker serves one --service; give an APP to serve several")
     args.service = args.service[0] if args.service else ECHO
+    target = options.peer(args)
     worker = Worker(
-        options.endpoint(args),
+        target.endpoint,
         args.service,
         echo(args.sleep, args.tag),
         args.transport,
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
+        **target.curve.kwargs(),
     )
 
     def leave(*_: object) -> None:
@@ -91,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, leave)
     print(f"generaldomo worker: serving {args.service!r} from {worker.endpoint} ({args.transport})", flush=True)
     stop = threading.Event()
-    watch = threading.Thread(target=_watch, args=(args, worker.endpoint, stop), name="generaldomo-watch", daemon=True)
+    watching = (args, worker, target.curve.curve(), stop)
+    watch = threading.Thread(target=_watch, args=watching, name="generaldomo-watch", daemon=True)
     watch.start()
     try:
         worker.serve()
@@ -108,9 +114,10 @@ def _run_pool(args: argparse.Namespace) -> int:
         spec = App(ECHO)
         spec.add(services[0] if services else ECHO, echo(args.sleep, args.tag))
         services = None
+    target = options.peer(args)
     return run_app(
         spec,
-        options.endpoint(args),
+        target.endpoint,
         args.transport,
         concurrency=args.concurrency,
         pool=args.pool,
@@ -119,27 +126,40 @@ def _run_pool(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
         start_method=args.start_method,
+        **target.curve.kwargs(),
     )
 
 
-def _watch(args: argparse.Namespace, endpoint: str, stop: threading.Event) -> None:
-    """Every heartbeat, ask the broker whether a worker serves the service; say so when that changes."""
+def _watch(args: argparse.Namespace, worker: Worker, curve: Curve | None, stop: threading.Event) -> None:
+    """Every heartbeat until the worker is registered, find out why it is not; say so when that changes."""
     grace = args.heartbeat * args.liveness  # a few heartbeats to register in
     patience = max(args.heartbeat, probe.TIMEOUT)
     warned = ""
     while not stop.wait(grace if not warned else args.heartbeat):
-        if probe.broker_instance(endpoint, args.transport, patience) is None:
-            hint = probe.transport_hint(endpoint, args.transport, patience)
-            problem = f"no broker has answered at {endpoint} over {args.transport}{hint}"
-        elif not probe.served(endpoint, args.transport, args.service, patience):
-            problem = f"the broker at {endpoint} answers but lists no worker for {args.service!r}"
-        else:
+        problem = None if worker.registered else _why_unregistered(args, worker.endpoint, curve, patience)
+        if problem is None:
             if warned:
-                print(f"generaldomo worker: registered for {args.service!r} at {endpoint}", file=sys.stderr, flush=True)
+                message = f"generaldomo worker: registered for {args.service!r} at {worker.endpoint}"
+                print(message, file=sys.stderr, flush=True)
             return
         if problem != warned:
             print(f"generaldomo worker: warning: {problem}; still trying", file=sys.stderr, flush=True)
             warned = problem
+
+
+def _why_unregistered(args: argparse.Namespace, endpoint: str, curve: Curve | None, patience: float) -> str | None:
+    """What keeps the worker from registering, as far as the broker says (None: nothing, it is served)."""
+    if curve is not None:  # a worker key has no client role, so the broker would not answer the probes
+        return (
+            f"the broker at {endpoint} has not answered this worker over CURVE (is its key in the broker's "
+            f"--workers directory and allowed {args.service!r}, and --curve-server-key the broker's key?)"
+        )
+    if probe.broker_instance(endpoint, args.transport, patience) is None:
+        hint = probe.transport_hint(endpoint, args.transport, patience)
+        return f"no broker has answered at {endpoint} over {args.transport}{hint}"
+    if not probe.served(endpoint, args.transport, args.service, patience):
+        return f"the broker at {endpoint} answers but lists no worker for {args.service!r}"
+    return None
 
 
 COMMAND = Command("worker", "run a worker app (module:attr) or the built-in echo worker", arguments, run)

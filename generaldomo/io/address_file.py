@@ -134,10 +134,17 @@ class Published:
     """Context manager: the address file exists at ``path`` while the ``with`` block runs."""
 
     def __init__(
-        self, path: str | os.PathLike[str], name: str, instance: str, endpoints: list[tuple[str, str]]
+        self,
+        path: str | os.PathLike[str],
+        name: str,
+        instance: str,
+        endpoints: list[tuple[str, str]],
+        public_key: str | None = None,
     ) -> None:
+        """``public_key``: the broker's CURVE public key (Z85 text), announced for peers that choose to trust it."""
         self.path = Path(path)
-        self.address = BrokerAddress(name, instance, tuple(endpoints), socket.gethostname(), os.getpid())
+        host, pid = socket.gethostname(), os.getpid()
+        self.address = BrokerAddress(name, instance, tuple(endpoints), host, pid, public_key)
 
     def __enter__(self) -> Published:
         write(self.path, self.address)

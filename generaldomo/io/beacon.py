@@ -11,7 +11,9 @@ This module owns the beacon datagram and the order in which a peer finds its bro
 It knows nothing of the broker's protocol or state.
 
 A beacon is one UDP datagram: the magic bytes ``GDBEACON``, a version byte (1), then UTF-8 JSON
-``{"name": ..., "instance": ..., "endpoints": [{"transport": "router", "endpoint": "tcp://10.0.0.5:5555"}]}``.
+``{"name": ..., "instance": ..., "endpoints": [{"transport": "router", "endpoint": "tcp://10.0.0.5:5555"}],
+"public_key": ...}``; ``public_key`` (a CURVE broker's public key, Z85 text; absent or null without CURVE) is
+never a secret, and peers use it only when told to trust it (:func:`locate` reports it, nothing more).
 Wildcard binds (``tcp://*:5555``, ``tcp://0.0.0.0:5555``) are announced with the address of the interface
 that faces the beacon's destination; ``inproc://`` endpoints, reachable only inside the broker's process,
 are left out.
@@ -53,6 +55,7 @@ class Announcement:
     instance: str
     endpoints: tuple[tuple[str, str], ...]
     sender: str
+    public_key: str | None = None
 
     def endpoint(self, transport: str | None = None) -> str:
         """The first announced endpoint of ``transport`` (any transport when None)."""
@@ -62,9 +65,14 @@ class Announcement:
         raise DiscoveryError(f"broker {self.name!r} announces no {transport} endpoint")
 
 
-def encode(name: str, instance: str, endpoints: list[tuple[str, str]]) -> bytes:
+def encode(name: str, instance: str, endpoints: list[tuple[str, str]], public_key: str | None = None) -> bytes:
     """The beacon datagram."""
-    body = {"name": name, "instance": instance, "endpoints": [{"transport": t, "endpoint": e} for t, e in endpoints]}
+    body = {
+        "name": name,
+        "instance": instance,
+        "endpoints": [{"transport": t, "endpoint": e} for t, e in endpoints],
+        "public_key": public_key,
+    }
     return MAGIC + bytes([VERSION]) + json.dumps(body).encode()
 
 
@@ -75,7 +83,10 @@ def decode(datagram: bytes, sender: str = "") -> Announcement | None:
     try:
         body: dict[str, Any] = json.loads(datagram[len(MAGIC) + 1 :])
         endpoints = tuple((str(e["transport"]), str(e["endpoint"])) for e in body["endpoints"])
-        return Announcement(str(body["name"]), str(body.get("instance", "")), endpoints, sender)
+        key = body.get("public_key")
+        return Announcement(
+            str(body["name"]), str(body.get("instance", "")), endpoints, sender, None if key is None else str(key)
+        )
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -117,10 +128,11 @@ class Beacon:
         destination: str = BROADCAST,
         port: int = DEFAULT_PORT,
         interval: float = 1.0,
+        public_key: str | None = None,
     ) -> None:
         self.destination = (destination, port)
         self.interval = interval
-        self.datagram = encode(name, instance, announceable(endpoints, destination))
+        self.datagram = encode(name, instance, announceable(endpoints, destination), public_key)
         if len(self.datagram) > _MAX_DATAGRAM:
             raise ValueError("too many endpoints to announce in one datagram")
         self._stop = threading.Event()
@@ -194,6 +206,15 @@ def discover(
         return listener.wait(timeout, name)
 
 
+@attrs.frozen
+class Found:
+    """Where the broker is, and the public key its address file or beacon announced (None: none, or the
+    endpoint was given or came from the environment)."""
+
+    endpoint: str
+    public_key: str | None = None
+
+
 def find_broker(
     transport: str,
     endpoint: str | None = None,
@@ -202,25 +223,36 @@ def find_broker(
     broker_file: str | os.PathLike[str] | None = None,
 ) -> str:
     """The endpoint to use, found in the order this module's docstring gives; DiscoveryError if none is."""
+    return locate(transport, endpoint, timeout, name, broker_file).endpoint
+
+
+def locate(
+    transport: str,
+    endpoint: str | None = None,
+    timeout: float = 5.0,
+    name: str | None = None,
+    broker_file: str | os.PathLike[str] | None = None,
+) -> Found:
+    """As :func:`find_broker`, with the public key announced along with the endpoint."""
     if endpoint:
-        return endpoint
+        return Found(endpoint)
     from_environment = os.environ.get(BROKER_VARIABLE)
     if from_environment:
         log.debug("broker endpoint %s from $%s", from_environment, BROKER_VARIABLE)
-        return from_environment
+        return Found(from_environment)
     broker_file = broker_file or os.environ.get(address_file.BROKER_FILE_VARIABLE)
     if broker_file:
         return _from_file(broker_file, transport, timeout)
     heard = discover(timeout, name)
     log.debug("broker %r (instance %s) heard by beacon from %s", heard.name, heard.instance, heard.sender)
-    return heard.endpoint(transport)
+    return Found(heard.endpoint(transport), heard.public_key)
 
 
-def _from_file(path: str | os.PathLike[str], transport: str, timeout: float) -> str:
+def _from_file(path: str | os.PathLike[str], transport: str, timeout: float) -> Found:
     try:
         address = address_file.wait(path, timeout)
         found = address.endpoint(transport)
     except (TimeoutError, LookupError) as error:
         raise DiscoveryError(str(error)) from error
     log.debug("broker %r (instance %s) endpoint %s from address file %s", address.name, address.instance, found, path)
-    return found
+    return Found(found, address.public_key)

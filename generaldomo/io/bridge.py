@@ -7,7 +7,12 @@ from a pool of idle ones: the reply that comes back on that DEALER is the answer
 back to the client's routing id and request id. A DEALER whose reply came back returns to the pool; one idle
 for ``idle_timeout`` is closed. A client that stops heartbeating for ``liveness`` intervals is forgotten and
 the DEALERs of its requests closed (a late reply on them could not be delivered). The bridge answers client
-HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts.
+HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts; a CANCEL closes the
+request's DEALER (a late reply is not delivered).
+
+With ``security`` the SERVER side speaks CURVE only and admits the keys it lists (a ZAP handler on a context of
+the bridge's own); only keys with the client role may send requests (others get ``403``). With ``upstream``
+(a :class:`~generaldomo.io.connection.Curve`) the DEALERs authenticate to a CURVE broker with the bridge's key.
 
 It speaks MDP/0.1 upstream only; it knows nothing of the upstream broker's internals.
 """
@@ -24,9 +29,12 @@ from typing import NamedTuple
 
 import zmq
 
+from generaldomo.io.auth import BrokerSecurity, ZapHandler
+from generaldomo.io.connection import Curve
 from generaldomo.io.links import Address, ServerLink
 from generaldomo.sansio import protocol
-from generaldomo.sansio.events import ClientHeartbeat, ClientRequest, Dialect
+from generaldomo.sansio.access import Credential, Role
+from generaldomo.sansio.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
@@ -52,14 +60,19 @@ class Bridge:
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         liveness: int = LIVENESS,
         idle_timeout: float = IDLE_TIMEOUT,
+        security: BrokerSecurity | None = None,
+        upstream: Curve | None = None,
     ) -> None:
-        self.context = context or zmq.Context.instance()
+        self._own_context = security is not None and context is None  # one ZAP handler per context
+        self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
+        self._zap = None if security is None else ZapHandler(self.context, security).start()
+        self.upstream = upstream
         self.broker = broker
         self.heartbeat_interval = heartbeat_interval
         self.expiry = heartbeat_interval * liveness
         self.idle_timeout = idle_timeout
         self.instance = os.urandom(4)
-        self.link = ServerLink(self.context, server)
+        self.link = ServerLink(self.context, server, security=security)
         self.forwarded = 0
         self._idle: list[tuple[zmq.Socket[bytes], float]] = []  # DEALERs with nothing in flight, and since when
         self._in_flight: dict[zmq.Socket[bytes], _InFlight] = {}
@@ -67,6 +80,7 @@ class Bridge:
         self._last_heard: dict[Address, float] = {}
         self._poller = zmq.Poller()
         self._poller.register(self.link.socket, zmq.POLLIN)
+        self._poller.register(self.link.monitor, zmq.POLLIN)  # refused connections: counted and logged
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -98,6 +112,8 @@ class Bridge:
                 for socket, _ in self._poller.poll(math.ceil(min(100.0, max(0.0, next_sweep - clock()) * 1000))):
                     if socket is self.link.socket:
                         self._from_clients(clock())
+                    elif socket is self.link.monitor:
+                        self.link.log_refusals()
                     else:
                         self._from_broker(socket, clock())
                 if clock() >= next_sweep:
@@ -107,16 +123,24 @@ class Bridge:
             for socket in [*self._in_flight, *(s for s, _ in self._idle)]:
                 socket.close(linger=0)
             self.link.close()
+            if self._zap is not None:
+                self._zap.stop()
+            if self._own_context:
+                self.context.term()
 
     def _from_clients(self, now: float) -> None:
         while (message := self.link.recv()) is not None:
-            client, frames, _ = message  # no credential: the bridge has no CURVE
+            client, frames, credential = message  # a credential only with CURVE
             self._last_heard[client] = now
             event = protocol.parse(frames)
-            if isinstance(event, ClientHeartbeat):
+            if isinstance(event, ClientRequest) and not _may_ask(credential):
+                self._refuse(client, event)
+            elif isinstance(event, ClientHeartbeat):
                 self.link.send(client, protocol.gdp_client_heartbeat(self.instance))
             elif isinstance(event, ClientRequest) and event.dialect is Dialect.GDP and event.request_id is not None:
                 self._forward(client, event)
+            elif isinstance(event, ClientCancel):
+                self._withdraw(client, event.request_id)
             else:
                 log.warning("bridge dropped a message from %s that is not a generaldomo client request", client)
 
@@ -131,9 +155,27 @@ class Bridge:
         self.forwarded += 1
         log.debug("bridge forwarded request %s of client %s", event.request_id.hex(), client)
 
+    def _refuse(self, client: Address, event: ClientRequest) -> None:
+        log.warning("bridge refused a request from %s: its key lacks the client role", client)
+        if event.request_id is not None:
+            reason = [b"forbidden: this key may not send requests"]
+            status = protocol.FORBIDDEN
+            reply = protocol.client_reply(Dialect.GDP, event.request_id, event.description, status, reason, True)
+            assert reply is not None  # a final GDP reply always has frames
+            self.link.send(client, reply)
+
+    def _withdraw(self, client: Address, request_id: bytes) -> None:
+        dealer = self._by_request.pop((client, request_id), None)
+        if dealer is not None:
+            del self._in_flight[dealer]
+            self._close(dealer)
+            log.debug("bridge withdrew request %s of client %s", request_id.hex(), client)
+
     def _new_dealer(self) -> zmq.Socket[bytes]:
         dealer = self.context.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
+        if self.upstream is not None:
+            self.upstream.apply(dealer)
         dealer.connect(self.broker)
         self._poller.register(dealer, zmq.POLLIN)
         return dealer
@@ -180,3 +222,8 @@ class Bridge:
     def _close(self, dealer: zmq.Socket[bytes]) -> None:
         self._poller.unregister(dealer)
         dealer.close(linger=0)
+
+
+def _may_ask(credential: Credential | None) -> bool:
+    """True when a peer may send requests: anyone without CURVE, a key with the client role with it."""
+    return credential is None or credential.may(Role.CLIENT)

@@ -98,7 +98,8 @@ class Broker:
         self, name: str = "generaldomo", destination: str = BROADCAST, port: int = DEFAULT_PORT, interval: float = 1.0
     ) -> Beacon:
         """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.io.beacon`) until it stops."""
-        self._beacon = Beacon(name, self.core.instance.hex(), self.endpoints, destination, port, interval).start()
+        key = None if self.security is None else self.security.public_key.decode()  # public, never the secret
+        self._beacon = Beacon(name, self.core.instance.hex(), self.endpoints, destination, port, interval, key).start()
         return self._beacon
 
     def serve_metrics(self, port: int = 0, address: str = "127.0.0.1", period: float = 1.0) -> int:

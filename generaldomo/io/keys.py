@@ -2,7 +2,8 @@
 
 This module owns the key files: making a key pair (:func:`keygen`, pyzmq's ``zmq.auth.create_certificates``:
 ``NAME.key`` holds the public key, ``NAME.key_secret`` both), loading a secret certificate, and loading a
-directory of public certificates as an allowlist. A public certificate may carry metadata; ``services``
+directory of public certificates as an allowlist, and reading a broker's public key given as Z85 text or as a
+certificate file (:func:`server_key`). A public certificate may carry metadata; ``services``
 (comma-separated shell-style patterns, e.g. ``services = "echo,report.*"``) limits the services a worker key
 may register for. It knows nothing of roles beyond reading that field, nor of sockets.
 """
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import zmq.auth
+import zmq.utils.z85
 
 _METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"?(.*?)"?\s*$')
 
@@ -79,3 +81,17 @@ def load_allowlist(directory: str | os.PathLike[str]) -> dict[str, tuple[str, ..
         services = metadata(path).get("services", "")
         keys[load_public(path).decode("ascii")] = tuple(p.strip() for p in services.split(",") if p.strip())
     return keys
+
+
+def server_key(value: str) -> bytes:
+    """A broker's public key given as 40 characters of Z85 text, or as the path of a certificate file holding it."""
+    text = value.strip()
+    if len(text) == 40 and not Path(text).exists():
+        try:
+            zmq.utils.z85.decode(text.encode("ascii"))
+        except (ValueError, UnicodeEncodeError, KeyError) as error:
+            raise KeyFileError(f"{value!r} is neither a Z85 public key nor a certificate file") from error
+        return text.encode("ascii")
+    if not Path(text).is_file():
+        raise KeyFileError(f"{value!r} is neither a Z85 public key (40 characters) nor a certificate file")
+    return load_public(text)

@@ -192,13 +192,16 @@ def run_app(
     liveness: int = LIVENESS,
     start_method: str = "spawn",
     out: TextIO | None = None,
+    server_key: bytes | None = None,
+    keys: tuple[bytes, bytes] | None = None,
 ) -> int:
     """Serve ``spec`` until SIGINT or SIGTERM, then stop gracefully; the exit status (0).
 
     Call it from the main thread (it installs the signal handlers). ``endpoint`` None: found as
-    :func:`generaldomo.io.beacon.find_broker` says. Prints one line saying what it serves to ``out``."""
+    :func:`generaldomo.io.beacon.find_broker` says. Prints one line saying what it serves to ``out``.
+    ``server_key`` and ``keys`` turn on CURVE for every slot, as for :class:`generaldomo.Worker`."""
     endpoint = find_broker(transport, endpoint)
-    options = SlotOptions(heartbeat_interval, liveness)
+    options = SlotOptions(heartbeat_interval, liveness, server_key, keys)
     app = load(spec) if isinstance(spec, str) else spec
     running = make_pool(
         spec,

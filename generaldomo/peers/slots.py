@@ -34,10 +34,12 @@ ABANDON_WAIT = 1.0  # seconds a slot cut short gets to write its DISCONNECT befo
 
 @attrs.frozen(slots=True)
 class SlotOptions:
-    """How each slot's worker heartbeats the broker."""
+    """How each slot's worker heartbeats the broker, and its CURVE keys (None: plaintext)."""
 
     heartbeat_interval: float = HEARTBEAT_INTERVAL
     liveness: int = LIVENESS
+    server_key: bytes | None = None
+    keys: tuple[bytes, bytes] | None = attrs.field(default=None, repr=False)
 
 
 DEFAULT_OPTIONS = SlotOptions()
@@ -58,6 +60,8 @@ class Slot:
             transport,
             heartbeat_interval=options.heartbeat_interval,
             liveness=options.liveness,
+            server_key=options.server_key,
+            keys=options.keys,
         )
         self.thread = threading.Thread(target=self._serve, name=f"generaldomo-slot-{service.name}", daemon=True)
 
