@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 
@@ -92,3 +94,19 @@ def workers() -> Iterator[Callable[..., Worker]]:
     for _, thread in running:
         thread.join(10)
         assert not thread.is_alive(), "a worker did not stop"
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts (it appends them); afterwards each gets SIGTERM and 10 s to exit."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in started:
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise

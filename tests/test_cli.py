@@ -10,7 +10,6 @@ import subprocess
 import sys
 import sysconfig
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,21 +19,6 @@ from generaldomo.cli import COMMANDS, parser
 from generaldomo.sansio.settings import Settings
 
 COMMAND = [sys.executable, "-m", "generaldomo"]
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen]]:
-    started: list[subprocess.Popen] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in started:
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
 
 
 def spawn(processes: list[subprocess.Popen], *args: str) -> subprocess.Popen:
