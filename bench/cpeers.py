@@ -31,6 +31,7 @@ from bench.transport import available_transports
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "generaldomo" / "bench-bin"
 TIMEOUT = 120.0
 Run = Callable[[str, int], dict[str, float]]  # (mode, count) -> figures
+PURE = {"GENERALDOMO_PURE_PYTHON": "1"}  # the broker without its C accelerator (generaldomo.io.speedups)
 
 
 def build() -> dict[str, Path]:
@@ -58,7 +59,9 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
     systems: list[tuple[dict[str, Any], Run]] = []
     started = len(children.procs)
     try:
-        systems.append(_c_system(children, programs, "generaldomo ROUTER", "gd", "broker", "--transport", "router"))
+        router = ("gd", "broker", "--transport", "router")
+        systems.append(_c_system(children, programs, "generaldomo ROUTER", *router))
+        systems.append(_c_system(children, programs, "generaldomo ROUTER, pure Python", *router, env=PURE))
         systems.append(_c_system(children, programs, "minimal Python loop", "min-broker"))
         transports, more = available_transports(cfg)
         notes += more
@@ -71,10 +74,12 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
     return {"rows": rows, "errors": errors, "notes": notes}
 
 
-def _c_system(children: Children, programs: dict[str, Path], name: str, *broker: str) -> tuple[dict[str, Any], Run]:
-    """A broker (bench.peer KIND ARGS) with one C MDP/0.1 echo worker; measured by C client runs."""
+def _c_system(
+    children: Children, programs: dict[str, Path], name: str, *broker: str, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], Run]:
+    """A broker (bench.peer KIND ARGS, with ``env``) with one C MDP/0.1 echo worker; measured by C client runs."""
     if broker[0] == "gd":
-        proc, banner = children.spawn(*broker, "--bind", "tcp://127.0.0.1:*")
+        proc, banner = children.spawn(*broker, "--bind", "tcp://127.0.0.1:*", env=env)
         address = banner.split()[-1]
     else:
         proc, address = children.spawn(*broker, "tcp://127.0.0.1:*")

@@ -28,9 +28,13 @@ class Children:
         self.procs: list[subprocess.Popen[str]] = []
         self.log = log
 
-    def spawn(self, *args: str, banner_timeout: float = 20.0) -> tuple[subprocess.Popen[str], str]:
-        """Start ``python -m bench.peer ARGS``; return it and the first line it prints."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    def spawn(
+        self, *args: str, banner_timeout: float = 20.0, env: dict[str, str] | None = None
+    ) -> tuple[subprocess.Popen[str], str]:
+        """Start ``python -m bench.peer ARGS`` (with ``env`` added to the environment); return it and the first
+        line it prints."""
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, **(env or {}), "PYTHONPATH": path}
         proc = subprocess.Popen(
             [sys.executable, "-m", "bench.peer", *args],
             stdout=subprocess.PIPE,

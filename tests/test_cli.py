@@ -74,6 +74,8 @@ def test_server_transport_without_draft_support_says_how_to_fix_it() -> None:
 def test_doctor_and_version() -> None:
     doctor = subprocess.run([*COMMAND, "doctor"], capture_output=True, text=True, timeout=60)
     assert doctor.returncode == 0 and "draft sockets (CLIENT/SERVER): yes" in doctor.stdout
+    pure = os.environ.get("GENERALDOMO_PURE_PYTHON", "") not in ("", "0")
+    assert ("broker links: pure Python" if pure else "broker links: C accelerator") in doctor.stdout
     version = subprocess.run([*COMMAND, "--version"], capture_output=True, text=True, timeout=60)
     assert "pyzmq" in version.stdout and "libzmq" in version.stdout
 

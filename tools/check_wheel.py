@@ -74,8 +74,11 @@ def check(work: Path) -> None:
             raise CheckFailed("the draft error does not name this environment's install command")
         step([found[1], "-m", "generaldomo.draft", "plan"], work)
         step([gd, "doctor", "--install-draft"], work)  # what the doctor's own hint offers besides the module
-    if "draft sockets (CLIENT/SERVER): yes" not in step([gd, "doctor"], work):
+    doctor = step([gd, "doctor"], work)
+    if "draft sockets (CLIENT/SERVER): yes" not in doctor:
         raise CheckFailed("doctor does not report draft sockets after the install")
+    if "broker links: C accelerator" not in doctor:  # the wheel was built with a C compiler at hand
+        raise CheckFailed("the wheel's broker links do not use the C accelerator")
     for transport in DEMO_TRANSPORTS:
         shown = step([gd, "demo", "--transport", transport, "--requests", "200"], work, timeout=120)
         if "all answered correctly: True" not in shown:

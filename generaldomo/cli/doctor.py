@@ -1,4 +1,5 @@
-"""``generaldomo doctor`` and ``--version``: versions, and whether draft sockets (CLIENT/SERVER) work.
+"""``generaldomo doctor`` and ``--version``: versions, whether draft sockets (CLIENT/SERVER) work, and whether the
+broker links run on the C accelerator or in pure Python (:mod:`generaldomo.io.speedups`).
 
 This module owns that report; exit status 1 means no draft sockets. ``--install-draft`` runs the packaged
 installer (:mod:`generaldomo.draft`), which says what it will replace before it does.
@@ -12,6 +13,7 @@ import zmq
 
 from generaldomo import __version__
 from generaldomo.cli.command import Command, Exit
+from generaldomo.io import speedups
 from generaldomo.io.transport import draft_available, install_command
 
 
@@ -36,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
         return draft.main(["ensure"])
     print(versions())
+    print(f"broker links: {speedups.description}")
     return Exit.OK if draft_available() else Exit.FAILED
 
 

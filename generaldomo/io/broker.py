@@ -7,16 +7,18 @@ returns. It can run in the calling thread (:meth:`Broker.run`) or in a backgroun
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import zmq
 
+from generaldomo.io import speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
@@ -35,6 +37,26 @@ _DRAIN = 256  # messages read from one link before looking at the others
 ENVELOPE_SLACK = 64 * 1024
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
 _stop_ids = itertools.count()
+
+
+def waiter(sockets: list[zmq.Socket[bytes]]) -> Callable[[int], int]:
+    """A function that waits up to its argument (ms) for any of ``sockets`` to be readable and returns which are,
+    as a bit mask (bit i: ``sockets[i]``): the C accelerator's poll, or pyzmq's."""
+    native = speedups.native
+    if native is not None:
+        return functools.partial(native.poll, tuple(socket.underlying for socket in sockets))
+    poller = zmq.Poller()
+    bits = {socket: 1 << index for index, socket in enumerate(sockets)}
+    for socket in sockets:
+        poller.register(socket, zmq.POLLIN)
+
+    def wait(timeout_ms: int) -> int:
+        ready = 0
+        for socket, _ in poller.poll(timeout_ms):
+            ready |= bits[socket]
+        return ready
+
+    return wait
 
 
 class Broker:
@@ -156,11 +178,10 @@ class Broker:
         """Serve until :meth:`stop` is called (from another thread or a signal handler)."""
         if not self.links:
             raise RuntimeError("the broker has no link to serve")
-        poller = zmq.Poller()  # the links and the stop socket; the monitors are read every REFUSALS_PERIOD
-        for link in self.links:
-            poller.register(link.socket, zmq.POLLIN)
-        poller.register(self._stop_socket, zmq.POLLIN)
-        by_socket = {link.socket: (index, link) for index, link in enumerate(self.links)}
+        # the links and the stop socket; the monitors are read every REFUSALS_PERIOD
+        wait = waiter([link.socket for link in self.links] + [self._stop_socket])
+        stop_bit = 1 << len(self.links)
+        links = list(enumerate(self.links))
         core = self.core
         clock = time.monotonic
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
@@ -175,11 +196,13 @@ class Broker:
                         next_snapshot = clock() + self._snapshot_period
                     deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
                 deadline = next_refusals if deadline is None else min(deadline, next_refusals)
-                for socket, _ in poller.poll(max(0, int((deadline - clock()) * 1000) + 1)):
-                    if socket is self._stop_socket:
+                ready = wait(max(0, int((deadline - clock()) * 1000) + 1))
+                if ready:
+                    if ready & stop_bit:
                         return
-                    index, link = by_socket[socket]
-                    self._serve(index, link)
+                    for index, link in links:
+                        if ready >> index & 1:
+                            self._serve(index, link)
                 now = clock()
                 self._send(core.tick(now))
                 if now >= next_refusals:
@@ -197,13 +220,9 @@ class Broker:
 
     def _serve(self, index: int, link: Link) -> None:
         """Feed the core what ``link`` has (a bounded number of messages), sending what it answers."""
-        receive, recv, now = self.core.receive, link.recv, time.monotonic()  # one clock read per batch
-        for _ in range(_DRAIN):
-            message = recv()
-            if message is None:
-                return
-            address, frames, credential = message
-            self._send(receive(Peer(index, address), frames, now, credential))
+        receive, send, now = self.core.receive, self._send, time.monotonic()  # one clock read per batch
+        for address, frames, credential in link.recv_batch(_DRAIN):
+            send(receive(Peer(index, address), frames, now, credential))
 
     def _send(self, messages: list[Send]) -> None:
         links = self.links

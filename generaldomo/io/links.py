@@ -13,6 +13,9 @@ without being kept, and dropped); a send to a peer whose queue is full is droppe
 :attr:`Link.counters` (the broker hands them to the core's status report) and logged at most a few lines per
 interval (:mod:`generaldomo.sansio.ratelimit`). With CURVE (:mod:`generaldomo.io.auth`) each message carries the
 credential of the key that sent it, read from the message's ``User-Id`` metadata.
+
+Each link has two paths that behave alike: the C accelerator's (:mod:`generaldomo.io.speedups`: a batch of
+whole messages per call) when it is built and the link is not CURVE-secured, and pure Python otherwise.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any, ClassVar
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from generaldomo.io import inproc
+from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.transport import Transport, require_draft
 from generaldomo.sansio import codec, envelope
@@ -53,6 +56,7 @@ _REFUSAL_NAMES: dict[int, str] = {
 }
 _REFUSALS = sum(_REFUSAL_NAMES)
 _SKIPS = 64  # dropped messages one recv() call may read past before it returns None
+BATCH_BYTES = 1 << 20  # a batch read stops once it holds this many bytes (plus at most one message)
 _TRIM_AFTER = 65536  # frames drained after which freed memory is handed back to the system
 _monitors = itertools.count()
 _seeded = False
@@ -61,6 +65,8 @@ _LABEL_KEY = os.urandom(16)
 
 Address = bytes | int | tuple[bytes, ...]
 Received = tuple[Address, list[bytes], Credential | None]
+_TOO_MANY_FRAMES = 1  # why the accelerator dropped a ROUTER message (else: too large; see _speedups.c)
+_UNPACK_TOO_MANY = 1  # why a SERVER part did not unpack (else: malformed)
 
 
 def seed_routing_ids() -> None:
@@ -121,9 +127,11 @@ class Link:
         *,
         max_frames: int = DEFAULT_MAX_FRAMES,
         security: BrokerSecurity | None = None,
+        accelerate: bool = True,
     ) -> None:
         """Bind to ``endpoints``. A message of more than ``max_frames`` frames or ``max_message`` bytes (all frames
-        together) is dropped while it is read; with ``security``, only CURVE peers whose keys it lists get in."""
+        together) is dropped while it is read; with ``security``, only CURVE peers whose keys it lists get in.
+        ``accelerate=False`` keeps this link on the pure-Python path even where the C accelerator is built."""
         seed_routing_ids()
         self.max_frames = max_frames
         self.max_bytes = sys.maxsize if max_message == NO_LIMIT else max_message
@@ -132,6 +140,9 @@ class Link:
         self.limiter = RateLimiter()  # one line per kind of drop per interval, then a count
         self.refusals = RateLimiter(burst=5)  # refused connections: a few lines, as a scan has a few
         self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
+        # CURVE needs each message's User-Id, which only the Python path reads
+        self._native = speedups.native if accelerate and security is None else None
+        self._handle: int = self.socket.underlying
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)  # per frame; the reading loop bounds the sum
         if security is not None:
@@ -166,9 +177,33 @@ class Link:
         none (or after reading past a bounded number of dropped ones)."""
         raise NotImplementedError
 
+    def recv_batch(self, limit: int) -> list[Received]:
+        """The acceptable messages waiting, up to ``limit`` (fewer once about :data:`BATCH_BYTES` were read),
+        without blocking; dropped ones are counted and not returned."""
+        batch: list[Received] = []
+        recv = self.recv
+        for _ in range(limit):
+            message = recv()
+            if message is None:
+                break
+            batch.append(message)
+        return batch
+
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
         """Send ``frames`` to ``address``; a peer that has gone or whose queue is full is dropped (counted)."""
         raise NotImplementedError
+
+    def send_failed(self, code: int, address: Address) -> None:
+        """Count (and log, rate-limited) a message to ``address`` that the socket refused with errno ``code``."""
+        if code == zmq.EAGAIN:
+            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
+        else:  # EHOSTUNREACH: the peer is gone
+            self.counters["sends_dropped_gone"] += 1
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether this link reads and writes through the C accelerator."""
+        return self._native is not None
 
     def take_counts(self) -> Counter[str]:
         """The drops and refusals counted since the last call."""
@@ -230,6 +265,41 @@ class RouterLink(Link):
     def prepare(self) -> None:
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # so that a full or gone peer is an error we can count
 
+    def recv_batch(self, limit: int) -> list[Received]:
+        native = self._native
+        if native is None:
+            return super().recv_batch(limit)
+        if self.socket.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        batch: list[Received] = []
+        append, split = batch.append, envelope.split
+        for message in native.router_recv(self._handle, limit, self.max_frames, self.max_bytes, BATCH_BYTES):
+            if type(message) is tuple:
+                self._dropped_native(*message)
+                continue
+            address = message[0]
+            if address[0] == 0 and len(address) != 5:
+                self._dropped_reserved(address)
+                continue
+            del message[0]
+            peer, frames = split(address, message)
+            append((peer, frames, None))
+        return batch
+
+    def _dropped_native(self, kind: int, count: int, address: bytes) -> None:
+        if kind == _TOO_MANY_FRAMES:
+            self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, label(address))
+            if count > _TRIM_AFTER:
+                _give_back_memory()
+        else:
+            _give_back_memory()
+            self.drop(
+                "dropped_too_large", "dropped a message of more than %d bytes from %s", self.max_bytes, label(address)
+            )
+
+    def _dropped_reserved(self, address: bytes) -> None:
+        self.drop("dropped_reserved_id", "dropped a message from %s: ids starting with 0 are libzmq's", label(address))
+
     def recv(self) -> Received | None:
         recv = self.socket.recv
         for _ in range(_SKIPS):
@@ -248,9 +318,7 @@ class RouterLink(Link):
             if not self._read(address, frames, more) or (credential is None and self.security is not None):
                 continue
             if address[0] == 0 and len(address) != 5:
-                self.drop(
-                    "dropped_reserved_id", "dropped a message from %s: ids starting with 0 are libzmq's", label(address)
-                )
+                self._dropped_reserved(address)
                 continue
             peer, message = envelope.split(address, frames)
             return peer, message, credential
@@ -300,6 +368,13 @@ class RouterLink(Link):
 
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
         # The broker never sends a message without frames.
+        if self.socket.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        if self._native is not None:
+            code = self._native.router_send(self._handle, address, frames)  # a tuple address is its route
+            if code:
+                self.send_failed(code, address)
+            return
         socket, send = self.socket, _send
         try:
             if type(address) is bytes:
@@ -309,11 +384,8 @@ class RouterLink(Link):
                 send(socket, route[0], _MORE)
                 for hop in route[1:]:
                     send(socket, hop, _MORE)
-        except zmq.Again:
-            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
-            return
-        except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
-            self.counters["sends_dropped_gone"] += 1
+        except zmq.ZMQError as error:
+            self.send_failed(error.errno or 0, address)
             return
         for frame in frames[:-1]:
             send(socket, frame, _MORE)
@@ -334,10 +406,15 @@ class ServerLink(Link):
         *,
         max_frames: int = DEFAULT_MAX_FRAMES,
         security: BrokerSecurity | None = None,
+        accelerate: bool = True,
     ) -> None:
         require_draft()
         self._aliases: list[str] = []
-        super().__init__(context, endpoints, max_message, max_frames=max_frames, security=security)
+        super().__init__(
+            context, endpoints, max_message, max_frames=max_frames, security=security, accelerate=accelerate
+        )
+        if not speedups.native_draft:
+            self._native = None
 
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; an ``inproc://`` endpoint is carried over a private ipc socket (see
@@ -359,6 +436,25 @@ class ServerLink(Link):
         for endpoint in self._aliases:
             inproc.release(endpoint)
 
+    def recv_batch(self, limit: int) -> list[Received]:
+        native = self._native
+        if native is None:
+            return super().recv_batch(limit)
+        if self.socket.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        batch: list[Received] = []
+        for peer, frames in native.server_recv(self._handle, limit, self.max_frames, BATCH_BYTES):
+            if type(frames) is list:
+                batch.append((peer, frames, None))
+            elif frames == _UNPACK_TOO_MANY:
+                self._dropped_too_many(peer)
+            else:
+                self.drop("dropped_undecodable", "dropped a message from %s that does not unpack", label(peer))
+        return batch
+
+    def _dropped_too_many(self, peer: int) -> None:
+        self.drop("dropped_too_many_frames", "dropped a message of %d+ frames from %s", self.max_frames, label(peer))
+
     def recv(self) -> Received | None:
         for _ in range(_SKIPS):
             try:
@@ -369,9 +465,7 @@ class ServerLink(Link):
             try:
                 frames = codec.decode(message.buffer, self.max_frames)
             except codec.TooManyFrames:
-                self.drop(
-                    "dropped_too_many_frames", "dropped a message of %d+ frames from %s", self.max_frames, label(peer)
-                )
+                self._dropped_too_many(peer)
                 continue
             except codec.CodecError as error:
                 self.drop(
@@ -387,14 +481,19 @@ class ServerLink(Link):
 
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
         assert isinstance(address, int)
+        if self.socket.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        if self._native is not None:
+            code = self._native.server_send(self._handle, address, frames)
+            if code:
+                self.send_failed(code, address)
+            return
         message = zmq.Frame(codec.encode(frames))
         message.routing_id = address
         try:
             _send(self.socket, message, _NOBLOCK)
-        except zmq.Again:
-            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
-        except zmq.ZMQError:  # EHOSTUNREACH: the peer is gone
-            self.counters["sends_dropped_gone"] += 1
+        except zmq.ZMQError as error:
+            self.send_failed(error.errno or 0, address)
 
 
 LINKS: dict[Transport, type[Link]] = {Transport.ROUTER: RouterLink, Transport.SERVER: ServerLink}
