@@ -27,6 +27,7 @@ from bench.config import Config, say
 from bench.load import GdDriver, median, pipelined_run, sync_run
 from bench.procs import ROOT, Children, cpu_meter
 from bench.transport import available_transports
+from generaldomo.io import speedups
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "generaldomo" / "bench-bin"
 TIMEOUT = 120.0
@@ -63,6 +64,8 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
         systems.append(_c_system(children, programs, "generaldomo ROUTER", *router))
         systems.append(_c_system(children, programs, "generaldomo ROUTER, pure Python", *router, env=PURE))
         systems.append(_c_system(children, programs, "minimal Python loop", "min-broker"))
+        if speedups.native is not None:
+            systems.append(_c_system(children, programs, "minimal loop on the C accelerator", "min-broker-c"))
         transports, more = available_transports(cfg)
         notes += more
         if "server" in transports:

@@ -8,6 +8,7 @@ Each prints one banner line (its endpoint, or what it serves) and runs until SIG
 - ``echo router|server BIND``: a brokerless echo peer (ROUTER or SERVER socket) for the baseline.
 - ``mt-broker ENDPOINT`` / ``mt-worker ENDPOINT SERVICE``: the majortomo broker and an echo worker of its own.
 - ``min-broker BIND``: the minimal pure-Python MDP/0.1 forwarding loop (:mod:`bench.minloop`).
+- ``min-broker-c BIND``: the same loop reading and writing through generaldomo's C accelerator.
 - ``exec PROGRAM ARGS...``: any program (a C peer, the C reference broker), after the banner ``exec PROGRAM``.
 """
 
@@ -124,6 +125,13 @@ def min_broker(bind: str) -> None:
     serve(bind)
 
 
+def min_broker_c(bind: str) -> None:
+    """The minimal forwarding loop reading and writing through generaldomo's C accelerator."""
+    from bench.minloop import serve
+
+    serve(bind, native=True)
+
+
 def run_program(program: str, *args: str) -> None:
     """Become ``program`` (the death signal set above survives ``execv``)."""
     print(f"exec {program}", flush=True)
@@ -144,6 +152,7 @@ def main(argv: list[str]) -> None:
         "mt-broker": mt_broker,
         "mt-worker": mt_worker,
         "min-broker": min_broker,
+        "min-broker-c": min_broker_c,
         "exec": run_program,
     }
     handlers[kind](*args)

@@ -145,6 +145,8 @@ def machine() -> dict[str, str | int]:
 
     import zmq
 
+    from generaldomo.io import speedups
+
     model = "unknown"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
         for line in f:
@@ -163,6 +165,7 @@ def machine() -> dict[str, str | int]:
         "pyzmq": zmq.pyzmq_version(),
         "libzmq": zmq.zmq_version(),
         "draft": str(bool(zmq.has("draft"))),
+        "links": speedups.description,
         "loadavg_at_start": load,
     }
 

@@ -526,7 +526,7 @@ def markdown(results: dict[str, Any]) -> str:
     head = [
         f"## generaldomo benchmark ({results['config']['name']}, {results['started']})",
         f"`{results['command']}` on {m['nproc']} x {m['cpu']}; Python {m['python']}, pyzmq {m['pyzmq']}, "
-        f"libzmq {m['libzmq']}; generaldomo {m.get('generaldomo', '?')}; "
+        f"libzmq {m['libzmq']}; generaldomo {m.get('generaldomo', '?')}; broker links: {m.get('links', '?')}; "
         f"load average at start {m['loadavg_at_start']}; {results['duration_s']:.0f} s. "
         f"Medians of {results['config']['rounds']} interleaved round(s).",
         headline_md(results),

@@ -213,12 +213,26 @@ def test_the_waiter_reports_readable_sockets_as_bits(pure: bool, monkeypatch: py
     try:
         for index, pull in enumerate(pulls):
             pull.bind(f"inproc://speedups-wait-{pure}-{index}")
-        wait = waiter(pulls)
+        read, write = os.pipe()
+        wait = waiter(pulls, (read,))
         assert wait(10) == 0
         push.connect(f"inproc://speedups-wait-{pure}-2")
         push.send(b"x")
         assert wait(5000) == 0b100
+        os.write(write, b"x")
+        assert wait(5000) == 0b1100  # the pipe is the bit after the sockets'
+        os.close(read)
+        os.close(write)
     finally:
         push.close(0)
         for pull in pulls:
             pull.close(0)
+
+
+def test_the_random_pool_never_repeats_bytes() -> None:
+    from generaldomo.io.broker import RandomPool
+
+    pool = RandomPool(chunk=64)
+    drawn = [pool(16) for _ in range(1_000)] + [pool(100)]  # several refills, and a draw larger than a chunk
+    assert all(len(d) == 16 for d in drawn[:-1]) and len(drawn[-1]) == 100
+    assert len(set(drawn)) == len(drawn)

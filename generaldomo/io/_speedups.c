@@ -121,23 +121,30 @@ static PyObject *sp_bind(PyObject *self, PyObject *args) {
     return PyBool_FromLong(z_msg_routing_id != NULL && z_msg_set_routing_id != NULL);
 }
 
-PyDoc_STRVAR(poll_doc, "poll(handles, timeout_ms) -> int: wait (GIL released) until one of the sockets is readable "
-                       "or the timeout (-1: none) passes; the bit i of the result is set if handles[i] is readable.");
+PyDoc_STRVAR(poll_doc, "poll(handles, fds, timeout_ms) -> int: wait (GIL released) until one of the sockets or file "
+                       "descriptors is readable or the timeout (-1: none) passes; bit i of the result is set if "
+                       "handles[i] is readable, bit len(handles) + j if fds[j] is.");
 
 static PyObject *sp_poll(PyObject *self, PyObject *args) {
-    PyObject *handles;
+    PyObject *handles, *fds;
     long timeout;
     zmq_pollitem_t items[MAX_POLL_ITEMS];
-    if (!PyArg_ParseTuple(args, "O!l", &PyTuple_Type, &handles, &timeout) || !require_bound())
+    if (!PyArg_ParseTuple(args, "O!O!l", &PyTuple_Type, &handles, &PyTuple_Type, &fds, &timeout) ||
+        !require_bound())
         return NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(handles);
+    Py_ssize_t sockets = PyTuple_GET_SIZE(handles), count = sockets + PyTuple_GET_SIZE(fds);
     if (count > MAX_POLL_ITEMS)
-        return PyErr_Format(PyExc_ValueError, "at most %d sockets", MAX_POLL_ITEMS);
+        return PyErr_Format(PyExc_ValueError, "at most %d sockets and file descriptors", MAX_POLL_ITEMS);
     for (Py_ssize_t i = 0; i < count; i++) {
-        items[i].socket = socket_handle(PyTuple_GET_ITEM(handles, i));
-        if (items[i].socket == NULL)
-            return NULL;
+        items[i].socket = NULL;
         items[i].fd = 0;
+        if (i < sockets) {
+            items[i].socket = socket_handle(PyTuple_GET_ITEM(handles, i));
+        } else {
+            items[i].fd = (int)PyLong_AsLong(PyTuple_GET_ITEM(fds, i - sockets));
+        }
+        if (PyErr_Occurred())
+            return NULL;
         items[i].events = ZMQ_POLLIN;
         items[i].revents = 0;
     }

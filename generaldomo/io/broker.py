@@ -7,8 +7,8 @@ returns. It can run in the calling thread (:meth:`Broker.run`) or in a backgroun
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import itertools
 import logging
 import os
 import threading
@@ -36,24 +36,39 @@ _DRAIN = 256  # messages read from one link before looking at the others
 # answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
 ENVELOPE_SLACK = 64 * 1024
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
-_stop_ids = itertools.count()
 
 
-def waiter(sockets: list[zmq.Socket[bytes]]) -> Callable[[int], int]:
-    """A function that waits up to its argument (ms) for any of ``sockets`` to be readable and returns which are,
-    as a bit mask (bit i: ``sockets[i]``): the C accelerator's poll, or pyzmq's."""
+class RandomPool:
+    """``os.urandom`` bytes, fetched a few kilobytes at a time: the same unpredictable bytes for the core's task
+    ids, without a system call per task."""
+
+    def __init__(self, chunk: int = 4096) -> None:
+        self._chunk, self._pool, self._at = chunk, b"", 0
+
+    def __call__(self, size: int) -> bytes:
+        at = self._at
+        if at + size > len(self._pool):
+            self._pool, at = os.urandom(max(self._chunk, size)), 0
+        self._at = at + size
+        return self._pool[at : at + size]
+
+
+def waiter(sockets: list[zmq.Socket[bytes]], fds: tuple[int, ...] = ()) -> Callable[[int], int]:
+    """A function that waits up to its argument (ms) for any of ``sockets`` or file descriptors ``fds`` to be
+    readable and returns which are, as a bit mask (bit i: ``sockets[i]``, then one bit per fd): the C
+    accelerator's poll, or pyzmq's."""
     native = speedups.native
     if native is not None:
-        return functools.partial(native.poll, tuple(socket.underlying for socket in sockets))
+        return functools.partial(native.poll, tuple(socket.underlying for socket in sockets), fds)
     poller = zmq.Poller()
-    bits = {socket: 1 << index for index, socket in enumerate(sockets)}
-    for socket in sockets:
-        poller.register(socket, zmq.POLLIN)
+    bits: dict[Any, int] = {item: 1 << index for index, item in enumerate([*sockets, *fds])}
+    for item in bits:
+        poller.register(item, zmq.POLLIN)
 
     def wait(timeout_ms: int) -> int:
         ready = 0
-        for socket, _ in poller.poll(timeout_ms):
-            ready |= bits[socket]
+        for item, _ in poller.poll(timeout_ms):
+            ready |= bits[item]
         return ready
 
     return wait
@@ -82,7 +97,9 @@ class Broker:
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
         self._zap = None if security is None else ZapHandler(self.context, security).start()
-        self.core = BrokerCore(resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=os.urandom)
+        self.core = BrokerCore(
+            resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool()
+        )
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -91,9 +108,10 @@ class Broker:
         self._beacon: Beacon | None = None
         self._snapshot_period: float | None = None
         self.snapshot: StatusReport | None = None  # the latest status report, when metrics are served
-        self._stop_address = f"inproc://generaldomo-broker-stop-{os.getpid()}-{next(_stop_ids)}"
-        self._stop_socket = self.context.socket(zmq.PULL)
-        self._stop_socket.bind(self._stop_address)
+        # stop() writes a byte here (a pipe, not a socket: the loop polls one fewer socket per wake-up)
+        self._stop_read, self._stop_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # no write to the pipe once its descriptors are closed (and maybe reused); reentrant for signal handlers
+        self._stop_lock = threading.RLock()
         try:
             if transport is not None:
                 self.add_link(transport, bind)
@@ -160,11 +178,10 @@ class Broker:
         if self._thread is None and not self._running:
             self._close_sockets()
             return
-        signal = self.context.socket(zmq.PUSH)
-        signal.setsockopt(zmq.LINGER, 1000)
-        signal.connect(self._stop_address)
-        signal.send(b"stop")
-        signal.close()
+        with self._stop_lock:
+            if self._stop_write >= 0:
+                with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop request
+                    os.write(self._stop_write, b"x")
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -178,8 +195,8 @@ class Broker:
         """Serve until :meth:`stop` is called (from another thread or a signal handler)."""
         if not self.links:
             raise RuntimeError("the broker has no link to serve")
-        # the links and the stop socket; the monitors are read every REFUSALS_PERIOD
-        wait = waiter([link.socket for link in self.links] + [self._stop_socket])
+        # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
+        wait = waiter([link.socket for link in self.links], (self._stop_read,))
         stop_bit = 1 << len(self.links)
         links = list(enumerate(self.links))
         core = self.core
@@ -234,7 +251,11 @@ class Broker:
             self._beacon.stop()
         for link in self.links:
             link.close()
-        self._stop_socket.close(linger=0)
+        with self._stop_lock:
+            if self._stop_write >= 0:
+                ends, self._stop_read, self._stop_write = (self._stop_read, self._stop_write), -1, -1
+                for end in ends:
+                    os.close(end)
         if self._zap is not None:
             self._zap.stop()
         if self._own_context:
