@@ -15,7 +15,14 @@ from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.states import IN_FLIGHT, TaskState, WorkerState
 
-RequestKey = tuple[str | None, bytes]  # (credential key or None, request id): request ids are scoped to a key
+# A request's identity: its id, scoped to the credential key when there is one. Without a credential it is the
+# bare id (bytes never equal a tuple), so that an unauthenticated queued request holds no tuple of its own.
+RequestKey = bytes | tuple[str, bytes]
+
+
+def request_key(owner: str | None, request_id: bytes) -> RequestKey:
+    """The key of request ``request_id`` of a client authenticated as ``owner`` (None: not authenticated)."""
+    return request_id if owner is None else (owner, request_id)
 
 
 class Peer(NamedTuple):
@@ -53,24 +60,35 @@ class Worker:
     pid: int | None = None
 
 
-@attrs.define(eq=False, slots=True)
+@attrs.define(eq=False, slots=True, weakref_slot=False)
 class Task:
-    """One client request, from acceptance until its single answer; ``size`` is what it costs the budgets."""
+    """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
+    carry no request id. Every queued request holds one, so it keeps no field it can derive (``request_id``,
+    ``size``) and no weak-reference slot."""
 
     id: bytes
     client: Peer
     dialect: Dialect
-    request_id: bytes | None
     key: RequestKey | None
     description: bytes
     body: tuple[bytes, ...]
     service: Service
     enqueued: float
-    size: int
     state: TaskState = TaskState.QUEUED
     worker: Worker | None = None
     dispatched: float | None = None
     attempts: int = 0
+
+    @property
+    def request_id(self) -> bytes | None:
+        """The client's id for the request (None for MDP dialects)."""
+        key = self.key
+        return key if key is None or isinstance(key, bytes) else key[1]
+
+    @property
+    def size(self) -> int:
+        """What the task costs the byte budgets: its description and body."""
+        return len(self.description) + sum(map(len, self.body))
 
     @property
     def in_flight(self) -> bool:
