@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench import curve
+from bench import curve, scale
 
 Row = dict[str, Any]
 
@@ -533,6 +533,7 @@ def markdown(results: dict[str, Any]) -> str:
         "ray": ray_md,
         "adaptive": adaptive_md,
         "curve": curve.markdown,
+        "scale": scale.markdown,
     }
     body = [sections[name](parts[name]) for name in sections if name in parts]
     body += [f"- ERROR: {e}" for e in results.get("errors", [])]
