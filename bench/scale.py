@@ -8,10 +8,11 @@ window each). The clients are ``generaldomo.Client`` objects spread over a few c
 clients, does one round trip on each, says ``ready``, waits for ``go`` on stdin, keeps every client's window
 full until its request cap or time cap, and prints one JSON line: every request's latency (the Reply's
 ``received - sent``) and its first and last times. The broker's CPU time (``/proc/<pid>/task/*/schedstat``,
-libzmq's I/O threads included) is read from ``go`` to the last result line. Rounds alternate the two set-ups.
-Reported per set-up: req/s, broker CPU per request and its ratio to the small set-up's, latency p50/p99/max,
-the workers' CPU per request and the broker's RSS. Every loop is bounded in count and time; the children are
-killed with the bench (:mod:`bench.procs`).
+libzmq's I/O threads included; its Python threads also alone) is read from ``go`` to the last
+result line. Rounds alternate the two set-ups. Reported per set-up: req/s, broker CPU per request (and its
+Python thread's) and its ratio to the small set-up's, latency p50/p99/max, the workers' CPU per request and the
+broker's RSS. Every loop is bounded in count and time; the children are killed with the bench
+(:mod:`bench.procs`).
 """
 
 from __future__ import annotations
@@ -129,12 +130,14 @@ def measure(setup: Setup, sizes: Sizes, cap: int) -> dict[str, Any]:
             if read_line(proc, 60.0) != "ready":
                 raise RuntimeError("a client process did not get ready")
         workers0 = sum(cpu_seconds(pid) for pid in setup.workers)
+        main0 = python_cpu(setup.broker)
         with cpu_meter(setup.broker) as cpu:
             for proc in procs:
                 assert proc.stdin is not None
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
             results = [json.loads(read_line(proc, sizes.seconds + TIMEOUT + 10)) for proc in procs]
+        main = python_cpu(setup.broker) - main0
         workers = sum(cpu_seconds(pid) for pid in setup.workers) - workers0
     finally:
         for proc in procs:
@@ -146,6 +149,7 @@ def measure(setup: Setup, sizes: Sizes, cap: int) -> dict[str, Any]:
         "n": n,
         "rps": n / span,
         "cpu_us_per_req": cpu["cpu"] / n * 1e6,
+        "main_cpu_us_per_req": main / n * 1e6,
         "busy": cpu["cpu"] / cpu["wall"],
         "worker_cpu_us_per_req": workers / n * 1e6,
         "p50_us": percentile(latencies, 50),
@@ -153,6 +157,19 @@ def measure(setup: Setup, sizes: Sizes, cap: int) -> dict[str, Any]:
         "max_us": float(max(latencies)),
         **setup.rss(),
     }
+
+
+def python_cpu(pid: int) -> float:
+    """CPU seconds of the Python threads of ``pid``: every thread but libzmq's (named ``ZMQbg/...``)."""
+    total = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                if not f.read().startswith("ZMQbg"):
+                    total += cpu_seconds(pid, int(task))
+        except OSError:  # the thread ended meanwhile
+            continue
+    return total
 
 
 def start_clients(setup: Setup, count: int, window: int, cap: int, seconds: float) -> subprocess.Popen[str]:
@@ -172,7 +189,17 @@ def start_clients(setup: Setup, count: int, window: int, cap: int, seconds: floa
     return proc
 
 
-METRICS = ("rps", "cpu_us_per_req", "busy", "worker_cpu_us_per_req", "p50_us", "p99_us", "max_us", "rss_mib")
+METRICS = (
+    "rps",
+    "cpu_us_per_req",
+    "main_cpu_us_per_req",
+    "busy",
+    "worker_cpu_us_per_req",
+    "p50_us",
+    "p99_us",
+    "max_us",
+    "rss_mib",
+)
 
 
 def run_transport(
@@ -258,15 +285,16 @@ def markdown(part: dict[str, Any]) -> str:
         f"Loopback tcp, {part['payload']} B echo, pipelined; medians of interleaved rounds. Ratio: broker CPU per "
         "request against the 1-client, 1-worker set-up on the same transport (goal: 1.2x or less).",
         "",
-        "| transport | clients x workers | window per client | req/s | broker CPU µs/req | ratio | latency p50 / p99 / "
-        "max µs | worker CPU µs/req | broker busy | broker RSS MiB (peak) |",
+        "| transport | clients x workers | window per client | req/s | broker CPU µs/req (Python thread) | ratio | "
+        "latency p50 / p99 / max µs | worker CPU µs/req | broker busy | broker RSS MiB (peak) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in part["rows"]:
         ratio = f"{r['cpu_ratio']:.2f}x" if "cpu_ratio" in r else "1 x 1"
         lines.append(
             f"| {r['transport'].upper()} | {r['clients']} x {r['workers']} | {r['window']} | {r['rps']:,.0f} | "
-            f"{r['cpu_us_per_req']:.0f} | {ratio} | {r['p50_us']:,.0f} / {r['p99_us']:,.0f} / {r['max_us']:,.0f} | "
+            f"{r['cpu_us_per_req']:.0f} ({r['main_cpu_us_per_req']:.0f}) | {ratio} | "
+            f"{r['p50_us']:,.0f} / {r['p99_us']:,.0f} / {r['max_us']:,.0f} | "
             f"{r['worker_cpu_us_per_req']:.0f} | {r['busy'] * 100:.0f} % | "
             f"{r['rss_mib']:.1f} ({r['peak_rss_mib']:.1f}) |"
         )
