@@ -303,7 +303,9 @@ class BrokerCore:
             self._reject(peer, event, protocol.OVER_BUDGET, refusal, now, out)
             return
         self._adopt(service)
-        task = Task(self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now)
+        task = Task(
+            self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size
+        )
         self._tasks[task.id] = task
         if key is not None:
             self._by_request[key] = task

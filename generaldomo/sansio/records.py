@@ -63,8 +63,9 @@ class Worker:
 @attrs.define(eq=False, slots=True, weakref_slot=False)
 class Task:
     """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
-    carry no request id. Every queued request holds one, so it keeps no field it can derive (``request_id``,
-    ``size``) and no weak-reference slot."""
+    carry no request id, and ``size`` is what it costs the budgets. Every queued request holds one, so it has no
+    weak-reference slot and no ``request_id`` field (it is the key's); ``size`` is kept, as the hot path reads it
+    four times per request (a property would cost about 0.8 µs per request for 8 bytes)."""
 
     id: bytes
     client: Peer
@@ -74,6 +75,7 @@ class Task:
     body: tuple[bytes, ...]
     service: Service
     enqueued: float
+    size: int
     state: TaskState = TaskState.QUEUED
     worker: Worker | None = None
     dispatched: float | None = None
@@ -84,11 +86,6 @@ class Task:
         """The client's id for the request (None for MDP dialects)."""
         key = self.key
         return key if key is None or isinstance(key, bytes) else key[1]
-
-    @property
-    def size(self) -> int:
-        """What the task costs the byte budgets: its description and body."""
-        return len(self.description) + sum(map(len, self.body))
 
     @property
     def in_flight(self) -> bool:
