@@ -52,7 +52,8 @@ class Shape:
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much the part measures at one run size; ``cap`` bounds the requests of one client."""
+    """How much the part measures at one run size: the two shapes, the time cap of one measurement and the
+    request cap of one client of each shape."""
 
     small: Shape
     big: Shape
@@ -91,17 +92,18 @@ class Setup:
             self.children.stop(proc)
 
     def _registered(self, deadline: float) -> None:
-        """Wait (until ``deadline``) until the broker reports every worker of the service."""
+        """Wait (until ``deadline``, at most 600 looks) until the broker reports every worker of the service."""
         from generaldomo import Client
 
         with Client(self.endpoint, self.transport) as client:
-            while True:
+            for _ in range(600):
                 services = client.status(TIMEOUT)["services"]
                 if sum(s["workers"] for s in services if s["name"] == SERVICE) >= self.shape.workers:
                     return
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.shape.workers} workers did not all register")
+                    break
                 time.sleep(0.1)
+        raise TimeoutError(f"{self.shape.workers} workers did not all register")
 
     def rss(self) -> dict[str, float]:
         """The broker's resident set now and at its peak, in MiB (``/proc/<pid>/status``)."""
@@ -141,6 +143,8 @@ def measure(setup: Setup, sizes: Sizes, cap: int) -> dict[str, Any]:
         workers = sum(cpu_seconds(pid) for pid in setup.workers) - workers0
     finally:
         for proc in procs:
+            if proc.stdin is not None:
+                proc.stdin.close()
             setup.children.stop(proc, timeout=10.0)
     latencies = [us for r in results for us in r["lat_us"]]
     n = len(latencies)
