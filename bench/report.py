@@ -476,6 +476,8 @@ def headline_md(results: dict[str, Any]) -> str:
                 f"{fmt(ratio(_get(ours, 'rps'), _get(c_ref, 'rps')), 'x')}; C++ Client / Python Client (SERVER) "
                 f"{fmt(ratio(_get(cpp, 'rps'), _get(py, 'rps')), 'x')}."
             )
+    if parts.get("scale", {}).get("rows"):
+        lines += scale.headline(parts["scale"])
     return "\n".join(lines)
 
 

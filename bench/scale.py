@@ -281,6 +281,16 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
     return {"rows": rows, "errors": errors, "notes": notes, "seconds": sizes.seconds, "payload": PAYLOAD}
 
 
+def headline(part: dict[str, Any]) -> list[str]:
+    """The report's headline lines: each transport's big/small broker CPU per request and the big set-up's p99."""
+    return [
+        f"- scale, {r['clients']} clients x {r['workers']} workers / 1 x 1 on {r['transport'].upper()}: broker CPU "
+        f"per request {r['cpu_ratio']:.2f}x (goal 1.2x or less), {r['rps']:,.0f} req/s, p99 {r['p99_us'] / 1e3:.0f} ms."
+        for r in part["rows"]
+        if "cpu_ratio" in r
+    ]
+
+
 def markdown(part: dict[str, Any]) -> str:
     """The part's table: each set-up's figures, the big one's broker CPU per request against the small one's."""
     lines = [

@@ -42,3 +42,6 @@ def test_the_scale_part_reports_every_figure_for_both_set_ups(tmp_path: Path) ->
             assert row["clients"] > 1 and row["workers"] > 1
             assert math.isfinite(row["cpu_ratio"]) and row["cpu_ratio"] > 0
             assert f"{row['cpu_ratio']:.2f}x" in run.stdout
+            assert f"- scale, {row['clients']} clients x {row['workers']} workers / 1 x 1 on {transport.upper()}" in (
+                run.stdout
+            )
