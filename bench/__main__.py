@@ -6,7 +6,8 @@ hot path under cProfile), ``ray`` (6: the Ray flow-control experiment, generaldo
 ``generaldomo[ray]``; not part of ``--smoke``), ``adaptive`` (7: the adaptive concurrency cap against fixed
 caps, plain client threads; not part of ``--smoke``), ``cpeers`` (8: the project's C Majordomo peers through
 our broker and a minimal Python loop; the C++ client next to the Python one; not part of ``--smoke``),
-``curve`` (9: plaintext against CURVE, ``bench/curve.py``; not part of ``--smoke``). Progress goes
+``curve`` (9: plaintext against CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x 8
+workers on one broker against 1 x 1, ``bench/scale.py``; not part of ``--smoke``). Progress goes
 to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -24,12 +25,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import adaptive_flow, core_scaling, cpeers, curve, peers, profiling, ray_flow, report, timeline, transport
+from bench import (
+    adaptive_flow,
+    core_scaling,
+    cpeers,
+    curve,
+    peers,
+    profiling,
+    ray_flow,
+    report,
+    scale,
+    timeline,
+    transport,
+)
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve")
-NOT_SMOKE = ("ray", "adaptive", "cpeers", "curve")  # the long ones, the C builds and the CURVE set-ups
+PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale")
+NOT_SMOKE = ("ray", "adaptive", "cpeers", "curve", "scale")  # the long ones, the C builds, the many processes
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
 
@@ -94,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                 results["parts"][part] = adaptive_flow.run(cfg, plot=plot)
             elif part == "curve":
                 results["parts"][part] = curve.run(cfg)
+            elif part == "scale":
+                results["parts"][part] = scale.run(cfg, children)
     results["duration_s"] = time.time() - started
     paths = report.write(results, cfg.out, stem)
     print(report.markdown(results))

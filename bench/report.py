@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench import curve
+from bench import curve, scale
 
 Row = dict[str, Any]
 
@@ -484,6 +484,8 @@ def headline_md(results: dict[str, Any]) -> str:
                 f"{fmt(ratio(_get(ours, 'rps'), _get(pure, 'rps')), 'x')}; C++ Client / Python Client (SERVER) "
                 f"{fmt(ratio(_get(cpp, 'rps'), _get(py, 'rps')), 'x')}."
             )
+    if parts.get("scale", {}).get("rows"):
+        lines += scale.headline(parts["scale"])
     return "\n".join(lines)
 
 
@@ -541,6 +543,7 @@ def markdown(results: dict[str, Any]) -> str:
         "ray": ray_md,
         "adaptive": adaptive_md,
         "curve": curve.markdown,
+        "scale": scale.markdown,
     }
     body = [sections[name](parts[name]) for name in sections if name in parts]
     body += [f"- ERROR: {e}" for e in results.get("errors", [])]

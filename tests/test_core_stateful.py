@@ -149,7 +149,8 @@ class BrokerMachine(RuleBasedStateMachine):
         return sorted(key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
 
     def live_keys(self) -> set[tuple[str | None, bytes]]:
-        return {t.key for t in self.core.tasks.values() if t.state is not TaskState.CANCELLED and t.key}
+        keys = [t.key for t in self.core.tasks.values() if t.state is not TaskState.CANCELLED and t.key]
+        return {(None, k) if isinstance(k, bytes) else k for k in keys}  # the core keys unauthenticated ids bare
 
     # ------------------------------------------------------------------------------------------ rules
 

@@ -59,7 +59,7 @@ from generaldomo.sansio.events import (
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.lograte import LogLimiter
-from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker
+from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker, request_key
 from generaldomo.sansio.report import (
     BrokerReport,
     Endpoint,
@@ -289,7 +289,7 @@ class BrokerCore:
         key = None
         if event.request_id is not None:
             self._heard[peer] = now
-            key = (credential.key if credential is not None else None, event.request_id)
+            key = request_key(credential.key if credential is not None else None, event.request_id)
             if self._known(peer, key, now, out):
                 self.counters["retries_absorbed"] += 1
                 return
@@ -304,9 +304,8 @@ class BrokerCore:
             return
         self._adopt(service)
         task = Task(
-            self._random(TASK_ID_BYTES), peer, event.dialect, event.request_id, key, event.description,
-            event.body, service, now, size,
-        )  # fmt: skip
+            self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size
+        )
         self._tasks[task.id] = task
         if key is not None:
             self._by_request[key] = task
@@ -356,14 +355,16 @@ class BrokerCore:
         self._heard[peer] = now
         owner = credential.key if credential is not None else None
         self.counters["reasked"] += len(event.request_ids)
-        unknown = [rid for rid in event.request_ids if not self._known(peer, (owner, rid), now, out)]
+        unknown = [rid for rid in event.request_ids if not self._known(peer, request_key(owner, rid), now, out)]
         out.append(Send(peer, protocol.broker_heartbeat(self._instance, unknown)))
 
     def _on_cancel(
         self, peer: Peer, event: ClientCancel, now: float, credential: Credential | None, out: list[Send]
     ) -> None:
         self._heard[peer] = now
-        task = self._by_request.pop((credential.key if credential is not None else None, event.request_id), None)
+        task = self._by_request.pop(
+            request_key(credential.key if credential is not None else None, event.request_id), None
+        )
         if task is None:
             return
         self.counters["cancelled"] += 1
