@@ -1,14 +1,16 @@
-"""``python -m bench [--quick] [--only PART[,PART]] [--out DIR]``: run the benchmark, print a Markdown report.
+"""``python -m bench [--quick] [--only PART[,PART]] [--out DIR] [--c-broker PATH]``: run the benchmark, print a
+Markdown report.
 
 Parts: ``transport`` (1 and 2: transport overhead and broker CPU per message), ``core`` (3: sans-IO core
 scaling), ``flow`` (4: the flow-control timeline), ``peers`` (5: the majortomo broker), ``profile`` (the broker
 hot path under cProfile), ``ray`` (6: the Ray flow-control experiment, generaldomo against an actor; needs
 ``generaldomo[ray]``; not part of ``--smoke``), ``adaptive`` (7: the adaptive concurrency cap against fixed
 caps, plain client threads; not part of ``--smoke``), ``cpeers`` (8: the project's C Majordomo peers through
-our broker and a minimal Python loop; the C++ client next to the Python one; not part of ``--smoke``),
-``curve`` (9: plaintext against CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x 8
-workers on one broker against 1 x 1, ``bench/scale.py``; not part of ``--smoke``). Progress goes
-to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
+our broker and a minimal Python loop, with ``--c-broker PATH`` the zguide's C broker too, in a private network
+namespace; the C++ client next to the Python one; not part of ``--smoke``), ``curve`` (9: plaintext against
+CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x 8 workers on one broker against
+1 x 1, ``bench/scale.py``; not part of ``--smoke``). Progress goes to stderr, the report to stdout, and JSON +
+Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench import (
     core_scaling,
     cpeers,
     curve,
+    netns,
     peers,
     profiling,
     ray_flow,
@@ -54,6 +57,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", metavar="PART", help=f"comma-separated parts to run ({', '.join(PARTS)})")
     parser.add_argument("--out", type=Path, default=FULL.out, help=f"directory for JSON/PNG (default {FULL.out})")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3, or 1 with --quick)")
+    parser.add_argument(
+        "--c-broker",
+        metavar="PATH",
+        default="",
+        help="an MDP/0.1 broker program binding tcp://*:5555 (the zguide's mdbroker, built by you) for part cpeers "
+        "to measure next to ours; the run then moves into a private network namespace (bench/netns.py)",
+    )
     args = parser.parse_args(argv)
     everything = tuple(p for p in PARTS if not (args.smoke and p in NOT_SMOKE))
     parts = tuple(p.strip() for p in args.only.split(",")) if args.only else everything
@@ -67,8 +77,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen parts; print the report; write the files. Returns the exit code."""
     args = parse(argv)
+    if args.c_broker and not netns.inside():
+        netns.enter(sys.argv[1:] if argv is None else argv)
+    if netns.inside():
+        netns.loopback_up()
     cfg: Config = SMOKE if args.smoke else QUICK if args.quick else FULL
-    cfg = replace(cfg, out=args.out, **({"rounds": args.rounds} if args.rounds else {}))
+    cfg = replace(cfg, out=args.out, c_broker=args.c_broker, **({"rounds": args.rounds} if args.rounds else {}))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below on SIGTERM too
     started = time.time()
     stem = time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) + f"-{cfg.name}"

@@ -48,6 +48,7 @@ class Config:
     ray_clients: int = 4  # Ray tasks sending the requests
     ray_probe: int = 200  # one-at-a-time requests measuring each path's overhead
     adaptive_seconds: float = 12.0  # length of each phase of the adaptive part
+    c_broker: str = ""  # part cpeers: a reference MDP/0.1 broker binding tcp://*:5555 (run in a private netns)
     out: Path = field(default=Path("bench/results"))
     name: str = "full"
 

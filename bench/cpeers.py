@@ -3,7 +3,8 @@
 1. The same C MDP/0.1 echo worker and C client, sync (one request at a time) and pipelined (every request sent
    before any reply is read), through the generaldomo ROUTER broker and the minimal pure-Python forwarding loop
    (:mod:`bench.minloop`), the floor a Python broker stands on. (The zguide's C ``mdbroker`` was measured by
-   hand with the same peers: bench/README.md; its sources are not ours to commit or build here.) Each
+   hand with the same peers: bench/README.md; its sources are not ours to commit or build here; given one you
+   built, ``--c-broker PATH`` measures it too, the run moved into a private network namespace.) Each
    measurement is one C client process; req/s is requests over its wall time (process start included, a few
    ms), with the broker process's CPU per request over the same span.
 2. The C++ ``generaldomo::Client`` (``bench/cpp_load.cpp``) next to the Python ``Client``, sync and pipelined
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import netns
 from bench.config import Config, say
 from bench.load import GdDriver, median, pipelined_run, sync_run
 from bench.procs import ROOT, Children, cpu_meter
@@ -32,6 +34,7 @@ from generaldomo.io import speedups
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "generaldomo" / "bench-bin"
 TIMEOUT = 120.0
 Run = Callable[[str, int], dict[str, float]]  # (mode, count) -> figures
+C_BROKER, C_BROKER_ENDPOINT = "zguide mdbroker (C)", "tcp://127.0.0.1:5555"  # --c-broker: as the zguide's binds
 PURE = {"GENERALDOMO_PURE_PYTHON": "1"}  # the broker without its C accelerator (generaldomo.io.speedups)
 
 
@@ -66,6 +69,8 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
         systems.append(_c_system(children, programs, "minimal Python loop", "min-broker"))
         if speedups.native is not None:
             systems.append(_c_system(children, programs, "minimal loop on the C accelerator", "min-broker-c"))
+        if cfg.c_broker:
+            systems.append(_c_system(children, programs, C_BROKER, "exec", cfg.c_broker))
         transports, more = available_transports(cfg)
         notes += more
         if "server" in transports:
@@ -84,6 +89,11 @@ def _c_system(
     if broker[0] == "gd":
         proc, banner = children.spawn(*broker, "--bind", "tcp://127.0.0.1:*", env=env)
         address = banner.split()[-1]
+    elif broker[0] == "exec":  # the reference broker: its endpoint is fixed (we run in a private netns)
+        if not netns.inside():
+            raise RuntimeError("the reference broker binds tcp://*:5555: run it only inside the bench's netns")
+        proc, _ = children.spawn(*broker)
+        address = C_BROKER_ENDPOINT
     else:
         proc, address = children.spawn(*broker, "tcp://127.0.0.1:*")
     children.spawn("exec", str(programs["mdp01_worker"]), address)

@@ -6,10 +6,11 @@ For each transport:
    worker`` process and this process's Client run ``profile_n`` pipelined requests; the broker process's CPU
    time is split between its Python thread (the event loop) and libzmq's I/O threads;
 2. the steps of the loop measured alone, unprofiled, one message at a time (:func:`link_costs`): the poll that
-   waits for a message, the link's ``recv``, the ``recv`` that finds nothing and ends a drain (pyzmq raises
-   ``zmq.Again``) and the link's ``send``; and ``BrokerCore.receive`` for the request and the reply (no
-   sockets). Weighted by the calls per request that cProfile counts (step 3), they explain the Python thread's
-   CPU per request; the rest is the loop itself and what the steps cost more in the real run;
+   waits for a message, the link's ``recv_batch``, the look that finds nothing and ends a batch (the
+   pure-Python path raises ``zmq.Again`` there) and the link's ``send``; and ``BrokerCore.receive`` for the
+   request and the reply (no sockets). Weighted by the calls per request that cProfile counts (step 3), they
+   explain the Python thread's CPU per request; the rest is the loop itself and what the steps cost more in the
+   real run;
 3. the same run under cProfile (thread CPU time), for call counts per request and the top functions by self
    time. cProfile inflates Python-heavy code, so its shares are shown for orientation only.
 """
@@ -31,13 +32,13 @@ from bench.procs import Children, cpu_seconds
 
 # cProfile shares: (component, needles matched against the end of "file:function"), cumulative time.
 COMPONENTS = (
-    ("poll", ("zmq/sugar/poll.py:poll",)),
-    ("link.recv", ("generaldomo/links.py:recv",)),
-    ("core.receive", ("generaldomo/core.py:receive",)),
-    ("link.send", ("generaldomo/links.py:send",)),
-    ("core.tick", ("generaldomo/core.py:tick",)),
+    ("poll", ("zmq/sugar/poll.py:poll", "~:<built-in method generaldomo.io._speedups.poll>")),
+    ("link.recv", ("generaldomo/io/links.py:recv_batch",)),
+    ("core.receive", ("generaldomo/sansio/core.py:receive",)),
+    ("link.send", ("generaldomo/io/links.py:send",)),
+    ("core.tick", ("generaldomo/sansio/core.py:tick",)),
 )
-LOOP = "generaldomo/broker.py:run"
+LOOP = "generaldomo/io/broker.py:run"
 
 
 def run(cfg: Config, children: Children) -> dict[str, Any]:
@@ -58,12 +59,15 @@ def profile_transport(transport: str, cfg: Config, children: Children) -> dict[s
     shares, counts, top = _cprofile(stats, profiled["n"])
     links = link_costs(transport, min(cfg.profile_n, 20000))
     core = dispatch_cost(1, 1, min(cfg.profile_n, 20000))
-    polls = counts["poll"]
-    drains = max(0.0, counts["link.recv"] - 2)  # recv calls per request beyond the two messages: each raised Again
+    polls, batches = counts["poll"], counts["link.recv"]
     parts = [
         (f"poll: {polls:.2f} per request (block, wake up)", polls * links["poll_us"], "poll"),
-        ("link.recv: 2 messages in", 2 * links["recv_us"], "link.recv"),
-        (f"link.recv finding nothing: {drains:.2f} per request (raises zmq.Again)", drains * links["again_us"], None),
+        (f"link.recv_batch: 2 messages in, {batches:.2f} batches", 2 * links["recv_us"], "link.recv"),
+        (
+            f"link.recv_batch: the look that ends a batch, {batches:.2f} per request",
+            batches * links["again_us"],
+            None,
+        ),
         (
             "core.receive: request + reply (parse, state machine, build frames)",
             core["dispatch_us"] + core["complete_us"],
@@ -140,11 +144,14 @@ def link_costs(transport: str, count: int) -> dict[str, float]:
     """Thread CPU µs of each step of the broker loop for one message at a time, as in a lightly loaded broker.
 
     A peer socket (DEALER or CLIENT) in this process sends one message of a request's two inbound shapes over
-    loopback tcp; the link's socket is polled (with a second, idle socket, as the broker polls its stop socket),
-    read, read again until ``zmq.Again``, and one message of the two outbound shapes is sent back. Poll time
-    includes the kernel's cost of blocking and waking up.
+    loopback tcp; the link's socket is polled as the broker polls it (with its stop pipe), read as a batch of
+    one, read again (finding nothing, which ends a batch: pure Python raises ``zmq.Again`` there), and one message
+    of the two outbound shapes is sent back. Poll time includes the kernel's cost of blocking and waking up.
+    Whether the link runs on the C accelerator is :mod:`generaldomo.io.speedups`' choice, as in the broker.
     """
     from generaldomo import codec, protocol
+    from generaldomo.io.broker import waiter
+    from generaldomo.io.inproc import resolve
     from generaldomo.io.links import LINKS
     from generaldomo.sansio.events import Dialect
 
@@ -157,14 +164,11 @@ def link_costs(transport: str, count: int) -> dict[str, float]:
     ]
     context = zmq.Context()
     link = LINKS[transport](context, ["tcp://127.0.0.1:*"])
-    stop = context.socket(zmq.PULL)
-    stop.bind("inproc://bench-profile-stop")
+    stop, stop_write = os.pipe()
     peer = context.socket(zmq.DEALER if transport == "router" else zmq.CLIENT)
     peer.setsockopt(zmq.LINGER, 0)
-    peer.connect(link.endpoints[0])
-    poller = zmq.Poller()
-    poller.register(link.socket, zmq.POLLIN)
-    poller.register(stop, zmq.POLLIN)
+    peer.connect(resolve(link.endpoints[0]))
+    wait = waiter([link.socket], (stop,))
 
     def peer_send(frames: list[bytes]) -> None:
         if transport == "router":
@@ -176,30 +180,29 @@ def link_costs(transport: str, count: int) -> dict[str, float]:
     steps = {"poll_us": 0, "recv_us": 0, "again_us": 0, "send_us": 0}
     try:
         peer_send([b"hello"])
-        if not poller.poll(5000):
+        if not wait(5000):
             raise RuntimeError("link micro-benchmark: no hello")
-        message = link.recv()
-        assert message is not None
-        address = message[0]
+        address = link.recv_batch(1)[0][0]
         for i in range(count):
             peer_send(inbound[i % 2])
             t0 = clock()
-            ready = poller.poll(5000)
+            ready = wait(5000)
             t1 = clock()
-            got = link.recv()
+            got = link.recv_batch(1)
             t2 = clock()
-            empty = link.recv()
+            empty = link.recv_batch(256)
             t3 = clock()
             link.send(address, outbound[i % 2])
             t4 = clock()
-            if not ready or got is None or empty is not None or not peer.poll(5000):
+            if not ready or len(got) != 1 or empty or not peer.poll(5000):
                 raise RuntimeError("link micro-benchmark: a message was lost")
             peer.recv_multipart()
             for key, spent in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
                 steps[key] += spent
     finally:
-        for sock in (peer, stop):
-            sock.close(linger=0)
+        os.close(stop)
+        os.close(stop_write)
+        peer.close(linger=0)
         link.close(0)
         context.term()
     return {key: spent / count / 1e3 for key, spent in steps.items()}

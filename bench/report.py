@@ -369,7 +369,7 @@ def peers_md(part: dict[str, Any]) -> str:
     return "\n".join(out + _notes(part))
 
 
-C_BROKER = "zguide mdbroker (C)"  # a row only when the harness is given the reference broker (bench/cpeers.py)
+C_BROKER = "zguide mdbroker (C)"  # a row only when given the reference broker (python -m bench --c-broker PATH)
 MIN_LOOP = "minimal Python loop"
 
 

@@ -8,7 +8,6 @@ returns. It can run in the calling thread (:meth:`Broker.run`) or in a backgroun
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import threading
@@ -59,7 +58,12 @@ def waiter(sockets: list[zmq.Socket[bytes]], fds: tuple[int, ...] = ()) -> Calla
     accelerator's poll, or pyzmq's."""
     native = speedups.native
     if native is not None:
-        return functools.partial(native.poll, tuple(socket.underlying for socket in sockets), fds)
+        poll, handles = native.poll, tuple(socket.underlying for socket in sockets)
+
+        def wait_native(timeout_ms: int) -> int:  # a Python frame, so that profilers see the call
+            return poll(handles, fds, timeout_ms)
+
+        return wait_native
     poller = zmq.Poller()
     bits: dict[Any, int] = {item: 1 << index for index, item in enumerate([*sockets, *fds])}
     for item in bits:
