@@ -91,9 +91,16 @@ CLIENT_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
 _WORKER_NAMES = {d: {code.to_bytes(1, "big"): name for name, code in t.items()} for d, t in WORKER_COMMANDS.items()}
 
 
+_BYTES: Final[dict[tuple[Dialect, str, bool], bytes]] = {
+    (dialect, name, worker): code.to_bytes(1, "big")
+    for worker, tables in ((True, WORKER_COMMANDS), (False, CLIENT_COMMANDS))
+    for dialect, table in tables.items()
+    for name, code in table.items()
+}  # every command's byte, made once: the hot path looks them up
+
+
 def _byte(dialect: Dialect, command: str, worker: bool) -> bytes:
-    table = WORKER_COMMANDS if worker else CLIENT_COMMANDS
-    return table[dialect][command].to_bytes(1, "big")
+    return _BYTES[dialect, command, worker]
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
