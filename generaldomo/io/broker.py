@@ -61,7 +61,7 @@ def waiter(sockets: list[zmq.Socket[bytes]], fds: tuple[int, ...] = ()) -> Calla
         poll, handles = native.poll, tuple(socket.underlying for socket in sockets)
 
         def wait_native(timeout_ms: int) -> int:  # a Python frame, so that profilers see the call
-            return poll(handles, fds, timeout_ms)
+            return int(poll(handles, fds, timeout_ms))
 
         return wait_native
     poller = zmq.Poller()

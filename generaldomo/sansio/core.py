@@ -502,11 +502,12 @@ class BrokerCore:
         worker.task = None
         worker.state = _W_RESULT[worker.state]
         worker.done += 1
+        same = event.description is None or event.description == worker.description
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
-        else:
-            self._complete(task, status, body, now, out)
-        if event.description is not None and event.description != worker.description:
+        else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
+            self._complete(task, status, body, now, out, dispatch=not same)
+        if not same and event.description is not None:
             self._unregister(worker)
             self._register(peer, event.dialect, event.description, now, credential, out, (worker.host, worker.pid))
             return
@@ -593,9 +594,11 @@ class BrokerCore:
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
 
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *, dequeued: bool = False
-    ) -> None:
-        """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue)."""
+        self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *,
+        dequeued: bool = False, dispatch: bool = True,
+    ) -> None:  # fmt: skip
+        """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue); then
+        dispatch into the place in flight it freed, unless the caller will (``dispatch=False``)."""
         state = task.state
         self._remove(task, state, dequeued=dequeued)
         self.counters["completed"] += 1
@@ -618,7 +621,7 @@ class BrokerCore:
             out.append(Send(task.client, frames))
             if task.key is not None:
                 self._kept.keep(task.key, frames, now)
-        if state in IN_FLIGHT:
+        if dispatch and state in IN_FLIGHT:
             self._dispatch(task.service, now, out)  # a place in flight came free
 
     def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
