@@ -5,7 +5,10 @@
 
 - ``router-frames``: 4 million empty frames (8 MB on the wire) to the ROUTER link;
 - ``router-bytes``: 16 frames of 60 MiB each (each under libzmq's per-frame limit) to the ROUTER link;
-- ``server-zeros``: one 60 MiB part of zero bytes (60 million packed empty frames) to the SERVER link.
+- ``server-zeros``: one 60 MiB part of zero bytes (60 million packed empty frames) to the SERVER link;
+- ``router-cancels``: not one message but 40,000 small requests for a service nobody serves, then a CANCEL for
+  each, newest first (each cancel takes a task from the far end of the queue: a queue that removes from the
+  middle in O(n) spends seconds of the broker's time there; the SERVICE's queue does it in O(1)).
 
 It reports the attacker's send time, how long after the send the broker had dropped it (its counters, read
 through ``mmi.status``), the other client's round trips (count, p50 and the longest) from the attack's start
@@ -44,13 +47,20 @@ elif kind == "router-bytes":
     part = bytes(60 * 1024 * 1024)
     for i in range(16):
         s.send(part, zmq.SNDMORE if i < 15 else 0, copy=False)
+elif kind == "router-cancels":
+    ids = [b"r%07d" % i for i in range(40_000)]
+    for rid in ids:
+        s.send_multipart([b"GDPC01", b"\x01", rid, b"nobody", b"x"])
+    for rid in reversed(ids):
+        s.send_multipart([b"GDPC01", b"\x05", rid])
 else:
     s.send(bytes(60 * 1024 * 1024), copy=False)
 s.close()
 ctx.term()
 print(t, time.monotonic(), flush=True)
 """
-CASES = {"router-frames": "router", "router-bytes": "router", "server-zeros": "server"}
+CASES = {"router-frames": "router", "router-bytes": "router", "server-zeros": "server", "router-cancels": "router"}
+CANCELS = 40_000
 
 
 class Probe(threading.Thread):
@@ -80,9 +90,12 @@ def memory(pid: int) -> dict[str, float]:
     return {name: int(fields[name].split()[0]) / 1024 for name in ("VmRSS", "VmHWM")}
 
 
-def dropped(client: Client) -> int:
+def dropped(client: Client, kind: str) -> bool:
+    """Whether the broker is done with the attack: it dropped the message (or took every cancel)."""
     counters = json.loads(client.request("mmi.status", timeout=120).payload)["broker"]["counters"]
-    return sum(n for name, n in counters.items() if name.startswith("dropped_"))
+    if kind == "router-cancels":
+        return bool(counters.get("cancelled", 0) >= CANCELS)
+    return sum(n for name, n in counters.items() if name.startswith("dropped_")) > 0
 
 
 def run_case(kind: str) -> dict[str, float]:
@@ -102,7 +115,7 @@ def run_case(kind: str) -> dict[str, float]:
             )
             started, sent = map(float, attacker.stdout.split())
             deadline = time.monotonic() + 300
-            while not dropped(watcher) and time.monotonic() < deadline:
+            while not dropped(watcher, kind) and time.monotonic() < deadline:
                 time.sleep(0.05)
             done = time.monotonic()
             time.sleep(1.0)

@@ -144,7 +144,7 @@ class ServiceReport:
             service.name,
             len(service.workers),
             len(service.waiting),
-            len(service.pending),
+            service.queued,
             flow.in_flight,
             FlowReport.of(flow, now),
             stats.completed,
