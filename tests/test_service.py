@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from generaldomo.sansio.queues import COMPACT_AFTER
 from generaldomo.sansio.service import Service
 
 
@@ -55,14 +56,16 @@ def test_reissued_task_goes_first_and_leavers_stop_waiting() -> None:
     assert service.next_pair() is None and service.workers == {w2}
 
 
-class PendingQueue(RuleBasedStateMachine):
-    """Service's pending queue against a plain list, under pushes (back and front), drops anywhere, pairings
-    and discards: the same tasks in the same order, and never more than twice as many entries as tasks (+64)."""
+class Queues(RuleBasedStateMachine):
+    """A service's two queues against plain lists, under pushes (back and front), drops and unwaits anywhere,
+    pairings, put-backs and discards: the same items in the same order, and never more than twice as many
+    entries as items (plus the compaction threshold)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.service = Service("s")
-        self.model: list[Item] = []
+        self.tasks: list[Item] = []
+        self.workers: list[Item] = []
         self.names = iter(range(10**9))
 
     @rule(front=st.booleans())
@@ -70,56 +73,68 @@ class PendingQueue(RuleBasedStateMachine):
         task = item(f"t{next(self.names)}")
         self.service.push(task, front=front)
         if front:
-            self.model.insert(0, task)
+            self.tasks.insert(0, task)
         else:
-            self.model.append(task)
+            self.tasks.append(task)
 
-    @precondition(lambda self: self.model)
+    @rule()
+    def wait(self) -> None:
+        worker = item(f"w{next(self.names)}")
+        self.service.join(worker)
+        self.service.wait(worker)
+        self.workers.append(worker)
+
+    @precondition(lambda self: self.tasks)
     @rule(where=st.floats(0, 1))
     def drop(self, where: float) -> None:
-        task = self.model.pop(min(len(self.model) - 1, int(where * len(self.model))))
-        self.service.drop(task)
+        self.service.drop(self.tasks.pop(min(len(self.tasks) - 1, int(where * len(self.tasks)))))
+
+    @precondition(lambda self: self.workers)
+    @rule(where=st.floats(0, 1), twice=st.booleans())
+    def leave(self, where: float, twice: bool) -> None:
+        worker = self.workers.pop(min(len(self.workers) - 1, int(where * len(self.workers))))
+        self.service.leave(worker)
+        if twice:  # leaving when not waiting is a no-op
+            self.service.leave(worker)
 
     @rule()
     def pair(self) -> None:
-        worker = item("w")
-        self.service.wait(worker)
         pair = self.service.next_pair()
-        if self.model:
-            assert pair == (worker, self.model.pop(0))
+        if self.tasks and self.workers:
+            assert pair == (self.workers.pop(0), self.tasks.pop(0))
         else:
             assert pair is None
-            self.service.unwait(worker)
 
-    @precondition(lambda self: self.model)
+    @precondition(lambda self: self.tasks and self.workers)
     @rule()
     def put_back(self) -> None:  # what flow control does with a pair it holds back
-        worker = item("w")
-        self.service.wait(worker)
         worker, task = self.service.next_pair()  # type: ignore[misc]
         self.service.put_back(worker, task)
-        self.service.unwait(worker)
 
     @rule(share=st.floats(0, 1))
     def discard(self, share: float) -> None:
-        doomed = set(self.model[: int(share * len(self.model))])
+        doomed = set(self.tasks[: int(share * len(self.tasks))])
         self.service.discard(doomed)
-        self.model = [t for t in self.model if t not in doomed]
+        self.tasks = [t for t in self.tasks if t not in doomed]
 
     @invariant()
-    def same_tasks_in_order(self) -> None:
-        assert list(self.service.live()) == self.model
-        assert self.service.queued == len(self.model)
-        assert len(self.service.pending) <= 2 * len(self.model) + 64
+    def same_items_in_order(self) -> None:
+        assert list(self.service.pending) == self.tasks and len(self.service.pending) == len(self.tasks)
+        assert list(self.service.waiting) == self.workers and len(self.service.waiting) == len(self.workers)
+        assert bool(self.service.pending) == bool(self.tasks)
+        if self.tasks:
+            assert self.service.pending[0] is self.tasks[0] and self.service.pending[-1] is self.tasks[-1]
+        for queue, live in ((self.service.pending, self.tasks), (self.service.waiting, self.workers)):
+            assert queue.slots <= 2 * len(live) + COMPACT_AFTER
 
 
-TestPendingQueue = PendingQueue.TestCase
-TestPendingQueue.settings = settings(max_examples=200, stateful_step_count=80, deadline=None)
+TestQueues = Queues.TestCase
+TestQueues.settings = settings(max_examples=200, stateful_step_count=80, deadline=None)
 
 
-def test_cancelling_a_long_queue_out_of_order_leaves_no_marks_behind() -> None:
-    # Each drop from the middle costs O(1) (a mark; the queue is rebuilt when marks outnumber tasks): the
-    # queue holds at most twice its tasks whatever the order; then the survivors pair in their order.
+def test_cancelling_a_long_queue_out_of_order_leaves_few_marks_behind() -> None:
+    # Each removal from the middle costs O(1) (a mark; the queue is rebuilt when marks outnumber items): the
+    # queue holds at most about twice its items whatever the order; then the survivors pair in their order.
     service = Service("s")
     tasks = [item(f"t{n}") for n in range(20_000)]
     for task in tasks:
@@ -128,9 +143,9 @@ def test_cancelling_a_long_queue_out_of_order_leaves_no_marks_behind() -> None:
     for task in reversed(tasks):
         if task not in keep:
             service.drop(task)
-            assert len(service.pending) <= 2 * service.queued + 64
-    assert service.queued == len(keep) and list(service.live()) == keep
+            assert service.pending.slots <= 2 * len(service.pending) + COMPACT_AFTER
+    assert list(service.pending) == keep
     for task in keep:
         service.wait(item("w"))
         assert service.next_pair()[1] is task  # type: ignore[index]
-    assert not service.pending
+    assert not service.pending and service.pending.slots == 0

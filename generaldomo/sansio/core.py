@@ -572,7 +572,7 @@ class BrokerCore:
         flow = service.flow
         while True:
             if not flow.admits(now):
-                if service.queued and service.waiting:
+                if service.pending and service.waiting:
                     when = flow.next_token(now)  # None when the concurrency cap holds it: a completion frees it
                     if when is not None:
                         self._throttled[service] = when
@@ -734,7 +734,7 @@ class BrokerCore:
         if idle_for is None or forget is None:
             return
         for service in list(self.resolver.services()):
-            if service.workers or service.queued or service in self._held or service.name in self.flows:
+            if service.workers or service.pending or service in self._held or service.name in self.flows:
                 self._idle_since.pop(service, None)
                 continue
             since = self._idle_since.setdefault(service, now)

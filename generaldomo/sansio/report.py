@@ -144,7 +144,7 @@ class ServiceReport:
             service.name,
             len(service.workers),
             len(service.waiting),
-            service.queued,
+            len(service.pending),
             flow.in_flight,
             FlowReport.of(flow, now),
             stats.completed,

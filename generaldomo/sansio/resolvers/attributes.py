@@ -48,10 +48,10 @@ class AttributeService(Service):
     def next_pair(self) -> tuple[Any, Any] | None:
         if not self.waiting:
             return None
-        for task in self.live():
+        for task in self.pending:
             worker = self.best_worker(parse(task.description)[1])
             if worker is not None:
-                self.drop(task)
+                self.pending.remove(task)
                 self.waiting.remove(worker)
                 return worker, task
         return None

@@ -31,7 +31,7 @@ class BalancedService(AttributeService):
         return (self._current[offer.get(self._key)], 0)
 
     def next_pair(self) -> tuple[Any, Any] | None:
-        if not self.waiting or not self.queued:
+        if not self.waiting or not self.pending:
             return None
         self._current = self._load()
         return super().next_pair()
