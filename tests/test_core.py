@@ -277,3 +277,17 @@ def test_client_heartbeat_names_the_broker_instance() -> None:
     h = Harness()
     h.feed(client(0), protocol.gdp_client_heartbeat())
     assert [protocol.parse_broker_instance(m) for m in h.inbox[client(0)]] == [b"test"]
+
+
+def test_workers_beyond_max_workers_are_told_to_go_and_counted() -> None:
+    h = Harness(max_workers=3)
+    for n in range(5):
+        h.ready(worker(n))
+    assert len(h.core.workers) == 3 and h.core.counters["workers_refused"] == 2
+    for n in (3, 4):
+        assert protocol.parse_worker_command(h.inbox[worker(n)][-1])[0] == protocol.DISCONNECT  # type: ignore[index]
+    h.feed(worker(0), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
+    h.ready(worker(4))  # a place came free
+    assert worker(4) in h.core.workers and len(h.core.workers) == 3
+    h.request(client(0), b"r1")
+    assert len(h.tasks_of(worker(1)) + h.tasks_of(worker(2)) + h.tasks_of(worker(4))) == 1

@@ -136,3 +136,26 @@ def test_short_lived_clients_leave_nothing_behind(transport: str, brokers) -> No
         assert not report.services and report.broker.queued == 0 and report.broker.queued_bytes == 0
     finally:
         context.term()
+
+
+def test_one_connection_claiming_many_workers_gets_max_workers(brokers) -> None:
+    # Envelope frames let one DEALER speak for many peers (as a proxy does): each READY below claims a worker
+    # of its own. The broker keeps max_workers of them, tells the rest to DISCONNECT, and still serves.
+    broker = brokers("router", ["tcp://127.0.0.1:*"], settings=Settings(max_workers=50, heartbeat_interval=30.0))
+    endpoint = broker.endpoint("router", "tcp")
+    context = zmq.Context()
+    try:
+        with RawClient(context, endpoint, "router") as claimer:
+            for n in range(200):
+                claimer.send([b"\xffhop-%04d" % n, *protocol.gdp_ready(b"svc-%d" % (n % 7))])
+            told = [claimer.recv() for _ in range(150)]
+            assert all(frames[0].startswith(b"\xffhop-") for frames in told)  # back through the claimed hops
+            assert {protocol.parse_worker_command(frames[1:])[0] for frames in told} == {protocol.DISCONNECT}
+            eventually(lambda: broker.core.counters["workers_refused"] == 150, 30, "the refusals to be counted")
+            assert len(broker.core.workers) == 50
+            with RawClient(context, endpoint, "router") as client:
+                client.send(protocol.gdp_request(b"status", b"mmi.status", []))
+                report = StatusReport.from_json(protocol.parse_client_reply(client.recv())[3][0])
+            assert report.broker.counters["workers_refused"] == 150 and report.broker.settings.max_workers == 50
+    finally:
+        context.term()

@@ -430,7 +430,15 @@ class BrokerCore:
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
         out: list[Send], where: tuple[str | None, int | None] = (None, None),
     ) -> None:  # fmt: skip
-        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said."""
+        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said; a worker beyond
+        ``max_workers`` (one connection may claim many peer addresses through envelopes) is told to go."""
+        limit = self.settings.max_workers
+        if limit is not None and len(self._workers) >= limit:
+            self.counters["workers_refused"] += 1
+            # one line per interval for them all: a flood comes from many (claimed) peers
+            self._warnings.warn("too many workers", None, lambda: "new workers", now, "refused: %d registered", limit)
+            out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
+            return
         service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
             return

@@ -199,6 +199,7 @@ class SettingsReport:
     keep_bytes: int = 0
     service_idle: float | None = None
     client_expiry: float | None = None
+    max_workers: int | None = None
 
 
 @attrs.frozen

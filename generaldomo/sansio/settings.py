@@ -46,6 +46,7 @@ class Settings:
     keep_bytes: int = 64 * MIB  # bytes of kept answers, oldest evicted first
     service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
+    max_workers: int | None = 100_000  # registered workers, all services together; more are told to DISCONNECT
 
     @property
     def expiry(self) -> float:
