@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Callable
 
 import pytest
 import zmq
@@ -99,41 +100,43 @@ def _read_until(link: Link, sentinel: bytes, timeout: float = 5.0) -> list[Recei
     st.lists(st.lists(frame, min_size=1, max_size=12), min_size=1, max_size=15), st.integers(2, 8), st.integers(40, 400)
 )
 def test_router_paths_agree(messages: list[list[bytes]], max_frames: int, max_bytes: int) -> None:
+    def feed(peer: zmq.Socket[bytes], link: Link) -> None:
+        peer.setsockopt(zmq.IDENTITY, b"\xffpeer")
+        peer.connect(link.endpoints[0])
+        for frames in [*messages, [b"GDPC01", b"end"]]:
+            peer.send_multipart(frames)
+
     fast, slow = _pair(RouterLink, max_frames, max_bytes)
-    context = zmq.Context.instance()
-    peers = [context.socket(zmq.DEALER) for _ in range(2)]
-    try:
-        for peer, link in zip(peers, (fast, slow), strict=True):
-            peer.setsockopt(zmq.IDENTITY, b"\xffpeer")
-            peer.connect(link.endpoints[0])
-            for frames in messages:
-                peer.send_multipart(frames)
-            peer.send_multipart([b"GDPC01", b"end"])
-        got = [_read_until(link, b"end") for link in (fast, slow)]
-        assert got[0] == got[1]
-        assert fast.take_counts() == slow.take_counts()
-    finally:
-        for peer in peers:
-            peer.close(0)
-        fast.close(0)
-        slow.close(0)
+    got = _both_read(fast, slow, zmq.DEALER, feed)
+    assert got[0] == got[1]
 
 
 @native
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(part, min_size=1, max_size=15), st.integers(1, 8))
 def test_server_paths_agree(parts: list[bytes], max_frames: int) -> None:
+    def feed(peer: zmq.Socket[bytes], link: Link) -> None:
+        peer.connect(inproc.resolve(link.endpoints[0]))  # where a thread-safe socket reaches it
+        for data in [*parts, codec.encode([b"end"])]:
+            peer.send(data)
+
     fast, slow = _pair(ServerLink, max_frames, -1)
-    context = zmq.Context.instance()
-    peers = [context.socket(zmq.CLIENT) for _ in range(2)]
+    got = _both_read(fast, slow, zmq.CLIENT, feed)
+    assert [frames for _, frames, _ in got[0]] == [frames for _, frames, _ in got[1]]  # routing ids differ
+
+
+def _both_read(
+    fast: Link, slow: Link, kind: int, feed: Callable[[zmq.Socket[bytes], Link], None]
+) -> list[list[Received]]:
+    """What each link reads from a peer socket of ``kind`` that ``feed`` sends the same messages through; the
+    links count the same drops. Closes everything."""
+    peers = [zmq.Context.instance().socket(kind) for _ in range(2)]
     try:
         for peer, link in zip(peers, (fast, slow), strict=True):
-            peer.connect(inproc.resolve(link.endpoints[0]))  # where a thread-safe socket reaches it
-            for data in [*parts, codec.encode([b"end"])]:
-                peer.send(data)
-        got = [[frames for _, frames, _ in _read_until(link, b"end")] for link in (fast, slow)]
-        assert got[0] == got[1]
+            feed(peer, link)
+        got = [_read_until(link, b"end") for link in (fast, slow)]
         assert fast.take_counts() == slow.take_counts()
+        return got
     finally:
         for peer in peers:
             peer.close(0)

@@ -165,6 +165,12 @@ static PyObject *sp_poll(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong(mask);
 }
 
+/* The socket of `handle` in *socket, and a new empty list for a batch read from it; NULL with a Python error. */
+static PyObject *new_batch(PyObject *handle, void **socket) {
+    *socket = socket_handle(handle);
+    return *socket == NULL ? NULL : PyList_New(0);
+}
+
 /* Read and discard the rest of the message whose last frame read was `msg`; return the frames read. */
 static Py_ssize_t discard_rest(void *socket, zmq_msg_t *msg) {
     Py_ssize_t count = 0;
@@ -234,10 +240,8 @@ static PyObject *sp_router_recv(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Onnnn", &handle, &max_messages, &max_frames, &max_bytes, &batch_bytes) ||
         !require_bound())
         return NULL;
-    void *socket = socket_handle(handle);
-    if (socket == NULL)
-        return NULL;
-    PyObject *batch = PyList_New(0);
+    void *socket;
+    PyObject *batch = new_batch(handle, &socket);
     if (batch == NULL)
         return NULL;
     zmq_msg_t msg;
@@ -501,8 +505,8 @@ static PyObject *sp_server_recv(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Onnn", &handle, &max_messages, &max_frames, &batch_bytes) || !require_bound() ||
         !require_draft())
         return NULL;
-    void *socket = socket_handle(handle);
-    PyObject *batch = socket == NULL ? NULL : PyList_New(0);
+    void *socket;
+    PyObject *batch = new_batch(handle, &socket);
     if (batch == NULL)
         return NULL;
     zmq_msg_t msg;

@@ -200,6 +200,12 @@ class Link:
         else:  # EHOSTUNREACH: the peer is gone
             self.counters["sends_dropped_gone"] += 1
 
+    def _accelerator(self) -> Any:
+        """The C accelerator if this link uses it; ENOTSOCK once the socket is closed (its handle would dangle)."""
+        if self._native is not None and self.socket.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        return self._native
+
     @property
     def accelerated(self) -> bool:
         """Whether this link reads and writes through the C accelerator."""
@@ -266,11 +272,9 @@ class RouterLink(Link):
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # so that a full or gone peer is an error we can count
 
     def recv_batch(self, limit: int) -> list[Received]:
-        native = self._native
+        native = self._accelerator()
         if native is None:
             return super().recv_batch(limit)
-        if self.socket.closed:
-            raise zmq.ZMQError(zmq.ENOTSOCK)
         batch: list[Received] = []
         append, split = batch.append, envelope.split
         for message in native.router_recv(self._handle, limit, self.max_frames, self.max_bytes, BATCH_BYTES):
@@ -437,11 +441,9 @@ class ServerLink(Link):
             inproc.release(endpoint)
 
     def recv_batch(self, limit: int) -> list[Received]:
-        native = self._native
+        native = self._accelerator()
         if native is None:
             return super().recv_batch(limit)
-        if self.socket.closed:
-            raise zmq.ZMQError(zmq.ENOTSOCK)
         batch: list[Received] = []
         for peer, frames in native.server_recv(self._handle, limit, self.max_frames, BATCH_BYTES):
             if type(frames) is list:
