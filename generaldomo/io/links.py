@@ -340,9 +340,9 @@ class ServerLink(Link):
         super().__init__(context, endpoints, max_message, max_frames=max_frames, security=security)
 
     def bind(self, endpoint: str) -> str:
-        """Bind to ``endpoint``; an ``inproc://`` endpoint is carried over a private ipc socket (see
-        :mod:`generaldomo.io.inproc`) and reported under its inproc name."""
-        if not endpoint.startswith("inproc://"):
+        """Bind to ``endpoint``; an ``inproc://`` endpoint that this libzmq or CURVE cannot have on a real inproc
+        pipe is carried over a private ipc socket (see :mod:`generaldomo.io.inproc`), reported under its name."""
+        if not endpoint.startswith("inproc://") or not inproc.carried(self.security is not None):
             return super().bind(endpoint)
         stand_in = inproc.claim(endpoint)
         try:
