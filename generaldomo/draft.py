@@ -84,7 +84,7 @@ class SourcePatch:
         target.write_text(text.replace(self.old, self.new))
 
 
-# Three small changes to libzmq, each text found exactly as often in libzmq 4.3.4 and 4.3.5; one change may take
+# Four small changes to libzmq, each text found exactly as often in libzmq 4.3.4 and 4.3.5; one change may take
 # several patches under one name.
 # 1. The routing-id guard. libzmq's ROUTER gives a peer without an id of its own a generated one, 0x00 + a
 #    4-byte counter (src/router.cpp, identify_peer), and asserts in routing_socket_base_t::add_out_pipe when
@@ -154,6 +154,60 @@ MAILBOX_WAIT = """\
         _sync->lock ();
 """
 
+# 4. One signaler per thread for pollers (src/socket_poller.cpp). zmq_poll makes a poller per call, and with a
+#    thread-safe socket among its items each call made a signaler (an eventfd and four fcntl calls) and closed
+#    it again: 3 to 4 µs per poll of a SERVER or CLIENT socket, a few polls per request. A poller now takes the
+#    eventfd signaler its thread's last poller left, emptied by one read (its first pass checks the sockets
+#    anyway), and leaves its own; one left in a parent process is not taken after a fork (its pid differs), and
+#    each thread's is closed when the thread ends.
+SIGNALER_CACHE = """#include <limits.h>
+
+//  generaldomo: the signaler a thread's last poller left, for its next one (zmq_poll makes a poller per call).
+namespace
+{
+struct signaler_cache_t
+{
+    zmq::signaler_t *signaler;
+    pid_t pid;
+    ~signaler_cache_t () { delete signaler; }
+};
+thread_local signaler_cache_t signaler_cache = {NULL, 0};
+}
+
+//  generaldomo: the marker of this patch.
+extern "C" int zmq_generaldomo_poll_signaler (void)
+{
+    return 1;
+}
+"""
+POLL_SYMBOL = "zmq_generaldomo_poll_signaler"
+SIGNALER_TAKE = """#if defined ZMQ_HAVE_EVENTFD
+            if (signaler_cache.signaler && signaler_cache.pid == getpid ()) {
+                //  generaldomo: reuse it, emptied (one read resets an eventfd; it is non-blocking)
+                _signaler = signaler_cache.signaler;
+                signaler_cache.signaler = NULL;
+                uint64_t left;
+                const ssize_t sz = read (_signaler->get_fd (), &left, sizeof left);
+                (void) sz;
+            } else
+#endif
+                _signaler = new (std::nothrow) signaler_t ();
+"""
+SIGNALER_LEAVE = """    if (_signaler != NULL) {
+#if defined ZMQ_HAVE_EVENTFD
+        //  generaldomo: leave it for this thread's next poller
+        if (signaler_cache.signaler == NULL || signaler_cache.pid != getpid ()) {
+            delete signaler_cache.signaler;
+            signaler_cache.signaler = _signaler;
+            signaler_cache.pid = getpid ();
+            _signaler = NULL;
+        }
+#endif
+        if (_signaler != NULL)
+            LIBZMQ_DELETE (_signaler);
+    }
+"""
+
 # Patches applied, in order, to the libzmq sources before compiling (see apply_patches).
 PATCHES: tuple[SourcePatch, ...] = (
     SourcePatch(
@@ -217,6 +271,16 @@ PATCHES: tuple[SourcePatch, ...] = (
         "src/mailbox_safe.cpp",
         "        const int rc = _cond_var.wait (_sync, timeout_);\n",
         MAILBOX_WAIT,
+    ),
+    SourcePatch("pollsig", "src/socket_poller.cpp", "#include <limits.h>\n", SIGNALER_CACHE),
+    SourcePatch(
+        "pollsig", "src/socket_poller.cpp", "            _signaler = new (std::nothrow) signaler_t ();\n", SIGNALER_TAKE
+    ),
+    SourcePatch(
+        "pollsig",
+        "src/socket_poller.cpp",
+        "    if (_signaler != NULL) {\n        LIBZMQ_DELETE (_signaler);\n    }\n",
+        SIGNALER_LEAVE,
     ),
 )
 _NAMES = dict.fromkeys(p.name for p in PATCHES)  # each change's name once, in order
@@ -288,7 +352,7 @@ print(f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}, draft OK")
 """
 # "patched": the libzmq carries PATCHES (each marker symbol is there), so that an environment holding an older
 # wheel of this recipe is upgraded.
-MARKERS = (DRAIN_SYMBOL, MAILBOX_SYMBOL)
+MARKERS = (DRAIN_SYMBOL, MAILBOX_SYMBOL, POLL_SYMBOL)
 PROBE_CODE = f"""\
 import ctypes, zmq
 try:
