@@ -3,9 +3,9 @@
 Three generaldomo stacks over ``inproc://`` in this process (broker thread, worker threads, a Client), as the
 ``transport`` part builds them: ROUTER; SERVER on a real inproc pipe (needs the project's libzmq, patch
 ``mailbox``); SERVER carried over private ipc (:mod:`generaldomo.io.inproc` with the fix taken as missing, as
-with a stock libzmq). Sync and pipelined, 16 B, 1 and 4 workers, interleaved rounds, medians.
+with a stock libzmq). Sync and pipelined, 16 B (``--payload``), 1 and 4 workers, interleaved rounds, medians.
 
-    python -m bench.inproc_server [--rounds N] [--sync N] [--pipelined N]
+    python -m bench.inproc_server [--rounds N] [--sync N] [--pipelined N] [--payload BYTES]
 """
 
 from __future__ import annotations
@@ -42,8 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sync", type=int, default=2000, help="requests per sync measurement")
     parser.add_argument("--pipelined", type=int, default=20000, help="requests per pipelined measurement")
+    parser.add_argument("--payload", type=int, default=16, help="bytes per request")
     args = parser.parse_args(argv)
-    cfg = replace(QUICK, rounds=args.rounds, sync_n=args.sync, pipe_n=args.pipelined, seconds=3.0, payloads=(16,))
+    cfg = replace(
+        QUICK, rounds=args.rounds, sync_n=args.sync, pipe_n=args.pipelined, seconds=3.0, payloads=(args.payload,)
+    )
     from generaldomo.io import inproc
 
     systems = SYSTEMS if inproc.NATIVE else ("router", "server-carrier")
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             settle(stacks, cfg)
             items = [
-                Measurement(stack, {**base, "payload": 16, "workers": workers, "mode": mode})
+                Measurement(stack, {**base, "payload": args.payload, "workers": workers, "mode": mode})
                 for mode in ("sync", "pipelined")
                 for workers in cfg.workers
                 for base, stack in stacks
