@@ -84,7 +84,8 @@ class SourcePatch:
         target.write_text(text.replace(self.old, self.new))
 
 
-# Two small additions to libzmq, each text found exactly as often in libzmq 4.3.4 and 4.3.5.
+# Four small changes to libzmq, each text found exactly as often in libzmq 4.3.4 and 4.3.5; one change may take
+# several patches under one name.
 # 1. The routing-id guard. libzmq's ROUTER gives a peer without an id of its own a generated one, 0x00 + a
 #    4-byte counter (src/router.cpp, identify_peer), and asserts in routing_socket_base_t::add_out_pipe when
 #    that id is already held by a peer that chose it: one DEALER choosing the next generated id aborts the
@@ -113,7 +114,99 @@ extern "C" long zmq_generaldomo_drain (void *s_)
     return count;
 }
 """
-DRAIN_SYMBOL = "zmq_generaldomo_drain"  # its presence marks a libzmq built with these patches
+DRAIN_SYMBOL = "zmq_generaldomo_drain"  # the marker of patches 1 and 2
+
+# 3. The mailbox lock (libzmq issue 3048, open upstream): CLIENT and SERVER sockets no longer deadlock over
+#    inproc. A thread-safe socket's mailbox (src/mailbox_safe.cpp) was guarded by the socket's own lock, which
+#    every thread posting a command to it took; the ends of an inproc pipe post to each other (activate_read on
+#    a write, activate_write on a read past the low-water mark) from inside send/recv, holding their own
+#    socket's lock, so a CLIENT and its SERVER reading (or writing) at once took the two locks in opposite
+#    orders and halted for good. The mailbox now has a lock of its own, a leaf that posters take alone, as a
+#    plain socket's mailbox does (src/mailbox.cpp). recv, called with the socket's lock held, takes it too and
+#    gives the socket's lock up while it waits (the condition variable used to). Two rules keep every wake-up
+#    the shared lock gave: a command is read only with both locks held, so that it is processed before another
+#    thread of the socket looks at the socket's state; and every post wakes every waiter (posters, blocked by
+#    the shared lock while another thread read commands, always found the reader asleep and woke them all).
+MAILBOX_SYMBOL = "zmq_generaldomo_mailbox_lock"  # its marker: generaldomo.io.inproc binds real inproc then
+MAILBOX_RECV = """\
+//  generaldomo: the marker of the mailbox lock patch (libzmq issue 3048).
+extern "C" int zmq_generaldomo_mailbox_lock (void)
+{
+    return 1;
+}
+
+//  generaldomo: called with the socket's lock held; takes the mailbox's own (posters take only that one).
+int zmq::mailbox_safe_t::recv (command_t *cmd_, int timeout_)
+{
+    scoped_lock_t lock (*_sync);
+    return recv_locked (cmd_, timeout_);
+}
+
+int zmq::mailbox_safe_t::recv_locked (command_t *cmd_, int timeout_)
+{"""
+MAILBOX_WAIT = """\
+        //  generaldomo: let other threads use the socket meanwhile; read the command with both locks held,
+        //  taken in order (the mailbox's lock is a leaf).
+        _socket_sync->unlock ();
+        const int rc = _cond_var.wait (_sync, timeout_);
+        _sync->unlock ();
+        _socket_sync->lock ();
+        _sync->lock ();
+"""
+
+# 4. One signaler per thread for pollers (src/socket_poller.cpp). zmq_poll makes a poller per call, and with a
+#    thread-safe socket among its items each call made a signaler (an eventfd and four fcntl calls) and closed
+#    it again: 3 to 4 µs per poll of a SERVER or CLIENT socket, a few polls per request. A poller now takes the
+#    eventfd signaler its thread's last poller left, emptied by one read (its first pass checks the sockets
+#    anyway), and leaves its own; one left in a parent process is not taken after a fork (its pid differs), and
+#    each thread's is closed when the thread ends.
+SIGNALER_CACHE = """#include <limits.h>
+
+//  generaldomo: the signaler a thread's last poller left, for its next one (zmq_poll makes a poller per call).
+namespace
+{
+struct signaler_cache_t
+{
+    zmq::signaler_t *signaler;
+    pid_t pid;
+    ~signaler_cache_t () { delete signaler; }
+};
+thread_local signaler_cache_t signaler_cache = {NULL, 0};
+}
+
+//  generaldomo: the marker of this patch.
+extern "C" int zmq_generaldomo_poll_signaler (void)
+{
+    return 1;
+}
+"""
+POLL_SYMBOL = "zmq_generaldomo_poll_signaler"
+SIGNALER_TAKE = """#if defined ZMQ_HAVE_EVENTFD
+            if (signaler_cache.signaler && signaler_cache.pid == getpid ()) {
+                //  generaldomo: reuse it, emptied (one read resets an eventfd; it is non-blocking)
+                _signaler = signaler_cache.signaler;
+                signaler_cache.signaler = NULL;
+                uint64_t left;
+                const ssize_t sz = read (_signaler->get_fd (), &left, sizeof left);
+                (void) sz;
+            } else
+#endif
+                _signaler = new (std::nothrow) signaler_t ();
+"""
+SIGNALER_LEAVE = """    if (_signaler != NULL) {
+#if defined ZMQ_HAVE_EVENTFD
+        //  generaldomo: leave it for this thread's next poller
+        if (signaler_cache.signaler == NULL || signaler_cache.pid != getpid ()) {
+            delete signaler_cache.signaler;
+            signaler_cache.signaler = _signaler;
+            signaler_cache.pid = getpid ();
+            _signaler = NULL;
+        }
+#endif
+        if (_signaler != NULL)
+            LIBZMQ_DELETE (_signaler);
+    }
+"""
 
 # Patches applied, in order, to the libzmq sources before compiling (see apply_patches).
 PATCHES: tuple[SourcePatch, ...] = (
@@ -132,8 +225,66 @@ PATCHES: tuple[SourcePatch, ...] = (
         "return s->query_pipes_stats ();\n}\n",
         "return s->query_pipes_stats ();\n}\n" + DRAIN_FUNCTION,
     ),
+    SourcePatch(
+        "mailbox",
+        "src/mailbox_safe.hpp",
+        "    mutex_t *const _sync;\n",
+        "    mutex_t *const _sync;  // generaldomo: the mailbox's own lock, _own_sync\n"
+        "    mutex_t _own_sync;\n"
+        "    mutex_t *const _socket_sync;  // the socket's lock, held by the caller of recv\n"
+        "    int recv_locked (command_t *cmd_, int timeout_);  // recv with _sync held\n",
+    ),
+    SourcePatch(
+        "mailbox",
+        "src/mailbox_safe.cpp",
+        "mailbox_safe_t (mutex_t *sync_) : _sync (sync_)",
+        "mailbox_safe_t (mutex_t *sync_) :\n    _sync (&_own_sync), _socket_sync (sync_)",
+    ),
+    SourcePatch(  # add_signaler and remove_signaler: send() walks the signalers under the mailbox's lock
+        "mailbox",
+        "src/mailbox_safe.cpp",
+        "(signaler_t *signaler_)\n{\n",
+        "(signaler_t *signaler_)\n{\n    scoped_lock_t lock (*_sync);\n",
+        count=2,
+    ),
+    SourcePatch(
+        "mailbox",
+        "src/mailbox_safe.cpp",
+        "void zmq::mailbox_safe_t::clear_signalers ()\n{\n",
+        "void zmq::mailbox_safe_t::clear_signalers ()\n{\n    scoped_lock_t lock (*_sync);\n",
+    ),
+    SourcePatch(
+        "mailbox",
+        "src/mailbox_safe.cpp",
+        "    const bool ok = _cpipe.flush ();\n\n    if (!ok) {\n",
+        "    _cpipe.flush ();\n\n"
+        "    //  generaldomo: wake every waiter, also while a thread of the socket reads commands\n    {\n",
+    ),
+    SourcePatch(
+        "mailbox",
+        "src/mailbox_safe.cpp",
+        "int zmq::mailbox_safe_t::recv (command_t *cmd_, int timeout_)\n{",
+        MAILBOX_RECV,
+    ),
+    SourcePatch(
+        "mailbox",
+        "src/mailbox_safe.cpp",
+        "        const int rc = _cond_var.wait (_sync, timeout_);\n",
+        MAILBOX_WAIT,
+    ),
+    SourcePatch("pollsig", "src/socket_poller.cpp", "#include <limits.h>\n", SIGNALER_CACHE),
+    SourcePatch(
+        "pollsig", "src/socket_poller.cpp", "            _signaler = new (std::nothrow) signaler_t ();\n", SIGNALER_TAKE
+    ),
+    SourcePatch(
+        "pollsig",
+        "src/socket_poller.cpp",
+        "    if (_signaler != NULL) {\n        LIBZMQ_DELETE (_signaler);\n    }\n",
+        SIGNALER_LEAVE,
+    ),
 )
-RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq{LIBZMQ_VERSION}-static-r2" + "".join(f"+{p.name}" for p in PATCHES)
+_NAMES = dict.fromkeys(p.name for p in PATCHES)  # each change's name once, in order
+RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq{LIBZMQ_VERSION}-static-r2" + "".join(f"+{name}" for name in _NAMES)
 
 PLATFORM_HPP = """\
 #ifndef __ZMQ_PLATFORM_HPP_INCLUDED__
@@ -199,13 +350,15 @@ assert cli.recv() == b"pong"
 ctx.destroy()
 print(f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}, draft OK")
 """
-# "patched": the libzmq carries PATCHES (the drain function is their marker), so that an environment holding
-# an older wheel of this recipe is upgraded.
+# "patched": the libzmq carries PATCHES (each marker symbol is there), so that an environment holding an older
+# wheel of this recipe is upgraded.
+MARKERS = (DRAIN_SYMBOL, MAILBOX_SYMBOL, POLL_SYMBOL)
 PROBE_CODE = f"""\
 import ctypes, zmq
 try:
     from zmq.backend.cython import _zmq
-    patched = hasattr(ctypes.CDLL(_zmq.__file__), "{DRAIN_SYMBOL}")
+    lib = ctypes.CDLL(_zmq.__file__)
+    patched = all(hasattr(lib, name) for name in {MARKERS!r})
 except (ImportError, OSError):
     patched = False
 print(zmq.has('draft'), zmq.__version__, zmq.zmq_version(), patched)

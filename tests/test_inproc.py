@@ -1,18 +1,41 @@
-"""inproc:// for the server transport, which libzmq cannot carry between CLIENT and SERVER sockets."""
+"""inproc:// for the server transport: real inproc with the project's libzmq, the ipc carrier without its fix."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import zmq
 
-from generaldomo import Broker, Client, inproc
+from generaldomo import Broker, Client, draft, inproc
+from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.links import ServerLink
+from generaldomo.sansio import codec
+
+STRESS = Path(__file__).with_name("inproc_stress.py")
+native_only = pytest.mark.skipif(not inproc.NATIVE, reason="this libzmq lacks generaldomo's mailbox lock patch")
 
 
-def test_heavy_two_way_traffic_over_inproc_does_not_deadlock(brokers, workers) -> None:
-    # Over a real inproc pipe this pattern halts within a few hundred messages (libzmq issue 3048).
+@pytest.fixture
+def carrier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Act as with a libzmq without the fix: SERVER links carry inproc endpoints over ipc."""
+    monkeypatch.setattr(inproc, "NATIVE", False)
+
+
+@pytest.fixture(params=["native", "carrier"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each way a SERVER link's inproc endpoint can go: a real inproc pipe (needs the fix), the ipc carrier."""
+    if request.param == "native" and not inproc.NATIVE:
+        pytest.skip("this libzmq lacks generaldomo's mailbox lock patch")
+    monkeypatch.setattr(inproc, "NATIVE", request.param == "native")
+    return str(request.param)
+
+
+def test_heavy_two_way_traffic_over_inproc_does_not_deadlock(path: str, brokers, workers) -> None:
+    # Over a real inproc pipe a stock libzmq can halt here (issue 3048); the stress test below always does.
     broker = brokers("server", ["inproc://gd-heavy"])
     for _ in range(2):
         workers("inproc://gd-heavy", "server")
@@ -34,7 +57,54 @@ def test_heavy_two_way_traffic_over_inproc_does_not_deadlock(brokers, workers) -
     assert broker.endpoints == [("server", "inproc://gd-heavy")]
 
 
-def test_alias_is_released_and_rebinding_works() -> None:
+@native_only
+def test_client_and_server_sockets_survive_two_way_stress_over_real_inproc() -> None:
+    # Four threads sending on one CLIENT, one reading it, a SERVER echoing, 80,000 messages through queues of 8:
+    # a stock libzmq halts here for good (every run of tests/inproc_stress.py with the unpatched wheel timed
+    # out), so it runs in a process of its own that a timeout can end.
+    result = subprocess.run(
+        [sys.executable, str(STRESS), "4", "20000"], capture_output=True, text=True, timeout=240, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == ["80000", "replies", "of", "80000"]
+
+
+@native_only
+def test_a_server_link_binds_real_inproc_that_a_plain_client_socket_reaches() -> None:
+    context = zmq.Context.instance()
+    link = ServerLink(context, ["inproc://gd-real"])
+    client = context.socket(zmq.CLIENT)
+    client.linger = 0
+    try:
+        assert inproc.resolve("inproc://gd-real") == "inproc://gd-real"
+        assert link.socket.getsockopt_string(zmq.LAST_ENDPOINT) == "inproc://gd-real"
+        client.connect("inproc://gd-real")  # no generaldomo in between: only a real inproc bind answers this
+        client.send(codec.encode([b"hello", b"there"]))
+        received = None
+        for _ in range(500):  # bounded: up to about 5 s
+            if link.socket.poll(10) and (received := link.recv()) is not None:
+                break
+        assert received is not None and received[1] == [b"hello", b"there"]
+        link.send(received[0], [b"back"])
+        assert client.poll(5000) and codec.decode(client.recv()) == [b"back"]
+    finally:
+        client.close()
+        link.close(0)
+
+
+def test_a_link_with_curve_keeps_the_carrier() -> None:
+    # inproc pipes skip the handshake, so CURVE (and each message's credential) needs the ipc carrier.
+    public, secret = zmq.curve_keypair()
+    link = ServerLink(zmq.Context.instance(), ["inproc://gd-curve"], security=BrokerSecurity(public, secret, {}))
+    try:
+        assert inproc.resolve("inproc://gd-curve").startswith("ipc://")
+        assert link.endpoints == ["inproc://gd-curve"]
+    finally:
+        link.close(0)
+    assert inproc.resolve("inproc://gd-curve") == "inproc://gd-curve"
+
+
+def test_alias_is_released_and_rebinding_works(carrier: None) -> None:
     context = zmq.Context.instance()
     first = ServerLink(context, ["inproc://gd-alias"])
     assert inproc.resolve("inproc://gd-alias").startswith("ipc://")
@@ -45,9 +115,25 @@ def test_alias_is_released_and_rebinding_works() -> None:
     ServerLink(context, ["inproc://gd-alias"]).close()
 
 
+@pytest.mark.parametrize("transport", ["router", "server"])
+def test_broker_client_and_worker_over_inproc(transport: str, path: str, brokers, workers) -> None:
+    broker = brokers(transport, ["inproc://gd-e2e"])
+    carried = transport == "server" and path == "carrier"
+    assert inproc.resolve("inproc://gd-e2e").startswith("ipc://") == carried
+    workers("inproc://gd-e2e", transport)
+    with Client("inproc://gd-e2e", transport) as client:
+        replies = [client.request("echo", [b"%d" % i, b"x" * i], timeout=30).frames for i in range(50)]
+    assert replies == [(b"%d" % i, b"x" * i) for i in range(50)]
+    assert broker.endpoints == [(transport, "inproc://gd-e2e")]
+
+
 def test_router_inproc_is_real_inproc() -> None:
     broker = Broker("router", ["inproc://gd-router-real"])
     try:
         assert inproc.resolve("inproc://gd-router-real") == "inproc://gd-router-real"
     finally:
         broker.stop()
+
+
+def test_the_marker_is_the_one_the_build_exports() -> None:
+    assert inproc.MAILBOX_SYMBOL == draft.MAILBOX_SYMBOL and draft.MAILBOX_SYMBOL in draft.MARKERS

@@ -421,9 +421,9 @@ class ServerLink(Link):
             self._native = None
 
     def bind(self, endpoint: str) -> str:
-        """Bind to ``endpoint``; an ``inproc://`` endpoint is carried over a private ipc socket (see
-        :mod:`generaldomo.io.inproc`) and reported under its inproc name."""
-        if not endpoint.startswith("inproc://"):
+        """Bind to ``endpoint``; an ``inproc://`` endpoint that this libzmq or CURVE cannot have on a real inproc
+        pipe is carried over a private ipc socket (see :mod:`generaldomo.io.inproc`), reported under its name."""
+        if not endpoint.startswith("inproc://") or not inproc.carried(self.security is not None):
             return super().bind(endpoint)
         stand_in = inproc.claim(endpoint)
         try:

@@ -2,7 +2,7 @@
 
 This module owns what a transport is: the names (:class:`Transport`), whether this pyzmq can make the draft
 sockets the ``server`` transport needs, and where a peer's socket connects to reach an endpoint (server
-transport ``inproc://`` endpoints are carried over private ipc, see :mod:`generaldomo.io.inproc`). It knows
+transport ``inproc://`` endpoints may be carried over private ipc, see :mod:`generaldomo.io.inproc`). It knows
 nothing of the protocol carried.
 """
 
