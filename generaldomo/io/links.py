@@ -490,7 +490,7 @@ class ServerLink(Link):
             if code:
                 self.send_failed(code, address)
             return
-        message = zmq.Frame(codec.encode(frames))
+        message = zmq.Frame(codec.encode(frames), copy=True)  # a zero-copy frame (64 KiB+) costs a GC hand-off
         message.routing_id = address
         try:
             _send(self.socket, message, _NOBLOCK)
