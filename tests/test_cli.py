@@ -76,6 +76,7 @@ def test_doctor_and_version() -> None:
     assert doctor.returncode == 0 and "draft sockets (CLIENT/SERVER): yes" in doctor.stdout
     pure = os.environ.get("GENERALDOMO_PURE_PYTHON", "") not in ("", "0")
     assert ("broker links: pure Python" if pure else "broker links: C accelerator") in doctor.stdout
+    assert "SERVER links' inproc:// endpoints: real inproc" in doctor.stdout  # the project's libzmq has the patch
     version = subprocess.run([*COMMAND, "--version"], capture_output=True, text=True, timeout=60)
     assert "pyzmq" in version.stdout and "libzmq" in version.stdout
 

@@ -1,5 +1,6 @@
 """``generaldomo doctor`` and ``--version``: versions, whether draft sockets (CLIENT/SERVER) work, and whether the
-broker links run on the C accelerator or in pure Python (:mod:`generaldomo.io.speedups`).
+broker links run on the C accelerator or in pure Python (:mod:`generaldomo.io.speedups`), and whether SERVER links
+bind real ``inproc://`` endpoints (:mod:`generaldomo.io.inproc`).
 
 This module owns that report; exit status 1 means no draft sockets. ``--install-draft`` runs the packaged
 installer (:mod:`generaldomo.draft`), which says what it will replace before it does.
@@ -13,7 +14,7 @@ import zmq
 
 from generaldomo import __version__
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io import speedups
+from generaldomo.io import inproc, speedups
 from generaldomo.io.transport import draft_available, install_command
 
 
@@ -39,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         return draft.main(["ensure"])
     print(versions())
     print(f"broker links: {speedups.description}")
+    how = "real inproc (libzmq patch 'mailbox')" if inproc.NATIVE else "carried over private ipc (a stock libzmq)"
+    print(f"SERVER links' inproc:// endpoints: {how}")
     return Exit.OK if draft_available() else Exit.FAILED
 
 
