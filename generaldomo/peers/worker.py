@@ -153,7 +153,7 @@ class Worker:
         while not self._stopping.is_set():
             link.wait(session.deadline(), clock())
             task = self._read()
-            if task is not None:
+            if task is not None and not self._stopping.is_set():  # a task that came after stop() is not run
                 self._run(task)
             else:
                 self._perform(session.tick(clock(), link.backlogged))
