@@ -106,6 +106,7 @@ class Connection:
         self._wake_read, self._wake_write = _pipe()
         self._kick_read, self._kick_write = _pipe()  # wakes whoever waits for the socket (the reader)
         self.readable_item: zmq.Socket[Any] | int = self.socket
+        self.kick_item, self.wake_item = self._kick_read, self._wake_read  # as the poll reports them
         self.poll_items: list[zmq.Socket[Any] | int] = [self.socket, self._kick_read, self._wake_read]
         self._outbox: deque[Sequence[bytes]] = deque()
         self._owner: int | None = None
@@ -139,18 +140,20 @@ class Connection:
     def end_wait(self) -> None:
         """That poll returned."""
 
-    def wait_readable(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for a message, or a kick (the reader role's holder, any thread)."""
+    def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a message, or a kick (the reader role's holder, any thread);
+        True if kicked (then :meth:`consume_kicks`)."""
         if self._reader_poller is None:
             self._reader_poller = zmq.Poller()
             self._reader_poller.register(self.readable_item, zmq.POLLIN)
             self._reader_poller.register(self._kick_read, zmq.POLLIN)
         if self.begin_wait():
-            return
+            return False
         try:
-            self._reader_poller.poll(math.ceil(max(0.0, timeout) * 1000))
+            events = self._reader_poller.poll(math.ceil(max(0.0, timeout) * 1000))
         finally:
             self.end_wait()
+        return any(item == self.kick_item for item, _ in events)
 
     def kick(self) -> None:
         """Make the reader's wait return (lock held, or any thread)."""
@@ -216,10 +219,12 @@ class Connection:
             batch.append(frames)
         return batch
 
-    def flush(self) -> None:
-        """Consume wake-ups and write queued messages in order, as far as the socket takes them (IO thread)."""
+    def flush(self, woken: bool = True) -> None:
+        """Consume wake-ups (if ``woken``: the wake-up pipe was readable) and write queued messages in order, as
+        far as the socket takes them (IO thread)."""
         with self._lock:
-            self._consume_wakeups()
+            if woken:
+                self._consume_wakeups()
         self._write_outbox()
 
     def _consume_wakeups(self) -> None:
@@ -325,9 +330,10 @@ class DealerConnection(Connection):
         """A message is waiting (lock held)."""
         return bool(int(self.socket.get(_EVENTS)) & _POLLIN)
 
-    def flush(self) -> None:
+    def flush(self, woken: bool = True) -> None:
         with self._lock:
-            self._consume_wakeups()
+            if woken:
+                self._consume_wakeups()
             if not self._closed:
                 self._write_outbox()  # under the lock: the socket is used only under it
 
@@ -364,6 +370,8 @@ class DealerConnection(Connection):
                     frame = recv(_NOBLOCK, copy=False)
                     frames.append(frame.bytes)
                 batch.append(frames)
+                if len(batch) == 1 and not self._readable():
+                    break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain
         return batch
 
 
@@ -399,7 +407,7 @@ class BrokerLink:
         """Make the calling thread the IO thread."""
         self._poller = self.connection.adopt()
         self._lent_poller = zmq.Poller()
-        self._lent_poller.register(self.connection.poll_items[-1], zmq.POLLIN)  # the wake-up pipe alone
+        self._lent_poller.register(self.connection.wake_item, zmq.POLLIN)
 
     @property
     def backlogged(self) -> bool:
@@ -414,22 +422,25 @@ class BrokerLink:
             timeout: int | None = 10
         else:
             timeout = None if deadline is None else math.ceil(max(0.0, deadline - now) * 1000)
+        connection = self.connection
         if not reading:
-            self._lent_poller.poll(timeout)
+            events = self._lent_poller.poll(timeout)
         else:
-            if self.connection.begin_wait():
+            if connection.begin_wait():
                 timeout = 0
             try:
-                self._poller.poll(timeout)
+                events = self._poller.poll(timeout)
             finally:
-                self.connection.end_wait()
-            if kicks:
-                self.connection.consume_kicks()
-        self.connection.flush()
+                connection.end_wait()
+        fired = {item for item, _ in events}
+        if kicks and connection.kick_item in fired:
+            connection.consume_kicks()
+        connection.flush(connection.wake_item in fired)
 
-    def wait_readable(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for a message or a kick (the reader role's holder, any thread)."""
-        self.connection.wait_readable(timeout)
+    def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a message or a kick (the reader role's holder, any thread); True
+        if kicked."""
+        return self.connection.wait_readable(timeout)
 
     def consume_kicks(self) -> None:
         """Empty the kick pipe (the reader role's holder, before it reads)."""

@@ -165,9 +165,17 @@ def _silent(action: Action[Any]) -> bool:
 class _Future(Future[Reply]):
     """A request's future: a thread waiting for it reads the socket itself while it may (module docstring)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, request_id: bytes) -> None:
         super().__init__()
         self._client = client
+        self._request_id = request_id
+
+    def cancel(self) -> bool:
+        """Withdraw the request (CANCEL to the broker) unless it is answered already."""
+        if not super().cancel():
+            return False
+        self._client._cancel(self._request_id)
+        return True
 
     def result(self, timeout: float | None = None) -> Reply:
         if self.done():
@@ -235,6 +243,7 @@ class Client:
         self._seen = -1  # that count at the IO thread's last look
         self._waiting = 0  # threads waiting for a reply that someone else reads
         self._handoff: list[Action[_Call]] = []  # what a lent reader left for the IO thread to deliver, in order
+        self._calling = False  # the IO thread is delivering partial results (callbacks)
         self._closed = False
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
@@ -272,14 +281,13 @@ class Client:
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
-        future = _Future(self)
+        future = _Future(self, request_id)
         now = time.monotonic()
         with self._lock:
             if self._closed:
                 raise self._closed_error()
             idle = not self._session.outstanding and self._reader is None  # (a lent role is looked at often)
             frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
-        future.add_done_callback(lambda done: self._cancel(request_id) if done.cancelled() else None)
         self._link.send(frames)
         if idle:
             self._link.wake()  # the IO thread starts heartbeating
@@ -383,11 +391,15 @@ class Client:
         socket meanwhile if the reader role could be had."""
         end = None if timeout is None else time.monotonic() + timeout
         if self._claim():
+            done = False
             try:
                 self._read_until(future, end)
+                done = future.done()
+            except Exception:  # the socket failed (a terminated context): the IO thread finds out and says why
+                log.debug("a lent reader gave up", exc_info=True)
             finally:
-                self._release(keep=future.done())
-            if future.done():
+                self._release(keep=done)
+            if done:
                 return get(0)
             with self._lock:
                 self._waiting += 1
@@ -400,7 +412,7 @@ class Client:
     def _claim(self) -> bool:
         """Take the reader role (True), or count this thread among those waiting for another reader (False)."""
         with self._lock:
-            if not (self._closed or self._reading or self._handoff):
+            if not (self._closed or self._reading or self._handoff or self._calling):
                 self._reader, self._reading = threading.get_ident(), True
                 return True
             self._waiting += 1
@@ -429,11 +441,12 @@ class Client:
             stop = min(deadline or now + LEND_CHECK, end or math.inf)
             if self._closed or stop <= now:
                 return
-            link.wait_readable(stop - now)
+            kicked = link.wait_readable(stop - now)
             with self._lock:
                 if self._closed:
                     return
-                link.consume_kicks()
+                if kicked:
+                    link.consume_kicks()
                 messages = link.recv_batch(READ_BATCH)
                 if not messages:
                     continue
@@ -466,25 +479,27 @@ class Client:
         link, session, clock = self._link, self._session, time.monotonic
         while not self._closed:
             with self._lock:
-                handoff, self._handoff = self._handoff, []
                 now = clock()
                 reading = self._take_back(now)
                 deadline = session.deadline()
-            self._deliver(handoff)
             if not reading:
                 deadline = min(deadline or math.inf, now + LEND_CHECK)
             link.wait(deadline, clock(), reading, kicks=False)
             now = clock()
             with self._lock:  # a reconnect under the lock: a request is in the resend, or goes to the new socket
-                if self._reader is not None:
-                    continue  # lent: the IO thread neither reads nor ticks
-                link.consume_kicks()
-                actions: list[Action[_Call]] = []
-                for frames in link.recv_batch(READ_BATCH):
-                    actions += session.receive(frames, now)
-                actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers them in turn
-                actions = link.perform(actions)
+                actions, self._handoff = self._handoff, []  # what a lent reader left comes first
+                if self._reader is None:  # lent: the IO thread neither reads nor ticks
+                    link.consume_kicks()
+                    for frames in link.recv_batch(READ_BATCH):
+                        actions += session.receive(frames, now)
+                    actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers in turn
+                    actions = link.perform(actions)
+                calling = not all(isinstance(a, Resolve) or _silent(a) for a in actions)
+                self._calling = calling  # no lent reader until these callbacks ran: partial results stay in order
             self._deliver(actions)
+            if calling:
+                with self._lock:
+                    self._calling = False
 
     def _take_back(self, now: float) -> bool:
         """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""

@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Final
 
@@ -82,14 +83,15 @@ class Worker:
         # The socket (and the session) belong to the serving thread, except while it runs the handler: then
         # the heartbeat thread may use them, holding this lock (a socket may move between threads across a lock).
         self._socket_lock = threading.Lock()
-        self._busy = threading.Event()
+        self._busy = False  # the handler runs; changed with the socket lock held
+        self._inbox: deque[list[bytes]] = deque()  # messages read, not yet fed to the session
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
         self._finish = False  # stop(finish=True): the running task's result still goes out
 
     @property
     def busy(self) -> bool:
         """True while the handler runs."""
-        return self._busy.is_set()
+        return self._busy
 
     @property
     def registered(self) -> bool:
@@ -132,7 +134,7 @@ class Worker:
             log.exception("the worker stopped serving %r", self.description)
             raise WorkerStopped(f"the worker stopped serving {self.description!r}: {error!r}") from error
         finally:
-            self._busy.clear()
+            self._busy = False
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on
                 self._perform(self._session.stop())
             self._link.close(linger_ms=500)
@@ -141,7 +143,11 @@ class Worker:
 
     def _perform(self, actions: list[Action[Any]]) -> RunTask | None:
         """Carry out the session's actions; the task to run, if one came (the caller has the socket)."""
-        for action in self._link.perform(actions):
+        reconnects = self._link.reconnects
+        rest = self._link.perform(actions)
+        if self._link.reconnects != reconnects:
+            self._inbox.clear()  # what the old socket brought goes with it
+        for action in rest:
             if isinstance(action, RunTask):
                 return action
         return None
@@ -159,12 +165,13 @@ class Worker:
                 self._perform(session.tick(clock(), link.backlogged))
 
     def _read(self) -> RunTask | None:
-        """Feed the session what arrived, up to the first task (the rest is read after it)."""
-        for _ in range(READ_BATCH):
-            frames = self._link.recv()
-            if frames is None:
-                break
-            task = self._perform(self._session.receive(frames, time.monotonic()))
+        """Feed the session what arrived, up to the first task (the rest waits in the inbox until after it)."""
+        inbox = self._inbox
+        if not inbox:
+            inbox.extend(self._link.recv_batch(READ_BATCH))
+        now = time.monotonic()
+        while inbox:
+            task = self._perform(self._session.receive(inbox.popleft(), now))
             if task is not None:
                 return task
         return None
@@ -172,13 +179,13 @@ class Worker:
     def _run(self, task: RunTask) -> None:
         """Run the handler with the socket lent to the heartbeat thread; send the result."""
         payload = task.body[0] if len(task.body) == 1 else task.body
-        self._busy.set()
+        self._busy = True
         self._socket_lock.release()
         try:
             status, result = self._call(payload)
         finally:
             self._socket_lock.acquire()
-            self._busy.clear()
+            self._busy = False
         if self._stopping.is_set():  # told to stop meanwhile: drop the result, or send it, then leave
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
