@@ -50,6 +50,7 @@ _MORE = int(zmq.SNDMORE) | _NOBLOCK
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 _send = zmq.backend.Socket.send  # called unbound: no Python wrapper per frame
+_get = zmq.backend.Socket.get  # called unbound: no enum member per call
 CURVE_KEY_SIZES = (32, 40)  # raw bytes, or Z85 text
 
 
@@ -153,7 +154,10 @@ class Connection:
             events = self._reader_poller.poll(math.ceil(max(0.0, timeout) * 1000))
         finally:
             self.end_wait()
-        return any(item == self.kick_item for item, _ in events)
+        for item, _ in events:
+            if item == self.kick_item:
+                return True
+        return False
 
     def kick(self) -> None:
         """Make the reader's wait return (lock held, or any thread)."""
@@ -328,7 +332,7 @@ class DealerConnection(Connection):
 
     def _readable(self) -> bool:
         """A message is waiting (lock held)."""
-        return bool(int(self.socket.get(_EVENTS)) & _POLLIN)
+        return bool(int(_get(self.socket, _EVENTS)) & _POLLIN)
 
     def flush(self, woken: bool = True) -> None:
         with self._lock:

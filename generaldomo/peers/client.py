@@ -393,8 +393,7 @@ class Client:
         if self._claim():
             done = False
             try:
-                self._read_until(future, end)
-                done = future.done()
+                done = self._read_until(future, end)
             except Exception:  # the socket failed (a terminated context): the IO thread finds out and says why
                 log.debug("a lent reader gave up", exc_info=True)
             finally:
@@ -427,41 +426,59 @@ class Client:
             back = not keep or due or self._waiting > 0 or self._closed or bool(self._handoff)
             if back:
                 self._reader = None
-            self._released.notify_all()
+            if self._closed:
+                self._released.notify_all()
         if back:
             self._link.wake()
 
-    def _read_until(self, future: Future[Reply], end: float | None) -> None:
-        """Read and resolve until ``future`` is done, ``end``, a tick is due, or the IO thread must take over."""
+    def _read_until(self, future: Future[Reply], end: float | None) -> bool:
+        """Read and resolve until ``future`` is done (True), ``end``, a tick is due, or the IO thread must take
+        over (False)."""
         link, session, clock = self._link, self._session, time.monotonic
-        while not future.done():
+        while True:
             now = clock()
             with self._lock:
                 deadline = session.deadline()
             stop = min(deadline or now + LEND_CHECK, end or math.inf)
             if self._closed or stop <= now:
-                return
+                return future.done()
             kicked = link.wait_readable(stop - now)
             with self._lock:
                 if self._closed:
-                    return
+                    return future.done()
                 if kicked:
                     link.consume_kicks()
                 messages = link.recv_batch(READ_BATCH)
                 if not messages:
+                    if kicked and future.done():  # cancelled meanwhile
+                        return True
                     continue
                 self._reads += 1
-                now = clock()
-                actions: list[Action[_Call]] = []
-                for frames in messages:
-                    actions += session.receive(frames, now)
-                actions = link.perform(actions)  # resends; a receive never reconnects
-                if not all(isinstance(a, Resolve) or _silent(a) for a in actions):
-                    self._handoff += actions  # partial results, callbacks: the IO thread's, in order
-                    return
+                actions = self._receive(messages, clock())
+                if actions is None:
+                    return future.done()  # partial results, callbacks: handed to the IO thread, in order
+            mine = False
             for action in actions:
-                if isinstance(action, Resolve):
-                    self._resolve(action)
+                self._resolve(action)
+                mine = mine or action.token.future is future
+            if mine:
+                return True
+
+    def _receive(self, messages: list[list[bytes]], now: float) -> list[Resolve[_Call]] | None:
+        """Feed the session a lent reader's batch (lock held): the replies it resolves, or None when the batch
+        brought something else, which is left whole for the IO thread."""
+        actions: list[Action[_Call]] = []
+        for frames in messages:
+            actions += self._session.receive(frames, now)
+        rest = self._link.perform(actions)  # resends; a receive never reconnects
+        resolved: list[Resolve[_Call]] = []
+        for action in rest:
+            if isinstance(action, Resolve):
+                resolved.append(action)
+            elif not _silent(action):
+                self._handoff += rest
+                return None
+        return resolved
 
     # ---------------------------------------------------------------------------------------- IO thread
 
