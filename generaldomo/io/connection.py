@@ -276,21 +276,30 @@ class ClientSocketConnection(Connection):
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         try:
-            self.socket.send(codec.encode(frames), zmq.NOBLOCK)
+            _send(self.socket, codec.encode(frames), _NOBLOCK)
         except zmq.Again:
             return False
         return True
 
     def recv(self) -> list[bytes] | None:
-        while True:
+        batch = self.recv_batch(1)
+        return batch[0] if batch else None
+
+    def recv_batch(self, limit: int) -> list[list[bytes]]:
+        batch: list[list[bytes]] = []
+        recv = self.socket.recv
+        for _ in range(limit):
             try:
-                data = self.socket.recv(zmq.NOBLOCK)
+                data = recv(_NOBLOCK)
             except zmq.Again:
-                return None
+                break
             try:
-                return codec.decode(data)
+                batch.append(codec.decode(data))
             except codec.CodecError:
                 continue  # the broker never sends this; skip rather than stop the IO thread
+            if len(batch) == 1 and not int(_get(self.socket, _EVENTS)) & _POLLIN:
+                break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain
+        return batch
 
 
 class DealerConnection(Connection):
