@@ -4,8 +4,9 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 (carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
-not look like a dead worker. The lock also guards the session. It knows nothing of how the broker matches
-descriptions.
+not look like a dead worker. The lock also guards the session. What one read brings waits in an inbox, fed
+to the session up to the first task and the rest after it (dropped on a reconnect). It knows nothing of how the
+broker matches descriptions.
 """
 
 from __future__ import annotations
