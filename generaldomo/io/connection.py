@@ -297,7 +297,7 @@ class ClientSocketConnection(Connection):
                 batch.append(codec.decode(data))
             except codec.CodecError:
                 continue  # the broker never sends this; skip rather than stop the IO thread
-            if len(batch) == 1 and not int(_get(self.socket, _EVENTS)) & _POLLIN:
+            if len(batch) == limit or (len(batch) == 1 and not int(_get(self.socket, _EVENTS)) & _POLLIN):
                 break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain
         return batch
 
@@ -383,7 +383,7 @@ class DealerConnection(Connection):
                     frame = recv(_NOBLOCK, copy=False)
                     frames.append(frame.bytes)
                 batch.append(frames)
-                if len(batch) == 1 and not self._readable():
+                if len(batch) == limit or (len(batch) == 1 and not self._readable()):
                     break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain
         return batch
 

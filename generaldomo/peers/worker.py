@@ -4,9 +4,8 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 (carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
-not look like a dead worker. The lock also guards the session. What one read brings waits in an inbox, fed
-to the session up to the first task and the rest after it (dropped on a reconnect). It knows nothing of how the
-broker matches descriptions.
+not look like a dead worker. The lock also guards the session. It knows nothing of how the broker matches
+descriptions.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import os
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Final
 
@@ -85,7 +83,6 @@ class Worker:
         # the heartbeat thread may use them, holding this lock (a socket may move between threads across a lock).
         self._socket_lock = threading.Lock()
         self._busy = False  # the handler runs; changed with the socket lock held
-        self._inbox: deque[list[bytes]] = deque()  # messages read, not yet fed to the session
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
         self._finish = False  # stop(finish=True): the running task's result still goes out
 
@@ -144,11 +141,7 @@ class Worker:
 
     def _perform(self, actions: list[Action[Any]]) -> RunTask | None:
         """Carry out the session's actions; the task to run, if one came (the caller has the socket)."""
-        reconnects = self._link.reconnects
-        rest = self._link.perform(actions)
-        if self._link.reconnects != reconnects:
-            self._inbox.clear()  # what the old socket brought goes with it
-        for action in rest:
+        for action in self._link.perform(actions):
             if isinstance(action, RunTask):
                 return action
         return None
@@ -166,13 +159,13 @@ class Worker:
                 self._perform(session.tick(clock(), link.backlogged))
 
     def _read(self) -> RunTask | None:
-        """Feed the session what arrived, up to the first task (the rest waits in the inbox until after it)."""
-        inbox = self._inbox
-        if not inbox:
-            inbox.extend(self._link.recv_batch(READ_BATCH))
-        now = time.monotonic()
-        while inbox:
-            task = self._perform(self._session.receive(inbox.popleft(), now))
+        """Feed the session what arrived, up to the first task (the rest is read after it). One message at a
+        time: the wait after the task looks at the socket anyway, so a read needs no look of its own."""
+        for _ in range(READ_BATCH):
+            frames = self._link.recv()
+            if frames is None:
+                break
+            task = self._perform(self._session.receive(frames, time.monotonic()))
             if task is not None:
                 return task
         return None
