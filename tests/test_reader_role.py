@@ -12,9 +12,9 @@ from collections import deque
 from concurrent.futures import CancelledError, Future
 
 import pytest
+from waiting import eventually
 
 from generaldomo import Client, ClientClosed, Reply, RequestTimeout
-from tests.waiting import eventually
 
 
 def _slow(release: threading.Event):
