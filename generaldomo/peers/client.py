@@ -12,7 +12,9 @@ its own and other callers', and stops when its own reply came, its time is up, o
 due; so a synchronous round trip crosses no thread. On leaving it keeps the role lent (no wake-up) unless
 another thread waits for a reply or a tick is due: then the IO thread takes it back at once. The IO thread
 looks at a lent role every :data:`LEND_CHECK` seconds and takes it back when its holder has stopped reading
-(nothing read since the last look, or a tick due); only the IO thread ticks, and only while it holds the role.
+(nothing read since the last look, or a tick due): a reply nobody waits for in ``result()`` (callbacks,
+``asyncio``, ``concurrent.futures.wait``) may so wait up to two looks after synchronous use. Only the IO
+thread ticks, and only while it holds the role.
 A lent reader resolves futures only: a batch that brings anything else (partial results, callbacks) goes to
 the IO thread whole, in order, and the role with it. It knows nothing of workers or services beyond the
 descriptions it passes on.
