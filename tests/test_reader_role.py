@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 from collections import deque
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, wait
 
 import pytest
 from waiting import eventually
@@ -198,3 +198,17 @@ def test_ctrl_c_in_a_reading_request_withdraws_it(brokers, workers) -> None:
         assert not client._session.outstanding  # withdrawn
         release.set()
         assert client.request("echo", b"after", timeout=30).payload == b"after"
+
+
+def test_a_reader_whose_reply_came_before_it_took_the_role_returns(transport: str, brokers, workers) -> None:
+    endpoint = _stack(transport, brokers, workers)
+    with Client(endpoint, transport) as client:
+        future = client.submit("echo", b"early")
+        done, _ = wait([future], 30)  # resolved by the IO thread; nobody waited in result()
+        assert done
+        got: list[Reply] = []
+        # the race: result() saw the future pending, then the IO thread resolved it, then the role was taken
+        late = threading.Thread(target=lambda: got.append(client._await(future, 60, future.result)))
+        late.start()
+        late.join(20)  # it must not read on until its 60 s are up
+        assert not late.is_alive() and got[0].payload == b"early"

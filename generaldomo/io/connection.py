@@ -347,8 +347,10 @@ class DealerConnection(Connection):
         with self._lock:
             if woken:
                 self._consume_wakeups()
-            if not self._closed:
+            if not self._closed and self._outbox:
                 self._write_outbox()  # under the lock: the socket is used only under it
+                if self._polling and self._readable():
+                    self.kick()  # a lent reader polls: these writes may have taken its signal
 
     # Frame by frame with int flags, the backend's ``send`` called unbound, zero-copy frames carrying ``more``:
     # the ROUTER link's tricks (bench/README.md), fewer Python calls per frame than pyzmq's multipart helpers.

@@ -437,7 +437,7 @@ class Client:
         """Read and resolve until ``future`` is done (True), ``end``, a tick is due, or the IO thread must take
         over (False)."""
         link, session, clock = self._link, self._session, time.monotonic
-        while True:
+        while not future.done():  # (the IO thread may have resolved it before this thread took the role)
             now = clock()
             with self._lock:
                 deadline = session.deadline()
@@ -452,19 +452,29 @@ class Client:
                     link.consume_kicks()
                 messages = link.recv_batch(READ_BATCH)
                 if not messages:
-                    if kicked and future.done():  # cancelled meanwhile
-                        return True
-                    continue
+                    continue  # a kick (a cancel, perhaps), or a signal another thread's send took
                 self._reads += 1
                 actions = self._receive(messages, clock())
                 if actions is None:
                     return future.done()  # partial results, callbacks: handed to the IO thread, in order
-            mine = False
+            if self._resolve_all(actions, future):
+                return True
+        return True
+
+    def _resolve_all(self, actions: list[Resolve[_Call]], future: Future[Reply]) -> bool:
+        """Resolve what a lent reader read; True if ``future`` was among them. Interrupted (Ctrl-C), it leaves
+        the rest to the IO thread rather than lose other callers' replies."""
+        mine, done = False, 0
+        try:
             for action in actions:
                 self._resolve(action)
+                done += 1
                 mine = mine or action.token.future is future
-            if mine:
-                return True
+        finally:
+            if done < len(actions):
+                with self._lock:
+                    self._handoff += actions[done:]
+        return mine
 
     def _receive(self, messages: list[list[bytes]], now: float) -> list[Resolve[_Call]] | None:
         """Feed the session a lent reader's batch (lock held): the replies it resolves, or None when the batch
