@@ -82,9 +82,10 @@ def measure(item: Measurement, cfg: Config) -> dict[str, float]:
                 result = sync_run(driver, payload, cfg.sync_n, cfg.seconds)
             else:
                 result = pipelined_run(driver, payload, cfg.pipe_n, cfg.seconds, cfg.window)
+        # before idle(): it may end a client's IO thread, whose CPU time then no longer counts
+        others = [cpu_seconds(pid) for pid in (*stack.workers, me)] if remote else []
     finally:
         driver.idle()
-    others = [cpu_seconds(pid) for pid in (*stack.workers, me)] if remote else []
     n = result["n"] + 1  # +1: the checking round trip
     result["cpu_us_per_req"] = cpu["cpu"] / n * 1e6
     result["busy"] = cpu["cpu"] / cpu["wall"]

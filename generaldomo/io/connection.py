@@ -11,8 +11,13 @@ out the session's Send and Reconnect actions. Each connection is read by exactly
   the connection's lock (a lock is a full memory barrier, which is what libzmq asks of a socket that changes
   threads). Every use of it is under that lock, so ``send`` writes directly from the calling thread too; the
   IO thread polls the socket's ``ZMQ_FD`` instead of the socket, checks ``ZMQ_EVENTS`` before it blocks, and
-  a sender that finds a message waiting after its write wakes it, since its write may have taken the signal
-  the IO thread waits for (the FD is edge-triggered). No thread hand-off per request.
+  a sender that finds a message waiting after its write kicks the reader, since its write may have taken the
+  signal the reader waits for (the FD is edge-triggered). No thread hand-off per request.
+
+Reading may be lent: a thread that holds the peer's reader role (the IO thread, or a caller waiting for its
+reply, see :mod:`generaldomo.peers.client`) waits with :meth:`Connection.wait_readable` and reads with
+:meth:`Connection.recv_batch`; kicks come through a pipe of their own (:meth:`Connection.consume_kicks`), so
+the IO thread's wake-ups (:meth:`Connection.wake`) are never taken by a lent reader.
 
 Sends never block the caller. A message the socket cannot take now (its queue is full, or over inproc the
 broker is gone) waits in an outbox that the IO thread writes out in :meth:`Connection.flush`, in order; the
@@ -44,6 +49,8 @@ _NOBLOCK = int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE) | _NOBLOCK
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
+_send = zmq.backend.Socket.send  # called unbound: no Python wrapper per frame
+_get = zmq.backend.Socket.get  # called unbound: no enum member per call
 CURVE_KEY_SIZES = (32, 40)  # raw bytes, or Z85 text
 
 
@@ -97,16 +104,18 @@ class Connection:
         if curve is not None:
             curve.apply(self.socket)
         self.socket.connect(connect_target(self.transport, endpoint))
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)
-        self.poll_items: list[zmq.Socket[Any] | int] = [self.socket, self._wake_read]
+        self._wake_read, self._wake_write = _pipe()
+        self._kick_read, self._kick_write = _pipe()  # wakes whoever waits for the socket (the reader)
+        self.readable_item: zmq.Socket[Any] | int = self.socket
+        self.kick_item, self.wake_item = self._kick_read, self._wake_read  # as the poll reports them
+        self.poll_items: list[zmq.Socket[Any] | int] = [self.socket, self._kick_read, self._wake_read]
         self._outbox: deque[Sequence[bytes]] = deque()
         self._owner: int | None = None
         # reentrant: a signal handler (Worker.stop) may wake the IO thread while that thread holds the lock
         self._lock = threading.RLock()
         self._closed = False
-        self._polling = False  # the IO thread is (about to be) blocked in its poll
+        self._polling = 0  # threads (about to be) blocked polling the socket: the reader, or the IO thread
+        self._reader_poller: zmq.Poller | None = None
 
     def adopt(self) -> zmq.Poller:
         """Make the calling thread this connection's IO thread; return a poller over what that thread watches."""
@@ -125,12 +134,43 @@ class Connection:
         return fresh
 
     def begin_wait(self) -> bool:
-        """The IO thread is about to poll :attr:`poll_items`: True if it must not block (a message may be
-        waiting that the poll would not show)."""
+        """A thread is about to poll the socket (:attr:`poll_items`): True if it must not block (a message may
+        be waiting that the poll would not show)."""
         return False
 
     def end_wait(self) -> None:
-        """The IO thread's poll returned."""
+        """That poll returned."""
+
+    def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a message, or a kick (the reader role's holder, any thread);
+        True if kicked (then :meth:`consume_kicks`)."""
+        if self._reader_poller is None:
+            self._reader_poller = zmq.Poller()
+            self._reader_poller.register(self.readable_item, zmq.POLLIN)
+            self._reader_poller.register(self._kick_read, zmq.POLLIN)
+        if self.begin_wait():
+            return False
+        try:
+            events = self._reader_poller.poll(math.ceil(max(0.0, timeout) * 1000))
+        finally:
+            self.end_wait()
+        for item, _ in events:
+            if item == self.kick_item:
+                return True
+        return False
+
+    def kick(self) -> None:
+        """Make the reader's wait return (lock held, or any thread)."""
+        if not self._closed:
+            with contextlib.suppress(BlockingIOError):  # kicked already
+                os.write(self._kick_write, b"\0")
+
+    def consume_kicks(self) -> None:
+        """Empty the kick pipe (the reader, before it reads)."""
+        with self._lock:
+            if not self._closed:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._kick_read, 4096)
 
     def wake(self) -> None:
         """Make the IO thread's poll return; callable from any thread and from a signal handler."""
@@ -176,10 +216,19 @@ class Connection:
         """The next message without blocking, or None (IO thread only)."""
         raise NotImplementedError
 
-    def flush(self) -> None:
-        """Consume wake-ups and write queued messages in order, as far as the socket takes them (IO thread)."""
+    def recv_batch(self, limit: int) -> list[list[bytes]]:
+        """Up to ``limit`` messages waiting now (the reader)."""
+        batch: list[list[bytes]] = []
+        while len(batch) < limit and (frames := self.recv()) is not None:
+            batch.append(frames)
+        return batch
+
+    def flush(self, woken: bool = True) -> None:
+        """Consume wake-ups (if ``woken``: the wake-up pipe was readable) and write queued messages in order, as
+        far as the socket takes them (IO thread)."""
         with self._lock:
-            self._consume_wakeups()
+            if woken:
+                self._consume_wakeups()
         self._write_outbox()
 
     def _consume_wakeups(self) -> None:
@@ -203,8 +252,16 @@ class Connection:
         with self._lock:
             self._closed = True
             self.socket.close(linger=linger_ms)
-            os.close(self._wake_read)
-            os.close(self._wake_write)
+            for fd in (self._wake_read, self._wake_write, self._kick_read, self._kick_write):
+                os.close(fd)
+
+
+def _pipe() -> tuple[int, int]:
+    """A non-blocking pipe: (read end, write end)."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    return read, write
 
 
 class ClientSocketConnection(Connection):
@@ -219,21 +276,30 @@ class ClientSocketConnection(Connection):
 
     def _write(self, frames: Sequence[bytes]) -> bool:
         try:
-            self.socket.send(codec.encode(frames), zmq.NOBLOCK)
+            _send(self.socket, codec.encode(frames), _NOBLOCK)
         except zmq.Again:
             return False
         return True
 
     def recv(self) -> list[bytes] | None:
-        while True:
+        batch = self.recv_batch(1)
+        return batch[0] if batch else None
+
+    def recv_batch(self, limit: int) -> list[list[bytes]]:
+        batch: list[list[bytes]] = []
+        recv = self.socket.recv
+        for _ in range(limit):
             try:
-                data = self.socket.recv(zmq.NOBLOCK)
+                data = recv(_NOBLOCK)
             except zmq.Again:
-                return None
+                break
             try:
-                return codec.decode(data)
+                batch.append(codec.decode(data))
             except codec.CodecError:
                 continue  # the broker never sends this; skip rather than stop the IO thread
+            if len(batch) == limit or (len(batch) == 1 and not int(_get(self.socket, _EVENTS)) & _POLLIN):
+                break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain
+        return batch
 
 
 class DealerConnection(Connection):
@@ -244,7 +310,8 @@ class DealerConnection(Connection):
 
     def __init__(self, context: zmq.Context[Any], endpoint: str, curve: Curve | None = None) -> None:
         super().__init__(context, endpoint, zmq.DEALER, curve)
-        self.poll_items = [int(self.socket.getsockopt(zmq.FD)), self._wake_read]
+        self.readable_item = int(self.socket.getsockopt(zmq.FD))
+        self.poll_items = [self.readable_item, self._kick_read, self._wake_read]
 
     def send(self, frames: Sequence[bytes]) -> None:
         if threading.get_ident() == self._owner:
@@ -256,48 +323,71 @@ class DealerConnection(Connection):
             written = not self._outbox and self._write(frames)
             if not written:
                 self._outbox.append(frames)
-            waiting = written and self._polling and self._readable()
-        if not written or waiting:
-            self.wake()  # the IO thread writes the queue, or reads what our write took the signal of
+            if written and self._polling and self._readable():
+                self.kick()  # the reader reads what our write took the signal of
+        if not written:
+            self.wake()  # the IO thread writes the queue
 
     def begin_wait(self) -> bool:
         with self._lock:
             if self._closed or self._readable():
                 return True
-            self._polling = True  # from now on a sender checks for what its write may have signalled
+            self._polling += 1  # from now on a sender checks for what its write may have signalled
             return False
 
     def end_wait(self) -> None:
-        self._polling = False
+        with self._lock:
+            self._polling -= 1
 
     def _readable(self) -> bool:
         """A message is waiting (lock held)."""
-        return bool(int(self.socket.get(_EVENTS)) & _POLLIN)
+        return bool(int(_get(self.socket, _EVENTS)) & _POLLIN)
 
-    def flush(self) -> None:
+    def flush(self, woken: bool = True) -> None:
         with self._lock:
-            self._consume_wakeups()
-            if not self._closed:
+            if woken:
+                self._consume_wakeups()
+            if not self._closed and self._outbox:
                 self._write_outbox()  # under the lock: the socket is used only under it
+                if self._polling and self._readable():
+                    self.kick()  # a lent reader polls: these writes may have taken its signal
+
+    # Frame by frame with int flags, the backend's ``send`` called unbound, zero-copy frames carrying ``more``:
+    # the ROUTER link's tricks (bench/README.md), fewer Python calls per frame than pyzmq's multipart helpers.
 
     def _write(self, frames: Sequence[bytes]) -> bool:
-        send, last = self.socket.send, len(frames) - 1
+        socket, last = self.socket, len(frames) - 1
         try:
-            send(frames[0], _MORE if last else _NOBLOCK)
+            _send(socket, frames[0], _MORE if last else _NOBLOCK)
         except zmq.Again:
             return False
         for index in range(1, last + 1):  # the rest of a message whose first frame went: never EAGAIN
-            send(frames[index], _MORE if index < last else _NOBLOCK)
+            _send(socket, frames[index], _MORE if index < last else _NOBLOCK)
         return True
 
     def recv(self) -> list[bytes] | None:
+        batch = self.recv_batch(1)
+        return batch[0] if batch else None
+
+    def recv_batch(self, limit: int) -> list[list[bytes]]:
+        batch: list[list[bytes]] = []
         with self._lock:
             if self._closed:
-                return None
-            try:
-                return self.socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return None
+                return batch
+            recv = self.socket.recv
+            while len(batch) < limit:
+                try:
+                    frame = recv(_NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                frames = [frame.bytes]
+                while frame.more:  # the rest of a message that has begun is there
+                    frame = recv(_NOBLOCK, copy=False)
+                    frames.append(frame.bytes)
+                batch.append(frames)
+                if len(batch) == limit or (len(batch) == 1 and not self._readable()):
+                    break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain
+        return batch
 
 
 CONNECTIONS: dict[Transport, type[ClientSocketConnection | DealerConnection]] = {
@@ -326,32 +416,58 @@ class BrokerLink:
         self.connection = connect(endpoint, self.transport, context, curve)
         self.reconnects = 0
         self._poller: zmq.Poller | None = None
+        self._lent_poller: zmq.Poller | None = None
 
     def adopt(self) -> None:
         """Make the calling thread the IO thread."""
         self._poller = self.connection.adopt()
+        self._lent_poller = zmq.Poller()
+        self._lent_poller.register(self.connection.wake_item, zmq.POLLIN)
 
     @property
     def backlogged(self) -> bool:
         """True while messages wait for the socket to take them."""
         return self.connection.backlogged
 
-    def wait(self, deadline: float | None, now: float) -> None:
-        """Poll until a message comes, a wake-up, or ``deadline`` (None: no deadline); then flush (IO thread)."""
-        assert self._poller is not None, "adopt() first"
+    def wait(self, deadline: float | None, now: float, reading: bool = True, kicks: bool = True) -> None:
+        """Poll until a message comes (if ``reading``: the IO thread holds the reader role), a wake-up, or
+        ``deadline`` (None: no deadline); then flush, and empty the kick pipe if ``kicks`` (IO thread)."""
+        assert self._poller is not None and self._lent_poller is not None, "adopt() first"
         if self.connection.backlogged:
             timeout: int | None = 10
         else:
             timeout = None if deadline is None else math.ceil(max(0.0, deadline - now) * 1000)
-        if self.connection.begin_wait():
-            timeout = 0
-        self._poller.poll(timeout)
-        self.connection.end_wait()
-        self.connection.flush()
+        connection = self.connection
+        if not reading:
+            events = self._lent_poller.poll(timeout)
+        else:
+            if connection.begin_wait():
+                timeout = 0
+            try:
+                events = self._poller.poll(timeout)
+            finally:
+                connection.end_wait()
+        fired = {item for item, _ in events}
+        if kicks and connection.kick_item in fired:
+            connection.consume_kicks()
+        connection.flush(connection.wake_item in fired)
+
+    def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a message or a kick (the reader role's holder, any thread); True
+        if kicked."""
+        return self.connection.wait_readable(timeout)
+
+    def consume_kicks(self) -> None:
+        """Empty the kick pipe (the reader role's holder, before it reads)."""
+        self.connection.consume_kicks()
 
     def recv(self) -> list[bytes] | None:
         """The next message without blocking, or None (IO thread)."""
         return self.connection.recv()
+
+    def recv_batch(self, limit: int) -> list[list[bytes]]:
+        """Up to ``limit`` messages waiting now (the reader role's holder)."""
+        return self.connection.recv_batch(limit)
 
     def send(self, frames: Sequence[bytes]) -> None:
         """Send from any thread (see :meth:`Connection.send`)."""

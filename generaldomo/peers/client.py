@@ -2,10 +2,22 @@
 
 This module is the IO shell around :class:`generaldomo.sansio.session.ClientSession`, which owns request ids,
 heartbeats, re-asking, resending and duplicate suppression. Threads: the caller's thread checks the payload,
-registers the request in the session and sends it; one IO thread per client owns the socket's reading (and,
-over ``router``, its writing), feeds the session what arrives and the time, carries out its actions and
-resolves the callers' futures. One lock guards the session; no user code runs under it. It knows nothing of
-workers or services beyond the descriptions it passes on.
+registers the request in the session and sends it; one IO thread per client heartbeats, re-asks and
+reconnects as the session says. One lock guards the session; no user code runs under it.
+
+The reader role (leader/follower): one thread at a time reads the socket and feeds the session what arrives,
+under the lock. It is the IO thread's, except while a caller waits in its future's ``result()`` or
+``exception()``: that caller takes the role (when nobody is reading just then), reads and resolves replies,
+its own and other callers', and stops when its own reply came, its time is up, or the session's next tick is
+due; so a synchronous round trip crosses no thread. On leaving it keeps the role lent (no wake-up) unless
+another thread waits for a reply or a tick is due: then the IO thread takes it back at once. The IO thread
+looks at a lent role every :data:`LEND_CHECK` seconds and takes it back when its holder has stopped reading
+(nothing read since the last look, or a tick due): a reply nobody waits for in ``result()`` (callbacks,
+``asyncio``, ``concurrent.futures.wait``) may so wait up to two looks after synchronous use. Only the IO
+thread ticks, and only while it holds the role.
+A lent reader resolves futures only: a batch that brings anything else (partial results, callbacks) goes to
+the IO thread whole, in order, and the role with it. It knows nothing of workers or services beyond the
+descriptions it passes on.
 """
 
 from __future__ import annotations
@@ -14,13 +26,14 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 import zmq
@@ -33,6 +46,7 @@ from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Re
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
 log = logging.getLogger(__name__)
+X = TypeVar("X")
 
 Payload = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 OnPartial = Callable[["Reply"], None]
@@ -40,6 +54,8 @@ Keys = tuple[str | bytes, str | bytes]
 DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
 CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
 READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
+LEND_CHECK: Final = 0.005  # seconds between the IO thread's looks at a reader role lent to a caller
+SHUT_WAITS: Final = 50  # tenths of a second the closing IO thread waits for a lent reader to leave
 
 
 class _Default:
@@ -143,6 +159,37 @@ def as_bytes(text: str | bytes) -> bytes:
     return text.encode() if isinstance(text, str) else text
 
 
+def _silent(action: Action[Any]) -> bool:
+    """A partial result nobody listens to: a lent reader may drop it as the IO thread would."""
+    return isinstance(action, Progress) and action.token.on_partial is None
+
+
+class _Future(Future[Reply]):
+    """A request's future: a thread waiting for it reads the socket itself while it may (module docstring)."""
+
+    def __init__(self, client: Client, request_id: bytes) -> None:
+        super().__init__()
+        self._client = client
+        self._request_id = request_id
+
+    def cancel(self) -> bool:
+        """Withdraw the request (CANCEL to the broker) unless it is answered already."""
+        if not super().cancel():
+            return False
+        self._client._cancel(self._request_id)
+        return True
+
+    def result(self, timeout: float | None = None) -> Reply:
+        if self.done():
+            return super().result()
+        return self._client._await(self, timeout, super().result)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self.done():
+            return super().exception()
+        return self._client._await(self, timeout, super().exception)
+
+
 @attrs.frozen(slots=True)
 class _Call:
     """Who waits for a request: its future and partial-result callback."""
@@ -190,7 +237,15 @@ class Client:
         self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
-        self._lock = threading.Lock()  # guards the session, and the link while it reconnects
+        self._lock = threading.Lock()  # guards the session, the reader role, and the link while it reconnects
+        self._released = threading.Condition(self._lock)  # a lent reader left its read loop
+        self._reader: int | None = None  # the caller thread the reader role is lent to; None: the IO thread's
+        self._reading = False  # that caller is in its read loop
+        self._reads = 0  # batches lent readers read (the IO thread sees whether a lent role is still used)
+        self._seen = -1  # that count at the IO thread's last look
+        self._waiting = 0  # threads waiting for a reply that someone else reads
+        self._handoff: list[Action[_Call]] = []  # what a lent reader left for the IO thread to deliver, in order
+        self._calling = False  # the IO thread is delivering partial results (callbacks)
         self._closed = False
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
@@ -228,14 +283,13 @@ class Client:
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
-        future: Future[Reply] = Future()
+        future = _Future(self, request_id)
         now = time.monotonic()
         with self._lock:
             if self._closed:
                 raise self._closed_error()
-            idle = not self._session.outstanding
+            idle = not self._session.outstanding and self._reader is None  # (a lent role is looked at often)
             frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
-        future.add_done_callback(lambda done: self._cancel(request_id) if done.cancelled() else None)
         self._link.send(frames)
         if idle:
             self._link.wake()  # the IO thread starts heartbeating
@@ -309,6 +363,8 @@ class Client:
     def _cancel(self, request_id: bytes) -> None:
         with self._lock:
             actions = self._session.cancel(request_id)
+            if self._reading:
+                self._link.connection.kick()  # a lent reader may be waiting for this one
         for action in actions:
             if isinstance(action, Send):
                 self._link.send(action.frames)
@@ -330,6 +386,112 @@ class Client:
             f"(is one running there? does it serve the {other} transport instead?)"
         )
 
+    # ---------------------------------------------------------------------------------- lent reader role
+
+    def _await(self, future: Future[Reply], timeout: float | None, get: Callable[[float | None], X]) -> X:
+        """``get(timeout)`` (the plain future's result or exception) once ``future`` is done, having read the
+        socket meanwhile if the reader role could be had."""
+        end = None if timeout is None else time.monotonic() + timeout
+        if self._claim():
+            done = False
+            try:
+                done = self._read_until(future, end)
+            except Exception:  # the socket failed (a terminated context): the IO thread finds out and says why
+                log.debug("a lent reader gave up", exc_info=True)
+            finally:
+                self._release(keep=done)
+            if done:
+                return get(0)
+            with self._lock:
+                self._waiting += 1
+        try:
+            return get(None if end is None else max(0.0, end - time.monotonic()))
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+    def _claim(self) -> bool:
+        """Take the reader role (True), or count this thread among those waiting for another reader (False)."""
+        with self._lock:
+            if not (self._closed or self._reading or self._handoff or self._calling):
+                self._reader, self._reading = threading.get_ident(), True
+                return True
+            self._waiting += 1
+            return False
+
+    def _release(self, keep: bool) -> None:
+        """Leave the read loop; the role stays lent if ``keep`` and nobody needs the IO thread to read now."""
+        with self._lock:
+            self._reading = False
+            deadline = self._session.deadline()
+            due = deadline is not None and deadline <= time.monotonic()
+            back = not keep or due or self._waiting > 0 or self._closed or bool(self._handoff)
+            if back:
+                self._reader = None
+            if self._closed:
+                self._released.notify_all()
+        if back:
+            self._link.wake()
+
+    def _read_until(self, future: Future[Reply], end: float | None) -> bool:
+        """Read and resolve until ``future`` is done (True), ``end``, a tick is due, or the IO thread must take
+        over (False)."""
+        link, session, clock = self._link, self._session, time.monotonic
+        while not future.done():  # (the IO thread may have resolved it before this thread took the role)
+            now = clock()
+            with self._lock:
+                deadline = session.deadline()
+            stop = min(deadline or now + LEND_CHECK, end or math.inf)
+            if self._closed or stop <= now:
+                return future.done()
+            kicked = link.wait_readable(stop - now)
+            with self._lock:
+                if self._closed:
+                    return future.done()
+                if kicked:
+                    link.consume_kicks()
+                messages = link.recv_batch(READ_BATCH)
+                if not messages:
+                    continue  # a kick (a cancel, perhaps), or a signal another thread's send took
+                self._reads += 1
+                actions = self._receive(messages, clock())
+                if actions is None:
+                    return future.done()  # partial results, callbacks: handed to the IO thread, in order
+            if self._resolve_all(actions, future):
+                return True
+        return True
+
+    def _resolve_all(self, actions: list[Resolve[_Call]], future: Future[Reply]) -> bool:
+        """Resolve what a lent reader read; True if ``future`` was among them. Interrupted (Ctrl-C), it leaves
+        the rest to the IO thread rather than lose other callers' replies."""
+        mine, done = False, 0
+        try:
+            for action in actions:
+                self._resolve(action)
+                done += 1
+                mine = mine or action.token.future is future
+        finally:
+            if done < len(actions):
+                with self._lock:
+                    self._handoff += actions[done:]
+        return mine
+
+    def _receive(self, messages: list[list[bytes]], now: float) -> list[Resolve[_Call]] | None:
+        """Feed the session a lent reader's batch (lock held): the replies it resolves, or None when the batch
+        brought something else, which is left whole for the IO thread."""
+        actions: list[Action[_Call]] = []
+        for frames in messages:
+            actions += self._session.receive(frames, now)
+        rest = self._link.perform(actions)  # resends; a receive never reconnects
+        resolved: list[Resolve[_Call]] = []
+        for action in rest:
+            if isinstance(action, Resolve):
+                resolved.append(action)
+            elif not _silent(action):
+                self._handoff += rest
+                return None
+        return resolved
+
     # ---------------------------------------------------------------------------------------- IO thread
 
     def _run(self) -> None:
@@ -346,19 +508,36 @@ class Client:
         link, session, clock = self._link, self._session, time.monotonic
         while not self._closed:
             with self._lock:
+                now = clock()
+                reading = self._take_back(now)
                 deadline = session.deadline()
-            link.wait(deadline, clock())
-            messages: list[list[bytes]] = []
-            while len(messages) < READ_BATCH and (frames := link.recv()) is not None:
-                messages.append(frames)
+            if not reading:
+                deadline = min(deadline or math.inf, now + LEND_CHECK)
+            link.wait(deadline, clock(), reading, kicks=False)
             now = clock()
             with self._lock:  # a reconnect under the lock: a request is in the resend, or goes to the new socket
-                actions: list[Action[_Call]] = []
-                for frames in messages:
-                    actions += session.receive(frames, now)
-                actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers them in turn
-                actions = link.perform(actions)
+                actions, self._handoff = self._handoff, []  # what a lent reader left comes first
+                if self._reader is None:  # lent: the IO thread neither reads nor ticks
+                    link.consume_kicks()
+                    for frames in link.recv_batch(READ_BATCH):
+                        actions += session.receive(frames, now)
+                    actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers in turn
+                    actions = link.perform(actions)
+                calling = not all(isinstance(a, Resolve) or _silent(a) for a in actions)
+                self._calling = calling  # no lent reader until these callbacks ran: partial results stay in order
             self._deliver(actions)
+            if calling:
+                with self._lock:
+                    self._calling = False
+
+    def _take_back(self, now: float) -> bool:
+        """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""
+        if self._reader is not None and not self._reading:
+            deadline = self._session.deadline()
+            if self._reads == self._seen or (deadline is not None and deadline <= now):
+                self._reader = None
+        self._seen = self._reads
+        return self._reader is None
 
     def _deliver(self, actions: list[Action[_Call]]) -> None:
         """Resolve futures and call back (IO thread, no lock held). A callback's BaseException (not an
@@ -393,6 +572,11 @@ class Client:
         """Close the socket; fail what is outstanding (IO thread, last)."""
         with self._lock:
             self._closed = True
+            for _ in range(SHUT_WAITS):  # a lent reader sees the close at its next step
+                if not self._reading:
+                    break
+                self._link.connection.kick()
+                self._released.wait(0.1)
             failed = self._session.close("closed")
         self._link.close(linger_ms=CLOSE_LINGER_MS)
         for action in failed:

@@ -82,14 +82,14 @@ class Worker:
         # The socket (and the session) belong to the serving thread, except while it runs the handler: then
         # the heartbeat thread may use them, holding this lock (a socket may move between threads across a lock).
         self._socket_lock = threading.Lock()
-        self._busy = threading.Event()
+        self._busy = False  # the handler runs; changed with the socket lock held
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
         self._finish = False  # stop(finish=True): the running task's result still goes out
 
     @property
     def busy(self) -> bool:
         """True while the handler runs."""
-        return self._busy.is_set()
+        return self._busy
 
     @property
     def registered(self) -> bool:
@@ -132,7 +132,7 @@ class Worker:
             log.exception("the worker stopped serving %r", self.description)
             raise WorkerStopped(f"the worker stopped serving {self.description!r}: {error!r}") from error
         finally:
-            self._busy.clear()
+            self._busy = False
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on
                 self._perform(self._session.stop())
             self._link.close(linger_ms=500)
@@ -153,13 +153,14 @@ class Worker:
         while not self._stopping.is_set():
             link.wait(session.deadline(), clock())
             task = self._read()
-            if task is not None:
+            if task is not None and not self._stopping.is_set():  # a task that came after stop() is not run
                 self._run(task)
             else:
                 self._perform(session.tick(clock(), link.backlogged))
 
     def _read(self) -> RunTask | None:
-        """Feed the session what arrived, up to the first task (the rest is read after it)."""
+        """Feed the session what arrived, up to the first task (the rest is read after it). One message at a
+        time: the wait after the task looks at the socket anyway, so a read needs no look of its own."""
         for _ in range(READ_BATCH):
             frames = self._link.recv()
             if frames is None:
@@ -172,13 +173,13 @@ class Worker:
     def _run(self, task: RunTask) -> None:
         """Run the handler with the socket lent to the heartbeat thread; send the result."""
         payload = task.body[0] if len(task.body) == 1 else task.body
-        self._busy.set()
+        self._busy = True
         self._socket_lock.release()
         try:
             status, result = self._call(payload)
         finally:
             self._socket_lock.acquire()
-            self._busy.clear()
+            self._busy = False
         if self._stopping.is_set():  # told to stop meanwhile: drop the result, or send it, then leave
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))

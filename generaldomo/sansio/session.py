@@ -319,6 +319,8 @@ class ClientSession(Generic[T]):
 
 
 class WorkerState(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons; Enum's own hashes the name in Python, per lookup
+
     READY = "ready"  # registered, or registering: waiting for a task
     BUSY = "busy"  # a task runs
     LEAVING = "leaving"  # a task runs; its result goes out, then DISCONNECT
