@@ -239,3 +239,17 @@ def test_the_random_pool_never_repeats_bytes() -> None:
     drawn = [pool(16) for _ in range(1_000)] + [pool(100)]  # several refills, and a draw larger than a chunk
     assert all(len(d) == 16 for d in drawn[:-1]) and len(drawn[-1]) == 100
     assert len(set(drawn)) == len(drawn)
+
+
+@native
+def test_send_multipart_reports_a_full_queue_instead_of_blocking() -> None:
+    assert speedups.native is not None
+    lonely = zmq.Context.instance().socket(zmq.DEALER)  # connected to nothing: no pipe takes a message
+    try:
+        assert speedups.native.send_multipart(lonely.underlying, [b"a", b"b"]) == zmq.EAGAIN
+        with pytest.raises(ValueError):
+            speedups.native.send_multipart(lonely.underlying, [])
+        with pytest.raises(TypeError):
+            speedups.native.send_multipart(lonely.underlying, [b"a", "not bytes"])
+    finally:
+        lonely.close(0)

@@ -361,6 +361,30 @@ static PyObject *sp_router_send(PyObject *self, PyObject *args) {
     return failed ? NULL : PyLong_FromLong(code);
 }
 
+PyDoc_STRVAR(send_multipart_doc, "send_multipart(handle, frames) -> int: send frames as one message without blocking "
+                                 "(a DEALER's); 0, or the errno that refused the first frame (EAGAIN: the queue "
+                                 "is full). frames must not be empty.");
+
+static PyObject *sp_send_multipart(PyObject *self, PyObject *args) {
+    PyObject *handle, *frames;
+    if (!PyArg_ParseTuple(args, "OO", &handle, &frames) || !require_bound())
+        return NULL;
+    void *socket = socket_handle(handle);
+    PyObject *sequence = socket == NULL ? NULL : PySequence_Fast(frames, "frames must be a sequence");
+    if (sequence == NULL)
+        return NULL;
+    if (PySequence_Fast_GET_SIZE(sequence) == 0 || !sendable(sequence)) {
+        Py_DECREF(sequence);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a message needs at least one frame");
+        return NULL;
+    }
+    int failed = 0;
+    int code = send_frames(socket, sequence, ZMQ_DONTWAIT, &failed);
+    Py_DECREF(sequence);
+    return failed ? NULL : PyLong_FromLong(code);
+}
+
 /* ----------------------------------------------------------------------------- the frame-packing codec */
 
 /* The size of the packing of `frames` (a fast sequence), or -1 with a Python error. */
@@ -544,7 +568,8 @@ static PyObject *sp_server_recv(PyObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(server_send_doc, "server_send(handle, routing_id, frames) -> int: pack frames with the codec into one "
-                              "part and send it to routing_id without blocking; 0 or the errno that refused it.");
+                              "part and send it to routing_id (0: none, from a CLIENT socket) without blocking; 0 or "
+                              "the errno that refused it.");
 
 static PyObject *sp_server_send(PyObject *self, PyObject *args) {
     PyObject *handle, *frames;
@@ -568,7 +593,8 @@ static PyObject *sp_server_send(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_DECREF(sequence);
-    if (z_msg_set_routing_id(&msg, (uint32_t)routing_id) < 0 || z_msg_send(&msg, socket, ZMQ_DONTWAIT) < 0) {
+    if ((routing_id != 0 && z_msg_set_routing_id(&msg, (uint32_t)routing_id) < 0) ||
+        z_msg_send(&msg, socket, ZMQ_DONTWAIT) < 0) {
         code = z_errno();
         z_msg_close(&msg); /* libzmq keeps ownership only of a message it sent */
     }
@@ -580,6 +606,7 @@ static PyMethodDef methods[] = {
     {"poll", sp_poll, METH_VARARGS, poll_doc},
     {"router_recv", sp_router_recv, METH_VARARGS, router_recv_doc},
     {"router_send", sp_router_send, METH_VARARGS, router_send_doc},
+    {"send_multipart", sp_send_multipart, METH_VARARGS, send_multipart_doc},
     {"server_recv", sp_server_recv, METH_VARARGS, server_recv_doc},
     {"server_send", sp_server_send, METH_VARARGS, server_send_doc},
     {"encode", sp_encode, METH_O, encode_doc},

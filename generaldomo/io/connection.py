@@ -22,8 +22,9 @@ the IO thread's wake-ups (:meth:`Connection.wake`) are never taken by a lent rea
 Sends never block the caller. A message the socket cannot take now (its queue is full, or over inproc the
 broker is gone) waits in an outbox that the IO thread writes out in :meth:`Connection.flush`, in order; the
 IO thread polls again soon while the outbox is not empty (:attr:`Connection.backlogged`). With CURVE
-(:class:`Curve`) the socket authenticates the broker by its public key and encrypts. It knows nothing of the
-protocol carried.
+(:class:`Curve`) the socket authenticates the broker by its public key and encrypts. With the C accelerator
+(:mod:`generaldomo.io.speedups`) a batch of messages is read, and a message written, in one call each; the
+pure-Python path does the same frame by frame. It knows nothing of the protocol carried.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ import contextlib
 import logging
 import math
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import zmq
 
+from generaldomo.io import speedups
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.sansio import codec
 from generaldomo.sansio.session import Action, Reconnect, Send
@@ -50,6 +53,8 @@ _MORE = int(zmq.SNDMORE) | _NOBLOCK
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 _send = zmq.backend.Socket.send  # called unbound: no Python wrapper per frame
+_NO_LIMIT = sys.maxsize  # the accelerator's batch reads: no frame or byte limit on what the broker sends
+_BATCH_BYTES = 1 << 20  # a batch read stops once it holds this many bytes
 _get = zmq.backend.Socket.get  # called unbound: no enum member per call
 CURVE_KEY_SIZES = (32, 40)  # raw bytes, or Z85 text
 
@@ -104,6 +109,8 @@ class Connection:
         if curve is not None:
             curve.apply(self.socket)
         self.socket.connect(connect_target(self.transport, endpoint))
+        self._native = speedups.native  # a message in one call each way (None: frame by frame in Python)
+        self._handle: int = self.socket.underlying
         self._wake_read, self._wake_write = _pipe()
         self._kick_read, self._kick_write = _pipe()  # wakes whoever waits for the socket (the reader)
         self.readable_item: zmq.Socket[Any] | int = self.socket
@@ -256,6 +263,13 @@ class Connection:
                 os.close(fd)
 
 
+def _sent(code: int) -> bool:
+    """Whether the accelerator's send took the message: False when the queue is full, an error otherwise."""
+    if code and code != zmq.EAGAIN:
+        raise zmq.ZMQError(code)
+    return not code
+
+
 def _pipe() -> tuple[int, int]:
     """A non-blocking pipe: (read end, write end)."""
     read, write = os.pipe()
@@ -273,8 +287,12 @@ class ClientSocketConnection(Connection):
     def __init__(self, context: zmq.Context[Any], endpoint: str, curve: Curve | None = None) -> None:
         require_draft()
         super().__init__(context, endpoint, zmq.CLIENT, curve)
+        if not speedups.native_draft:
+            self._native = None
 
     def _write(self, frames: Sequence[bytes]) -> bool:
+        if self._native is not None:
+            return _sent(self._native.server_send(self._handle, 0, frames))  # 0: no routing id (a CLIENT)
         try:
             _send(self.socket, codec.encode(frames), _NOBLOCK)
         except zmq.Again:
@@ -286,6 +304,9 @@ class ClientSocketConnection(Connection):
         return batch[0] if batch else None
 
     def recv_batch(self, limit: int) -> list[list[bytes]]:
+        if self._native is not None:  # parts that do not unpack are skipped, as below
+            got = self._native.server_recv(self._handle, limit, _NO_LIMIT, _BATCH_BYTES)
+            return [frames for _, frames in got if type(frames) is list]
         batch: list[list[bytes]] = []
         recv = self.socket.recv
         for _ in range(limit):
@@ -356,6 +377,8 @@ class DealerConnection(Connection):
     # the ROUTER link's tricks (bench/README.md), fewer Python calls per frame than pyzmq's multipart helpers.
 
     def _write(self, frames: Sequence[bytes]) -> bool:
+        if self._native is not None:
+            return _sent(self._native.send_multipart(self._handle, frames))
         socket, last = self.socket, len(frames) - 1
         try:
             _send(socket, frames[0], _MORE if last else _NOBLOCK)
@@ -374,6 +397,9 @@ class DealerConnection(Connection):
         with self._lock:
             if self._closed:
                 return batch
+            if self._native is not None:  # without limits a batch holds messages only
+                got = self._native.router_recv(self._handle, limit, _NO_LIMIT, _NO_LIMIT, _BATCH_BYTES)
+                return cast(list[list[bytes]], got)
             recv = self.socket.recv
             while len(batch) < limit:
                 try:
