@@ -165,12 +165,6 @@ static PyObject *sp_poll(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong(mask);
 }
 
-/* The socket of `handle` in *socket, and a new empty list for a batch read from it; NULL with a Python error. */
-static PyObject *new_batch(PyObject *handle, void **socket) {
-    *socket = socket_handle(handle);
-    return *socket == NULL ? NULL : PyList_New(0);
-}
-
 /* Read and discard the rest of the message whose last frame read was `msg`; return the frames read. */
 static Py_ssize_t discard_rest(void *socket, zmq_msg_t *msg) {
     Py_ssize_t count = 0;
@@ -182,10 +176,53 @@ static Py_ssize_t discard_rest(void *socket, zmq_msg_t *msg) {
     return count;
 }
 
+typedef struct {
+    Py_ssize_t max_frames, max_bytes; /* after a ROUTER message's identity; SERVER: packed frames */
+} limits_t;
+
+/* Reads one message into a new object (what a batch holds), or returns NULL with *code set (EAGAIN: nothing to
+ * read) or with a Python error. `msg` is initialised; *size grows by the bytes kept. */
+typedef PyObject *(*reader_t)(void *socket, zmq_msg_t *msg, const limits_t *limits, Py_ssize_t *size, int *code);
+
+/* The messages waiting on the socket of `handle`, read by `read_one`: at most max_messages, stopping once
+ * batch_bytes were read. An error other than "nothing more" is raised only if it comes first. */
+static PyObject *read_batch(PyObject *handle, Py_ssize_t max_messages, Py_ssize_t batch_bytes, reader_t read_one,
+                            const limits_t *limits) {
+    void *socket = socket_handle(handle);
+    PyObject *batch = socket == NULL ? NULL : PyList_New(0);
+    if (batch == NULL)
+        return NULL;
+    zmq_msg_t msg;
+    z_msg_init(&msg);
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < max_messages && size < batch_bytes; i++) {
+        int code = 0;
+        PyObject *item = read_one(socket, &msg, limits, &size, &code);
+        if (item == NULL) {
+            if (PyErr_Occurred() || (code != EAGAIN && code != EINTR && PyList_GET_SIZE(batch) == 0)) {
+                z_msg_close(&msg);
+                Py_DECREF(batch);
+                return PyErr_Occurred() ? NULL : zmq_error(code);
+            }
+            break;
+        }
+        int appended = PyList_Append(batch, item);
+        Py_DECREF(item);
+        if (appended < 0) {
+            z_msg_close(&msg);
+            Py_DECREF(batch);
+            return NULL;
+        }
+    }
+    z_msg_close(&msg);
+    return batch;
+}
+
 /* One ROUTER message into a new list [identity, frame, ...], or a (kind, frames, identity) tuple if it breaks a
  * limit; NULL with *code set (EAGAIN: nothing to read) or with a Python error. `msg` is initialised. */
-static PyObject *read_router_message(void *socket, zmq_msg_t *msg, Py_ssize_t max_frames, Py_ssize_t max_bytes,
-                                     Py_ssize_t *size, int *code) {
+static PyObject *read_router_message(void *socket, zmq_msg_t *msg, const limits_t *limits, Py_ssize_t *size,
+                                     int *code) {
+    Py_ssize_t max_frames = limits->max_frames, max_bytes = limits->max_bytes;
     if (z_msg_recv(msg, socket, ZMQ_DONTWAIT) < 0) {
         *code = z_errno();
         return NULL;
@@ -236,38 +273,13 @@ PyDoc_STRVAR(router_recv_doc,
 
 static PyObject *sp_router_recv(PyObject *self, PyObject *args) {
     PyObject *handle;
-    Py_ssize_t max_messages, max_frames, max_bytes, batch_bytes;
-    if (!PyArg_ParseTuple(args, "Onnnn", &handle, &max_messages, &max_frames, &max_bytes, &batch_bytes) ||
+    Py_ssize_t max_messages, batch_bytes;
+    limits_t limits;
+    if (!PyArg_ParseTuple(args, "Onnnn", &handle, &max_messages, &limits.max_frames, &limits.max_bytes,
+                          &batch_bytes) ||
         !require_bound())
         return NULL;
-    void *socket;
-    PyObject *batch = new_batch(handle, &socket);
-    if (batch == NULL)
-        return NULL;
-    zmq_msg_t msg;
-    z_msg_init(&msg);
-    Py_ssize_t size = 0;
-    for (Py_ssize_t i = 0; i < max_messages && size < batch_bytes; i++) {
-        int code = 0;
-        PyObject *message = read_router_message(socket, &msg, max_frames, max_bytes, &size, &code);
-        if (message == NULL) {
-            if (PyErr_Occurred() || (code != EAGAIN && code != EINTR && PyList_GET_SIZE(batch) == 0)) {
-                z_msg_close(&msg);
-                Py_DECREF(batch);
-                return PyErr_Occurred() ? NULL : zmq_error(code);
-            }
-            break;
-        }
-        int appended = PyList_Append(batch, message);
-        Py_DECREF(message);
-        if (appended < 0) {
-            z_msg_close(&msg);
-            Py_DECREF(batch);
-            return NULL;
-        }
-    }
-    z_msg_close(&msg);
-    return batch;
+    return read_batch(handle, max_messages, batch_bytes, read_router_message, &limits);
 }
 
 /* Borrow the bytes of a frame: a bytes object directly, anything else through the buffer protocol. */
@@ -523,48 +535,31 @@ PyDoc_STRVAR(server_recv_doc,
              "when the part does not unpack (1: more than max_frames frames, 2: malformed). Stops after "
              "max_messages, or once batch_bytes bytes were read.");
 
+/* One SERVER part, unpacked: (routing_id, frames), or (routing_id, problem) when it does not unpack. */
+static PyObject *read_server_message(void *socket, zmq_msg_t *msg, const limits_t *limits, Py_ssize_t *size,
+                                     int *code) {
+    if (z_msg_recv(msg, socket, ZMQ_DONTWAIT) < 0) {
+        *code = z_errno();
+        return NULL;
+    }
+    Py_ssize_t length = (Py_ssize_t)z_msg_size(msg), where = 0;
+    *size += length;
+    int problem = 0;
+    PyObject *frames = decode_frames(z_msg_data(msg), length, limits->max_frames, &problem, &where);
+    unsigned long routing_id = (unsigned long)z_msg_routing_id(msg);
+    if (frames != NULL)
+        return Py_BuildValue("(kN)", routing_id, frames);
+    return problem ? Py_BuildValue("(ki)", routing_id, problem) : NULL;
+}
+
 static PyObject *sp_server_recv(PyObject *self, PyObject *args) {
     PyObject *handle;
-    Py_ssize_t max_messages, max_frames, batch_bytes;
-    if (!PyArg_ParseTuple(args, "Onnn", &handle, &max_messages, &max_frames, &batch_bytes) || !require_bound() ||
-        !require_draft())
+    Py_ssize_t max_messages, batch_bytes;
+    limits_t limits = {0, 0};
+    if (!PyArg_ParseTuple(args, "Onnn", &handle, &max_messages, &limits.max_frames, &batch_bytes) ||
+        !require_bound() || !require_draft())
         return NULL;
-    void *socket;
-    PyObject *batch = new_batch(handle, &socket);
-    if (batch == NULL)
-        return NULL;
-    zmq_msg_t msg;
-    z_msg_init(&msg);
-    Py_ssize_t size = 0;
-    for (Py_ssize_t i = 0; i < max_messages && size < batch_bytes; i++) {
-        if (z_msg_recv(&msg, socket, ZMQ_DONTWAIT) < 0) {
-            int code = z_errno();
-            if (code != EAGAIN && code != EINTR && PyList_GET_SIZE(batch) == 0) {
-                z_msg_close(&msg);
-                Py_DECREF(batch);
-                return zmq_error(code);
-            }
-            break;
-        }
-        Py_ssize_t length = (Py_ssize_t)z_msg_size(&msg), where = 0;
-        size += length;
-        int problem = 0;
-        PyObject *frames = decode_frames(z_msg_data(&msg), length, max_frames, &problem, &where);
-        PyObject *item = NULL;
-        if (frames != NULL)
-            item = Py_BuildValue("(kN)", (unsigned long)z_msg_routing_id(&msg), frames);
-        else if (problem)
-            item = Py_BuildValue("(ki)", (unsigned long)z_msg_routing_id(&msg), problem);
-        if (item == NULL || PyList_Append(batch, item) < 0) {
-            Py_XDECREF(item);
-            z_msg_close(&msg);
-            Py_DECREF(batch);
-            return NULL;
-        }
-        Py_DECREF(item);
-    }
-    z_msg_close(&msg);
-    return batch;
+    return read_batch(handle, max_messages, batch_bytes, read_server_message, &limits);
 }
 
 PyDoc_STRVAR(server_send_doc, "server_send(handle, routing_id, frames) -> int: pack frames with the codec into one "
