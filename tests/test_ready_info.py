@@ -40,10 +40,20 @@ def test_a_ready_with_a_result_is_never_taken_for_one_with_peer_info(
 def test_peer_info_round_trips_and_bad_values_are_left_out(
     description: bytes, host: str | None, pid: int | None
 ) -> None:
-    event = protocol.parse(protocol.gdp_ready(description, info=protocol.worker_info(host, pid)))
-    good_host = host if host is not None and len(host) <= protocol.MAX_HOST and host.isprintable() else None
+    info = protocol.worker_info(host, pid)
+    event = protocol.parse(protocol.gdp_ready(description, info=info))
+    valid = host is not None and len(host) <= protocol.MAX_HOST and host.isprintable()
+    sent = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
+    fits = len(json.dumps(sent, separators=(",", ":"))) <= protocol.MAX_INFO
+    good_host = host if valid and fits else None  # a host escaped past MAX_INFO is left out, never malformed
     good_pid = pid if pid is not None and 0 < pid < 2**32 else None
+    assert len(info) <= protocol.MAX_INFO
     assert event == WorkerReady(Dialect.GDP, description, good_host, good_pid)
+
+
+def test_a_printable_host_that_escapes_past_the_info_limit_is_left_out() -> None:
+    host = "\U0001f600" * protocol.MAX_HOST  # printable; each escapes to 12 bytes of JSON
+    assert protocol.parse_worker_info(protocol.worker_info(host, 7)) == (None, 7)
 
 
 @given(frames, frames)

@@ -213,7 +213,16 @@ def parse_worker_info(frame: bytes) -> tuple[str | None, int | None] | None:
 
 
 def worker_info(host: str | None, pid: int | None) -> bytes:
-    """The peer-info frame of a plain READY: the worker's host name and process id (absent ones left out)."""
+    """The peer-info frame of a plain READY: the worker's host name and process id (absent ones left out). A host
+    the broker would not take (not printable, longer than :data:`MAX_HOST`, or so long once escaped that the frame
+    would exceed :data:`MAX_INFO`) is left out too, so that the frame never makes the READY malformed."""
+    if host is not None and not (0 < len(host) <= MAX_HOST and host.isprintable()):
+        host = None
+    frame = _info_frame(host, pid)
+    return frame if len(frame) <= MAX_INFO else _info_frame(None, pid)
+
+
+def _info_frame(host: str | None, pid: int | None) -> bytes:
     info = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
     return json.dumps(info, separators=(",", ":")).encode()
 
