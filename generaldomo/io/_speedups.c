@@ -312,6 +312,21 @@ static int sendable(PyObject *frames) {
     return 1;
 }
 
+/* `frames` as a fast sequence of at least one sendable frame, or NULL with a Python error (`what` names it in
+ * the ValueError for an empty one: "frame" or "hop"). */
+static PyObject *message_frames(PyObject *frames, const char *what) {
+    PyObject *sequence = PySequence_Fast(frames, "frames must be a sequence of bytes");
+    if (sequence == NULL)
+        return NULL;
+    if (PySequence_Fast_GET_SIZE(sequence) == 0 || !sendable(sequence)) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "a message needs at least one %s", what);
+        Py_DECREF(sequence);
+        return NULL;
+    }
+    return sequence;
+}
+
 /* Send every item of the sequence `frames` (a list or tuple), the last one with `last_flags`. 0 or an errno. */
 static int send_frames(void *socket, PyObject *frames, int last_flags, int *failed) {
     Py_ssize_t count = PySequence_Fast_GET_SIZE(frames);
@@ -340,27 +355,16 @@ static PyObject *sp_router_send(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOO", &handle, &route, &frames) || !require_bound())
         return NULL;
     void *socket = socket_handle(handle);
-    if (socket == NULL)
-        return NULL;
-    PyObject *sequence = PySequence_Fast(frames, "frames must be a sequence");
+    PyObject *sequence = socket == NULL ? NULL : message_frames(frames, "frame");
     if (sequence == NULL)
         return NULL;
-    if (PySequence_Fast_GET_SIZE(sequence) == 0 || !sendable(sequence)) {
-        Py_DECREF(sequence);
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "a message needs at least one frame");
-        return NULL;
-    }
     int failed = 0, code;
     if (PyBytes_CheckExact(route)) {
         code = z_send(socket, PyBytes_AS_STRING(route), (size_t)PyBytes_GET_SIZE(route), ZMQ_SNDMORE | ZMQ_DONTWAIT);
         code = code < 0 ? z_errno() : 0;
     } else {
-        PyObject *hops = PySequence_Fast(route, "a route is bytes or a sequence of bytes");
-        if (hops == NULL || PySequence_Fast_GET_SIZE(hops) == 0 || !sendable(hops)) {
-            if (hops != NULL && !PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "a route needs at least one hop");
-            Py_XDECREF(hops);
+        PyObject *hops = message_frames(route, "hop");
+        if (hops == NULL) {
             Py_DECREF(sequence);
             return NULL;
         }
@@ -382,15 +386,9 @@ static PyObject *sp_send_multipart(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO", &handle, &frames) || !require_bound())
         return NULL;
     void *socket = socket_handle(handle);
-    PyObject *sequence = socket == NULL ? NULL : PySequence_Fast(frames, "frames must be a sequence");
+    PyObject *sequence = socket == NULL ? NULL : message_frames(frames, "frame");
     if (sequence == NULL)
         return NULL;
-    if (PySequence_Fast_GET_SIZE(sequence) == 0 || !sendable(sequence)) {
-        Py_DECREF(sequence);
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "a message needs at least one frame");
-        return NULL;
-    }
     int failed = 0;
     int code = send_frames(socket, sequence, ZMQ_DONTWAIT, &failed);
     Py_DECREF(sequence);
