@@ -118,6 +118,7 @@ class Link:
 
     transport: ClassVar[Transport]
     socket_type: ClassVar[int]
+    needs_draft: ClassVar[bool] = False  # the socket type is libzmq's draft API (the accelerator's draft part too)
 
     def __init__(
         self,
@@ -132,6 +133,8 @@ class Link:
         """Bind to ``endpoints``. A message of more than ``max_frames`` frames or ``max_message`` bytes (all frames
         together) is dropped while it is read; with ``security``, only CURVE peers whose keys it lists get in.
         ``accelerate=False`` keeps this link on the pure-Python path even where the C accelerator is built."""
+        if self.needs_draft:
+            require_draft()
         seed_routing_ids()
         self.max_frames = max_frames
         self.max_bytes = sys.maxsize if max_message == NO_LIMIT else max_message
@@ -141,7 +144,8 @@ class Link:
         self.refusals = RateLimiter(burst=5)  # refused connections: a few lines, as a scan has a few
         self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
         # CURVE needs each message's User-Id, which only the Python path reads
-        self._native = speedups.native if accelerate and security is None else None
+        usable = accelerate and security is None and (speedups.native_draft or not self.needs_draft)
+        self._native = speedups.native if usable else None
         self._handle: int = self.socket.underlying
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)  # per frame; the reading loop bounds the sum
@@ -401,24 +405,10 @@ class ServerLink(Link):
 
     transport = Transport.SERVER
     socket_type = getattr(zmq, "SERVER", -1)
+    needs_draft = True
 
-    def __init__(
-        self,
-        context: zmq.Context[Any],
-        endpoints: Iterable[str],
-        max_message: int = NO_LIMIT,
-        *,
-        max_frames: int = DEFAULT_MAX_FRAMES,
-        security: BrokerSecurity | None = None,
-        accelerate: bool = True,
-    ) -> None:
-        require_draft()
-        self._aliases: list[str] = []
-        super().__init__(
-            context, endpoints, max_message, max_frames=max_frames, security=security, accelerate=accelerate
-        )
-        if not speedups.native_draft:
-            self._native = None
+    def prepare(self) -> None:
+        self._aliases: list[str] = []  # inproc endpoints carried over ipc (before any bind)
 
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; an ``inproc://`` endpoint that this libzmq or CURVE cannot have on a real inproc
