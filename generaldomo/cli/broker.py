@@ -60,34 +60,16 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,"
         "adaptive=1..64 (repeatable; default: no limits)",
     )
-    parser.add_argument(
-        "--max-attempts",
-        type=int,
-        default=DEFAULTS.max_attempts,
-        metavar="N",
-        help="workers a task may be lost with before the client gets 503",
-    )
-    parser.add_argument(
-        "--queue-timeout",
-        type=float,
-        default=DEFAULTS.queue_timeout,
-        metavar="SECONDS",
-        help="answer 504 to requests queued longer (default: never)",
-    )
-    parser.add_argument(
-        "--max-message",
-        type=int,
-        default=DEFAULTS.max_message,
-        metavar="BYTES",
-        help="requests and results larger than this get 413",
-    )
     _limits(parser)
     options.curve_server(parser)
     _announcing(parser)
 
 
-# Issue 10's limits: (flag, Settings field, parser, metavar, help); "none" lifts those that may be None.
+# The core's limits: (flag, Settings field, parser, metavar, help); "none" lifts those that may be None.
 LIMITS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
+    ("--max-attempts", "max_attempts", int, "N", "workers a task may be lost with before the client gets 503"),
+    ("--queue-timeout", "queue_timeout", float, "SECONDS", "answer 504 to requests queued longer (default: never)"),
+    ("--max-message", "max_message", int, "BYTES", "requests and results larger than this get 413"),
     ("--max-frames", "max_frames", int, "N", "messages with more frames are dropped while they are read"),
     ("--queue-bytes", "queue_bytes", limit(int), "BYTES", "bytes of requests held, 429 beyond; 'none': no limit"),
     ("--service-queue-bytes", "service_queue_bytes", limit(int), "BYTES", "the same per service; 'none': no limit"),
@@ -188,9 +170,6 @@ def _broker(args: argparse.Namespace) -> Broker:
     settings = Settings(
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
-        max_attempts=args.max_attempts,
-        queue_timeout=args.queue_timeout,
-        max_message=args.max_message,
         client_expiry=args.client_expiry,
         **{field: getattr(args, field) for _, field, *_ in LIMITS},
     )

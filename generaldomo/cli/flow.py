@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.broker import bounds, limit
 from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
-
-LIMITS = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive")
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,41 +23,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.connect(parser)
     options.curve(parser)
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
-    parser.add_argument(
-        "--rate",
-        type=limit(float),
-        default=unset,
-        metavar="PER_SECOND",
-        help="dispatches per second; 'none' lifts it (default: unchanged)",
-    )
-    parser.add_argument(
-        "--burst",
-        type=int,
-        default=unset,
-        metavar="N",
-        help="dispatches allowed back to back (default: unchanged; a new limit starts at 1)",
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=limit(int),
-        default=unset,
-        metavar="N",
-        help="tasks in flight at once; 'none' lifts it (default: unchanged)",
-    )
-    parser.add_argument(
-        "--bytes-in-flight",
-        type=limit(int),
-        default=unset,
-        metavar="BYTES",
-        help="request bytes in flight at once (a larger task goes alone); 'none' lifts it (default: unchanged)",
-    )
-    parser.add_argument(
-        "--adaptive",
-        type=_bounds,
-        default=unset,
-        metavar="MIN..MAX",
-        help="adapt the concurrency cap to service times within these bounds; 'none' turns it off (default: unchanged)",
-    )
+    for flag, kind, metavar, text in FLAGS:
+        parser.add_argument(flag, type=kind, default=unset, metavar=metavar, help=text)
     options.timeout(parser, "the answer")
 
 
@@ -68,6 +35,27 @@ def _bounds(text: str) -> dict[str, int] | None:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return None if limits is None else {"min": limits.min, "max": limits.max}
+
+
+# (flag, parser, metavar, help) of each limit; the namespace key is the flag's name
+FLAGS: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
+    ("--rate", limit(float), "PER_SECOND", "dispatches per second; 'none' lifts it (default: unchanged)"),
+    ("--burst", int, "N", "dispatches allowed back to back (default: unchanged; a new limit starts at 1)"),
+    ("--concurrency", limit(int), "N", "tasks in flight at once; 'none' lifts it (default: unchanged)"),
+    (
+        "--bytes-in-flight",
+        limit(int),
+        "BYTES",
+        "request bytes in flight at once (a larger task goes alone); 'none' lifts it (default: unchanged)",
+    ),
+    (
+        "--adaptive",
+        _bounds,
+        "MIN..MAX",
+        "adapt the concurrency cap to service times within these bounds; 'none' turns it off (default: unchanged)",
+    ),
+)
+LIMITS = tuple(flag[2:].replace("-", "_") for flag, *_ in FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:
