@@ -12,13 +12,12 @@ import os
 import shlex
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a script: make tests/ importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interop.build import BuildError, libzmq_prefix
+from interop.build import BuildError, build_all, libzmq_prefix
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -62,16 +61,8 @@ def build_programs(out_dir: Path | str) -> dict[str, Path]:
 
     Raises :class:`~interop.build.BuildError` if anything fails or the compiler warns.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = libzmq_prefix()
     cxx = shlex.split(os.environ.get("CXX") or "c++")
-    programs = {name: out / name for name in PROGRAMS}
-    with ThreadPoolExecutor(max_workers=len(programs)) as pool:
-        jobs = [pool.submit(_compile, cxx, HERE / f"{name}.cpp", path, prefix) for name, path in programs.items()]
-        for job in jobs:
-            job.result()
-    return programs
+    return build_all(out_dir, {name: HERE / f"{name}.cpp" for name in PROGRAMS}, cxx, _compile)
 
 
 if __name__ == "__main__":

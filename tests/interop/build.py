@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,21 +66,32 @@ def _compile(cc: list[str], source: Path, target: Path, prefix: Path) -> None:
         warnings.warn(f"compiler warnings for {source.name}:\n{proc.stderr}", stacklevel=1)
 
 
+Compile = Callable[[list[str], Path, Path, Path], None]  # (compiler, source, target, libzmq prefix)
+
+
+def build_all(
+    out_dir: Path | str, sources: dict[str, Path], compiler: list[str], compile_one: Compile
+) -> dict[str, Path]:
+    """Compile ``sources`` (``{name: source}``) into ``out_dir`` in parallel, each with ``compile_one`` against the
+    project's libzmq; return ``{name: executable}``. The first failure is raised."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = libzmq_prefix()
+    targets = {name: out / name for name in sources}
+    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+        jobs = [pool.submit(compile_one, compiler, sources[name], path, prefix) for name, path in targets.items()]
+        for job in jobs:
+            job.result()
+    return targets
+
+
 def build_peers(out_dir: Path | str) -> dict[str, Path]:
     """Compile every peer into ``out_dir`` (skipping up-to-date ones); return ``{name: executable}``.
 
     The compiler is ``$CC`` (default ``cc``). Raises :class:`BuildError` if anything fails.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = libzmq_prefix()
     cc = shlex.split(os.environ.get("CC") or "cc")
-    peers = {name: out / name for name in PEERS}
-    with ThreadPoolExecutor(max_workers=len(peers)) as pool:
-        jobs = [pool.submit(_compile, cc, HERE / f"{name}.c", path, prefix) for name, path in peers.items()]
-        for job in jobs:
-            job.result()
-    return peers
+    return build_all(out_dir, {name: HERE / f"{name}.c" for name in PEERS}, cc, _compile)
 
 
 if __name__ == "__main__":
