@@ -24,14 +24,18 @@ info_like = st.one_of(
     st.builds(protocol.worker_info, st.none() | st.text(max_size=8), st.none() | st.integers(-5, 2**33)),
     st.just(b"{}"),
 )
+statuses = st.one_of(info_like, st.sampled_from([b"200", b"500", b"429", b"999", b"20", b"2000", b"2\xd9\xa0"]))
 
 
-@given(frames, info_like, info_like, st.lists(info_like, max_size=4))
+@given(frames, info_like, statuses, st.lists(info_like, max_size=4))
 def test_a_ready_with_a_result_is_never_taken_for_one_with_peer_info(
     description: bytes, task_id: bytes, status: bytes, body: list[bytes]
 ) -> None:
     event = protocol.parse(protocol.gdp_ready(description, (task_id, status, body)))
-    assert event == WorkerReply(Dialect.GDP, task_id, status, tuple(body), True, description)
+    if protocol.is_status(status) and task_id:
+        assert event == WorkerReply(Dialect.GDP, task_id, status, tuple(body), True, description)
+    else:  # a status of 3 digits, a task id of 1 to 255 bytes (generaldomo.sansio.limits)
+        assert isinstance(event, Malformed) and event.worker is Dialect.GDP
     with_info = protocol.parse(protocol.gdp_ready(description, (task_id, status, body), info=b'{"pid": 7}'))
     assert with_info == event  # a READY carrying a result carries no peer info
 

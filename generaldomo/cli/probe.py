@@ -10,7 +10,6 @@ It knows nothing of the client library's session.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import os
 import time
@@ -19,7 +18,7 @@ from typing import TypeVar
 
 from generaldomo.io.connection import Curve, connect
 from generaldomo.io.transport import Transport, draft_available
-from generaldomo.sansio import protocol
+from generaldomo.sansio import protocol, wirejson
 
 T = TypeVar("T")
 TIMEOUT = 3.0  # seconds a diagnostic question waits for its answer, unless told otherwise
@@ -90,7 +89,7 @@ def services(endpoint: str, transport: str, timeout: float, curve: Curve | None 
     if answer is None or answer[0] != protocol.OK or not answer[1]:
         return []
     try:
-        report = json.loads(answer[1][0])["services"]
+        report = wirejson.loads(answer[1][0], None)["services"]
         return sorted(str(service["name"]) for service in report if service["workers"])
     except (ValueError, KeyError, TypeError):
         return []

@@ -27,6 +27,8 @@ from typing import Any
 
 import attrs
 
+from generaldomo.sansio import wirejson
+
 log = logging.getLogger(__name__)
 
 VERSION = 1
@@ -70,7 +72,7 @@ def encode(address: BrokerAddress) -> bytes:
 def decode(data: bytes) -> BrokerAddress:
     """The address in ``data``; ValueError if it is not an address file of a version this code reads."""
     try:
-        body: dict[str, Any] = json.loads(data)
+        body: dict[str, Any] = wirejson.loads(data, None)
         if body.get("version") != VERSION:
             raise ValueError(f"address file version {body.get('version')!r}, not {VERSION}")
         endpoints = tuple((str(e["transport"]), str(e["endpoint"])) for e in body["endpoints"])

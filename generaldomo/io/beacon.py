@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from generaldomo.io import address_file
+from generaldomo.sansio import wirejson
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def decode(datagram: bytes, sender: str = "") -> Announcement | None:
     if not datagram.startswith(MAGIC) or len(datagram) <= len(MAGIC) or datagram[len(MAGIC)] != VERSION:
         return None
     try:
-        body: dict[str, Any] = json.loads(datagram[len(MAGIC) + 1 :])
+        body: dict[str, Any] = wirejson.loads(datagram[len(MAGIC) + 1 :], None)
         endpoints = tuple((str(e["transport"]), str(e["endpoint"])) for e in body["endpoints"])
         key = body.get("public_key")
         return Announcement(

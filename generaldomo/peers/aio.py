@@ -11,7 +11,6 @@ It knows nothing of sockets; async *handlers* are the worker app's (:mod:`genera
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from generaldomo.peers.app import Description, wire_description
 from generaldomo.peers.client import Client, Payload, Reply
 from generaldomo.peers.typed import TypedClient
+from generaldomo.sansio import wirejson
 from generaldomo.sansio.serializers import Serializer
 
 _DONE = object()
@@ -82,7 +82,7 @@ class AsyncClient:
     async def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
         """The broker's status report (``mmi.status``), without blocking the loop."""
         reply: Reply = await _reply(self.client.submit("mmi.status", []), "mmi.status", timeout)
-        answer: dict[str, Any] = json.loads(reply.payload)
+        answer: dict[str, Any] = wirejson.loads(reply.payload, None)
         return answer
 
     def close(self) -> None:

@@ -41,7 +41,7 @@ import zmq
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
-from generaldomo.sansio import protocol
+from generaldomo.sansio import protocol, wirejson
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, Send
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
@@ -94,7 +94,7 @@ class RequestFailed(Exception):
 
     def __init__(self, status: bytes | int, reason: str) -> None:
         self.status_bytes = status if isinstance(status, bytes) else str(status).encode()
-        self.status = int(self.status_bytes) if self.status_bytes.isdigit() else 0
+        self.status = int(self.status_bytes) if protocol.is_status(self.status_bytes) else 0
         self.reason = reason
         super().__init__(f"{self.status_bytes.decode(errors='replace')}: {reason}")
 
@@ -257,6 +257,12 @@ class Client:
         return self._session.replies_dropped
 
     @property
+    def malformed(self) -> int:
+        """Messages from the broker that were not a valid reply (a field outside its bounds, an unknown command),
+        dropped."""
+        return self._session.drops.count
+
+    @property
     def answers_repeated(self) -> int:
         """Kept answers the broker sent again for a re-ask that crossed the first (not duplicates)."""
         return self._session.answers_repeated
@@ -334,7 +340,7 @@ class Client:
 
     def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
         """The broker's status report (``mmi.status``): broker, services and workers."""
-        report: dict[str, Any] = json.loads(self.request("mmi.status", [], timeout).payload)
+        report: dict[str, Any] = wirejson.loads(self.request("mmi.status", [], timeout).payload, None)
         return report
 
     def flow(self, service: str, timeout: float | None = 10.0, **limits: object) -> dict[str, Any]:
@@ -342,7 +348,7 @@ class Client:
         ``bytes_in_flight`` and/or ``adaptive`` (``{"min": 1, "max": 64}``), change them (None lifts a limit).
         Returns the limits now in force (``mmi.flow``)."""
         body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
-        answer: dict[str, Any] = json.loads(self.request("mmi.flow", body, timeout).payload)
+        answer: dict[str, Any] = wirejson.loads(self.request("mmi.flow", body, timeout).payload, None)
         return answer
 
     def close(self) -> None:

@@ -102,6 +102,12 @@ class Worker:
         return self._session.tasks_done
 
     @property
+    def malformed(self) -> int:
+        """Messages from the broker that were not valid (a field outside its bounds, an unknown command), dropped;
+        tasks that came while one ran are counted too."""
+        return self._session.drops.count
+
+    @property
     def reconnects(self) -> int:
         """Times this worker registered again on a new socket (broker silent, or DISCONNECT from it)."""
         return self._link.reconnects

@@ -20,14 +20,16 @@ from typing import Any
 
 import attrs
 
+from generaldomo.sansio.limits import ADAPTIVE
+
 GROW_BELOW = 1.2  # a round's mean service time up to this many floors: near the floor, the cap may grow
 SHRINK_ABOVE = 1.5  # above this many floors: latency has climbed, the cap shrinks
 BACKOFF = 0.8  # the factor a shrinking cap is multiplied by
 
 
 def _bound(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"adaptive {attribute.name} must be a whole number of at least 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not ADAPTIVE.admits(value):
+        raise ValueError(f"adaptive {attribute.name} must be a whole number from {ADAPTIVE.bounds}, not {value!r}")
 
 
 @attrs.frozen(slots=True)

@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from generaldomo.sansio import mmi, protocol
+from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.events import (
@@ -233,7 +233,7 @@ class BrokerCore:
             [Endpoint(str(transport), endpoint) for transport, endpoint in self._endpoints],
             dict(self.counters),
             sum(1 for task in self._tasks.values() if task.state is TaskState.QUEUED),
-            build(SettingsReport, attrs.asdict(self.settings)),
+            build(SettingsReport, {**attrs.asdict(self.settings), "field_limits": limits.as_settings()}),
             self._held_total,
             len(self._kept),
             self._kept.bytes,
@@ -557,8 +557,23 @@ class BrokerCore:
     def _on_malformed(
         self, peer: Peer, event: Malformed, now: float, credential: Credential | None, out: list[Send]
     ) -> None:
+        """Count and log it; answer a generaldomo request 400; drop a registered worker that sent it (its task is
+        reissued) and tell it DISCONNECT."""
         self.counters["malformed"] += 1
         self._warn("malformed", peer, now, "dropped a malformed message: %s", event.reason)
+        if event.request_id is not None:
+            frames = protocol.client_reply(
+                Dialect.GDP, event.request_id, b"", protocol.BAD_REQUEST, [event.reason.encode()], final=True
+            )
+            if frames is not None:
+                out.append(Send(peer, frames))
+        elif event.worker is not None:
+            worker = self._workers.get(peer)
+            if worker is not None:
+                self.counters["workers_malformed"] += 1
+                log.info("worker %s sent a malformed message; dropping it", worker.label)
+                self._forget(worker, now, out)
+                out.append(Send(peer, protocol.worker_command(event.worker, protocol.DISCONNECT)))
 
     # ------------------------------------------------------------------------------------------- state changes
 

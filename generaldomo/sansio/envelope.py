@@ -5,9 +5,9 @@ of GDPC01, GDPW01, MDPC01, MDPW01, MDPC02, MDPW02), not counting an empty delimi
 header: that frame belongs to the MDP/0.1 (and majortomo) message and stays with it. The ROUTER socket's own
 identity frame is always the first hop. A direct peer (one hop) has its identity bytes as address, exactly as
 before envelopes were handled; several hops (ROUTER/DEALER proxies in between) give a tuple, outermost first.
-At most :data:`MAX_HOPS` hops: a message whose header is not within them is handed on unchanged as a direct
-peer's, for the core to find malformed. It knows nothing of sockets or of what the frames after the header
-mean.
+At most :data:`MAX_HOPS` hops of at most :data:`MAX_HOP` bytes each (:mod:`generaldomo.sansio.limits`): a message
+whose header is not within them, or with a longer hop, is handed on unchanged as a direct peer's, for the core
+to find malformed. It knows nothing of sockets or of what the frames after the header mean.
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from generaldomo.sansio.limits import HOP, HOPS
 from generaldomo.sansio.protocol import HEADERS
 
-MAX_HOPS: Final = 16
+MAX_HOPS: Final = HOPS.high
+MAX_HOP: Final = HOP.high
+_MIN_HOP: Final = HOP.low
 HEADER_FRAMES: Final = frozenset(header for _, header in HEADERS)
 
 Address = bytes | tuple[bytes, ...]
@@ -33,7 +36,10 @@ def split(identity: bytes, frames: list[bytes]) -> tuple[Address, list[bytes]]:
             start = index - 1 if frames[index - 1] == b"" else index
             if start == 0 or start >= MAX_HOPS:
                 break
-            return (identity, *frames[:start]), frames[start:]
+            hops = frames[:start]
+            if not all(_MIN_HOP <= len(hop) <= MAX_HOP for hop in hops):
+                break
+            return (identity, *hops), frames[start:]
     return identity, frames
 
 

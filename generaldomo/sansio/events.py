@@ -97,9 +97,13 @@ class WorkerDisconnect:
 
 @attrs.frozen(slots=True)
 class Malformed:
-    """Frames that match no known message; ``reason`` says why, for one log line."""
+    """Frames that match no known message; ``reason`` says why, for one log line. ``request_id``: the message
+    was a generaldomo request with this (valid) id, which may be answered with an error; ``worker``: the message
+    was a worker's, in this dialect."""
 
     reason: str
+    request_id: bytes | None = None
+    worker: Dialect | None = None
 
 
 Event = (

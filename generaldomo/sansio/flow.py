@@ -18,20 +18,27 @@ from typing import Any
 import attrs
 
 from generaldomo.sansio.adaptive import Adaptive, AdaptiveLimits
+from generaldomo.sansio.limits import BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
 _ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
 LIMIT_NAMES = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive")
 
 
-def _positive_number(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+_BOUNDS = {field.name: field for field in (RATE, BURST, CONCURRENCY, BYTES_IN_FLIGHT)}
+
+
+def _within(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """A limit is None (no limit) or a number within its bounds in :mod:`generaldomo.sansio.limits`; all but
+    the rate are whole numbers."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{attribute.name} must be a number (or null for no limit)")
-    if attribute.name == "rate" and value <= 0:
-        raise ValueError("rate must be positive (or null for no limit)")
-    if attribute.name != "rate" and (value < 1 or not float(value).is_integer()):
-        raise ValueError(f"{attribute.name} must be a whole number of at least 1")
+    field = _BOUNDS[attribute.name]
+    if not field.admits(value):  # NaN is within no bounds
+        raise ValueError(f"{attribute.name} must be {field.bounds} (or null for no limit), not {value!r}")
+    if attribute.name != "rate" and isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{attribute.name} must be a whole number, not {value!r}")
 
 
 def _adaptive(value: object) -> AdaptiveLimits | None:
@@ -44,10 +51,10 @@ class FlowLimits:
 
     Raises ValueError on a bad limit, so a FlowLimits that exists is valid."""
 
-    rate: float | None = attrs.field(default=None, validator=_positive_number)
-    burst: int | None = attrs.field(default=None, validator=_positive_number)
-    concurrency: int | None = attrs.field(default=None, validator=_positive_number)
-    bytes_in_flight: int | None = attrs.field(default=None, validator=_positive_number)
+    rate: float | None = attrs.field(default=None, validator=_within)
+    burst: int | None = attrs.field(default=None, validator=_within)
+    concurrency: int | None = attrs.field(default=None, validator=_within)
+    bytes_in_flight: int | None = attrs.field(default=None, validator=_within)
     adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:

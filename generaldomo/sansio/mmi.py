@@ -15,8 +15,9 @@ from typing import Protocol
 
 import attrs
 
-from generaldomo.sansio import protocol
+from generaldomo.sansio import protocol, wirejson
 from generaldomo.sansio.flow import LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.limits import MMI_FRAMES, SERVICE_NAME
 from generaldomo.sansio.report import StatusReport, limits_in_force
 from generaldomo.sansio.resolver import ResolveError, Resolver
 
@@ -75,6 +76,8 @@ def answer(broker: Broker, name: bytes, body: Sequence[bytes], now: float, admin
     handler = _SERVICES.get(name)
     if handler is None:
         return Answer(protocol.OK, [protocol.NOT_IMPLEMENTED])
+    if not MMI_FRAMES.admits(len(body)):
+        raise ManagementError(MMI_FRAMES.refusal(len(body)))
     return handler(broker, body, now, admin)
 
 
@@ -94,14 +97,14 @@ def _status(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> A
 def _flow(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
     if not body:
         raise ManagementError("mmi.flow needs a service name, and JSON limits to change them")
-    name = body[0].decode(errors="replace")
+    name = service_name(body[0])
     limits = broker.flow_limits(name)
     change = None
     if len(body) > 1:
         if not admin:
             raise Forbidden("changing flow limits needs the admin role")
         try:
-            wanted = json.loads(body[1])
+            wanted = wirejson.loads(body[1])
             if not isinstance(wanted, dict):
                 raise ValueError(f"limits must be a JSON object with keys among {', '.join(LIMIT_NAMES)}")
             limits = limits.merged(wanted)
@@ -110,6 +113,17 @@ def _flow(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Ans
         change = FlowChange(name, limits)
     in_force = _in_force(broker.live_flow(name), limits, change is not None)
     return Answer(protocol.OK, [json.dumps({"service": name, **shown(in_force)}).encode()], change)
+
+
+def service_name(frame: bytes) -> str:
+    """The service name in an MMI request's frame: UTF-8 within :data:`~generaldomo.sansio.limits.SERVICE_NAME`;
+    :class:`ManagementError` otherwise."""
+    if not SERVICE_NAME.fits(frame):
+        raise ManagementError(SERVICE_NAME.refusal(len(frame)))
+    try:
+        return frame.decode()
+    except UnicodeDecodeError:
+        raise ManagementError("a service name must be UTF-8") from None
 
 
 def shown(limits: FlowLimits) -> dict[str, object]:

@@ -9,6 +9,7 @@ unpacked from a SERVER message), of clocks, or of what the broker decides to do 
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Sequence
 from typing import Any, Final
@@ -25,6 +26,18 @@ from generaldomo.sansio.events import (
     WorkerReady,
     WorkerReply,
 )
+from generaldomo.sansio.limits import (
+    DESCRIPTION,
+    HOST,
+    INSTANCE,
+    PEER_INFO,
+    PID,
+    REASKED,
+    REQUEST_ID,
+    STATUS,
+    TASK_ID,
+    Field,
+)
 from generaldomo.sansio.peer_events import (
     BrokerDisconnect,
     BrokerHeartbeat,
@@ -35,6 +48,8 @@ from generaldomo.sansio.peer_events import (
     ToClient,
     ToWorker,
 )
+from generaldomo.sansio.wirejson import WireJSONError
+from generaldomo.sansio.wirejson import loads as json_loads
 
 _TIMING = struct.Struct(">dd")
 GDP_CLIENT: Final = b"GDPC01"
@@ -56,7 +71,7 @@ EXPIRED: Final = b"504"
 # Command names, shared by all dialects; each dialect gives them its own byte.
 READY, REQUEST, PARTIAL, FINAL, HEARTBEAT, DISCONNECT = "READY REQUEST PARTIAL FINAL HEARTBEAT DISCONNECT".split()
 CANCEL: Final = "CANCEL"
-MAX_REASKED: Final = 64  # request ids one client HEARTBEAT may ask about
+MAX_REASKED: Final = REASKED.high  # request ids one client HEARTBEAT may ask about
 
 # (leading empty frame?, header) -> (dialect, is the sender a worker?)
 HEADERS: Final[dict[tuple[bool, bytes], tuple[Dialect, bool]]] = {
@@ -104,6 +119,19 @@ def _byte(dialect: Dialect, command: str, worker: bool) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
+# Every field is checked against its bounds in generaldomo.sansio.limits as it is read: beyond them the message
+# is Malformed. A GDP request whose id is within bounds carries it in the Malformed event (so the broker can
+# answer 400), and a worker's message says it is one (so the broker can drop that worker).
+
+
+def _outside(field: Field, frame: bytes) -> str | None:
+    """Why ``frame`` breaks ``field``'s bounds, or None when it is within them."""
+    return None if field.fits(frame) else field.refusal(len(frame))
+
+
+def is_status(frame: bytes) -> bool:
+    """True when ``frame`` is a status: exactly 3 ASCII digits."""
+    return len(frame) == STATUS.high and frame.isdigit() and frame.isascii()
 
 
 def parse(frames: Sequence[bytes]) -> Event:
@@ -129,7 +157,7 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     if dialect is Dialect.MDP01:
         if not rest:
             return Malformed("MDP/0.1 request without a service frame")
-        return ClientRequest(dialect, None, rest[0], tuple(rest[1:]))
+        return _client_request(dialect, None, rest[0], rest[1:])
     if dialect is Dialect.GDP and rest and rest[0] in _GDP_CLIENT_CONTROL:
         return _parse_gdp_control(rest[0], rest[1:])
     if not rest or rest[0] != _byte(dialect, REQUEST, worker=False):
@@ -137,10 +165,23 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     if dialect is Dialect.GDP:
         if len(rest) < 3:
             return Malformed("generaldomo request needs a request id and a description")
-        return ClientRequest(dialect, rest[1], rest[2], tuple(rest[3:]))
+        return _client_request(dialect, rest[1], rest[2], rest[3:])
     if len(rest) < 2:
         return Malformed(f"{dialect.value} request without a service frame")
-    return ClientRequest(dialect, None, rest[1], tuple(rest[2:]))
+    return _client_request(dialect, None, rest[1], rest[2:])
+
+
+_ID_LOW, _ID_HIGH = REQUEST_ID.low, REQUEST_ID.high  # the hot path compares lengths inline
+_DESCRIPTION_LOW, _DESCRIPTION_HIGH = DESCRIPTION.low, DESCRIPTION.high
+_TASK_LOW, _TASK_HIGH = TASK_ID.low, TASK_ID.high
+
+
+def _client_request(dialect: Dialect, request_id: bytes | None, description: bytes, body: Sequence[bytes]) -> Event:
+    if request_id is not None and not _ID_LOW <= len(request_id) <= _ID_HIGH:
+        return Malformed(REQUEST_ID.refusal(len(request_id)))
+    if not _DESCRIPTION_LOW <= len(description) <= _DESCRIPTION_HIGH:
+        return Malformed(DESCRIPTION.refusal(len(description)), request_id=request_id)
+    return ClientRequest(dialect, request_id, description, tuple(body))
 
 
 _GDP_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, worker=False)
@@ -151,11 +192,16 @@ _GDP_CLIENT_CONTROL = (_GDP_HEARTBEAT, _GDP_CANCEL)
 def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
     """A generaldomo client's HEARTBEAT (with the ids it re-asks about) or CANCEL."""
     if command == _GDP_HEARTBEAT:
-        if len(args) > MAX_REASKED:
-            return Malformed(f"generaldomo HEARTBEAT asks about {len(args)} ids (at most {MAX_REASKED})")
+        if len(args) > REASKED.high:
+            return Malformed(REASKED.refusal(len(args)))
+        for request_id in args:
+            if (wrong := _outside(REQUEST_ID, request_id)) is not None:
+                return Malformed(wrong)
         return ClientHeartbeat(Dialect.GDP, tuple(args))
     if len(args) != 1:
         return Malformed(f"generaldomo CANCEL with {len(args)} argument frames")
+    if (wrong := _outside(REQUEST_ID, args[0])) is not None:
+        return Malformed(wrong)
     return ClientCancel(Dialect.GDP, args[0])
 
 
@@ -163,13 +209,7 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     command = _WORKER_NAMES[dialect].get(rest[0]) if rest else None
     args = rest[1:]
     if command == READY:
-        if dialect is Dialect.GDP and len(args) >= 3:
-            return WorkerReply(dialect, args[1], args[2], tuple(args[3:]), True, args[0])
-        if dialect is Dialect.GDP and len(args) == 2 and (info := parse_worker_info(args[1])) is not None:
-            return WorkerReady(dialect, args[0], *info)
-        if len(args) != 1:
-            return Malformed(f"{dialect.value} READY with {len(args)} argument frames")
-        return WorkerReady(dialect, args[0])
+        return _parse_ready(dialect, args)
     if command == HEARTBEAT:
         return WorkerHeartbeat(dialect)
     if command == DISCONNECT:
@@ -178,37 +218,65 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         final = command == FINAL
         if dialect is Dialect.GDP:
             if not args:
-                return Malformed("generaldomo PARTIAL without a task id")
-            return WorkerReply(dialect, args[0], OK, tuple(args[1:]), final)
+                return Malformed("generaldomo PARTIAL without a task id", worker=dialect)
+            return _worker_reply(dialect, args[0], OK, args[1:], final)
         if len(args) < 2 or args[1] != b"":
-            return Malformed(f"{dialect.value} {command} without an address and an empty frame")
-        return WorkerReply(dialect, args[0], OK, tuple(args[2:]), final)
+            return Malformed(f"{dialect.value} {command} without an address and an empty frame", worker=dialect)
+        return _worker_reply(dialect, args[0], OK, args[2:], final)
     return Malformed(
-        f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}"
+        f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}",
+        worker=dialect,
     )
 
 
-# A plain generaldomo READY may end with one peer-info frame: a JSON object of at most this many bytes, whose
-# keys "host" (printable text, at most MAX_HOST characters) and "pid" (a whole number) say where the worker runs.
-MAX_INFO: Final = 1024
-MAX_HOST: Final = 255
-_MAX_PID = 2**32
+def _parse_ready(dialect: Dialect, args: Sequence[bytes]) -> Event:
+    """A READY: plain, with peer info (GDP), or carrying a result (GDP)."""
+    if args and not _DESCRIPTION_LOW <= len(args[0]) <= _DESCRIPTION_HIGH:
+        return Malformed(DESCRIPTION.refusal(len(args[0])), worker=dialect)
+    if dialect is Dialect.GDP and len(args) >= 3:
+        if not is_status(args[2]):
+            return Malformed(f"a worker's status must be {STATUS.bounds}, not {len(args[2])} bytes", worker=dialect)
+        return _worker_reply(dialect, args[1], args[2], args[3:], True, args[0])
+    if dialect is Dialect.GDP and len(args) == 2 and (info := parse_worker_info(args[1])) is not None:
+        return WorkerReady(dialect, args[0], *info)
+    if len(args) != 1:
+        return Malformed(f"{dialect.value} READY with {len(args)} argument frames", worker=dialect)
+    return WorkerReady(dialect, args[0])
+
+
+def _worker_reply(
+    dialect: Dialect,
+    task_id: bytes,
+    status: bytes,
+    body: Sequence[bytes],
+    final: bool,
+    description: bytes | None = None,
+) -> Event:
+    if not _TASK_LOW <= len(task_id) <= _TASK_HIGH:
+        return Malformed(TASK_ID.refusal(len(task_id)), worker=dialect)
+    return WorkerReply(dialect, task_id, status, tuple(body), final, description)
+
+
+# A plain generaldomo READY may end with one peer-info frame: a JSON object (limits.PEER_INFO), whose keys "host"
+# (printable text, limits.HOST) and "pid" (a whole number, limits.PID) say where the worker runs.
+MAX_INFO: Final = PEER_INFO.high
+MAX_HOST: Final = HOST.high
 
 
 def parse_worker_info(frame: bytes) -> tuple[str | None, int | None] | None:
     """``(host, pid)`` of a peer-info frame (None for a value that is absent or not valid), or None if the
-    frame is not a JSON object of at most :data:`MAX_INFO` bytes; never raises."""
-    if len(frame) > MAX_INFO or not frame.startswith(b"{"):
+    frame is not a JSON object within :data:`~generaldomo.sansio.limits.PEER_INFO`; never raises."""
+    if not PEER_INFO.fits(frame) or not frame.startswith(b"{"):
         return None
     try:
-        info: Any = json.loads(frame)
-    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or nested too deep
+        info: Any = json_loads(frame, PEER_INFO.high)
+    except WireJSONError:
         return None
     if not isinstance(info, dict):
         return None
     host, pid = info.get("host"), info.get("pid")
-    valid_host = isinstance(host, str) and 0 < len(host) <= MAX_HOST and host.isprintable()
-    valid_pid = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < _MAX_PID
+    valid_host = isinstance(host, str) and HOST.admits(len(host)) and host.isprintable()
+    valid_pid = isinstance(pid, int) and not isinstance(pid, bool) and PID.admits(pid)
     return (host if valid_host else None), (pid if valid_pid else None)
 
 
@@ -216,7 +284,7 @@ def worker_info(host: str | None, pid: int | None) -> bytes:
     """The peer-info frame of a plain READY: the worker's host name and process id (absent ones left out). A host
     the broker would not take (not printable, longer than :data:`MAX_HOST`, or so long once escaped that the frame
     would exceed :data:`MAX_INFO`) is left out too, so that the frame never makes the READY malformed."""
-    if host is not None and not (0 < len(host) <= MAX_HOST and host.isprintable()):
+    if host is not None and not (HOST.admits(len(host)) and host.isprintable()):
         host = None
     frame = _info_frame(host, pid)
     return frame if len(frame) <= MAX_INFO else _info_frame(None, pid)
@@ -236,8 +304,16 @@ def timing(queued: float, served: float) -> bytes:
 
 
 def parse_timing(frame: bytes) -> tuple[float, float] | None:
-    """``(queued, served)`` seconds from a timing frame, or None if it carries none."""
-    return _TIMING.unpack(frame) if len(frame) == _TIMING.size else None
+    """``(queued, served)`` seconds from a timing frame, or None if it carries none (empty, not 16 bytes, or
+    values that are not finite and not negative: :data:`~generaldomo.sansio.limits.TIMING`)."""
+    if len(frame) != _TIMING.size:
+        return None
+    queued, served = _TIMING.unpack(frame)
+    return (queued, served) if _duration(queued) and _duration(served) else None
+
+
+def _duration(seconds: float) -> bool:
+    return math.isfinite(seconds) and seconds >= 0.0
 
 
 def client_reply(
@@ -291,7 +367,7 @@ def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[byt
 
 # ------------------------------------------------------------------------------ the generaldomo peers' side
 
-MAX_ASKED: Final = 64  # request ids one client HEARTBEAT may ask about
+MAX_ASKED: Final = REASKED.high  # request ids one client HEARTBEAT may ask about
 CANCEL_BYTE: Final = b"\x05"  # a GDP client's CANCEL (no other dialect has one)
 _FINAL_BYTE = _byte(Dialect.GDP, FINAL, False)
 _PARTIAL_BYTE = _byte(Dialect.GDP, PARTIAL, False)
@@ -340,15 +416,24 @@ def gdp_worker_command(command: str) -> list[bytes]:
 
 
 def read_client_message(frames: Sequence[bytes]) -> ToClient:
-    """What a broker message to a generaldomo client says; never raises."""
+    """What a broker message to a generaldomo client says, each field within its bounds in
+    :mod:`generaldomo.sansio.limits` (else Malformed); never raises."""
     if len(frames) < 3 or frames[0] != GDP_CLIENT:
         return Malformed("not a generaldomo client message")
     command = frames[1]
     if command == _FINAL_BYTE and len(frames) >= 5:
+        if (wrong := _outside(REQUEST_ID, frames[2])) is not None:
+            return Malformed(wrong)
+        if not is_status(frames[3]):
+            return Malformed(f"a reply's status must be {STATUS.bounds}, not {len(frames[3])} bytes")
         return FinalReply(frames[2], frames[3], frames[4], tuple(frames[5:]))
     if command == _PARTIAL_BYTE:
+        if (wrong := _outside(REQUEST_ID, frames[2])) is not None:
+            return Malformed(wrong)
         return PartialReply(frames[2], tuple(frames[3:]))
     if command == _HEARTBEAT_BYTE:
+        if (wrong := _outside(INSTANCE, frames[2])) is not None:
+            return Malformed(wrong)
         return HeartbeatAnswer(frames[2], tuple(frames[3 : 3 + MAX_ASKED]))
     return Malformed(f"unknown generaldomo client command {bytes(command[:4])!r}")
 
@@ -357,13 +442,17 @@ _WORKER_READS: Final[dict[str, ToWorker]] = {HEARTBEAT: BrokerHeartbeat(), DISCO
 
 
 def read_worker_message(frames: Sequence[bytes]) -> ToWorker:
-    """What a broker message to a generaldomo worker says; never raises."""
+    """What a broker message to a generaldomo worker says, each field within its bounds in
+    :mod:`generaldomo.sansio.limits` (else Malformed); never raises."""
     if len(frames) < 2 or frames[0] != GDP_WORKER:
         return Malformed("not a generaldomo worker message")
     command = _WORKER_NAMES[Dialect.GDP].get(frames[1])
     if command == REQUEST:
         if len(frames) < 4:
             return Malformed("generaldomo REQUEST without a task id and a description")
+        wrong = _outside(TASK_ID, frames[2]) or _outside(DESCRIPTION, frames[3])
+        if wrong is not None:
+            return Malformed(wrong)
         return TaskRequest(frames[2], frames[3], tuple(frames[4:]))
     known = _WORKER_READS.get(command or "")
     return known if known is not None else Malformed(f"unexpected generaldomo worker command {command}")

@@ -200,6 +200,7 @@ class SettingsReport:
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
+    field_limits: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # generaldomo.sansio.limits, by field
 
 
 @attrs.frozen

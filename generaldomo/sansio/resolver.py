@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from generaldomo.sansio.limits import SERVICE_NAME
 from generaldomo.sansio.service import Service
 
 
@@ -62,8 +63,8 @@ class NameResolver:
     def for_request(self, description: bytes) -> Service:
         service = self._services.get(description)
         if service is None:
-            if not description:
-                raise ResolveError("empty service name")
+            if not SERVICE_NAME.fits(description):
+                raise ResolveError("empty service name" if not description else SERVICE_NAME.refusal(len(description)))
             try:
                 name = description.decode()
             except UnicodeDecodeError:

@@ -10,6 +10,8 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from generaldomo.sansio import wirejson
+from generaldomo.sansio.limits import DESCRIPTION, SERVICE_NAME
 from generaldomo.sansio.resolver import ResolveError
 
 Attributes = dict[str, Any]
@@ -18,18 +20,25 @@ Attributes = dict[str, Any]
 @lru_cache(maxsize=4096)
 def _parse(description: bytes) -> tuple[str, tuple[tuple[str, str], ...]]:
     try:
-        data = json.loads(description)
-    except (ValueError, UnicodeDecodeError) as error:
+        data = wirejson.loads(description, DESCRIPTION.high)
+    except ValueError as error:
         raise ResolveError(f"description is not JSON: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("service"), str) or not data["service"]:
         raise ResolveError('description must be a JSON object with a non-empty string "service"')
-    return data["service"], tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in data.items()))
+    name = data["service"]
+    try:
+        size = len(name.encode())
+    except UnicodeEncodeError:  # a lone surrogate, escaped in the JSON text
+        raise ResolveError("the service name is not valid Unicode") from None
+    if not SERVICE_NAME.admits(size):
+        raise ResolveError(SERVICE_NAME.refusal(size))
+    return name, tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in data.items()))
 
 
 def parse(description: bytes) -> tuple[str, Attributes]:
     """``(service name, attributes)`` of a JSON description; raises :class:`ResolveError`."""
     name, items = _parse(description)
-    return name, {key: json.loads(value) for key, value in items}
+    return name, {key: json.loads(value) for key, value in items}  # our own text, made by _parse
 
 
 def satisfies(offer: Attributes, demand: Attributes) -> bool:
