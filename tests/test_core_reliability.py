@@ -154,7 +154,7 @@ def test_idle_services_are_forgotten_and_leave_the_report() -> None:
     h = Harness(heartbeat_interval=1.0, queue_timeout=1.0, service_idle=5.0)
     h.core.set_flow("limited", None, None, 2, h.now)
     for n in range(200):
-        h.request(client(0), b"r", b"unique-%d" % n)  # the same id: a retry; new ids make new services
+        h.request(client(0), b"r", b"unique-0")  # the same request again: a retry; new ids make new services
         h.request(client(0), b"r%d" % n, b"unique-%d" % n)
     h.request(client(0), b"l", b"limited")
     h.ready(worker(1), b"served")

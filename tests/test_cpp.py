@@ -373,7 +373,7 @@ def collect_requests(fake: FakeBroker, instance: bytes | None, limit: int = 2000
                 fake.send(peer, [*CLIENT_HEARTBEAT, instance])
             continue
         assert frames[:2] == [b"GDPC01", b"\x01"] and frames[3] == b"echo" and len(frames) == 5, frames
-        assert len(frames[2]) == 16, "a request id is 8 random bytes and an 8-byte counter"
+        assert len(frames[2]) == 16, "a request id is 16 random bytes"
         yield peer, frames[2], frames[4]
     pytest.fail(f"no expected requests among {limit} messages")
 
@@ -392,6 +392,7 @@ def test_cpp_client_resends_with_the_same_ids_after_silence_and_after_a_new_inst
             elif len(seen[peer]) == len(payloads):
                 break
         assert sorted(ids) == payloads and seen[peer] == ids, "resent on a fresh socket, with the same ids"
+        assert len({rid[:8] for rid in ids.values()}) == len(ids), "ids share no prefix: nothing to predict"
 
         for _ in range(2000):  # answer as instance AAAA, then as BBBB (a restart)
             peer, frames = fake.receive()

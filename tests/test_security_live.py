@@ -131,13 +131,20 @@ def test_a_second_client_resending_a_request_id(keyring, curve, transport, broke
             assert victim.final() == (b"rid", protocol.OK, (b"mine",))
             assert thief.final() == (b"rid", protocol.OK, (b"theirs",))
             assert broker.core.counters["retries_absorbed"] == 0 and gate.ran == [b"mine", b"theirs"]
-        else:  # the documented residual risk: matched by id alone, the answer goes to the latest sender
-            eventually(lambda: broker.core.counters["retries_absorbed"] == 1, 30, "the retry to be absorbed")
+        else:  # matched by id alone, but a REQUEST only for the same content: the thief's is a task of its own
+            eventually(lambda: broker.core.counters["request_id_conflicts"] == 1, 30, "the thief's request")
+            assert broker.core.counters["retries_absorbed"] == 0
+            thief.send(protocol.gdp_client_heartbeat(ids=[b"rid"]))  # a re-ask carries the id alone: its own task
             gate.open()
-            assert thief.final() == (b"rid", protocol.OK, (b"mine",))
-            victim.send(protocol.gdp_client_heartbeat(ids=[b"rid"]))  # the victim's re-ask: the kept answer
             assert victim.final() == (b"rid", protocol.OK, (b"mine",))
-            assert gate.ran == [b"mine"]
+            assert thief.final() == (b"rid", protocol.OK, (b"theirs",))
+            assert gate.ran == [b"mine", b"theirs"]
+            # the documented residual risk: a re-ask of an id seen on the wire gets that request's answer
+            victim.send(protocol.gdp_request(b"rid2", b"echo", [b"mine too"]))
+            eventually(lambda: broker.core.counters["completed"] == 3, 30, "the second request to be answered")
+            assert victim.final() == (b"rid2", protocol.OK, (b"mine too",))
+            thief.send(protocol.gdp_client_heartbeat(ids=[b"rid2"]))
+            assert thief.final() == (b"rid2", protocol.OK, (b"mine too",))
     finally:
         gate.open()
         victim.close()

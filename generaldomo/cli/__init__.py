@@ -1,7 +1,8 @@
 """The generaldomo command: one subcommand per module of this package, registered in COMMANDS.
 
 This module owns the top-level parser (``--version``, ``-v``), logging, and turning errors into exit statuses
-(:class:`generaldomo.cli.command.Exit`: set-up errors give ``USAGE``, Ctrl-C ``INTERRUPTED``). To add a
+(:class:`generaldomo.cli.command.Exit`: set-up errors give ``USAGE``, an endpoint that cannot be bound
+``BIND_FAILED``, Ctrl-C ``INTERRUPTED``). To add a
 command, write a module with a ``COMMAND`` and list it below. Every command runs the public Python API.
 """
 
@@ -17,7 +18,7 @@ import zmq
 from generaldomo.cli import bridge, broker, client, demo, doctor, flow, keygen, status, worker
 from generaldomo.cli.command import Command, Exit, HelpFormatter
 from generaldomo.io.beacon import DiscoveryError
-from generaldomo.io.transport import DraftUnavailable, require_draft
+from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
 
 COMMANDS: tuple[Command, ...] = tuple(
     module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, bridge, keygen)
@@ -44,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "transport", None) == "server":
             require_draft()
         return int(args.command.run(args))
+    except BindError as error:
+        print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
+        return Exit.USAGE if error.malformed else Exit.BIND_FAILED
     except _ERRORS as error:
         print(f"generaldomo: {error}", file=sys.stderr)
         return Exit.USAGE

@@ -2,16 +2,19 @@
 
 This module owns the bridge command's flags; it runs :class:`generaldomo.io.bridge.Bridge` until SIGINT or
 SIGTERM and adds no behaviour of its own. CURVE: ``--curve-secret`` with ``--clients``/``--admins`` for its
-SERVER side (as on the broker), ``--curve-key`` and ``--curve-server-key`` for its DEALERs to a CURVE broker.
+SERVER side (as on the broker), ``--curve-key`` and ``--curve-server-key`` for its DEALERs to a CURVE broker;
+a CURVE broker behind plaintext clients needs ``--allow-plaintext``. It exits non-zero (``SERVE_FAILED``) at once
+if its loop stops because of an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.bridge import IDLE_TIMEOUT, Bridge
+from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT, Bridge, BridgeFailed
 
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
@@ -29,12 +32,26 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="SECONDS", help="close DEALERs idle this long"
     )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=MAX_IN_FLIGHT,
+        metavar="N",
+        help="requests in flight at once (one connection to the broker each); more get status 429",
+    )
     options.curve_server(parser, BRIDGE_ROLES)
     options.curve(parser, announced=False)
+    parser.add_argument(
+        "--allow-plaintext",
+        action="store_true",
+        help="relay plaintext clients to a CURVE broker (--curve-server-key without --curve-secret) with the "
+        "bridge's key; refused without this flag",
+    )
     parser.set_defaults(transport="server")
 
 
 def run(args: argparse.Namespace) -> int:
+    stop = options.stop_on_signals()
     bridge = Bridge(
         args.server,
         args.broker,
@@ -43,13 +60,21 @@ def run(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         security=options.security(args, BRIDGE_ROLES),
         upstream=options.peer_curve(args).curve(),
+        allow_plaintext=args.allow_plaintext,
+        max_in_flight=args.max_in_flight,
+        on_failure=lambda error: stop.set(),
     )
     for endpoint in bridge.endpoints:
         print(f"generaldomo bridge: server {endpoint} -> MDP/0.1 broker {args.broker}", flush=True)
     bridge.start()
-    options.wait_for_signal()
-    bridge.stop()
-    return Exit.OK
+    try:
+        options.wait_for_signal(stop, lambda: bridge.serving)
+    finally:
+        try:
+            bridge.stop()
+        except BridgeFailed as failed:
+            print(f"generaldomo bridge: {failed}", file=sys.stderr, flush=True)
+    return Exit.SERVE_FAILED if bridge.failure is not None else Exit.OK
 
 
 COMMAND = Command("bridge", "let generaldomo CLIENT peers use a standard MDP/0.1 broker", arguments, run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,7 +18,8 @@ from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io.address_file import Published
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
-from generaldomo.io.broker import Broker
+from generaldomo.io.broker import Broker, BrokerFailed
+from generaldomo.io.failfast import OnFailure
 from generaldomo.io.transport import require_draft
 from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.resolver import load_resolver
@@ -144,7 +146,7 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     stop = options.stop_on_signals()  # from here on a signal cannot skip the clean-up below
-    broker = _broker(args)
+    broker = _broker(args, on_failure=lambda error: stop.set())
     for transport, endpoint in broker.endpoints:
         print(f"generaldomo broker: {transport} {endpoint}", flush=True)
     if args.metrics_port is not None:
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     if args.beacon:
         broker.announce(args.beacon_name, args.beacon_to, args.beacon_port, args.beacon_interval)
     with contextlib.ExitStack() as cleanup:
-        cleanup.callback(broker.stop)
+        cleanup.callback(_stopped, broker)
         broker.start()
         if args.address_file:
             endpoints = announceable(broker.endpoints, BROADCAST)
@@ -161,11 +163,19 @@ def run(args: argparse.Namespace) -> int:
             instance = broker.core.instance.hex()
             cleanup.enter_context(Published(args.address_file, args.beacon_name, instance, endpoints, key))
             print(f"generaldomo broker: address file {args.address_file}", flush=True)
-        options.wait_for_signal(stop)
-    return Exit.OK
+        options.wait_for_signal(stop, lambda: broker.serving)
+    return Exit.SERVE_FAILED if broker.failure is not None else Exit.OK
 
 
-def _broker(args: argparse.Namespace) -> Broker:
+def _stopped(broker: Broker) -> None:
+    """Stop the broker; say so if it had stopped serving because of an error (the exit status says it too)."""
+    try:
+        broker.stop()
+    except BrokerFailed as failed:
+        print(f"generaldomo broker: {failed}", file=sys.stderr, flush=True)
+
+
+def _broker(args: argparse.Namespace, on_failure: OnFailure | None = None) -> Broker:
     """A broker with the links, resolver, settings and flow limits the flags ask for (not started)."""
     settings = Settings(
         heartbeat_interval=args.heartbeat,
@@ -181,7 +191,7 @@ def _broker(args: argparse.Namespace) -> Broker:
         links[args.transport] = [options.DEFAULT_ENDPOINT]
     if links["server"]:
         require_draft()
-    broker = Broker(resolver=resolver, settings=settings, security=options.security(args))
+    broker = Broker(resolver=resolver, settings=settings, security=options.security(args), on_failure=on_failure)
     for spec in args.flow:
         flow = parse_flow(spec)
         broker.core.set_flow(

@@ -22,6 +22,8 @@ class Exit(enum.IntEnum):
     USAGE = 2  # a bad option value or set-up: no draft sockets, no broker found, a resolver that does not load
     NO_BROKER = 3  # nothing answered at the endpoint over the transport
     TIMED_OUT = 4  # a live broker with workers for the service did not answer in time (queued or running)
+    BIND_FAILED = 5  # the broker or bridge could not bind an endpoint (in use, not allowed, no such address)
+    SERVE_FAILED = 6  # the broker's or bridge's loop stopped because of an error: it could no longer serve
     INTERRUPTED = 130  # SIGINT
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -31,6 +32,7 @@ DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 TRANSPORTS = ("router", "server")
 REQUEST_TIMEOUT = 10.0  # seconds a command waits for its answer
 FIND_TIMEOUT = 30.0  # seconds a peer waits for a broker file to appear or a beacon to be heard
+ALIVE_CHECK = 0.5  # seconds between a serving command's looks at whether its loop still runs
 PEER = PeerSettings()
 CURVE_KEY = "GENERALDOMO_CURVE_KEY"  # a peer's secret certificate file
 CURVE_SERVER_KEY = "GENERALDOMO_CURVE_SERVER_KEY"  # the broker's public key: Z85 text or a certificate file
@@ -219,8 +221,9 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def wait_for_signal(stop: threading.Event | None = None) -> None:
-    """Return on SIGINT or SIGTERM (or when ``stop``, made by :func:`stop_on_signals`, is set)."""
+def wait_for_signal(stop: threading.Event | None = None, alive: Callable[[], bool] = lambda: True) -> None:
+    """Return on SIGINT or SIGTERM (or when ``stop``, made by :func:`stop_on_signals`, is set), or within
+    :data:`ALIVE_CHECK` seconds of ``alive()`` turning false (a loop that ended without saying so)."""
     stop = stop or stop_on_signals()
-    while not stop.wait(1.0):
+    while not stop.wait(ALIVE_CHECK) and alive():
         pass

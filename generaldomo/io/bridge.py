@@ -10,36 +10,58 @@ the DEALERs of its requests closed (a late reply on them could not be delivered)
 HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts; a CANCEL closes the
 request's DEALER (a late reply is not delivered).
 
+Bounds: at most ``max_in_flight`` requests are in flight at once (so at most that many DEALERs are open); a
+request beyond it, or one for which no DEALER can be opened (the process ran out of sockets or files), gets
+FINAL ``429`` with the reason at once, and the bridge serves on.
+
 With ``security`` the SERVER side speaks CURVE only and admits the keys it lists (a ZAP handler on a context of
 the bridge's own); only keys with the client role may send requests (others get ``403``). With ``upstream``
 (a :class:`~generaldomo.io.connection.Curve`) the DEALERs authenticate to a CURVE broker with the bridge's key.
+A CURVE upstream with plaintext clients would let any keyless peer use the CURVE broker with the bridge's key
+(an open relay): the bridge refuses to start so unless ``allow_plaintext`` (and then warns).
+
+Each message is handled inside a barrier (:mod:`generaldomo.sansio.barrier`: an unexpected error drops it,
+counted in :attr:`Bridge.internal_errors`), warnings are rate-limited per kind and client, and a loop that stops
+because of an error fails fast as the broker's does (:mod:`generaldomo.io.failfast`: ``on_failure``,
+:meth:`Bridge.join`, :meth:`Bridge.check` and :meth:`Bridge.stop` raise :class:`BridgeFailed`).
 
 It speaks MDP/0.1 upstream only; it knows nothing of the upstream broker's internals.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import zmq
 
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.connection import Curve
-from generaldomo.io.links import Address, ServerLink
+from generaldomo.io.failfast import Failure, LoopFailed, OnFailure
+from generaldomo.io.links import Address, ServerLink, label
+from generaldomo.io.transport import ENDPOINT_FORMS
 from generaldomo.sansio import protocol
 from generaldomo.sansio.access import Credential, Role
+from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect
+from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 30.0  # seconds after which an idle DEALER is closed
+MAX_IN_FLIGHT = 512  # requests in flight at once (one DEALER each); libzmq's default allows 1023 sockets
+_DRAIN = 256  # client messages read before looking at the broker's replies
+
+
+class BridgeFailed(LoopFailed):
+    """The bridge's loop stopped because of an error (its ``__cause__``): the bridge serves nothing any more."""
 
 
 class _InFlight(NamedTuple):
@@ -62,27 +84,62 @@ class Bridge:
         idle_timeout: float = IDLE_TIMEOUT,
         security: BrokerSecurity | None = None,
         upstream: Curve | None = None,
+        allow_plaintext: bool = False,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        on_failure: OnFailure | None = None,
     ) -> None:
+        if upstream is not None and security is None:
+            if not allow_plaintext:
+                raise ValueError(
+                    "the upstream broker is CURVE-secured but the bridge's clients would be plaintext: any peer "
+                    "could use the broker with the bridge's key; give the bridge a CURVE secret and allowlists "
+                    "(--curve-secret, --clients), or allow_plaintext=True (--allow-plaintext) to relay them anyway"
+                )
+            log.warning("bridge: relaying plaintext clients to a CURVE broker with the bridge's key (allow_plaintext)")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         self._own_context = security is not None and context is None  # one ZAP handler per context
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
-        self._zap = None if security is None else ZapHandler(self.context, security).start()
         self.upstream = upstream
         self.broker = broker
         self.heartbeat_interval = heartbeat_interval
         self.expiry = heartbeat_interval * liveness
         self.idle_timeout = idle_timeout
+        self.max_in_flight = max_in_flight
         self.instance = os.urandom(4)
-        self.link = ServerLink(self.context, server, security=security)
         self.forwarded = 0
+        self.refused_in_flight = 0  # requests answered 429: at the bound, or no DEALER could be opened
         self._idle: list[tuple[zmq.Socket[bytes], float]] = []  # DEALERs with nothing in flight, and since when
         self._in_flight: dict[zmq.Socket[bytes], _InFlight] = {}
         self._by_request: dict[tuple[Address, bytes], zmq.Socket[bytes]] = {}
         self._last_heard: dict[Address, float] = {}
-        self._poller = zmq.Poller()
-        self._poller.register(self.link.socket, zmq.POLLIN)
-        self._poller.register(self.link.monitor, zmq.POLLIN)  # refused connections: counted and logged
+        self._warnings = LogLimiter(log)
+        self._barrier = Barrier(log, "the bridge")
+        self._failure = Failure(log, "bridge", BridgeFailed, on_failure)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._running = False
+        self._zap = None if security is None else ZapHandler(self.context, security).start()
+        self._poller = zmq.Poller()
+        try:
+            self._connect_upstream()
+            self.link = ServerLink(self.context, server, security=security)
+        except BaseException:
+            self._close()
+            raise
+        self._poller.register(self.link.socket, zmq.POLLIN)
+        self._poller.register(self.link.monitor, zmq.POLLIN)  # refused connections: counted and logged
+
+    def _connect_upstream(self) -> None:
+        """Open the first DEALER now (idle, for the first request), so that an endpoint that cannot be connected
+        to is a ValueError at start rather than at the first request."""
+        try:
+            self._idle.append((self._new_dealer(), time.monotonic()))
+        except zmq.ZMQError as error:
+            raise ValueError(
+                f"cannot connect to the upstream broker {self.broker!r}: {zmq.strerror(error.errno or 0)} "
+                f"(an endpoint is {ENDPOINT_FORMS})"
+            ) from None
 
     @property
     def endpoints(self) -> list[str]:
@@ -93,74 +150,167 @@ class Bridge:
         """DEALER sockets open towards the broker (in flight or idle)."""
         return len(self._in_flight) + len(self._idle)
 
+    @property
+    def internal_errors(self) -> int:
+        """Messages whose handling raised an unexpected error: dropped, counted, logged."""
+        return self._barrier.count
+
     def start(self) -> Bridge:
-        self._thread = threading.Thread(target=self.run, name="generaldomo-bridge", daemon=True)
+        self._thread = threading.Thread(target=self._run_in_thread, name="generaldomo-bridge", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Ask the loop to finish and wait for it; raises :class:`BridgeFailed` if it had stopped because of an
+        error."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        elif not self._running:
+            self._close()
+        self.check()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the background loop to end; True if it has ended. Raises
+        :class:`BridgeFailed` if it ended because of an error."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.check()
+        return self._thread is None or not self._thread.is_alive()
+
+    def check(self) -> None:
+        """Raise :class:`BridgeFailed` if the loop stopped because of an error; else nothing."""
+        self._failure.check()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that stopped the loop, if one did."""
+        return self._failure.error
+
+    @property
+    def serving(self) -> bool:
+        """True from :meth:`start` (or :meth:`run`) until the loop ends, unless it failed."""
+        alive = self._thread is not None and self._thread.is_alive()
+        return (alive or self._running) and self._failure.error is None
 
     def run(self) -> None:
-        """Forward until :meth:`stop`."""
+        """Forward until :meth:`stop`; an error that stops the loop fails the bridge (module docstring)."""
+        self._running = True
+        try:
+            self._loop()
+        except BaseException as error:
+            self._failure.ended(error)
+            raise
+        finally:
+            self._running = False
+            self._close()
+
+    def _run_in_thread(self) -> None:
+        with contextlib.suppress(BaseException):  # recorded, logged and told by self._failure
+            self.run()
+
+    def _loop(self) -> None:
         clock = time.monotonic
         next_sweep = clock() + self.heartbeat_interval
+        while not self._stop.is_set():
+            for socket, _ in self._poller.poll(math.ceil(min(100.0, max(0.0, next_sweep - clock()) * 1000))):
+                if socket is self.link.socket:
+                    self._guarded("client messages", self._from_clients, clock())
+                elif socket is self.link.monitor:
+                    self._guarded("the refusals", self.link.log_refusals)
+                else:
+                    self._guarded("a reply from the broker", self._from_broker, socket, clock())
+            if clock() >= next_sweep:
+                self._guarded("the sweep", self._sweep, clock())
+                next_sweep = clock() + self.heartbeat_interval
+
+    def _guarded(self, what: str, job: Any, *args: Any) -> None:
+        """Run ``job(*args)`` inside the barrier: a socket's failure goes through, other errors are counted."""
         try:
-            while not self._stop.is_set():
-                for socket, _ in self._poller.poll(math.ceil(min(100.0, max(0.0, next_sweep - clock()) * 1000))):
-                    if socket is self.link.socket:
-                        self._from_clients(clock())
-                    elif socket is self.link.monitor:
-                        self.link.log_refusals()
-                    else:
-                        self._from_broker(socket, clock())
-                if clock() >= next_sweep:
-                    self._sweep(clock())
-                    next_sweep = clock() + self.heartbeat_interval
-        finally:
-            for socket in [*self._in_flight, *(s for s, _ in self._idle)]:
-                socket.close(linger=0)
-            self.link.close()
-            if self._zap is not None:
-                self._zap.stop()
-            if self._own_context:
-                self.context.term()
+            job(*args)
+        except zmq.ZMQError:
+            raise
+        except Exception:
+            self._barrier.caught(what, time.monotonic())
+
+    def _close(self) -> None:
+        for socket in [*self._in_flight, *(s for s, _ in self._idle)]:
+            socket.close(linger=0)
+        self._in_flight.clear()
+        self._idle.clear()
+        link = getattr(self, "link", None)  # none if binding it failed
+        if link is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                link.close()
+        self._close_context()
+
+    def _close_context(self) -> None:
+        if self._zap is not None:
+            self._zap.stop()
+            self._zap = None
+        if self._own_context:
+            self._own_context = False
+            self.context.term()
+
+    def _warn(self, kind: str, peer: Address | None, now: float, message: str, *args: object) -> None:
+        """Log a warning about a client (``peer``; None: the upstream broker), rate-limited per kind and peer."""
+        who = (lambda: label(peer)) if peer is not None else (lambda: f"upstream {self.broker}")
+        self._warnings.warn(kind, peer, who, now, f"bridge {message}", *args)
 
     def _from_clients(self, now: float) -> None:
-        while (message := self.link.recv()) is not None:
+        for _ in range(_DRAIN):
+            message = self.link.recv()
+            if message is None:
+                return
             client, frames, credential = message  # a credential only with CURVE
-            self._last_heard[client] = now
-            event = protocol.parse(frames)
-            if isinstance(event, ClientRequest) and not _may_ask(credential):
-                self._refuse(client, event)
-            elif isinstance(event, ClientHeartbeat):
-                self.link.send(client, protocol.gdp_client_heartbeat(self.instance))
-            elif isinstance(event, ClientRequest) and event.dialect is Dialect.GDP and event.request_id is not None:
-                self._forward(client, event)
-            elif isinstance(event, ClientCancel):
-                self._withdraw(client, event.request_id)
-            else:
-                log.warning("bridge dropped a message from %s that is not a generaldomo client request", client)
+            try:
+                self._from_client(client, frames, credential, now)
+            except zmq.ZMQError:
+                raise
+            except Exception:
+                self._barrier.caught("a client message", now)
 
-    def _forward(self, client: Address, event: ClientRequest) -> None:
+    def _from_client(self, client: Address, frames: list[bytes], credential: Credential | None, now: float) -> None:
+        self._last_heard[client] = now
+        event = protocol.parse(frames)
+        if isinstance(event, ClientRequest) and not _may_ask(credential):
+            self._refuse(client, event, protocol.FORBIDDEN, "forbidden: this key may not send requests", now)
+        elif isinstance(event, ClientHeartbeat):
+            self.link.send(client, protocol.gdp_client_heartbeat(self.instance))
+        elif isinstance(event, ClientRequest) and event.dialect is Dialect.GDP and event.request_id is not None:
+            self._forward(client, event, now)
+        elif isinstance(event, ClientCancel):
+            self._withdraw(client, event.request_id)
+        else:
+            self._warn("dropped", client, now, "dropped a message that is not a generaldomo client request")
+
+    def _forward(self, client: Address, event: ClientRequest, now: float) -> None:
         assert event.request_id is not None
         if (client, event.request_id) in self._by_request:
             return  # a retry of a request in flight
-        dealer = self._idle.pop()[0] if self._idle else self._new_dealer()
+        if len(self._in_flight) >= self.max_in_flight:
+            reason = f"the bridge has {self.max_in_flight} requests in flight, its bound (max_in_flight)"
+            self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
+            return
+        try:
+            dealer = self._idle.pop()[0] if self._idle else self._new_dealer()
+        except zmq.ZMQError as error:  # out of sockets or files: this request is refused, the bridge serves on
+            reason = f"the bridge could not open a connection to the broker: {zmq.strerror(error.errno or 0)}"
+            self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
+            return
         self._in_flight[dealer] = _InFlight(client, event.request_id, event.description)
         self._by_request[client, event.request_id] = dealer
         dealer.send_multipart(protocol.mdp_client_request(event.description, event.body))
         self.forwarded += 1
-        log.debug("bridge forwarded request %s of client %s", event.request_id.hex(), client)
+        log.debug("bridge forwarded request %s of client %s", event.request_id.hex(), label(client))
 
-    def _refuse(self, client: Address, event: ClientRequest) -> None:
-        log.warning("bridge refused a request from %s: its key lacks the client role", client)
+    def _refuse(self, client: Address, event: ClientRequest, status: bytes, reason: str, now: float) -> None:
+        if status == protocol.OVER_BUDGET:
+            self.refused_in_flight += 1
+        self._warn(f"refused {status.decode()}", client, now, "refused a request: %s", reason)
         if event.request_id is not None:
-            reason = [b"forbidden: this key may not send requests"]
-            status = protocol.FORBIDDEN
-            reply = protocol.client_reply(Dialect.GDP, event.request_id, event.description, status, reason, True)
+            reply = protocol.client_reply(Dialect.GDP, event.request_id, event.description, status,
+                                          [reason.encode()], True)  # fmt: skip
             assert reply is not None  # a final GDP reply always has frames
             self.link.send(client, reply)
 
@@ -168,15 +318,19 @@ class Bridge:
         dealer = self._by_request.pop((client, request_id), None)
         if dealer is not None:
             del self._in_flight[dealer]
-            self._close(dealer)
-            log.debug("bridge withdrew request %s of client %s", request_id.hex(), client)
+            self._close_dealer(dealer)
+            log.debug("bridge withdrew request %s of client %s", request_id.hex(), label(client))
 
     def _new_dealer(self) -> zmq.Socket[bytes]:
         dealer = self.context.socket(zmq.DEALER)
-        dealer.setsockopt(zmq.LINGER, 0)
-        if self.upstream is not None:
-            self.upstream.apply(dealer)
-        dealer.connect(self.broker)
+        try:
+            dealer.setsockopt(zmq.LINGER, 0)
+            if self.upstream is not None:
+                self.upstream.apply(dealer)
+            dealer.connect(self.broker)
+        except BaseException:
+            dealer.close(linger=0)
+            raise
         self._poller.register(dealer, zmq.POLLIN)
         return dealer
 
@@ -184,16 +338,15 @@ class Bridge:
         frames = dealer.recv_multipart()
         request = self._in_flight.pop(dealer, None)
         if request is None:
-            log.warning("bridge dropped a reply for no request in flight")
+            self._warn("stray reply", None, now, "dropped a reply for no request in flight")
             return
         del self._by_request[request.client, request.request_id]
         self._idle.append((dealer, now))
         parsed = protocol.parse_mdp_client_reply(frames)
         body: Sequence[bytes]
         if parsed is None or parsed[0] != request.description:
-            log.warning(
-                "bridge got a malformed MDP reply from %s; answering %s", self.broker, protocol.BAD_GATEWAY.decode()
-            )
+            self._warn("malformed reply", None, now, "got a malformed MDP reply; answering %s",
+                       protocol.BAD_GATEWAY.decode())  # fmt: skip
             body, status = [b"malformed reply from the upstream broker"], protocol.BAD_GATEWAY
         else:
             body, status = parsed[1], protocol.OK
@@ -207,19 +360,22 @@ class Bridge:
             del self._last_heard[client]
             for dealer, request in list(self._in_flight.items()):
                 if request.client == client:
-                    log.info("bridge forgot silent client %s and its request %s", client, request.request_id.hex())
+                    log.info("bridge forgot silent client %s and its request %s", label(client),
+                             request.request_id.hex())  # fmt: skip
                     del self._in_flight[dealer]
                     del self._by_request[request.client, request.request_id]
-                    self._close(dealer)
+                    self._close_dealer(dealer)
         keep = []
         for dealer, idle_since in self._idle:
             if now - idle_since > self.idle_timeout:
-                self._close(dealer)
+                self._close_dealer(dealer)
             else:
                 keep.append((dealer, idle_since))
         self._idle = keep
+        self._warnings.flush(now)
+        self._barrier.flush(now)
 
-    def _close(self, dealer: zmq.Socket[bytes]) -> None:
+    def _close_dealer(self, dealer: zmq.Socket[bytes]) -> None:
         self._poller.unregister(dealer)
         dealer.close(linger=0)
 

@@ -3,6 +3,15 @@
 This module owns the event loop: it polls the links, reads the clock, feeds the core and sends what the core
 returns. It can run in the calling thread (:meth:`Broker.run`) or in a background thread of an application
 (:meth:`Broker.start`). It makes no decisions of its own; those are the core's.
+
+Fail fast. Each message, and each periodic job, is handled inside a barrier (:mod:`generaldomo.sansio.barrier`):
+an unexpected ``Exception`` drops that message, is counted (``internal_errors``) and logged, and the loop goes
+on. What ends the loop otherwise (a socket that fails: ``zmq.ZMQError``; a ``BaseException`` such as a plug-in's
+``SystemExit``) makes the broker *failed* (:mod:`generaldomo.io.failfast`): it logs the error, calls
+``on_failure(error)`` if it was given one, closes its sockets (peers then reconnect elsewhere), and from then on
+:meth:`Broker.join`, :meth:`Broker.check` and :meth:`Broker.stop` raise :class:`BrokerFailed` (its
+``__cause__`` is the error), so that an application never keeps a broker that serves nothing.
+``generaldomo broker`` exits non-zero at once.
 """
 
 from __future__ import annotations
@@ -20,8 +29,11 @@ import zmq
 from generaldomo.io import speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
+from generaldomo.io.failfast import Failure, LoopFailed, OnFailure
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
+from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
+from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
 from generaldomo.sansio.report import StatusReport
@@ -37,19 +49,8 @@ ENVELOPE_SLACK = 64 * 1024
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
 
 
-class RandomPool:
-    """``os.urandom`` bytes, fetched a few kilobytes at a time: the same unpredictable bytes for the core's task
-    ids, without a system call per task."""
-
-    def __init__(self, chunk: int = 4096) -> None:
-        self._chunk, self._pool, self._at = chunk, b"", 0
-
-    def __call__(self, size: int) -> bytes:
-        at = self._at
-        if at + size > len(self._pool):
-            self._pool, at = os.urandom(max(self._chunk, size)), 0
-        self._at = at + size
-        return self._pool[at : at + size]
+class BrokerFailed(LoopFailed):
+    """The broker's loop stopped because of an error (its ``__cause__``): the broker serves nothing any more."""
 
 
 def waiter(sockets: list[zmq.Socket[bytes]], fds: tuple[int, ...] = ()) -> Callable[[int], int]:
@@ -94,9 +95,11 @@ class Broker:
         settings: Settings | None = None,
         context: zmq.Context[Any] | None = None,
         security: BrokerSecurity | None = None,
+        on_failure: OnFailure | None = None,
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
-        of its own (unless given one), since a context has one ZAP handler."""
+        of its own (unless given one), since a context has one ZAP handler. ``on_failure(error)`` is called,
+        from the loop's thread, if the loop stops because of an error (see the module docstring)."""
         self._own_context = security is not None and context is None
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
@@ -109,6 +112,8 @@ class Broker:
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
         self._thread: threading.Thread | None = None
         self._running = False
+        self._failure = Failure(log, "broker", BrokerFailed, on_failure)
+        self._barrier = Barrier(log, "the broker loop")
         self._beacon: Beacon | None = None
         self._snapshot_period: float | None = None
         self.snapshot: StatusReport | None = None  # the latest status report, when metrics are served
@@ -173,14 +178,16 @@ class Broker:
         """Run the broker in a daemon thread of this process; return self."""
         if self._thread is not None:
             raise RuntimeError("broker already started")
-        self._thread = threading.Thread(target=self.run, name="generaldomo-broker", daemon=True)
+        self._thread = threading.Thread(target=self._run_in_thread, name="generaldomo-broker", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the loop to finish, and wait for a background thread to end; close a broker never run."""
+        """Ask the loop to finish, and wait for a background thread to end; close a broker never run. Raises
+        :class:`BrokerFailed` if the loop had stopped because of an error."""
         if self._thread is None and not self._running:
             self._close_sockets()
+            self.check()
             return
         with self._stop_lock:
             if self._stop_write >= 0:
@@ -188,62 +195,126 @@ class Broker:
                     os.write(self._stop_write, b"x")
         if self._thread is not None:
             self._thread.join(timeout)
+        self.check()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) for the background loop to end; True if it has ended.
+        Raises :class:`BrokerFailed` if it ended because of an error."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.check()
+        return self._thread is None or not self._thread.is_alive()
+
+    def check(self) -> None:
+        """Raise :class:`BrokerFailed` if the loop stopped because of an error; else nothing."""
+        self._failure.check()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that stopped the loop, if one did."""
+        return self._failure.error
+
+    @property
+    def serving(self) -> bool:
+        """True from :meth:`start` (or :meth:`run`) until the loop ends, unless it failed."""
+        alive = self._thread is not None and self._thread.is_alive()
+        return (alive or self._running) and self._failure.error is None
 
     def __enter__(self) -> Broker:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        if exc_info[0] is None:
+            self.stop()
+        else:  # an error is on its way out already: do not hide it behind the broker's
+            with contextlib.suppress(BrokerFailed):
+                self.stop()
 
     def run(self) -> None:
-        """Serve until :meth:`stop` is called (from another thread or a signal handler)."""
+        """Serve until :meth:`stop` is called (from another thread or a signal handler). An error that stops the
+        loop is raised, after the broker has failed as the module docstring says (Ctrl-C in the main thread is
+        a stop, not a failure)."""
         if not self.links:
             raise RuntimeError("the broker has no link to serve")
+        log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
+        self._running = True
+        try:
+            self._loop()
+        except BaseException as error:
+            self._failure.ended(error)
+            raise
+        finally:
+            self._running = False
+            with contextlib.suppress(zmq.ZMQError):  # failed sockets take no goodbye
+                self._send(self.core.close())
+            self._close_sockets()
+            log.info("broker stopped; %s", dict(self.core.counters))
+
+    def _run_in_thread(self) -> None:
+        with contextlib.suppress(BaseException):  # recorded, logged and told by self._failure
+            self.run()
+
+    def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
         wait = waiter([link.socket for link in self.links], (self._stop_read,))
         stop_bit = 1 << len(self.links)
         links = list(enumerate(self.links))
         core = self.core
         clock = time.monotonic
-        log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
-        self._running = True
         next_snapshot = next_refusals = clock()
-        try:
-            while True:
-                deadline = core.deadline()
-                if self._snapshot_period is not None:
-                    if clock() >= next_snapshot:
-                        self.snapshot = status(core, clock())
-                        next_snapshot = clock() + self._snapshot_period
-                    deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
-                deadline = next_refusals if deadline is None else min(deadline, next_refusals)
-                ready = wait(max(0, int((deadline - clock()) * 1000) + 1))
-                if ready:
-                    if ready & stop_bit:
-                        return
-                    for index, link in links:
-                        if ready >> index & 1:
-                            self._serve(index, link)
-                now = clock()
-                self._send(core.tick(now))
-                if now >= next_refusals:
-                    for link in self.links:
-                        link.log_refusals()
-                    next_refusals = now + REFUSALS_PERIOD
+        while True:
+            deadline = core.deadline()
+            if self._snapshot_period is not None:
+                if clock() >= next_snapshot:
+                    self._guarded("the status snapshot", self._snapshot)
+                    next_snapshot = clock() + self._snapshot_period
+                deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
+            deadline = next_refusals if deadline is None else min(deadline, next_refusals)
+            ready = wait(max(0, int((deadline - clock()) * 1000) + 1))
+            if ready:
+                if ready & stop_bit:
+                    return
+                for index, link in links:
+                    if ready >> index & 1:
+                        self._guarded("a batch of messages", self._serve, index, link)
+            now = clock()
+            self._send(core.tick(now))
+            if now >= next_refusals:
                 for link in self.links:
-                    if link.counters:
-                        for name, n in link.take_counts().items():
-                            core.count(name, n)
-        finally:
-            self._send(core.close())
-            self._close_sockets()
-            log.info("broker stopped; %s", dict(core.counters))
+                    self._guarded("the refusals", link.log_refusals)
+                next_refusals = now + REFUSALS_PERIOD
+            for link in self.links:
+                if link.counters:
+                    for name, n in link.take_counts().items():
+                        core.count(name, n)
+
+    def _guarded(self, what: str, job: Callable[..., object], *args: Any) -> None:
+        """Run ``job(*args)`` inside the loop's barrier: a socket's failure goes through, other errors are counted."""
+        try:
+            job(*args)
+        except zmq.ZMQError:
+            raise
+        except Exception:
+            self._caught(what)
+
+    def _caught(self, what: str) -> None:
+        self.core.count(INTERNAL_ERRORS)
+        self._barrier.caught(what, time.monotonic())
+
+    def _snapshot(self) -> None:
+        self.snapshot = status(self.core, time.monotonic())
 
     def _serve(self, index: int, link: Link) -> None:
-        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers."""
+        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers; each message
+        inside the barrier."""
         receive, send, now = self.core.receive, self._send, time.monotonic()  # one clock read per batch
         for address, frames, credential in link.recv_batch(_DRAIN):
-            send(receive(Peer(index, address), frames, now, credential))
+            try:
+                send(receive(Peer(index, address), frames, now, credential))
+            except zmq.ZMQError:
+                raise
+            except Exception:
+                self._caught("a message")
 
     def _send(self, messages: list[Send]) -> None:
         links = self.links

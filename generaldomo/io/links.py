@@ -37,7 +37,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
-from generaldomo.io.transport import Transport, require_draft
+from generaldomo.io.transport import BindError, Transport, bind, require_draft
 from generaldomo.sansio import codec, envelope
 from generaldomo.sansio.access import Credential
 from generaldomo.sansio.ratelimit import RateLimiter
@@ -168,7 +168,7 @@ class Link:
 
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; return the concrete endpoint (with the port a ``*`` got)."""
-        self.socket.bind(endpoint)
+        bind(self.socket, self.transport, endpoint)
         concrete = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.endpoints.append(concrete)
         return concrete
@@ -417,8 +417,8 @@ class ServerLink(Link):
             return super().bind(endpoint)
         stand_in = inproc.claim(endpoint)
         try:
-            self.socket.bind(stand_in)
-        except zmq.ZMQError:
+            bind(self.socket, self.transport, stand_in)
+        except BindError:
             inproc.release(endpoint)
             raise
         self._aliases.append(endpoint)

@@ -71,6 +71,11 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_uptime_seconds", "Seconds since the broker started", broker.uptime)
         yield GaugeMetricFamily(f"{PREFIX}_queued_bytes", "Bytes of requests the broker holds", broker.queued_bytes)
         yield GaugeMetricFamily(f"{PREFIX}_kept_answers", "Answers kept for re-asking clients", broker.kept_answers)
+        yield CounterMetricFamily(
+            f"{PREFIX}_internal_errors",
+            "Messages and periodic jobs whose handling raised an unexpected error (dropped, logged)",
+            broker.internal_errors,
+        )
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
         for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)

@@ -2,15 +2,17 @@
 
 This module owns what a transport is: the names (:class:`Transport`), whether this pyzmq can make the draft
 sockets the ``server`` transport needs, and where a peer's socket connects to reach an endpoint (server
-transport ``inproc://`` endpoints may be carried over private ipc, see :mod:`generaldomo.io.inproc`). It knows
-nothing of the protocol carried.
+transport ``inproc://`` endpoints may be carried over private ipc, see :mod:`generaldomo.io.inproc`), and how
+an endpoint that cannot be bound is told (:class:`BindError`). It knows nothing of the protocol carried.
 """
 
 from __future__ import annotations
 
 import enum
+import errno
 import shlex
 import sys
+from typing import Any
 
 import zmq
 
@@ -58,3 +60,27 @@ def require_draft() -> None:
 def connect_target(transport: Transport, endpoint: str) -> str:
     """Where a peer's socket of ``transport`` connects to reach the broker's ``endpoint``."""
     return inproc.resolve(endpoint) if transport is Transport.SERVER else endpoint
+
+
+ENDPOINT_FORMS = "tcp://HOST:PORT (PORT * for any free one), ipc://PATH or inproc://NAME"
+_MALFORMED = frozenset({errno.EINVAL, zmq.EPROTONOSUPPORT, zmq.ENOCOMPATPROTO})
+
+
+class BindError(zmq.ZMQError):
+    """An endpoint that could not be bound; the message names it, says why and gives the form endpoints take.
+    ``malformed``: the endpoint itself is wrong (a usage error), rather than taken or not allowed."""
+
+    def __init__(self, transport: str, endpoint: str, error: zmq.ZMQError) -> None:
+        self.endpoint = endpoint
+        self.malformed = error.errno in _MALFORMED
+        reason = zmq.strerror(error.errno) if error.errno else str(error)
+        text = f"cannot bind the {transport} endpoint {endpoint!r}: {reason} (an endpoint is {ENDPOINT_FORMS})"
+        super().__init__(error.errno, text)
+
+
+def bind(socket: zmq.Socket[Any], transport: str, endpoint: str) -> None:
+    """Bind ``socket`` to ``endpoint``; :class:`BindError` if it cannot be."""
+    try:
+        socket.bind(endpoint)
+    except zmq.ZMQError as error:
+        raise BindError(transport, endpoint, error) from error

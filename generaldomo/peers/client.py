@@ -16,18 +16,18 @@ looks at a lent role every :data:`LEND_CHECK` seconds and takes it back when its
 ``asyncio``, ``concurrent.futures.wait``) may so wait up to two looks after synchronous use. Only the IO
 thread ticks, and only while it holds the role.
 A lent reader resolves futures only: a batch that brings anything else (partial results, callbacks) goes to
-the IO thread whole, in order, and the role with it. It knows nothing of workers or services beyond the
-descriptions it passes on.
+the IO thread whole, in order, and the role with it. Whoever reads feeds the session each message inside a
+barrier (:mod:`generaldomo.sansio.barrier`): one whose handling raises is dropped, counted
+(:attr:`Client.internal_errors`) and logged, rate-limited; a reply whose delivery raises fails its own future
+with that error. It knows nothing of workers or services beyond the descriptions it passes on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import math
-import os
 import queue
 import threading
 import time
@@ -40,8 +40,10 @@ import zmq
 
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
 from generaldomo.sansio import protocol, wirejson
+from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, Send
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
@@ -54,6 +56,7 @@ Keys = tuple[str | bytes, str | bytes]
 DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
 CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
 READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
+REQUEST_ID_BYTES: Final = 16  # random bytes per request id: unique across clients, and unpredictable
 LEND_CHECK: Final = 0.005  # seconds between the IO thread's looks at a reader role lent to a caller
 SHUT_WAITS: Final = 50  # tenths of a second the closing IO thread waits for a lent reader to leave
 
@@ -235,8 +238,7 @@ class Client:
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
         self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
-        self._prefix = os.urandom(8)  # request ids are unique across clients
-        self._serial = itertools.count(1)
+        self._ids = RandomPool()  # request ids: 16 unpredictable bytes each, drawn under the lock
         self._lock = threading.Lock()  # guards the session, the reader role, and the link while it reconnects
         self._released = threading.Condition(self._lock)  # a lent reader left its read loop
         self._reader: int | None = None  # the caller thread the reader role is lent to; None: the IO thread's
@@ -248,6 +250,7 @@ class Client:
         self._calling = False  # the IO thread is delivering partial results (callbacks)
         self._closed = False
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
+        self._barrier = Barrier(log, "the client")  # around each message from the broker (lock held)
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
 
@@ -255,6 +258,11 @@ class Client:
     def replies_dropped(self) -> int:
         """Replies dropped: duplicates, and answers to cancelled requests."""
         return self._session.replies_dropped
+
+    @property
+    def internal_errors(self) -> int:
+        """Messages from the broker (or replies) whose handling raised an unexpected error: dropped, logged."""
+        return self._barrier.count
 
     @property
     def malformed(self) -> int:
@@ -288,12 +296,12 @@ class Client:
         client's IO thread, so keep it short. Cancelling the future withdraws the request.
         """
         body, name = as_frames(payload), as_bytes(description)
-        request_id = self._prefix + next(self._serial).to_bytes(8, "big")
-        future = _Future(self, request_id)
         now = time.monotonic()
         with self._lock:
             if self._closed:
                 raise self._closed_error()
+            request_id = self._ids(REQUEST_ID_BYTES)
+            future = _Future(self, request_id)
             idle = not self._session.outstanding and self._reader is None  # (a lent role is looked at often)
             frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
         self._link.send(frames)
@@ -473,7 +481,7 @@ class Client:
         mine, done = False, 0
         try:
             for action in actions:
-                self._resolve(action)
+                self._resolve_guarded(action)
                 done += 1
                 mine = mine or action.token.future is future
         finally:
@@ -487,7 +495,7 @@ class Client:
         brought something else, which is left whole for the IO thread."""
         actions: list[Action[_Call]] = []
         for frames in messages:
-            actions += self._session.receive(frames, now)
+            actions += self._fed(frames, now)
         rest = self._link.perform(actions)  # resends; a receive never reconnects
         resolved: list[Resolve[_Call]] = []
         for action in rest:
@@ -526,8 +534,8 @@ class Client:
                 if self._reader is None:  # lent: the IO thread neither reads nor ticks
                     link.consume_kicks()
                     for frames in link.recv_batch(READ_BATCH):
-                        actions += session.receive(frames, now)
-                    actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers in turn
+                        actions += self._fed(frames, now)
+                    actions += self._ticked(now)  # heartbeats queue behind a backlog: the broker answers in turn
                     actions = link.perform(actions)
                 calling = not all(isinstance(a, Resolve) or _silent(a) for a in actions)
                 self._calling = calling  # no lent reader until these callbacks ran: partial results stay in order
@@ -535,6 +543,22 @@ class Client:
             if calling:
                 with self._lock:
                     self._calling = False
+
+    def _fed(self, frames: list[bytes], now: float) -> list[Action[_Call]]:
+        """The session's actions for one message from the broker, inside the barrier (lock held)."""
+        try:
+            return self._session.receive(frames, now)
+        except Exception:
+            self._barrier.caught("a message from the broker", now)
+            return []
+
+    def _ticked(self, now: float) -> list[Action[_Call]]:
+        """The session's actions for the time ``now``, inside the barrier (lock held)."""
+        try:
+            return self._session.tick(now)
+        except Exception:
+            self._barrier.caught("a tick", now)
+            return []
 
     def _take_back(self, now: float) -> bool:
         """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""
@@ -551,7 +575,7 @@ class Client:
         fatal: BaseException | None = None
         for action in actions:
             if isinstance(action, Resolve):
-                self._resolve(action)
+                self._resolve_guarded(action)
             elif isinstance(action, Progress) and action.token.on_partial is not None and fatal is None:
                 reply = Reply(action.body, sent=action.sent, received=action.received, partial=True)
                 try:
@@ -562,6 +586,16 @@ class Client:
                     fatal = error
         if fatal is not None:
             raise fatal
+
+    def _resolve_guarded(self, action: Resolve[_Call]) -> None:
+        """Resolve a request's future, inside the barrier: if that fails, the future gets the error instead."""
+        try:
+            self._resolve(action)
+        except Exception as error:
+            with self._lock:
+                self._barrier.caught("a reply", time.monotonic())
+            with contextlib.suppress(InvalidStateError):
+                action.token.future.set_exception(error)
 
     @staticmethod
     def _resolve(action: Resolve[_Call]) -> None:

@@ -4,7 +4,9 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 (carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
-not look like a dead worker. The lock also guards the session. It knows nothing of how the broker matches
+not look like a dead worker. The lock also guards the session. Each message from the broker is handled inside
+a barrier (:mod:`generaldomo.sansio.barrier`): one whose handling raises is dropped, counted
+(:attr:`Worker.internal_errors`) and logged, rate-limited. It knows nothing of how the broker matches
 descriptions.
 """
 
@@ -28,6 +30,7 @@ from generaldomo.io.transport import Transport
 from generaldomo.peers.client import Keys, as_bytes, as_frames
 from generaldomo.peers.reject import Reject
 from generaldomo.sansio import protocol
+from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.session import Action, RunTask, WorkerSession
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
@@ -85,6 +88,7 @@ class Worker:
         self._busy = False  # the handler runs; changed with the socket lock held
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
         self._finish = False  # stop(finish=True): the running task's result still goes out
+        self._barrier = Barrier(log, "the worker")  # around each message from the broker (socket held)
 
     @property
     def busy(self) -> bool:
@@ -100,6 +104,11 @@ class Worker:
     def tasks_done(self) -> int:
         """Tasks whose result went back to the broker."""
         return self._session.tasks_done
+
+    @property
+    def internal_errors(self) -> int:
+        """Messages from the broker whose handling raised an unexpected error: dropped, counted, logged."""
+        return self._barrier.count
 
     @property
     def malformed(self) -> int:
@@ -162,7 +171,7 @@ class Worker:
             if task is not None and not self._stopping.is_set():  # a task that came after stop() is not run
                 self._run(task)
             else:
-                self._perform(session.tick(clock(), link.backlogged))
+                self._perform(self._ticked(link.backlogged))
 
     def _read(self) -> RunTask | None:
         """Feed the session what arrived, up to the first task (the rest is read after it). One message at a
@@ -171,10 +180,25 @@ class Worker:
             frames = self._link.recv()
             if frames is None:
                 break
-            task = self._perform(self._session.receive(frames, time.monotonic()))
+            now = time.monotonic()
+            try:
+                actions = self._session.receive(frames, now)
+            except Exception:
+                self._barrier.caught("a message from the broker", now)
+                continue
+            task = self._perform(actions)
             if task is not None:
                 return task
         return None
+
+    def _ticked(self, backlogged: bool = False) -> list[Action[Any]]:
+        """The session's actions for the time now, inside the barrier (the caller has the socket)."""
+        now = time.monotonic()
+        try:
+            return self._session.tick(now, backlogged)
+        except Exception:
+            self._barrier.caught("a tick", now)
+            return []
 
     def _run(self, task: RunTask) -> None:
         """Run the handler with the socket lent to the heartbeat thread; send the result."""
@@ -228,7 +252,7 @@ class Worker:
                 if not self.busy:  # the handler finished meanwhile; the serving thread has the socket
                     continue
                 leaving = self._session.stop(self._finish) if self._stopping.is_set() else []
-                self._perform([*leaving, *self._session.tick(time.monotonic())])
+                self._perform([*leaving, *self._ticked()])
 
     def _beat_wait(self) -> float:
         """Seconds until the heartbeat thread has something to do (a heartbeat due while the handler runs)."""

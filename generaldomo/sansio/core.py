@@ -7,6 +7,9 @@ Rules of this file:
 - It reads no socket, no clock and no random source of its own. It is fed ``(peer, frames, now, credential)``
   by :meth:`BrokerCore.receive` and clock ticks by :meth:`BrokerCore.tick`, and returns the messages to send
   as ``Send(peer, frames)``; task ids come from the ``random`` callable it is given.
+- Neither :meth:`BrokerCore.receive` nor :meth:`BrokerCore.tick` raises an ``Exception``: each message and each
+  periodic job is handled inside a barrier (:mod:`generaldomo.sansio.barrier`) that counts and logs an
+  unexpected error, and returns what was to be sent until then, so that no message stops the broker.
 - It does not know which transport a peer came over; a :class:`Peer` is an opaque ``(link, address)`` pair,
   and neither its reports nor its logs show the address (only a keyed hash of it).
 - It does not know how descriptions map to services (the resolver's job), how a service orders its queues
@@ -44,6 +47,7 @@ import attrs
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.adaptive import AdaptiveLimits
+from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
@@ -57,7 +61,7 @@ from generaldomo.sansio.events import (
     WorkerReply,
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
-from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.kept import KeptAnswers, request_digest
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker, request_key
 from generaldomo.sansio.report import (
@@ -122,6 +126,7 @@ class BrokerCore:
         self._adopted: set[Service] = set()
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
+        self._barrier = Barrier(log, "the broker core")
         self._next_sweep: float | None = None
         self._handlers: dict[type, Handler] = {
             ClientRequest: self._on_request,
@@ -155,16 +160,21 @@ class BrokerCore:
     def receive(
         self, peer: Peer, frames: Sequence[bytes], now: float, credential: Credential | None = None
     ) -> list[Send]:
-        """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send."""
+        """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send. Never
+        raises an ``Exception``: one its handling raised is counted (``internal_errors``) and logged, and what
+        was to be sent until then is returned (:mod:`generaldomo.sansio.barrier`)."""
         out: list[Send] = []
-        event = protocol.parse(frames)
-        kind = type(event)
-        if credential is None or self._permits(peer, event, credential, now, out):
-            limit = self.settings.max_message
-            if limit is not None and kind in self._large and _size(frames) > limit:
-                self._large[kind](peer, event, now, credential, out)
-            else:
-                self._handlers[kind](peer, event, now, credential, out)
+        try:
+            event = protocol.parse(frames)
+            kind = type(event)
+            if credential is None or self._permits(peer, event, credential, now, out):
+                limit = self.settings.max_message
+                if limit is not None and kind in self._large and _size(frames) > limit:
+                    self._large[kind](peer, event, now, credential, out)
+                else:
+                    self._handlers[kind](peer, event, now, credential, out)
+        except Exception:
+            self._caught("a message", now)
         if self._next_sweep is None:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out
@@ -181,10 +191,17 @@ class BrokerCore:
         dispatch what rate limits now allow; return what to send."""
         out: list[Send] = []
         if self._next_sweep is not None and now >= self._next_sweep:
-            self._sweep(now, out)
+            try:
+                self._sweep(now, out)
+            except Exception:  # the next sweep comes an interval later, as after one that succeeded
+                self._next_sweep = now + self.settings.heartbeat_interval
+                self._caught("the periodic sweep", now)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
-            self._dispatch(service, now, out)
+            try:
+                self._dispatch(service, now, out)
+            except Exception:
+                self._caught("a dispatch", now)
         return out
 
     def set_flow(
@@ -224,6 +241,11 @@ class BrokerCore:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report."""
         self.counters[name] += n
 
+    def _caught(self, handling: str, now: float) -> None:
+        """Count and log the unexpected error being handled (see :meth:`receive`)."""
+        self.counters[INTERNAL_ERRORS] += 1
+        self._barrier.caught(handling, now)
+
     def report(self, now: float) -> StatusReport:
         """The status report at ``now`` (see :mod:`generaldomo.sansio.report`)."""
         expiry = self.settings.expiry
@@ -238,6 +260,7 @@ class BrokerCore:
             len(self._kept),
             self._kept.bytes,
             self._kept.evicted,
+            internal_errors=self.counters[INTERNAL_ERRORS],
         )
         services = [ServiceReport.of(s, self._held.get(s, 0), now) for s in self.resolver.services()]
         workers = [
@@ -290,7 +313,7 @@ class BrokerCore:
         if event.request_id is not None:
             self._heard[peer] = now
             key = request_key(credential.key if credential is not None else None, event.request_id)
-            if self._known(peer, key, now, out):
+            if self._known(peer, key, now, out, event):
                 self.counters["retries_absorbed"] += 1
                 return
         service = self._resolve_request(peer, event, now, out)
@@ -314,16 +337,27 @@ class BrokerCore:
         service.push(task)
         self._dispatch(service, now, out)
 
-    def _known(self, peer: Peer, key: RequestKey, now: float, out: list[Send]) -> bool:
-        """True when the request ``key`` has a kept answer (sent again to ``peer``) or a live task (whose
-        answer now goes to ``peer``)."""
-        kept = self._kept.get(key, now)
+    def _known(
+        self, peer: Peer, key: RequestKey, now: float, out: list[Send], request: ClientRequest | None = None
+    ) -> bool:
+        """True when the request ``key`` has a kept answer (sent again to ``peer``) or a live task (whose answer
+        now goes to ``peer``). Given the ``request`` (not a re-ask), a kept answer or a live task counts only if it
+        is for the same description and payload: one for another request under the same id (a peer sent the
+        id first) is left to its sender, counted (``request_id_conflicts``), and this request is a new task."""
+        kept = self._kept.find(key, now)
         if kept is not None:
-            self.counters["answers_resent"] += 1
-            out.append(Send(peer, kept))
-            return True
+            if request is None or kept.request == request_digest(request.description, request.body):
+                self.counters["answers_resent"] += 1
+                out.append(Send(peer, kept.frames))
+                return True
+            self.counters["request_id_conflicts"] += 1
+            self._kept.forget(key)
         task = self._by_request.get(key)
         if task is None:
+            return False
+        if request is not None and (task.description != request.description or task.body != request.body):
+            self.counters["request_id_conflicts"] += 1
+            del self._by_request[key]  # that task runs on for its sender; its answer is not kept
             return False
         task.client = peer
         return True
@@ -623,6 +657,7 @@ class BrokerCore:
         """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue); then
         dispatch into the place in flight it freed, unless the caller will (``dispatch=False``)."""
         state = task.state
+        kept = task.key is not None and self._by_request.get(task.key) is task  # not a task displaced by _known
         self._remove(task, state, dequeued=dequeued)
         self.counters["completed"] += 1
         waited = (task.dispatched if task.dispatched is not None else now) - task.enqueued
@@ -642,8 +677,8 @@ class BrokerCore:
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
             out.append(Send(task.client, frames))
-            if task.key is not None:
-                self._kept.keep(task.key, frames, now)
+            if kept:
+                self._kept.keep(task.key, frames, now, request_digest(task.description, task.body))
         if dispatch and state in IN_FLIGHT:
             self._dispatch(task.service, now, out)  # a place in flight came free
 
@@ -715,6 +750,7 @@ class BrokerCore:
         self._kept.expire(now)
         self._forget_idle_services(now)
         self._warnings.flush(now)
+        self._barrier.flush(now)
         busy = self._workers or self._tasks or self._heard or len(self._kept) or self._idle_since or self._warnings
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 

@@ -1,17 +1,45 @@
 """Kept answers: final replies the broker has sent, kept for a while so a client that lost one can re-ask.
 
 This module owns the bounded store behind the broker's "every request is answered" promise: each answer is
-kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first. It is fed the time
-by its caller and reads no clock; it knows nothing of sockets, tasks or dialects (keys and frames are the
-core's).
+kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first, together with a
+digest of the request it answers (:func:`request_digest`), so that it is handed out again only for that
+request: a peer that sends someone's request id first, with a request of its own, captures nothing. It is fed
+the time by its caller and reads no clock; it knows nothing of sockets, tasks or dialects (keys and frames are
+the core's).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple
 
 ENTRY_OVERHEAD = 256  # bytes an entry costs beyond its frames (key, record, dict slot), counted in the budget
+# Python's hash of bytes is SipHash with a key drawn per process, unless PYTHONHASHSEED fixes the key
+_KEYED_HASH = bool(sys.flags.hash_randomization) and os.environ.get("PYTHONHASHSEED", "random") == "random"
+
+
+def request_digest(description: bytes, body: Sequence[bytes]) -> Hashable:
+    """What identifies a request's content: a digest of its description and payload frames. Python's hash of
+    bytes is keyed SipHash (a key drawn per process, so that nobody can make two requests collide) and costs
+    little; with ``PYTHONHASHSEED`` set its key could be known, so then BLAKE2b digests the request."""
+    if _KEYED_HASH:
+        return hash((description, tuple(body)))
+    digest = hashlib.blake2b(digest_size=16)
+    for frame in (description, *body):
+        digest.update(len(frame).to_bytes(8, "big"))
+        digest.update(frame)
+    return digest.digest()
+
+
+class Kept(NamedTuple):
+    """A kept answer's frames, and the digest of the request it answers."""
+
+    frames: list[bytes]
+    request: Hashable
 
 
 class KeptAnswers:
@@ -22,20 +50,21 @@ class KeptAnswers:
         self.budget = budget
         self.bytes = 0
         self.evicted = 0  # answers dropped for the byte budget before their time was up
-        self._answers: OrderedDict[Hashable, tuple[float, list[bytes], int]] = OrderedDict()
+        self._answers: OrderedDict[Hashable, tuple[float, list[bytes], int, Hashable]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._answers)
 
-    def keep(self, key: Hashable, frames: list[bytes], now: float) -> None:
-        """Keep ``frames`` as the answer for ``key`` (replacing any older one); ``frames`` must not change."""
+    def keep(self, key: Hashable, frames: list[bytes], now: float, request: Hashable = None) -> None:
+        """Keep ``frames`` as the answer for ``key`` (replacing any older one) to the request whose digest is
+        ``request``; ``frames`` must not change."""
         size = ENTRY_OVERHEAD + sum(map(len, frames))
         if self.seconds <= 0 or size > self.budget:
             return
         old = self._answers.pop(key, None)
         if old is not None:
             self.bytes -= old[2]
-        self._answers[key] = (now, frames, size)
+        self._answers[key] = (now, frames, size, request)
         self.bytes += size
         while self.bytes > self.budget:
             self.bytes -= self._answers.popitem(last=False)[1][2]
@@ -43,17 +72,29 @@ class KeptAnswers:
 
     def get(self, key: Hashable, now: float) -> list[bytes] | None:
         """The answer kept for ``key``, or None if there is none (or its time is up)."""
+        kept = self.find(key, now)
+        return None if kept is None else kept.frames
+
+    def find(self, key: Hashable, now: float) -> Kept | None:
+        """The answer kept for ``key`` and the digest of its request, or None if there is none (or its time is
+        up)."""
         entry = self._answers.get(key)
         if entry is None or entry[0] + self.seconds <= now:
             return None
-        return entry[1]
+        return Kept(entry[1], entry[3])
+
+    def forget(self, key: Hashable) -> None:
+        """Drop the answer kept for ``key``, if any."""
+        entry = self._answers.pop(key, None)
+        if entry is not None:
+            self.bytes -= entry[2]
 
     def expire(self, now: float) -> None:
         """Forget the answers whose time is up."""
         answers = self._answers
         cutoff = now - self.seconds
         while answers:
-            kept_at, _, size = next(iter(answers.values()))
+            kept_at, _, size, _ = next(iter(answers.values()))
             if kept_at > cutoff:
                 return
             answers.popitem(last=False)

@@ -44,9 +44,11 @@ class LogLimiter:
         message: str,
         *args: object,
         level: int = logging.WARNING,
+        exc_info: bool = False,
     ) -> None:
-        """Log ``message % args`` about ``peer`` (named by ``label()``, called only when a line is logged)
-        unless a warning of its kind about it was logged less than ``interval`` ago."""
+        """Log ``message % args`` about ``peer`` (named by ``label()``, called only when a line is logged; with
+        the traceback of the exception being handled if ``exc_info``) unless a warning of its kind about it was
+        logged less than ``interval`` ago."""
         key = (kind, peer)
         window = self._windows.get(key)
         if window is None and len(self._windows) >= self._limit:
@@ -59,7 +61,7 @@ class LogLimiter:
             self._summary(kind, window)
         who = label()
         self._windows[key] = _Window(now, who, level)
-        self._log.log(level, f"{message} [%s]", *args, who)
+        self._log.log(level, f"{message} [%s]", *args, who, exc_info=exc_info)
 
     def flush(self, now: float) -> None:
         """Log the counts of windows that are over, and forget those windows."""

@@ -217,6 +217,7 @@ class BrokerReport:
     kept_answers: int = 0
     kept_bytes: int = 0
     kept_evicted: int = 0  # kept answers dropped for the byte budget before their time was up
+    internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
 
 
 @attrs.frozen

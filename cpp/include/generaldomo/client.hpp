@@ -5,7 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -14,18 +16,53 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include <sys/random.h>  // getentropy: the kernel's CSPRNG
+
 #include "generaldomo/connection.hpp"
 #include "generaldomo/protocol.hpp"
 
 namespace generaldomo {
+
+namespace detail {
+
+// Unpredictable bytes for request ids, from the kernel's CSPRNG (getentropy), 256 bytes per system call, so
+// that a peer that saw one id on the wire cannot send the next ones first. Not thread-safe: lock around take().
+class RandomPool {
+public:
+    std::string take(std::size_t size)
+    {
+        std::string out;
+        while (out.size() < size) {
+            if (at_ == pool_.size())
+                refill();
+            const std::size_t n = std::min(size - out.size(), pool_.size() - at_);
+            out.append(reinterpret_cast<const char *>(pool_.data() + at_), n);
+            at_ += n;
+        }
+        return out;
+    }
+
+private:
+    void refill()
+    {
+        if (getentropy(pool_.data(), pool_.size()) != 0)
+            throw std::system_error(errno, std::generic_category(), "getentropy");
+        at_ = 0;
+    }
+
+    std::array<unsigned char, 256> pool_{};  // getentropy's largest request
+    std::size_t at_ = pool_.size();
+};
+
+}  // namespace detail
 
 // A successful result: the frames the worker returned and where the time went (see docs/protocol.rst).
 struct Reply {
@@ -84,9 +121,6 @@ public:
     explicit Client(std::string endpoint, ClientOptions options = {})
         : options_(options), context_(options.context), connection_(context_.get(), std::move(endpoint))
     {
-        std::random_device random;  // request ids are unique across clients: 8 random bytes, then a counter
-        for (int i = 0; i < 8; ++i)
-            prefix_.push_back(static_cast<char>(random() & 0xFF));
         thread_ = std::thread([this] { run(); });
     }
 
@@ -150,10 +184,11 @@ private:
     std::pair<std::string, std::future<Reply>> start(std::string_view description, const Frames &frames,
                                                      OnPartial on_partial)
     {
-        std::string id = prefix_;
-        const std::uint64_t serial = ++serial_;
-        for (int shift = 56; shift >= 0; shift -= 8)
-            id.push_back(static_cast<char>((serial >> shift) & 0xFF));
+        std::string id;
+        {
+            std::lock_guard<std::mutex> lock(ids_mutex_);
+            id = ids_.take(request_id_bytes);  // unique across clients, and unpredictable
+        }
         auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames));
         Pending pending{{}, packed, Clock::now(), std::move(on_partial)};
         std::future<Reply> future = pending.promise.get_future();
@@ -310,8 +345,9 @@ private:
     ClientOptions options_;
     detail::Context context_;
     detail::Connection connection_;
-    std::string prefix_;
-    std::atomic<std::uint64_t> serial_{0};
+    static constexpr std::size_t request_id_bytes = 16;
+    detail::RandomPool ids_;
+    std::mutex ids_mutex_;  // guards ids_
     std::mutex mutex_;  // guards waiting_ and closed_
     std::unordered_map<std::string, Pending> waiting_;
     bool closed_ = false;
