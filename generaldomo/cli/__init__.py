@@ -34,7 +34,7 @@ _ERRORS = (DraftUnavailable, ValueError, TypeError, ImportError, AttributeError,
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    args = parser().parse_args(argv)
+    args = parse(parser(), argv)
     verbosity = args.verbose + getattr(args, "more_verbose", 0)
     logging.basicConfig(
         level=logging.DEBUG if verbosity > 1 else logging.INFO if verbosity else logging.WARNING,
@@ -49,6 +49,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return Exit.USAGE
     except KeyboardInterrupt:  # Ctrl-C on a command that installs no handler of its own (client, status)
         return Exit.INTERRUPTED
+
+
+def parse(top: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The parsed command line. Positionals left over after options (``client fft --timeout 3 x``) go to the
+    command's ``extra`` list, in order; anything else left over is an error in the command's own usage."""
+    args, rest = top.parse_known_args(argv)
+    if rest:
+        command: Command = args.command
+        if command.extra is None or any(word.startswith("-") for word in rest if word != "-"):
+            _SUBPARSERS[command.name].error(f"unrecognized arguments: {' '.join(rest)}")
+        getattr(args, command.extra).extend(rest)
+    return args
+
+
+_SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -77,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
         )
         command.arguments(sub)
         sub.set_defaults(command=command)
+        _SUBPARSERS[command.name] = sub
     return top
 
 
