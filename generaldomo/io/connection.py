@@ -42,7 +42,7 @@ from typing import Any, ClassVar, cast
 import attrs
 import zmq
 
-from generaldomo.io import monitor, speedups
+from generaldomo.io import endpoints, monitor, speedups
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.sansio import codec
 from generaldomo.sansio.handshake import HandshakeWatch
@@ -102,7 +102,7 @@ class Connection:
     thread_safe_socket = False
 
     def __init__(self, context: zmq.Context[Any], endpoint: str, socket_type: int, curve: Curve | None) -> None:
-        self.endpoint = endpoint
+        self.endpoint = endpoints.check(endpoint, bind=False)
         self.context = context
         self.curve = curve
         self.socket: zmq.Socket[Any] = context.socket(socket_type)

@@ -159,9 +159,10 @@ def _import(module_name: str, spec: str) -> Any:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name is not None and module_name.startswith(error.name):  # the spec's module itself is missing
-            raise ImportError(
+            raise ModuleNotFoundError(
                 f"no module named {error.name!r} (from {spec!r}); looked in the current folder ({os.getcwd()}) "
-                "and sys.path"
+                "and sys.path",
+                name=error.name,
             ) from None
         raise AppImportError(_failed(module_name, spec, error)) from error
     except Exception as error:  # anything the user's module raises while it runs

@@ -402,13 +402,11 @@ class Client:
         message = f"no reply to {description!r} within {timeout} s"
         if self._session.instance is not None:
             return message
+        nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
         if self.connection_refused:
-            return f"{message}; nothing accepts connections at {self.endpoint} (is a broker running there?)"
+            return f"{nobody}: nothing accepts connections there (is a broker running?)"
         other = next(t for t in Transport if t is not self.transport)
-        return (
-            f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport "
-            f"(is one running there? does it serve the {other} transport instead?)"
-        )
+        return f"{nobody} (is one running there? does it serve the {other} transport instead?)"
 
     # ---------------------------------------------------------------------------------- lent reader role
 

@@ -194,6 +194,8 @@ class Worker:
     def _run(self, task: RunTask) -> None:
         """Run the handler with the socket lent to the heartbeat thread; send the result."""
         payload = task.body[0] if len(task.body) == 1 else task.body
+        traced = log.isEnabledFor(logging.DEBUG)  # -vv: one line per task
+        started = time.monotonic() if traced else 0.0
         self._busy = True
         self._socket_lock.release()
         try:
@@ -201,6 +203,11 @@ class Worker:
         finally:
             self._socket_lock.acquire()
             self._busy = False
+        if traced:
+            elapsed = time.monotonic() - started
+            log.debug(
+                "task %s for %r: %s in %.3f s", task.task_id.hex(), task.description[:64], status.decode(), elapsed
+            )
         if self._stopping.is_set():  # told to stop meanwhile: drop the result, or send it, then leave
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
