@@ -106,8 +106,14 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn.Config(
         dashboard.asgi(), log_level="warning", timeout_graceful_shutdown=2, access_log=False, lifespan="on"
     )
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            dashboard.feed.stop()  # the pages' streams end, so the server need not wait for them
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
     try:
-        uvicorn.Server(config).run(sockets=[listener])
+        Server(config).run(sockets=[listener])
     finally:
         dashboard.close()
         listener.close()

@@ -86,9 +86,10 @@ class Dashboard:
         self._page = Template((STATIC / "index.html").read_text())
 
     def close(self) -> None:
-        """Stop polling and close the client."""
-        self.feed.close()
-        self.client.close()
+        """Stop polling, end the pages' streams and close the client."""
+        self.feed.stop()
+        self.client.close()  # a poll under way ends now
+        self.feed.join()
 
     def asgi(self) -> ASGIApp:
         """The ASGI app (Starlette), guarded."""
@@ -97,7 +98,7 @@ class Dashboard:
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             self.feed.start()
             yield
-            await run_in_threadpool(self.feed.close)
+            await run_in_threadpool(self.close)
 
         routes = [
             Route("/", self._index),
@@ -143,6 +144,8 @@ class Dashboard:
                     except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
+                    if subscription.ended:
+                        return
                     if subscription.overrun:
                         seq, kind, text = feed.resync(subscription)
                     elif seq <= sent:  # already in the history this page got

@@ -39,6 +39,7 @@ QUEUED: Final = 30  # messages a page may fall behind before it is sent a fresh 
 PROBE_SERVICE: Final = "mmi.dashboard"  # no worker may serve an mmi. name: a change of nothing for it is harmless
 
 Message = tuple[int, str, str]  # sequence number, SSE event name, JSON text
+END: Final[Message] = (0, "end", "")  # wakes a stream whose feed stopped
 
 
 class Subscription:
@@ -48,13 +49,14 @@ class Subscription:
         self.loop = loop
         self.queue: asyncio.Queue[Message] = asyncio.Queue(QUEUED)
         self.overrun = False
+        self.ended = False  # the feed stopped: the page's stream ends
 
     def offer(self, message: Message) -> None:
         """Queue ``message`` (on the page's loop); a full queue marks the page as overrun."""
         try:
             self.queue.put_nowait(message)
         except asyncio.QueueFull:
-            self.overrun = True
+            self.overrun = not self.ended
 
 
 class Feed:
@@ -97,11 +99,23 @@ class Feed:
             self._thread = threading.Thread(target=self._run, name="generaldomo-dashboard-feed", daemon=True)
             self._thread.start()
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop polling and wait for the thread (the client is the caller's to close)."""
+    def stop(self) -> None:
+        """Stop polling, and end every page's stream (closing the client too ends a poll under way)."""
         self._stop.set()
+        with self._lock:
+            for subscription in self._subscriptions:
+                subscription.ended = True
+                self._tell(subscription, END)
+
+    def join(self, timeout: float = 10.0) -> None:
+        """Wait for the polling thread to end."""
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """:meth:`stop`, then :meth:`join` (the client is the caller's to close)."""
+        self.stop()
+        self.join(timeout)
 
     def latest(self) -> dict[str, Any] | None:
         """The last message published (a frame or a trouble report), None before the first."""
@@ -110,6 +124,7 @@ class Feed:
     def subscribe(self, loop: asyncio.AbstractEventLoop) -> tuple[Message, Subscription]:
         """The history so far, and a subscription to every message after it."""
         subscription = Subscription(loop)
+        subscription.ended = self._stop.is_set()
         with self._lock:
             self._subscriptions.add(subscription)
             return self._history(), subscription
@@ -153,6 +168,8 @@ class Feed:
             try:
                 self.poll()
             except Exception:  # a bug here must not silence the pages for good: log it, poll again
+                if self._stop.is_set():
+                    return  # the client was closed under the poll
                 log.exception("the dashboard's feed failed to poll the broker")
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
 
@@ -178,10 +195,13 @@ class Feed:
         self._latest = data
         message = (self._seq, kind, json.dumps(data))
         for subscription in list(self._subscriptions):
-            try:
-                subscription.loop.call_soon_threadsafe(subscription.offer, message)
-            except RuntimeError:  # its loop is closed: the page is gone
-                self._subscriptions.discard(subscription)
+            self._tell(subscription, message)
+
+    def _tell(self, subscription: Subscription, message: Message) -> None:
+        try:
+            subscription.loop.call_soon_threadsafe(subscription.offer, message)
+        except RuntimeError:  # its loop is closed: the page is gone
+            self._subscriptions.discard(subscription)
 
     def _history(self) -> Message:
         return (self._seq, "history", json.dumps(self._framer.history()))
