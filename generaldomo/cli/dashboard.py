@@ -48,7 +48,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="a host name the page may be reached by besides the loopback ones and --http's (repeatable)",
+        help="a host name the page may be reached by besides the loopback ones and --http's (repeatable; default: "
+        "none)",
     )
     parser.add_argument(
         "--allow-control", action="store_true", help="let the page change flow limits (needs the admin role)"
