@@ -70,7 +70,7 @@ def test_embedded_broker_on_a_context_address_serves_and_stops(tmp_path: Path) -
 def test_a_broker_that_cannot_bind_leaves_no_socket_open() -> None:
     context = zmq.Context()
     with pytest.raises(zmq.ZMQError):
-        EmbeddedBroker(context.underlying, [("router", "tcp://127.0.0.1:*"), ("router", "tcp://256.0.0.1:1")])
+        EmbeddedBroker(context.underlying, [("router", "tcp://127.0.0.1:*"), ("server", "tcp://256.0.0.1:1")])
     context.term()  # would block on a socket left open
 
 

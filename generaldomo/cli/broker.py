@@ -61,6 +61,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,"
         "adaptive=1..64 (repeatable; default: no limits)",
     )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep what is changed at run time (flow limits) in DIR and restore it at start, and let workers hand "
+        "over the results of tasks a previous broker on DIR gave them (default: none, nothing survives a restart)",
+    )
     _limits(parser)
     options.curve_server(parser)
     _announcing(parser)
@@ -195,16 +201,22 @@ def make_broker(args: argparse.Namespace, context: zmq.Context[Any] | None = Non
         links[args.transport] = [options.DEFAULT_ENDPOINT]
     if links["server"]:
         require_draft()
-    broker = Broker(resolver=resolver, settings=settings, context=context, security=options.security(args))
-    for spec in args.flow:
-        flow = parse_flow(spec)
-        broker.core.set_flow(
-            flow.service, flow.rate, flow.burst, flow.concurrency, 0.0,
-            bytes_in_flight=flow.bytes_in_flight, adaptive=flow.adaptive,
-        )  # fmt: skip
-    for transport, endpoints in links.items():
-        if endpoints:
-            broker.add_link(transport, endpoints)
+    broker = Broker(
+        resolver=resolver, settings=settings, context=context, security=options.security(args), state_dir=args.state_dir
+    )
+    try:
+        for spec in args.flow:
+            flow = parse_flow(spec)
+            broker.core.set_flow(
+                flow.service, flow.rate, flow.burst, flow.concurrency, 0.0,
+                bytes_in_flight=flow.bytes_in_flight, adaptive=flow.adaptive,
+            )  # fmt: skip
+        for transport, endpoints in links.items():
+            if endpoints:
+                broker.add_link(transport, endpoints)
+    except BaseException:
+        broker.stop()  # closes the links bound so far: the context may be the application's
+        raise
     return broker
 
 
