@@ -37,6 +37,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The C++ test programs (tests/cpp), compiled once per test session."""
+    from cpp.build import build_programs
+
+    return build_programs(tmp_path_factory.mktemp("cpp-programs"))
+
+
+@pytest.fixture(scope="session")
+def c_peers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The C Majordomo peers (tests/interop), compiled once per test session."""
+    from interop.build import build_peers
+
+    return build_peers(tmp_path_factory.mktemp("interop-peers"))
+
+
 @pytest.fixture(params=TRANSPORTS)
 def transport(request: pytest.FixtureRequest) -> str:
     return request.param
