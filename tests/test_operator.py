@@ -4,6 +4,7 @@ and worker apps that say when they are registered, refuse what cannot work and s
 
 from __future__ import annotations
 
+import json
 import queue
 import subprocess
 import sys
@@ -287,3 +288,70 @@ def test_stop_grace_is_honoured_within_a_second(pool: str, tmp_path: Path, proce
         for future in futures:
             future.cancel()
     assert stopped < 1 + 4, f"took {stopped:.1f} s to stop with --stop-grace 1"  # a second past the grace, loaded
+
+
+# ------------------------------------------------------------------------------------ validation and logs
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["broker", "--bind", "tcp://localhost:5596"], "neither an IP address nor a network interface"),
+        (["broker", "--bind", "127.0.0.1:5560"], "no transport"),
+        (["broker", "--bind", "tcp://127.0.0.1:99999"], "is not a number from 1 to 65535"),
+        (["client", "--connect", "tcp://*:5555", "echo"], "connects to a host, not *"),
+        (["worker", "--connect", "ipc://" + "x" * 200], "more than libzmq's 107"),
+    ],
+)
+def test_malformed_endpoints_are_refused_with_the_expected_form(args: list[str], said: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2 and said in result.stderr and "expected tcp://" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_metrics_without_the_extra_is_refused_before_binding(tmp_path: Path) -> None:
+    code = (
+        "import importlib.util, sys\n"
+        "real = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'prometheus_client' else real(name, *a)\n"
+        "from generaldomo.cli import main\n"
+        f"sys.exit(main(['broker', '--bind', 'ipc://{tmp_path}/m.sock', '--metrics-port', '0']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "generaldomo[metrics]" in result.stderr, result.stderr
+    assert not (tmp_path / "m.sock").exists()  # nothing was bound
+
+
+def test_flow_on_a_service_nobody_serves_needs_create(processes) -> None:
+    endpoint = start_broker(processes)
+    spawn(processes, "worker", "--connect", endpoint, "--service", "echo")
+    eventually(lambda: run("client", "--connect", endpoint, "echo", "up").returncode == 0, 60, "the echo worker")
+    typo = run("flow", "ehco", "--rate", "1", "--connect", endpoint)
+    assert typo.returncode == 1 and "no worker serves 'ehco'" in typo.stderr and "did you mean 'echo'" in typo.stderr
+    assert run("flow", "echo", "--rate", "5", "--connect", endpoint).returncode == 0
+    created = run("flow", "later", "--rate", "2", "--connect", endpoint, "--create")
+    assert created.returncode == 0 and '"rate": 2.0' in created.stdout, created.stderr
+
+
+def test_a_broken_pipe_ends_quietly(processes) -> None:
+    endpoint = start_broker(processes)
+    pipeline = f"{sys.executable} -m generaldomo status {endpoint} --watch 0.1 | head -1"
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "Traceback" not in result.stderr and "Broken pipe" not in result.stderr
+
+
+def test_json_logs_to_a_file_with_a_line_per_task_and_per_dispatch(tmp_path: Path, processes) -> None:
+    broker_log, worker_log = tmp_path / "broker.jsonl", tmp_path / "worker.jsonl"
+    endpoint = start_broker(processes, "-vv", "--log-format", "json", "--log-file", str(broker_log))
+    spawn(processes, "--log-format", "json", "worker", "--connect", endpoint, "-vv", "--log-file", str(worker_log))
+    assert run("client", "--connect", endpoint, "--timeout", "60", "echo", "hi").stdout == "hi\n"
+
+    def entries(path: Path) -> list[dict]:
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    dispatched = eventually(
+        lambda: [e for e in entries(broker_log) if e["message"].startswith("dispatched task")], 30, "a dispatch line"
+    )
+    assert dispatched[0]["level"] == "DEBUG" and "'echo'" in dispatched[0]["message"]
+    task = eventually(lambda: [e for e in entries(worker_log) if e["message"].startswith("task ")], 30, "a task line")
+    assert "for b'echo': 200 in" in task[0]["message"] and {"time", "logger"} <= set(task[0])
