@@ -199,8 +199,8 @@ def test_an_embedded_bridge_whose_socket_fails_tells_the_application(brokers) ->
 @pytest.mark.parametrize(
     ("flags", "code", "text"),
     [
-        (("--server", "tcp://127.0.0.1:notaport"), Exit.USAGE, "cannot bind the server endpoint"),
-        (("--server", "tcp://127.0.0.1:*", "--broker", "tpc://nowhere"), Exit.USAGE, "cannot connect to the upstream"),
+        (("--server", "tcp://127.0.0.1:notaport"), Exit.USAGE, "cannot bind to 'tcp://127.0.0.1:notaport'"),
+        (("--server", "tcp://127.0.0.1:*", "--broker", "tpc://nowhere"), Exit.USAGE, "connect to 'tpc://nowhere'"),
     ],
 )
 def test_a_bridge_that_cannot_start_says_why(flags: tuple[str, ...], code: int, text: str) -> None:

@@ -131,15 +131,15 @@ def test_a_broker_that_cannot_bind_names_the_endpoint_and_exits_non_zero() -> No
         port = taken.getsockname()[1]
         cases = [
             (f"tcp://127.0.0.1:{port}", Exit.BIND_FAILED, "Address already in use"),
-            ("tcp://127.0.0.1:notaport", Exit.USAGE, "Invalid argument"),
-            ("tpc://127.0.0.1:5555", Exit.USAGE, "Protocol not supported"),
+            ("tcp://127.0.0.1:notaport", Exit.USAGE, "is not a number"),
+            ("tpc://127.0.0.1:5555", Exit.USAGE, "unknown transport"),
         ]
         for endpoint, code, reason in cases:
             process = broker_process("router", "--bind", endpoint)
             _, stderr = process.communicate(timeout=60)
             assert process.returncode == code, stderr
-            assert f"cannot bind the router endpoint {endpoint!r}: {reason}" in stderr
-            assert "tcp://HOST:PORT" in stderr  # the form an endpoint takes
+            assert repr(endpoint) in stderr and reason in stderr, stderr
+            assert "expected tcp://IP:PORT" in stderr  # the form an endpoint takes
 
 
 def test_an_error_in_the_broker_loop_outside_the_core_drops_that_batch_only(transport: str) -> None:

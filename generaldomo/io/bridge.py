@@ -43,9 +43,10 @@ import zmq
 
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.connection import Curve
+from generaldomo.io.endpoints import FORMS
+from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.failfast import Failure, LoopFailed, OnFailure
 from generaldomo.io.links import Address, ServerLink, label
-from generaldomo.io.transport import ENDPOINT_FORMS
 from generaldomo.sansio import protocol
 from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.barrier import Barrier
@@ -133,12 +134,13 @@ class Bridge:
     def _connect_upstream(self) -> None:
         """Open the first DEALER now (idle, for the first request), so that an endpoint that cannot be connected
         to is a ValueError at start rather than at the first request."""
+        check_endpoint(self.broker, bind=False)
         try:
             self._idle.append((self._new_dealer(), time.monotonic()))
         except zmq.ZMQError as error:
             raise ValueError(
-                f"cannot connect to the upstream broker {self.broker!r}: {zmq.strerror(error.errno or 0)} "
-                f"(an endpoint is {ENDPOINT_FORMS})"
+                f"cannot connect to the upstream broker {self.broker!r}: {zmq.strerror(error.errno or 0)}; "
+                f"expected {FORMS[False]}"
             ) from None
 
     @property

@@ -32,6 +32,7 @@ from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.failfast import Failure, LoopFailed, OnFailure
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.randomness import RandomPool
+from generaldomo.io.state import StateDir
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.core import BrokerCore, Peer, Send
@@ -95,11 +96,16 @@ class Broker:
         settings: Settings | None = None,
         context: zmq.Context[Any] | None = None,
         security: BrokerSecurity | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
         on_failure: OnFailure | None = None,
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
-        of its own (unless given one), since a context has one ZAP handler. ``on_failure(error)`` is called,
-        from the loop's thread, if the loop stops because of an error (see the module docstring)."""
+        of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
+        changed at run time are kept there and restored when a broker starts on it again
+        (:mod:`generaldomo.io.state`); limits set with ``core.set_flow`` before the broker runs are its
+        configuration, which run-time changes override. ``on_failure(error)`` is called, from the loop's
+        thread, if the loop stops because of an error (see the module docstring)."""
+        self.state = None if state_dir is None else StateDir(state_dir)
         self._own_context = security is not None and context is None
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
@@ -114,6 +120,7 @@ class Broker:
         self._running = False
         self._failure = Failure(log, "broker", BrokerFailed, on_failure)
         self._barrier = Barrier(log, "the broker loop")
+        self._drain: float | None = None  # set by stop(drain=...): serve what is held that long, then fail it
         self._beacon: Beacon | None = None
         self._snapshot_period: float | None = None
         self.snapshot: StatusReport | None = None  # the latest status report, when metrics are served
@@ -182,20 +189,32 @@ class Broker:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Ask the loop to finish, and wait for a background thread to end; close a broker never run. Raises
-        :class:`BrokerFailed` if the loop had stopped because of an error."""
+    def stop(self, timeout: float = 5.0, *, drain: float | None = None) -> None:
+        """Ask the loop to finish, and wait up to ``timeout`` (plus ``drain``) for a background thread to end; close
+        a broker never run. Raises :class:`BrokerFailed` if the loop had stopped because of an error.
+
+        Without ``drain`` the requests the broker holds are left to their clients, which send them again to the
+        next broker at the endpoint (a restart). With ``drain`` (seconds) the broker stops for good: it answers new
+        requests ``503`` while it serves those it holds for up to ``drain`` seconds, then answers those still
+        unanswered ``503``, so that every request gets an answer."""
         if self._thread is None and not self._running:
             self._close_sockets()
             self.check()
             return
+        self.request_stop(drain)
+        if self._thread is not None:
+            self._thread.join(timeout + (drain or 0.0))
+        self.check()
+
+    def request_stop(self, drain: float | None = None) -> None:
+        """Ask the loop to finish as :meth:`stop` does, without waiting; any thread, at any time (a loop that has
+        not started yet returns as soon as it starts, one that has ended ignores it)."""
         with self._stop_lock:
+            if drain is not None:
+                self._drain = max(0.0, drain)
             if self._stop_write >= 0:
                 with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop request
                     os.write(self._stop_write, b"x")
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self.check()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds (None: for ever) for the background loop to end; True if it has ended.
@@ -236,9 +255,10 @@ class Broker:
         a stop, not a failure)."""
         if not self.links:
             raise RuntimeError("the broker has no link to serve")
-        log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
         self._running = True
         try:
+            self._restore()
+            log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
             self._loop()
         except BaseException as error:
             self._failure.ended(error)
@@ -246,6 +266,8 @@ class Broker:
         finally:
             self._running = False
             with contextlib.suppress(zmq.ZMQError):  # failed sockets take no goodbye
+                if self._drain is not None:
+                    self._send(self.core.abandon(time.monotonic()))
                 self._send(self.core.close())
             self._close_sockets()
             log.info("broker stopped; %s", dict(self.core.counters))
@@ -262,8 +284,13 @@ class Broker:
         core = self.core
         clock = time.monotonic
         next_snapshot = next_refusals = clock()
+        draining: float | None = None  # when a draining stop ends
         while True:
+            if draining is not None and (not core.tasks or clock() >= draining):
+                return
             deadline = core.deadline()
+            if draining is not None:
+                deadline = draining if deadline is None else min(deadline, draining)
             if self._snapshot_period is not None:
                 if clock() >= next_snapshot:
                     self._guarded("the status snapshot", self._snapshot)
@@ -273,7 +300,9 @@ class Broker:
             ready = wait(max(0, int((deadline - clock()) * 1000) + 1))
             if ready:
                 if ready & stop_bit:
-                    return
+                    if self._drain is None or draining is not None or not core.tasks:
+                        return
+                    draining = self._begin_drain()
                 for index, link in links:
                     if ready >> index & 1:
                         self._guarded("a batch of messages", self._serve, index, link)
@@ -304,17 +333,54 @@ class Broker:
     def _snapshot(self) -> None:
         self.snapshot = status(self.core, time.monotonic())
 
+    def _begin_drain(self) -> float:
+        """Stop accepting requests and return when the draining stop ends (the stop request is consumed)."""
+        with self._stop_lock, contextlib.suppress(BlockingIOError):
+            os.read(self._stop_read, 64)
+        self.core.stop_accepting()
+        assert self._drain is not None
+        held = len(self.core.tasks)
+        log.info("broker stopping: serving the %d requests it holds for up to %.1f s", held, self._drain)
+        return time.monotonic() + self._drain
+
+    def _restore(self) -> None:
+        """Take the limits configured so far as the base, and apply the state directory's run-time changes."""
+        core = self.core
+        core.take_changes()  # the configuration's, not run-time changes
+        if self.state is not None:
+            now = time.monotonic()
+            for change in self.state.restore(core.flows):
+                core.apply_flow(change, now)
+            core.take_changes()
+
     def _serve(self, index: int, link: Link) -> None:
-        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers; each message
-        inside the barrier."""
-        receive, send, now = self.core.receive, self._send, time.monotonic()  # one clock read per batch
+        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers, each message
+        inside the barrier. A flow change is in the state directory before its answer goes: from the first
+        change on, the batch's answers wait for one write at its end."""
+        core = self.core
+        receive, send, now = core.receive, self._send, time.monotonic()  # one clock read per batch
+        held: list[Send] | None = None
         for address, frames, credential in link.recv_batch(_DRAIN):
             try:
-                send(receive(Peer(index, address), frames, now, credential))
+                out = receive(Peer(index, address), frames, now, credential)
+                if held is not None:
+                    held += out
+                elif core.changed:
+                    held = out
+                else:
+                    send(out)
             except zmq.ZMQError:
                 raise
             except Exception:
                 self._caught("a message")
+        if held is not None:
+            self._record()
+            send(held)
+
+    def _record(self) -> None:
+        changes = self.core.take_changes()
+        if self.state is not None:
+            self.state.record(changes)
 
     def _send(self, messages: list[Send]) -> None:
         links = self.links
@@ -335,3 +401,5 @@ class Broker:
             self._zap.stop()
         if self._own_context:
             self.context.term()
+        if self.state is not None:
+            self.state.close()

@@ -17,6 +17,7 @@ from typing import Any
 import zmq
 
 from generaldomo.io import inproc
+from generaldomo.io.endpoints import FORMS
 
 
 class Transport(enum.StrEnum):
@@ -62,7 +63,6 @@ def connect_target(transport: Transport, endpoint: str) -> str:
     return inproc.resolve(endpoint) if transport is Transport.SERVER else endpoint
 
 
-ENDPOINT_FORMS = "tcp://HOST:PORT (PORT * for any free one), ipc://PATH or inproc://NAME"
 _MALFORMED = frozenset({errno.EINVAL, zmq.EPROTONOSUPPORT, zmq.ENOCOMPATPROTO})
 
 
@@ -74,7 +74,7 @@ class BindError(zmq.ZMQError):
         self.endpoint = endpoint
         self.malformed = error.errno in _MALFORMED
         reason = zmq.strerror(error.errno) if error.errno else str(error)
-        text = f"cannot bind the {transport} endpoint {endpoint!r}: {reason} (an endpoint is {ENDPOINT_FORMS})"
+        text = f"cannot bind the {transport} endpoint {endpoint!r}: {reason}; expected {FORMS[True]}"
         super().__init__(error.errno, text)
 
 

@@ -29,7 +29,9 @@ been tried ``max_attempts`` times, in which case the client gets an error reply.
 unique request id in every request, scoped to their key when they have one; a request whose id is live (a
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
-for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``.
+for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``. A broker
+that stops for good first stops accepting requests (``503``) while it serves those it holds, then answers the rest
+``503`` (:meth:`BrokerCore.abandon`), so that none is left without an answer.
 
 Flow control: a service's limits (:mod:`generaldomo.sansio.flow`: rate, concurrency, an adaptive cap, request
 bytes in flight) hold its dispatches back; the service times of answered tasks teach the adaptive cap.
@@ -111,6 +113,7 @@ class BrokerCore:
         self.counters: Counter[str] = Counter()
         self.started = started
         self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
+        self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
         self._random = random
         self._label_key = random(16)
@@ -127,7 +130,9 @@ class BrokerCore:
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
         self._barrier = Barrier(log, "the broker core")
+        self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
+        self._stopping = False  # new requests are answered 503 (see stop_accepting)
         self._handlers: dict[type, Handler] = {
             ClientRequest: self._on_request,
             ClientHeartbeat: self._on_client_heartbeat,
@@ -213,7 +218,10 @@ class BrokerCore:
         return self.apply_flow(mmi.FlowChange(name, limits), now)
 
     def apply_flow(self, change: mmi.FlowChange, now: float) -> list[Send]:
-        """Apply new flow limits to the services named ``change.name``, now and when they appear."""
+        """Apply new flow limits to the services named ``change.name``, now and when they appear; the change is
+        reported (:meth:`take_changes`)."""
+        self._changed.pop(change.name, None)
+        self._changed[change.name] = change
         if change.limits.unset:
             self.flows.pop(change.name, None)  # back to no limits: nothing to remember
         else:
@@ -224,6 +232,17 @@ class BrokerCore:
             self._throttled.pop(service, None)
             self._dispatch(service, now, out)
         return out
+
+    @property
+    def changed(self) -> bool:
+        """True when flow limits changed since :meth:`take_changes` was last called."""
+        return bool(self._changed)
+
+    def take_changes(self) -> list[mmi.FlowChange]:
+        """The flow changes since the last call, the latest per service name, in the order they were made (the
+        IO layer keeps them, e.g. in the state directory)."""
+        changes, self._changed = list(self._changed.values()), {}
+        return changes
 
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``."""
@@ -279,6 +298,26 @@ class BrokerCore:
         ]
         return StatusReport(broker, services, workers)
 
+    def stop_accepting(self) -> None:
+        """From now on answer new requests ``503`` (the broker is stopping); the requests it holds are still served,
+        and a retry of one of them still gets its answer."""
+        self._stopping = True
+
+    def abandon(self, now: float) -> list[Send]:
+        """Answer every request still held, queued or running, ``503`` and forget it: the broker stops for good and
+        no other answer will come. Call :meth:`close` next. Returns what to send."""
+        out: list[Send] = []
+        reason = b"the broker stopped before the request was answered"
+        for task in list(self._tasks.values()):
+            if task.state is TaskState.CANCELLED:
+                self._remove(task, task.state)
+                continue
+            if task.worker is not None:
+                task.worker.task = None
+            self.counters["abandoned"] += 1
+            self._complete(task, protocol.UNAVAILABLE, [reason], now, out, dispatch=False)
+        return out
+
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
         out = [Send(w.peer, protocol.worker_command(w.dialect, protocol.DISCONNECT)) for w in self._workers.values()]
@@ -316,6 +355,9 @@ class BrokerCore:
             if self._known(peer, key, now, out, event):
                 self.counters["retries_absorbed"] += 1
                 return
+        if self._stopping:
+            self._reject(peer, event, protocol.UNAVAILABLE, "the broker is stopping", now, out)
+            return
         service = self._resolve_request(peer, event, now, out)
         if service is None:
             return
@@ -649,6 +691,11 @@ class BrokerCore:
             task.attempts += 1
             flow.dispatched(now, task.size)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
+            if self._trace:
+                log.debug(
+                    "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
+                    task.id.hex(), service.name, worker.label, task.attempts, now - task.enqueued,
+                )  # fmt: skip
 
     def _complete(
         self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *,
