@@ -58,6 +58,7 @@ class Worker:
     done: int = 0
     host: str | None = None
     pid: int | None = None
+    features: frozenset[str] = frozenset()  # the GDP additions it said it understands (protocol.FEATURES)
 
 
 @attrs.define(eq=False, slots=True, weakref_slot=False)
@@ -65,7 +66,8 @@ class Task:
     """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
     carry no request id, and ``size`` is what it costs the budgets. Every queued request holds one, so it has no
     weak-reference slot and no ``request_id`` field (it is the key's); ``size`` is kept, as the hot path reads it
-    four times per request (a property would cost about 0.8 µs per request for 8 bytes)."""
+    four times per request (a property would cost about 0.8 µs per request for 8 bytes). ``deadline`` is the
+    broker time after which nobody waits for the answer (None: the client set none)."""
 
     id: bytes
     client: Peer
@@ -80,6 +82,7 @@ class Task:
     worker: Worker | None = None
     dispatched: float | None = None
     attempts: int = 0
+    deadline: float | None = None
 
     @property
     def request_id(self) -> bytes | None:

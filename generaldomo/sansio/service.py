@@ -75,10 +75,12 @@ class Service:
         """Take every task in ``tasks`` off the pending queue, in one pass."""
         self.pending.remove_all(tasks)
 
-    def put_back(self, worker: Described, task: Described) -> None:
-        """Undo :meth:`next_pair` when flow control holds the pair back: both go to the front of their queues."""
+    def put_back(self, worker: Described, task: Described | None = None) -> None:
+        """Undo :meth:`next_pair` when flow control holds the pair back: both go to the front of their queues (a
+        ``task`` of None: the task is not dispatched at all, and only the worker goes back)."""
         self.waiting.appendleft(worker)
-        self.pending.appendleft(task)
+        if task is not None:
+            self.pending.appendleft(task)
 
     def can_serve(self, description: bytes) -> bool:
         """True when a registered worker could serve a request with ``description`` (for ``mmi.service``)."""
