@@ -60,6 +60,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,"
         "adaptive=1..64 (repeatable; default: no limits)",
     )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep what is changed at run time (flow limits) in DIR and restore it at start, and let workers hand "
+        "over the results of tasks a previous broker on DIR gave them (default: none, nothing survives a restart)",
+    )
     _limits(parser)
     options.curve_server(parser)
     _announcing(parser)
@@ -181,7 +187,7 @@ def _broker(args: argparse.Namespace) -> Broker:
         links[args.transport] = [options.DEFAULT_ENDPOINT]
     if links["server"]:
         require_draft()
-    broker = Broker(resolver=resolver, settings=settings, security=options.security(args))
+    broker = Broker(resolver=resolver, settings=settings, security=options.security(args), state_dir=args.state_dir)
     for spec in args.flow:
         flow = parse_flow(spec)
         broker.core.set_flow(

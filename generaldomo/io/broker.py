@@ -21,6 +21,7 @@ from generaldomo.io import speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
+from generaldomo.io.state import StateDir
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
@@ -94,9 +95,14 @@ class Broker:
         settings: Settings | None = None,
         context: zmq.Context[Any] | None = None,
         security: BrokerSecurity | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
-        of its own (unless given one), since a context has one ZAP handler."""
+        of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
+        changed at run time are kept there and restored when a broker starts on it again
+        (:mod:`generaldomo.io.state`); limits set with ``core.set_flow`` before the broker runs are its
+        configuration, which run-time changes override."""
+        self.state = None if state_dir is None else StateDir(state_dir)
         self._own_context = security is not None and context is None
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
@@ -205,6 +211,7 @@ class Broker:
         links = list(enumerate(self.links))
         core = self.core
         clock = time.monotonic
+        self._restore()
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
         self._running = True
         next_snapshot = next_refusals = clock()
@@ -239,11 +246,39 @@ class Broker:
             self._close_sockets()
             log.info("broker stopped; %s", dict(core.counters))
 
+    def _restore(self) -> None:
+        """Take the limits configured so far as the base, and apply the state directory's run-time changes."""
+        core = self.core
+        core.take_changes()  # the configuration's, not run-time changes
+        if self.state is not None:
+            now = time.monotonic()
+            for change in self.state.restore(core.flows):
+                core.apply_flow(change, now)
+            core.take_changes()
+
     def _serve(self, index: int, link: Link) -> None:
-        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers."""
-        receive, send, now = self.core.receive, self._send, time.monotonic()  # one clock read per batch
+        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers. A flow change
+        is in the state directory before its answer goes: from the first change on, the batch's answers wait
+        for one write at its end."""
+        core = self.core
+        receive, send, now = core.receive, self._send, time.monotonic()  # one clock read per batch
+        held: list[Send] | None = None
         for address, frames, credential in link.recv_batch(_DRAIN):
-            send(receive(Peer(index, address), frames, now, credential))
+            out = receive(Peer(index, address), frames, now, credential)
+            if held is not None:
+                held += out
+            elif core.changed:
+                held = out
+            else:
+                send(out)
+        if held is not None:
+            self._record()
+            send(held)
+
+    def _record(self) -> None:
+        changes = self.core.take_changes()
+        if self.state is not None:
+            self.state.record(changes)
 
     def _send(self, messages: list[Send]) -> None:
         links = self.links
@@ -264,3 +299,5 @@ class Broker:
             self._zap.stop()
         if self._own_context:
             self.context.term()
+        if self.state is not None:
+            self.state.close()

@@ -108,6 +108,7 @@ class BrokerCore:
         self.counters: Counter[str] = Counter()
         self.started = started
         self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
+        self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
         self._random = random
         self._label_key = random(16)
@@ -206,7 +207,10 @@ class BrokerCore:
         return self.apply_flow(mmi.FlowChange(name, limits), now)
 
     def apply_flow(self, change: mmi.FlowChange, now: float) -> list[Send]:
-        """Apply new flow limits to the services named ``change.name``, now and when they appear."""
+        """Apply new flow limits to the services named ``change.name``, now and when they appear; the change is
+        reported (:meth:`take_changes`)."""
+        self._changed.pop(change.name, None)
+        self._changed[change.name] = change
         if change.limits.unset:
             self.flows.pop(change.name, None)  # back to no limits: nothing to remember
         else:
@@ -217,6 +221,17 @@ class BrokerCore:
             self._throttled.pop(service, None)
             self._dispatch(service, now, out)
         return out
+
+    @property
+    def changed(self) -> bool:
+        """True when flow limits changed since :meth:`take_changes` was last called."""
+        return bool(self._changed)
+
+    def take_changes(self) -> list[mmi.FlowChange]:
+        """The flow changes since the last call, the latest per service name, in the order they were made (the
+        IO layer keeps them, e.g. in the state directory)."""
+        changes, self._changed = list(self._changed.values()), {}
+        return changes
 
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``."""

@@ -2,11 +2,13 @@
 
 This module owns the bookkeeping behind the broker's status report. It is fed times by the core and reads
 no clock; it knows nothing of sockets, workers or how tasks are dispatched. Memory is bounded: only the
-most recent ``SAMPLES`` times are kept for percentiles.
+most recent ``SAMPLES`` times are kept for percentiles (and the last :data:`RECENT` of them are reported one by
+one, for timelines).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 
 import attrs
@@ -14,6 +16,7 @@ import attrs
 SAMPLES = 1024
 RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measured
 PERCENTILES = (50, 90, 99)
+RECENT = 32  # completions the status report lists per service, newest last (a timeline of its dispatches)
 
 
 def percentiles(values: deque[float]) -> tuple[float | None, ...]:
@@ -48,3 +51,11 @@ class ServiceStats:
         """Completions per second over the last :data:`RATE_WINDOW` seconds."""
         recent = sum(1 for t in self.finished_at if t > now - RATE_WINDOW)
         return recent / RATE_WINDOW
+
+    def recent(self, n: int = RECENT) -> list[tuple[float, float, float]]:
+        """The last ``n`` completions, oldest first: when each ended, its queue time and its service time (the
+        newest is completion number :attr:`completed`)."""
+        count = min(n, len(self.queue_times))
+        columns = (self.finished_at, self.queue_times, self.service_times)
+        newest_first = zip(*(itertools.islice(reversed(column), count) for column in columns), strict=True)
+        return list(newest_first)[::-1]
