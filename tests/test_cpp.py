@@ -384,9 +384,11 @@ def collect_requests(fake: FakeBroker, instance: bytes | None, limit: int = 2000
             if instance is not None:
                 fake.send(peer, [*CLIENT_HEARTBEAT, instance])
             continue
-        assert frames[:2] == [b"GDPC01", b"\x01"] and frames[3] == b"echo" and len(frames) == 5, frames
+        fields = frames[1] == b"\x06"  # REQUEST+FIELDS: request() sends its timeout as the deadline
+        assert frames[:2] in ([b"GDPC01", b"\x01"], [b"GDPC01", b"\x06"]) and frames[3] == b"echo", frames
+        assert len(frames) == 5 + fields and (not fields or protocol.parse_fields(frames[4])[0] is not None)
         assert len(frames[2]) == 16, "a request id is 8 random bytes and an 8-byte counter"
-        yield peer, frames[2], frames[4]
+        yield peer, frames[2], frames[-1]
     pytest.fail(f"no expected requests among {limit} messages")
 
 
