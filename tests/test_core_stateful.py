@@ -23,6 +23,8 @@ from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.mmi import FlowChange
 from generaldomo.sansio.states import TaskState
 
 SERVICES = (b"a", b"b")
@@ -69,6 +71,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.deadlines: dict[Key, float] = {}  # requests with a deadline -> when (the broker's clock)
         self.modern: set[Peer] = set()  # workers that say they understand request fields and CANCEL
         self.told: set[bytes] = set()  # task ids a worker was told to drop
+        self.tenants: dict[Key, tuple[str | None, int]] = {}  # requests' tenant and priority fields
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -148,7 +151,9 @@ class BrokerMachine(RuleBasedStateMachine):
         self.asks[key] += 1
         service = self.expected[key].rsplit(b"/", 1)[1]
         deadline = self.deadlines.get(key)
-        fields = b"" if deadline is None else protocol.request_fields(deadline - self.now)  # the time left now
+        left = None if deadline is None else deadline - self.now  # the time left now
+        tenant, priority = self.tenants.get(key, (None, 0))
+        fields = protocol.request_fields(left, tenant, priority)
         self.feed(client, protocol.gdp_request(rid, service, [self.expected[key]], fields))
 
     def reask(self, client: Peer, rids: list[bytes]) -> None:
@@ -175,11 +180,16 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule(
         client=st.sampled_from(CLIENTS), service=st.sampled_from(SERVICES),
         deadline=st.sampled_from([None, None, 0.0, 1.0, 3.0]),
+        tenant=st.sampled_from([None, "t1", "t2"]),
+        priority=st.sampled_from([0, 0, 2, -3]),
     )  # fmt: skip
-    def request(self, client: Peer, service: bytes, deadline: float | None) -> None:
+    def request(
+        self, client: Peer, service: bytes, deadline: float | None, tenant: str | None = None, priority: int = 0
+    ) -> None:
         self.serial += 1
         rid = b"%s-%d" % (client.address, self.serial)
         self.expected[(client, rid)] = b"%s/%s/%s" % (client.address, rid, service)
+        self.tenants[(client, rid)] = (tenant, priority)
         if deadline is not None:
             self.deadlines[(client, rid)] = self.now + deadline
         self.send_request((client, rid))
@@ -301,15 +311,16 @@ class BrokerMachine(RuleBasedStateMachine):
         concurrency=st.sampled_from([None, 1, 2]),
         size=st.sampled_from([None, 20, 40]),  # a request here is about 15 bytes
         adaptive=st.sampled_from([None, AdaptiveLimits(1, 2), AdaptiveLimits(2, 4)]),
+        tenants=st.sampled_from([None, {"t1": {"weight": 2}}, {"*": {"concurrency": 1}, "t2": {"rate": 1.0}}]),
     )
     def flow_limits_change(
         self, service: bytes, rate: float | None, concurrency: int | None, size: int | None,
-        adaptive: AdaptiveLimits | None,
+        adaptive: AdaptiveLimits | None, tenants: dict[str, dict[str, float]] | None = None,
     ) -> None:  # fmt: skip
         if any(s.flow.in_flight for s in self.core.resolver.services() if s.name == service.decode()):
             self.loose.add(service.decode())  # a limit lowered now may sit below what already flies
-        limits = {"bytes_in_flight": size, "adaptive": adaptive}
-        self.deliver(self.core.set_flow(service.decode(), rate, 1, concurrency, self.now, **limits))
+        limits = FlowLimits(rate, 1, concurrency, size, adaptive).merged({"tenants": tenants})
+        self.deliver(self.core.apply_flow(FlowChange(service.decode(), limits), self.now))
 
     @rule(garbage=st.lists(st.binary(max_size=6), max_size=4))
     def garbage_arrives(self, garbage: list[bytes]) -> None:
@@ -356,6 +367,17 @@ class BrokerMachine(RuleBasedStateMachine):
         # once it is no longer kept, the request runs again (and may fail or expire again)
         assert len(self.failed) <= c["failed"] <= sum(self.failed.values())
         assert len(self.expired) <= c["expired"] <= sum(self.expired.values())
+
+    @invariant()
+    def tenants_in_flight_are_counted_right_and_within_their_caps(self) -> None:
+        for service in self.core.resolver.services():
+            flying = Counter(t.tenant for t in self.core.tasks.values() if t.service is service and t.in_flight)
+            for key, limits, _, in_flight, _, _ in service.pending.busiest(10**6):
+                assert in_flight == flying[key]
+                if limits.concurrency is not None and service.name not in self.loose:
+                    assert in_flight <= limits.concurrency
+            queued = sum(t.state is TaskState.QUEUED for t in self.core.tasks.values() if t.service is service)
+            assert len(service.pending) == queued
 
     @invariant()
     def modern_workers_are_told_of_every_drop(self) -> None:

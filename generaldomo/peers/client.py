@@ -364,8 +364,9 @@ class Client:
 
     def flow(self, service: str, timeout: float | None = 10.0, **limits: object) -> dict[str, Any]:
         """Read the flow limits of ``service`` or, given ``rate``, ``burst``, ``concurrency``,
-        ``bytes_in_flight`` and/or ``adaptive`` (``{"min": 1, "max": 64}``), change them (None lifts a limit).
-        Returns the limits now in force (``mmi.flow``)."""
+        ``bytes_in_flight``, ``adaptive`` (``{"min": 1, "max": 64}``) and/or ``tenants`` (``{"alice": {"weight":
+        3, "concurrency": 8}, "bob": None}``: the tenants named change, None forgets one's), change them (None
+        lifts a limit). Returns the limits now in force (``mmi.flow``)."""
         body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
         answer: dict[str, Any] = json.loads(self.request("mmi.flow", body, timeout).payload)
         return answer

@@ -217,7 +217,7 @@ class BrokerCore:
             self.flows[change.name] = change.limits
         out: list[Send] = []
         for service in [s for s in self.resolver.services() if s.name == change.name]:
-            service.flow.apply(change.limits)
+            service.apply_flow(change.limits)
             self._throttled.pop(service, None)
             self._dispatch(service, now, out)
         return out
@@ -264,7 +264,7 @@ class BrokerCore:
             self._kept.bytes,
             self._kept.evicted,
         )
-        services = [ServiceReport.of(s, self._held.get(s, 0), now) for s in self.resolver.services()]
+        services = [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in self.resolver.services()]
         workers = [
             WorkerReport(
                 worker.label,
@@ -336,9 +336,10 @@ class BrokerCore:
                 return
             deadline = now + event.deadline
         self._adopt(service)
+        tenant = credential.key if credential is not None else event.tenant or peer  # (a key, a name, a connection)
         task = Task(
             self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size,
-            deadline=deadline,
+            deadline=deadline, tenant=tenant, priority=event.priority,
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -615,7 +616,7 @@ class BrokerCore:
             self._adopted.add(service)
             limits = self.flows.get(service.name)
             if limits is not None:
-                service.flow.apply(limits)
+                service.apply_flow(limits)
 
     def _wait(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
@@ -623,8 +624,10 @@ class BrokerCore:
         self._dispatch(worker.service, now, out)
 
     def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
-        """Send the service's queued tasks to its waiting workers, as far as its flow limits allow."""
+        """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
+        allow."""
         flow = service.flow
+        held = service.release_due(now)
         while True:
             if not flow.admits(now):
                 if service.pending and service.waiting:
@@ -634,6 +637,9 @@ class BrokerCore:
                 return
             pair = service.next_pair()
             if pair is None:
+                if held is not None and service.waiting:  # tenants held by their rate: back when it allows
+                    when = self._throttled.get(service)
+                    self._throttled[service] = held if when is None else min(when, held)
                 return
             worker, task = pair
             deadline = task.deadline
@@ -652,6 +658,7 @@ class BrokerCore:
             task.dispatched = now
             task.attempts += 1
             flow.dispatched(now, task.size)
+            service.started(task, now)
             fields = (
                 b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
             )
@@ -707,6 +714,7 @@ class BrokerCore:
             service.drop(task)
         elif state in IN_FLIGHT:
             service.flow.finished(task.size)
+            service.stopped(task)
         task.worker = None
         self._held_total -= task.size
         held = self._held[service] - task.size
@@ -740,6 +748,7 @@ class BrokerCore:
             task.worker = None
             task.state = _T_REISSUE[task.state]
             task.service.flow.finished(task.size)
+            task.service.stopped(task)
             self.counters["reissued"] += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)
@@ -842,6 +851,10 @@ class BrokerCore:
                 self.counters["services_forgotten"] += 1
 
     # ------------------------------------------------------------------------------------------- logs
+
+    def _tenant_name(self, tenant: object) -> str:
+        """A tenant's name in reports: its key or given name, or its connection's label."""
+        return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
 
     def _label(self, peer: Peer) -> str:
         """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
