@@ -403,7 +403,7 @@ def test_a_light_tenant_is_served_while_another_floods(transport, brokers, worke
 def test_the_flow_command_sets_tenant_weights(brokers, endpoint_for) -> None:
     broker = brokers("router", [endpoint_for("tcp")])
     endpoint = broker.endpoint("router", "tcp")
-    command = [sys.executable, "-m", "generaldomo", "flow", "echo", "--connect", endpoint]
+    command = [sys.executable, "-m", "generaldomo", "flow", "echo", "--create", "--connect", endpoint]
     out = subprocess.run(
         [*command, "--tenant", "alice=weight=3,concurrency=8", "--tenant", "*=concurrency=2"],
         capture_output=True, text=True, timeout=60, check=True,
