@@ -42,6 +42,7 @@ from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
 from generaldomo.sansio import protocol
+from generaldomo.sansio.handshake import HandshakeWatch
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, Send
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
@@ -134,6 +135,17 @@ class ClientClosed(RuntimeError):
 
 class RequestTimeout(TimeoutError):
     """No reply within the time; the message says whether a broker ever answered at the endpoint."""
+
+
+class HandshakeFailed(ConnectionError):
+    """The broker at the endpoint refused this peer's connection, which trying again will not fix: it speaks the
+    other transport, or CURVE is missing, not wanted, or has the wrong key; ``.kind`` (``curve``, ``key``,
+    ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.handshake`) and the message say
+    which. Raised within about a second of the failed handshake."""
+
+    def __init__(self, kind: str, cause: str) -> None:
+        super().__init__(cause)
+        self.kind = kind
 
 
 def as_frames(payload: object, what: str = "payload") -> tuple[bytes, ...]:
@@ -247,6 +259,7 @@ class Client:
         self._handoff: list[Action[_Call]] = []  # what a lent reader left for the IO thread to deliver, in order
         self._calling = False  # the IO thread is delivering partial results (callbacks)
         self._closed = False
+        self._refused: HandshakeFailed | None = None  # the connection's handshake failed (until one succeeds)
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
@@ -271,6 +284,12 @@ class Client:
         """New sockets made after the broker went silent."""
         return self._link.reconnects
 
+    @property
+    def connection_refused(self) -> bool:
+        """True while the latest connection attempts found nothing listening at the endpoint (tcp, ipc)."""
+        watch = self._link.handshake
+        return watch is not None and watch.refused
+
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None
     ) -> Future[Reply]:
@@ -288,6 +307,9 @@ class Client:
         with self._lock:
             if self._closed:
                 raise self._closed_error()
+            if self._refused is not None:
+                future.set_exception(self._refused)
+                return future
             idle = not self._session.outstanding and self._reader is None  # (a lent role is looked at often)
             frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
         self._link.send(frames)
@@ -380,11 +402,11 @@ class Client:
         message = f"no reply to {description!r} within {timeout} s"
         if self._session.instance is not None:
             return message
+        nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
+        if self.connection_refused:
+            return f"{nobody}: nothing accepts connections there (is a broker running?)"
         other = next(t for t in Transport if t is not self.transport)
-        return (
-            f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport "
-            f"(is one running there? does it serve the {other} transport instead?)"
-        )
+        return f"{nobody} (is one running there? does it serve the {other} transport instead?)"
 
     # ---------------------------------------------------------------------------------- lent reader role
 
@@ -515,8 +537,11 @@ class Client:
                 deadline = min(deadline or math.inf, now + LEND_CHECK)
             link.wait(deadline, clock(), reading, kicks=False)
             now = clock()
+            watch = link.handshake_news()
             with self._lock:  # a reconnect under the lock: a request is in the resend, or goes to the new socket
                 actions, self._handoff = self._handoff, []  # what a lent reader left comes first
+                if watch is not None:
+                    actions += self._handshake(watch)
                 if self._reader is None:  # lent: the IO thread neither reads nor ticks
                     link.consume_kicks()
                     for frames in link.recv_batch(READ_BATCH):
@@ -529,6 +554,18 @@ class Client:
             if calling:
                 with self._lock:
                     self._calling = False
+
+    def _handshake(self, watch: HandshakeWatch) -> list[Action[_Call]]:
+        """Follow the socket monitor (lock held): a failed handshake fails what is outstanding, and what is
+        submitted until a handshake succeeds, with :class:`HandshakeFailed`."""
+        failure = watch.failure
+        if failure is None:
+            self._refused = None
+            return []
+        if self._refused is None or str(self._refused) != failure.cause:
+            log.info("%s", failure.cause)  # the callers' HandshakeFailed says it
+        self._refused = HandshakeFailed(failure.kind, failure.cause)
+        return self._session.close(failure.cause)
 
     def _take_back(self, now: float) -> bool:
         """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""
@@ -546,6 +583,9 @@ class Client:
         for action in actions:
             if isinstance(action, Resolve):
                 self._resolve(action)
+            elif isinstance(action, Fail):  # the handshake failed (see _handshake)
+                with contextlib.suppress(InvalidStateError):
+                    action.token.future.set_exception(self._refused or ClientClosed(action.reason))
             elif isinstance(action, Progress) and action.token.on_partial is not None and fatal is None:
                 reply = Reply(action.body, sent=action.sent, received=action.received, partial=True)
                 try:
