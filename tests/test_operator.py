@@ -355,3 +355,22 @@ def test_json_logs_to_a_file_with_a_line_per_task_and_per_dispatch(tmp_path: Pat
     assert dispatched[0]["level"] == "DEBUG" and "'echo'" in dispatched[0]["message"]
     task = eventually(lambda: [e for e in entries(worker_log) if e["message"].startswith("task ")], 30, "a task line")
     assert "for b'echo': 200 in" in task[0]["message"] and {"time", "logger"} <= set(task[0])
+
+
+def test_futures_and_replies_carry_the_request_id() -> None:
+    broker = Broker("router", ["tcp://127.0.0.1:*"]).start()
+    endpoint = broker.endpoints[0][1]
+    worker = Worker(endpoint, "echo", lambda payload: payload)
+    thread = threading.Thread(target=worker.serve, daemon=True)
+    thread.start()
+    try:
+        with Client(endpoint) as client:
+            futures = [client.submit("echo", b"%d" % n) for n in range(3)]
+            ids = [future.request_id for future in futures]
+            assert len(set(ids)) == 3 and all(isinstance(rid, bytes) and rid for rid in ids)
+            assert [future.result(60).request_id for future in futures] == ids
+            assert client.request("echo", b"x", timeout=60).request_id not in ids
+    finally:
+        worker.stop()
+        thread.join(FAST)
+        broker.stop()

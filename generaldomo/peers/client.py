@@ -81,6 +81,7 @@ class Reply:
     sent: float | None = None
     received: float | None = None
     partial: bool = False
+    request_id: bytes | None = None  # the id of the request this answers (see Future.request_id)
 
     @property
     def payload(self) -> bytes:
@@ -176,13 +177,19 @@ def _silent(action: Action[Any]) -> bool:
     return isinstance(action, Progress) and action.token.on_partial is None
 
 
-class _Future(Future[Reply]):
-    """A request's future: a thread waiting for it reads the socket itself while it may (module docstring)."""
+class RequestFuture(Future[Reply]):
+    """A request's future (a ``concurrent.futures.Future`` of its :class:`Reply`) with its ``request_id``; a
+    thread waiting for it reads the socket itself while it may (module docstring)."""
 
     def __init__(self, client: Client, request_id: bytes) -> None:
         super().__init__()
         self._client = client
         self._request_id = request_id
+
+    @property
+    def request_id(self) -> bytes:
+        """The request's id, as the broker and its kept answers know it (the ``Reply`` carries it too)."""
+        return self._request_id
 
     def cancel(self) -> bool:
         """Withdraw the request (CANCEL to the broker) unless it is answered already."""
@@ -219,10 +226,13 @@ class Client:
     sends every outstanding request again; when it stays silent for ``liveness`` intervals the client
     reconnects on a new socket and does the same. Resent requests keep their ids, so a broker that still has
     them does not run them twice, and a reply that arrives twice is delivered once. A cancelled future, or a
-    :meth:`request` that times out, withdraws its request (CANCEL). Without an ``endpoint`` the client uses
-    ``GENERALDOMO_BROKER`` or, failing that, listens for a broker's beacon
-    (:func:`generaldomo.io.beacon.find_broker`). ``server_key`` (the broker's CURVE public key, Z85 text or 32
-    bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
+    :meth:`request` that times out, withdraws its request (CANCEL). Without an ``endpoint`` the client finds its
+    broker as :func:`generaldomo.io.beacon.find_broker` does, in this order: the ``GENERALDOMO_BROKER``
+    environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for); a
+    broker's UDP beacon (5 s). A refused handshake fails requests with :class:`HandshakeFailed` within about a
+    second. Each future has its ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the
+    broker's CURVE public key, Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh
+    key pair.
     """
 
     def __init__(
@@ -292,7 +302,7 @@ class Client:
 
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None
-    ) -> Future[Reply]:
+    ) -> RequestFuture:
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
         ``payload`` is bytes (one frame) or a sequence of bytes frames; anything else, ``str`` included, raises
@@ -302,7 +312,7 @@ class Client:
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
-        future = _Future(self, request_id)
+        future = RequestFuture(self, request_id)
         now = time.monotonic()
         with self._lock:
             if self._closed:
@@ -587,7 +597,9 @@ class Client:
                 with contextlib.suppress(InvalidStateError):
                     action.token.future.set_exception(self._refused or ClientClosed(action.reason))
             elif isinstance(action, Progress) and action.token.on_partial is not None and fatal is None:
-                reply = Reply(action.body, sent=action.sent, received=action.received, partial=True)
+                reply = Reply(
+                    action.body, sent=action.sent, received=action.received, partial=True, request_id=action.request_id
+                )
                 try:
                     action.token.on_partial(reply)
                 except Exception:  # a faulty callback must not stop the IO thread
@@ -603,7 +615,8 @@ class Client:
         with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
             if action.status == protocol.OK:
                 queued, served = action.timing or (None, None)
-                future.set_result(Reply(action.body, queued, served, action.sent, action.received))
+                reply = Reply(action.body, queued, served, action.sent, action.received, request_id=action.request_id)
+                future.set_result(reply)
             else:
                 reason = action.body[0].decode(errors="replace") if action.body else ""
                 future.set_exception(RequestFailed.of(action.status, reason))
