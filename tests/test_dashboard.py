@@ -5,6 +5,7 @@ admin key under CURVE); and the same app in a WSGI server. The page in a real br
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -32,6 +33,7 @@ else:
 
 from generaldomo.dashboard import Dashboard
 from generaldomo.dashboard.app import CONTROLS_OFF
+from generaldomo.dashboard.feed import END, QUEUED, Feed
 from generaldomo.dashboard.guard import is_loopback
 
 CHANGE = {"service": "echo", "limits": {"concurrency": 2}}
@@ -248,3 +250,29 @@ def test_the_wsgi_app_serves_the_same(wsgi_server: tuple[str, str]) -> None:
     assert frame["services"][0]["name"] == "echo"
     assert request(url, "/", headers={"Host": "attacker.example"})[0] == 400
     assert [kind for kind, _ in read_events(url, 2)] == ["history", "frame"]
+
+
+def test_a_page_that_falls_behind_gets_a_fresh_history(brokers, workers) -> None:
+    broker: Broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router")
+    loop = asyncio.new_event_loop()
+    with Client(endpoint) as client:
+        feed = Feed(client)  # polled by hand here: its thread is never started
+        feed.poll()
+        (seq, kind, _), subscription = feed.subscribe(loop)
+        assert kind == "history" and seq == 1
+        for _ in range(QUEUED + 3):
+            feed.poll()
+        loop.run_until_complete(asyncio.sleep(0))  # the offers the feed scheduled on the page's loop
+        assert subscription.overrun and subscription.queue.full()
+        ((seq, kind, text),) = [feed.resync(subscription)]
+        assert kind == "history" and seq == QUEUED + 4 and json.loads(text)["last"]["kind"] == "frame"
+        assert not subscription.overrun and subscription.queue.empty()
+        feed.poll()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert subscription.queue.get_nowait()[0] == seq + 1  # and on from there, nothing lost or twice
+        feed.stop()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert subscription.ended and subscription.queue.get_nowait() == END
+    loop.close()

@@ -178,10 +178,11 @@ class Feed:
         try:
             self.client.request("mmi.flow", [PROBE_SERVICE.encode(), b"{}"], self.timeout)
         except RequestFailed as error:
-            if error.status_bytes == FORBIDDEN:
+            if error.status_bytes != FORBIDDEN:
+                log.warning("the broker did not say whether this key may change flow limits (%s): controls off", error)
+            else:
                 log.info("the dashboard's key may not change flow limits: controls are off")
-                return False
-            raise
+            return False
         except TimeoutError:
             return None
         return True

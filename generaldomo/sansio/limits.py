@@ -111,6 +111,12 @@ BURST: Final = Field("burst", "flow burst", 1, 10**9, Measure.VALUE, _400)
 CONCURRENCY: Final = Field("concurrency", "flow concurrency", 1, 10**9, Measure.VALUE, _400)
 BYTES_IN_FLIGHT: Final = Field("bytes_in_flight", "flow bytes in flight", 1, 2**53, Measure.VALUE, _400)
 ADAPTIVE: Final = Field("adaptive", "adaptive cap bound", 1, 10**6, Measure.VALUE, _400)
+FIELDS_FRAME: Final = Field("fields_frame", "request fields", 0, 256, Measure.BYTES, _MALFORMED)
+TENANT: Final = Field("tenant", "tenant", 1, 64, Measure.BYTES, _MALFORMED + "; in mmi.flow: 400")
+PRIORITY: Final = Field("priority", "priority", -5, 5, Measure.VALUE, _MALFORMED)
+DEADLINE_MS: Final = Field("deadline_ms", "deadline (milliseconds)", 0, 2**32 - 1, Measure.VALUE, "clamped to it")
+WEIGHT: Final = Field("weight", "tenant weight", 1, 1000, Measure.VALUE, _400)
+TENANTS: Final = Field("tenants", "tenants with limits, per service", 0, 1024, Measure.ITEMS, _400)
 INSTANCE: Final = Field("instance", "broker instance", 1, 255, Measure.BYTES, _CLIENT)
 TIMING: Final = Field(
     "timing", "timing", 0, 16, Measure.BYTES, "no timing", shown="0 or 16 bytes, finite, not negative"
@@ -138,6 +144,12 @@ FIELDS: Final[tuple[Field, ...]] = (
     CONCURRENCY,
     BYTES_IN_FLIGHT,
     ADAPTIVE,
+    FIELDS_FRAME,
+    TENANT,
+    PRIORITY,
+    DEADLINE_MS,
+    WEIGHT,
+    TENANTS,
     INSTANCE,
     TIMING,
 )
