@@ -20,6 +20,7 @@ from generaldomo import Broker, Client, Worker
 from generaldomo.sansio import protocol
 
 NEXT = 20  # ids the attacker pre-sends
+REQUESTS = (b"\x01", b"\x06")  # REQUEST, REQUEST+FIELDS (request() sends its timeout as a deadline)
 
 
 def predicted(seen: bytes, count: int) -> list[bytes]:
@@ -45,14 +46,14 @@ def test_an_attacker_that_saw_one_id_cannot_capture_the_next_answers(
         send = victim._link.send
         victim._link.send = lambda frames: (wire.append(list(frames)), send(frames))[1]  # an eavesdropper
         assert victim.request("echo", b"first", timeout=30).payload == b"first"
-        seen = next(frames[2] for frames in wire if frames[1] == b"\x01")
+        seen = next(frames[2] for frames in wire if frames[1] in REQUESTS)
         for rid in predicted(seen, NEXT):
             attacker.send(protocol.gdp_request(rid, b"echo", [b"the attacker's"]))
         for _ in range(NEXT):
             final_body(attacker)  # its own tasks ran: their answers are kept under the predicted ids
         answers = [victim.request("echo", b"mine %d" % n, timeout=30).payload for n in range(NEXT)]
         assert answers == [b"mine %d" % n for n in range(NEXT)]
-        ids = [frames[2] for frames in wire if frames[1] == b"\x01"]
+        ids = [frames[2] for frames in wire if frames[1] in REQUESTS]
     assert len(set(ids)) == len(ids) == NEXT + 1 and all(len(rid) == 16 for rid in ids)
     assert not set(ids) & set(predicted(seen, NEXT))
 
