@@ -469,15 +469,15 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
         assert next_command(fake) == (first, [*ready, b"task-3", b"429", b"slow down", b"0.200"])
         second, frames = next_command(fake)  # silent since: the worker registers again on a new socket
         assert with_info(frames) and second != first
-        fake.send(second, [b"GDPW01", b"\x06"])  # before any answer: that READY was refused
-        third, frames = next_command(fake)
+        fake.send(second, [b"GDPW01", b"\x06"])  # before any answer: that READY was refused; after a wait
+        third, frames = next_command(fake)  # (about 1 s) the plain READY
         assert frames == ready and third not in (first, second)
         worker.popen.send_signal(signal.SIGTERM)
         assert next_command(fake) == (third, [b"GDPW01", b"\x06"])
         lines = worker.finish(WAIT)
         assert lines[:2] == ["request x", "replied x"] and lines[2].startswith("request fail left ")
         assert 8000 < int(lines[2].split()[-1]) <= 9000
-        assert lines[3:] == ["request slow-down", "stopped after 3 tasks"]
+        assert lines[3:] == ["request slow-down", "refused 1 times", "stopped after 3 tasks"]
 
 
 def test_cpp_worker_hears_a_cancel_and_its_handler_stops(run: Programs) -> None:
@@ -500,3 +500,15 @@ def test_cpp_worker_hears_a_cancel_and_its_handler_stops(run: Programs) -> None:
         lines = worker.finish(WAIT)
         assert lines[0].startswith("request x left ") and 29000 <= int(lines[0].split()[-1]) <= 30000
         assert lines[1:] == ["cancelled x", "stopped after 1 tasks"]
+
+
+def test_a_refused_cpp_worker_backs_off(run: Programs, brokers) -> None:
+    """Issue 20 item 7 for the C++ worker: a READY answered with DISCONNECT (here an ``mmi.`` description, which
+    the broker refuses) makes it wait about 1 s, then 2 s, 4 s... before it registers again; it spun before."""
+    broker = brokers("server", ["tcp://127.0.0.1:*"])
+    worker = run.worker(broker.endpoint("server", "tcp"), "--service", "mmi.mine", "--heartbeat-ms", "200")
+    time.sleep(5.0)  # READYs at about 0, 1, 3 s (and 7 s)
+    lines = worker.stop()
+    refused = broker.core.counters["workers_refused"]
+    assert 2 <= refused <= 4, refused
+    assert lines == [f"refused {refused} times", "stopped after 0 tasks"]

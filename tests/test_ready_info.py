@@ -169,11 +169,14 @@ def test_a_worker_refused_before_it_was_answered_tries_the_other_form_of_ready()
         return [a.frames for a in actions if isinstance(a, Send)]
 
     assert sent(session.start()) == [protocol.gdp_ready(b"echo", info=info)]
-    # An older broker takes that READY as malformed and answers the first heartbeat with DISCONNECT.
-    assert sent(session.receive(disconnect, 2.5)) == [protocol.gdp_ready(b"echo")]
-    session.receive(protocol.gdp_worker_command(protocol.HEARTBEAT), 3.0)  # registered: answered
-    assert sent(session.receive(disconnect, 4.0)) == [protocol.gdp_ready(b"echo")]  # a restart: same form
-    assert sent(session.receive(disconnect, 5.0)) == [protocol.gdp_ready(b"echo", info=info)]  # refused: other
+    # An older broker takes that READY as malformed and answers the first heartbeat with DISCONNECT: a refusal,
+    # after whose wait (1 s) the other form goes out.
+    assert sent(session.receive(disconnect, 2.5)) == [] and session.deadline() == 3.5
+    assert sent(session.tick(3.5)) == [protocol.gdp_ready(b"echo")]
+    session.receive(protocol.gdp_worker_command(protocol.HEARTBEAT), 4.0)  # registered: answered
+    assert sent(session.receive(disconnect, 5.0)) == [protocol.gdp_ready(b"echo")]  # a restart: at once, same form
+    assert sent(session.receive(disconnect, 6.0)) == []  # refused: the first wait again, then the other form
+    assert sent(session.tick(7.0)) == [protocol.gdp_ready(b"echo", info=info)]
 
 
 def test_a_worker_with_peer_info_registers_with_an_older_core() -> None:

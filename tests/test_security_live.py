@@ -13,11 +13,11 @@ from test_curve import Keyring
 from waiting import eventually
 
 from generaldomo import Client, codec
-from generaldomo.peers.client import HandshakeFailed
 from generaldomo.io import keys
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.bridge import Bridge
 from generaldomo.io.connection import Curve
+from generaldomo.peers.client import HandshakeFailed
 from generaldomo.sansio import protocol
 
 SWEEP = 64  # guessed task ids the forger tries besides the real one

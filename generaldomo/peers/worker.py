@@ -17,6 +17,7 @@ import contextlib
 import inspect
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -90,7 +91,7 @@ class Worker:
         self.liveness = liveness
         settings = PeerSettings(heartbeat_interval, liveness)
         info = protocol.worker_info(socket.gethostname()[: protocol.MAX_HOST] or None, os.getpid())
-        self._session = WorkerSession(self.description, settings, time.monotonic(), info)
+        self._session = WorkerSession(self.description, settings, time.monotonic(), info, random.random)
         self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._stopping = threading.Event()
         # The socket (and the session) belong to the serving thread, except while it runs the handler: then
@@ -128,6 +129,12 @@ class Worker:
     def internal_errors(self) -> int:
         """Messages from the broker whose handling raised an unexpected error: dropped, counted, logged."""
         return self._barrier.count
+
+    @property
+    def refusals(self) -> int:
+        """READYs the broker answered with DISCONNECT (its key's role or services, or the description): after each
+        the worker waits longer (about 1 s, doubled up to 60 s, with jitter) before it registers again."""
+        return self._session.refusals
 
     @property
     def malformed(self) -> int:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import attrs
 
@@ -345,7 +345,10 @@ class BrokerCore:
         if needs is None or credential.may(needs):
             return True
         self.counters["forbidden"] += 1
-        self._warn("forbidden", peer, now, "refused a %s from a key without the %s role", type(event).__name__, needs)
+        self._warn(
+            "forbidden", peer, now, "refused a %s from a key without the %s role", type(event).__name__, needs,
+            key=credential.key,
+        )  # fmt: skip
         if isinstance(event, ClientRequest):
             self._reject(peer, event, protocol.FORBIDDEN, f"this key lacks the {needs} role", now, out)
         elif isinstance(event, WorkerReady | WorkerReply | WorkerHeartbeat):
@@ -581,7 +584,10 @@ class BrokerCore:
             except Exception as error:  # a faulty resolver plug-in must not stop the broker
                 log.exception("resolver failed on service description %r", description[:64])
                 reason = repr(error)
-        self._warn("refused worker", peer, now, "refused worker with description %r: %s", description[:64], reason)
+        self._warn(
+            "refused worker", peer, now, "refused worker with description %r: %s", description[:64], reason,
+            key=credential.key if credential is not None else description[:64],
+        )  # fmt: skip
         self.counters["workers_refused"] += 1
         out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
         return None
@@ -948,9 +954,13 @@ class BrokerCore:
         return f"{peer.link}/{digest}"
 
     def _warn(
-        self, kind: str, peer: Peer, now: float, message: str, *args: object, level: int = logging.WARNING
-    ) -> None:
-        self._warnings.warn(kind, peer, lambda: self._label(peer), now, message, *args, level=level)
+        self, kind: str, peer: Peer, now: float, message: str, *args: object, level: int = logging.WARNING,
+        key: Hashable = None,
+    ) -> None:  # fmt: skip
+        """Log about ``peer``, rate-limited per kind and ``key`` (the peer unless given: a refused worker's CURVE
+        key or description, which stay the same when it comes back on a new connection)."""
+        window = peer if key is None else key
+        self._warnings.warn(kind, window, lambda: self._label(peer), now, message, *args, level=level)
 
 
 def _size(frames: Sequence[bytes]) -> int:

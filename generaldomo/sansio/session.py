@@ -26,8 +26,10 @@ Rules:
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
   messages after the task); once stopped, one DISCONNECT and nothing more. Stopping mid-task drops the
   result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
-  A plain READY carries the worker's peer info (host, pid) if it has some; a DISCONNECT before the broker
-  answered a READY makes the next one the other form (a broker older than peer info takes it as malformed).
+  A plain READY carries the worker's peer info (host, pid) if it has some. A DISCONNECT before the broker
+  answered a READY is a refusal: the worker sends nothing until a wait is over (about 1 s, doubled after each
+  refusal in a row up to 60 s, with jitter; one log line each), then registers again on a new socket, in the
+  other READY form (a broker older than peer info takes one as malformed).
 
 It knows nothing of sockets, threads, clocks or futures: times are given, a request's caller is an opaque
 token handed back in the actions about it.
@@ -60,6 +62,9 @@ T = TypeVar("T")
 LOG_EVERY = 10.0  # seconds between two log lines about dropped messages
 DEFAULT_SETTINGS = PeerSettings()
 ASKING_HEARTBEATS = 16  # heartbeats one tick may send to ask about old requests, 64 ids each
+BACKOFF_FIRST = 1.0  # seconds a refused worker waits before it registers again, the first time
+BACKOFF_MOST = 60.0  # the longest wait: each refusal in a row doubles it up to this
+BACKOFF_JITTER = 0.25  # each wait is drawn within this fraction of its step, either way
 REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
 
 
@@ -368,11 +373,35 @@ WORKER_TRANSITIONS: dict[tuple[WorkerState, str], WorkerState] = {
 RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
 
 
+class Backoff:
+    """Waits that grow: :data:`BACKOFF_FIRST` seconds, twice that after each wait in a row, at most
+    :data:`BACKOFF_MOST`; each drawn within :data:`BACKOFF_JITTER` of its step by ``uniform()`` (a number in
+    [0, 1): peers refused together do not come back together). :meth:`reset` starts again from the first."""
+
+    def __init__(self, uniform: Callable[[], float]) -> None:
+        self._uniform = uniform
+        self._step = BACKOFF_FIRST
+
+    def next(self) -> float:
+        """The next wait, in seconds."""
+        step, self._step = self._step, min(BACKOFF_MOST, self._step * 2)
+        return min(BACKOFF_MOST, step * (1.0 - BACKOFF_JITTER + 2 * BACKOFF_JITTER * self._uniform()))
+
+    def reset(self) -> None:
+        self._step = BACKOFF_FIRST
+
+
 class WorkerSession:
-    """One worker's registration with the broker; see the module docstring."""
+    """One worker's registration with the broker; see the module docstring. ``uniform`` draws the jitter of
+    the waits after refusals (a number in [0, 1); the default, 0.5, none)."""
 
     def __init__(
-        self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, info: bytes | None = None
+        self,
+        description: bytes,
+        settings: PeerSettings = DEFAULT_SETTINGS,
+        now: float = 0.0,
+        info: bytes | None = None,
+        uniform: Callable[[], float] = lambda: 0.5,
     ) -> None:
         self.description = description
         self.info = info  # the peer-info frame of each plain READY (protocol.worker_info), if any
@@ -384,6 +413,9 @@ class WorkerSession:
         self.task_id: bytes | None = None
         self.tasks_done = 0
         self.drops = _Drops("worker")
+        self.backoff = Backoff(uniform)
+        self.retry_at: float | None = None  # refused: when to register again
+        self.refusals = 0  # READYs the broker answered with DISCONNECT
 
     def _move(self, happening: str) -> bool:
         """Apply the transition table; False if ``happening`` does not apply in this state."""
@@ -404,7 +436,9 @@ class WorkerSession:
         """Act on a message from the broker."""
         self.pulse.restart(now)
         message = protocol.read_worker_message(frames)
-        self.heard = self.heard or isinstance(message, TaskRequest | BrokerHeartbeat)
+        if isinstance(message, TaskRequest | BrokerHeartbeat):
+            self.heard, self.retry_at = True, None
+            self.backoff.reset()  # registered: a later refusal waits the first step again
         if isinstance(message, TaskRequest):
             if not self._move("task"):
                 self.drops.drop(f"a task while {self.state.value}", now)
@@ -416,8 +450,10 @@ class WorkerSession:
             running = self.state in RUNNING and message.task_id == self.task_id
             return [CancelTask(message.task_id)] if running else []
         if isinstance(message, BrokerDisconnect) and self.state is not WorkerState.STOPPED:
-            if not self.heard and self.info is not None:  # that READY was refused: try the other form
-                self.plain = not self.plain
+            if self.retry_at is not None:
+                return []  # refused already: the wait goes on
+            if not self.heard and self.state is WorkerState.READY:
+                return self._refused(now)
             return self._register_again("broker sent DISCONNECT", now)
         if isinstance(message, Malformed):
             self.drops.drop(message.reason, now)
@@ -427,6 +463,11 @@ class WorkerSession:
         """Heartbeat, or register again after a silence, as the time says."""
         if self.state is WorkerState.STOPPED:
             return []
+        if self.retry_at is not None:
+            if now < self.retry_at:
+                return []  # refused: nothing goes out until the wait is over
+            self.retry_at = None
+            return self._register_again("registering again after the refusal", now)
         quiet = self.pulse.silence(now) if self.state is WorkerState.READY else None
         if quiet is not None:
             return self._register_again(f"broker silent for {quiet:.1f} s", now)
@@ -463,7 +504,24 @@ class WorkerSession:
         """When :meth:`tick` next has something to do; None once stopped."""
         if self.state is WorkerState.STOPPED:
             return None
+        if self.retry_at is not None:
+            return self.retry_at
         return self.pulse.due if self.state in RUNNING else self.pulse.deadline()
+
+    def _refused(self, now: float) -> list[Action[Any]]:
+        """The broker answered READY with DISCONNECT: wait (a growing step, with jitter) before trying again, in
+        the other READY form if there are two (a broker older than peer info takes one as malformed)."""
+        if self.info is not None:
+            self.plain = not self.plain
+        wait = self.backoff.next()
+        self.refusals += 1
+        self.retry_at = now + wait
+        log.warning(
+            "the broker refused this worker's READY for %r (DISCONNECT; the broker's log says why: its key's role "
+            "or services, or the description); registering again in %.1f s",
+            self.description[:64], wait,
+        )  # fmt: skip
+        return []
 
     def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
         self.pulse.restart(now)

@@ -7,7 +7,8 @@
 // CANCEL, printing "cancelled <first frame>"). A first frame "fail" makes the handler throw, "slow-down" answers
 // 429 with retry-after 0.2 s. -v prints "request <first frame>" (and " left <ms>" with a deadline) when a task starts
 // and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
-// stops (telling the broker) and prints "stopped after N tasks".
+// stops (telling the broker) and prints "stopped after N tasks", after "refused N times" if the broker refused its
+// READYs.
 #include <generaldomo/generaldomo.hpp>
 
 #include <pthread.h>
@@ -110,6 +111,8 @@ int main(int argc, char **argv)
     }
     stop_signal.notify_all();
     worker.wait();
+    if (worker.refusals() > 0)
+        say("refused " + std::to_string(worker.refusals()) + " times");
     say("stopped after " + std::to_string(worker.tasks_done()) + " tasks");
     return 0;
 }

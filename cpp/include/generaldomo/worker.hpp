@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -90,6 +91,30 @@ private:
     std::optional<std::chrono::milliseconds> retry_after_;
 };
 
+namespace detail {
+
+// Waits after refusals: 1 s, doubled after each refusal in a row up to 60 s, each drawn within a quarter of its
+// step (workers refused together do not come back together); reset() once the broker answers a READY.
+class Backoff {
+public:
+    std::chrono::milliseconds next()
+    {
+        const auto step = step_;
+        step_ = std::min(step_ * 2, most);
+        std::uniform_real_distribution<double> jitter(0.75, 1.25);
+        const auto wait = std::chrono::milliseconds(static_cast<long long>(step.count() * jitter(random_)));
+        return std::min(wait, most);
+    }
+    void reset() { step_ = first; }
+
+private:
+    static constexpr std::chrono::milliseconds first{1000}, most{60000};
+    std::chrono::milliseconds step_ = first;
+    std::mt19937 random_{std::random_device{}()};
+};
+
+}  // namespace detail
+
 struct WorkerOptions {
     std::chrono::milliseconds heartbeat_interval{2500};
     int liveness = 3;         // silent heartbeat intervals before the worker reconnects
@@ -146,6 +171,9 @@ public:
     bool busy() const { return busy_; }
     std::uint64_t tasks_done() const { return tasks_done_; }
     std::uint64_t reconnects() const { return reconnects_; }
+    // READYs the broker answered with DISCONNECT (the description, or the key's role): after each the worker
+    // waits longer before it registers again (see detail::Backoff).
+    std::uint64_t refusals() const { return refusals_; }
 
 private:
     struct Result {
@@ -165,8 +193,11 @@ private:
         auto heard = Clock::now();
         auto next_heartbeat = heard + interval;
         bool dismissed = false;  // the broker said DISCONNECT while the handler ran: its result is moot
+        bool refused = false;    // the broker refused the READY: nothing goes out until retry_at
+        auto retry_at = heard;
         while (!stopping_) {
-            const auto due = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - Clock::now());
+            const auto next = refused ? retry_at : next_heartbeat;
+            const auto due = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
             connection_.wait(connection_.backlogged() ? 10 : std::max<long>(0, static_cast<long>(due.count())));
             connection_.flush();
             if (stopping_)
@@ -188,8 +219,15 @@ private:
                 if (!command)
                     continue;  // not a GDP worker command: the broker never sends one
                 if (command->command == protocol::worker_disconnect) {
-                    if (!answered_)  // that READY was refused (a broker older than peer info): the other form
-                        plain_ = !plain_;
+                    if (refused)
+                        continue;  // refused already: the wait goes on
+                    if (!answered_ && !busy_) {  // that READY was refused: wait, then try the other form
+                        plain_ = !plain_;  // (a broker older than peer info takes one as malformed)
+                        ++refusals_;
+                        refused = true;
+                        retry_at = Clock::now() + backoff_.next();
+                        break;
+                    }
                     if (busy_) {
                         dismissed = true;
                     } else {
@@ -198,6 +236,7 @@ private:
                     break;
                 }
                 answered_ = true;
+                backoff_.reset();
                 if (command->command == protocol::worker_cancel) {
                     std::lock_guard<std::mutex> lock(task_mutex_);
                     if (busy_ && running_cancel_ && command->args[0] == running_id_)
@@ -208,6 +247,15 @@ private:
                     hand_over(std::move(command->args), command->deadline);  // a task while another runs: ignored
             }
             const auto now = Clock::now();
+            if (refused) {
+                if (now < retry_at)
+                    continue;  // no heartbeat, no silence while it waits
+                refused = false;
+                reconnect();
+                heard = now;
+                next_heartbeat = now + interval;
+                continue;
+            }
             if (!busy_ && now - heard > expiry) {
                 reconnect();
                 heard = now;
@@ -320,7 +368,8 @@ private:
     detail::Context context_;
     detail::Connection connection_;
     std::atomic<bool> stopping_{false}, busy_{false};
-    std::atomic<std::uint64_t> tasks_done_{0}, reconnects_{0};
+    std::atomic<std::uint64_t> tasks_done_{0}, reconnects_{0}, refusals_{0};
+    detail::Backoff backoff_;  // IO thread
     std::mutex task_mutex_;  // guards the hand-over below, both ways
     std::condition_variable task_ready_;
     bool has_task_ = false, handler_exit_ = false;
