@@ -69,6 +69,12 @@ class Forbidden(ManagementError):
     status = protocol.FORBIDDEN
 
 
+class OverBudget(ManagementError):
+    """A management request whose change does not fit the broker's budgets (status 429)."""
+
+    status = protocol.OVER_BUDGET
+
+
 def answer(broker: Broker, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
     """Answer the management request ``name`` with ``body`` from a sender who may change settings if ``admin``;
     raise :class:`ManagementError` on bad input."""

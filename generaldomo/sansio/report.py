@@ -200,6 +200,34 @@ class SettingsReport:
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
+    held_bytes: int | None = None
+    connection_bytes: int | None = None
+    connection_requests: int | None = None
+    connection_services: int | None = None
+    connection_worker_share: float = 0.0
+    connection_workers: int | None = None  # what the share allows
+
+
+@attrs.frozen
+class ConnectionReport:
+    """What one connection holds in the ledger: ``connection`` is an opaque label (link and a keyed hash of
+    its routing id), ``holdings`` the number of holdings of each kind (tasks, workers, services, ...)."""
+
+    connection: str = ""
+    bytes: int = 0
+    holdings: dict[str, int] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class LedgerReport:
+    """The ledger (:mod:`generaldomo.sansio.ledger`): bytes held on peers' behalf in all (``held_bytes``) and
+    by kind of holding, the connections that hold any, and the :data:`~generaldomo.sansio.core.TOP_CONNECTIONS`
+    that hold the most."""
+
+    held_bytes: int = 0
+    by_kind: dict[str, int] = attrs.field(factory=dict)
+    connections: int = 0
+    top: list[ConnectionReport] = attrs.field(factory=list, metadata=_list_of(ConnectionReport))
 
 
 @attrs.frozen
@@ -216,6 +244,7 @@ class BrokerReport:
     kept_answers: int = 0
     kept_bytes: int = 0
     kept_evicted: int = 0  # kept answers dropped for the byte budget before their time was up
+    ledger: LedgerReport = attrs.field(factory=LedgerReport, metadata=_of(LedgerReport))
 
 
 @attrs.frozen
