@@ -12,6 +12,7 @@ from generaldomo.io.metrics import StatusCollector
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.ledger import request_charge
 from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.stats import RECENT
 
 # what the two requests of busy_report() cost the budgets (their ids, envelopes and overhead too)
 ECHO = request_charge(len(b"echo") + 10, 1, b"r1", client(0).address)
@@ -73,3 +74,23 @@ def test_kept_answers_expire_in_time_and_replace_older_ones() -> None:
     assert kept.get("b", 6.0) is None and kept.get("a", 6.0) == [b"three"] and len(kept) == 1
     assert kept.get("a", 7.0) is None
     KeptAnswers(seconds=0.0, budget=10_000).keep("x", [b"y"], 0.0)  # keeping disabled: a no-op
+
+
+def test_recent_completions_draw_a_timeline_and_stay_bounded() -> None:
+    h = Harness()
+    h.ready(worker(1))
+    for n in range(40):
+        h.request(client(0), b"r%d" % n)  # queued behind the one running
+    for _ in range(40):
+        h.advance(0.125)
+        task_id = h.tasks_of(worker(1))[-1][0]
+        h.answer(worker(1), task_id, b"done")
+    report = h.core.report(h.now + 1)
+    echo = report.service("echo")
+    assert echo is not None and echo.completed == 40
+    recent = echo.recent
+    assert len(recent.ended) == len(recent.queued) == len(recent.served) == RECENT < 40
+    assert recent.ended[-1] == 1.0 and recent.ended[0] == 1.0 + 0.125 * (RECENT - 1)  # oldest first
+    assert recent.served == [0.125] * RECENT
+    assert recent.queued[-1] == 0.125 * 39  # the last one waited for the 39 before it
+    assert StatusReport.from_json(report.to_json()).service("echo") == echo

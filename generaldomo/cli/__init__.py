@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import zmq
 
-from generaldomo.cli import bridge, broker, client, demo, doctor, flow, keygen, status, worker
+from generaldomo.cli import bridge, broker, client, dashboard, demo, doctor, flow, keygen, status, worker
 from generaldomo.cli.command import Command, Exit, HelpFormatter
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.transport import DraftUnavailable, require_draft
 
 COMMANDS: tuple[Command, ...] = tuple(
-    module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, bridge, keygen)
+    module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, dashboard, bridge, keygen)
 )
 DESCRIPTION = """\
 A task broker on ZeroMQ: clients send requests, the broker hands them to

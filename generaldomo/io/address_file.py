@@ -15,17 +15,17 @@ public key (Z85 text) once it has one, else null. Readers ignore fields they do 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from generaldomo.io import files
 
 log = logging.getLogger(__name__)
 
@@ -89,22 +89,8 @@ def decode(data: bytes) -> BrokerAddress:
 
 def write(path: str | os.PathLike[str], address: BrokerAddress) -> None:
     """Write ``address`` to ``path`` atomically: readers see the old file, no file, or all of the new one."""
-    target = Path(path)
-    try:
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as error:
-        raise OSError(error.errno, f"cannot write the broker address file {target}: {error.strerror}") from error
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(encode(address))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    log.debug("wrote broker address file %s", target)
+    files.atomic_write(path, encode(address), "broker address file")
+    log.debug("wrote broker address file %s", path)
 
 
 def read(path: str | os.PathLike[str]) -> BrokerAddress:

@@ -26,7 +26,9 @@ been tried ``max_attempts`` times, in which case the client gets an error reply.
 unique request id in every request, scoped to their key when they have one; a request whose id is live (a
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
-for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``.
+for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``. A broker
+that stops for good first stops accepting requests (``503``) while it serves those it holds, then answers the rest
+``503`` (:meth:`BrokerCore.abandon`), so that none is left without an answer.
 
 Flow control: a service's limits (:mod:`generaldomo.sansio.flow`: rate, concurrency, an adaptive cap, request
 bytes in flight) hold its dispatches back; the service times of answered tasks teach the adaptive cap.
@@ -123,6 +125,7 @@ class BrokerCore:
         self.counters: Counter[str] = Counter()
         self.started = started
         self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
+        self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
         self._random = random
         self._label_key = random(16)
@@ -154,6 +157,7 @@ class BrokerCore:
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
         self._next_sweep: float | None = None
+        self._stopping = False  # new requests are answered 503 (see stop_accepting)
         self._handlers: dict[type, Handler] = {
             ClientRequest: self._on_request,
             ClientHeartbeat: self._on_client_heartbeat,
@@ -237,8 +241,9 @@ class BrokerCore:
         """Apply new flow limits to the services named ``change.name``, now and when they appear. The entry is
         the operator's (kept while idle) unless ``where`` names the connection of the peer that set it: then it
         is charged to that connection and forgotten once no service of its name has been busy for
-        ``service_idle``; an entry of the operator's stays the operator's. Raises
-        :class:`~generaldomo.sansio.mmi.OverBudget` when a peer's entry does not fit the ledger."""
+        ``service_idle``; an entry of the operator's stays the operator's. The change is reported
+        (:meth:`take_changes`). Raises :class:`~generaldomo.sansio.mmi.OverBudget` when a peer's entry does not
+        fit the ledger."""
         name = change.name
         charged = self._flow_charges.pop(name, None)
         if charged is not None:
@@ -259,12 +264,25 @@ class BrokerCore:
                 self.ledger.charge(where, Kind.FLOW, size)
                 self._flow_charges[name] = (where, size)
             self.flows[name] = change.limits
+        self._changed.pop(name, None)
+        self._changed[name] = change
         out: list[Send] = []
         for service in [s for s in self.resolver.services() if s.name == change.name]:
             service.flow.apply(change.limits)
             self._throttled.pop(service, None)
             self._dispatch(service, now, out)
         return out
+
+    @property
+    def changed(self) -> bool:
+        """True when flow limits changed since :meth:`take_changes` was last called."""
+        return bool(self._changed)
+
+    def take_changes(self) -> list[mmi.FlowChange]:
+        """The flow changes since the last call, the latest per service name, in the order they were made (the
+        IO layer keeps them, e.g. in the state directory)."""
+        changes, self._changed = list(self._changed.values()), {}
+        return changes
 
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``."""
@@ -344,6 +362,26 @@ class BrokerCore:
         for where, size in self._kept.holdings():
             yield where, Kind.KEPT, size
 
+    def stop_accepting(self) -> None:
+        """From now on answer new requests ``503`` (the broker is stopping); the requests it holds are still served,
+        and a retry of one of them still gets its answer."""
+        self._stopping = True
+
+    def abandon(self, now: float) -> list[Send]:
+        """Answer every request still held, queued or running, ``503`` and forget it: the broker stops for good and
+        no other answer will come. Call :meth:`close` next. Returns what to send."""
+        out: list[Send] = []
+        reason = b"the broker stopped before the request was answered"
+        for task in list(self._tasks.values()):
+            if task.state is TaskState.CANCELLED:
+                self._remove(task, task.state)
+                continue
+            if task.worker is not None:
+                task.worker.task = None
+            self.counters["abandoned"] += 1
+            self._complete(task, protocol.UNAVAILABLE, [reason], now, out, dispatch=False)
+        return out
+
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
         out = [Send(w.peer, protocol.worker_command(w.dialect, protocol.DISCONNECT)) for w in self._workers.values()]
@@ -383,6 +421,9 @@ class BrokerCore:
                 self._listen(peer, where, now)
                 self.counters["retries_absorbed"] += 1
                 return
+        if self._stopping:
+            self._reject(peer, event, protocol.UNAVAILABLE, "the broker is stopping", now, out)
+            return
         service = self._resolve_request(peer, event, now, out)
         if service is None:
             return
@@ -1020,6 +1061,8 @@ class BrokerCore:
                 where, charge = charged.pop(name)
                 self.ledger.release(where, Kind.FLOW, charge)
                 del flows[name], self._flow_idle_since[name]
+                self._changed.pop(name, None)
+                self._changed[name] = mmi.FlowChange(name, _UNSET)  # so that the state directory forgets it too
                 self.counters["flows_forgotten"] += 1
 
     # ------------------------------------------------------------------------------------------- logs

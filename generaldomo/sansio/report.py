@@ -17,7 +17,7 @@ import attrs
 from generaldomo.sansio.adaptive import Adaptive
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.service import Service
-from generaldomo.sansio.stats import percentiles
+from generaldomo.sansio.stats import ServiceStats, percentiles
 
 R = TypeVar("R")
 
@@ -117,6 +117,28 @@ class FlowReport:
 
 
 @attrs.frozen
+class RecentReport:
+    """A service's last completed tasks (at most :data:`~generaldomo.sansio.stats.RECENT`), oldest first, as
+    three columns: seconds since each ended, its queue time and its service time (s). The last one is the
+    service's completion number ``completed``, so a reader polling the report knows which ones it has not
+    seen yet; together they draw a timeline of its dispatches."""
+
+    ended: list[float] = attrs.field(factory=list)
+    queued: list[float] = attrs.field(factory=list)
+    served: list[float] = attrs.field(factory=list)
+
+    @classmethod
+    def of(cls, stats: ServiceStats, now: float) -> RecentReport:
+        """The report of the last completions in ``stats`` at ``now`` (times to 0.1 ms)."""
+        recent = stats.recent()
+        return cls(
+            [round(now - ended, 4) for ended, _, _ in recent],
+            [round(queued, 4) for _, queued, _ in recent],
+            [round(served, 4) for _, _, served in recent],
+        )
+
+
+@attrs.frozen
 class ServiceReport:
     """One service: its workers, queue, limits and what happened to its tasks."""
 
@@ -135,6 +157,7 @@ class ServiceReport:
     queue_time: Percentiles = attrs.field(factory=Percentiles, metadata=_of(Percentiles))
     service_time: Percentiles = attrs.field(factory=Percentiles, metadata=_of(Percentiles))
     queued_bytes: int = 0  # bytes of the requests the broker holds for it (queued or running)
+    recent: RecentReport = attrs.field(factory=RecentReport, metadata=_of(RecentReport))
 
     @classmethod
     def of(cls, service: Service, queued_bytes: int, now: float) -> ServiceReport:
@@ -156,6 +179,7 @@ class ServiceReport:
             Percentiles(*percentiles(stats.queue_times)),
             Percentiles(*percentiles(stats.service_times)),
             queued_bytes,
+            RecentReport.of(stats, now),
         )
 
 

@@ -3,8 +3,8 @@
 This module owns the bookkeeping behind the broker's status report. It is fed times by the core and reads
 no clock; it knows nothing of sockets, workers or how tasks are dispatched. Memory is bounded and small
 whatever happens, since any peer can make a service: the most recent :data:`SAMPLES` times are kept for
-percentiles in arrays of doubles (:class:`Samples`), and completions are counted per second over the last
-:data:`RATE_WINDOW` seconds.
+percentiles in arrays of doubles (:class:`Samples`), the last :data:`RECENT` completions are reported one by
+one (for timelines), and completions are counted per second over the last :data:`RATE_WINDOW` seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import attrs
 SAMPLES = 1024
 RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measured
 PERCENTILES = (50, 90, 99)
+RECENT = 32  # completions the status report lists per service, newest last (a timeline of its dispatches)
 _SECONDS = int(RATE_WINDOW)
 
 
@@ -36,7 +37,7 @@ class Samples:
 
     def __init__(self, size: int = SAMPLES) -> None:
         self._ring = array("d")
-        self._next = 0
+        self._next = 0  # where the next value goes once the ring is full: the oldest value's place
         self._size = size
 
     def __len__(self) -> int:
@@ -53,6 +54,12 @@ class Samples:
         ring[self._next] = value
         self._next = (self._next + 1) % self._size
 
+    def latest(self, n: int) -> list[float]:
+        """The last ``n`` values (fewer if there are fewer), oldest first."""
+        ring, at = self._ring, self._next
+        ordered = ring[at:] + ring[:at] if len(ring) == self._size else ring
+        return list(ordered[max(0, len(ordered) - n) :])
+
 
 @attrs.define
 class ServiceStats:
@@ -65,6 +72,7 @@ class ServiceStats:
     expired: int = 0
     queue_times: Samples = attrs.field(factory=Samples)
     service_times: Samples = attrs.field(factory=Samples)
+    finished_at: Samples = attrs.field(factory=lambda: Samples(RECENT))
     # completions in each of the last RATE_WINDOW whole seconds: second % RATE_WINDOW -> (second, count)
     _per_second: list[tuple[int, int]] = attrs.field(factory=lambda: [(-1, 0)] * _SECONDS, repr=False)
 
@@ -73,6 +81,7 @@ class ServiceStats:
         self.completed += 1
         self.queue_times.append(queued)
         self.service_times.append(serviced)
+        self.finished_at.append(now)
         second = math.floor(now)
         slot = second % _SECONDS
         seen, count = self._per_second[slot]
@@ -82,3 +91,10 @@ class ServiceStats:
         """Completions per second over the last :data:`RATE_WINDOW` seconds (whole seconds, this one included)."""
         oldest = math.floor(now) - _SECONDS
         return sum(count for second, count in self._per_second if second > oldest) / RATE_WINDOW
+
+    def recent(self, n: int = RECENT) -> list[tuple[float, float, float]]:
+        """The last ``n`` (at most :data:`RECENT`) completions, oldest first: when each ended, its queue time and
+        its service time (the newest is completion number :attr:`completed`)."""
+        count = min(n, len(self.finished_at))
+        columns = (self.finished_at, self.queue_times, self.service_times)
+        return list(zip(*(column.latest(count) for column in columns), strict=True))

@@ -1,0 +1,193 @@
+"""The state directory: run-time flow limits survive a restart (the store's rules, then real brokers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from generaldomo import Broker, Client, Worker
+from generaldomo.io import state
+from generaldomo.io.state import StateDir, StateError
+from generaldomo.sansio.adaptive import AdaptiveLimits
+from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.mmi import FlowChange
+
+COMMAND = [sys.executable, "-m", "generaldomo"]
+UNSET = FlowLimits()
+
+
+def test_changes_are_kept_with_their_base_and_restored_while_the_base_holds(tmp_path: Path) -> None:
+    configured = {"echo": FlowLimits(rate=5.0)}
+    store = StateDir(tmp_path)
+    assert store.restore(configured) == []
+    store.record([FlowChange("echo", FlowLimits(rate=1.0, concurrency=2)), FlowChange("other", FlowLimits(burst=3))])
+    store.record([FlowChange("other", UNSET)])  # back to its base (nothing configured): nothing to keep
+    adaptive = FlowLimits(adaptive=AdaptiveLimits(2, 8))
+    store.record([FlowChange("third", adaptive)])
+    store.close()
+    body = json.loads((tmp_path / state.STATE_FILE).read_text())
+    assert sorted(body["flows"]) == ["echo", "third"] and body["flows"]["echo"]["base"]["rate"] == 5.0
+    assert body["flows"]["third"]["limits"]["adaptive"] == {"min": 2, "max": 8}
+
+    again = StateDir(tmp_path)
+    restored = again.restore(configured)
+    assert restored == [FlowChange("echo", FlowLimits(rate=1.0, concurrency=2)), FlowChange("third", adaptive)]
+    again.record([FlowChange("echo", FlowLimits(rate=5.0))])  # set back to what the configuration says
+    again.close()
+    assert list(json.loads((tmp_path / state.STATE_FILE).read_text())["flows"]) == ["third"]
+
+    changed_config = StateDir(tmp_path)  # the operator now configures "third" itself: the configuration wins
+    assert changed_config.restore({"third": FlowLimits(concurrency=1)}) == []
+    changed_config.close()
+    assert json.loads((tmp_path / state.STATE_FILE).read_text())["flows"] == {}
+
+
+def test_one_broker_per_directory_and_the_key_is_made_once(tmp_path: Path) -> None:
+    first = StateDir(tmp_path)
+    with pytest.raises(StateError, match="in use by another broker"):
+        StateDir(tmp_path)
+    key = first.handover_key
+    assert len(key) == state.KEY_BYTES
+    assert stat.S_IMODE(os.stat(tmp_path / state.KEY_FILE).st_mode) == 0o600
+    first.close()
+    second = StateDir(tmp_path)
+    assert second.handover_key == key
+    second.close()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"{",
+        b"[]",
+        b'{"version": 2, "flows": {}}',
+        b'{"version": 1, "flows": []}',
+        b'{"version": 1, "flows": {"echo": {"limits": {"rate": -1}, "base": {}}}}',
+        b'{"version": 1, "flows": {"echo": {"limits": {"speed": 1}, "base": {}}}}',
+        b'{"version": 1, "flows": {"echo": {"limits": {}}}}',
+        b'{"version": 1, "flows": {"echo": 7}}',
+        b"[" * 100_000,
+    ],
+)
+def test_an_unusable_state_file_stops_the_start_naming_it(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / state.STATE_FILE).write_bytes(content)
+    with pytest.raises(StateError, match=r"state\.json is unusable"):
+        StateDir(tmp_path)
+    (tmp_path / state.STATE_FILE).unlink()
+    StateDir(tmp_path).close()  # the failed one released its lock
+
+
+def test_a_short_key_is_refused(tmp_path: Path) -> None:
+    (tmp_path / state.KEY_FILE).write_bytes(b"short")
+    with pytest.raises(StateError, match="hand-over key"):
+        StateDir(tmp_path)
+    (tmp_path / state.KEY_FILE).unlink()
+    StateDir(tmp_path).close()
+
+
+def test_an_embedded_broker_restores_run_time_limits_from_its_first_request(tmp_path: Path) -> None:
+    def broker() -> Broker:
+        made = Broker("router", ["tcp://127.0.0.1:*"], state_dir=tmp_path)
+        made.core.set_flow("echo", None, None, 4, 0.0)  # configuration: the base of run-time changes
+        return made.start()
+
+    first = broker()
+    endpoint = first.endpoint("router", "tcp")
+    with Client(endpoint) as client:
+        assert client.flow("echo", concurrency=1, rate=50.0)["concurrency"] == 1
+    first.stop()
+    assert json.loads((tmp_path / state.STATE_FILE).read_text())["flows"]["echo"]["limits"]["concurrency"] == 1
+
+    second = broker()  # on another port: what counts is the directory
+    try:
+        endpoint = second.endpoint("router", "tcp")
+        assert second.core.flow_limits("echo") == FlowLimits(rate=50.0, concurrency=1)
+        serving = [_worker(endpoint, 0.5) for _ in range(2)]
+        with Client(endpoint) as client:
+            futures = [client.submit("echo", b"%d" % n) for n in range(2)]
+            replies = [future.result(60) for future in futures]
+            assert client.flow("echo")["concurrency"] == 1
+        # two workers, but one task at a time: the second waited for the first
+        assert max(reply.queued for reply in replies if reply.queued is not None) >= 0.4
+    finally:
+        for worker, _ in serving:
+            worker.stop()
+        second.stop()
+        for _, thread in serving:
+            thread.join(10)
+
+
+def _worker(endpoint: str, seconds: float) -> tuple[Worker, threading.Thread]:
+    def slow(payload: bytes | tuple[bytes, ...]) -> bytes | tuple[bytes, ...]:
+        time.sleep(seconds)
+        return payload
+
+    worker = Worker(endpoint, "echo", slow, heartbeat_interval=0.5)
+    thread = threading.Thread(target=worker.serve, daemon=True)
+    thread.start()
+    return worker, thread
+
+
+def test_cli_flow_changes_survive_kill_9(tmp_path: Path, transport: str) -> None:
+    directory = tmp_path / "state"
+    address = tmp_path / "broker.json"
+    base = ["broker", "--transport", transport, "--bind", "tcp://127.0.0.1:*", "--state-dir", str(directory)]
+    base += ["--address-file", str(address), "--flow", "echo:rate=100"]
+    started: list[subprocess.Popen[str]] = []
+
+    def broker() -> str:
+        process = subprocess.Popen([*COMMAND, *base], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(process)
+        assert process.stdout is not None
+        return process.stdout.readline().split()[-1]
+
+    def flow(endpoint: str, *flags: str) -> dict[str, object]:
+        command = [*COMMAND, "flow", "echo", "--transport", transport, "--connect", endpoint, "--timeout", "30"]
+        run = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        answer: dict[str, object] = json.loads(run.stdout)
+        return answer
+
+    try:
+        endpoint = broker()
+        assert flow(endpoint)["rate"] == 100  # the configuration
+        assert flow(endpoint, "--concurrency", "3", "--adaptive", "1..2")["concurrency"] == 3
+        started[-1].send_signal(signal.SIGKILL)
+        started[-1].wait(30)
+        endpoint = broker()
+        shown = flow(endpoint)
+        assert (shown["rate"], shown["concurrency"], shown["adaptive"]) == (100, 3, {"min": 1, "max": 2})
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+            process.communicate(timeout=30)
+
+
+def test_the_core_reports_the_latest_change_per_name_in_order() -> None:
+    from generaldomo.sansio import protocol
+    from generaldomo.sansio.core import BrokerCore, Peer
+
+    core = BrokerCore(random=lambda n: bytes(n))
+    assert not core.changed
+    ask = protocol.gdp_request(b"r1", b"mmi.flow", [b"echo", b'{"rate": 2}'])
+    core.receive(Peer(0, b"admin"), ask, 0.0)
+    core.set_flow("other", None, None, 3, 0.0)
+    core.receive(Peer(0, b"admin"), protocol.gdp_request(b"r2", b"mmi.flow", [b"echo", b'{"rate": 4}']), 0.0)
+    core.receive(Peer(0, b"admin"), protocol.gdp_request(b"r3", b"mmi.flow", [b"echo"]), 0.0)  # a read: no change
+    assert core.changed
+    assert core.take_changes() == [
+        FlowChange("other", FlowLimits(concurrency=3)),
+        FlowChange("echo", FlowLimits(rate=4.0)),
+    ]
+    assert not core.changed and core.take_changes() == []
