@@ -14,7 +14,7 @@ from raw_peers import Probe, RawClient, rss_kib, start_broker
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.sansio import protocol
+from generaldomo.sansio import codec, protocol
 from generaldomo.sansio.ledger import MARGIN
 from generaldomo.sansio.report import StatusReport
 
@@ -139,3 +139,34 @@ def test_one_connection_claiming_workers_through_hops_gets_its_share(attacked: C
         top = report.broker.ledger.top[0]
         assert top.holdings["workers"] <= report.broker.settings.connection_workers and top.bytes <= PER_CONNECTION
         broker.memory_within_budget()
+
+
+def test_a_client_that_does_not_read_is_held_by_bytes_not_by_messages(
+    attacked: Callable[..., Attacked], transport: str
+) -> None:
+    broker = attacked(transport)
+    answer = b"a" * (2 * MIB)
+    with broker.raw() as attacker:  # gets a large answer kept for it, then stops reading and re-asks it
+        attacker.send(protocol.gdp_request(b"big", b"echo", [answer]))
+        assert protocol.parse_client_reply(attacker.recv())[3] == (answer,)
+        attacker.socket.setsockopt(zmq.RCVHWM, 1)  # (for the connections libzmq makes from now on)
+    sink = broker.context.socket(zmq.CLIENT if transport == "server" else zmq.DEALER)
+    sink.setsockopt(zmq.RCVHWM, 1)
+    sink.setsockopt(zmq.RCVBUF, 4096)
+    sink.setsockopt(zmq.LINGER, 0)
+    sink.connect(broker.endpoint)
+    ask = protocol.gdp_client_heartbeat(None, [b"big"] * protocol.MAX_REASKED)
+    send = (lambda f: sink.send(codec.encode(f))) if transport == "server" else sink.send_multipart
+    try:
+        for _ in range(400):  # 800 MiB of answers if each re-ask were answered
+            send(ask)
+        broker.counted("reasked", 400 * protocol.MAX_REASKED)
+        counters = broker.status().broker.counters
+        assert counters.get("resends_refused", 0) + counters.get("sends_dropped_unread", 0) > 300, counters
+        assert counters["answers_resent"] < 100
+        assert 0 < broker.status().broker.ledger.by_kind["unsent"] <= PER_CONNECTION
+        broker.memory_within_budget()
+    finally:
+        sink.close(linger=0)
+    # once it has gone, libzmq lets go of what it held for it, and the ledger knows
+    eventually(lambda: "unsent" not in broker.status().broker.ledger.by_kind, 30, "the unsent bytes released")

@@ -19,6 +19,8 @@ import zmq
 
 from generaldomo.io import speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
+from generaldomo.io.backlog import POLL as BACKLOG_POLL
+from generaldomo.io.backlog import Backlog
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.state import StateDir
@@ -110,6 +112,8 @@ class Broker:
         self.core = BrokerCore(
             resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool()
         )
+        # replies the links hold for peers that do not read, charged to the core's ledger
+        self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -141,6 +145,7 @@ class Broker:
             max_frames=self.core.settings.max_frames,
             security=self.security,
         )
+        link.backlog, link.index = self.backlog, len(self.links)
         self.links.append(link)
         self.core.set_endpoints(self.endpoints)
         return link
@@ -223,7 +228,7 @@ class Broker:
         wait = waiter([link.socket for link in self.links], (self._stop_read,))
         stop_bit = 1 << len(self.links)
         links = list(enumerate(self.links))
-        core = self.core
+        core, backlog = self.core, self.backlog
         clock = time.monotonic
         self._restore()
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
@@ -254,6 +259,9 @@ class Broker:
                             self._serve(index, link)
                 now = clock()
                 self._send(core.tick(now))
+                if backlog and now >= backlog.next_poll:
+                    backlog.poll()
+                    backlog.next_poll = now + BACKLOG_POLL
                 if now >= next_refusals:
                     for link in self.links:
                         link.log_refusals()

@@ -485,7 +485,7 @@ class BrokerCore:
         answer now goes to ``peer``, unless ``peer``'s connection has no room for it)."""
         kept = self._kept.get(key, now)
         if kept is not None:
-            if self._over_connection_budget(peer):
+            if self._over_connection_budget(peer, sum(map(len, kept))):
                 self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
             else:
                 self.counters["answers_resent"] += 1
@@ -544,9 +544,10 @@ class BrokerCore:
         self.counters[refusal.counter(kind)] += 1
         return self._refusal_text(refusal, kind)
 
-    def _over_connection_budget(self, peer: Peer) -> bool:
-        """True when ``peer``'s connection holds more than its budget (its unread replies included)."""
-        return self.ledger.over_budget(connection(peer.link, peer.address))
+    def _over_connection_budget(self, peer: Peer, size: int = 0) -> bool:
+        """True when ``peer``'s connection holds more than its budget (its unread replies included), or would
+        with ``size`` more."""
+        return self.ledger.over_budget(connection(peer.link, peer.address), size)
 
     def _refusal_text(self, refusal: Refusal, kind: Kind) -> str:
         settings = self.settings
@@ -562,7 +563,8 @@ class BrokerCore:
         self._refresh(peer, now)
         owner = credential.key if credential is not None else None
         self.counters["reasked"] += len(event.request_ids)
-        unknown = [rid for rid in event.request_ids if not self._known(peer, request_key(owner, rid), now, out)]
+        asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
+        unknown = [rid for rid in asked if not self._known(peer, request_key(owner, rid), now, out)]
         out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:

@@ -163,11 +163,11 @@ class Ledger:
             return Refusal.CONNECTION_BYTES
         return None
 
-    def over_budget(self, where: Connection) -> bool:
-        """True when ``where`` holds more than its budget (kept answers aside)."""
+    def over_budget(self, where: Connection, size: int = 0) -> bool:
+        """True when ``where`` holds more than its budget (kept answers aside), or would with ``size`` more."""
         account = self._accounts.get(where)
         budget = self.connection_budget
-        return budget is not None and account is not None and account.bytes - account.kept > budget
+        return budget is not None and size + (0 if account is None else account.bytes - account.kept) > budget
 
     def charge(self, where: Connection, kind: Kind, size: int) -> None:
         """Charge one holding of ``kind`` and ``size`` bytes to ``where``, whatever the budgets."""
