@@ -33,7 +33,7 @@ def test_json_round_trip_keeps_everything() -> None:
     report = busy_report()
     assert StatusReport.from_json(report.to_json()) == report
     data = json.loads(report.to_json())
-    assert set(data) == {"broker", "services", "workers"}
+    assert set(data) == {"broker", "services", "workers", "next"}
     assert data["broker"]["endpoints"] == [{"transport": "router", "endpoint": "tcp://127.0.0.1:5555"}]
     assert data["broker"]["counters"]["connections_refused"] == 2
     assert data["broker"]["queued_bytes"] == ECHO + OTHER

@@ -27,7 +27,7 @@ from generaldomo.io.state import StateDir
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.report import StatusQuery, StatusReport
 from generaldomo.sansio.resolver import Resolver
 from generaldomo.sansio.settings import Settings
 
@@ -37,6 +37,8 @@ _DRAIN = 256  # messages read from one link before looking at the others
 # libzmq's hard size limit sits this far above the core's, so that a request a little too large gets a 413
 # answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
 ENVELOPE_SLACK = 64 * 1024
+# the busiest services, and the first workers, in the snapshot metrics read: its cost does not grow with them
+SNAPSHOT = StatusQuery(limit=200, order="busy")
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
 
 
@@ -244,7 +246,7 @@ class Broker:
                     deadline = draining if deadline is None else min(deadline, draining)
                 if self._snapshot_period is not None:
                     if clock() >= next_snapshot:
-                        self.snapshot = status(core, clock())
+                        self.snapshot = status(core, clock(), SNAPSHOT)
                         next_snapshot = clock() + self._snapshot_period
                     deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
                 deadline = next_refusals if deadline is None else min(deadline, next_refusals)

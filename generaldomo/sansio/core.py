@@ -37,9 +37,11 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -74,12 +76,15 @@ from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker, request_key
 from generaldomo.sansio.report import (
+    DESCRIPTION_BYTES,
     BrokerReport,
     ConnectionReport,
     Endpoint,
     LedgerReport,
+    NextPage,
     ServiceReport,
     SettingsReport,
+    StatusQuery,
     StatusReport,
     WorkerReport,
     build,
@@ -97,6 +102,8 @@ TASK_ID_BYTES = 16
 ECHO_BYTES = 16 * 1024  # bytes of unknown request ids one HEARTBEAT answer names at most
 BEATS_PER_TICK = 1024  # workers one tick heartbeats (and checks for silence) at most: a long table waits its turn
 TOP_CONNECTIONS = 10  # connections the status report names, those holding the most bytes
+MAX_HOSTS = 32  # hosts the status report counts workers of by name; the others' are summed as "other"
+_ALL = StatusQuery()
 _UNSET = FlowLimits()
 # The rows of the life-cycle tables the core uses, looked up once.
 _W_DISPATCH, _W_RESULT = WORKER_MOVES[Step.DISPATCH], WORKER_MOVES[Step.RESULT]
@@ -142,6 +149,7 @@ class BrokerCore:
         )
         self._workers: dict[Peer, Worker] = {}  # in order of registration
         self._serial = 0  # the serial of the latest registered worker
+        self._hosts: Counter[str] = Counter()  # registered workers per announced host ("unknown": none)
         self._beats: Queue[Worker] = Queue(tracked=True)  # registered workers, next heartbeat due first
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
@@ -300,15 +308,19 @@ class BrokerCore:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report."""
         self.counters[name] += n
 
-    def report(self, now: float) -> StatusReport:
-        """The status report at ``now`` (see :mod:`generaldomo.sansio.report`)."""
+    def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
+        """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
+        asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, and with the number of
+        services and workers only by a look at each (no report is built for those left out)."""
         expiry = self.settings.expiry
+        services, count, queued = self._service_page(query)
+        workers = self._worker_page(query)
         broker = BrokerReport(
             self._instance.hex(),
             round(now - self.started, 3),
             [Endpoint(str(transport), endpoint) for transport, endpoint in self._endpoints],
             dict(self.counters),
-            sum(len(service.pending) for service in self.resolver.services()),
+            queued,
             build(
                 SettingsReport, {**attrs.asdict(self.settings), "connection_workers": self.settings.connection_workers}
             ),
@@ -317,23 +329,71 @@ class BrokerCore:
             self._kept.bytes,
             self._kept.evicted,
             self._ledger_report(),
+            count,
+            len(self._workers),
+            self._busiest_hosts(),
         )
-        services = [ServiceReport.of(s, self._held.get(s, 0), now) for s in self.resolver.services()]
-        workers = [
-            WorkerReport(
-                worker.label,
-                worker.description.decode(errors="replace"),
-                worker.service.name,
-                worker.dialect.value,
-                worker.state.value,
-                worker.done,
-                round(max(0.0, now - (worker.expires - expiry)), 3),
-                worker.host,
-                worker.pid,
-            )
-            for worker in self._workers.values()
-        ]
-        return StatusReport(broker, services, workers)
+        limit = query.limit
+        del services[limit + 1 :], workers[limit + 1 :]
+        next_page = NextPage(  # after the last one listed, when there is one more
+            services[limit - 1].name if len(services) > limit and query.order == "name" else None,
+            workers[limit - 1].serial if len(workers) > limit else None,
+        )
+        del services[limit:], workers[limit:]
+        return StatusReport(
+            broker,
+            [ServiceReport.of(s, self._held.get(s, 0), now) for s in services],
+            [
+                WorkerReport(
+                    worker.label,
+                    worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
+                    worker.service.name,
+                    worker.dialect.value,
+                    worker.state.value,
+                    worker.done,
+                    round(max(0.0, now - (worker.expires - expiry)), 3),
+                    worker.host,
+                    worker.pid,
+                    len(worker.description),
+                    worker.serial,
+                )
+                for worker in workers
+            ],
+            next_page,
+        )
+
+    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int]:
+        """The services of ``query``'s page and one more if there are more (in its order), the number of
+        services and the tasks queued in all."""
+        count = queued = 0
+        chosen: list[Service] = []
+        name, after = query.service, query.services_after
+        for service in self.resolver.services():
+            count += 1
+            queued += len(service.pending)
+            if (name is None or service.name == name) and (after is None or service.name > after):
+                chosen.append(service)
+        if query.order == "busy":
+            busiest = heapq.nsmallest(query.limit, chosen, key=_busy)
+            return busiest, count, queued
+        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued
+
+    def _worker_page(self, query: StatusQuery) -> list[Worker]:
+        """The workers of ``query``'s page and one more if there are more, in order of registration."""
+        workers: Iterable[Worker] = self._workers.values()
+        after, name = query.workers_after, query.service
+        if after is not None:
+            workers = itertools.dropwhile(lambda worker: worker.serial <= after, workers)
+        if name is not None:
+            workers = (worker for worker in workers if worker.service.name == name)
+        return list(itertools.islice(workers, query.limit + 1))
+
+    def _busiest_hosts(self) -> dict[str, int]:
+        """Workers per announced host ("unknown": none announced) for the :data:`MAX_HOSTS` hosts with the most,
+        the others summed as "other": a few entries, whatever the workers say."""
+        named = self._hosts.most_common(MAX_HOSTS)
+        rest = len(self._workers) - sum(n for _, n in named)
+        return dict(sorted(named)) | ({"other": rest} if rest else {})
 
     def _ledger_report(self) -> LedgerReport:
         ledger = self.ledger
@@ -689,6 +749,7 @@ class BrokerCore:
         worker.beat = now + self.settings.heartbeat_interval
         self.ledger.charge(account, Kind.WORKER, charge)
         self._workers[peer] = worker
+        self._hosts[host or "unknown"] += 1
         self._beats.append(worker)
         service.join(worker)
         self.counters["workers_registered"] += 1
@@ -926,6 +987,11 @@ class BrokerCore:
         peer = worker.peer
         del self._workers[peer]
         self._beats.remove(worker)
+        host = worker.host or "unknown"
+        if self._hosts[host] > 1:
+            self._hosts[host] -= 1
+        else:
+            del self._hosts[host]
         self.ledger.release(connection(peer.link, peer.address), Kind.WORKER, worker.charge)
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
@@ -1089,3 +1155,12 @@ class BrokerCore:
 
 def _size(frames: Sequence[bytes]) -> int:
     return sum(map(len, frames))
+
+
+def _name(service: Service) -> str:
+    return service.name
+
+
+def _busy(service: Service) -> tuple[int, str]:
+    """Sort key of the busiest services first: most workers, queued tasks and tasks in flight, then by name."""
+    return (-(len(service.workers) + len(service.pending) + service.flow.in_flight), service.name)
