@@ -36,6 +36,10 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "genera
 TIMEOUT = 120.0
 Run = Callable[[str, int], dict[str, float]]  # (mode, count) -> figures
 C_BROKER, C_BROKER_ENDPOINT = "zguide mdbroker (C)", "tcp://127.0.0.1:5555"  # --c-broker: as the zguide's binds
+NO_C_BROKER = (
+    "no zguide mdbroker row: give `--c-broker PATH`, an MDP/0.1 broker binding tcp://*:5555 (the zguide's "
+    "examples/C/mdbroker.c, built by you against CZMQ; this repository carries neither its sources nor a recipe)"
+)
 PURE = {"GENERALDOMO_PURE_PYTHON": "1"}  # the broker without its C accelerator (generaldomo.io.speedups)
 
 
@@ -72,6 +76,8 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
             systems += _c_system(cfg, children, programs, "minimal loop on the C accelerator", "min-broker-c")
         if cfg.c_broker:
             systems += _c_system(cfg, children, programs, C_BROKER, "exec", cfg.c_broker)
+        else:
+            notes.append(NO_C_BROKER)
         transports, more = available_transports(cfg)
         notes += more
         if "server" in transports:
