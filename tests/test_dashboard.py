@@ -34,6 +34,7 @@ else:
 from generaldomo.dashboard import Dashboard
 from generaldomo.dashboard.app import CONTROLS_OFF
 from generaldomo.dashboard.feed import END, QUEUED, Feed
+from generaldomo.dashboard.frames import MAX_SERVICES
 from generaldomo.dashboard.guard import is_loopback
 
 CHANGE = {"service": "echo", "limits": {"concurrency": 2}}
@@ -276,3 +277,28 @@ def test_a_page_that_falls_behind_gets_a_fresh_history(brokers, workers) -> None
         loop.run_until_complete(asyncio.sleep(0))
         assert subscription.ended and subscription.queue.get_nowait() == END
     loop.close()
+
+
+def test_a_broker_with_many_services_is_asked_less_often(brokers, workers) -> None:
+    broker: Broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router")
+    askers = [Client(endpoint) for _ in range(10)]
+    try:
+        for n, asker in enumerate(askers):  # a request queued for each service keeps it in the report
+            for m in range(150):
+                asker.submit(f"waiting-{n}-{m}", b"")
+        eventually(lambda: len(askers[0].status()["services"]) == 1501, 60, "1,500 services queued")
+        with Client(endpoint) as client:
+            feed = Feed(client, interval=0.2)
+            feed.start()
+            try:
+                frame = eventually(lambda: (f := feed.latest()) and f["kind"] == "frame" and f, 60, "a frame")
+                assert frame["services_total"] == 1501 and len(frame["services"]) == MAX_SERVICES
+                # building, sending and reading a report this large takes well over 1/50 of the interval
+                eventually(lambda: feed.every > 0.2, 60, "the feed to slow down")
+            finally:
+                feed.close()
+    finally:
+        for asker in askers:
+            asker.close()
