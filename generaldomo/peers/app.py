@@ -7,7 +7,9 @@ Rules:
   ``msgpack``, ``pickle``, any :class:`~generaldomo.sansio.serializers.Serializer`) makes it take and return
   Python objects. Without one it takes and returns bytes, as a plain :class:`~generaldomo.Worker` handler.
 - A handler may be a function, a generator (each yield is a partial result), an ``async def`` or an async
-  generator; the coroutines run on an event loop owned by the slot that serves them (:class:`Bound`).
+  generator; the coroutines run on an event loop owned by the slot that serves them (:class:`Bound`). A
+  handler with a second positional parameter without a default (``def fft(signal, task)``) also gets the
+  task's :class:`~generaldomo.peers.task.TaskContext` (deadline, time left, cancelled).
 - A request whose content type is not the handler's gets ``415``, one its serializer cannot decode ``400``,
   both naming the service; an exception in the handler gives ``500`` with its type and message.
 - :func:`load` takes ``module:attr`` (``module`` alone means ``module:app``), like ``celery -A``: an
@@ -25,12 +27,14 @@ import inspect
 import json
 import os
 import sys
+import traceback
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
 
 from generaldomo.peers.reject import Reject
+from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio import serializers
 from generaldomo.sansio.serializers import Serializer
 
@@ -135,7 +139,7 @@ def load(spec: str) -> App:
         raise ValueError(f"not a module:attr spec: {spec!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
-    target: Any = importlib.import_module(module_name)
+    target: Any = _import(module_name, spec)
     for part in (attr or "app").split("."):
         try:
             target = getattr(target, part)
@@ -148,18 +152,54 @@ def load(spec: str) -> App:
     raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
 
 
+class AppImportError(ImportError):
+    """The module of a ``module:attr`` spec raised while it was imported; the message carries its traceback
+    (file, line and code of each frame of the user's module) and ``__cause__`` the exception."""
+
+
+def _import(module_name: str, spec: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and module_name.startswith(error.name):  # the spec's module itself is missing
+            raise ModuleNotFoundError(
+                f"no module named {error.name!r} (from {spec!r}); looked in the current folder ({os.getcwd()}) "
+                "and sys.path",
+                name=error.name,
+            ) from None
+        raise AppImportError(_failed(module_name, spec, error)) from error
+    except Exception as error:  # anything the user's module raises while it runs
+        raise AppImportError(_failed(module_name, spec, error)) from error
+
+
+def _failed(module_name: str, spec: str, error: BaseException) -> str:
+    """A message with the traceback of ``error`` from the frames of the imported code (importlib's left out)."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if frame.filename not in (__file__, importlib.__file__) and not frame.filename.startswith("<frozen importlib")
+    ]
+    lines = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(error))
+    return f"importing {module_name!r} (from {spec!r}) failed:\nTraceback (most recent call last):\n{lines}".rstrip()
+
+
 class Bound:
     """A service's handler as a bytes-level :class:`~generaldomo.Worker` handler, with its own event loop.
 
     Decodes the request, calls the handler (running coroutines on this object's loop), encodes the result;
     :meth:`close` closes the loop. One task at a time: a slot owns one."""
 
+    takes_task = True  # the Worker passes the task's context; the handler gets it if it asks (takes_task)
+
     def __init__(self, service: ServiceSpec) -> None:
         self.service = service
         self._runner: asyncio.Runner | None = None
+        self._pass_task = takes_task(service.handler)
 
-    def __call__(self, payload: bytes | tuple[bytes, ...]) -> Any:
-        result = self.service.handler(self._argument(payload))
+    def __call__(self, payload: bytes | tuple[bytes, ...], task: TaskContext | None = None) -> Any:
+        argument = self._argument(payload)
+        handler = self.service.handler
+        result = handler(argument, task) if self._pass_task else handler(argument)
         if inspect.isawaitable(result):
             result = self._loop().run(_awaited(result))
         if isinstance(result, AsyncGenerator):

@@ -48,6 +48,7 @@ import attrs
 from generaldomo.sansio import mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.adaptive import AdaptiveLimits
+from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
@@ -159,11 +160,13 @@ class BrokerCore:
         self._held_total = 0
         self._idle_since: dict[Service, float] = {}
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
+        self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
         self._adopted: dict[Service, tuple[Connection, int]] = {}  # services seen -> who made them, at what charge
         self._flow_charges: dict[str, tuple[Connection, int]] = {}  # flow entries peers set -> who, at what charge
         self._flow_idle_since: dict[str, float] = {}
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
+        self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
         self._handlers: dict[type, Handler] = {
@@ -218,20 +221,27 @@ class BrokerCore:
         if self._beats:
             beat = self._beats[0].beat
             soonest = beat if soonest is None else min(beat, soonest)
+        if self._deadlines:
+            due = self._deadlines.soonest()
+            if due is not None and (soonest is None or due < soonest):
+                soonest = due
         if self._throttled:
-            retry = min(self._throttled.values())
-            soonest = retry if soonest is None else min(retry, soonest)
+            due = min(self._throttled.values())
+            if soonest is None or due < soonest:
+                soonest = due
         return soonest
 
     def tick(self, now: float) -> list[Send]:
         """Heartbeat the workers whose turn has come (at most :data:`BEATS_PER_TICK` of them: a later tick
-        does the rest), expiring the silent ones; do the other periodic work when its time has come, then
-        dispatch what rate limits now allow; return what to send."""
+        does the rest), expiring the silent ones; do the other periodic work when its time has come, answer
+        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send."""
         out: list[Send] = []
         if self._beats and self._beats[0].beat <= now:
             self._heartbeat(now, out)
         if self._next_sweep is not None and now >= self._next_sweep:
             self._sweep(now, out)
+        if self._deadlines:
+            self._expire_deadlines(now, out)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
             self._dispatch(service, now, out)
@@ -276,7 +286,7 @@ class BrokerCore:
         self._changed[name] = change
         out: list[Send] = []
         for service in [s for s in self.resolver.services() if s.name == change.name]:
-            service.flow.apply(change.limits)
+            service.apply_flow(change.limits)
             self._throttled.pop(service, None)
             self._dispatch(service, now, out)
         return out
@@ -342,7 +352,7 @@ class BrokerCore:
         del services[limit:], workers[limit:]
         return StatusReport(
             broker,
-            [ServiceReport.of(s, self._held.get(s, 0), now) for s in services],
+            [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
             [
                 WorkerReport(
                     worker.label,
@@ -498,11 +508,21 @@ class BrokerCore:
             self.counters["over_budget"] += 1
             self._reject(peer, event, protocol.OVER_BUDGET, refusal, now, out)
             return
+        deadline = None
+        if event.deadline is not None:
+            if event.deadline <= 0:
+                self.counters["past_deadline"] += 1
+                self.counters["expired"] += 1
+                self._reject(peer, event, protocol.EXPIRED, "the request's deadline had passed when it came", now, out)
+                return
+            deadline = now + event.deadline
         if key is not None:
             self._listen(peer, where, now)
+        # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
+        tenant = credential.key if credential is not None else event.tenant or Peer(*where)
         task = Task(
             self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size,
-            charge,
+            charge, deadline=deadline, tenant=tenant, priority=event.priority,
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -510,6 +530,8 @@ class BrokerCore:
         self.ledger.charge(where, Kind.TASK, charge)
         self._held[service] = self._held.get(service, 0) + charge
         self._held_total += charge
+        if deadline is not None:
+            self._deadlines.add(deadline, task)
         service.push(task)
         self._dispatch(service, now, out)
 
@@ -662,6 +684,12 @@ class BrokerCore:
             self._remove(task, state, dequeued=True)
         elif task.worker is not None:
             task.worker.state = _W_CANCEL[task.worker.state]
+            self._tell_cancel(task.worker, task, out)
+
+    def _tell_cancel(self, worker: Worker, task: Task, out: list[Send]) -> None:
+        """Tell ``worker`` (if it understands CANCEL) that nobody waits for the result of ``task`` any more."""
+        if "cancel" in worker.features:
+            out.append(Send(worker.peer, protocol.worker_cancel(task.id)))
 
     def _on_large_request(
         self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
@@ -713,15 +741,17 @@ class BrokerCore:
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
                 return
-        self._register(peer, event.dialect, event.description, now, credential, out, (event.host, event.pid))
+        self._register(
+            peer, event.dialect, event.description, now, credential, out, (event.host, event.pid), event.features
+        )
 
     def _register(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
-        out: list[Send], where: tuple[str | None, int | None] = (None, None),
+        out: list[Send], where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
     ) -> None:  # fmt: skip
-        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said; a worker beyond
-        ``max_workers``, or beyond what its connection may hold (one connection may claim many peer addresses
-        through envelopes), is told to go."""
+        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said and understanding
+        ``features``; a worker beyond ``max_workers``, or beyond what its connection may hold (one connection may
+        claim many peer addresses through envelopes), is told to go."""
         limit = self.settings.max_workers
         if limit is not None and len(self._workers) >= limit:
             self.counters["workers_refused"] += 1
@@ -743,6 +773,7 @@ class BrokerCore:
             return
         worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
         worker.host, worker.pid = host, pid
+        worker.features = features
         worker.charge = charge
         self._serial += 1
         worker.serial = self._serial
@@ -826,7 +857,8 @@ class BrokerCore:
             self._complete(task, status, body, now, out, dispatch=not same)
         if not same and event.description is not None:
             self._unregister(worker)
-            self._register(peer, event.dialect, event.description, now, credential, out, (worker.host, worker.pid))
+            where = (worker.host, worker.pid)
+            self._register(peer, event.dialect, event.description, now, credential, out, where, worker.features)
             return
         self._wait(worker, now, out)
 
@@ -887,7 +919,7 @@ class BrokerCore:
         self._adopted[service] = (where, charge)
         limits = self.flows.get(service.name)
         if limits is not None:
-            service.flow.apply(limits)
+            service.apply_flow(limits)
         return None
 
     def _wait(self, worker: Worker, now: float, out: list[Send]) -> None:
@@ -896,8 +928,10 @@ class BrokerCore:
         self._dispatch(worker.service, now, out)
 
     def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
-        """Send the service's queued tasks to its waiting workers, as far as its flow limits allow."""
+        """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
+        allow."""
         flow = service.flow
+        held = service.release_due(now)
         while True:
             if not flow.admits(now):
                 if service.pending and service.waiting:
@@ -907,11 +941,20 @@ class BrokerCore:
                 return
             pair = service.next_pair()
             if pair is None:
+                if held is not None and service.waiting:  # tenants held by their rate: back when it allows
+                    when = self._throttled.get(service)
+                    self._throttled[service] = held if when is None else min(when, held)
                 return
             worker, task = pair
             if worker.expires <= now:  # silent too long, and its heartbeat's turn has not come yet
                 service.push(task, front=True)
                 self._expire(worker)
+                continue
+            deadline = task.deadline
+            if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
+                service.put_back(worker)
+                self.counters["past_deadline"] += 1
+                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], now, out, dequeued=True)
                 continue
             if flow.bytes_in_flight is not None and not flow.fits(task.size):
                 service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
@@ -923,7 +966,17 @@ class BrokerCore:
             task.dispatched = now
             task.attempts += 1
             flow.dispatched(now, task.size)
-            out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
+            service.started(task, now)
+            fields = (
+                b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
+            )
+            frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
+            out.append(Send(worker.peer, frames))
+            if self._trace:
+                log.debug(
+                    "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
+                    task.id.hex(), service.name, worker.label, task.attempts, now - task.enqueued,
+                )  # fmt: skip
 
     def _complete(
         self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *,
@@ -947,19 +1000,26 @@ class BrokerCore:
             stats.record(waited, served, now)
             if state in IN_FLIGHT and task.service.flow.adaptive is not None:
                 task.service.flow.answered(now, served)  # a cap that grew is used by the dispatch below
-        meta = protocol.timing(waited, served)
+        self._reply(task, status, body, protocol.timing(waited, served), now, out)
+        if dispatch and state in IN_FLIGHT:
+            self._dispatch(task.service, now, out)  # a place in flight came free
+
+    def _reply(
+        self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, now: float, out: list[Send]
+    ) -> None:
+        """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
             out.append(Send(task.client, frames))
             if task.key is not None:
                 self._kept.keep(task.key, frames, now, connection(task.client.link, task.client.address))
-        if dispatch and state in IN_FLIGHT:
-            self._dispatch(task.service, now, out)  # a place in flight came free
 
     def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
         """Forget ``task``, which was in ``state``: off its queue and out of flight, its bytes released."""
         task.state = _T_FINISH[state]
         del self._tasks[task.id]
+        if task.deadline is not None:
+            self._deadlines.forget()
         if task.key is not None and self._by_request.get(task.key) is task:
             del self._by_request[task.key]
         service = task.service
@@ -967,6 +1027,7 @@ class BrokerCore:
             service.drop(task)
         elif state in IN_FLIGHT:
             service.flow.finished(task.size)
+            service.stopped(task)
         task.worker = None
         charge = task.charge
         client = task.client
@@ -1017,6 +1078,7 @@ class BrokerCore:
             task.worker = None
             task.state = _T_REISSUE[task.state]
             task.service.flow.finished(task.size)
+            task.service.stopped(task)
             self.counters["reissued"] += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)
@@ -1056,6 +1118,30 @@ class BrokerCore:
             self._tasks or self._heard or len(self._kept) or self._adopted or self._flow_charges or self._warnings
         )  # fmt: skip
         self._next_sweep = now + settings.heartbeat_interval if busy else None
+
+    def _expire_deadlines(self, now: float, out: list[Send]) -> None:
+        """Answer 504 to the live tasks whose deadline has passed: a queued one leaves its queue; a running one
+        is answered now and its worker told (its result will be dropped, as for a cancel)."""
+        for task in self._deadlines.due(now):
+            if task.state is TaskState.CANCELLED:
+                continue  # nobody waits for it already
+            self.counters["past_deadline"] += 1
+            if task.state is TaskState.QUEUED:
+                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], now, out)
+                continue
+            worker = task.worker
+            task.service.stats.expired += 1
+            self.counters["completed"] += 1
+            self.counters["expired"] += 1
+            served = now - task.dispatched if task.dispatched is not None else 0.0
+            waited = now - task.enqueued - served
+            self._reply(task, protocol.EXPIRED, [_RAN_PAST_DEADLINE], protocol.timing(waited, served), now, out)
+            if task.key is not None and self._by_request.get(task.key) is task:
+                del self._by_request[task.key]  # a re-ask gets the kept 504
+            task.state = _T_CANCEL[task.state]
+            if worker is not None:
+                worker.state = _W_CANCEL[worker.state]
+                self._tell_cancel(worker, task, out)
 
     def _expire_queued(self, enqueued_before: float, now: float, out: list[Send]) -> None:
         """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
@@ -1135,6 +1221,10 @@ class BrokerCore:
 
     # ------------------------------------------------------------------------------------------- logs
 
+    def _tenant_name(self, tenant: object) -> str:
+        """A tenant's name in reports: its key or given name, or its connection's label."""
+        return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
+
     def _label(self, peer: Peer) -> str:
         """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
         digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
@@ -1164,3 +1254,11 @@ def _name(service: Service) -> str:
 def _busy(service: Service) -> tuple[int, str]:
     """Sort key of the busiest services first: most workers, queued tasks and tasks in flight, then by name."""
     return (-(len(service.workers) + len(service.pending) + service.flow.in_flight), service.name)
+
+
+def _finished(task: Task) -> bool:
+    return task.state is TaskState.DONE
+
+
+_PAST_DEADLINE = b"the request's deadline passed before a worker took it"
+_RAN_PAST_DEADLINE = b"the request's deadline passed while a worker ran it"

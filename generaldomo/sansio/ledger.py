@@ -72,7 +72,7 @@ class Kind(enum.Enum):
 # objects), measured with tracemalloc on CPython 3.11 and rounded up (tests/test_ledger.py checks them).
 OVERHEAD: Final[Mapping[Kind, int]] = {
     Kind.TASK: 768,
-    Kind.WORKER: 1024,
+    Kind.WORKER: 1536,
     Kind.SERVICE: 24 * 1024,
     Kind.FLOW: 512,
     Kind.CLIENT: 384,
