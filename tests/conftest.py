@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cli_processes import run
 
 from generaldomo import Broker, Worker
 from generaldomo.io.transport import draft_available
@@ -127,3 +128,19 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
         except subprocess.TimeoutExpired:
             process.kill()
             raise
+
+
+@pytest.fixture
+def keydir(tmp_path: Path) -> Path:
+    """Key pairs made by ``generaldomo keygen``: broker, client, worker (echo* only), admin, stranger."""
+    made = {
+        "broker": [],
+        "client": ["--role", "clients"],
+        "worker": ["--role", "workers", "--services", "echo*"],
+        "admin": ["--role", "admins"],
+        "stranger": [],
+    }
+    for name, extra in made.items():
+        result = run("keygen", name, "--dir", str(tmp_path), *extra)
+        assert result.returncode == 0, result.stderr
+    return tmp_path

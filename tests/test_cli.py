@@ -193,10 +193,9 @@ def _client(*args: str) -> subprocess.CompletedProcess[str]:
 def test_client_says_when_no_broker_answers(transport: str) -> None:
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     result = _client("--transport", transport, "--connect", endpoint, "--timeout", "0.3", "echo")
-    other = "server" if transport == "router" else "router"
     assert result.returncode == 3, result.stderr
     assert f"no broker answered at {endpoint} over {transport} within" in result.stderr
-    assert f"try --transport {other}" in result.stderr and "Traceback" not in result.stderr
+    assert "nothing accepts connections there" in result.stderr and "Traceback" not in result.stderr
     for command in (["status", endpoint], ["flow", "echo", "--connect", endpoint]):
         result = subprocess.run(
             [*COMMAND, *command, "--transport", transport, "--timeout", "0.3"],

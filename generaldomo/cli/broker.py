@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -150,6 +151,8 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.metrics_port is not None and importlib.util.find_spec("prometheus_client") is None:
+        raise ValueError("--metrics-port needs prometheus_client: pip install 'generaldomo[metrics]'")
     stop = options.stop_on_signals()  # from here on a signal cannot skip the clean-up below
     broker = make_broker(args)
     for transport, endpoint in broker.endpoints:

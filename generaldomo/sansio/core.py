@@ -125,6 +125,7 @@ class BrokerCore:
         self._adopted: set[Service] = set()
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
+        self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
         self._handlers: dict[type, Handler] = {
@@ -641,6 +642,11 @@ class BrokerCore:
             task.attempts += 1
             flow.dispatched(now, task.size)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
+            if self._trace:
+                log.debug(
+                    "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
+                    task.id.hex(), service.name, worker.label, task.attempts, now - task.enqueued,
+                )  # fmt: skip
 
     def _complete(
         self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *,
