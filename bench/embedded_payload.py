@@ -16,6 +16,7 @@ and schemes are interleaved, the order rotated each round; the table gives media
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import subprocess
 import sys
@@ -26,7 +27,9 @@ from bench.config import say
 from bench.load import median
 from bench.procs import ROOT
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "generaldomo" / "bench-bin"
+# one folder per source tree: checkouts side by side would otherwise rebuild each other's programs from their sources
+_TREE = hashlib.blake2b(str(ROOT).encode(), digest_size=4).hexdigest()
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "generaldomo" / "bench-bin" / _TREE
 MIB = 1024 * 1024
 LARGE = 64 * MIB
 LIMITS = ("max-message=300000000", "queue-bytes=600000000", "service-queue-bytes=600000000", "keep-answers=0")
