@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+from pathlib import Path
 
 from core_harness import Harness, client, worker
 
@@ -100,3 +102,16 @@ def test_counters_are_grouped_for_the_page() -> None:
     assert counter_group("connections_refused") == counter_group("forbidden") == "refused"
     assert counter_group("duplicates_dropped") == counter_group("malformed") == "dropped"
     assert counter_group("completed") == counter_group("something_new") == "totals"
+
+
+UPLOT = {  # uPlot 1.6.32 from the npm registry (see generaldomo/dashboard/__init__.py)
+    "uPlot.iife.min.js": "19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f",
+    "uPlot.min.css": "df630c6a8d6f8eeaff264b50f73ce5b114f646ffd9a0bb74f049b0a00135fa04",
+    "uPlot.LICENSE": "8f989229699b4fe2f1a0432d0e9edc338a8a911e250e2d1b01ecd770a5f5b1bd",
+}
+
+
+def test_the_shipped_chart_library_is_uplot_as_published() -> None:
+    static = Path(__file__).resolve().parents[1] / "generaldomo" / "dashboard" / "static"
+    for name, digest in UPLOT.items():
+        assert hashlib.sha256((static / name).read_bytes()).hexdigest() == digest, name

@@ -71,10 +71,13 @@ def listen_address(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from generaldomo.dashboard import Dashboard
+    from generaldomo.dashboard import Dashboard  # says which extra is missing
     from generaldomo.dashboard.guard import is_loopback, new_token
+
+    try:
+        import uvicorn
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(f"{error}: pip install 'generaldomo[dashboard]'", name=error.name) from error
 
     host, port = listen_address(args.http)
     token = args.token or os.environ.get(TOKEN_VARIABLE)

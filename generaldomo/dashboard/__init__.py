@@ -7,13 +7,22 @@ its :meth:`~Dashboard.close`). It needs the ``generaldomo[dashboard]`` extra (St
 Layout: :mod:`~generaldomo.dashboard.frames` (IO-free: what the page is sent), :mod:`~generaldomo.dashboard.feed`
 (the thread that polls the broker), :mod:`~generaldomo.dashboard.guard` (host, token and cross-site checks),
 :mod:`~generaldomo.dashboard.app` (the routes), ``static/`` (the page, its script and the chart library).
+
+The chart library is uPlot 1.6.32 as the npm registry ships it (``npm pack uplot@1.6.32``: its
+``dist/uPlot.iife.min.js``, ``dist/uPlot.min.css`` and ``LICENSE``, MIT, kept as ``static/uPlot.*``);
+``tests/test_dashboard_frames.py`` checks their digests, so a change to them is a deliberate one.
 """
 
 from __future__ import annotations
 
 try:
     from generaldomo.dashboard.app import Dashboard, create_app, create_wsgi_app
-except ImportError as error:  # pragma: no cover - only without the extra
-    raise ImportError(f"the dashboard needs the generaldomo[dashboard] extra ({error})") from error
+except ModuleNotFoundError as error:  # only without the extra
+    if error.name not in ("starlette", "anyio"):
+        raise
+    raise ModuleNotFoundError(
+        f"the dashboard needs the generaldomo[dashboard] extra: pip install 'generaldomo[dashboard]' ({error})",
+        name=error.name,
+    ) from error
 
 __all__ = ["Dashboard", "create_app", "create_wsgi_app"]

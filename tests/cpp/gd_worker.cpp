@@ -3,14 +3,17 @@
 // gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L] [-v]
 //           ENDPOINT
 // Echoes each request's frames, the first prefixed with --tag, after --partials partial results ("T<first>#i")
-// and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v). A first frame "fail" makes the handler throw. -v prints
-// "request <first frame>" when a task starts and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
+// and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v, or by the broker's
+// CANCEL, printing "cancelled <first frame>"). A first frame "fail" makes the handler throw, "slow-down" answers
+// 429 with retry-after 0.2 s. -v prints "request <first frame>" (and " left <ms>" with a deadline) when a task starts
+// and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
 // stops (telling the broker) and prints "stopped after N tasks".
 #include <generaldomo/generaldomo.hpp>
 
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -58,18 +61,35 @@ int main(int argc, char **argv)
     auto handler = [&](const generaldomo::Task &task) {
         generaldomo::Frames frames = task.payload();
         const std::string first = frames.empty() ? std::string() : frames.front();
-        if (verbose)
-            say("request " + first);
+        if (verbose) {
+            std::string line = "request " + first;
+            if (auto deadline = task.deadline()) {
+                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - generaldomo::Clock::now());
+                line += " left " + std::to_string(left.count());
+            }
+            say(line);
+        }
         for (long i = 1; i <= partials; ++i)
             task.partial({tag + first + "#" + std::to_string(i)});
-        {
+        const auto until = generaldomo::Clock::now() + delay;
+        for (;;) {
             std::unique_lock<std::mutex> lock(stop_mutex);
-            if (stop_signal.wait_for(lock, delay, [] { return stopping; })) {
+            const auto step = std::min(until, generaldomo::Clock::now() + std::chrono::milliseconds(10));
+            if (stop_signal.wait_until(lock, step, [] { return stopping; })) {
                 if (verbose)
                     say("interrupted " + first);
                 return frames;  // the worker is stopping: this result is discarded
             }
+            if (task.cancelled()) {
+                if (verbose)
+                    say("cancelled " + first);
+                return frames;  // nobody waits for it: the broker drops it
+            }
+            if (generaldomo::Clock::now() >= until)
+                break;
         }
+        if (first == "slow-down")
+            throw generaldomo::Reject(generaldomo::protocol::too_many, "slow down", std::chrono::milliseconds(200));
         if (first == "fail")
             throw std::runtime_error("asked to fail");
         if (frames.empty())

@@ -2,7 +2,9 @@
 // description with a handler. It owns the worker's side of the conversation: READY (carrying the previous
 // result), heartbeats both ways (also while the handler runs), reconnecting when the broker falls silent or
 // says DISCONNECT, and DISCONNECT when it stops. The IO thread owns the socket; the handler runs on a
-// thread of its own, one task at a time.
+// thread of its own, one task at a time. Its READY says it understands request fields and CANCEL (peer info),
+// so a task carries the client's deadline and a handler can see that its task was cancelled (or expired);
+// a broker older than peer info refuses that READY, and the worker then registers with a plain one.
 #pragma once
 
 #include <algorithm>
@@ -12,11 +14,15 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include "generaldomo/connection.hpp"
 #include "generaldomo/protocol.hpp"
@@ -26,19 +32,62 @@ namespace generaldomo {
 // One task as the handler sees it.
 class Task {
 public:
-    Task(std::string description, Frames payload, std::function<void(const Frames &)> send_partial)
-        : description_(std::move(description)), payload_(std::move(payload)), send_partial_(std::move(send_partial))
+    Task(std::string description, Frames payload, std::function<void(const Frames &)> send_partial,
+         std::optional<Clock::time_point> deadline = std::nullopt,
+         std::shared_ptr<const std::atomic<bool>> cancelled = nullptr)
+        : description_(std::move(description)), payload_(std::move(payload)), send_partial_(std::move(send_partial)),
+          deadline_(deadline), cancelled_(std::move(cancelled))
     {
     }
     const std::string &description() const { return description_; }  // the request description
     const Frames &payload() const { return payload_; }
     // Send a partial result to the client now, before the final one (a streaming handler).
     void partial(const Frames &frames) const { send_partial_(frames); }
+    // When the client stops waiting for the result (nullopt: the request carries no deadline).
+    std::optional<Clock::time_point> deadline() const { return deadline_; }
+    // True once the broker said nobody waits for the result (cancelled, or past the deadline): stop early.
+    bool cancelled() const { return cancelled_ && cancelled_->load(); }
 
 private:
     std::string description_;
     Frames payload_;
     std::function<void(const Frames &)> send_partial_;
+    std::optional<Clock::time_point> deadline_;
+    std::shared_ptr<const std::atomic<bool>> cancelled_;
+};
+
+// Thrown by a handler: the client gets this status (400 to 599) and reason instead of a result. 429 with a
+// retry_after is "slow down": the broker puts the task back at the head of its queue (not a failure), holds the
+// service's dispatches for retry_after and lowers its dispatch rate (docs/protocol.rst, "Backpressure").
+class Reject : public std::runtime_error {
+public:
+    Reject(int status, std::string reason, std::optional<std::chrono::milliseconds> retry_after = std::nullopt)
+        : std::runtime_error(std::to_string(status) + ": " + reason), status_(status), reason_(std::move(reason)),
+          retry_after_(retry_after)
+    {
+        if (status < 400 || status > 599)
+            throw std::invalid_argument("a rejection's status is 400 to 599");
+    }
+    int status() const { return status_; }
+    const std::string &reason() const { return reason_; }
+    std::optional<std::chrono::milliseconds> retry_after() const { return retry_after_; }
+
+    // The result frames: the reason, then (429 only) the retry-after in seconds as decimal text.
+    Frames frames() const
+    {
+        Frames out{reason_};
+        if (status_ == protocol::too_many && retry_after_) {
+            const long long ms = std::max<long long>(0, retry_after_->count());
+            std::string digits = std::to_string(ms / 1000) + "." + std::to_string(1000 + ms % 1000).substr(1);
+            out.push_back(std::move(digits));
+        }
+        return out;
+    }
+
+private:
+    int status_;
+    std::string reason_;
+    std::optional<std::chrono::milliseconds> retry_after_;
 };
 
 struct WorkerOptions {
@@ -112,7 +161,7 @@ private:
         const auto interval = options_.heartbeat_interval;
         const auto expiry = interval * options_.liveness;
         const std::string heartbeat = protocol::worker_message(protocol::worker_heartbeat);
-        connection_.send(protocol::ready(description_));
+        connection_.send(ready());
         auto heard = Clock::now();
         auto next_heartbeat = heard + interval;
         bool dismissed = false;  // the broker said DISCONNECT while the handler ran: its result is moot
@@ -139,6 +188,8 @@ private:
                 if (!command)
                     continue;  // not a GDP worker command: the broker never sends one
                 if (command->command == protocol::worker_disconnect) {
+                    if (!answered_)  // that READY was refused (a broker older than peer info): the other form
+                        plain_ = !plain_;
                     if (busy_) {
                         dismissed = true;
                     } else {
@@ -146,8 +197,15 @@ private:
                     }
                     break;
                 }
+                answered_ = true;
+                if (command->command == protocol::worker_cancel) {
+                    std::lock_guard<std::mutex> lock(task_mutex_);
+                    if (busy_ && running_cancel_ && command->args[0] == running_id_)
+                        running_cancel_->store(true);
+                    continue;
+                }
                 if (command->command == protocol::worker_request && !busy_ && !dismissed)
-                    hand_over(std::move(command->args));  // a task while another runs is ignored
+                    hand_over(std::move(command->args), command->deadline);  // a task while another runs: ignored
             }
             const auto now = Clock::now();
             if (!busy_ && now - heard > expiry) {
@@ -173,11 +231,18 @@ private:
     {
         ++reconnects_;
         connection_.reopen();
-        connection_.send(protocol::ready(description_));
+        connection_.send(ready());
+    }
+
+    // READY, with peer info (pid, features) unless a broker refused that form.
+    std::string ready()
+    {
+        answered_ = false;
+        return plain_ ? protocol::ready(description_) : protocol::ready_with_info(description_, ::getpid());
     }
 
     // args: task id, request description, payload...
-    void hand_over(Frames &&args)
+    void hand_over(Frames &&args, std::optional<std::chrono::milliseconds> deadline)
     {
         busy_ = true;
         {
@@ -185,6 +250,9 @@ private:
             task_id_ = std::move(args[0]);
             task_description_ = std::move(args[1]);
             task_payload_.assign(std::make_move_iterator(args.begin() + 2), std::make_move_iterator(args.end()));
+            task_deadline_ = deadline ? std::optional<Clock::time_point>(Clock::now() + *deadline) : std::nullopt;
+            running_id_ = task_id_;
+            running_cancel_ = std::make_shared<std::atomic<bool>>(false);
             has_task_ = true;
         }
         task_ready_.notify_one();
@@ -206,6 +274,8 @@ private:
             std::string task_id;
             std::string description;
             Frames payload;
+            std::optional<Clock::time_point> deadline;
+            std::shared_ptr<const std::atomic<bool>> cancelled;
             {
                 std::unique_lock<std::mutex> lock(task_mutex_);
                 task_ready_.wait(lock, [this] { return has_task_ || handler_exit_; });
@@ -215,15 +285,22 @@ private:
                 task_id = std::move(task_id_);
                 description = std::move(task_description_);
                 payload = std::move(task_payload_);
+                deadline = task_deadline_;
+                cancelled = running_cancel_;
             }
             // The IO thread does not reconnect while a task runs, so partials go to the broker that sent it.
-            Task task(std::move(description), std::move(payload), [this, &task_id](const Frames &frames) {
-                if (!stopping_)
-                    connection_.send(protocol::partial(task_id, frames));
-            });
+            Task task(
+                std::move(description), std::move(payload),
+                [this, &task_id](const Frames &frames) {
+                    if (!stopping_)
+                        connection_.send(protocol::partial(task_id, frames));
+                },
+                deadline, cancelled);
             Result result{task_id, protocol::ok, {}};
             try {
                 result.frames = handler_(task);
+            } catch (const Reject &rejected) {
+                result = Result{task_id, rejected.status(), rejected.frames()};
             } catch (const std::exception &error) {
                 result = Result{task_id, protocol::worker_error, {error.what()}};
             } catch (...) {
@@ -249,6 +326,10 @@ private:
     bool has_task_ = false, handler_exit_ = false;
     std::string task_id_, task_description_;
     Frames task_payload_;
+    std::optional<Clock::time_point> task_deadline_;
+    std::string running_id_;                             // the task handed over last (IO thread)
+    std::shared_ptr<std::atomic<bool>> running_cancel_;  // its cancelled flag, shared with its Task
+    bool answered_ = false, plain_ = false;              // IO thread: the broker spoke since READY; READY form
     std::optional<Result> result_;
     std::mutex stop_mutex_;  // serialises wait() callers
     std::thread handler_thread_, io_thread_;
