@@ -150,7 +150,7 @@ def test_an_mdp_worker_cannot_say_slow_down() -> None:
     h = Harness()
     h.request(client(1), b"r")
     h.feed(worker(1), [b"", b"MDPW01", b"\x01", b"echo"])
-    task_id = [frames for frames in h.inbox[worker(1)] if len(frames) > 3][0][3]
+    task_id = next(frames for frames in h.inbox[worker(1)] if len(frames) > 3)[3]
     h.feed(worker(1), [b"", b"MDPW01", b"\x03", task_id, b"", b"429", b"a payload that starts with 429"])
     assert [status for _, status, _ in h.replies_of(client(1))] == [protocol.OK]
 

@@ -7,8 +7,9 @@ the queue budgets; no task is dispatched after its deadline, a request is never 
 before that deadline, and a worker that understands CANCEL is told when the task it runs is cancelled or
 passes its deadline (and only then); a task a worker answers 429 ("slow down") is queued again, never lost
 nor failed for it (only losing its worker max_attempts times fails it), and the service's adapted rate stays
-within its bounds and never above a configured rate. At the end, after every client re-asks about what it still waits for
-(and asks again for what the broker does not know), every request that was not cancelled has been answered.
+within its bounds and never above a configured rate. At the end, after every client re-asks about what it
+still waits for (and asks again for what the broker does not know), every request that was not cancelled has
+been answered.
 """
 
 from __future__ import annotations

@@ -84,7 +84,8 @@ def _rate_bounds(text: str) -> dict[str, float | None] | None:
             raise ValueError
         return {"min": float(low), "max": float(high) if high else None}
     except ValueError:
-        raise argparse.ArgumentTypeError(f"backoff bounds are MIN..MAX or MIN.. (per second) or none, not {text!r}")
+        message = f"backoff bounds are MIN..MAX or MIN.. (per second) or none, not {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 # (flag, parser, metavar, help) of each limit; the namespace key is the flag's name
