@@ -128,7 +128,7 @@ def test_mdp_requests_with_huge_hops_stay_charged_after_the_sender_left(attacked
 
 
 def test_one_connection_claiming_workers_through_hops_gets_its_share(attacked: Callable[..., Attacked]) -> None:
-    broker = attacked("router")
+    broker = attacked("router", "--liveness", "40")  # the claimed workers never heartbeat: let them stay a while
     with broker.raw() as claimer:
         for n in range(40_000):
             claimer.send([b"\xffclaimed-%06d" % n, *protocol.gdp_ready(b"fake-%d" % (n % 50))])

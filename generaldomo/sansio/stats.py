@@ -70,6 +70,7 @@ class ServiceStats:
     reissued: int = 0
     duplicates_dropped: int = 0
     expired: int = 0
+    throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
     queue_times: Samples = attrs.field(factory=Samples)
     service_times: Samples = attrs.field(factory=Samples)
     finished_at: Samples = attrs.field(factory=lambda: Samples(RECENT))
