@@ -109,8 +109,15 @@ def _byte(dialect: Dialect, command: str, worker: bool) -> bytes:
 # ---------------------------------------------------------------------------------------------------- parsing
 
 
+def _field(frame: bytes) -> bytes:
+    """A frame the broker reads (an id, a description, a status) as bytes: the links may hand over a large frame
+    as a read-only memoryview of the message received (payloads pass on uncopied); such a field is copied."""
+    return frame if type(frame) is bytes else bytes(frame)
+
+
 def parse(frames: Sequence[bytes]) -> Event:
-    """Turn the frames a peer sent to the broker into an event; never raises."""
+    """Turn the frames a peer sent to the broker into an event; never raises. Body frames are passed on as they
+    are (bytes-like); every other field is bytes."""
     if not frames:
         return Malformed("empty message")
     empty = frames[0] == b""
@@ -132,25 +139,25 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     if dialect is Dialect.MDP01:
         if not rest:
             return Malformed("MDP/0.1 request without a service frame")
-        return ClientRequest(dialect, None, rest[0], tuple(rest[1:]))
+        return ClientRequest(dialect, None, _field(rest[0]), tuple(rest[1:]))
     if dialect is Dialect.GDP and rest and rest[0] in _GDP_CLIENT_CONTROL:
         return _parse_gdp_control(rest[0], rest[1:])
     if dialect is Dialect.GDP and rest and rest[0] == _GDP_FIELDS_REQUEST:
         if len(rest) < 4:
             return Malformed("generaldomo request with fields needs a request id, a description and fields")
-        fields = parse_fields(rest[3])
+        fields = parse_fields(_field(rest[3]))
         if isinstance(fields, str):
             return Malformed(fields)
-        return ClientRequest(dialect, rest[1], rest[2], tuple(rest[4:]), *fields)
+        return ClientRequest(dialect, _field(rest[1]), _field(rest[2]), tuple(rest[4:]), *fields)
     if not rest or rest[0] != _byte(dialect, REQUEST, worker=False):
         return Malformed(f"{dialect.value} client sent an unknown command")
     if dialect is Dialect.GDP:
         if len(rest) < 3:
             return Malformed("generaldomo request needs a request id and a description")
-        return ClientRequest(dialect, rest[1], rest[2], tuple(rest[3:]))
+        return ClientRequest(dialect, _field(rest[1]), _field(rest[2]), tuple(rest[3:]))
     if len(rest) < 2:
         return Malformed(f"{dialect.value} request without a service frame")
-    return ClientRequest(dialect, None, rest[1], tuple(rest[2:]))
+    return ClientRequest(dialect, None, _field(rest[1]), tuple(rest[2:]))
 
 
 _GDP_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, worker=False)
@@ -251,10 +258,10 @@ def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
     if command == _GDP_HEARTBEAT:
         if len(args) > MAX_REASKED:
             return Malformed(f"generaldomo HEARTBEAT asks about {len(args)} ids (at most {MAX_REASKED})")
-        return ClientHeartbeat(Dialect.GDP, tuple(args))
+        return ClientHeartbeat(Dialect.GDP, tuple(map(_field, args)))
     if len(args) != 1:
         return Malformed(f"generaldomo CANCEL with {len(args)} argument frames")
-    return ClientCancel(Dialect.GDP, args[0])
+    return ClientCancel(Dialect.GDP, _field(args[0]))
 
 
 def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
@@ -262,12 +269,12 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     args = rest[1:]
     if command == READY:
         if dialect is Dialect.GDP and len(args) >= 3:
-            return WorkerReply(dialect, args[1], args[2], tuple(args[3:]), True, args[0])
+            return WorkerReply(dialect, _field(args[1]), _field(args[2]), tuple(args[3:]), True, _field(args[0]))
         if dialect is Dialect.GDP and len(args) == 2 and (info := read_worker_info(args[1])) is not None:
-            return WorkerReady(dialect, args[0], *info)
+            return WorkerReady(dialect, _field(args[0]), *info)
         if len(args) != 1:
             return Malformed(f"{dialect.value} READY with {len(args)} argument frames")
-        return WorkerReady(dialect, args[0])
+        return WorkerReady(dialect, _field(args[0]))
     if command == HEARTBEAT:
         return WorkerHeartbeat(dialect)
     if command == DISCONNECT:
@@ -277,10 +284,10 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         if dialect is Dialect.GDP:
             if not args:
                 return Malformed("generaldomo PARTIAL without a task id")
-            return WorkerReply(dialect, args[0], OK, tuple(args[1:]), final)
+            return WorkerReply(dialect, _field(args[0]), OK, tuple(args[1:]), final)
         if len(args) < 2 or args[1] != b"":
             return Malformed(f"{dialect.value} {command} without an address and an empty frame")
-        return WorkerReply(dialect, args[0], OK, tuple(args[2:]), final)
+        return WorkerReply(dialect, _field(args[0]), OK, tuple(args[2:]), final)
     return Malformed(
         f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}"
     )
@@ -339,6 +346,31 @@ def _info_frame(host: str | None, pid: int | None, features: frozenset[str]) -> 
 
 
 # ---------------------------------------------------------------------------------------------------- building
+
+
+MAX_RETRY_AFTER_FRAME: Final = 16  # bytes of a 429's retry-after frame
+
+
+def parse_retry_after(body: Sequence[bytes]) -> float | None:
+    """The seconds a worker's 429 asks the broker to wait (its second frame: decimal ASCII, at most
+    :data:`MAX_RETRY_AFTER_FRAME` bytes, finite, not negative), or None if it gives none that is valid."""
+    if len(body) < 2 or not 0 < len(body[1]) <= MAX_RETRY_AFTER_FRAME:
+        return None
+    text = bytes(body[1])
+    if not all(c in b"0123456789." for c in text):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < float("inf") else None
+
+
+def retry_after_frame(seconds: float) -> bytes:
+    """The retry-after frame of a 429 result: ``seconds`` as decimal ASCII (milliseconds kept)."""
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"retry_after is a number of seconds of at least 0, not {seconds!r}")
+    return b"%.3f" % seconds
 
 
 def timing(queued: float, served: float) -> bytes:
