@@ -1,121 +1,195 @@
-"""Issue 20 item 7: a refused worker backs off (about 1 s, doubled up to 60 s, with jitter), saying why once per
-step, and the broker's refusal lines are rate-limited per key. Sans-IO, then real sockets on both transports."""
+"""Backpressure from the service: workers' 429 ("slow down") answers, the adapted rate (AIMD), retry_after;
+the arithmetic alone, in the sans-IO core, and end to end over real sockets."""
 
 from __future__ import annotations
 
-import itertools
-import logging
 import threading
-import time
-from pathlib import Path
-from typing import Any
 
 import pytest
-from test_curve import Keyring
+from core_harness import Harness, client, worker
 from waiting import eventually
 
-from generaldomo import Broker, Worker
-from generaldomo.io import keys
+from generaldomo import Client, Reject, Worker
 from generaldomo.sansio import protocol
-from generaldomo.sansio.session import BACKOFF_FIRST, BACKOFF_MOST, Reconnect, Send, WorkerSession
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.backoff import DECREASE, MIN_STEP, Backoff, BackoffLimits
+from generaldomo.sansio.flow import FlowLimits
 
-DISCONNECT = protocol.gdp_worker_command(protocol.DISCONNECT)
-HEARTBEAT = protocol.gdp_worker_command(protocol.HEARTBEAT)
-
-
-def refused_until(session: WorkerSession, now: float) -> list[float]:
-    """Refuse each READY the session sends up to ``now``; return when each READY went out."""
-    readies = [0.0]
-    session.start()
-    while True:
-        assert session.receive(DISCONNECT, readies[-1]) == []  # refused: nothing at once
-        retry = session.deadline()
-        assert retry is not None and retry > readies[-1]
-        assert session.tick(retry - 0.001) == []  # nothing goes out during the wait, heartbeats neither
-        if retry > now:
-            return readies
-        actions = session.tick(retry)
-        assert isinstance(actions[0], Reconnect) and isinstance(actions[1], Send)
-        readies.append(retry)
+SLOW_DOWN = b"429"
 
 
-def test_refused_readies_wait_twice_as_long_each_time_up_to_a_minute() -> None:
-    session = WorkerSession(b"echo", PeerSettings(), 0.0)  # no jitter: the steps themselves
-    readies = refused_until(session, 600.0)
-    waits = [round(b - a, 6) for a, b in itertools.pairwise(readies)]
-    assert waits[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0] and set(waits[6:]) == {BACKOFF_MOST}
-    assert session.refusals == len(readies)
+def test_each_429_halves_the_rate_once_per_round_trip_and_it_grows_while_it_holds() -> None:
+    backoff = Backoff()
+    for n in range(40):
+        backoff.dispatched(n * 0.025)  # 40 per second
+    assert backoff.slow_down(1.0, 0.9, None, None) and backoff.rate == pytest.approx(40 * DECREASE, rel=0.1)
+    first = backoff.rate
+    assert not backoff.slow_down(1.01, 0.95, None, None)  # dispatched before that decrease: no second one
+    assert backoff.slow_down(1.2, 1.1, None, None) and backoff.rate == pytest.approx(first * DECREASE)
+    rate = backoff.rate
+    assert not backoff.held(2.0, None)  # a spell of holding back starts
+    assert backoff.held(2.5, None) and backoff.rate == pytest.approx(rate + 0.5 * max(MIN_STEP, first / 10))
+    assert not backoff.held(10.0, None) and backoff.change == "increase"  # a gap: demand fell, no growth
+    assert backoff.throttled == 3
 
 
-@pytest.mark.parametrize("draw", [0.0, 0.999])
-def test_the_waits_have_jitter_within_a_quarter_of_their_step(draw: float) -> None:
-    session = WorkerSession(b"echo", PeerSettings(), 0.0, uniform=lambda: draw)
-    readies = refused_until(session, 100.0)
-    first = readies[1] - readies[0]
-    assert 0.75 * BACKOFF_FIRST <= first <= 1.25 * BACKOFF_FIRST and first != BACKOFF_FIRST
+def test_the_adapted_rate_keeps_within_its_bounds_and_under_a_configured_rate() -> None:
+    backoff = Backoff(BackoffLimits(min=2.0, max=8.0))
+    backoff.slow_down(0.0, 0.0, None, None)  # nothing measured yet: from the lower bound
+    assert backoff.rate == 2.0
+    for n in range(1, 200):
+        backoff.held(n * 0.1, 5.0)
+    assert backoff.rate == 5.0  # the configured rate is the ceiling, below max
+    backoff.rebound(BackoffLimits(min=1.0, max=3.0), None)
+    assert backoff.rate == 3.0
+    with pytest.raises(ValueError):
+        BackoffLimits(min=3.0, max=2.0)
+    for bad in ({"min": 0}, {"max": -1}, {"min": True}, {"colour": 1}, [1]):
+        with pytest.raises(ValueError):
+            FlowLimits().merged({"backoff": bad})
 
 
-def test_an_answered_ready_resets_the_wait_and_a_later_disconnect_registers_at_once() -> None:
-    session = WorkerSession(b"echo", PeerSettings(), 0.0)
-    session.start()
-    session.receive(DISCONNECT, 0.0)
-    session.tick(1.0)  # READY again
-    session.receive(DISCONNECT, 1.0)
-    assert session.deadline() == 3.0  # the second wait: 2 s
-    session.tick(3.0)
-    session.receive(HEARTBEAT, 3.1)  # registered
-    again = session.receive(DISCONNECT, 10.0)  # the broker restarted and forgot it: not a refusal
-    assert isinstance(again[0], Reconnect) and isinstance(again[1], Send)
-    assert session.receive(DISCONNECT, 10.0) == [] and session.deadline() == 11.0  # refused: the first step
+def test_retry_after_is_read_strictly() -> None:
+    assert protocol.parse_retry_after([b"slow", b"0.250"]) == 0.25
+    for body in (
+        [b"slow"],
+        [b"slow", b""],
+        [b"slow", b"-1"],
+        [b"slow", b"1e9"],
+        [b"slow", b"x" * 17],
+        [b"s", b"1.2.3"],
+    ):
+        assert protocol.parse_retry_after(body) is None
+    assert Reject(429, "slow", retry_after=0.2).frames == (b"slow", b"0.200")
+    for bad in ({"status": 500, "retry_after": 1.0}, {"status": 429, "retry_after": -1.0}):
+        with pytest.raises(ValueError):
+            Reject(bad["status"], "x", retry_after=bad["retry_after"])  # type: ignore[arg-type]
 
 
-# ---------------------------------------------------------------------------------------------- live
+def slow_down(h: Harness, peer, task_id: bytes, retry_after: bytes | None = None) -> None:
+    body = [b"slow down"] if retry_after is None else [b"slow down", retry_after]
+    h.feed(peer, protocol.gdp_ready(b"echo", (task_id, SLOW_DOWN, body)))
 
 
-@pytest.fixture
-def keyring(tmp_path: Path) -> Keyring:
-    return Keyring(tmp_path)
+def test_a_429_puts_the_task_back_at_the_head_not_failed_and_not_an_attempt() -> None:
+    h = Harness(max_attempts=2, heartbeat_interval=1000.0)
+    h.request(client(1), b"first")
+    h.request(client(1), b"second")
+    h.ready(worker(1))
+    for _ in range(5):  # more 429s than attempts allowed: still not a failure
+        task_id, _, body = h.tasks_of(worker(1))[-1]
+        assert body == (b"first",) and h.core.tasks[task_id].attempts == 1
+        slow_down(h, worker(1), task_id)
+        sent = len(h.tasks_of(worker(1)))
+        for _ in range(100):  # the adapted rate lets the next dispatch go in time
+            if len(h.tasks_of(worker(1))) > sent:
+                break
+            h.advance(h.core.deadline() - h.now)
+    task_id, _, body = h.tasks_of(worker(1))[-1]
+    assert body == (b"first",)  # the same task, at the head of the queue each time
+    h.answer(worker(1), task_id, b"done")
+    assert [(rid, status) for rid, status, _ in h.replies_of(client(1))] == [(b"first", protocol.OK)]
+    report = h.core.report(h.now).services[0]
+    assert report.throttled == 5 and report.failed == 0 and h.core.counters["throttled"] == 5
+    assert report.flow.backoff is not None and report.flow.backoff.throttled == 5 and report.flow.backoff.rate
 
 
-def serve(worker: Worker) -> threading.Thread:
-    thread = threading.Thread(target=worker.serve, daemon=True)
-    thread.start()
-    return thread
+def test_retry_after_holds_every_dispatch_of_the_service_until_then() -> None:
+    h = Harness()
+    h.request(client(1), b"a")
+    h.request(client(1), b"b")
+    h.ready(worker(1))
+    h.ready(worker(2))
+    (first,), (second,) = h.tasks_of(worker(1)), h.tasks_of(worker(2))
+    slow_down(h, worker(1), first[0], b"2.0")
+    assert len(h.tasks_of(worker(1))) == 1 and h.core.deadline() == pytest.approx(2.0)
+    h.answer(worker(2), second[0], b"b!")
+    assert len(h.tasks_of(worker(2))) == 1  # held although a worker waits
+    h.advance(2.0)
+    assert len(h.tasks_of(worker(1))) + len(h.tasks_of(worker(2))) == 3  # then the first goes again
+    assert h.core.report(h.now).services[0].flow.backoff.paused == 0.0
 
 
-@pytest.mark.parametrize("refusal", ["curve service", "curve role", "mmi description"])
-def test_a_refused_worker_backs_off_and_both_sides_log_a_few_lines(
-    transport: str, keyring: Keyring, refusal: str, caplog: pytest.LogCaptureFixture
+def test_the_service_converges_near_a_hidden_limit_without_a_configured_rate() -> None:
+    """A simulated remote API that takes LIMIT calls per second and answers 429 beyond: the dispatch rate the
+    broker settles on is near LIMIT (AIMD's sawtooth between half of it and it) and 429s become rare."""
+    limit, workers, seconds = 20.0, 8, 60.0
+    h = Harness(heartbeat_interval=1000.0)
+    served: list[float] = []
+    for n in range(2000):
+        h.request(client(1), b"r%d" % n)
+    for n in range(workers):
+        h.ready(worker(n))
+    calls: list[float] = []
+    seen = {n: 0 for n in range(workers)}
+    step = 0.005
+    while h.now < seconds:
+        for n in range(workers):
+            tasks = h.tasks_of(worker(n))
+            while len(tasks) > seen[n]:
+                task_id = tasks[seen[n]][0]
+                seen[n] += 1
+                calls.append(h.now)
+                recent = [t for t in calls if t > h.now - 1.0]
+                if len(recent) > limit:
+                    slow_down(h, worker(n), task_id)
+                else:
+                    served.append(h.now)
+                    h.answer(worker(n), task_id, b"ok")
+                tasks = h.tasks_of(worker(n))
+        h.advance(step)
+    late = [t for t in served if t > seconds / 2]
+    rate = len(late) / (seconds / 2)
+    throttled = h.core.counters["throttled"]
+    assert 0.5 * limit <= rate <= limit and throttled < len(served) / 4, (rate, throttled, len(served))
+    flow = h.core.report(h.now).services[0].flow
+    assert flow.backoff is not None and flow.backoff.rate is not None and flow.backoff.rate <= 2 * limit
+    assert flow.rate is None  # nothing was configured
+
+
+def test_an_mdp_worker_cannot_say_slow_down() -> None:
+    h = Harness()
+    h.request(client(1), b"r")
+    h.feed(worker(1), [b"", b"MDPW01", b"\x01", b"echo"])
+    task_id = next(frames for frames in h.inbox[worker(1)] if len(frames) > 3)[3]
+    h.feed(worker(1), [b"", b"MDPW01", b"\x03", task_id, b"", b"429", b"a payload that starts with 429"])
+    assert [status for _, status, _ in h.replies_of(client(1))] == [protocol.OK]
+
+
+# ------------------------------------------------------------------------------------------ real sockets
+
+
+def test_a_worker_that_says_slow_down_gets_the_task_again_and_the_client_its_answer(
+    transport, brokers, endpoint_for
 ) -> None:
-    """The finding: a refused CURVE worker reconnected every ~7 ms, ~130 registrations a second, each logged on
-    both sides."""
-    curve = refusal.startswith("curve")
-    broker = Broker(transport, ["tcp://127.0.0.1:*"], security=keyring.security() if curve else None).start()
-    endpoint = broker.endpoint(transport, "tcp")
-    options: dict[str, Any] = {}
-    if curve:  # the worker key may serve echo* only; the client key has no worker role
-        name = "worker" if refusal == "curve service" else "client"
-        options = {"server_key": keys.load_public(keyring.secret("broker")),
-                   "keys": keys.load_secret(keyring.secret(name))}  # fmt: skip
-    description = "mmi.mine" if refusal == "mmi description" else "other"
-    worker = Worker(endpoint, description, lambda payload: payload, transport, **options)
-    with caplog.at_level(logging.INFO):
-        thread = serve(worker)
-        try:
-            eventually(lambda: worker.refusals >= 2, 30, "two refusals")
-            started, refusals = time.monotonic(), worker.refusals
-            time.sleep(4.0)  # the next waits are 2 s and 4 s: at most two more READYs
-            assert worker.refusals - refusals <= 2, f"{worker.refusals - refusals} refusals in 4 s"
-        finally:
-            worker.stop()
-            thread.join(20)
-            broker.stop()
-    elapsed = time.monotonic() - started
-    counters = broker.core.counters
-    refused = max(counters["workers_refused"], counters["forbidden"])  # without the worker role: forbidden only
-    assert worker.refusals <= 5 and refused <= worker.refusals + 1, (dict(counters), elapsed)  # + its DISCONNECT
-    said = [r for r in caplog.records if "refused this worker's READY" in r.getMessage()]
-    assert len(said) == worker.refusals  # one line per step
-    broker_lines = [r for r in caplog.records if r.name == "generaldomo.sansio.core" and "refused" in r.getMessage()]
-    assert len(broker_lines) <= 2  # rate-limited per key, not per connection
+    broker = brokers(transport, [endpoint_for("ipc")])
+    endpoint = broker.endpoint(transport, "ipc")
+    calls = {"count": 0}
+    lock = threading.Lock()
+
+    def limited(payload: bytes) -> bytes:
+        with lock:
+            calls["count"] += 1
+            first = calls["count"] <= 2
+        if first:
+            raise Reject(429, "the remote API says slow down", retry_after=0.3)
+        return payload
+
+    worker_ = Worker(endpoint, "api", limited, transport)
+    thread = threading.Thread(target=worker_.serve, daemon=True)
+    thread.start()
+    try:
+        with Client(endpoint, transport) as c:
+            assert c.request("api", b"x", timeout=30).payload == b"x"
+            flow = c.flow("api")
+            report = c.status()
+        service = next(s for s in report["services"] if s["name"] == "api")
+        assert service["throttled"] == 2 and service["failed"] == 0
+        assert service["flow"]["backoff"]["throttled"] == 2 and service["flow"]["backoff"]["rate"] > 0
+        assert "backoff" not in flow  # the bounds are the defaults
+        with Client(endpoint, transport) as c:
+            bounds = c.flow("api", backoff={"min": 1, "max": 5})["backoff"]
+        assert bounds == {"min": 1, "max": 5}
+        eventually(lambda: broker.core.report(0).services[0].flow.backoff.max == 5, what="the new bounds")
+    finally:
+        worker_.stop()
+        thread.join(30)

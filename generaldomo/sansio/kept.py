@@ -1,8 +1,9 @@
 """Kept answers: final replies the broker has sent, kept for a while so a client that lost one can re-ask.
 
 This module owns the bounded store behind the broker's "every request is answered" promise: each answer is
-kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first, together with a
-digest of the request it answers (:func:`request_digest`), so that it is handed out again only for that
+kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first, and each is charged
+to the ledger (:mod:`generaldomo.sansio.ledger`) under the connection of the client it was for. Each is kept
+with a digest of the request it answers (:func:`request_digest`), so that it is handed out again only for that
 request: a peer that sends someone's request id first, with a request of its own, captures nothing. It is fed
 the time by its caller and reads no clock; it knows nothing of sockets, tasks or dialects (keys and frames are
 the core's).
@@ -14,12 +15,19 @@ import hashlib
 import os
 import sys
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import NamedTuple
 
-ENTRY_OVERHEAD = 256  # bytes an entry costs beyond its frames (key, record, dict slot), counted in the budget
+from generaldomo.sansio.ledger import FRAME, OVERHEAD, Connection, Kind, Ledger
+
+ENTRY_OVERHEAD = OVERHEAD[Kind.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
 # Python's hash of bytes is SipHash with a key drawn per process, unless PYTHONHASHSEED fixes the key
 _KEYED_HASH = bool(sys.flags.hash_randomization) and os.environ.get("PYTHONHASHSEED", "random") == "random"
+
+
+def answer_size(frames: list[bytes]) -> int:
+    """Bytes a kept answer of ``frames`` costs, overhead included."""
+    return ENTRY_OVERHEAD + sum(map(len, frames)) + FRAME * len(frames)
 
 
 def request_digest(description: bytes, body: Sequence[bytes]) -> Hashable:
@@ -42,33 +50,45 @@ class Kept(NamedTuple):
     request: Hashable
 
 
+_Entry = tuple[float, list[bytes], int, Connection, Hashable]  # kept at, frames, size, charged to, request digest
+
+
 class KeptAnswers:
     """Frames of final answers by key, for ``seconds`` after they were kept, in at most ``budget`` bytes."""
 
-    def __init__(self, seconds: float, budget: int) -> None:
+    def __init__(self, seconds: float, budget: int, ledger: Ledger | None = None) -> None:
         self.seconds = seconds
         self.budget = budget
         self.bytes = 0
         self.evicted = 0  # answers dropped for the byte budget before their time was up
-        self._answers: OrderedDict[Hashable, tuple[float, list[bytes], int, Hashable]] = OrderedDict()
+        self._ledger = ledger if ledger is not None else Ledger()
+        self._answers: OrderedDict[Hashable, _Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._answers)
 
-    def keep(self, key: Hashable, frames: list[bytes], now: float, request: Hashable = None) -> None:
+    def keep(
+        self, key: Hashable, frames: list[bytes], now: float, where: Connection = (0, b""), request: Hashable = None
+    ) -> None:
         """Keep ``frames`` as the answer for ``key`` (replacing any older one) to the request whose digest is
-        ``request``; ``frames`` must not change."""
-        size = ENTRY_OVERHEAD + sum(map(len, frames))
+        ``request``, charged to ``where``; ``frames`` must not change."""
+        size = answer_size(frames)
         if self.seconds <= 0 or size > self.budget:
             return
         old = self._answers.pop(key, None)
         if old is not None:
-            self.bytes -= old[2]
-        self._answers[key] = (now, frames, size, request)
+            self._drop(old)
+        self._answers[key] = (now, frames, size, where, request)
         self.bytes += size
+        self._ledger.charge(where, Kind.KEPT, size)
         while self.bytes > self.budget:
-            self.bytes -= self._answers.popitem(last=False)[1][2]
+            self._drop(self._answers.popitem(last=False)[1])
             self.evicted += 1
+
+    def holdings(self) -> Iterator[tuple[Connection, int]]:
+        """``(connection, bytes)`` of every answer kept: what it is charged in the ledger."""
+        for _, _, size, where, _ in self._answers.values():
+            yield where, size
 
     def get(self, key: Hashable, now: float) -> list[bytes] | None:
         """The answer kept for ``key``, or None if there is none (or its time is up)."""
@@ -81,21 +101,26 @@ class KeptAnswers:
         entry = self._answers.get(key)
         if entry is None or entry[0] + self.seconds <= now:
             return None
-        return Kept(entry[1], entry[3])
+        return Kept(entry[1], entry[4])
 
     def forget(self, key: Hashable) -> None:
         """Drop the answer kept for ``key``, if any."""
         entry = self._answers.pop(key, None)
         if entry is not None:
-            self.bytes -= entry[2]
+            self._drop(entry)
 
     def expire(self, now: float) -> None:
         """Forget the answers whose time is up."""
         answers = self._answers
         cutoff = now - self.seconds
         while answers:
-            kept_at, _, size, _ = next(iter(answers.values()))
-            if kept_at > cutoff:
+            entry = next(iter(answers.values()))
+            if entry[0] > cutoff:
                 return
             answers.popitem(last=False)
-            self.bytes -= size
+            self._drop(entry)
+
+    def _drop(self, entry: _Entry) -> None:
+        _, _, size, where, _ = entry
+        self.bytes -= size
+        self._ledger.release(where, Kind.KEPT, size)

@@ -100,6 +100,8 @@ PEER_INFO: Final = Field("peer_info", "peer info", 2, 1024, Measure.BYTES, _MALF
 HOST: Final = Field("host", "peer info host", 1, 255, Measure.CHARACTERS, "left out")
 PID: Final = Field("pid", "peer info pid", 1, 2**32 - 1, Measure.VALUE, "left out")
 MMI_FRAMES: Final = Field("mmi_frames", "MMI request body", 0, 2, Measure.ITEMS, _400)
+STATUS_QUERY: Final = Field("status_query", "mmi.status query", 0, 4096, Measure.BYTES, _400)
+STATUS_PAGE: Final = Field("status_page", "mmi.status page (services, workers)", 1, 1000, Measure.VALUE, _400)
 JSON_BYTES: Final = Field("json_bytes", "JSON text", 2, 4096, Measure.BYTES, _400)
 JSON_DEPTH: Final = Field("json_depth", "JSON nesting", 0, 16, Measure.DEPTH, _400)
 JSON_INTEGER: Final = Field("json_integer", "JSON integer", -(2**53), 2**53, Measure.VALUE, _400)
@@ -135,6 +137,8 @@ FIELDS: Final[tuple[Field, ...]] = (
     HOST,
     PID,
     MMI_FRAMES,
+    STATUS_QUERY,
+    STATUS_PAGE,
     JSON_BYTES,
     JSON_DEPTH,
     JSON_INTEGER,

@@ -140,8 +140,15 @@ def is_status(frame: bytes) -> bool:
     return len(frame) == STATUS.high and frame.isdigit() and frame.isascii()
 
 
+def _field(frame: bytes) -> bytes:
+    """A frame the broker reads (an id, a description, a status) as bytes: the links may hand over a large frame
+    as a read-only memoryview of the message received (payloads pass on uncopied); such a field is copied."""
+    return frame if type(frame) is bytes else bytes(frame)
+
+
 def parse(frames: Sequence[bytes]) -> Event:
-    """Turn the frames a peer sent to the broker into an event; never raises."""
+    """Turn the frames a peer sent to the broker into an event; never raises. Body frames are passed on as they
+    are (bytes-like); every other field is bytes."""
     if not frames:
         return Malformed("empty message")
     empty = frames[0] == b""
@@ -169,9 +176,9 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     if dialect is Dialect.GDP and rest and rest[0] == _GDP_FIELDS_REQUEST:
         if len(rest) < 4:
             return Malformed("generaldomo request with fields needs a request id, a description and fields")
-        fields = parse_fields(rest[3])
+        fields = parse_fields(_field(rest[3]))
         if isinstance(fields, str):
-            return Malformed(fields, request_id=rest[1] if _ID_LOW <= len(rest[1]) <= _ID_HIGH else None)
+            return Malformed(fields, request_id=_field(rest[1]) if _ID_LOW <= len(rest[1]) <= _ID_HIGH else None)
         return _client_request(dialect, rest[1], rest[2], rest[4:], fields)
     if not rest or rest[0] != _byte(dialect, REQUEST, worker=False):
         return Malformed(f"{dialect.value} client sent an unknown command")
@@ -192,10 +199,13 @@ _TASK_LOW, _TASK_HIGH = TASK_ID.low, TASK_ID.high
 def _client_request(
     dialect: Dialect, request_id: bytes | None, description: bytes, body: Sequence[bytes], fields: Fields | None = None
 ) -> Event:
-    if request_id is not None and not _ID_LOW <= len(request_id) <= _ID_HIGH:
-        return Malformed(REQUEST_ID.refusal(len(request_id)))
+    if request_id is not None:
+        if not _ID_LOW <= len(request_id) <= _ID_HIGH:
+            return Malformed(REQUEST_ID.refusal(len(request_id)))
+        request_id = _field(request_id)
     if not _DESCRIPTION_LOW <= len(description) <= _DESCRIPTION_HIGH:
         return Malformed(DESCRIPTION.refusal(len(description)), request_id=request_id)
+    description = _field(description)
     if fields is None:
         return ClientRequest(dialect, request_id, description, tuple(body))
     return ClientRequest(dialect, request_id, description, tuple(body), *fields)
@@ -302,12 +312,12 @@ def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
         for request_id in args:
             if (wrong := _outside(REQUEST_ID, request_id)) is not None:
                 return Malformed(wrong)
-        return ClientHeartbeat(Dialect.GDP, tuple(args))
+        return ClientHeartbeat(Dialect.GDP, tuple(map(_field, args)))
     if len(args) != 1:
         return Malformed(f"generaldomo CANCEL with {len(args)} argument frames")
     if (wrong := _outside(REQUEST_ID, args[0])) is not None:
         return Malformed(wrong)
-    return ClientCancel(Dialect.GDP, args[0])
+    return ClientCancel(Dialect.GDP, _field(args[0]))
 
 
 def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
@@ -339,14 +349,15 @@ def _parse_ready(dialect: Dialect, args: Sequence[bytes]) -> Event:
     if args and not _DESCRIPTION_LOW <= len(args[0]) <= _DESCRIPTION_HIGH:
         return Malformed(DESCRIPTION.refusal(len(args[0])), worker=dialect)
     if dialect is Dialect.GDP and len(args) >= 3:
-        if not is_status(args[2]):
-            return Malformed(f"a worker's status must be {STATUS.bounds}, not {len(args[2])} bytes", worker=dialect)
-        return _worker_reply(dialect, args[1], args[2], args[3:], True, args[0])
-    if dialect is Dialect.GDP and len(args) == 2 and (info := read_worker_info(args[1])) is not None:
-        return WorkerReady(dialect, args[0], *info)
+        status = _field(args[2])
+        if not is_status(status):
+            return Malformed(f"a worker's status must be {STATUS.bounds}, not {len(status)} bytes", worker=dialect)
+        return _worker_reply(dialect, args[1], status, args[3:], True, _field(args[0]))
+    if dialect is Dialect.GDP and len(args) == 2 and (info := read_worker_info(_field(args[1]))) is not None:
+        return WorkerReady(dialect, _field(args[0]), *info)
     if len(args) != 1:
         return Malformed(f"{dialect.value} READY with {len(args)} argument frames", worker=dialect)
-    return WorkerReady(dialect, args[0])
+    return WorkerReady(dialect, _field(args[0]))
 
 
 def _worker_reply(
@@ -359,7 +370,7 @@ def _worker_reply(
 ) -> Event:
     if not _TASK_LOW <= len(task_id) <= _TASK_HIGH:
         return Malformed(TASK_ID.refusal(len(task_id)), worker=dialect)
-    return WorkerReply(dialect, task_id, status, tuple(body), final, description)
+    return WorkerReply(dialect, _field(task_id), status, tuple(body), final, description)
 
 
 # A plain generaldomo READY may end with one peer-info frame: a JSON object (limits.PEER_INFO), whose keys "host"
@@ -414,6 +425,31 @@ def _info_frame(host: str | None, pid: int | None, features: frozenset[str]) -> 
 
 
 # ---------------------------------------------------------------------------------------------------- building
+
+
+MAX_RETRY_AFTER_FRAME: Final = 16  # bytes of a 429's retry-after frame
+
+
+def parse_retry_after(body: Sequence[bytes]) -> float | None:
+    """The seconds a worker's 429 asks the broker to wait (its second frame: decimal ASCII, at most
+    :data:`MAX_RETRY_AFTER_FRAME` bytes, finite, not negative), or None if it gives none that is valid."""
+    if len(body) < 2 or not 0 < len(body[1]) <= MAX_RETRY_AFTER_FRAME:
+        return None
+    text = bytes(body[1])
+    if not all(c in b"0123456789." for c in text):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < float("inf") else None
+
+
+def retry_after_frame(seconds: float) -> bytes:
+    """The retry-after frame of a 429 result: ``seconds`` as decimal ASCII (milliseconds kept)."""
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"retry_after is a number of seconds of at least 0, not {seconds!r}")
+    return b"%.3f" % seconds
 
 
 def timing(queued: float, served: float) -> bytes:
