@@ -363,7 +363,7 @@ class BrokerCore:
                     "connection_workers": self.settings.connection_workers,
                     "field_limits": limits.as_settings(),
                 },
-            ),  # fmt: skip
+            ),
             self._held_total,
             len(self._kept),
             self._kept.bytes,
