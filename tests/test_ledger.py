@@ -14,7 +14,7 @@ from core_harness import Harness, client, worker
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from generaldomo.sansio import protocol
+from generaldomo.sansio import limits, protocol
 from generaldomo.sansio.core import BEATS_PER_TICK, ECHO_BYTES, Peer
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.ledger import MARGIN, RESERVE, Kind, Ledger, Refusal, connection
@@ -197,11 +197,13 @@ def test_forged_hops_are_one_peer_for_the_log_limiter(caplog: pytest.LogCaptureF
 
 def test_a_heartbeat_answer_echoes_a_bounded_number_of_unknown_ids() -> None:
     h = Harness()
-    ids = [b"%0512d" % n for n in range(protocol.MAX_REASKED)]  # 32 KiB of unknown ids
+    longest = limits.REQUEST_ID.high
+    h.feed(client(0), protocol.gdp_client_heartbeat(None, [b"%0*d" % (longest + 1, 0)]))
+    assert not h.inbox[client(0)] and h.core.counters["malformed"] == 1  # an id beyond its bound: no answer
+    ids = [b"%0*d" % (longest, n) for n in range(protocol.MAX_REASKED)]  # the most one HEARTBEAT may ask
     h.feed(client(0), protocol.gdp_client_heartbeat(None, ids))
-    answer = h.inbox[client(0)][-1]
-    echoed = answer[3:]
-    assert echoed == ids[: len(echoed)] and sum(map(len, echoed)) <= ECHO_BYTES < sum(map(len, ids))
+    echoed = h.inbox[client(0)][-1][3:]
+    assert echoed == ids[: len(echoed)] and sum(map(len, echoed)) <= ECHO_BYTES
     assert h.core.counters["echoes_refused"] == len(ids) - len(echoed)
 
 

@@ -114,7 +114,7 @@ def test_a_refused_worker_backs_off_and_both_sides_log_a_few_lines(
     elapsed = time.monotonic() - started
     counters = broker.core.counters
     refused = max(counters["workers_refused"], counters["forbidden"])  # without the worker role: forbidden only
-    assert worker.refusals <= 5 and refused <= worker.refusals + 1, (dict(counters), elapsed)  # + its DISCONNECT
+    assert worker.refusals <= 5 and refused <= worker.refusals + 3, (dict(counters), elapsed)  # + its DISCONNECTs
     said = [r for r in caplog.records if "refused this worker's READY" in r.getMessage()]
     assert len(said) == worker.refusals  # one line per step
     broker_lines = [r for r in caplog.records if r.name == "generaldomo.sansio.core" and "refused" in r.getMessage()]
