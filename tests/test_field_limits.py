@@ -22,9 +22,15 @@ from generaldomo.sansio.resolvers.attributes import AttributeResolver
 PROTOCOL = (Path(__file__).resolve().parents[1] / "docs" / "protocol.rst").read_text()
 
 
-def just_within_and_beyond(field: limits.Field) -> list[tuple[int, bool]]:
-    """Lengths at the edges of ``field``'s bounds, each with whether it is within them."""
-    return [(n, field.admits(n)) for n in (field.low - 1, field.low, field.high, field.high + 1) if n >= 0]
+just_within_and_beyond = limits.edges
+
+
+def test_the_edges_of_each_bound_are_within_and_beyond_it() -> None:
+    assert limits.edges(limits.REQUEST_ID) == [(0, False), (1, True), (255, True), (256, False)]
+    assert limits.edges(limits.STATUS) == [(2, False), (3, True), (4, False)]
+    assert limits.edges(limits.RATE)[:2] == [(-1, False), (0, False)]  # more than 0
+    assert all(any(within for _, within in limits.edges(f)) and not all(w for _, w in limits.edges(f))
+               for f in limits.FIELDS)  # fmt: skip
 
 
 def test_docs_show_the_table_as_the_code_has_it() -> None:

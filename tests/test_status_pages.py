@@ -152,7 +152,7 @@ def test_status_of_a_broker_with_many_services_and_workers_is_small_and_quick(wo
         with zmq.Context() as context, RawClient(context, endpoint, "router") as raw:
             for n in range(COUNT):
                 raw.send(protocol.gdp_request(b"r%d" % n, b"svc-%05d" % n, [b"x"]))
-                raw.send([b"\xffw-%05d" % n, *protocol.gdp_ready(b"work-%d" % (n % 100) + b"!" * 4000)])
+                raw.send([b"\xffw-%05d" % n, *protocol.gdp_ready(b"work-%d" % (n % 100) + b"!" * 240)])
             with Client(endpoint, "router") as c:
                 deadline = time.monotonic() + 120
                 while c.status(timeout=60)["broker"]["worker_count"] < COUNT + 1 and time.monotonic() < deadline:

@@ -20,6 +20,7 @@ from generaldomo import Broker, Settings
 from generaldomo.io import speedups
 from generaldomo.io.links import KEEP
 from generaldomo.sansio import codec, protocol
+from generaldomo.sansio.limits import DESCRIPTION
 
 MIB = 1024 * 1024
 WAIT = 60.0
@@ -128,12 +129,18 @@ def test_large_frames_from_a_router_client_pass_by_reference_and_intact(broker: 
 
 
 def test_a_large_description_is_read_as_bytes(broker: Broker) -> None:
-    """Only bodies pass by reference: a description of KEEP bytes or more is a field the broker reads (here an
-    unknown ``mmi.`` service, answered 501 as MMI says)."""
+    """Only bodies pass by reference: a description is a field the broker reads (here an unknown ``mmi.``
+    service, answered 501 as MMI says); one of KEEP bytes or more is beyond the bounds of a description
+    (:mod:`generaldomo.sansio.limits`) and answered 400."""
     client = zmq.Context.instance().socket(zmq.CLIENT)
     client.linger = 0
     client.connect(broker.endpoint("server", "inproc"))
-    client.send(codec.encode(protocol.gdp_request(b"r" * 16, b"mmi." + b"x" * (2 * KEEP), [b"body"])))
+    longest = b"mmi." + b"x" * (DESCRIPTION.high - 4)
+    client.send(codec.encode(protocol.gdp_request(b"r" * 16, longest, [b"body"])))
     assert client.poll(WAIT * 1000)
     assert protocol.parse_client_reply(codec.decode(client.recv()))[::3] == (b"r" * 16, (protocol.NOT_IMPLEMENTED,))
+    client.send(codec.encode(protocol.gdp_request(b"r" * 16, b"mmi." + b"x" * (2 * KEEP), [b"body"])))
+    assert client.poll(WAIT * 1000)
+    _, status, _, body = protocol.parse_client_reply(codec.decode(client.recv()))
+    assert status == protocol.BAD_REQUEST and b"description of" in body[0]
     client.close()
