@@ -5,8 +5,11 @@ only to the client that asked, with the result of its own request; a cancelled r
 task is held by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed
 the queue budgets; no task is dispatched after its deadline, a request is never answered 504 for its deadline
 before that deadline, and a worker that understands CANCEL is told when the task it runs is cancelled or
-passes its deadline (and only then). At the end, after every client re-asks about what it still waits for
-(and asks again for what the broker does not know), every request that was not cancelled has been answered.
+passes its deadline (and only then); a task a worker answers 429 ("slow down") is queued again, never lost
+nor failed for it (only losing its worker max_attempts times fails it), and the service's adapted rate stays
+within its bounds and never above a configured rate. At the end, after every client re-asks about what it
+still waits for (and asks again for what the broker does not know), every request that was not cancelled has
+been answered.
 """
 
 from __future__ import annotations
@@ -24,19 +27,22 @@ from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.ledger import Kind, request_charge
 from generaldomo.sansio.mmi import FlowChange
 from generaldomo.sansio.states import TaskState
 
 SERVICES = (b"a", b"b")
-CLIENTS = tuple(Peer(0, b"c%d" % n) for n in range(3))
+# three direct clients, and two behind one proxy (one connection: envelope addresses with a shared first hop)
+CLIENTS = (*(Peer(0, b"c%d" % n) for n in range(3)), *(Peer(0, (b"proxy", b"p%d" % n)) for n in range(2)))
 SCANNER = Peer(2, b"scanner")
 THIEF = Peer(0, b"thief")  # another client key that replays the others' request ids (with credentials only)
 INTERVAL = 1.0
 LIVENESS = 3
 MAX_ATTEMPTS = 3
 QUEUE_TIMEOUT = 6.0
-QUEUE_BYTES = 200  # a request here is about 15 bytes: the budgets bite after a dozen queued requests
-SERVICE_QUEUE_BYTES = 120
+# a request here is charged its overhead and about 20 bytes: the budgets bite after a dozen queued requests
+QUEUE_BYTES = 12 * request_charge(20, 1, b"", b"")
+SERVICE_QUEUE_BYTES = 8 * request_charge(20, 1, b"", b"")
 Key = tuple[Peer, bytes]
 
 
@@ -47,7 +53,7 @@ class BrokerMachine(RuleBasedStateMachine):
         super().__init__()
         settings = Settings(
             INTERVAL, LIVENESS, MAX_ATTEMPTS, queue_timeout=QUEUE_TIMEOUT, queue_bytes=QUEUE_BYTES,
-            service_queue_bytes=SERVICE_QUEUE_BYTES, keep_answers=4.0, keep_bytes=4096, service_idle=2.0,
+            service_queue_bytes=SERVICE_QUEUE_BYTES, keep_answers=4.0, keep_bytes=8192, service_idle=2.0,
             client_expiry=INTERVAL * LIVENESS,
         )  # fmt: skip
         self.core = BrokerCore(settings=settings, instance=b"sm", random=random.Random(0).randbytes)
@@ -72,6 +78,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.modern: set[Peer] = set()  # workers that say they understand request fields and CANCEL
         self.told: set[bytes] = set()  # task ids a worker was told to drop
         self.tenants: dict[Key, tuple[str | None, int]] = {}  # requests' tenant and priority fields
+        self.losses: Counter[bytes] = Counter()  # request body -> times its task was lost with a worker
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -124,6 +131,7 @@ class BrokerMachine(RuleBasedStateMachine):
                 assert self.deadlines[key] <= self.now, "a 504 before the request's deadline"
         elif status == protocol.UNAVAILABLE:
             self.failed[key] += 1
+            assert self.losses[self.expected[key]] >= MAX_ATTEMPTS, "failed, but not lost with its workers"
         else:
             assert status == protocol.OVER_BUDGET and b"budget" in body[0]
         if peer in self.losing:
@@ -167,9 +175,11 @@ class BrokerMachine(RuleBasedStateMachine):
         if peer in self.holding:
             task_id, body = self.holding.pop(peer)
             self.ghosts.append((peer, service, task_id, body))
+            self.losses[body] += 1
 
     def unanswered(self) -> list[Key]:
-        return sorted(key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
+        keys = (key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
+        return sorted(keys, key=repr)
 
     def live_keys(self) -> set[tuple[str | None, bytes]]:
         keys = [t.key for t in self.core.tasks.values() if t.state is not TaskState.CANCELLED and t.key]
@@ -187,8 +197,9 @@ class BrokerMachine(RuleBasedStateMachine):
         self, client: Peer, service: bytes, deadline: float | None, tenant: str | None = None, priority: int = 0
     ) -> None:
         self.serial += 1
-        rid = b"%s-%d" % (client.address, self.serial)
-        self.expected[(client, rid)] = b"%s/%s/%s" % (client.address, rid, service)
+        name = b"/".join(client.address) if isinstance(client.address, tuple) else client.address
+        rid = b"%s-%d" % (name, self.serial)
+        self.expected[(client, rid)] = b"%s/%s/%s" % (name, rid, service)
         self.tenants[(client, rid)] = (tenant, priority)
         if deadline is not None:
             self.deadlines[(client, rid)] = self.now + deadline
@@ -207,7 +218,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.unanswered())
     @rule(data=st.data())
     def client_reasks(self, data: st.DataObject) -> None:
-        client = data.draw(st.sampled_from(sorted({peer for peer, _ in self.unanswered()})))
+        client = data.draw(st.sampled_from(sorted({peer for peer, _ in self.unanswered()}, key=repr)))
         mine = [rid for peer, rid in self.unanswered() if peer == client]
         self.reask(client, data.draw(st.lists(st.sampled_from(mine), min_size=1, max_size=4, unique=True)))
 
@@ -226,7 +237,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.keyed and self.expected)
     @rule(data=st.data(), action=st.sampled_from(["request", "reask", "cancel"]))
     def thief_replays_an_id(self, data: st.DataObject, action: str) -> None:
-        victim, rid = data.draw(st.sampled_from(sorted(k for k in self.expected if k[0] != THIEF)))
+        victim, rid = data.draw(st.sampled_from(sorted((k for k in self.expected if k[0] != THIEF), key=repr)))
         before = self.live_keys()
         if action == "request":  # becomes the thief's own request, answered to it with its own result
             service = self.expected[(victim, rid)].rsplit(b"/", 1)[1]
@@ -258,6 +269,19 @@ class BrokerMachine(RuleBasedStateMachine):
         peer = data.draw(st.sampled_from(sorted(self.holding)))
         task_id, body = self.holding.pop(peer)
         self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, protocol.OK, [body + b"!"])))
+
+    @precondition(lambda self: self.holding)
+    @rule(data=st.data(), retry_after=st.sampled_from([None, b"0.5", b"2", b"junk"]))
+    def worker_says_slow_down(self, data: st.DataObject, retry_after: bytes | None) -> None:
+        peer = data.draw(st.sampled_from(sorted(self.holding)))
+        task_id, _ = self.holding.pop(peer)
+        task = self.core.tasks[task_id]
+        running, throttled = task.state is TaskState.RUNNING, self.core.counters["throttled"]
+        body = [b"slow down"] if retry_after is None else [b"slow down", retry_after]
+        self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, b"429", body)))
+        if running:
+            assert self.core.counters["throttled"] == throttled + 1
+            assert task.state in (TaskState.QUEUED, TaskState.RUNNING) and task.id in self.core.tasks, "429'd: lost"
 
     @precondition(lambda self: self.holding and len(self.live) > 1)
     @rule(data=st.data())
@@ -369,6 +393,29 @@ class BrokerMachine(RuleBasedStateMachine):
         assert len(self.expired) <= c["expired"] <= sum(self.expired.values())
 
     @invariant()
+    def the_ledger_adds_up(self) -> None:
+        ledger = self.core.ledger
+        held: Counter[object] = Counter()
+        counts: Counter[tuple[object, Kind]] = Counter()
+        for where, kind, size in self.core.holdings():
+            held[where] += size
+            counts[where, kind] += 1
+        assert ledger.total == sum(held.values()) and len(ledger) == len(held)
+        assert all(ledger.account(where).bytes == size for where, size in held.items())
+        assert all(ledger.account(where).count(kind) == n for (where, kind), n in counts.items())
+
+    @invariant()
+    def adapted_rates_within_bounds_and_never_above_the_configured_rate(self) -> None:
+        for service in self.core.resolver.services():
+            flow = service.flow
+            rate = flow.backoff.rate
+            if rate is not None:
+                assert flow.backoff.limits.min <= rate or (flow.rate is not None and rate == flow.rate)
+                assert flow.rate is None or rate <= flow.rate
+            if flow.rate is not None:
+                assert flow.rate_in_force is not None and flow.rate_in_force <= flow.rate
+
+    @invariant()
     def tenants_in_flight_are_counted_right_and_within_their_caps(self) -> None:
         for service in self.core.resolver.services():
             flying = Counter(t.tenant for t in self.core.tasks.values() if t.service is service and t.in_flight)
@@ -391,7 +438,7 @@ class BrokerMachine(RuleBasedStateMachine):
         report = self.core.report(self.now)
         assert report.broker.queued_bytes <= QUEUE_BYTES
         assert all(s.queued_bytes <= SERVICE_QUEUE_BYTES for s in report.services)
-        held = sum(t.size for t in self.core.tasks.values())
+        held = sum(t.charge for t in self.core.tasks.values())
         assert held == report.broker.queued_bytes
 
     def teardown(self) -> None:
@@ -400,10 +447,15 @@ class BrokerMachine(RuleBasedStateMachine):
         # has an answer.
         self.quiet.clear()
         self.losing.clear()
+        for service in SERVICES:  # no limits; an adapted rate (from 429s) high enough to hold nothing back
+            unlimited = FlowLimits(burst=1, backoff={"min": 1e9})
+            self.deliver(self.core.apply_flow(FlowChange(service.decode(), unlimited), self.now))
+        self.time_passes(2.5)  # past any retry_after
         for service in SERVICES:
-            self.deliver(self.core.set_flow(service.decode(), None, 1, None, self.now))
             self.worker_joins(service)
         for _ in range(10 * (len(self.expected) + 1)):
+            self.now += 0.001  # (a rate, however high, refills with time)
+            self.deliver(self.core.tick(self.now))
             waiting = self.unanswered()
             if not waiting and not self.holding:
                 break

@@ -144,6 +144,13 @@ public:
     }
 
     bool busy() const { return busy_; }
+    // Why the broker refuses this worker's connection (the other transport, or CURVE), as the socket monitor
+    // said within about a second; nullopt while no handshake failed since the last one that succeeded.
+    std::optional<HandshakeFailure> handshake_failure()
+    {
+        std::lock_guard<std::mutex> lock(task_mutex_);
+        return failure_;
+    }
     std::uint64_t tasks_done() const { return tasks_done_; }
     std::uint64_t reconnects() const { return reconnects_; }
 
@@ -171,6 +178,10 @@ private:
             connection_.flush();
             if (stopping_)
                 break;
+            if (connection_.read_monitor()) {
+                std::lock_guard<std::mutex> lock(task_mutex_);
+                failure_ = connection_.handshake().failure();  // it keeps trying: a broker may be fixed
+            }
             if (auto result = take_result()) {
                 busy_ = false;
                 ++tasks_done_;
@@ -331,6 +342,7 @@ private:
     std::shared_ptr<std::atomic<bool>> running_cancel_;  // its cancelled flag, shared with its Task
     bool answered_ = false, plain_ = false;              // IO thread: the broker spoke since READY; READY form
     std::optional<Result> result_;
+    std::optional<HandshakeFailure> failure_;  // the monitor's latest word (guarded by task_mutex_)
     std::mutex stop_mutex_;  // serialises wait() callers
     std::thread handler_thread_, io_thread_;
 };
