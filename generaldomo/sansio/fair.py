@@ -234,6 +234,11 @@ class FairQueue:
         return f"FairQueue({len(self._tenants)} tenants, {self._len} tasks)"
 
     @property
+    def rate_held(self) -> bool:
+        """True when a tenant may be held by its rate (:meth:`release_due` has something to look at)."""
+        return bool(self._waking)
+
+    @property
     def ready(self) -> bool:
         """True when a task may be dispatched now (some tenant with queued tasks is not held)."""
         return bool(self._rotation)
