@@ -4,8 +4,9 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 (carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
-not look like a dead worker. The lock also guards the session. It knows nothing of how the broker matches
-descriptions.
+not look like a dead worker, and to read what the broker says meanwhile (a restarted broker's DISCONNECT: the
+worker registers again with RESUME). The lock also guards the session. It knows nothing of how the broker
+matches descriptions.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 Payload = bytes | tuple[bytes, ...]
 Handler = Callable[[Payload], bytes | Sequence[bytes] | Generator[Any, None, Any]]
 READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
+BUSY_LOOK: Final = 0.25  # seconds between the heartbeat thread's looks at the socket while the handler runs
 
 
 class WorkerStopped(RuntimeError):
@@ -222,10 +224,24 @@ class Worker:
                 if not self.busy:  # the handler finished meanwhile; the serving thread has the socket
                     continue
                 leaving = self._session.stop(self._finish) if self._stopping.is_set() else []
-                self._perform([*leaving, *self._session.tick(time.monotonic())])
+                self._perform([*leaving, *self._read_while_busy(), *self._session.tick(time.monotonic())])
+
+    def _read_while_busy(self) -> list[Action[Any]]:
+        """What the broker said while the handler runs: a DISCONNECT (a restarted broker that does not know this
+        worker) makes it register again at once, with RESUME, so that its task is not run twice; a task that
+        came meanwhile is dropped by the session, which is busy (the broker reissues it)."""
+        actions: list[Action[Any]] = []
+        for _ in range(READ_BATCH):
+            frames = self._link.recv()
+            if frames is None:
+                break
+            actions += self._session.receive(frames, time.monotonic())
+        return actions
 
     def _beat_wait(self) -> float:
-        """Seconds until the heartbeat thread has something to do (a heartbeat due while the handler runs)."""
+        """Seconds until the heartbeat thread has something to do while the handler runs: a heartbeat due, or
+        a look at what the broker said (every :data:`BUSY_LOOK` seconds at most)."""
         if not self.busy or self._session.deadline() is None:
             return self.heartbeat_interval  # stop() and the end of serve() poke it
-        return max(self._session.pulse.due - time.monotonic(), 0.001)
+        due = self._session.pulse.due - time.monotonic()
+        return max(min(due, BUSY_LOOK, self.heartbeat_interval / 4), 0.001)

@@ -224,6 +224,7 @@ class SettingsReport:
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
+    recovery: float | None = None
 
 
 @attrs.frozen

@@ -1,11 +1,12 @@
 // tests/cpp/gd_worker.cpp: an echo worker on generaldomo::Worker, for the cross-language tests.
 //
-// gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L] [-v]
-//           ENDPOINT
+// gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L]
+//           [--delay-in-payload] [-v] ENDPOINT
 // Echoes each request's frames, the first prefixed with --tag, after --partials partial results ("T<first>#i")
 // and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v). A first frame "fail" makes the handler throw. -v prints
 // "request <first frame>" when a task starts and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
-// stops (telling the broker) and prints "stopped after N tasks".
+// stops (telling the broker) and prints "stopped after N tasks". With --delay-in-payload the delay is the number
+// after the first frame's last ':' (milliseconds), e.g. "task-7:1500".
 #include <generaldomo/generaldomo.hpp>
 
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -39,11 +41,12 @@ void say(const std::string &line)
 int main(int argc, char **argv)
 {
     const Options options(argc, argv, {"--service", "--tag", "--delay-ms", "--partials", "--heartbeat-ms", "--liveness"},
-                          {"-v"});
+                          {"-v", "--delay-in-payload"});
     const std::string tag = options.get("--tag", "");
     const auto delay = std::chrono::milliseconds(options.number("--delay-ms", 0));
     const long partials = options.number("--partials", 0);
     const bool verbose = options.flag("-v");
+    const bool delay_in_payload = options.flag("--delay-in-payload");
 
     sigset_t signals;  // blocked in every thread (the worker's inherit the mask); main waits for them
     sigemptyset(&signals);
@@ -62,9 +65,13 @@ int main(int argc, char **argv)
             say("request " + first);
         for (long i = 1; i <= partials; ++i)
             task.partial({tag + first + "#" + std::to_string(i)});
+        auto work = delay;
+        const auto colon = first.rfind(':');
+        if (delay_in_payload && colon != std::string::npos)
+            work = std::chrono::milliseconds(std::strtol(first.c_str() + colon + 1, nullptr, 10));
         {
             std::unique_lock<std::mutex> lock(stop_mutex);
-            if (stop_signal.wait_for(lock, delay, [] { return stopping; })) {
+            if (stop_signal.wait_for(lock, work, [] { return stopping; })) {
                 if (verbose)
                     say("interrupted " + first);
                 return frames;  // the worker is stopping: this result is discarded

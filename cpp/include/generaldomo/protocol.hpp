@@ -23,9 +23,11 @@ inline constexpr std::string_view worker_header = "GDPW01";
 
 // GDP client command bytes.
 inline constexpr char client_request = 0x01, client_partial = 0x02, client_final = 0x03, client_heartbeat = 0x04;
-// GDP worker command bytes (results travel in READY: there is no FINAL).
+// GDP worker command bytes (results travel in READY: there is no FINAL). RESUME and HANDOVER are the hand-over
+// (docs/protocol.rst, "Hand-over").
 inline constexpr char worker_ready = 0x01, worker_request = 0x02, worker_partial = 0x03, worker_heartbeat = 0x05,
-                      worker_disconnect = 0x06;
+                      worker_disconnect = 0x06, worker_resume = 0x07, worker_handover = 0x08;
+inline constexpr std::size_t nonce_bytes = 16;  // a task is named in a heartbeat's acknowledgements by this prefix
 
 // Status codes of FINAL replies.
 inline constexpr int ok = 200, bad_request = 400, too_large = 413, worker_error = 500, unavailable = 503,
@@ -202,14 +204,27 @@ inline std::string ready(std::string_view description, std::string_view task_id,
     return worker_message(worker_ready, {description, task_id, digits}, result);
 }
 
+// RESUME: GDPW01, 0x07, service description, task id (registering while that task runs)
+inline std::string resume(std::string_view description, std::string_view task_id)
+{
+    return worker_message(worker_resume, {description, task_id});
+}
+
+// HANDOVER: GDPW01, 0x08, task id, status, result... (a result of an earlier registration)
+inline std::string handover(std::string_view task_id, int status, const Frames &result)
+{
+    const std::string digits = std::to_string(status);
+    return worker_message(worker_handover, {task_id, digits}, result);
+}
+
 // PARTIAL: GDPW01, 0x03, task id, partial result...
 inline std::string partial(std::string_view task_id, const Frames &body)
 {
     return worker_message(worker_partial, {task_id}, body);
 }
 
-// A broker message to a worker: REQUEST (args: task id, request description, payload...), HEARTBEAT or
-// DISCONNECT; nullopt for anything else.
+// A broker message to a worker: REQUEST (args: task id, request description, payload...), HEARTBEAT (args: a
+// hand-over broker's instance, then the nonces of the results it took) or DISCONNECT; nullopt for anything else.
 struct WorkerCommand {
     char command;
     Frames args;
