@@ -9,7 +9,9 @@ caps, plain client threads; not part of ``--smoke``), ``cpeers`` (8: the project
 our broker and a minimal Python loop, with ``--c-broker PATH`` the zguide's C broker too, in a private network
 namespace; the C++ client next to the Python one; not part of ``--smoke``), ``curve`` (9: plaintext against
 CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x 8 workers on one broker against
-1 x 1, ``bench/scale.py``; not part of ``--smoke``). Progress goes to stderr, the report to stdout, and JSON +
+1 x 1, ``bench/scale.py``; not part of ``--smoke``), ``openloop`` (11: latency under load, open loop:
+Poisson arrivals at fixed rates from 10 % to past saturation, HDR histograms, ``bench/openloop.py``; not part of
+``--smoke``). Progress goes to stderr, the report to stdout, and JSON +
 Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -33,6 +35,7 @@ from bench import (
     cpeers,
     curve,
     netns,
+    openloop,
     peers,
     profiling,
     ray_flow,
@@ -44,8 +47,15 @@ from bench import (
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale")
-NOT_SMOKE = ("ray", "adaptive", "cpeers", "curve", "scale")  # the long ones, the C builds, the many processes
+PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale", "openloop")
+NOT_SMOKE = (
+    "ray",
+    "adaptive",
+    "cpeers",
+    "curve",
+    "scale",
+    "openloop",
+)  # the long ones, the C builds, the many processes
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
 
@@ -123,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                 results["parts"][part] = curve.run(cfg)
             elif part == "scale":
                 results["parts"][part] = scale.run(cfg, children)
+            elif part == "openloop":
+                plot = cfg.out / f"{stem}-openloop.png" if timeline.can_plot() else None
+                results["parts"][part] = openloop.run(cfg, children, plot=plot)
     results["duration_s"] = time.time() - started
     paths = report.write(results, cfg.out, stem)
     print(report.markdown(results))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench import curve, scale
+from bench import curve, openloop, scale
 
 Row = dict[str, Any]
 
@@ -486,6 +486,8 @@ def headline_md(results: dict[str, Any]) -> str:
             )
     if parts.get("scale", {}).get("rows"):
         lines += scale.headline(parts["scale"])
+    if parts.get("openloop", {}).get("rows"):
+        lines += openloop.headline(parts["openloop"])
     return "\n".join(lines)
 
 
@@ -544,6 +546,7 @@ def markdown(results: dict[str, Any]) -> str:
         "adaptive": adaptive_md,
         "curve": curve.markdown,
         "scale": scale.markdown,
+        "openloop": openloop.markdown,
     }
     body = [sections[name](parts[name]) for name in sections if name in parts]
     body += [f"- ERROR: {e}" for e in results.get("errors", [])]

@@ -20,6 +20,7 @@ from generaldomo.peers.app import App
 from generaldomo.peers.client import (
     Client,
     ClientClosed,
+    HandshakeFailed,
     Reply,
     RequestExpired,
     RequestFailed,
@@ -66,6 +67,7 @@ __all__ = [
     "DecodeError",
     "DiscoveryError",
     "DraftUnavailable",
+    "HandshakeFailed",
     "NameResolver",
     "Peer",
     "Reject",

@@ -8,8 +8,10 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from cli_processes import run
 
 from generaldomo import Broker, Worker
 from generaldomo.io.transport import draft_available
@@ -33,6 +35,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "server" in item.name:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The C++ test programs (tests/cpp), compiled once per test session."""
+    from cpp.build import build_programs
+
+    return build_programs(tmp_path_factory.mktemp("cpp-programs"))
+
+
+@pytest.fixture(scope="session")
+def c_peers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The C Majordomo peers (tests/interop), compiled once per test session."""
+    from interop.build import build_peers
+
+    return build_peers(tmp_path_factory.mktemp("interop-peers"))
 
 
 @pytest.fixture(params=TRANSPORTS)
@@ -110,3 +128,19 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
         except subprocess.TimeoutExpired:
             process.kill()
             raise
+
+
+@pytest.fixture
+def keydir(tmp_path: Path) -> Path:
+    """Key pairs made by ``generaldomo keygen``: broker, client, worker (echo* only), admin, stranger."""
+    made = {
+        "broker": [],
+        "client": ["--role", "clients"],
+        "worker": ["--role", "workers", "--services", "echo*"],
+        "admin": ["--role", "admins"],
+        "stranger": [],
+    }
+    for name, extra in made.items():
+        result = run("keygen", name, "--dir", str(tmp_path), *extra)
+        assert result.returncode == 0, result.stderr
+    return tmp_path

@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import signal
 import subprocess
 import sys
 import sysconfig
-import threading
 from pathlib import Path
 
 import pytest
 import zmq
+from cli_processes import COMMAND, expect, lines, spawn
 
 from generaldomo.cli import COMMANDS, parser
 from generaldomo.sansio.settings import Settings
-
-COMMAND = [sys.executable, "-m", "generaldomo"]
-
-
-def spawn(processes: list[subprocess.Popen], *args: str) -> subprocess.Popen:
-    process = subprocess.Popen([*COMMAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    processes.append(process)
-    return process
 
 
 def test_broker_worker_client(transport: str, processes: list[subprocess.Popen]) -> None:
@@ -193,10 +184,9 @@ def _client(*args: str) -> subprocess.CompletedProcess[str]:
 def test_client_says_when_no_broker_answers(transport: str) -> None:
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     result = _client("--transport", transport, "--connect", endpoint, "--timeout", "0.3", "echo")
-    other = "server" if transport == "router" else "router"
     assert result.returncode == 3, result.stderr
     assert f"no broker answered at {endpoint} over {transport} within" in result.stderr
-    assert f"try --transport {other}" in result.stderr and "Traceback" not in result.stderr
+    assert "nothing accepts connections there" in result.stderr and "Traceback" not in result.stderr
     for command in (["status", endpoint], ["flow", "echo", "--connect", endpoint]):
         result = subprocess.run(
             [*COMMAND, *command, "--transport", transport, "--timeout", "0.3"],
@@ -241,33 +231,14 @@ def test_client_timing_out_in_a_live_broker_says_the_request_is_queued_or_runnin
     assert "no reply to 'slow'" in result.stderr and "still queued or running" in result.stderr
 
 
-def _lines(stream) -> queue.Queue[str]:
-    """The lines of ``stream``, as a reader thread gets them."""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
-    return lines
-
-
-def _expect(lines: queue.Queue[str], text: str, timeout: float = 60) -> str:
-    seen = []
-    while True:
-        try:
-            line = lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no line with {text!r} within {timeout} s; saw {seen}") from None
-        if text in line:
-            return line
-        seen.append(line)
-
-
 def test_worker_warns_while_no_broker_answers_and_says_when_registered(tmp_path: Path, processes) -> None:
     endpoint = f"ipc://{tmp_path}/broker.sock"
     worker = spawn(processes, "worker", "--connect", endpoint, "--heartbeat", "0.2", "--service", "echo")
-    errors = _lines(worker.stderr)
-    line = _expect(errors, "warning")
+    errors = lines(worker.stderr)
+    line = expect(errors, "warning")
     assert f"no broker has answered at {endpoint} over router" in line and "still trying" in line
     spawn(processes, "broker", "--bind", endpoint, "--heartbeat", "0.2")
-    assert f"registered for 'echo' at {endpoint}" in _expect(errors, "registered")
+    assert f"registered for 'echo' at {endpoint}" in expect(errors, "registered")
 
 
 def test_the_installed_entry_point_runs_the_same_command_line() -> None:

@@ -10,66 +10,14 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from cli_processes import COMMAND, expect, lines, run, spawn
 from waiting import eventually
 
 from generaldomo import Client
 from generaldomo.io import address_file, keys
-
-COMMAND = [sys.executable, "-m", "generaldomo"]
-
-
-def spawn(
-    processes: list[subprocess.Popen[str]], *args: str, env: dict[str, str] | None = None
-) -> subprocess.Popen[str]:
-    process = subprocess.Popen([*COMMAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    processes.append(process)
-    return process
-
-
-def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*COMMAND, *args], capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def lines(stream) -> queue.Queue[str]:
-    found: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [found.put(line) for line in stream], daemon=True).start()
-    return found
-
-
-def expect(found: queue.Queue[str], text: str, timeout: float = 60) -> str:
-    seen = []
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = found.get(timeout=left)
-        except queue.Empty:
-            break
-        if text in line:
-            return line
-        seen.append(line)
-    raise AssertionError(f"no line with {text!r} within {timeout} s; saw {seen}")
-
-
-@pytest.fixture
-def keydir(tmp_path: Path) -> Path:
-    """Key pairs made by ``generaldomo keygen``: broker, client, worker (echo* only), admin, stranger."""
-    made = {
-        "broker": [],
-        "client": ["--role", "clients"],
-        "worker": ["--role", "workers", "--services", "echo*"],
-        "admin": ["--role", "admins"],
-        "stranger": [],
-    }
-    for name, extra in made.items():
-        result = run("keygen", name, "--dir", str(tmp_path), *extra)
-        assert result.returncode == 0, result.stderr
-    return tmp_path
 
 
 def test_keygen_writes_certificates_with_metadata_and_refuses_to_overwrite(keydir: Path) -> None:

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
-from cpp.build import build_programs, build_source
-from interop.build import build_peers
+from cpp.build import build_source
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
@@ -31,12 +31,6 @@ TIMEOUT_MS = str(int(WAIT * 1000))
 SCHEMES = ("tcp", "ipc")
 
 
-@pytest.fixture(scope="session")
-def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """gd_client and gd_worker, compiled once per test session."""
-    return build_programs(tmp_path_factory.mktemp("cpp-programs"))
-
-
 @pytest.fixture(params=SCHEMES)
 def scheme(request: pytest.FixtureRequest) -> str:
     return request.param
@@ -45,12 +39,22 @@ def scheme(request: pytest.FixtureRequest) -> str:
 class Process:
     """A program whose stdout and stderr go to files, so that nothing blocks on a full pipe."""
 
-    def __init__(self, args: list[str], log_dir: Path, name: str) -> None:
+    def __init__(
+        self, args: list[str], log_dir: Path, name: str, *, stdin: bool = False, env: dict[str, str] | None = None
+    ) -> None:
+        """``stdin``: a pipe that :meth:`send_line` writes to (else the program inherits the test's)."""
         self.name = name
         self.stdout = log_dir / f"{name}.out"
         self.stderr = log_dir / f"{name}.err"
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
-            self.popen = subprocess.Popen(args, stdout=out, stderr=err)
+            self.popen = subprocess.Popen(
+                args, stdout=out, stderr=err, stdin=subprocess.PIPE if stdin else None, text=True, env=env
+            )
+
+    def send_line(self, line: str = "") -> None:
+        assert self.popen.stdin is not None, "started without stdin=True"
+        self.popen.stdin.write(line + "\n")
+        self.popen.stdin.flush()
 
     def output(self) -> str:
         return self.stdout.read_text(errors="replace")
@@ -92,8 +96,9 @@ class Programs:
         self.log_dir = log_dir
         self.started: list[Process] = []
 
-    def start(self, path: Path, *args: str, name: str | None = None) -> Process:
-        process = Process([str(path), *args], self.log_dir, name or f"{path.name}-{len(self.started)}")
+    def start(self, path: Path, *args: str, name: str | None = None, **how: Any) -> Process:
+        """Start ``path`` with ``args``; ``how`` as :class:`Process` takes it (stdin, env)."""
+        process = Process([str(path), *args], self.log_dir, name or f"{path.name}-{len(self.started)}", **how)
         self.started.append(process)
         return process
 
@@ -298,11 +303,6 @@ def test_broker_restart_under_a_live_cpp_client(run: Programs, brokers, workers,
     words = counts.split()
     assert words[0::2] == ["resent", "reconnects", "dropped"] and int(words[1]) >= 20, counts
     assert second.core.counters["requests"] >= 20
-
-
-@pytest.fixture(scope="session")
-def c_peers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return build_peers(tmp_path_factory.mktemp("interop-peers"))
 
 
 def test_cpp_server_client_served_by_a_c_mdp_worker_over_router(run: Programs, c_peers: dict[str, Path]) -> None:

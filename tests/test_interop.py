@@ -375,3 +375,28 @@ def test_c_mdp02_worker_streams_partials_to_a_python_client(procs: Processes, tr
         parts = list(client.stream("echo", b"s", timeout=WAIT))
     assert [p.partial for p in parts] == [True, True, True, False]
     assert [p.payload for p in parts] == [b"c:s#1", b"c:s#2", b"c:s#3", b"c:s"]
+
+
+def test_c_mdp02_worker_with_delimiter_serves_majortomo_clients(procs: Processes) -> None:
+    """``--delimiter``: the C worker speaks majortomo's MDP/0.2 (an empty frame first), so that bench part
+    ``openloop`` can give majortomo's broker the same C workers as ours; majortomo's client gets the echo."""
+    import threading
+
+    import majortomo
+    from majortomo.broker import Broker as MajortomoBroker
+
+    broker = MajortomoBroker(bind="tcp://127.0.0.1:*")
+    broker.bind()
+    endpoint = broker._socket.getsockopt(zmq.LAST_ENDPOINT).decode()
+    broker.bind = lambda: None  # type: ignore[method-assign]  # run() would bind again
+    broker._bind_url = endpoint  # what its close() lets go of
+    thread = threading.Thread(target=broker.run, daemon=True)
+    thread.start()
+    try:
+        procs.peer("mdp02_worker", endpoint, "--delimiter", "--tag", "c:", "--partials", "1")
+        with majortomo.Client(endpoint) as client:
+            client.send(b"echo", b"m")
+            assert client.recv_all_as_list(timeout=WAIT) == [b"c:m#1", b"c:m"]
+    finally:
+        broker.stop()
+        thread.join(WAIT)

@@ -18,7 +18,14 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IN_WHEEL = ("generaldomo/py.typed", "generaldomo/draft.py", "generaldomo/cli/__init__.py")
+IN_WHEEL = (
+    "generaldomo/py.typed",
+    "generaldomo/draft.py",
+    "generaldomo/cli/__init__.py",
+    "generaldomo/dashboard/static/index.html",
+    "generaldomo/dashboard/static/uPlot.iife.min.js",
+    "generaldomo/dashboard/static/uPlot.LICENSE",
+)
 DEMO_TRANSPORTS = ("router", "server")
 
 

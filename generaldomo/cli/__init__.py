@@ -8,47 +8,78 @@ command, write a module with a ``COMMAND`` and list it below. Every command runs
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
 from collections.abc import Sequence
 
 import zmq
 
-from generaldomo.cli import bridge, broker, client, demo, doctor, flow, keygen, status, worker
+from generaldomo.cli import bridge, broker, client, dashboard, demo, doctor, flow, keygen, logs, status, worker
 from generaldomo.cli.command import Command, Exit, HelpFormatter
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.transport import DraftUnavailable, require_draft
 
 COMMANDS: tuple[Command, ...] = tuple(
-    module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, bridge, keygen)
+    module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, dashboard, bridge, keygen)
 )
 DESCRIPTION = """\
 A task broker on ZeroMQ: clients send requests, the broker hands them to
 workers of the right service.
 
 Run "generaldomo COMMAND --help" for the options of one command. -v logs more
-(-vv: debug); it may be given before or after the command.
+(-vv: debug, with a line per task on workers and per dispatch on brokers);
+--log-format json and --log-file PATH change how and where. They may be
+given before or after the command.
 """
 _ERRORS = (DraftUnavailable, ValueError, TypeError, ImportError, AttributeError, OSError, zmq.ZMQError, DiscoveryError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    args = parser().parse_args(argv)
+    args = parse(parser(), argv)
     verbosity = args.verbose + getattr(args, "more_verbose", 0)
-    logging.basicConfig(
-        level=logging.DEBUG if verbosity > 1 else logging.INFO if verbosity else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    try:
+        logs.configure(verbosity, args.log_format, args.log_file)
+    except OSError as error:
+        print(f"generaldomo: cannot write the log file: {error}", file=sys.stderr)
+        return Exit.USAGE
     try:
         if getattr(args, "transport", None) == "server":
             require_draft()
         return int(args.command.run(args))
+    except BrokenPipeError:  # the reader went away (`generaldomo status --watch 1 | head`): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        return Exit.OK
     except _ERRORS as error:
         print(f"generaldomo: {error}", file=sys.stderr)
         return Exit.USAGE
     except KeyboardInterrupt:  # Ctrl-C on a command that installs no handler of its own (client, status)
         return Exit.INTERRUPTED
+
+
+def _log_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """``--log-format`` and ``--log-file``, before or after the command (absent ones keep the defaults)."""
+    parser.add_argument(
+        "--log-format", choices=logs.FORMATS, default=default, help="log lines as text or JSON (default: text)"
+    )
+    parser.add_argument("--log-file", metavar="PATH", default=default, help="append the log to PATH (default: stderr)")
+
+
+def parse(top: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The parsed command line. Positionals left over after options (``client fft --timeout 3 x``) go to the
+    command's ``extra`` list, in order; anything else left over is an error in the command's own usage."""
+    args, rest = top.parse_known_args(argv)
+    args.log_format = getattr(args, "log_format", "text")
+    args.log_file = getattr(args, "log_file", None)
+    if rest:
+        command: Command = args.command
+        if command.extra is None or any(word.startswith("-") for word in rest if word != "-"):
+            _SUBPARSERS[command.name].error(f"unrecognized arguments: {' '.join(rest)}")
+        getattr(args, command.extra).extend(rest)
+    return args
+
+
+_SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,6 +89,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument(
         "-v", "--verbose", action="count", default=0, help="log more: -v info, -vv debug (default: warnings only)"
     )
+    _log_options(top, argparse.SUPPRESS)
     commands = top.add_subparsers(title="commands", required=True, metavar="COMMAND")
     for command in COMMANDS:
         sub = commands.add_parser(
@@ -75,8 +107,10 @@ def parser() -> argparse.ArgumentParser:
             default=argparse.SUPPRESS,
             help="log more: -v info, -vv debug (default: warnings only)",
         )
+        _log_options(sub, argparse.SUPPRESS)
         command.arguments(sub)
         sub.set_defaults(command=command)
+        _SUBPARSERS[command.name] = sub
     return top
 
 

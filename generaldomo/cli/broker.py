@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
+import zmq
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
@@ -157,30 +159,45 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.metrics_port is not None and importlib.util.find_spec("prometheus_client") is None:
+        raise ValueError("--metrics-port needs prometheus_client: pip install 'generaldomo[metrics]'")
     stop = options.stop_on_signals()  # from here on a signal cannot skip the clean-up below
-    broker = _broker(args)
+    broker = make_broker(args)
     for transport, endpoint in broker.endpoints:
         print(f"generaldomo broker: {transport} {endpoint}", flush=True)
-    if args.metrics_port is not None:
-        port = broker.serve_metrics(args.metrics_port, args.metrics_bind)
-        print(f"generaldomo broker: metrics http://{args.metrics_bind}:{port}/metrics", flush=True)
-    if args.beacon:
-        broker.announce(args.beacon_name, args.beacon_to, args.beacon_port, args.beacon_interval)
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(broker.stop)
+        announce(broker, args, cleanup, _say)
         broker.start()
-        if args.address_file:
-            endpoints = announceable(broker.endpoints, BROADCAST)
-            key = None if broker.security is None else broker.security.public_key.decode()
-            instance = broker.core.instance.hex()
-            cleanup.enter_context(Published(args.address_file, args.beacon_name, instance, endpoints, key))
-            print(f"generaldomo broker: address file {args.address_file}", flush=True)
         options.wait_for_signal(stop)
     return Exit.OK
 
 
-def _broker(args: argparse.Namespace) -> Broker:
-    """A broker with the links, resolver, settings and flow limits the flags ask for (not started)."""
+def _say(line: str) -> None:
+    print(f"generaldomo broker: {line}", flush=True)
+
+
+def announce(
+    broker: Broker, args: argparse.Namespace, cleanup: contextlib.ExitStack, say: Callable[[str], None]
+) -> None:
+    """Serve the metrics, start the beacon and publish the address file the flags ask for, each undone by
+    ``cleanup``; ``say`` tells where (a line each)."""
+    if args.metrics_port is not None:
+        port = broker.serve_metrics(args.metrics_port, args.metrics_bind)
+        say(f"metrics http://{args.metrics_bind}:{port}/metrics")
+    if args.beacon:
+        broker.announce(args.beacon_name, args.beacon_to, args.beacon_port, args.beacon_interval)
+    if args.address_file:
+        endpoints = announceable(broker.endpoints, BROADCAST)
+        key = None if broker.security is None else broker.security.public_key.decode()
+        instance = broker.core.instance.hex()
+        cleanup.enter_context(Published(args.address_file, args.beacon_name, instance, endpoints, key))
+        say(f"address file {args.address_file}")
+
+
+def make_broker(args: argparse.Namespace, context: zmq.Context[Any] | None = None) -> Broker:
+    """A broker with the links, resolver, settings and flow limits the flags ask for (not started), on
+    ``context`` if given."""
     settings = Settings(
         heartbeat_interval=args.heartbeat,
         liveness=args.liveness,
@@ -195,16 +212,22 @@ def _broker(args: argparse.Namespace) -> Broker:
         links[args.transport] = [options.DEFAULT_ENDPOINT]
     if links["server"]:
         require_draft()
-    broker = Broker(resolver=resolver, settings=settings, security=options.security(args), state_dir=args.state_dir)
-    for spec in args.flow:
-        flow = parse_flow(spec)
-        broker.core.set_flow(
-            flow.service, flow.rate, flow.burst, flow.concurrency, 0.0,
-            bytes_in_flight=flow.bytes_in_flight, adaptive=flow.adaptive,
-        )  # fmt: skip
-    for transport, endpoints in links.items():
-        if endpoints:
-            broker.add_link(transport, endpoints)
+    broker = Broker(
+        resolver=resolver, settings=settings, context=context, security=options.security(args), state_dir=args.state_dir
+    )
+    try:
+        for spec in args.flow:
+            flow = parse_flow(spec)
+            broker.core.set_flow(
+                flow.service, flow.rate, flow.burst, flow.concurrency, 0.0,
+                bytes_in_flight=flow.bytes_in_flight, adaptive=flow.adaptive,
+            )  # fmt: skip
+        for transport, endpoints in links.items():
+            if endpoints:
+                broker.add_link(transport, endpoints)
+    except BaseException:
+        broker.stop()  # closes the links bound so far: the context may be the application's
+        raise
     return broker
 
 

@@ -34,6 +34,7 @@ class Command:
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     description: str = ""  # longer text under the usage line; ``help`` when empty
+    extra: str | None = None  # the list argument that takes positionals given after options (options in any order)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

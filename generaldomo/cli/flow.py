@@ -15,6 +15,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.broker import bounds, limit
 from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
+from generaldomo.sansio import protocol
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,11 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     for flag, kind, metavar, text in FLAGS:
         parser.add_argument(flag, type=kind, default=unset, metavar=metavar, help=text)
     options.timeout(parser, "the answer")
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="change the limits even if no worker serves the service (they apply when one comes)",
+    )
 
 
 def _bounds(text: str) -> dict[str, int] | None:
@@ -64,6 +70,16 @@ def run(args: argparse.Namespace) -> int:
     endpoint = target.endpoint
     with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
         try:
+            if changes and not args.create and not _served(client, args.service, args.timeout):
+                known = probe.services(endpoint, args.transport, probe.TIMEOUT, target.curve.curve())
+                nearest = probe.nearest(args.service, known)
+                hint = f"; did you mean {nearest!r}?" if nearest else ""
+                print(
+                    f"generaldomo flow: no worker serves {args.service!r} (services with workers: "
+                    f"{', '.join(known) or 'none'}){hint}; give --create to set its limits anyway",
+                    file=sys.stderr,
+                )
+                return Exit.FAILED
             print(json.dumps(client.flow(args.service, timeout=args.timeout, **changes)))
         except RequestFailed as error:
             print(f"generaldomo flow: {error}", file=sys.stderr)
@@ -72,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"generaldomo flow: {probe.nobody_answered(endpoint, args.transport, args.timeout)}", file=sys.stderr)
             return Exit.NO_BROKER
     return Exit.OK
+
+
+def _served(client: Client, service: str, timeout: float) -> bool:
+    """Whether ``mmi.service`` says a worker serves ``service`` (True too when the resolver cannot tell)."""
+    try:
+        return client.request("mmi.service", [service.encode()], timeout).payload != protocol.NOT_FOUND
+    except RequestFailed:  # e.g. a resolver whose descriptions are not plain names
+        return True
 
 
 COMMAND = Command("flow", "show or change a service's flow limits (mmi.flow)", arguments, run)

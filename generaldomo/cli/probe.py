@@ -102,6 +102,13 @@ def nearest(name: str, names: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
+def answers_over(endpoint: str, transport: str, timeout: float = TIMEOUT, curve: Curve | None = None) -> bool:
+    """Whether a broker answers a heartbeat at ``endpoint`` over ``transport`` (False without draft sockets)."""
+    if transport == Transport.SERVER and not draft_available():
+        return False
+    return broker_instance(endpoint, transport, timeout, curve) is not None
+
+
 def transport_hint(endpoint: str, transport: str, timeout: float = TIMEOUT, curve: Curve | None = None) -> str:
     """What to add to "no broker answered over ``transport``": whether one answers over the other transport."""
     other = next(t.value for t in Transport if t.value != transport)
@@ -112,7 +119,20 @@ def transport_hint(endpoint: str, transport: str, timeout: float = TIMEOUT, curv
     return f" (is one running there? if it serves the other transport, try --transport {other})"
 
 
-def nobody_answered(endpoint: str, transport: str, waited: float, curve: Curve | None = None) -> str:
-    """The message for a broker that did not answer within ``waited`` seconds, with :func:`transport_hint`."""
+def nobody_answered(
+    endpoint: str, transport: str, waited: float | Callable[[], float], curve: Curve | None = None
+) -> str:
+    """The message for a broker that did not answer within ``waited`` seconds (or the seconds ``waited()`` says
+    once the hint is known, so that the message states the real time), with :func:`transport_hint`."""
     hint = transport_hint(endpoint, transport, curve=curve)
-    return f"no broker answered at {endpoint} over {transport} within {waited:g} s{hint}"
+    seconds = waited() if callable(waited) else waited
+    return f"no broker answered at {endpoint} over {transport} within {seconds:.1f} s{hint}"
+
+
+def unserved(endpoint: str, transport: str, service: str, curve: Curve | None = None) -> str:
+    """What to say of a service no worker serves: the services that have workers, and the nearest name."""
+    known = services(endpoint, transport, TIMEOUT, curve)
+    nearest_name = nearest(service, known)
+    hint = f"; did you mean {nearest_name!r}?" if nearest_name else ""
+    listed = ", ".join(known) or "none"
+    return f"no worker serves {service!r} at {endpoint} (mmi.service says 404); services with workers: {listed}{hint}"

@@ -136,6 +136,8 @@ def _watch(args: argparse.Namespace, worker: Worker, curve: Curve | None, stop: 
     patience = max(args.heartbeat, probe.TIMEOUT)
     warned = ""
     while not stop.wait(grace if not warned else args.heartbeat):
+        if worker.handshake_failure is not None:
+            continue  # the worker logged the cause at once
         problem = None if worker.registered else _why_unregistered(args, worker.endpoint, curve, patience)
         if problem is None:
             if warned:

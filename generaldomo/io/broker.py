@@ -117,6 +117,7 @@ class Broker:
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
         self._thread: threading.Thread | None = None
         self._running = False
+        self._drain: float | None = None  # set by stop(drain=...): serve what is held that long, then fail it
         self._beacon: Beacon | None = None
         self._snapshot_period: float | None = None
         self.snapshot: StatusReport | None = None  # the latest status report, when metrics are served
@@ -185,17 +186,30 @@ class Broker:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Ask the loop to finish, and wait for a background thread to end; close a broker never run."""
+    def stop(self, timeout: float = 5.0, *, drain: float | None = None) -> None:
+        """Ask the loop to finish, and wait up to ``timeout`` (plus ``drain``) for a background thread to end; close
+        a broker never run.
+
+        Without ``drain`` the requests the broker holds are left to their clients, which send them again to the
+        next broker at the endpoint (a restart). With ``drain`` (seconds) the broker stops for good: it answers new
+        requests ``503`` while it serves those it holds for up to ``drain`` seconds, then answers those still
+        unanswered ``503``, so that every request gets an answer."""
         if self._thread is None and not self._running:
             self._close_sockets()
             return
+        self.request_stop(drain)
+        if self._thread is not None:
+            self._thread.join(timeout + (drain or 0.0))
+
+    def request_stop(self, drain: float | None = None) -> None:
+        """Ask the loop to finish as :meth:`stop` does, without waiting; any thread, at any time (a loop that has
+        not started yet returns as soon as it starts, one that has ended ignores it)."""
         with self._stop_lock:
+            if drain is not None:
+                self._drain = max(0.0, drain)
             if self._stop_write >= 0:
                 with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop request
                     os.write(self._stop_write, b"x")
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def __enter__(self) -> Broker:
         return self
@@ -217,9 +231,14 @@ class Broker:
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
         self._running = True
         next_snapshot = next_refusals = clock()
+        draining: float | None = None  # when a draining stop ends
         try:
             while True:
+                if draining is not None and (not core.tasks or clock() >= draining):
+                    return
                 deadline = core.deadline()
+                if draining is not None:
+                    deadline = draining if deadline is None else min(deadline, draining)
                 if self._snapshot_period is not None:
                     if clock() >= next_snapshot:
                         self.snapshot = status(core, clock())
@@ -229,7 +248,9 @@ class Broker:
                 ready = wait(max(0, int((deadline - clock()) * 1000) + 1))
                 if ready:
                     if ready & stop_bit:
-                        return
+                        if self._drain is None or draining is not None or not core.tasks:
+                            return
+                        draining = self._begin_drain()
                     for index, link in links:
                         if ready >> index & 1:
                             self._serve(index, link)
@@ -244,9 +265,21 @@ class Broker:
                         for name, n in link.take_counts().items():
                             core.count(name, n)
         finally:
+            if self._drain is not None:
+                self._send(core.abandon(clock()))
             self._send(core.close())
             self._close_sockets()
             log.info("broker stopped; %s", dict(core.counters))
+
+    def _begin_drain(self) -> float:
+        """Stop accepting requests and return when the draining stop ends (the stop request is consumed)."""
+        with self._stop_lock, contextlib.suppress(BlockingIOError):
+            os.read(self._stop_read, 64)
+        self.core.stop_accepting()
+        assert self._drain is not None
+        held = len(self.core.tasks)
+        log.info("broker stopping: serving the %d requests it holds for up to %.1f s", held, self._drain)
+        return time.monotonic() + self._drain
 
     def _restore(self) -> None:
         """Take the limits configured so far as the base, and apply the state directory's run-time changes."""

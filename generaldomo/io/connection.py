@@ -42,9 +42,10 @@ from typing import Any, ClassVar, cast
 import attrs
 import zmq
 
-from generaldomo.io import speedups
+from generaldomo.io import endpoints, monitor, speedups
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.sansio import codec
+from generaldomo.sansio.handshake import HandshakeWatch
 from generaldomo.sansio.session import Action, Reconnect, Send
 
 log = logging.getLogger(__name__)
@@ -101,13 +102,14 @@ class Connection:
     thread_safe_socket = False
 
     def __init__(self, context: zmq.Context[Any], endpoint: str, socket_type: int, curve: Curve | None) -> None:
-        self.endpoint = endpoint
+        self.endpoint = endpoints.check(endpoint, bind=False)
         self.context = context
         self.curve = curve
         self.socket: zmq.Socket[Any] = context.socket(socket_type)
         self.socket.setsockopt(zmq.LINGER, 0)
         if curve is not None:
             curve.apply(self.socket)
+        self.monitor = monitor.attach(self.socket, endpoint, self.transport.value, curve is not None)
         self.socket.connect(connect_target(self.transport, endpoint))
         self._native = speedups.native  # a message in one call each way (None: frame by frame in Python)
         self._handle: int = self.socket.underlying
@@ -258,6 +260,8 @@ class Connection:
             self.flush()
         with self._lock:
             self._closed = True
+            if self.monitor is not None:
+                self.monitor.close()
             self.socket.close(linger=linger_ms)
             for fd in (self._wake_read, self._wake_write, self._kick_read, self._kick_write):
                 os.close(fd)
@@ -443,12 +447,31 @@ class BrokerLink:
         self.reconnects = 0
         self._poller: zmq.Poller | None = None
         self._lent_poller: zmq.Poller | None = None
+        self._monitored = False  # the last wait saw monitor events
 
     def adopt(self) -> None:
         """Make the calling thread the IO thread."""
         self._poller = self.connection.adopt()
         self._lent_poller = zmq.Poller()
         self._lent_poller.register(self.connection.wake_item, zmq.POLLIN)
+        watched = self.connection.monitor
+        if watched is not None:
+            self._poller.register(watched.socket, zmq.POLLIN)
+            self._lent_poller.register(watched.socket, zmq.POLLIN)
+
+    @property
+    def handshake(self) -> HandshakeWatch | None:
+        """What the socket monitor says of the current connection (None: not monitored, e.g. inproc)."""
+        watched = self.connection.monitor
+        return None if watched is None else watched.watch
+
+    def handshake_news(self) -> HandshakeWatch | None:
+        """The :attr:`handshake` watch if the last :meth:`wait` brought monitor events (read now), else None."""
+        watched = self.connection.monitor
+        if not self._monitored or watched is None:
+            return None
+        self._monitored = False
+        return watched.watch if watched.read() else None
 
     @property
     def backlogged(self) -> bool:
@@ -474,6 +497,7 @@ class BrokerLink:
             finally:
                 connection.end_wait()
         fired = {item for item, _ in events}
+        self._monitored = connection.monitor is not None and connection.monitor.socket in fired
         if kicks and connection.kick_item in fired:
             connection.consume_kicks()
         connection.flush(connection.wake_item in fired)
@@ -510,7 +534,9 @@ class BrokerLink:
             if isinstance(action, Send):
                 self.connection.write(action.frames)
             elif isinstance(action, Reconnect):
-                log.warning("%s; reconnecting to %s", action.reason, self.endpoint)
+                watch = self.handshake  # a broker never reached is the callers' to report, not one line per peer
+                level = logging.INFO if watch is not None and not watch.ever_succeeded else logging.WARNING
+                log.log(level, "%s; reconnecting to %s", action.reason, self.endpoint)
                 self.reconnects += 1
                 self.connection = self.connection.reopen()
                 self.adopt()

@@ -37,6 +37,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
+from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.transport import Transport, require_draft
 from generaldomo.sansio import codec, envelope
 from generaldomo.sansio.access import Credential
@@ -168,7 +169,7 @@ class Link:
 
     def bind(self, endpoint: str) -> str:
         """Bind to ``endpoint``; return the concrete endpoint (with the port a ``*`` got)."""
-        self.socket.bind(endpoint)
+        self.socket.bind(check_endpoint(endpoint, bind=True))
         concrete = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.endpoints.append(concrete)
         return concrete

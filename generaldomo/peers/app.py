@@ -25,6 +25,7 @@ import inspect
 import json
 import os
 import sys
+import traceback
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -135,7 +136,7 @@ def load(spec: str) -> App:
         raise ValueError(f"not a module:attr spec: {spec!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
-    target: Any = importlib.import_module(module_name)
+    target: Any = _import(module_name, spec)
     for part in (attr or "app").split("."):
         try:
             target = getattr(target, part)
@@ -146,6 +147,37 @@ def load(spec: str) -> App:
     if callable(target):
         return App.of(target)
     raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
+
+
+class AppImportError(ImportError):
+    """The module of a ``module:attr`` spec raised while it was imported; the message carries its traceback
+    (file, line and code of each frame of the user's module) and ``__cause__`` the exception."""
+
+
+def _import(module_name: str, spec: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and module_name.startswith(error.name):  # the spec's module itself is missing
+            raise ModuleNotFoundError(
+                f"no module named {error.name!r} (from {spec!r}); looked in the current folder ({os.getcwd()}) "
+                "and sys.path",
+                name=error.name,
+            ) from None
+        raise AppImportError(_failed(module_name, spec, error)) from error
+    except Exception as error:  # anything the user's module raises while it runs
+        raise AppImportError(_failed(module_name, spec, error)) from error
+
+
+def _failed(module_name: str, spec: str, error: BaseException) -> str:
+    """A message with the traceback of ``error`` from the frames of the imported code (importlib's left out)."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if frame.filename not in (__file__, importlib.__file__) and not frame.filename.startswith("<frozen importlib")
+    ]
+    lines = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(error))
+    return f"importing {module_name!r} (from {spec!r}) failed:\nTraceback (most recent call last):\n{lines}".rstrip()
 
 
 class Bound:

@@ -42,6 +42,7 @@ from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
 from generaldomo.sansio import protocol
+from generaldomo.sansio.handshake import HandshakeWatch
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, Send
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
@@ -80,6 +81,7 @@ class Reply:
     sent: float | None = None
     received: float | None = None
     partial: bool = False
+    request_id: bytes | None = None  # the id of the request this answers (see Future.request_id)
 
     @property
     def payload(self) -> bytes:
@@ -136,6 +138,17 @@ class RequestTimeout(TimeoutError):
     """No reply within the time; the message says whether a broker ever answered at the endpoint."""
 
 
+class HandshakeFailed(ConnectionError):
+    """The broker at the endpoint refused this peer's connection, which trying again will not fix: it speaks the
+    other transport, or CURVE is missing, not wanted, or has the wrong key; ``.kind`` (``curve``, ``key``,
+    ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.handshake`) and the message say
+    which. Raised within about a second of the failed handshake."""
+
+    def __init__(self, kind: str, cause: str) -> None:
+        super().__init__(cause)
+        self.kind = kind
+
+
 def as_frames(payload: object, what: str = "payload") -> tuple[bytes, ...]:
     """One frame for bytes, or the given frames; ``TypeError`` for anything else (``str`` included)."""
     if isinstance(payload, bytes):
@@ -164,13 +177,19 @@ def _silent(action: Action[Any]) -> bool:
     return isinstance(action, Progress) and action.token.on_partial is None
 
 
-class _Future(Future[Reply]):
-    """A request's future: a thread waiting for it reads the socket itself while it may (module docstring)."""
+class RequestFuture(Future[Reply]):
+    """A request's future (a ``concurrent.futures.Future`` of its :class:`Reply`) with its ``request_id``; a
+    thread waiting for it reads the socket itself while it may (module docstring)."""
 
     def __init__(self, client: Client, request_id: bytes) -> None:
         super().__init__()
         self._client = client
         self._request_id = request_id
+
+    @property
+    def request_id(self) -> bytes:
+        """The request's id, as the broker and its kept answers know it (the ``Reply`` carries it too)."""
+        return self._request_id
 
     def cancel(self) -> bool:
         """Withdraw the request (CANCEL to the broker) unless it is answered already."""
@@ -207,10 +226,13 @@ class Client:
     sends every outstanding request again; when it stays silent for ``liveness`` intervals the client
     reconnects on a new socket and does the same. Resent requests keep their ids, so a broker that still has
     them does not run them twice, and a reply that arrives twice is delivered once. A cancelled future, or a
-    :meth:`request` that times out, withdraws its request (CANCEL). Without an ``endpoint`` the client uses
-    ``GENERALDOMO_BROKER`` or, failing that, listens for a broker's beacon
-    (:func:`generaldomo.io.beacon.find_broker`). ``server_key`` (the broker's CURVE public key, Z85 text or 32
-    bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
+    :meth:`request` that times out, withdraws its request (CANCEL). Without an ``endpoint`` the client finds its
+    broker as :func:`generaldomo.io.beacon.find_broker` does, in this order: the ``GENERALDOMO_BROKER``
+    environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for); a
+    broker's UDP beacon (5 s). A refused handshake fails requests with :class:`HandshakeFailed` within about a
+    second. Each future has its ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the
+    broker's CURVE public key, Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh
+    key pair.
     """
 
     def __init__(
@@ -247,6 +269,7 @@ class Client:
         self._handoff: list[Action[_Call]] = []  # what a lent reader left for the IO thread to deliver, in order
         self._calling = False  # the IO thread is delivering partial results (callbacks)
         self._closed = False
+        self._refused: HandshakeFailed | None = None  # the connection's handshake failed (until one succeeds)
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
@@ -271,9 +294,15 @@ class Client:
         """New sockets made after the broker went silent."""
         return self._link.reconnects
 
+    @property
+    def connection_refused(self) -> bool:
+        """True while the latest connection attempts found nothing listening at the endpoint (tcp, ipc)."""
+        watch = self._link.handshake
+        return watch is not None and watch.refused
+
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None
-    ) -> Future[Reply]:
+    ) -> RequestFuture:
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
         ``payload`` is bytes (one frame) or a sequence of bytes frames; anything else, ``str`` included, raises
@@ -283,11 +312,14 @@ class Client:
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
-        future = _Future(self, request_id)
+        future = RequestFuture(self, request_id)
         now = time.monotonic()
         with self._lock:
             if self._closed:
                 raise self._closed_error()
+            if self._refused is not None:
+                future.set_exception(self._refused)
+                return future
             idle = not self._session.outstanding and self._reader is None  # (a lent role is looked at often)
             frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
         self._link.send(frames)
@@ -380,11 +412,11 @@ class Client:
         message = f"no reply to {description!r} within {timeout} s"
         if self._session.instance is not None:
             return message
+        nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
+        if self.connection_refused:
+            return f"{nobody}: nothing accepts connections there (is a broker running?)"
         other = next(t for t in Transport if t is not self.transport)
-        return (
-            f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport "
-            f"(is one running there? does it serve the {other} transport instead?)"
-        )
+        return f"{nobody} (is one running there? does it serve the {other} transport instead?)"
 
     # ---------------------------------------------------------------------------------- lent reader role
 
@@ -515,8 +547,11 @@ class Client:
                 deadline = min(deadline or math.inf, now + LEND_CHECK)
             link.wait(deadline, clock(), reading, kicks=False)
             now = clock()
+            watch = link.handshake_news()
             with self._lock:  # a reconnect under the lock: a request is in the resend, or goes to the new socket
                 actions, self._handoff = self._handoff, []  # what a lent reader left comes first
+                if watch is not None:
+                    actions += self._handshake(watch)
                 if self._reader is None:  # lent: the IO thread neither reads nor ticks
                     link.consume_kicks()
                     for frames in link.recv_batch(READ_BATCH):
@@ -529,6 +564,18 @@ class Client:
             if calling:
                 with self._lock:
                     self._calling = False
+
+    def _handshake(self, watch: HandshakeWatch) -> list[Action[_Call]]:
+        """Follow the socket monitor (lock held): a failed handshake fails what is outstanding, and what is
+        submitted until a handshake succeeds, with :class:`HandshakeFailed`."""
+        failure = watch.failure
+        if failure is None:
+            self._refused = None
+            return []
+        if self._refused is None or str(self._refused) != failure.cause:
+            log.info("%s", failure.cause)  # the callers' HandshakeFailed says it
+        self._refused = HandshakeFailed(failure.kind, failure.cause)
+        return self._session.close(failure.cause)
 
     def _take_back(self, now: float) -> bool:
         """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""
@@ -546,8 +593,13 @@ class Client:
         for action in actions:
             if isinstance(action, Resolve):
                 self._resolve(action)
+            elif isinstance(action, Fail):  # the handshake failed (see _handshake)
+                with contextlib.suppress(InvalidStateError):
+                    action.token.future.set_exception(self._refused or ClientClosed(action.reason))
             elif isinstance(action, Progress) and action.token.on_partial is not None and fatal is None:
-                reply = Reply(action.body, sent=action.sent, received=action.received, partial=True)
+                reply = Reply(
+                    action.body, sent=action.sent, received=action.received, partial=True, request_id=action.request_id
+                )
                 try:
                     action.token.on_partial(reply)
                 except Exception:  # a faulty callback must not stop the IO thread
@@ -563,7 +615,8 @@ class Client:
         with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
             if action.status == protocol.OK:
                 queued, served = action.timing or (None, None)
-                future.set_result(Reply(action.body, queued, served, action.sent, action.received))
+                reply = Reply(action.body, queued, served, action.sent, action.received, request_id=action.request_id)
+                future.set_result(reply)
             else:
                 reason = action.body[0].decode(errors="replace") if action.body else ""
                 future.set_exception(RequestFailed.of(action.status, reason))

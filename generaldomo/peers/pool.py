@@ -43,13 +43,19 @@ DEFAULT_GRACE = 30.0  # seconds a running task may take to finish when its pool 
 EXIT_MARGIN = 5.0  # seconds past the grace a child gets to exit before it is killed
 CUT_SHORT = 3  # a child's exit status when it left tasks to be reissued
 RESTART_EVERY = 1.0  # at most one replacement per this many seconds
-_CHILD_POLL = 0.5
+_CHILD_POLL = 0.2  # seconds between a pool's looks at its slots (and a child's at the stop signal)
 
 
 class Pool(Protocol):
     def start(self) -> None: ...
 
     def watch(self, timeout: float) -> None: ...
+
+    def registrations(self) -> dict[str, tuple[int, int]]:
+        """Per service name: (slots the broker has accepted, slots)."""
+
+    def handshake_failure(self) -> str | None:
+        """Why the broker refuses the slots' connections, if this process knows (threads; processes log it)."""
 
     def stop(self, grace: float) -> int:
         """Stop gracefully; the number of slots (thread pool) or processes that left tasks to be reissued."""
@@ -75,9 +81,17 @@ class _Drain:
 
 
 def _child(
-    spec: str, services: Sequence[str] | None, endpoint: str, transport: str, options: SlotOptions, drain: _Drain
+    spec: str,
+    services: Sequence[str] | None,
+    endpoint: str,
+    transport: str,
+    options: SlotOptions,
+    drain: _Drain,
+    registered: Any,
+    index: int,
 ) -> None:
-    """A pool process: one slot of each service until ``drain`` is set, the parent goes, or SIGTERM."""
+    """A pool process: one slot of each service until ``drain`` is set, the parent goes, or SIGTERM; it marks
+    its slots the broker accepted in ``registered`` (one flag per service, from ``index`` on)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     asked = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: asked.set())
@@ -86,6 +100,8 @@ def _child(
     parent = multiprocessing.parent_process()
     while not (asked.is_set() or drain.is_set() or (parent is not None and not parent.is_alive())):
         group.watch(_CHILD_POLL)
+        for offset, slot in enumerate(group.slots):
+            registered[index + offset] = slot.worker.registered
     if group.stop(drain.grace):
         logging.shutdown()
         os._exit(CUT_SHORT)  # abandoned handler threads hold sockets open; their DISCONNECT went out
@@ -111,13 +127,18 @@ class ProcessPool:
             raise ValueError(f"{endpoint} reaches only this process; use the thread pool or tcp:// or ipc://")
         self._context: Any = multiprocessing.get_context(start_method)  # typeshed's BaseContext lacks Process
         self._drain = _Drain(self._context)
-        self._args = (spec, services, endpoint, transport, options, self._drain)
+        self._names = [service.name for service in load(spec).select(services)]
+        self._registered = self._context.Array("b", concurrency * len(self._names), lock=False)
+        self._args = (spec, services, endpoint, transport, options, self._drain, self._registered)
         self._size = concurrency
         self.children: list[BaseProcess] = []
         self._next_restart = 0.0
 
     def _spawn(self, index: int) -> BaseProcess:
-        child: BaseProcess = self._context.Process(target=_child, args=self._args, name=f"generaldomo-pool-{index}")
+        for offset in range(len(self._names)):
+            self._registered[index * len(self._names) + offset] = 0
+        args = (*self._args, index * len(self._names))
+        child: BaseProcess = self._context.Process(target=_child, args=args, name=f"generaldomo-pool-{index}")
         child.start()
         return child
 
@@ -133,6 +154,14 @@ class ProcessPool:
             log.warning("pool process %s ended with status %s; starting another", child.pid, child.exitcode)
             self._next_restart = time.monotonic() + RESTART_EVERY
             self.children[index] = self._spawn(index)
+
+    def registrations(self) -> dict[str, tuple[int, int]]:
+        flags = list(self._registered)
+        count = len(self._names)
+        return {name: (sum(flags[offset::count]), self._size) for offset, name in enumerate(self._names)}
+
+    def handshake_failure(self) -> str | None:
+        return None  # each child logs it
 
     def stop(self, grace: float) -> int:
         """Tell every child to stop, giving running tasks ``grace`` seconds; the number that cut tasks short."""
@@ -162,6 +191,8 @@ def make_pool(
     """A pool, not started: ``concurrency`` slots of each service, as threads or processes."""
     app = load(spec) if isinstance(spec, str) else spec
     chosen = app.select(services)  # fails here, in the caller, on a mistyped name
+    if not chosen:
+        raise ValueError(f"{app!r} has no services to serve: declare one with @app.service(...) or app.add(...)")
     if pool == "thread":
         return SlotGroup(chosen, concurrency, endpoint, transport, options)
     if pool != "process":
@@ -220,9 +251,42 @@ def run_app(
     out = out or sys.stdout
     served = ", ".join(f"{service.name!r} x{concurrency}" for service in app.select(services))
     print(f"generaldomo worker: serving {served} ({pool} pool) from {endpoint} ({transport})", file=out, flush=True)
+    reporter = Reporter(endpoint, transport, heartbeat_interval * liveness, out)
     while not asked.is_set():
         running.watch(_CHILD_POLL)
+        reporter.look(running, time.monotonic())
     if cut_short := running.stop(stop_grace):
         units = "slots" if pool == "thread" else "processes"
         print(f"generaldomo worker: {cut_short} {units} left tasks past the grace; they are reissued", file=out)
     return 0
+
+
+class Reporter:
+    """What a running pool tells its user: ``registered 'NAME' xN at ENDPOINT`` (on ``out``) once the broker has
+    accepted every slot of a service, and a warning (on stderr) when no slot is registered ``patience`` seconds
+    after the start and the broker did not refuse the handshake (the slots' workers log that at once)."""
+
+    def __init__(self, endpoint: str, transport: str, patience: float, out: TextIO) -> None:
+        self.endpoint, self.transport, self.out = endpoint, transport, out
+        self._silent_after = time.monotonic() + patience
+        self._said: set[str] = set()
+        self._warned_silent = False
+
+    def look(self, pool: Pool, now: float) -> None:
+        failure = pool.handshake_failure()  # the slots' Worker logs it, once per process
+        counts = pool.registrations()
+        for name, (registered, total) in counts.items():
+            if registered == total and name not in self._said:
+                self._said.add(name)
+                print(f"generaldomo worker: registered {name!r} x{total} at {self.endpoint}", file=self.out, flush=True)
+        anyone = any(registered for registered, _ in counts.values())
+        if not anyone and failure is None and now >= self._silent_after and not self._warned_silent:
+            self._warned_silent = True
+            _warn(f"no broker has answered at {self.endpoint} over {self.transport} yet; still trying")
+        elif anyone and self._warned_silent:
+            self._warned_silent = False
+            self._silent_after = now
+
+
+def _warn(message: str) -> None:
+    print(f"generaldomo worker: warning: {message}", file=sys.stderr, flush=True)

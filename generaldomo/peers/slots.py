@@ -6,8 +6,10 @@ Rules:
   the broker sees each slot as a worker, so its reissue, flow control and balancing see each one.
 - Stopping is in two steps. :meth:`Slot.begin_stop`: an idle slot leaves at once (DISCONNECT); a running
   task goes on and its result is sent, then the slot leaves; a task that arrives from now on is handed back
-  unrun (the worker leaves, so the broker reissues it). :meth:`Slot.finish`: past the deadline a slot still
+  unrun (the worker leaves, so the broker reissues it). :meth:`Slot.cut_short`: past the grace a slot still
   running leaves anyway, telling the broker, which reissues the task; the handler's thread is abandoned.
+  :meth:`SlotGroup.stop` does both for all its slots at once, so it returns within the grace and a fraction of
+  a second.
 - :class:`SlotGroup` is the thread pool: ``copies`` slots of each service in this process.
 
 It knows nothing of processes or signals (:mod:`generaldomo.peers.pool`).
@@ -29,7 +31,7 @@ from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 log = logging.getLogger(__name__)
 
-ABANDON_WAIT = 1.0  # seconds a slot cut short gets to write its DISCONNECT before it is abandoned
+ABANDON_WAIT = 0.25  # seconds the slots cut short get, all together, to write their DISCONNECT
 
 
 @attrs.frozen(slots=True)
@@ -77,17 +79,10 @@ class Slot:
         self._stopping.set()
         self.worker.stop(finish=True)
 
-    def finish(self, deadline: float) -> bool:
-        """Wait until ``deadline`` (``time.monotonic()``) for the slot to leave; then make it leave.
-
-        True when it left on its own (its task, if any, answered), False when it was cut short."""
-        self.thread.join(max(0.0, deadline - time.monotonic()))
-        if not self.thread.is_alive():
-            return True
+    def cut_short(self) -> None:
+        """Past the grace: leave anyway, telling the broker, which reissues the task; the handler is abandoned."""
         log.warning("a %r task outlived the stop grace; the broker reissues it", self.service.name)
         self.worker.stop()
-        self.thread.join(ABANDON_WAIT)
-        return False
 
     def _serve(self) -> None:
         try:
@@ -138,10 +133,31 @@ class SlotGroup:
                 self.slots[index] = self._make(slot.service)
                 self.slots[index].start()
 
+    def registrations(self) -> dict[str, tuple[int, int]]:
+        """Per service name: (slots the broker has accepted, slots)."""
+        counts: dict[str, tuple[int, int]] = {}
+        for slot in self.slots:
+            registered, total = counts.get(slot.service.name, (0, 0))
+            counts[slot.service.name] = (registered + slot.worker.registered, total + 1)
+        return counts
+
+    def handshake_failure(self) -> str | None:
+        """Why the broker refuses the slots' connections, if it does (see Worker.handshake_failure)."""
+        failure = next((s.worker.handshake_failure for s in self.slots if s.worker.handshake_failure), None)
+        return None if failure is None else failure.cause
+
     def stop(self, grace: float) -> int:
         """Stop every slot, letting running tasks finish for up to ``grace`` seconds; the number cut short."""
         self._stopping = True
         for slot in self.slots:
             slot.begin_stop()
         deadline = time.monotonic() + grace
-        return sum(not slot.finish(deadline) for slot in self.slots)
+        for slot in self.slots:
+            slot.thread.join(max(0.0, deadline - time.monotonic()))
+        late = [slot for slot in self.slots if slot.alive]
+        for slot in late:
+            slot.cut_short()
+        abandon = time.monotonic() + ABANDON_WAIT
+        for slot in late:
+            slot.thread.join(max(0.0, abandon - time.monotonic()))
+        return len(late)

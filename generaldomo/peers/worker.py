@@ -29,6 +29,7 @@ from generaldomo.io.transport import Transport
 from generaldomo.peers.client import Keys, as_bytes, as_frames
 from generaldomo.peers.reject import Reject
 from generaldomo.sansio import protocol
+from generaldomo.sansio.handshake import HandshakeFailure
 from generaldomo.sansio.session import Action, RunTask, WorkerSession
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
@@ -38,6 +39,8 @@ Payload = bytes | tuple[bytes, ...]
 Handler = Callable[[Payload], bytes | Sequence[bytes] | Generator[Any, None, Any]]
 READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
 BUSY_LOOK: Final = 0.25  # seconds between the heartbeat thread's looks at the socket while the handler runs
+MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
+_SAID: set[str] = set()
 
 
 class WorkerStopped(RuntimeError):
@@ -87,6 +90,7 @@ class Worker:
         self._busy = False  # the handler runs; changed with the socket lock held
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
         self._finish = False  # stop(finish=True): the running task's result still goes out
+        self._failure: HandshakeFailure | None = None  # the socket monitor's latest, until a handshake succeeds
 
     @property
     def busy(self) -> bool:
@@ -97,6 +101,13 @@ class Worker:
     def registered(self) -> bool:
         """True once the broker has answered this worker's latest READY (a heartbeat or a task came)."""
         return self._session.heard
+
+    @property
+    def handshake_failure(self) -> HandshakeFailure | None:
+        """Why the broker refuses this worker's connection (the other transport, CURVE, its key), as the socket
+        monitor saw it within about a second of the attempt; None once a handshake succeeds. The worker keeps
+        trying and logs each new cause once."""
+        return self._failure
 
     @property
     def tasks_done(self) -> int:
@@ -154,11 +165,21 @@ class Worker:
         self._perform(session.start())
         while not self._stopping.is_set():
             link.wait(session.deadline(), clock())
+            if (watch := link.handshake_news()) is not None:
+                self._follow(watch.failure)
             task = self._read()
             if task is not None and not self._stopping.is_set():  # a task that came after stop() is not run
                 self._run(task)
             else:
                 self._perform(session.tick(clock(), link.backlogged))
+
+    def _follow(self, failure: HandshakeFailure | None) -> None:
+        if failure is not None and failure != self._failure and failure.cause not in _SAID:
+            if len(_SAID) >= MAX_SAID:
+                _SAID.clear()
+            _SAID.add(failure.cause)  # once per process, not once per slot of a pool
+            log.warning("%s", failure.cause)
+        self._failure = failure
 
     def _read(self) -> RunTask | None:
         """Feed the session what arrived, up to the first task (the rest is read after it). One message at a
@@ -175,6 +196,8 @@ class Worker:
     def _run(self, task: RunTask) -> None:
         """Run the handler with the socket lent to the heartbeat thread; send the result."""
         payload = task.body[0] if len(task.body) == 1 else task.body
+        traced = log.isEnabledFor(logging.DEBUG)  # -vv: one line per task
+        started = time.monotonic() if traced else 0.0
         self._busy = True
         self._socket_lock.release()
         try:
@@ -182,6 +205,11 @@ class Worker:
         finally:
             self._socket_lock.acquire()
             self._busy = False
+        if traced:
+            elapsed = time.monotonic() - started
+            log.debug(
+                "task %s for %r: %s in %.3f s", task.task_id.hex(), task.description[:64], status.decode(), elapsed
+            )
         if self._stopping.is_set():  # told to stop meanwhile: drop the result, or send it, then leave
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))

@@ -26,7 +26,9 @@ been tried ``max_attempts`` times, in which case the client gets an error reply.
 unique request id in every request, scoped to their key when they have one; a request whose id is live (a
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
-for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``.
+for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``. A broker
+that stops for good first stops accepting requests (``503``) while it serves those it holds, then answers the rest
+``503`` (:meth:`BrokerCore.abandon`), so that none is left without an answer.
 
 Flow control: a service's limits (:mod:`generaldomo.sansio.flow`: rate, concurrency, an adaptive cap, request
 bytes in flight) hold its dispatches back; the service times of answered tasks teach the adaptive cap.
@@ -131,7 +133,9 @@ class BrokerCore:
         self._adopted: set[Service] = set()
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
+        self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
+        self._stopping = False  # new requests are answered 503 (see stop_accepting)
         self._handlers: dict[type, Handler] = {
             ClientRequest: self._on_request,
             ClientHeartbeat: self._on_client_heartbeat,
@@ -288,6 +292,26 @@ class BrokerCore:
         ]
         return StatusReport(broker, services, workers)
 
+    def stop_accepting(self) -> None:
+        """From now on answer new requests ``503`` (the broker is stopping); the requests it holds are still served,
+        and a retry of one of them still gets its answer."""
+        self._stopping = True
+
+    def abandon(self, now: float) -> list[Send]:
+        """Answer every request still held, queued or running, ``503`` and forget it: the broker stops for good and
+        no other answer will come. Call :meth:`close` next. Returns what to send."""
+        out: list[Send] = []
+        reason = b"the broker stopped before the request was answered"
+        for task in list(self._tasks.values()):
+            if task.state is TaskState.CANCELLED:
+                self._remove(task, task.state)
+                continue
+            if task.worker is not None:
+                task.worker.task = None
+            self.counters["abandoned"] += 1
+            self._complete(task, protocol.UNAVAILABLE, [reason], now, out, dispatch=False)
+        return out
+
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
         out = [Send(w.peer, protocol.worker_command(w.dialect, protocol.DISCONNECT)) for w in self._workers.values()]
@@ -326,6 +350,9 @@ class BrokerCore:
             if self._known(peer, key, now, out, lambda: request_digest(event.description, event.body)):
                 self.counters["retries_absorbed"] += 1
                 return
+        if self._stopping:
+            self._reject(peer, event, protocol.UNAVAILABLE, "the broker is stopping", now, out)
+            return
         service = self._resolve_request(peer, event, now, out)
         if service is None:
             return
@@ -824,6 +851,11 @@ class BrokerCore:
             task.attempts += 1
             flow.dispatched(now, task.size)
             out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
+            if self._trace:
+                log.debug(
+                    "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
+                    task.id.hex(), service.name, worker.label, task.attempts, now - task.enqueued,
+                )  # fmt: skip
 
     def _complete(
         self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *,

@@ -94,6 +94,11 @@ PICKLE = Codec("pickle", _pickle_dumps, pickle.loads)
 _BUILT_IN: dict[str, Callable[[], Serializer]] = {"json": lambda: JSON, "pickle": lambda: PICKLE, "msgpack": _msgpack}
 
 
+def names() -> list[str]:
+    """The names of the built-in serializers."""
+    return sorted(_BUILT_IN)
+
+
 def get(serializer: str | Serializer) -> Serializer:
     """The serializer of a built-in name (``json``, ``msgpack``, ``pickle``), or the given serializer."""
     if not isinstance(serializer, str):

@@ -19,10 +19,13 @@ if __name__ == "__main__":  # run as a script: make tests/ importable
 
 from interop.build import BuildError, build_all, libzmq_prefix
 
+from generaldomo.cli.embedded import build_flags
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 INCLUDE = ROOT / "cpp" / "include"
 PROGRAMS = ("gd_client", "gd_worker", "gd_protocol")
+EMBEDDED = ("gd_embedded",)  # programs with the embedded broker: linked with libpython and pyzmq's libzmq
 CXXFLAGS = ("-std=c++17", "-O2", "-Wall", "-Wextra", "-pthread")
 
 
@@ -35,10 +38,17 @@ def _up_to_date(target: Path, sources: list[Path]) -> bool:
 
 
 def _compile(cxx: list[str], source: Path, target: Path, prefix: Path) -> None:
-    archive = prefix / "lib" / "libzmq.a"
-    if _up_to_date(target, [source, *_headers(), archive]):
+    archive = str(prefix / "lib" / "libzmq.a")
+    _run_compiler(cxx, source, target, [f"-I{INCLUDE}", f"-I{prefix / 'include'}"], [archive], [archive])
+
+
+def _run_compiler(
+    cxx: list[str], source: Path, target: Path, include: list[str], libs: list[str], inputs: list[str]
+) -> None:
+    """Compile ``source`` into ``target`` unless it is newer than the source, the headers and ``inputs``."""
+    if _up_to_date(target, [source, *_headers(), *map(Path, inputs)]):
         return
-    cmd = [*cxx, *CXXFLAGS, f"-I{INCLUDE}", f"-I{prefix / 'include'}", str(source), str(archive), "-o", str(target)]
+    cmd = [*cxx, *CXXFLAGS, *include, str(source), *libs, "-o", str(target)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -48,6 +58,16 @@ def _compile(cxx: list[str], source: Path, target: Path, prefix: Path) -> None:
         raise BuildError(
             f"compiling {source.name} failed or warned (exit {proc.returncode}):\n$ {shlex.join(cmd)}\n{proc.stderr}"
         )
+
+
+def _compile_embedded(
+    cxx: list[str], source: Path, target: Path, prefix: Path, libzmq: list[str] | None = None
+) -> None:
+    """Compile a program using ``embedded.hpp`` against the Python that runs this (sys.executable's build flags,
+    :func:`generaldomo.cli.embedded.build_flags`) and pyzmq's libzmq, or the ``libzmq`` flags given."""
+    flags = build_flags(prefix)
+    libs = [*(flags.libzmq if libzmq is None else libzmq), *flags.python]
+    _run_compiler(cxx, source, target, [*flags.include, f"-I{INCLUDE}"], libs, [flags.libzmq[0]])
 
 
 def build_source(source: Path, target: Path) -> Path:
@@ -62,7 +82,15 @@ def build_programs(out_dir: Path | str) -> dict[str, Path]:
     Raises :class:`~interop.build.BuildError` if anything fails or the compiler warns.
     """
     cxx = shlex.split(os.environ.get("CXX") or "c++")
-    return build_all(out_dir, {name: HERE / f"{name}.cpp" for name in PROGRAMS}, cxx, _compile)
+    built = build_all(out_dir, {name: HERE / f"{name}.cpp" for name in PROGRAMS}, cxx, _compile)
+    return built | build_all(out_dir, {name: HERE / f"{name}.cpp" for name in EMBEDDED}, cxx, _compile_embedded)
+
+
+def build_embedded(source: Path, target: Path, libzmq: list[str] | None = None) -> Path:
+    """Compile one program using ``embedded.hpp`` (e.g. the README's example; ``libzmq``: other flags than pyzmq's
+    extension, to show what a second libzmq does); return ``target``."""
+    _compile_embedded(shlex.split(os.environ.get("CXX") or "c++"), source, target, libzmq_prefix(), libzmq)
+    return target
 
 
 if __name__ == "__main__":

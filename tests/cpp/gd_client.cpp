@@ -25,32 +25,13 @@
 #include <thread>
 #include <vector>
 
+#include "answers.hpp"
 #include "options.hpp"
 
 namespace {
 
 using generaldomo::Frames;
 using std::chrono::milliseconds;
-
-std::string join(const Frames &frames)
-{
-    std::string out;
-    for (std::size_t i = 0; i < frames.size(); ++i)
-        out += (i ? "|" : "") + frames[i];
-    return out;
-}
-
-// The text of an answer: its frames, or what went wrong.
-std::string answer(const std::function<generaldomo::Reply()> &get)
-{
-    try {
-        return join(get().frames);
-    } catch (const generaldomo::RequestFailed &error) {
-        return "error " + std::to_string(error.status()) + " " + error.reason();
-    } catch (const generaldomo::Timeout &) {
-        return "timeout";
-    }
-}
 
 // A hand-made thread pool: each task is picked up by whichever thread is free.
 class Pool {

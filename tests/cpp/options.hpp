@@ -1,4 +1,5 @@
-// tests/cpp/options.hpp: the command line of the C++ test peers (--name value options, flags, one endpoint).
+// tests/cpp/options.hpp: the command line of the C++ test peers (--name value options, repeatable ones, flags,
+// one endpoint).
 #pragma once
 
 #include <cstdio>
@@ -6,18 +7,24 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 struct Options {
     std::map<std::string, std::string> values;
+    std::map<std::string, std::vector<std::string>> lists;  // the repeatable options' values, in order
     std::set<std::string> flags;
     std::string endpoint;
 
-    // known: option names taking a value; flags: options without one. Exits 2 on anything else.
-    Options(int argc, char **argv, const std::set<std::string> &known, const std::set<std::string> &flag_names)
+    // known: option names taking a value; flags: options without one; repeatable: options that take a value each
+    // time they are given. Exits 2 on anything else.
+    Options(int argc, char **argv, const std::set<std::string> &known, const std::set<std::string> &flag_names,
+            const std::set<std::string> &repeatable = {})
     {
         for (int i = 1; i < argc; ++i) {
             const std::string arg = argv[i];
-            if (known.count(arg) && i + 1 < argc) {
+            if (repeatable.count(arg) && i + 1 < argc) {
+                lists[arg].push_back(argv[++i]);
+            } else if (known.count(arg) && i + 1 < argc) {
                 values[arg] = argv[++i];
             } else if (flag_names.count(arg)) {
                 flags.insert(arg);
@@ -50,6 +57,12 @@ struct Options {
     }
 
     bool flag(const std::string &name) const { return flags.count(name) > 0; }
+
+    std::vector<std::string> list(const std::string &name) const
+    {
+        auto found = lists.find(name);
+        return found == lists.end() ? std::vector<std::string>{} : found->second;
+    }
 
     [[noreturn]] static void usage(const std::string &program, const std::string &why)
     {

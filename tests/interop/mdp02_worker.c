@@ -6,7 +6,8 @@
  * the echo with "#k" appended to its first frame, then a FINAL echo; the first frame of each is prefixed
  * with --tag. It works --delay-ms per request in all (heartbeating meanwhile) and exits after --count requests.
  *
- * Every message: "MDPW02", command, arguments... (no leading empty frame, unlike MDP/0.1).
+ * Every message: "MDPW02", command, arguments... (no leading empty frame, unlike MDP/0.1); with --delimiter, an
+ * empty frame first, as majortomo's broker (a REQ-style envelope) expects.
  */
 #include "mdp_common.h"
 
@@ -22,6 +23,8 @@ typedef struct {
 
 static void send_command(worker_t *w, int command, int more)
 {
+    if (w->opts.delimiter)
+        send_str(w->socket, "", 1);
     send_str(w->socket, HEADER, 1);
     send_byte(w->socket, command, more);
 }
@@ -88,6 +91,17 @@ static void serve(worker_t *w, msg_t *msg)
     }
 }
 
+/* With --delimiter: the empty frame every message starts with goes; the others move up one place. */
+static void drop_delimiter(msg_t *msg)
+{
+    if (msg->size < 1 || !frame_is_str(msg, 0, ""))
+        fail_msg(msg, "no empty delimiter frame first");
+    for (int i = 0; i + 1 < msg->size; i++)
+        zmq_msg_move(&msg->frame[i], &msg->frame[i + 1]);
+    zmq_msg_close(&msg->frame[msg->size - 1]);
+    msg->size--;
+}
+
 int main(int argc, char **argv)
 {
     progname = "mdp02_worker";
@@ -100,6 +114,8 @@ int main(int argc, char **argv)
         msg_t msg;
         if (msg_recv(w.socket, &msg, w.heartbeat_at < expiry ? w.heartbeat_at : expiry)) {
             heard = now_ms();
+            if (w.opts.delimiter)
+                drop_delimiter(&msg);
             if (msg.size < 2 || !frame_is_str(&msg, 0, HEADER) || frame_size(&msg, 1) != 1)
                 fail_msg(&msg, "not an MDP/0.2 worker message");
             int command = *(const unsigned char *)frame_data(&msg, 1);

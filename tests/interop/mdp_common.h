@@ -183,6 +183,7 @@ typedef struct {
     long liveness;       /* broker heartbeats missed before reconnecting */
     long reconnect_ms;   /* pause before reconnecting to a silent broker */
     long partials;       /* PARTIAL replies before the FINAL (MDP/0.2) */
+    int delimiter;       /* MDP/0.2: every message starts with an empty frame, as majortomo's broker expects */
     int verbose;         /* print a line per request received and replied to */
 } worker_opts_t;
 
@@ -199,19 +200,23 @@ static inline void worker_usage(int partials)
             "  --reconnect-ms MS    pause before reconnecting to a silent broker (default 2500)\n"
             "%s"
             "  -v, --verbose        print a line per request and reply\n",
-            progname, partials ? "  --partials N         send N PARTIAL replies before the FINAL (default 0)\n" : "");
+            progname,
+            partials ? "  --partials N         send N PARTIAL replies before the FINAL (default 0)\n"
+                       "  --delimiter          start every message with an empty frame (majortomo's MDP/0.2)\n"
+                     : "");
     exit(EXIT_USAGE);
 }
 
 static inline worker_opts_t worker_options(int argc, char **argv, int partials)
 {
-    worker_opts_t opts = {NULL, "echo", "", 0, 0, 2500, 3, 2500, 0, 0};
+    worker_opts_t opts = {NULL, "echo", "", 0, 0, 2500, 3, 2500, 0, 0, 0};
     static const struct option long_options[] = {
         {"service", required_argument, 0, 's'},      {"tag", required_argument, 0, 't'},
         {"count", required_argument, 0, 'n'},        {"delay-ms", required_argument, 0, 'd'},
         {"heartbeat-ms", required_argument, 0, 'h'}, {"liveness", required_argument, 0, 'l'},
         {"reconnect-ms", required_argument, 0, 'r'}, {"partials", required_argument, 0, 'p'},
-        {"verbose", no_argument, 0, 'v'},            {0, 0, 0, 0},
+        {"delimiter", no_argument, 0, 'e'},          {"verbose", no_argument, 0, 'v'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "v", long_options, NULL)) != -1) {
@@ -227,6 +232,11 @@ static inline worker_opts_t worker_options(int argc, char **argv, int partials)
             if (!partials)
                 worker_usage(partials);
             opts.partials = parse_count(optarg, "--partials");
+            break;
+        case 'e':
+            if (!partials)
+                worker_usage(partials);
+            opts.delimiter = 1;
             break;
         case 'v': opts.verbose = 1; break;
         default: worker_usage(partials);

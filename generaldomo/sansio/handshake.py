@@ -1,0 +1,127 @@
+"""What a peer's socket monitor says about its connection to the broker, and the cause it names.
+
+Rules:
+
+- A :class:`HandshakeWatch` is fed the events of libzmq's socket monitor (``feed(event, value)``, the numbers
+  of ``zmq.h``, which are part of libzmq's stable API) and returns a :class:`HandshakeFailure` when a
+  connection attempt failed in a way that trying again will not fix:
+
+  - ``HANDSHAKE_FAILED_PROTOCOL`` with a mechanism mismatch: one side uses CURVE and the other does not;
+  - ``HANDSHAKE_FAILED_AUTH``: the broker's ZAP handler refused this peer's key (the value is its status);
+  - the broker closed the connection during the handshake (``DISCONNECTED`` before it succeeded, or
+    ``HANDSHAKE_FAILED_NO_DETAIL``): a broker of the other socket type (the other transport) does that, and
+    so does a CURVE broker facing a plaintext peer or a wrong broker key; which event comes depends on timing,
+    so the cause names both (the CLI asks the other transport to tell them apart).
+
+- ``HANDSHAKE_SUCCEEDED`` clears the failure; ``refused`` says that the last attempts found nothing
+  listening (connection refused), which is not a failure: a broker may start later.
+
+It knows nothing of sockets, threads or clocks: the IO layer reads the monitor and feeds it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+# Event numbers (zmq.h, ZMQ_EVENT_*).
+CONNECTED: Final = 0x0001
+CONNECT_RETRIED: Final = 0x0004
+CLOSED: Final = 0x0080
+DISCONNECTED: Final = 0x0200
+HANDSHAKE_FAILED_NO_DETAIL: Final = 0x0800
+HANDSHAKE_SUCCEEDED: Final = 0x1000
+HANDSHAKE_FAILED_PROTOCOL: Final = 0x2000
+HANDSHAKE_FAILED_AUTH: Final = 0x4000
+WATCHED: Final = (
+    CONNECTED
+    | CONNECT_RETRIED
+    | CLOSED
+    | DISCONNECTED
+    | HANDSHAKE_FAILED_NO_DETAIL
+    | HANDSHAKE_SUCCEEDED
+    | HANDSHAKE_FAILED_PROTOCOL
+    | HANDSHAKE_FAILED_AUTH
+)
+MECHANISM_MISMATCH: Final = 0x11000002  # ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+CRYPTOGRAPHIC: Final = 0x11000001  # ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
+
+
+@attrs.frozen
+class HandshakeFailure:
+    """Why a connection to the broker cannot work as configured: ``kind`` (``curve``: CURVE on one side only;
+    ``key``: the broker refused this peer's key; ``handshake``: the broker dropped the handshake, as one of the
+    other transport does, or a CURVE broker facing plaintext or a wrong broker key) and a sentence naming the
+    causes and their fixes."""
+
+    kind: str
+    cause: str
+
+
+@attrs.define
+class HandshakeWatch:
+    """One peer socket's connection state, from its monitor events; see the module docstring."""
+
+    endpoint: str
+    transport: str
+    curve: bool  # this peer uses CURVE
+    failure: HandshakeFailure | None = None
+    succeeded: bool = False  # a handshake has succeeded on the current connection
+    ever_succeeded: bool = False
+    refused: bool = False  # the last attempt found nothing listening
+    _greeting: bool = False  # connected, handshake not finished yet
+
+    def feed(self, event: int, value: int) -> HandshakeFailure | None:
+        """Take one monitor event; the failure it reveals, if it reveals one."""
+        if event == CONNECTED:
+            self._greeting, self.refused, self.succeeded = True, False, False
+            return None
+        if event in (CONNECT_RETRIED, CLOSED):
+            self.refused = not self._greeting
+            return None
+        if event == HANDSHAKE_SUCCEEDED:
+            self._greeting, self.failure = False, None
+            self.succeeded = self.ever_succeeded = True
+            return None
+        failure = self._failure(event, value)
+        if event in (DISCONNECTED, HANDSHAKE_FAILED_NO_DETAIL, HANDSHAKE_FAILED_PROTOCOL, HANDSHAKE_FAILED_AUTH):
+            self._greeting = False
+            self.succeeded = False
+        if failure is not None:
+            self.failure = failure
+        return failure
+
+    def _failure(self, event: int, value: int) -> HandshakeFailure | None:
+        at = f"the broker at {self.endpoint}"
+        other = "server" if self.transport == "router" else "router"
+        if event == HANDSHAKE_FAILED_AUTH:
+            return HandshakeFailure(
+                "key",
+                f"{at} refused this peer's CURVE key (ZAP status {value}): its public key is not in the broker's "
+                "--clients, --workers or --admins directory",
+            )
+        if event == HANDSHAKE_FAILED_PROTOCOL and value == MECHANISM_MISMATCH:
+            if self.curve:
+                return HandshakeFailure(
+                    "curve", f"{at} does not use CURVE (it is plaintext): connect without --curve-server-key"
+                )
+            return HandshakeFailure(
+                "curve", f"{at} uses CURVE: give its public key (--curve-server-key, or server_key=...)"
+            )
+        dropped = event == DISCONNECTED and self._greeting
+        if dropped or event in (HANDSHAKE_FAILED_NO_DETAIL, HANDSHAKE_FAILED_PROTOCOL):
+            # A broker of the other socket type and a CURVE broker facing a plaintext peer (or a wrong key) both
+            # drop the handshake; which of the two comes first depends on timing.
+            if self.curve:
+                return HandshakeFailure(
+                    "handshake",
+                    f"{at} did not accept the CURVE handshake: is --curve-server-key (server_key) the broker's "
+                    f"public key? (or it serves the {other} transport: try --transport {other})",
+                )
+            return HandshakeFailure(
+                "handshake",
+                f"{at} dropped the handshake: it serves the {other} transport (try --transport {other}), or it "
+                "uses CURVE (give its public key with --curve-server-key, or server_key=...)",
+            )
+        return None

@@ -1,0 +1,278 @@
+"""``generaldomo dashboard`` over real HTTP, against a real broker and worker (processes over loopback): its page,
+files, frames and event stream; the Host, token and cross-site checks; the controls (``--allow-control``, or an
+admin key under CURVE); and the same app in a WSGI server. The page in a real browser: test_dashboard_browser.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import re
+import socketserver
+import threading
+import wsgiref.simple_server
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from cli_processes import run
+from dashboard_harness import latest, origin, request, start_broker, start_dashboard, start_worker
+from waiting import eventually
+
+from generaldomo import Broker, Client
+from generaldomo.io import keys
+
+if os.environ.get("CI"):
+    import starlette  # CI installs the extra: these tests run there, never skipped
+else:
+    starlette = pytest.importorskip("starlette")
+
+from generaldomo.dashboard import Dashboard
+from generaldomo.dashboard.app import CONTROLS_OFF
+from generaldomo.dashboard.feed import END, QUEUED, Feed
+from generaldomo.dashboard.guard import is_loopback
+
+CHANGE = {"service": "echo", "limits": {"concurrency": 2}}
+
+
+@pytest.fixture
+def broker(processes) -> str:
+    """A broker with one echo worker; its endpoint."""
+    endpoint = start_broker(processes)
+    start_worker(processes, endpoint)
+    return endpoint
+
+
+def csrf_of(url: str, headers: dict[str, str] | None = None) -> str:
+    status, _, page = request(url, "/", headers=headers)
+    assert status == 200
+    found = re.search(rb'<meta name="csrf-token" content="([^"]+)">', page)
+    assert found is not None
+    return found.group(1).decode()
+
+
+def read_events(url: str, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """The first ``count`` server-sent events of the dashboard's stream: (event name, data)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", "/events")
+        answer = connection.getresponse()
+        assert answer.status == 200 and answer.getheader("content-type").startswith("text/event-stream")
+        events: list[tuple[str, dict[str, Any]]] = []
+        kind = ""
+        while len(events) < count:
+            line = answer.readline().decode().rstrip("\n")
+            assert line or events or kind, "the stream ended"
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                events.append((kind, json.loads(line[6:])))
+        return events
+    finally:
+        connection.close()
+
+
+def frame_where(url: str, condition: Any, what: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        frame = latest(url, headers)
+        return frame if frame is not None and frame["kind"] == "frame" and condition(frame) else None
+
+    return eventually(check, 30, what)
+
+
+def test_the_page_its_files_and_its_frames(processes, broker: str) -> None:
+    url = start_dashboard(processes, broker)
+    status, headers, page = request(url, "/")
+    assert status == 200 and b'<meta name="csrf-token"' in page and b"<script>" not in page  # no inline script
+    csp = headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and headers["x-frame-options"] == "DENY"
+    for name in ("dashboard.js", "dashboard.css", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"):
+        assert request(url, f"/static/{name}")[0] == 200, name
+    frame_where(url, lambda f: f["workers_total"] == 1 and not f["control"], "the worker on the dashboard")
+    with Client(broker) as client:
+        for _ in range(3):
+            assert client.request("echo", b"hi", timeout=30).payload == b"hi"
+        done = client.status()["services"][0]["completed"]
+    frame = frame_where(url, lambda f: f["services"][0]["completed"] == done, "the completions on the dashboard")
+    assert frame["services"][0]["name"] == "echo" and frame["counters"]["totals"]["completed"] >= done
+    assert sum(len(bars) for bars in frame_where(url, lambda f: True, "a frame")["bars"].values()) <= done
+
+
+def test_the_event_stream_starts_with_the_history_then_sends_frames(processes, broker: str) -> None:
+    url = start_dashboard(processes, broker, "--interval", "0.2")
+    frame_where(url, lambda f: f["workers_total"] == 1, "a first frame")
+    events = read_events(url, 3)
+    assert [kind for kind, _ in events] == ["history", "frame", "frame"]
+    history, first, second = (data for _, data in events)
+    assert history["last"]["kind"] == "frame" and "echo" in history["samples"]
+    assert history["last"]["at"] < first["at"] < second["at"]  # nothing twice
+
+
+def test_other_host_names_are_refused(processes, broker: str) -> None:
+    url = start_dashboard(processes, broker)
+    port = url.rsplit(":", 1)[1].strip("/")
+    assert request(url, "/", headers={"Host": f"attacker.example:{port}"})[0] == 400  # DNS rebinding
+    assert request(url, "/api/status", headers={"Host": "attacker.example"})[0] == 400
+    assert request(url, "/", headers={"Host": f"localhost:{port}"})[0] == 200
+    assert is_loopback("127.0.0.2") and is_loopback("[::1]") and not is_loopback("0.0.0.0")
+    assert not is_loopback("192.0.2.1") and not is_loopback("example.org")
+
+
+def test_a_change_needs_the_pages_origin_and_csrf_token(processes, broker: str) -> None:
+    url = start_dashboard(processes, broker, "--allow-control")
+    frame_where(url, lambda f: f["control"], "controls on")
+    csrf, own = csrf_of(url), origin(url)
+    refused = [
+        {},  # a form post from nowhere
+        {"Origin": "http://attacker.example", "X-CSRF-Token": csrf},
+        {"Origin": own, "X-CSRF-Token": csrf, "Sec-Fetch-Site": "cross-site"},
+        {"Origin": own},
+        {"Origin": own, "X-CSRF-Token": csrf[:-1] + ("x" if csrf[-1] != "x" else "y")},
+    ]
+    for headers in refused:
+        assert request(url, "/api/flow", "POST", headers, CHANGE)[0] == 403, headers
+    with Client(broker) as client:
+        assert client.flow("echo")["concurrency"] is None
+        good = {"Origin": own, "X-CSRF-Token": csrf}
+        status, _, body = request(url, "/api/flow", "POST", good, CHANGE)
+        assert status == 200 and json.loads(body)["concurrency"] == 2
+        assert client.flow("echo")["concurrency"] == 2
+        frame_where(url, lambda f: f["services"][0]["flow"]["concurrency"] == 2, "the new limit on the dashboard")
+        bad = [
+            ({"service": "echo", "limits": {"speed": 1}}, 400),
+            ({"service": "echo", "limits": {"concurrency": 0}}, 400),  # the broker says no
+            ({"service": "", "limits": {"rate": 1}}, 400),
+            (b"not json", 400),
+            ({"service": "echo", "limits": {"rate": 1}, "padding": "x" * 5000}, 413),
+        ]
+        for body_sent, expected in bad:
+            assert request(url, "/api/flow", "POST", good, body_sent)[0] == expected, body_sent
+        text = {**good, "content-type": "text/plain"}
+        assert request(url, "/api/flow", "POST", text, json.dumps(CHANGE).encode())[0] == 415
+        assert client.flow("echo")["concurrency"] == 2 and client.flow("echo")["rate"] is None
+
+
+def test_the_controls_are_off_without_allow_control(processes, broker: str) -> None:
+    url = start_dashboard(processes, broker)
+    frame_where(url, lambda f: not f["control"], "a frame")
+    headers = {"Origin": origin(url), "X-CSRF-Token": csrf_of(url)}
+    status, _, body = request(url, "/api/flow", "POST", headers, CHANGE)
+    assert status == 403 and json.loads(body)["error"] == CONTROLS_OFF
+    with Client(broker) as client:
+        assert client.flow("echo")["concurrency"] is None
+
+
+def test_a_token_guards_every_request(processes, broker: str) -> None:
+    token = "a-token-of-twenty-chars"
+    url = start_dashboard(processes, broker, "--token", token)
+    assert "token" not in url  # a token given is not printed
+    for path in ("/", "/api/status", "/events", "/static/dashboard.js"):
+        assert request(url, path)[0] == 401, path
+    assert request(url, "/", headers={"Authorization": "Bearer wrong-token-of-twenty"})[0] == 401
+    assert request(url, "/", headers={"Authorization": f"Bearer {token}"})[0] == 200
+    status, headers, _ = request(url, f"/?token={token}")
+    assert status == 303 and headers["location"] == "/"
+    cookie = headers["set-cookie"].split(";")[0]
+    assert "HttpOnly" in headers["set-cookie"] and "SameSite=Strict" in headers["set-cookie"]
+    signed_in = {"Cookie": cookie}
+    frame_where(url, lambda f: f["workers_total"] == 1, "a frame", signed_in)
+    assert request(url, "/", headers={"Cookie": cookie[:-1] + "?"})[0] == 401
+    csrf = csrf_of(url, signed_in)
+    post = {**signed_in, "Origin": origin(url), "X-CSRF-Token": csrf}
+    assert request(url, "/api/flow", "POST", post, CHANGE)[0] == 403  # signed in, but controls are off
+    assert run("dashboard", "--connect", broker, "--http", "127.0.0.1:0", "--token", "short").returncode == 2
+
+
+def test_under_curve_the_controls_follow_the_keys_role(keydir: Path, processes) -> None:
+    endpoint = start_broker(
+        processes,
+        "--curve-secret",
+        str(keydir / "broker.key_secret"),
+        *("--clients", str(keydir / "clients"), "--workers", str(keydir / "workers")),
+        *("--admins", str(keydir / "admins")),
+    )
+    server = str(keydir / "broker.key")
+    admin = start_dashboard(
+        processes, endpoint, "--curve-server-key", server, "--curve-key", str(keydir / "admin.key_secret")
+    )
+    client = start_dashboard(
+        processes, endpoint, "--curve-server-key", server, "--curve-key", str(keydir / "client.key_secret")
+    )
+    frame_where(admin, lambda f: f["control"], "controls on for the admin key")
+    frame_where(client, lambda f: not f["control"], "controls off for a client key")
+    for url, expected in ((client, 403), (admin, 200)):
+        headers = {"Origin": origin(url), "X-CSRF-Token": csrf_of(url)}
+        assert request(url, "/api/flow", "POST", headers, CHANGE)[0] == expected
+    public, secret = keys.load_secret(keydir / "admin.key_secret")
+    with Client(endpoint, server_key=keys.load_public(keydir / "broker.key"), keys=(public, secret)) as reader:
+        assert reader.flow("echo")["concurrency"] == 2
+        assert reader.status()["broker"]["counters"].get("forbidden") == 1  # the client key's dashboard asked once
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, wsgiref.simple_server.WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def wsgi_server(brokers, workers) -> Iterator[tuple[str, str]]:
+    """The dashboard's WSGI app in a threaded wsgiref server, on a broker with an echo worker."""
+    broker: Broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router")
+    dashboard = Dashboard(endpoint, interval=0.2)
+    server = wsgiref.simple_server.make_server(
+        "127.0.0.1", 0, dashboard.wsgi(), server_class=_ThreadingServer, handler_class=_QuietHandler
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/", endpoint
+    finally:
+        server.shutdown()
+        server.server_close()
+        dashboard.close()
+
+
+def test_the_wsgi_app_serves_the_same(wsgi_server: tuple[str, str]) -> None:
+    url, _ = wsgi_server
+    assert request(url, "/")[0] == 200  # the first request starts the feed
+    frame = frame_where(url, lambda f: f["workers_total"] == 1, "a frame over WSGI")
+    assert frame["services"][0]["name"] == "echo"
+    assert request(url, "/", headers={"Host": "attacker.example"})[0] == 400
+    assert [kind for kind, _ in read_events(url, 2)] == ["history", "frame"]
+
+
+def test_a_page_that_falls_behind_gets_a_fresh_history(brokers, workers) -> None:
+    broker: Broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router")
+    loop = asyncio.new_event_loop()
+    with Client(endpoint) as client:
+        feed = Feed(client)  # polled by hand here: its thread is never started
+        feed.poll()
+        (seq, kind, _), subscription = feed.subscribe(loop)
+        assert kind == "history" and seq == 1
+        for _ in range(QUEUED + 3):
+            feed.poll()
+        loop.run_until_complete(asyncio.sleep(0))  # the offers the feed scheduled on the page's loop
+        assert subscription.overrun and subscription.queue.full()
+        ((seq, kind, text),) = [feed.resync(subscription)]
+        assert kind == "history" and seq == QUEUED + 4 and json.loads(text)["last"]["kind"] == "frame"
+        assert not subscription.overrun and subscription.queue.empty()
+        feed.poll()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert subscription.queue.get_nowait()[0] == seq + 1  # and on from there, nothing lost or twice
+        feed.stop()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert subscription.ended and subscription.queue.get_nowait() == END
+    loop.close()

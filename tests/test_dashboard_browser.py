@@ -1,0 +1,189 @@
+"""The dashboard's page in a real browser: Debian's chromium driven by Playwright (the system browser, no
+download), against a broker, workers and a dashboard in processes of their own and a client load.
+
+It checks what an operator relies on: the numbers shown change with the load and, once it stops, are those of
+``mmi.status``; a worker killed with SIGKILL leaves the page; a flow limit changed on the page is in force
+(``mmi.flow`` says so, and the replies' queue times grow as it holds tasks back); the page raises no script
+error and breaks no rule of its Content-Security-Policy. ``.ci/run`` installs chromium, so in CI this runs,
+never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dashboard_harness import start_broker, start_dashboard, start_worker
+from waiting import eventually
+
+from generaldomo import Client
+
+CHROMIUM = os.environ.get("GENERALDOMO_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# Chromium as root on a machine without a network or a GPU (see .ci/run)
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WORK = "0.2"  # seconds each task takes
+CALLERS = 3  # client threads, each with one request at a time
+
+if os.environ.get("CI"):  # CI installs playwright and chromium: this runs there, never skipped
+    from playwright.sync_api import Page, sync_playwright
+
+    assert os.path.exists(CHROMIUM), f"CI must install chromium ({CHROMIUM})"
+else:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    Page, sync_playwright = sync_api.Page, sync_api.sync_playwright
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no chromium at {CHROMIUM} (apt install chromium)", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+
+class Load:
+    """``CALLERS`` threads sending echo requests one after the other, each reply's queue time kept."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.client = Client(endpoint)
+        self.queued: list[tuple[float, float]] = []  # (when the reply came, its queue time)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> Load:
+        self._stop.clear()
+        self._threads = [threading.Thread(target=self._call, daemon=True) for _ in range(CALLERS)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
+            assert not thread.is_alive()
+
+    def _call(self) -> None:
+        while not self._stop.is_set():
+            reply = self.client.request("echo", b"task", timeout=60)
+            assert reply.queued is not None
+            self.queued.append((time.monotonic(), reply.queued))
+
+    def since(self, moment: float) -> list[float]:
+        return [queued for when, queued in self.queued if when > moment]
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    with sync_playwright() as playwright:  # a fresh, empty profile of its own
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            opened = browser.new_page(viewport={"width": 1400, "height": 1000})
+            problems: list[str] = []
+            opened.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+            opened.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            yield opened
+            assert not problems, problems  # e.g. a script error, or a Content-Security-Policy violation
+        finally:
+            browser.close()
+
+
+def shown(page: Page, selector: str) -> str | None:
+    """The ``data-value`` of the element ``selector`` names (None: not on the page)."""
+    found = page.query_selector(selector)
+    return None if found is None else found.get_attribute("data-value")
+
+
+def cell(page: Page, service: str, field: str) -> str | None:
+    return shown(page, f'#services tr[data-service="{service}"] td[data-field="{field}"]')
+
+
+def number(text: str | None) -> float | None:
+    return None if text in (None, "") else float(text)  # type: ignore[arg-type]
+
+
+def echo(client: Client) -> dict[str, Any]:
+    return next(s for s in client.status()["services"] if s["name"] == "echo")
+
+
+def test_the_page_follows_the_broker_and_changes_its_flow(page: Page, processes) -> None:
+    endpoint = start_broker(processes)
+    workers = [start_worker(processes, endpoint, "--sleep", WORK) for _ in range(3)]
+    url = start_dashboard(processes, endpoint, "--allow-control")
+    page.goto(url)
+    page.wait_for_selector('#state[data-state="live"]', timeout=30_000)
+    eventually(lambda: len(page.query_selector_all("#workers tbody tr")) == 3, 30, "three workers on the page")
+    pids = {row.get_attribute("data-value") for row in page.query_selector_all('#workers td[data-field="pid"]')}
+    assert pids == {str(w.pid) for w in workers}
+
+    load = Load(endpoint).start()
+    with load.client as client:
+        # the numbers shown move with the load
+        first = eventually(lambda: number(cell(page, "echo", "completed")), 30, "completions on the page")
+        eventually(lambda: number(cell(page, "echo", "completed")) > first + 10, 30, "more completions shown")
+        eventually(lambda: (number(cell(page, "echo", "in_flight")) or 0) > 0, 30, "tasks in flight shown")
+        eventually(lambda: (number(cell(page, "echo", "observed_rate")) or 0) > 1, 30, "a completion rate shown")
+        eventually(lambda: page.query_selector('[data-chart="echo"] canvas') is not None, 30, "a chart of echo")
+        load.stop()
+
+        # once the load stops, they are mmi.status's
+        def settled() -> bool:
+            status = echo(client)
+            return (
+                all(
+                    number(cell(page, "echo", field)) == value
+                    for field, value in [
+                        ("completed", status["completed"]),
+                        ("workers", status["workers"]),
+                        ("in_flight", 0),
+                        ("queued", 0),
+                        ("queue_p50", status["queue_time"]["p50"]),
+                        ("service_p99", status["service_time"]["p99"]),
+                    ]
+                )
+                and number(shown(page, '#counters-totals li[data-counter="completed"]')) == status["completed"]
+            )
+
+        eventually(settled, 30, "the page to show mmi.status's numbers")
+        assert number(cell(page, "echo", "completed")) == len(load.queued)
+
+        # a worker killed disappears from the page
+        killed = workers[0]
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+        gone = f'#workers td[data-field="pid"][data-value="{killed.pid}"]'
+        eventually(lambda: page.query_selector(gone) is None, 30, "the killed worker to leave the page")
+        eventually(lambda: number(cell(page, "echo", "workers")) == 2, 30, "two workers shown")
+        assert len(page.query_selector_all("#workers tbody tr")) == 2
+
+        # a flow limit changed on the page is in force
+        assert client.flow("echo")["concurrency"] is None
+        before = time.monotonic()
+        load.start()
+        eventually(lambda: len(load.since(before)) >= 30, 60, "replies with two workers")
+        page.click('button[data-edit="echo"]')
+        page.fill("#limit-concurrency", "1")
+        page.click("#control-apply")
+        page.wait_for_selector('#control-result[data-outcome="ok"]', timeout=30_000)
+        changed = time.monotonic()
+        assert client.flow("echo")["concurrency"] == 1
+        eventually(lambda: number(cell(page, "echo", "cap")) == 1, 30, "the cap of 1 shown")
+        assert "1 at once" in page.inner_text('#services tr[data-service="echo"] td[data-field="limits"]')
+        eventually(lambda: len(load.since(changed + 2)) >= 15, 60, "replies under the new limit")
+        load.stop()
+        free = statistics.median(queued for when, queued in load.queued if before < when < changed)
+        held = statistics.median(load.since(changed + 2))
+        # three callers, one task at a time of 0.2 s: each waits for the other two (about 0.4 s)
+        assert held > max(0.25, 2 * free), (free, held)
+        assert echo(client)["flow"]["concurrency"] == 1
