@@ -153,7 +153,18 @@ def test_cli_flow_changes_survive_kill_9(tmp_path: Path, transport: str) -> None
         return process.stdout.readline().split()[-1]
 
     def flow(endpoint: str, *flags: str) -> dict[str, object]:
-        command = [*COMMAND, "flow", "echo", "--transport", transport, "--connect", endpoint, "--timeout", "30"]
+        command = [
+            *COMMAND,
+            "flow",
+            "echo",
+            "--transport",
+            transport,
+            "--connect",
+            endpoint,
+            "--timeout",
+            "30",
+            "--create",
+        ]
         run = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         answer: dict[str, object] = json.loads(run.stdout)
