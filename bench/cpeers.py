@@ -1,8 +1,9 @@
 """Part ``cpeers``: the project's own C Majordomo peers (tests/interop) and its C++ client (cpp/include).
 
-1. The same C MDP/0.1 echo worker and C client, sync (one request at a time) and pipelined (every request sent
-   before any reply is read), through the generaldomo ROUTER broker and the minimal pure-Python forwarding loop
-   (:mod:`bench.minloop`), the floor a Python broker stands on. (The zguide's C ``mdbroker`` was measured by
+1. The same C MDP/0.1 echo workers (1, and 4 on a service of their own, as ``cfg.workers`` says) and C client,
+   sync (one request at a time) and pipelined (every request sent before any reply is read), through the
+   generaldomo ROUTER broker and the minimal pure-Python forwarding loop (:mod:`bench.minloop`), the floor a
+   Python broker stands on. (The zguide's C ``mdbroker`` was measured by
    hand with the same peers: bench/README.md; its sources are not ours to commit or build here; given one you
    built, ``--c-broker PATH`` measures it too, the run moved into a private network namespace.) Each
    measurement is one C client process; req/s is requests over its wall time (process start included, a few
@@ -35,6 +36,10 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "genera
 TIMEOUT = 120.0
 Run = Callable[[str, int], dict[str, float]]  # (mode, count) -> figures
 C_BROKER, C_BROKER_ENDPOINT = "zguide mdbroker (C)", "tcp://127.0.0.1:5555"  # --c-broker: as the zguide's binds
+NO_C_BROKER = (
+    "no zguide mdbroker row: give `--c-broker PATH`, an MDP/0.1 broker binding tcp://*:5555 (the zguide's "
+    "examples/C/mdbroker.c, built by you against CZMQ; this repository carries neither its sources nor a recipe)"
+)
 PURE = {"GENERALDOMO_PURE_PYTHON": "1"}  # the broker without its C accelerator (generaldomo.io.speedups)
 
 
@@ -64,13 +69,15 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
     started = len(children.procs)
     try:
         router = ("gd", "broker", "--transport", "router")
-        systems.append(_c_system(children, programs, "generaldomo ROUTER", *router))
-        systems.append(_c_system(children, programs, "generaldomo ROUTER, pure Python", *router, env=PURE))
-        systems.append(_c_system(children, programs, "minimal Python loop", "min-broker"))
+        systems += _c_system(cfg, children, programs, "generaldomo ROUTER", *router)
+        systems += _c_system(cfg, children, programs, "generaldomo ROUTER, pure Python", *router, env=PURE)
+        systems += _c_system(cfg, children, programs, "minimal Python loop", "min-broker")
         if speedups.native is not None:
-            systems.append(_c_system(children, programs, "minimal loop on the C accelerator", "min-broker-c"))
+            systems += _c_system(cfg, children, programs, "minimal loop on the C accelerator", "min-broker-c")
         if cfg.c_broker:
-            systems.append(_c_system(children, programs, C_BROKER, "exec", cfg.c_broker))
+            systems += _c_system(cfg, children, programs, C_BROKER, "exec", cfg.c_broker)
+        else:
+            notes.append(NO_C_BROKER)
         transports, more = available_transports(cfg)
         notes += more
         if "server" in transports:
@@ -83,9 +90,15 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
 
 
 def _c_system(
-    children: Children, programs: dict[str, Path], name: str, *broker: str, env: dict[str, str] | None = None
-) -> tuple[dict[str, Any], Run]:
-    """A broker (bench.peer KIND ARGS, with ``env``) with one C MDP/0.1 echo worker; measured by C client runs."""
+    cfg: Config,
+    children: Children,
+    programs: dict[str, Path],
+    name: str,
+    *broker: str,
+    env: dict[str, str] | None = None,
+) -> list[tuple[dict[str, Any], Run]]:
+    """A broker (bench.peer KIND ARGS, with ``env``) with C MDP/0.1 echo workers, one service per worker count
+    of ``cfg.workers`` (``echo`` served by 1, ``echo4`` by 4...); each measured by C client runs."""
     if broker[0] == "gd":
         proc, banner = children.spawn(*broker, "--bind", "tcp://127.0.0.1:*", env=env)
         address = banner.split()[-1]
@@ -96,21 +109,33 @@ def _c_system(
         address = C_BROKER_ENDPOINT
     else:
         proc, address = children.spawn(*broker, "tcp://127.0.0.1:*")
-    children.spawn("exec", str(programs["mdp01_worker"]), address)
+    systems = []
+    for workers in cfg.workers:
+        service = "echo" if workers == 1 else f"echo{workers}"
+        for _ in range(workers):
+            children.spawn("exec", str(programs["mdp01_worker"]), "--service", service, address)
+        measure = _c_client(programs, address, service, proc.pid)
+        _wait_for_worker(measure)
+        key = {"peers": "C MDP/0.1 client + worker", "system": name, "transport": "router", "workers": workers}
+        systems.append((key, measure))
+    return systems
+
+
+def _c_client(programs: dict[str, Path], address: str, service: str, broker: int) -> Run:
+    """A measurement: one C client process for ``service``, the broker's CPU over its run."""
 
     def measure(mode: str, count: int) -> dict[str, float]:
-        args = [str(programs["mdp01_client"]), "--requests", str(count), "--timeout-ms", "20000", address]
+        args = [str(programs["mdp01_client"]), "--requests", str(count), "--timeout-ms", "20000"]
+        args += ["--service", service, address]
         if mode == "pipelined":
             args.insert(1, "--pipeline")
-        with cpu_meter(proc.pid) as cpu:
+        with cpu_meter(broker) as cpu:
             done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=False)
         if done.returncode:
             raise RuntimeError(f"C client exit {done.returncode}: {done.stderr.strip()[:300]}")
         return _figures(count, cpu, cpu["wall"])
 
-    _wait_for_worker(measure)
-    key = {"peers": "C MDP/0.1 client + worker", "system": name, "transport": "router"}
-    return key, measure
+    return measure
 
 
 def _cpp_systems(cfg: Config, children: Children, programs: dict[str, Path]) -> list[tuple[dict[str, Any], Run]]:
@@ -148,7 +173,7 @@ def _cpp_systems(cfg: Config, children: Children, programs: dict[str, Path]) -> 
         result["cpu_us_per_req"] = cpu["cpu"] / (result["n"] + 1) * 1e6
         return result
 
-    base = {"peers": "generaldomo echo worker", "transport": "server"}
+    base = {"peers": "generaldomo echo worker", "transport": "server", "workers": 1}
     return [({**base, "system": "C++ Client"}, cpp), ({**base, "system": "Python Client"}, py)]
 
 
@@ -182,11 +207,14 @@ def _interleave(systems: list[tuple[dict[str, Any], Run]], cfg: Config) -> tuple
             try:
                 result = fn(mode, count)
             except Exception as error:
-                errors.append(f"{key['system']} {mode}: {type(error).__name__}: {error}")
-                say(f"cpeers {key['system']} {mode}: FAILED ({error})")
+                errors.append(f"{key['system']} x{key['workers']} {mode}: {type(error).__name__}: {error}")
+                say(f"cpeers {key['system']} x{key['workers']} {mode}: FAILED ({error})")
                 continue
             runs[index].append(result)
-            say(f"cpeers {key['system']} {mode}: {result['rps']:,.0f} req/s, broker {result['cpu_us_per_req']:.0f} us")
+            say(
+                f"cpeers {key['system']} x{key['workers']} {mode}: {result['rps']:,.0f} req/s, "
+                f"broker {result['cpu_us_per_req']:.0f} us"
+            )
     rows = []
     for (key, _, mode), results in zip(cells, runs, strict=True):
         row: dict[str, Any] = {**key, "mode": mode, "rounds": len(results), "runs": results}

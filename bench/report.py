@@ -374,36 +374,39 @@ MIN_LOOP = "minimal Python loop"
 
 
 def cpeers_md(part: dict[str, Any]) -> str:
-    """Table of the C-peers part: brokers with the same C peers; the C++ client next to the Python one."""
-    out = ["### 7. C peers and the C++ client over loopback tcp, 16 B, 1 worker", ""]
+    """Table of the C-peers part: brokers with the same C peers (1 and 4 workers); the C++ client next to the
+    Python one."""
+    out = ["### 7. C peers and the C++ client over loopback tcp, 16 B", ""]
     rows = part["rows"]
     if not rows:
         return "\n".join(out + _notes(part))
-    find = _index(rows, "system", "mode")
-    c_ref = {mode: find(C_BROKER, mode) or find(MIN_LOOP, mode) for mode in ("sync", "pipelined")}
-    py_client = {mode: find("Python Client", mode) for mode in ("sync", "pipelined")}
+    find = _index(rows, "system", "mode", "workers")
+    reference = C_BROKER if find(C_BROKER, "sync", 1) else MIN_LOOP
     body = []
-    for system, peers, transport in dict.fromkeys((r["system"], r["peers"], r["transport"]) for r in rows):
-        sync, pipe = find(system, "sync"), find(system, "pipelined")
-        versus = c_ref if transport == "router" else py_client
+    for system, peers, transport, workers in dict.fromkeys(
+        (r["system"], r["peers"], r["transport"], r.get("workers", 1)) for r in rows
+    ):
+        sync, pipe = find(system, "sync", workers), find(system, "pipelined", workers)
+        versus = reference if transport == "router" else "Python Client"
         body.append(
             [
                 f"{system} ({transport.upper()} broker)",
                 peers,
+                str(workers),
                 fmt(_get(sync, "rps")),
                 fmt(_get(pipe, "rps")),
                 fmt(_get(sync, "cpu_us_per_req")),
                 fmt(_get(pipe, "cpu_us_per_req")),
-                fmt(ratio(_get(sync, "rps"), _get(versus["sync"], "rps")), "x"),
-                fmt(ratio(_get(pipe, "rps"), _get(versus["pipelined"], "rps")), "x"),
+                fmt(ratio(_get(sync, "rps"), _get(find(versus, "sync", workers), "rps")), "x"),
+                fmt(ratio(_get(pipe, "rps"), _get(find(versus, "pipelined", workers), "rps")), "x"),
             ]
         )
-    headers = ["system", "peers", "sync req/s", "pipelined req/s", "broker CPU µs/req sync", "pipelined"]
+    headers = ["system", "peers", "workers", "sync req/s", "pipelined req/s", "broker CPU µs/req sync", "pipelined"]
     out.append(table([*headers, "sync ratio", "pipelined ratio"], body))
     out += [
         "",
-        f"Ratios: ROUTER rows against the {'C reference broker' if find(C_BROKER, 'sync') else 'minimal Python loop'}"
-        ", SERVER rows against the Python Client. C-client "
+        f"Ratios: ROUTER rows against the {'C reference broker' if reference == C_BROKER else 'minimal Python loop'}"
+        " with as many workers, SERVER rows against the Python Client. C-client "
         "req/s include the client process's start (one process per measurement); pipelined C clients send "
         "every request before reading a reply, the C++ and Python clients keep `window` outstanding.",
     ]
@@ -472,17 +475,20 @@ def headline_md(results: dict[str, Any]) -> str:
                 f"{fmt(ratio(_get(same, 'rps'), _get(mt, 'rps')), 'x')}."
             )
     if parts.get("cpeers", {}).get("rows"):
-        find = _index(parts["cpeers"]["rows"], "system", "mode")
+        find = _index(parts["cpeers"]["rows"], "system", "mode", "workers")
         for mode in ("sync", "pipelined"):
-            ours, pure = find("generaldomo ROUTER", mode), find("generaldomo ROUTER, pure Python", mode)
-            c_ref, loop = find(C_BROKER, mode), find(MIN_LOOP, mode)
-            cpp, py = find("C++ Client", mode), find("Python Client", mode)
+            ours, pure = find("generaldomo ROUTER", mode, 1), find("generaldomo ROUTER, pure Python", mode, 1)
+            c_ref, loop = find(C_BROKER, mode, 1), find(MIN_LOOP, mode, 1)
+            cpp, py = find("C++ Client", mode, 1), find("Python Client", mode, 1)
             versus_c = f"C broker {fmt(ratio(_get(ours, 'rps'), _get(c_ref, 'rps')), 'x')}, " if c_ref else ""
+            four, c_four = find("generaldomo ROUTER", mode, 4), find(C_BROKER, mode, 4)
+            if four and c_four:
+                versus_c += f"with 4 workers {fmt(ratio(_get(four, 'rps'), _get(c_four, 'rps')), 'x')}, "
             lines.append(
                 f"- {mode}, C MDP/0.1 peers: generaldomo ROUTER / {versus_c}minimal Python loop "
-                f"{fmt(ratio(_get(ours, 'rps'), _get(loop, 'rps')), 'x')}, its pure-Python path "
-                f"{fmt(ratio(_get(ours, 'rps'), _get(pure, 'rps')), 'x')}; C++ Client / Python Client (SERVER) "
-                f"{fmt(ratio(_get(cpp, 'rps'), _get(py, 'rps')), 'x')}."
+                f"{fmt(ratio(_get(ours, 'rps'), _get(loop, 'rps')), 'x')}; its pure-Python path / the minimal "
+                f"Python loop {fmt(ratio(_get(pure, 'rps'), _get(loop, 'rps')), 'x')}; C++ Client / Python Client "
+                f"(SERVER) {fmt(ratio(_get(cpp, 'rps'), _get(py, 'rps')), 'x')}."
             )
     if parts.get("scale", {}).get("rows"):
         lines += scale.headline(parts["scale"])

@@ -68,6 +68,7 @@ def test_doctor_and_version() -> None:
     pure = os.environ.get("GENERALDOMO_PURE_PYTHON", "") not in ("", "0")
     assert ("broker links: pure Python" if pure else "broker links: C accelerator") in doctor.stdout
     assert "SERVER links' inproc:// endpoints: real inproc" in doctor.stdout  # the project's libzmq has the patch
+    assert "CURVE cryptography: libsodium" in doctor.stdout  # the project's libzmq links libsodium in
     version = subprocess.run([*COMMAND, "--version"], capture_output=True, text=True, timeout=60)
     assert "pyzmq" in version.stdout and "libzmq" in version.stdout
 

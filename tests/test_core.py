@@ -30,8 +30,16 @@ def test_requests_queue_until_workers_are_ready_and_go_fifo(requests: int, worke
     assert len(h.core.tasks) == requests
 
 
+def round_robin(queues: dict[int, list[bytes]]) -> list[bytes]:
+    """Fair shares of equal weights: one from each tenant in turn (in order of arrival), each in its order."""
+    merged, lists = [], [list(q) for q in queues.values()]
+    while any(lists):
+        merged += [q.pop(0) for q in lists if q]
+    return merged
+
+
 @given(st.lists(st.sampled_from([b"a", b"b", b"c"]), max_size=30))
-def test_fifo_per_service_and_workers_reused(services: list[bytes]) -> None:
+def test_fifo_per_tenant_fair_between_them_per_service_and_workers_reused(services: list[bytes]) -> None:
     h = Harness()
     for n, service in enumerate(services):
         h.request(client(n % 3), b"r%d" % n, service, b"%s-%d" % (service, n))
@@ -44,8 +52,11 @@ def test_fifo_per_service_and_workers_reused(services: list[bytes]) -> None:
             assert description == service
             h.answer(peer, task_id, body[0], service)
             served += 1
-        expected = [b"%s-%d" % (s, n) for n, s in enumerate(services) if s == service]
-        assert [t[2][0] for t in h.tasks_of(peer)] == expected
+        by_client: dict[int, list[bytes]] = {}  # each client is a tenant (one per connection)
+        for n, s in enumerate(services):
+            if s == service:
+                by_client.setdefault(n % 3, []).append(b"%s-%d" % (s, n))
+        assert [t[2][0] for t in h.tasks_of(peer)] == round_robin(by_client)
     for n in range(3):
         for rid, status, body in h.replies_of(client(n)):
             assert status == b"200"

@@ -3,8 +3,10 @@
 Invariants: every accepted request is answered at most once per ask (a re-ask may get the kept answer again),
 only to the client that asked, with the result of its own request; a cancelled request is never answered; no
 task is held by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed
-the queue budgets. At the end, after every client re-asks about what it still waits for (and asks again for
-what the broker does not know), every request that was not cancelled has been answered.
+the queue budgets; no task is dispatched after its deadline, a request is never answered 504 for its deadline
+before that deadline, and a worker that understands CANCEL is told when the task it runs is cancelled or
+passes its deadline (and only then). At the end, after every client re-asks about what it still waits for
+(and asks again for what the broker does not know), every request that was not cancelled has been answered.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.mmi import FlowChange
 from generaldomo.sansio.states import TaskState
 
 SERVICES = (b"a", b"b")
@@ -64,6 +68,10 @@ class BrokerMachine(RuleBasedStateMachine):
         self.ghosts: list[tuple[Peer, bytes, bytes, bytes]] = []  # forgotten worker, service, task id, body
         self.next_worker = 0
         self.loose: set[str] = set()  # services whose byte limit changed while tasks flew
+        self.deadlines: dict[Key, float] = {}  # requests with a deadline -> when (the broker's clock)
+        self.modern: set[Peer] = set()  # workers that say they understand request fields and CANCEL
+        self.told: set[bytes] = set()  # task ids a worker was told to drop
+        self.tenants: dict[Key, tuple[str | None, int]] = {}  # requests' tenant and priority fields
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -79,7 +87,16 @@ class BrokerMachine(RuleBasedStateMachine):
             command, args = parsed
             if command == protocol.REQUEST:
                 assert peer in self.live and peer not in self.holding, "a task for a worker that is not waiting"
+                task = self.core.tasks[args[0]]
+                assert task.deadline is None or task.deadline > self.now, "a task dispatched after its deadline"
+                fields = frames[1] == b"\x07"
+                assert fields == (peer in self.modern and task.deadline is not None), "fields for an old worker"
                 self.holding[peer] = (args[0], args[2])
+            elif command == protocol.CANCEL:
+                assert peer in self.modern, "a CANCEL to a worker that does not understand one"
+                assert self.holding[peer][0] == args[0], "a CANCEL of a task the worker does not hold"
+                assert self.core.tasks[args[0]].state is TaskState.CANCELLED
+                self.told.add(args[0])
             elif command == protocol.DISCONNECT and peer in self.live:
                 self.forget(peer)
 
@@ -103,6 +120,8 @@ class BrokerMachine(RuleBasedStateMachine):
             assert body == (self.expected[key] + b"!",), "a result for another request"
         elif status == protocol.EXPIRED:
             self.expired[key] += 1
+            if b"deadline" in body[0]:
+                assert self.deadlines[key] <= self.now, "a 504 before the request's deadline"
         elif status == protocol.UNAVAILABLE:
             self.failed[key] += 1
         else:
@@ -131,7 +150,11 @@ class BrokerMachine(RuleBasedStateMachine):
         client, rid = key
         self.asks[key] += 1
         service = self.expected[key].rsplit(b"/", 1)[1]
-        self.feed(client, protocol.gdp_request(rid, service, [self.expected[key]]))
+        deadline = self.deadlines.get(key)
+        left = None if deadline is None else deadline - self.now  # the time left now
+        tenant, priority = self.tenants.get(key, (None, 0))
+        fields = protocol.request_fields(left, tenant, priority)
+        self.feed(client, protocol.gdp_request(rid, service, [self.expected[key]], fields))
 
     def reask(self, client: Peer, rids: list[bytes]) -> None:
         for rid in rids:
@@ -154,11 +177,21 @@ class BrokerMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------------------------------ rules
 
-    @rule(client=st.sampled_from(CLIENTS), service=st.sampled_from(SERVICES))
-    def request(self, client: Peer, service: bytes) -> None:
+    @rule(
+        client=st.sampled_from(CLIENTS), service=st.sampled_from(SERVICES),
+        deadline=st.sampled_from([None, None, 0.0, 1.0, 3.0]),
+        tenant=st.sampled_from([None, "t1", "t2"]),
+        priority=st.sampled_from([0, 0, 2, -3]),
+    )  # fmt: skip
+    def request(
+        self, client: Peer, service: bytes, deadline: float | None, tenant: str | None = None, priority: int = 0
+    ) -> None:
         self.serial += 1
         rid = b"%s-%d" % (client.address, self.serial)
         self.expected[(client, rid)] = b"%s/%s/%s" % (client.address, rid, service)
+        self.tenants[(client, rid)] = (tenant, priority)
+        if deadline is not None:
+            self.deadlines[(client, rid)] = self.now + deadline
         self.send_request((client, rid))
 
     @precondition(lambda self: self.unanswered())
@@ -210,12 +243,14 @@ class BrokerMachine(RuleBasedStateMachine):
     def client_falls_quiet(self, client: Peer) -> None:
         self.quiet.add(client)
 
-    @rule(service=st.sampled_from(SERVICES))
-    def worker_joins(self, service: bytes) -> None:
+    @rule(service=st.sampled_from(SERVICES), modern=st.booleans())
+    def worker_joins(self, service: bytes, modern: bool = False) -> None:
         self.next_worker += 1
         peer = Peer(1, self.next_worker)
         self.live[peer] = service
-        self.feed(peer, protocol.gdp_ready(service))
+        if modern:
+            self.modern.add(peer)
+        self.feed(peer, protocol.gdp_ready(service, info=protocol.worker_info(None, 1) if modern else None))
 
     @precondition(lambda self: self.holding)
     @rule(data=st.data())
@@ -276,15 +311,16 @@ class BrokerMachine(RuleBasedStateMachine):
         concurrency=st.sampled_from([None, 1, 2]),
         size=st.sampled_from([None, 20, 40]),  # a request here is about 15 bytes
         adaptive=st.sampled_from([None, AdaptiveLimits(1, 2), AdaptiveLimits(2, 4)]),
+        tenants=st.sampled_from([None, {"t1": {"weight": 2}}, {"*": {"concurrency": 1}, "t2": {"rate": 1.0}}]),
     )
     def flow_limits_change(
         self, service: bytes, rate: float | None, concurrency: int | None, size: int | None,
-        adaptive: AdaptiveLimits | None,
+        adaptive: AdaptiveLimits | None, tenants: dict[str, dict[str, float]] | None = None,
     ) -> None:  # fmt: skip
         if any(s.flow.in_flight for s in self.core.resolver.services() if s.name == service.decode()):
             self.loose.add(service.decode())  # a limit lowered now may sit below what already flies
-        limits = {"bytes_in_flight": size, "adaptive": adaptive}
-        self.deliver(self.core.set_flow(service.decode(), rate, 1, concurrency, self.now, **limits))
+        limits = FlowLimits(rate, 1, concurrency, size, adaptive).merged({"tenants": tenants})
+        self.deliver(self.core.apply_flow(FlowChange(service.decode(), limits), self.now))
 
     @rule(garbage=st.lists(st.binary(max_size=6), max_size=4))
     def garbage_arrives(self, garbage: list[bytes]) -> None:
@@ -331,6 +367,24 @@ class BrokerMachine(RuleBasedStateMachine):
         # once it is no longer kept, the request runs again (and may fail or expire again)
         assert len(self.failed) <= c["failed"] <= sum(self.failed.values())
         assert len(self.expired) <= c["expired"] <= sum(self.expired.values())
+
+    @invariant()
+    def tenants_in_flight_are_counted_right_and_within_their_caps(self) -> None:
+        for service in self.core.resolver.services():
+            flying = Counter(t.tenant for t in self.core.tasks.values() if t.service is service and t.in_flight)
+            for key, limits, _, in_flight, _, _ in service.pending.busiest(10**6):
+                assert in_flight == flying[key]
+                if limits.concurrency is not None and service.name not in self.loose:
+                    assert in_flight <= limits.concurrency
+            queued = sum(t.state is TaskState.QUEUED for t in self.core.tasks.values() if t.service is service)
+            assert len(service.pending) == queued
+
+    @invariant()
+    def modern_workers_are_told_of_every_drop(self) -> None:
+        for peer, (task_id, _) in self.holding.items():
+            task = self.core.tasks.get(task_id)
+            if peer in self.modern and task is not None and task.worker is not None and task.worker.peer == peer:
+                assert (task.state is TaskState.CANCELLED) == (task_id in self.told)
 
     @invariant()
     def queued_bytes_within_budget(self) -> None:

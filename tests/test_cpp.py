@@ -24,6 +24,7 @@ from cpp.build import build_source
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
+from generaldomo.sansio import protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 60.0  # seconds: the bound on every wait; generous for a loaded 2-core machine
@@ -201,6 +202,17 @@ def test_error_status_reaches_the_cpp_client(run: Programs, brokers, workers, en
     assert out == threads_expected(2, 3, lambda payload: f"error 500 ValueError: no {payload}")
 
 
+def test_cpp_client_sends_its_timeout_as_the_deadline(run: Programs, brokers, workers, endpoint_for) -> None:
+    _, endpoint = server_broker(brokers, endpoint_for, "tcp")
+
+    def left(payload: bytes, task) -> bytes:
+        return b"%d" % (0 < task.time_left() <= WAIT)
+
+    workers(endpoint, "server", "echo", left)
+    out = run.client(endpoint, "threads", "--threads", "1", "--requests", "2").finish()
+    assert out == ["0 0 1", "0 1 1", "done"]
+
+
 # ------------------------------------------------------------------------------------------ C++ workers
 
 
@@ -372,9 +384,11 @@ def collect_requests(fake: FakeBroker, instance: bytes | None, limit: int = 2000
             if instance is not None:
                 fake.send(peer, [*CLIENT_HEARTBEAT, instance])
             continue
-        assert frames[:2] == [b"GDPC01", b"\x01"] and frames[3] == b"echo" and len(frames) == 5, frames
+        fields = frames[1] == b"\x06"  # REQUEST+FIELDS: request() sends its timeout as the deadline
+        assert frames[:2] in ([b"GDPC01", b"\x01"], [b"GDPC01", b"\x06"]) and frames[3] == b"echo", frames
+        assert len(frames) == 5 + fields and (not fields or protocol.parse_fields(frames[4])[0] is not None)
         assert len(frames[2]) == 16, "a request id is 8 random bytes and an 8-byte counter"
-        yield peer, frames[2], frames[4]
+        yield peer, frames[2], frames[-1]
     pytest.fail(f"no expected requests among {limit} messages")
 
 
@@ -422,9 +436,16 @@ def test_cpp_client_resends_with_the_same_ids_after_silence_and_after_a_new_inst
 
 
 def test_cpp_worker_on_the_wire(run: Programs) -> None:
-    """READY, a task and READY with its result; reconnect after silence and after DISCONNECT; DISCONNECT on stop."""
+    """READY (with peer info), a task and READY with its result; reconnect after silence and after DISCONNECT (a
+    DISCONNECT before any answer: the plain READY, for a broker older than peer info); DISCONNECT on stop."""
     ready = [b"GDPW01", b"\x01", b"echo"]
     heartbeat = [b"GDPW01", b"\x05"]
+
+    def with_info(frames: list[bytes]) -> bool:
+        if frames[:3] != ready or len(frames) != 4:
+            return False
+        info = protocol.read_worker_info(frames[3])
+        return info is not None and info[1] == worker.popen.pid and info[2] == protocol.FEATURES
 
     def next_command(fake: FakeBroker) -> tuple[int, list[bytes]]:
         for _ in range(2000):
@@ -437,25 +458,55 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
         fake = FakeBroker(context)
         worker = run.worker(fake.endpoint, "--tag", "c:", "--heartbeat-ms", "200", "-v")
         first, frames = next_command(fake)
-        assert frames == ready
+        assert with_info(frames)
         fake.send(first, [b"GDPW01", b"\x02", b"task-1", b"echo", b"x", b"", b"y" * 300])
         assert next_command(fake) == (first, [*ready, b"task-1", b"200", b"c:x", b"", b"y" * 300])
-        fake.send(first, [b"GDPW01", b"\x02", b"task-2", b"echo", b"fail"])
+        fields = protocol.request_fields(9.0)  # REQUEST+FIELDS: the handler sees the time left
+        fake.send(first, [b"GDPW01", b"\x07", b"task-2", b"echo", fields, b"fail"])
         assert next_command(fake) == (first, [*ready, b"task-2", b"500", b"asked to fail"])
+        fake.send(first, [b"GDPW01", b"\x02", b"task-3", b"echo", b"slow-down"])
+        assert next_command(fake) == (first, [*ready, b"task-3", b"429", b"slow down", b"0.200"])
         held = [  # no heartbeat said which results were taken (nor that this broker takes none): they are held
-            [b"GDPW01", b"\x08", b"task-1", b"200", b"c:x", b"", b"y" * 300],
-            [b"GDPW01", b"\x08", b"task-2", b"500", b"asked to fail"],
+            [b"GDPW01", b"\x0a", b"task-1", b"200", b"c:x", b"", b"y" * 300],
+            [b"GDPW01", b"\x0a", b"task-2", b"500", b"asked to fail"],
+            [b"GDPW01", b"\x0a", b"task-3", b"429", b"slow down", b"0.200"],
         ]
         second, frames = next_command(fake)  # silent since: the worker registers again on a new socket
-        assert frames == ready and second != first
+        assert with_info(frames) and second != first
         assert [next_command(fake) for _ in held] == [(second, frames) for frames in held]  # and hands them over
-        fake.send(second, [b"GDPW01", b"\x05"])  # a plain heartbeat: a broker that takes no hand-over
-        fake.send(second, [b"GDPW01", b"\x06"])
+        fake.send(second, [b"GDPW01", b"\x06"])  # before any answer: that READY was refused
         third, frames = next_command(fake)
-        assert frames == ready and third not in (first, second)  # and nothing held follows
+        assert frames == ready and third not in (first, second)
+        assert [next_command(fake) for _ in held] == [(third, frames) for frames in held]  # a new socket: again
+        fake.send(third, [b"GDPW01", b"\x05"])  # a plain heartbeat: a broker that takes no hand-over
         worker.popen.send_signal(signal.SIGTERM)
         assert next_command(fake) == (third, [b"GDPW01", b"\x06"])
-        assert worker.finish(WAIT) == ["request x", "replied x", "request fail", "stopped after 2 tasks"]
+        lines = worker.finish(WAIT)
+        assert lines[:2] == ["request x", "replied x"] and lines[2].startswith("request fail left ")
+        assert 8000 < int(lines[2].split()[-1]) <= 9000
+        assert lines[3:] == ["request slow-down", "stopped after 3 tasks"]
+
+
+def test_cpp_worker_hears_a_cancel_and_its_handler_stops(run: Programs) -> None:
+    with zmq.Context() as context:
+        fake = FakeBroker(context)
+        worker = run.worker(fake.endpoint, "--delay-ms", "60000", "--heartbeat-ms", "200", "-v")
+        for _ in range(2000):
+            peer, frames = fake.receive()
+            if frames[1] == b"\x01":
+                break
+        fake.send(peer, [b"GDPW01", b"\x07", b"task-1", b"echo", protocol.request_fields(30.0), b"x"])
+        fake.send(peer, protocol.worker_cancel(b"other-task"))  # not the running one: ignored
+        fake.send(peer, protocol.worker_cancel(b"task-1"))
+        for _ in range(2000):
+            _, frames = fake.receive()
+            if frames[1] == b"\x01":
+                break
+        assert frames == [b"GDPW01", b"\x01", b"echo", b"task-1", b"200", b"x"]  # the result goes back early
+        worker.popen.send_signal(signal.SIGTERM)
+        lines = worker.finish(WAIT)
+        assert lines[0].startswith("request x left ") and 29000 <= int(lines[0].split()[-1]) <= 30000
+        assert lines[1:] == ["cancelled x", "stopped after 1 tasks"]
 
 
 def test_cpp_worker_hands_over_on_the_wire(run: Programs) -> None:
@@ -475,7 +526,7 @@ def test_cpp_worker_hands_over_on_the_wire(run: Programs) -> None:
         fake = FakeBroker(context)
         worker = run.worker(fake.endpoint, "--heartbeat-ms", "200", "--delay-in-payload", "-v")
         first, frames = next_command(fake)
-        assert frames == ready
+        assert frames[:3] == ready
         fake.send(first, [*heartbeat, b"I1I1"])  # a hand-over broker
         fake.send(first, [b"GDPW01", b"\x02", b"task-1", b"echo", b"a:0"])
         assert next_command(fake) == (first, [*ready, b"task-1", b"200", b"a:0"])
@@ -486,12 +537,13 @@ def test_cpp_worker_hands_over_on_the_wire(run: Programs) -> None:
         worker.wait_for("request c:1500")
         fake.send(first, [b"GDPW01", b"\x06"])  # a restarted broker that does not know the worker
         second, frames = next_command(fake)
-        assert second != first and frames == [b"GDPW01", b"\x07", b"echo", b"task-3"]  # at once, mid-task
-        assert next_command(fake) == (second, [b"GDPW01", b"\x08", b"task-2", b"200", b"b:0"])  # still held
+        assert second != first and frames[:4] == [b"GDPW01", b"\x09", b"echo", b"task-3"]  # at once, mid-task
+        assert len(frames) == 5 and protocol.read_worker_info(frames[4]) is not None  # with its peer info
+        assert next_command(fake) == (second, [b"GDPW01", b"\x0a", b"task-2", b"200", b"b:0"])  # still held
         fake.send(second, [*heartbeat, b"I2I2", b"task-2"])
         assert next_command(fake) == (second, [*ready, b"task-3", b"200", b"c:1500"])
         fake.send(second, [*heartbeat, b"I3I3"])  # a new instance on the same socket: task-3's result again
-        assert next_command(fake) == (second, [b"GDPW01", b"\x08", b"task-3", b"200", b"c:1500"])
+        assert next_command(fake) == (second, [b"GDPW01", b"\x0a", b"task-3", b"200", b"c:1500"])
         worker.popen.send_signal(signal.SIGTERM)
         assert next_command(fake) == (second, [b"GDPW01", b"\x06"])
         assert worker.finish(WAIT)[-1] == "stopped after 3 tasks"

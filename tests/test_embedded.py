@@ -69,8 +69,11 @@ def test_embedded_broker_on_a_context_address_serves_and_stops(tmp_path: Path) -
 
 def test_a_broker_that_cannot_bind_leaves_no_socket_open() -> None:
     context = zmq.Context()
-    with pytest.raises(zmq.ZMQError):
-        EmbeddedBroker(context.underlying, [("router", "tcp://127.0.0.1:*"), ("server", "tcp://256.0.0.1:1")])
+    with zmq.Context() as other, other.socket(zmq.ROUTER) as taken:
+        taken.linger = 0
+        port = taken.bind_to_random_port("tcp://127.0.0.1")
+        with pytest.raises(zmq.ZMQError):  # the second link cannot bind: the first one is closed again
+            EmbeddedBroker(context.underlying, [("router", "tcp://127.0.0.1:*"), ("server", f"tcp://127.0.0.1:{port}")])
     context.term()  # would block on a socket left open
 
 

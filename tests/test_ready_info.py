@@ -43,12 +43,13 @@ def test_peer_info_round_trips_and_bad_values_are_left_out(
     info = protocol.worker_info(host, pid)
     event = protocol.parse(protocol.gdp_ready(description, info=info))
     valid = host is not None and len(host) <= protocol.MAX_HOST and host.isprintable()
-    sent = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
+    sent: dict[str, object] = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
+    sent["features"] = sorted(protocol.FEATURES)
     fits = len(json.dumps(sent, separators=(",", ":"))) <= protocol.MAX_INFO
     good_host = host if valid and fits else None  # a host escaped past MAX_INFO is left out, never malformed
     good_pid = pid if pid is not None and 0 < pid < 2**32 else None
     assert len(info) <= protocol.MAX_INFO
-    assert event == WorkerReady(Dialect.GDP, description, good_host, good_pid)
+    assert event == WorkerReady(Dialect.GDP, description, good_host, good_pid, protocol.FEATURES)
 
 
 def test_a_printable_host_that_escapes_past_the_info_limit_is_left_out() -> None:

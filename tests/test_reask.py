@@ -68,7 +68,7 @@ def scripted(transport: str) -> Iterator[ScriptedBroker]:
 
 
 def is_request(frames: list[bytes]) -> bool:
-    return frames[1] == b"\x01"
+    return frames[1] in (b"\x01", b"\x06")  # REQUEST, or REQUEST+FIELDS (request() sends its deadline)
 
 
 def final(request_id: bytes, body: bytes) -> list[bytes]:

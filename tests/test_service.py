@@ -13,6 +13,7 @@ from generaldomo.sansio.service import Service
 class Item:
     def __init__(self, name: str) -> None:
         self.description = name.encode()
+        self.tenant, self.priority, self.order = None, 0, 0  # one tenant, one priority: first come, first served
 
 
 def item(name: str) -> Item:
@@ -123,7 +124,9 @@ class Queues(RuleBasedStateMachine):
         assert list(self.service.waiting) == self.workers and len(self.service.waiting) == len(self.workers)
         assert bool(self.service.pending) == bool(self.tasks)
         if self.tasks:
-            assert self.service.pending[0] is self.tasks[0] and self.service.pending[-1] is self.tasks[-1]
+            assert self.service.pending[0] is self.tasks[0]
+        if self.workers:
+            assert self.service.waiting[0] is self.workers[0] and self.service.waiting[-1] is self.workers[-1]
         for queue, live in ((self.service.pending, self.tasks), (self.service.waiting, self.workers)):
             assert queue.slots <= 2 * len(live) + COMPACT_AFTER
 

@@ -1,6 +1,7 @@
 """``generaldomo doctor`` and ``--version``: versions, whether draft sockets (CLIENT/SERVER) work, and whether the
 broker links run on the C accelerator or in pure Python (:mod:`generaldomo.io.speedups`), and whether SERVER links
-bind real ``inproc://`` endpoints (:mod:`generaldomo.io.inproc`).
+bind real ``inproc://`` endpoints (:mod:`generaldomo.io.inproc`), and which cryptography library CURVE runs on
+(:mod:`generaldomo.io.crypto`).
 
 This module owns that report; exit status 1 means no draft sockets. ``--install-draft`` runs the packaged
 installer (:mod:`generaldomo.draft`), which says what it will replace before it does.
@@ -15,6 +16,7 @@ import zmq
 from generaldomo import __version__
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io import inproc, speedups
+from generaldomo.io.crypto import curve_library
 from generaldomo.io.transport import draft_available, install_command
 
 
@@ -42,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"broker links: {speedups.description}")
     how = "real inproc (libzmq patch 'mailbox')" if inproc.NATIVE else "carried over private ipc (a stock libzmq)"
     print(f"SERVER links' inproc:// endpoints: {how}")
+    print(f"CURVE cryptography: {curve_library()}")
     return Exit.OK if draft_available() else Exit.FAILED
 
 

@@ -1,6 +1,7 @@
 """``generaldomo flow``: show or change a service's flow limits (``mmi.flow``).
 
-This module owns the flow command's flags; only the limits given on the line are changed.
+This module owns the flow command's flags; only the limits given on the line are changed (``--tenant``: only
+the tenants it names).
 """
 
 from __future__ import annotations
@@ -26,12 +27,41 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
     for flag, kind, metavar, text in FLAGS:
         parser.add_argument(flag, type=kind, default=unset, metavar=metavar, help=text)
+    parser.add_argument(
+        "--tenant",
+        type=_tenant,
+        action="append",
+        default=unset,
+        metavar="NAME=KEY=VALUE,...",
+        help="a tenant's share and limits: weight (default 1), rate, burst, concurrency, e.g. "
+        "alice=weight=3,concurrency=8; NAME=none forgets them; the name '*' sets every other tenant's "
+        "(repeatable; default: unchanged)",
+    )
     options.timeout(parser, "the answer")
     parser.add_argument(
         "--create",
         action="store_true",
         help="change the limits even if no worker serves the service (they apply when one comes)",
     )
+
+
+def _tenant(text: str) -> tuple[str, dict[str, float] | None]:
+    """``NAME=KEY=VALUE,...`` (or ``NAME=none``) as a tenant name and its limits in ``mmi.flow``'s JSON."""
+    name, sep, spec = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"a tenant is NAME=KEY=VALUE,... or NAME=none, not {text!r}")
+    if spec.lower() == "none":
+        return name, None
+    limits: dict[str, float] = {}
+    for pair in spec.split(","):
+        key, sep, value = pair.partition("=")
+        if not sep or key not in ("weight", "rate", "burst", "concurrency"):
+            raise argparse.ArgumentTypeError(f"tenant limits are weight, rate, burst, concurrency, not {pair!r}")
+        try:
+            limits[key] = float(value) if key == "rate" else int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{key} of tenant {name!r} is a number, not {value!r}") from None
+    return name, limits
 
 
 def _bounds(text: str) -> dict[str, int] | None:
@@ -65,7 +95,9 @@ LIMITS = tuple(flag[2:].replace("-", "_") for flag, *_ in FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:
-    changes = {key: getattr(args, key) for key in LIMITS if hasattr(args, key)}
+    changes: dict[str, object] = {key: getattr(args, key) for key in LIMITS if hasattr(args, key)}
+    if hasattr(args, "tenant"):
+        changes["tenants"] = dict(args.tenant)
     target = options.peer(args)
     endpoint = target.endpoint
     with Client(endpoint, args.transport, **target.curve.kwargs()) as client:

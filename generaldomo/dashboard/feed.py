@@ -4,8 +4,11 @@ page watching.
 Rules of this module:
 
 - One broker client and one ``mmi.status`` request per interval, however many pages watch: pages cost the
-  broker nothing. A request that times out, fails or returns something that is not a status report becomes a
-  ``trouble`` message for the pages (the broker is never asked faster because of it).
+  broker nothing. A report slow to come (a broker with many services takes longer to build it) is asked for
+  less often: at most one request per :data:`SHARE` times the last one's round trip, so the dashboard keeps
+  the broker's loop busy for at most about 1/SHARE of the time. A request that times out, fails or returns
+  something that is not a status report becomes a ``trouble`` message for the pages (the broker is never asked
+  faster because of it).
 - Messages carry a sequence number. A page that subscribes gets the history up to the last message published
   and then every later one, none twice: publishing and subscribing take the same lock, and a page's stream
   skips what its history already held. A page that does not keep up (:data:`QUEUED` messages behind) is sent
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 INTERVAL: Final = 1.0  # seconds between two status requests
 TIMEOUT: Final = 5.0  # seconds a status request may take before the pages are told the broker does not answer
 QUEUED: Final = 30  # messages a page may fall behind before it is sent a fresh history instead
+SHARE: Final = 50  # the next request waits at least this many times the last one's round trip
 PROBE_SERVICE: Final = "mmi.dashboard"  # no worker may serve an mmi. name: a change of nothing for it is harmless
 
 Message = tuple[int, str, str]  # sequence number, SSE event name, JSON text
@@ -82,6 +86,7 @@ class Feed:
         self._lock = threading.Lock()
         self._subscriptions: set[Subscription] = set()
         self._seq = 0
+        self.every = interval  # seconds between two requests now (longer when the reports are slow to come)
         self._latest: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -159,7 +164,7 @@ class Feed:
         if self._admin is None:
             self._admin = self._may_change_flow()
         with self._lock:
-            frame = self._framer.frame(report, arrived, self.control)
+            frame = self._framer.frame(report, arrived, self.control, self.every)
             self._publish_locked("frame", frame)
 
     def _run(self) -> None:
@@ -171,7 +176,9 @@ class Feed:
                 if self._stop.is_set():
                     return  # the client was closed under the poll
                 log.exception("the dashboard's feed failed to poll the broker")
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+            took = time.monotonic() - began
+            self.every = max(self.interval, SHARE * took)
+            self._stop.wait(max(0.0, self.every - took))
 
     def _may_change_flow(self) -> bool | None:
         """Whether the broker lets this key change flow limits (None: no answer, ask again later)."""

@@ -81,9 +81,9 @@ class Framer:
     _services: dict[str, _Service] = attrs.field(factory=dict)
     _last: dict[str, Any] | None = None
 
-    def frame(self, report: StatusReport, arrived: float, control: bool = False) -> dict[str, Any]:
+    def frame(self, report: StatusReport, arrived: float, control: bool = False, every: float = 1.0) -> dict[str, Any]:
         """The frame of ``report``, which arrived at ``arrived`` (wall seconds); remembered for :meth:`history`.
-        ``control``: the page may change flow limits."""
+        ``control``: the page may change flow limits; ``every``: seconds until the next report."""
         if report.broker.instance != self._instance:
             self._instance = report.broker.instance
             self._services.clear()
@@ -111,6 +111,7 @@ class Framer:
             "kind": "frame",
             "at": round(arrived, 3),
             "control": control,
+            "every": round(every, 3),
             "broker": _broker(report),
             "counters": _counters(report.broker.counters.items()),
             "services_total": len(report.services),

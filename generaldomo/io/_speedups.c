@@ -7,11 +7,18 @@
  * messages and about `batch_bytes` bytes per call, no frame kept beyond a message's frame or byte limit (the
  * rest of such a message is read and discarded at C speed). It never blocks except in poll(), which releases
  * the GIL. It knows nothing of the protocol: what the frames mean is decided in Python.
+ *
+ * Frames kept by reference: a link's read may be asked to keep frames of `keep_min` bytes or more in the message
+ * libzmq received instead of copying them into bytes objects; such a frame is a read-only memoryview of a
+ * KeptFrame, which holds the received message (one for all the frames of a SERVER part), and a send of it (or of a
+ * slice of it) hands libzmq a message that points at the same bytes, released (from any thread, without the GIL)
+ * once libzmq is done with it. So a large payload passes through the broker without a copy.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -30,6 +37,7 @@ typedef struct {
 #define ZMQ_POLLIN 1
 #define MAX_POLL_ITEMS 64
 #define LONG_PREFIX 0xFF /* codec: a length of 255 or more follows as 4 big-endian bytes */
+#define KEEP_MIN 65536   /* the links keep frames this large by reference (below it a copy costs less) */
 
 /* what a dropped message broke, as router_recv reports it */
 enum { TOO_MANY_FRAMES = 1, TOO_LARGE = 2 };
@@ -38,6 +46,8 @@ enum { DECODE_TOO_MANY = 1, DECODE_MALFORMED = 2 };
 
 static int (*z_msg_init)(zmq_msg_t *);
 static int (*z_msg_init_size)(zmq_msg_t *, size_t);
+static int (*z_msg_init_data)(zmq_msg_t *, void *, size_t, void (*)(void *, void *), void *);
+static int (*z_msg_move)(zmq_msg_t *, zmq_msg_t *);
 static int (*z_msg_recv)(zmq_msg_t *, void *, int);
 static int (*z_msg_send)(zmq_msg_t *, void *, int);
 static int (*z_msg_close)(zmq_msg_t *);
@@ -61,6 +71,8 @@ typedef struct {
 static symbol_t symbols[] = {
     {"zmq_msg_init", (void **)&z_msg_init, 1},
     {"zmq_msg_init_size", (void **)&z_msg_init_size, 1},
+    {"zmq_msg_init_data", (void **)&z_msg_init_data, 1},
+    {"zmq_msg_move", (void **)&z_msg_move, 1},
     {"zmq_msg_recv", (void **)&z_msg_recv, 1},
     {"zmq_msg_send", (void **)&z_msg_send, 1},
     {"zmq_msg_close", (void **)&z_msg_close, 1},
@@ -121,6 +133,173 @@ static PyObject *sp_bind(PyObject *self, PyObject *args) {
     return PyBool_FromLong(z_msg_routing_id != NULL && z_msg_set_routing_id != NULL);
 }
 
+/* ----------------------------------------------------------------------------- frames kept by reference */
+
+/* A received message, kept while a frame of it is in use (by a KeptFrame or by a message being sent). */
+typedef struct held {
+    zmq_msg_t msg;
+    long refs;         /* atomic */
+    struct held *next; /* in the releaser's list */
+} held_t;
+
+static long held_now; /* atomic: received messages kept at this moment */
+
+static void held_free(held_t *held) {
+    z_msg_close(&held->msg);
+    PyMem_RawFree(held);
+    __atomic_sub_fetch(&held_now, 1, __ATOMIC_RELAXED);
+}
+
+/* Messages of RELEASE_AWAY bytes or more are freed by a thread of their own: the kernel unmaps each page of a
+ * large buffer that another thread wrote, which costs the freeing thread milliseconds for 64 MiB, and neither
+ * the broker's loop nor libzmq's I/O thread (whichever drops the last reference) should pay that. */
+#define RELEASE_AWAY (1 << 20)
+static pthread_mutex_t releases_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t releases_ready = PTHREAD_COND_INITIALIZER;
+static held_t *releases;      /* waiting for the releaser, newest first */
+static int releaser_running;  /* in this process (reset in a forked child) */
+
+static void *releaser(void *unused) {
+    pthread_mutex_lock(&releases_lock);
+    for (;;) {
+        while (releases == NULL)
+            pthread_cond_wait(&releases_ready, &releases_lock);
+        held_t *batch = releases;
+        releases = NULL;
+        pthread_mutex_unlock(&releases_lock);
+        while (batch != NULL) {
+            held_t *next = batch->next;
+            held_free(batch);
+            batch = next;
+        }
+        pthread_mutex_lock(&releases_lock);
+    }
+    return NULL;
+}
+
+static void releases_prepare(void) { pthread_mutex_lock(&releases_lock); }
+static void releases_parent(void) { pthread_mutex_unlock(&releases_lock); }
+static void releases_child(void) { /* the releaser is not in the child; what it had left is the parent's */
+    pthread_mutex_init(&releases_lock, NULL);
+    pthread_cond_init(&releases_ready, NULL);
+    releases = NULL;
+    releaser_running = 0;
+}
+
+/* Free `held` on the releaser thread if it is large (started on first use), else here. Any thread, no GIL. */
+static void held_dispose(held_t *held) {
+    if (z_msg_size(&held->msg) >= RELEASE_AWAY) {
+        pthread_mutex_lock(&releases_lock);
+        if (!releaser_running) {
+            pthread_t thread;
+            pthread_attr_t attributes;
+            pthread_attr_init(&attributes);
+            pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+            releaser_running = pthread_create(&thread, &attributes, releaser, NULL) == 0;
+            pthread_attr_destroy(&attributes);
+        }
+        if (releaser_running) {
+            held->next = releases;
+            releases = held;
+            pthread_cond_signal(&releases_ready);
+            pthread_mutex_unlock(&releases_lock);
+            return;
+        }
+        pthread_mutex_unlock(&releases_lock);
+    }
+    held_free(held);
+}
+
+static void held_acquire(held_t *held) { __atomic_add_fetch(&held->refs, 1, __ATOMIC_RELAXED); }
+
+static void held_release(held_t *held) {
+    if (__atomic_sub_fetch(&held->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        held_dispose(held);
+}
+
+/* libzmq's free function of a message sent by reference: any thread, no GIL. */
+static void release_sent(void *data, void *hint) { held_release((held_t *)hint); }
+
+/* The message in `msg` moved into a new held_t (refs 1; `msg` is left empty), or NULL with a Python error. */
+static held_t *held_new(zmq_msg_t *msg) {
+    held_t *held = PyMem_RawMalloc(sizeof *held);
+    if (held == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    z_msg_init(&held->msg);
+    z_msg_move(&held->msg, msg);
+    held->refs = 1;
+    __atomic_add_fetch(&held_now, 1, __ATOMIC_RELAXED);
+    return held;
+}
+
+typedef struct {
+    PyObject_HEAD held_t *held;
+    char *data;
+    Py_ssize_t size;
+} kept_t;
+
+static int kept_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    kept_t *kept = (kept_t *)self;
+    return PyBuffer_FillInfo(view, self, kept->data, kept->size, 1, flags); /* read only */
+}
+
+static void kept_dealloc(PyObject *self) {
+    held_release(((kept_t *)self)->held);
+    PyObject_Free(self);
+}
+
+static PyBufferProcs kept_buffer = {kept_getbuffer, NULL};
+
+static PyTypeObject KeptType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "generaldomo.io._speedups.KeptFrame",
+    .tp_basicsize = sizeof(kept_t),
+    .tp_dealloc = kept_dealloc,
+    .tp_as_buffer = &kept_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A frame of a received message, kept by reference (links see it through a read-only memoryview).",
+};
+
+/* A read-only memoryview of `size` bytes at `data` inside `held`'s message, or NULL with a Python error. */
+static PyObject *kept_frame(held_t *held, const unsigned char *data, Py_ssize_t size) {
+    kept_t *kept = PyObject_New(kept_t, &KeptType);
+    if (kept == NULL)
+        return NULL;
+    held_acquire(held);
+    kept->held = held;
+    kept->data = (char *)data;
+    kept->size = size;
+    PyObject *view = PyMemoryView_FromObject((PyObject *)kept);
+    Py_DECREF(kept);
+    return view;
+}
+
+/* Whether `item` is a (contiguous) memoryview of a KeptFrame: then *held and *view say where its bytes are. */
+static int kept_of(PyObject *item, held_t **held, Py_buffer **view) {
+    if (!PyMemoryView_Check(item))
+        return 0;
+    PyObject *base = PyMemoryView_GET_BASE(item);
+    *view = PyMemoryView_GET_BUFFER(item);
+    if (base == NULL || Py_TYPE(base) != &KeptType || !PyBuffer_IsContiguous(*view, 'C') || (*view)->len == 0)
+        return 0;
+    *held = ((kept_t *)base)->held;
+    return 1;
+}
+
+/* The bytes the broker links read and wrote, by copy and by reference (read under the GIL). */
+static unsigned long long copied_in, kept_in, copied_out, referenced_out;
+
+PyDoc_STRVAR(traffic_doc, "traffic() -> dict: the bytes of frames the broker links (ROUTER sockets and SERVER sockets "
+                          "with routing ids) read and sent in this process, copied and by reference, and how many "
+                          "received messages are kept at this moment (held).");
+
+static PyObject *sp_traffic(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{sKsKsKsKsl}", "received_copied", copied_in, "received_kept", kept_in, "sent_copied",
+                         copied_out, "sent_by_reference", referenced_out, "held",
+                         __atomic_load_n(&held_now, __ATOMIC_RELAXED));
+}
+
 PyDoc_STRVAR(poll_doc, "poll(handles, fds, timeout_ms) -> int: wait (GIL released) until one of the sockets or file "
                        "descriptors is readable or the timeout (-1: none) passes; bit i of the result is set if "
                        "handles[i] is readable, bit len(handles) + j if fds[j] is.");
@@ -165,20 +344,40 @@ static PyObject *sp_poll(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong(mask);
 }
 
-/* Read and discard the rest of the message whose last frame read was `msg`; return the frames read. */
-static Py_ssize_t discard_rest(void *socket, zmq_msg_t *msg) {
+/* Read and discard the rest of the message being read (`more`: whether the last frame read had more after it),
+ * into `msg`; return the frames read. */
+static Py_ssize_t discard_rest(void *socket, zmq_msg_t *msg, int more) {
     Py_ssize_t count = 0;
-    while (z_msg_more(msg)) {
+    while (more) {
         if (z_msg_recv(msg, socket, ZMQ_DONTWAIT) < 0)
             break;
         count++;
+        more = z_msg_more(msg);
     }
     return count;
 }
 
 typedef struct {
     Py_ssize_t max_frames, max_bytes; /* after a ROUTER message's identity; SERVER: packed frames */
+    Py_ssize_t keep_min;              /* frames of this many bytes or more are kept by reference; 0: none */
 } limits_t;
+
+/* A frame of a message being read: kept by reference (the message moved out of `msg`) when limits allow, else a
+ * copy; NULL with a Python error. */
+static PyObject *read_frame(zmq_msg_t *msg, Py_ssize_t length, const limits_t *limits) {
+    if (limits->keep_min <= 0 || length < limits->keep_min) {
+        if (limits->keep_min > 0)
+            copied_in += (unsigned long long)length;
+        return PyBytes_FromStringAndSize(z_msg_data(msg), length);
+    }
+    held_t *held = held_new(msg);
+    if (held == NULL)
+        return NULL;
+    PyObject *frame = kept_frame(held, z_msg_data(&held->msg), length);
+    held_release(held);
+    kept_in += (unsigned long long)length;
+    return frame;
+}
 
 /* Reads one message into a new object (what a batch holds), or returns NULL with *code set (EAGAIN: nothing to
  * read) or with a Python error. `msg` is initialised; *size grows by the bytes kept. */
@@ -232,24 +431,26 @@ static PyObject *read_router_message(void *socket, zmq_msg_t *msg, const limits_
     if (frames == NULL || identity == NULL || PyList_Append(frames, identity) < 0)
         goto failed;
     Py_ssize_t room = max_bytes, left = max_frames;
-    while (z_msg_more(msg)) {
+    int more = z_msg_more(msg);
+    while (more) {
         if (z_msg_recv(msg, socket, ZMQ_DONTWAIT) < 0) { /* libzmq delivers a message whole: not expected */
             *code = z_errno();
             goto failed;
         }
+        more = z_msg_more(msg); /* before read_frame, which may move the frame out of msg */
         Py_ssize_t length = (Py_ssize_t)z_msg_size(msg);
         int kind = left <= 0 ? TOO_MANY_FRAMES : (length > room ? TOO_LARGE : 0);
         if (kind) {
-            Py_ssize_t read = max_frames - left + 1 + discard_rest(socket, msg);
+            Py_ssize_t read = max_frames - left + 1 + discard_rest(socket, msg, more);
             Py_DECREF(frames);
             frames = Py_BuildValue("(inO)", kind, read, identity);
             Py_DECREF(identity);
             return frames;
         }
-        PyObject *frame = PyBytes_FromStringAndSize(z_msg_data(msg), length);
+        PyObject *frame = read_frame(msg, length, limits);
         if (frame == NULL || PyList_Append(frames, frame) < 0) {
             Py_XDECREF(frame);
-            discard_rest(socket, msg);
+            discard_rest(socket, msg, more);
             goto failed;
         }
         Py_DECREF(frame);
@@ -266,17 +467,19 @@ failed:
 }
 
 PyDoc_STRVAR(router_recv_doc,
-             "router_recv(handle, max_messages, max_frames, max_bytes, batch_bytes) -> list: the messages waiting on "
+             "router_recv(handle, max_messages, max_frames, max_bytes, batch_bytes, keep_min=0) -> list: the messages "
+             "waiting on "
              "a ROUTER socket, without blocking: each a list [identity, frame, ...], or a tuple (kind, frames, "
              "identity) for one dropped for more than max_frames frames (kind 1) or max_bytes bytes (kind 2) after "
-             "the identity. Stops after max_messages, or once batch_bytes bytes were read.");
+             "the identity. Stops after max_messages, or once batch_bytes bytes were read. With keep_min (a broker "
+             "link's read), frames of keep_min bytes or more are read-only memoryviews kept by reference.");
 
 static PyObject *sp_router_recv(PyObject *self, PyObject *args) {
     PyObject *handle;
     Py_ssize_t max_messages, batch_bytes;
-    limits_t limits;
-    if (!PyArg_ParseTuple(args, "Onnnn", &handle, &max_messages, &limits.max_frames, &limits.max_bytes,
-                          &batch_bytes) ||
+    limits_t limits = {0, 0, 0};
+    if (!PyArg_ParseTuple(args, "Onnnn|n", &handle, &max_messages, &limits.max_frames, &limits.max_bytes,
+                          &batch_bytes, &limits.keep_min) ||
         !require_bound())
         return NULL;
     return read_batch(handle, max_messages, batch_bytes, read_router_message, &limits);
@@ -327,20 +530,46 @@ static PyObject *message_frames(PyObject *frames, const char *what) {
     return sequence;
 }
 
+/* Send one frame: a kept frame (or a slice of one) by reference, anything else copied by libzmq. 0 or an errno;
+ * *failed on a Python error. `counted`: a broker link's send (see traffic()). */
+static int send_frame(void *socket, PyObject *item, int flags, int counted, int *failed) {
+    held_t *held;
+    Py_buffer *kept;
+    if (kept_of(item, &held, &kept)) {
+        zmq_msg_t msg;
+        held_acquire(held); /* released by libzmq through release_sent once the message is gone */
+        if (z_msg_init_data(&msg, kept->buf, (size_t)kept->len, release_sent, held) < 0) {
+            held_release(held);
+            return z_errno();
+        }
+        if (z_msg_send(&msg, socket, flags) < 0) {
+            int code = z_errno();
+            z_msg_close(&msg); /* libzmq keeps ownership only of a message it sent: this releases held */
+            return code;
+        }
+        referenced_out += counted ? (unsigned long long)kept->len : 0;
+        return 0;
+    }
+    Py_buffer view;
+    if (frame_view(item, &view) < 0) {
+        *failed = 1;
+        return 0;
+    }
+    int rc = z_send(socket, view.buf, (size_t)view.len, flags);
+    copied_out += counted && rc >= 0 ? (unsigned long long)view.len : 0;
+    frame_release(&view);
+    return rc < 0 ? z_errno() : 0;
+}
+
 /* Send every item of the sequence `frames` (a list or tuple), the last one with `last_flags`. 0 or an errno. */
-static int send_frames(void *socket, PyObject *frames, int last_flags, int *failed) {
+static int send_frames(void *socket, PyObject *frames, int last_flags, int counted, int *failed) {
     Py_ssize_t count = PySequence_Fast_GET_SIZE(frames);
     PyObject **items = PySequence_Fast_ITEMS(frames);
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_buffer view;
-        if (frame_view(items[i], &view) < 0) {
-            *failed = 1;
-            return 0;
-        }
-        int rc = z_send(socket, view.buf, (size_t)view.len, i == count - 1 ? last_flags : ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        frame_release(&view);
-        if (rc < 0)
-            return z_errno();
+        int code = send_frame(socket, items[i], i == count - 1 ? last_flags : ZMQ_SNDMORE | ZMQ_DONTWAIT, counted,
+                              failed);
+        if (code || *failed)
+            return code;
     }
     return 0;
 }
@@ -368,11 +597,11 @@ static PyObject *sp_router_send(PyObject *self, PyObject *args) {
             Py_DECREF(sequence);
             return NULL;
         }
-        code = send_frames(socket, hops, ZMQ_SNDMORE | ZMQ_DONTWAIT, &failed);
+        code = send_frames(socket, hops, ZMQ_SNDMORE | ZMQ_DONTWAIT, 0, &failed);
         Py_DECREF(hops);
     }
     if (code == 0 && !failed) /* past the first frame the message is the peer's: libzmq takes the rest */
-        code = send_frames(socket, sequence, ZMQ_DONTWAIT, &failed);
+        code = send_frames(socket, sequence, ZMQ_DONTWAIT, 1, &failed);
     Py_DECREF(sequence);
     return failed ? NULL : PyLong_FromLong(code);
 }
@@ -390,7 +619,7 @@ static PyObject *sp_send_multipart(PyObject *self, PyObject *args) {
     if (sequence == NULL)
         return NULL;
     int failed = 0;
-    int code = send_frames(socket, sequence, ZMQ_DONTWAIT, &failed);
+    int code = send_frames(socket, sequence, ZMQ_DONTWAIT, 0, &failed);
     Py_DECREF(sequence);
     return failed ? NULL : PyLong_FromLong(code);
 }
@@ -461,9 +690,13 @@ static PyObject *sp_encode(PyObject *self, PyObject *frames) {
 }
 
 /* Unpack `length` bytes at `data` into a new list; NULL with *problem set (DECODE_TOO_MANY: more than
- * max_frames frames, max_frames < 0 meaning no limit; DECODE_MALFORMED, at *where) or with a Python error. */
+ * max_frames frames, max_frames < 0 meaning no limit; DECODE_MALFORMED, at *where) or with a Python error.
+ * `data` is `msg`'s when msg is not NULL: then frames of keep_min bytes or more (keep_min > 0) are kept by
+ * reference, and the message moves out of msg into the frames' holder. */
 static PyObject *decode_frames(const unsigned char *data, Py_ssize_t length, Py_ssize_t max_frames, int *problem,
-                               Py_ssize_t *where) {
+                               Py_ssize_t *where, zmq_msg_t *msg, Py_ssize_t keep_min) {
+    held_t *held = NULL;
+    int counted = msg != NULL && keep_min > 0;
     PyObject *frames = PyList_New(0);
     Py_ssize_t pos = 0, left = max_frames;
     while (frames != NULL && pos < length) {
@@ -486,7 +719,16 @@ static PyObject *decode_frames(const unsigned char *data, Py_ssize_t length, Py_
             *problem = DECODE_MALFORMED;
             break;
         }
-        PyObject *frame = PyBytes_FromStringAndSize((const char *)data + pos, size);
+        PyObject *frame;
+        if (counted && size >= keep_min) {
+            if (held == NULL && (held = held_new(msg)) != NULL)
+                data = z_msg_data(&held->msg); /* the same bytes: a message this large is not stored inline */
+            frame = held == NULL ? NULL : kept_frame(held, data + pos, size);
+            kept_in += (unsigned long long)size;
+        } else {
+            frame = PyBytes_FromStringAndSize((const char *)data + pos, size);
+            copied_in += counted ? (unsigned long long)size : 0;
+        }
         if (frame == NULL || PyList_Append(frames, frame) < 0)
             Py_CLEAR(frames);
         Py_XDECREF(frame);
@@ -494,6 +736,8 @@ static PyObject *decode_frames(const unsigned char *data, Py_ssize_t length, Py_
     }
     if (*problem)
         Py_CLEAR(frames);
+    if (held != NULL)
+        held_release(held); /* the frames hold it now, if any is left */
     return frames;
 }
 
@@ -508,7 +752,7 @@ static PyObject *sp_decode(PyObject *self, PyObject *args) {
         return NULL;
     int problem = 0;
     Py_ssize_t where = 0;
-    PyObject *frames = decode_frames(view.buf, view.len, max_frames, &problem, &where);
+    PyObject *frames = decode_frames(view.buf, view.len, max_frames, &problem, &where, NULL, 0);
     PyBuffer_Release(&view);
     if (problem == DECODE_TOO_MANY)
         PyErr_Format(too_many, "more than %zd frames", max_frames);
@@ -528,10 +772,12 @@ static int require_draft(void) {
 }
 
 PyDoc_STRVAR(server_recv_doc,
-             "server_recv(handle, max_messages, max_frames, batch_bytes) -> list: the messages waiting on a SERVER "
+             "server_recv(handle, max_messages, max_frames, batch_bytes, keep_min=0) -> list: the messages waiting "
+             "on a SERVER "
              "socket, without blocking, each (routing_id, frames) unpacked by the codec, or (routing_id, problem) "
              "when the part does not unpack (1: more than max_frames frames, 2: malformed). Stops after "
-             "max_messages, or once batch_bytes bytes were read.");
+             "max_messages, or once batch_bytes bytes were read. With keep_min (a broker link's read), frames of "
+             "keep_min bytes or more are read-only memoryviews kept by reference.");
 
 /* One SERVER part, unpacked: (routing_id, frames), or (routing_id, problem) when it does not unpack. */
 static PyObject *read_server_message(void *socket, zmq_msg_t *msg, const limits_t *limits, Py_ssize_t *size,
@@ -543,8 +789,9 @@ static PyObject *read_server_message(void *socket, zmq_msg_t *msg, const limits_
     Py_ssize_t length = (Py_ssize_t)z_msg_size(msg), where = 0;
     *size += length;
     int problem = 0;
-    PyObject *frames = decode_frames(z_msg_data(msg), length, limits->max_frames, &problem, &where);
-    unsigned long routing_id = (unsigned long)z_msg_routing_id(msg);
+    unsigned long routing_id = (unsigned long)z_msg_routing_id(msg); /* before decode_frames may move msg */
+    PyObject *frames = decode_frames(z_msg_data(msg), length, limits->max_frames, &problem, &where, msg,
+                                     limits->keep_min);
     if (frames != NULL)
         return Py_BuildValue("(kN)", routing_id, frames);
     return problem ? Py_BuildValue("(ki)", routing_id, problem) : NULL;
@@ -553,8 +800,9 @@ static PyObject *read_server_message(void *socket, zmq_msg_t *msg, const limits_
 static PyObject *sp_server_recv(PyObject *self, PyObject *args) {
     PyObject *handle;
     Py_ssize_t max_messages, batch_bytes;
-    limits_t limits = {0, 0};
-    if (!PyArg_ParseTuple(args, "Onnn", &handle, &max_messages, &limits.max_frames, &batch_bytes) ||
+    limits_t limits = {0, 0, 0};
+    if (!PyArg_ParseTuple(args, "Onnn|n", &handle, &max_messages, &limits.max_frames, &batch_bytes,
+                          &limits.keep_min) ||
         !require_bound() || !require_draft())
         return NULL;
     return read_batch(handle, max_messages, batch_bytes, read_server_message, &limits);
@@ -590,12 +838,15 @@ static PyObject *sp_server_send(PyObject *self, PyObject *args) {
         z_msg_send(&msg, socket, ZMQ_DONTWAIT) < 0) {
         code = z_errno();
         z_msg_close(&msg); /* libzmq keeps ownership only of a message it sent */
+    } else if (routing_id != 0) {
+        copied_out += (unsigned long long)size; /* a SERVER part is one buffer: its frames are copied into it */
     }
     return PyLong_FromLong(code);
 }
 
 static PyMethodDef methods[] = {
     {"bind", sp_bind, METH_VARARGS, bind_doc},
+    {"traffic", sp_traffic, METH_NOARGS, traffic_doc},
     {"poll", sp_poll, METH_VARARGS, poll_doc},
     {"router_recv", sp_router_recv, METH_VARARGS, router_recv_doc},
     {"router_send", sp_router_send, METH_VARARGS, router_send_doc},
@@ -615,4 +866,13 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    if (PyType_Ready(&KeptType) < 0)
+        return NULL;
+    if (pthread_atfork(releases_prepare, releases_parent, releases_child) != 0)
+        return PyErr_Format(PyExc_OSError, "pthread_atfork failed");
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddIntConstant(created, "KEEP_MIN", KEEP_MIN) < 0)
+        Py_CLEAR(created);
+    return created;
+}

@@ -15,7 +15,11 @@ interval (:mod:`generaldomo.sansio.ratelimit`). With CURVE (:mod:`generaldomo.io
 credential of the key that sent it, read from the message's ``User-Id`` metadata.
 
 Each link has two paths that behave alike: the C accelerator's (:mod:`generaldomo.io.speedups`: a batch of
-whole messages per call) when it is built and the link is not CURVE-secured, and pure Python otherwise.
+whole messages per call) when it is built and the link is not CURVE-secured, and pure Python otherwise. On the
+accelerator's path a frame of 64 KiB or more (``KEEP``) is not copied: it arrives as a read-only memoryview of the
+message libzmq received and is sent on by reference (over ROUTER; a SERVER part is one buffer, so its frames are
+copied into it), so a large payload crosses the broker without a copy; ``speedups.native.traffic()`` counts the
+bytes both ways.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ _REFUSAL_NAMES: dict[int, str] = {
 _REFUSALS = sum(_REFUSAL_NAMES)
 _SKIPS = 64  # dropped messages one recv() call may read past before it returns None
 BATCH_BYTES = 1 << 20  # a batch read stops once it holds this many bytes (plus at most one message)
+KEEP = speedups.native.KEEP_MIN if speedups.native is not None else 0  # frames this large pass by reference
 _TRIM_AFTER = 65536  # frames drained after which freed memory is handed back to the system
 _monitors = itertools.count()
 _seeded = False
@@ -282,7 +287,7 @@ class RouterLink(Link):
             return super().recv_batch(limit)
         batch: list[Received] = []
         append, split = batch.append, envelope.split
-        for message in native.router_recv(self._handle, limit, self.max_frames, self.max_bytes, BATCH_BYTES):
+        for message in native.router_recv(self._handle, limit, self.max_frames, self.max_bytes, BATCH_BYTES, KEEP):
             if type(message) is tuple:
                 self._dropped_native(*message)
                 continue
@@ -436,7 +441,7 @@ class ServerLink(Link):
         if native is None:
             return super().recv_batch(limit)
         batch: list[Received] = []
-        for peer, frames in native.server_recv(self._handle, limit, self.max_frames, BATCH_BYTES):
+        for peer, frames in native.server_recv(self._handle, limit, self.max_frames, BATCH_BYTES, KEEP):
             if type(frames) is list:
                 batch.append((peer, frames, None))
             elif frames == _UNPACK_TOO_MANY:

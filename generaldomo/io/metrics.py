@@ -55,6 +55,14 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
 }
 
 
+_TENANT_GAUGES = {
+    "queued": "Per tenant of a service: tasks queued",
+    "in_flight": "Per tenant of a service: tasks in flight",
+    "weight": "Per tenant of a service: its weight in the fair shares",
+    "dispatched": "Per tenant of a service: dispatches since it last appeared",
+}
+
+
 class StatusCollector:
     """A Prometheus collector over the latest status report (None until the first one exists)."""
 
@@ -96,6 +104,18 @@ class StatusCollector:
                 if (allowed := limit(service)) is not None:
                     family.add_metric([service.name], allowed)
             yield family
+        for field, help_text in _TENANT_GAUGES.items():  # the busiest tenants the report lists (32 per service)
+            family = GaugeMetricFamily(f"{PREFIX}_tenant_{field}", help_text, labels=["service", "tenant"])
+            for service in services:
+                for tenant in service.tenants:
+                    family.add_metric([service.name, tenant.name], getattr(tenant, field))
+            yield family
+        busy = GaugeMetricFamily(
+            f"{PREFIX}_service_busy_tenants", "Tenants with tasks queued or in flight", labels=["service"]
+        )
+        for service in services:
+            busy.add_metric([service.name], service.busy_tenants)
+        yield busy
         hosts = GaugeMetricFamily(f"{PREFIX}_workers_by_host", "Registered workers per host", labels=["host"])
         for host, count in workers_by_host(report.workers):
             hosts.add_metric([host], count)

@@ -49,17 +49,22 @@ class AsyncClient:
         self.client = endpoint if isinstance(endpoint, Client) else Client(endpoint, transport, **client_options)
         self.typed = None if serializer is None else TypedClient(self.client, serializer)
 
-    def _submit(self, description: Description | bytes, payload: Any, on_partial: Any = None) -> Future[Any]:
+    def _submit(
+        self, description: Description | bytes, payload: Any, on_partial: Any = None, **fields: Any
+    ) -> Future[Any]:
         if self.typed is not None:
-            return self.typed.submit(description, payload, on_partial)
-        return self.client.submit(wire_description(description), payload, on_partial)
+            return self.typed.submit(description, payload, on_partial, **fields)
+        return self.client.submit(wire_description(description), payload, on_partial, **fields)
 
     async def request(
-        self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None
-    ) -> Any:
+        self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None,
+        **fields: Any,
+    ) -> Any:  # fmt: skip
         """The reply (a :class:`Reply`, or the decoded value with a serializer); raises ``TimeoutError`` after
-        ``timeout`` seconds, :class:`~generaldomo.RequestFailed` on an error reply."""
-        return await _reply(self._submit(description, payload), description, timeout)
+        ``timeout`` seconds (also the request's deadline, unless the client has ``deadlines=False``),
+        :class:`~generaldomo.RequestFailed` on an error reply. ``fields``: ``tenant``, ``priority``."""
+        deadline = timeout if self.client.deadlines else None
+        return await _reply(self._submit(description, payload, deadline=deadline, **fields), description, timeout)
 
     async def stream(
         self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None

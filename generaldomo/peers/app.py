@@ -7,7 +7,9 @@ Rules:
   ``msgpack``, ``pickle``, any :class:`~generaldomo.sansio.serializers.Serializer`) makes it take and return
   Python objects. Without one it takes and returns bytes, as a plain :class:`~generaldomo.Worker` handler.
 - A handler may be a function, a generator (each yield is a partial result), an ``async def`` or an async
-  generator; the coroutines run on an event loop owned by the slot that serves them (:class:`Bound`).
+  generator; the coroutines run on an event loop owned by the slot that serves them (:class:`Bound`). A
+  handler with a second positional parameter without a default (``def fft(signal, task)``) also gets the
+  task's :class:`~generaldomo.peers.task.TaskContext` (deadline, time left, cancelled).
 - A request whose content type is not the handler's gets ``415``, one its serializer cannot decode ``400``,
   both naming the service; an exception in the handler gives ``500`` with its type and message.
 - :func:`load` takes ``module:attr`` (``module`` alone means ``module:app``), like ``celery -A``: an
@@ -32,6 +34,7 @@ from typing import Any, TypeVar
 import attrs
 
 from generaldomo.peers.reject import Reject
+from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio import serializers
 from generaldomo.sansio.serializers import Serializer
 
@@ -186,12 +189,17 @@ class Bound:
     Decodes the request, calls the handler (running coroutines on this object's loop), encodes the result;
     :meth:`close` closes the loop. One task at a time: a slot owns one."""
 
+    takes_task = True  # the Worker passes the task's context; the handler gets it if it asks (takes_task)
+
     def __init__(self, service: ServiceSpec) -> None:
         self.service = service
         self._runner: asyncio.Runner | None = None
+        self._pass_task = takes_task(service.handler)
 
-    def __call__(self, payload: bytes | tuple[bytes, ...]) -> Any:
-        result = self.service.handler(self._argument(payload))
+    def __call__(self, payload: bytes | tuple[bytes, ...], task: TaskContext | None = None) -> Any:
+        argument = self._argument(payload)
+        handler = self.service.handler
+        result = handler(argument, task) if self._pass_task else handler(argument)
         if inspect.isawaitable(result):
             result = self._loop().run(_awaited(result))
         if isinstance(result, AsyncGenerator):

@@ -120,7 +120,7 @@ class ServiceUnavailable(RequestFailed):
 
 
 class RequestExpired(RequestFailed):
-    """504: the request waited in the broker's queue longer than its ``queue_timeout``."""
+    """504: the request's deadline passed, or it waited in the broker's queue longer than its ``queue_timeout``."""
 
 
 _FAMILIES: dict[bytes, type[RequestFailed]] = {
@@ -233,6 +233,11 @@ class Client:
     second. Each future has its ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the
     broker's CURVE public key, Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh
     key pair.
+
+    Each request may carry a deadline, a tenant and a priority (see :meth:`submit`): :meth:`request` sends its
+    timeout as the deadline (unless ``deadlines=False``: for a broker older than request fields, which drops
+    such requests), and ``tenant`` is the default tenant of this client's requests (without one, and without
+    CURVE, the broker shares its queues fairly per connection).
     """
 
     def __init__(
@@ -247,6 +252,8 @@ class Client:
         reask_after: float | None = None,
         server_key: str | bytes | None = None,
         keys: Keys | None = None,
+        tenant: str | None = None,
+        deadlines: bool = True,
     ) -> None:
         self.transport = Transport.of(transport)
         self.endpoint = find_broker(self.transport, endpoint)
@@ -254,6 +261,9 @@ class Client:
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
         self.default_timeout = default_timeout
+        protocol.request_fields(tenant=tenant)  # ValueError now for a tenant the broker would refuse
+        self.tenant = tenant
+        self.deadlines = deadlines
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
         self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
@@ -301,19 +311,27 @@ class Client:
         return watch is not None and watch.refused
 
     def submit(
-        self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None
-    ) -> RequestFuture:
+        self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None, *,
+        deadline: float | None = None, tenant: str | None = None, priority: int = 0,
+    ) -> RequestFuture:  # fmt: skip
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
         ``payload`` is bytes (one frame) or a sequence of bytes frames; anything else, ``str`` included, raises
         ``TypeError`` here, before anything is sent. ``on_partial`` is called with each partial result (a
         :class:`Reply` with ``partial=True``) that a streaming worker sends before the final one; it runs on the
         client's IO thread, so keep it short. Cancelling the future withdraws the request.
+
+        ``deadline``: seconds from now after which the answer is of no use: the broker answers ``504``
+        (:class:`RequestExpired`) instead of dispatching it later, and tells a worker running it then.
+        ``tenant`` (default: the client's) names whose share of the service the request takes (ignored on a
+        CURVE link, where the client's key is its tenant); ``priority`` (-5 to 5, default 0) orders it among the
+        same tenant's requests, higher first. ValueError for a bad tenant or priority.
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
         future = RequestFuture(self, request_id)
         now = time.monotonic()
+        tenant = self.tenant if tenant is None else tenant
         with self._lock:
             if self._closed:
                 raise self._closed_error()
@@ -321,21 +339,28 @@ class Client:
                 future.set_exception(self._refused)
                 return future
             idle = not self._session.outstanding and self._reader is None  # (a lent role is looked at often)
-            frames = self._session.submit(request_id, name, body, _Call(future, on_partial), now)
+            frames = self._session.submit(
+                request_id, name, body, _Call(future, on_partial), now,
+                deadline=None if deadline is None else now + deadline, tenant=tenant, priority=priority,
+            )  # fmt: skip
         self._link.send(frames)
         if idle:
             self._link.wake()  # the IO thread starts heartbeating
         return future
 
     def request(
-        self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT
-    ) -> Reply:
-        """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit).
+        self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT, *,
+        tenant: str | None = None, priority: int = 0,
+    ) -> Reply:  # fmt: skip
+        """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit),
+        which is also the request's deadline (see :meth:`submit`) unless the client was made with
+        ``deadlines=False``.
 
         Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request; an interrupted
-        wait (Ctrl-C) withdraws it too."""
+        wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed."""
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
-        future = self.submit(description, payload)
+        deadline = wait if self.deadlines else None
+        future = self.submit(description, payload, deadline=deadline, tenant=tenant, priority=priority)
         try:
             return future.result(wait)
         except TimeoutError:
@@ -371,8 +396,9 @@ class Client:
 
     def flow(self, service: str, timeout: float | None = 10.0, **limits: object) -> dict[str, Any]:
         """Read the flow limits of ``service`` or, given ``rate``, ``burst``, ``concurrency``,
-        ``bytes_in_flight`` and/or ``adaptive`` (``{"min": 1, "max": 64}``), change them (None lifts a limit).
-        Returns the limits now in force (``mmi.flow``)."""
+        ``bytes_in_flight``, ``adaptive`` (``{"min": 1, "max": 64}``) and/or ``tenants`` (``{"alice": {"weight":
+        3, "concurrency": 8}, "bob": None}``: the tenants named change, None forgets one's), change them (None
+        lifts a limit). Returns the limits now in force (``mmi.flow``)."""
         body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
         answer: dict[str, Any] = json.loads(self.request("mmi.flow", body, timeout).payload)
         return answer

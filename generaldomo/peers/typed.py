@@ -38,20 +38,25 @@ class TypedClient:
         return serializers.decode(self.serializer, reply.frames, "partial reply" if reply.partial else "reply")
 
     def submit(
-        self, description: Description | bytes, value: Any = None, on_partial: Callable[[Any], None] | None = None
-    ) -> Future[Any]:
+        self, description: Description | bytes, value: Any = None, on_partial: Callable[[Any], None] | None = None,
+        **fields: Any,
+    ) -> Future[Any]:  # fmt: skip
         """Send ``value``; the future gives the decoded result. ``on_partial`` gets each decoded partial
-        result, on the client's IO thread (a partial that cannot be decoded is passed as the exception)."""
+        result, on the client's IO thread (a partial that cannot be decoded is passed as the exception).
+        ``fields``: ``deadline``, ``tenant``, ``priority`` as for :meth:`Client.submit`."""
         partial = None if on_partial is None else self._partial_callback(on_partial)
-        inner = self.client.submit(wire_description(description), self.encode(value), on_partial=partial)
+        inner = self.client.submit(wire_description(description), self.encode(value), on_partial=partial, **fields)
         outer: Future[Any] = Future()
         outer.add_done_callback(lambda done: inner.cancel() if done.cancelled() else None)
         inner.add_done_callback(lambda done: self._settle(done, outer))
         return outer
 
-    def request(self, description: Description | bytes, value: Any = None, timeout: float | None = None) -> Any:
-        """Send ``value`` and wait up to ``timeout`` seconds for the decoded result (raises ``TimeoutError``)."""
-        return self.decode(self.client.request(wire_description(description), self.encode(value), timeout))
+    def request(
+        self, description: Description | bytes, value: Any = None, timeout: float | None = None, **fields: Any
+    ) -> Any:
+        """Send ``value`` and wait up to ``timeout`` seconds for the decoded result (raises ``TimeoutError``);
+        ``fields``: ``tenant``, ``priority`` as for :meth:`Client.request` (the timeout is the deadline)."""
+        return self.decode(self.client.request(wire_description(description), self.encode(value), timeout, **fields))
 
     def stream(
         self, description: Description | bytes, value: Any = None, timeout: float | None = None

@@ -4,9 +4,10 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 (carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
-not look like a dead worker, and to read what the broker says meanwhile (a restarted broker's DISCONNECT: the
-worker registers again with RESUME). The lock also guards the session. It knows nothing of how the broker
-matches descriptions.
+not look like a dead worker, and that reads what the broker sends meanwhile (a CANCEL of the running task
+marks its :class:`~generaldomo.peers.task.TaskContext` cancelled; a restarted broker's DISCONNECT makes the
+worker register again at once, with RESUME). The lock also guards the session. It knows nothing of how the
+broker matches descriptions.
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
 from generaldomo.peers.client import Keys, as_bytes, as_frames
 from generaldomo.peers.reject import Reject
+from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio import protocol
 from generaldomo.sansio.handshake import HandshakeFailure
-from generaldomo.sansio.session import Action, RunTask, WorkerSession
+from generaldomo.sansio.session import Action, CancelTask, RunTask, WorkerSession
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
 log = logging.getLogger(__name__)
 
 Payload = bytes | tuple[bytes, ...]
-Handler = Callable[[Payload], bytes | Sequence[bytes] | Generator[Any, None, Any]]
+Result = bytes | Sequence[bytes] | Generator[Any, None, Any]
+Handler = Callable[[Payload], Result] | Callable[[Payload, TaskContext], Result]
 READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
-BUSY_LOOK: Final = 0.25  # seconds between the heartbeat thread's looks at the socket while the handler runs
+LISTEN_EVERY: Final = 0.1  # seconds between two looks at the socket while the handler runs (for a CANCEL)
 MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
 _SAID: set[str] = set()
 
@@ -50,8 +53,10 @@ class WorkerStopped(RuntimeError):
 class Worker:
     """Serves requests matching ``description`` with ``handler``.
 
-    The handler gets the request payload (``bytes`` when the request has one frame, else a tuple of frames)
-    and returns the result: ``bytes`` or a sequence of bytes frames. An exception in the handler, or a result
+    The handler gets the request payload (``bytes`` when the request has one frame, else a tuple of frames),
+    and, if it has a second positional parameter without a default, the task's
+    :class:`~generaldomo.peers.task.TaskContext` (its deadline, time left, and whether it was cancelled); it
+    returns the result: ``bytes`` or a sequence of bytes frames. An exception in the handler, or a result
     of another type (``str``, ``None``, a dict...), is sent back to the client as a ``500`` error reply saying
     what happened, and the worker goes on. A handler that is a generator streams: each value it yields goes to
     the client at once as a partial result, and the value it returns is the final result. A ``None``
@@ -76,6 +81,8 @@ class Worker:
         self.endpoint = find_broker(self.transport, endpoint)
         self.description = as_bytes(description)
         self.handler = handler
+        self._takes_task = takes_task(handler)
+        self._task: TaskContext | None = None  # the running task's, while the handler runs
         self.context = context or zmq.Context.instance()
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
@@ -157,6 +164,8 @@ class Worker:
         for action in self._link.perform(actions):
             if isinstance(action, RunTask):
                 return action
+            if isinstance(action, CancelTask) and (task := self._task) is not None and task.task_id == action.task_id:
+                task.cancel()
         return None
 
     def _serve(self) -> None:
@@ -196,15 +205,17 @@ class Worker:
     def _run(self, task: RunTask) -> None:
         """Run the handler with the socket lent to the heartbeat thread; send the result."""
         payload = task.body[0] if len(task.body) == 1 else task.body
+        context = self._task = TaskContext(task.task_id, task.description, task.deadline)
         traced = log.isEnabledFor(logging.DEBUG)  # -vv: one line per task
         started = time.monotonic() if traced else 0.0
         self._busy = True
         self._socket_lock.release()
         try:
-            status, result = self._call(payload)
+            status, result = self._call(payload, context)
         finally:
             self._socket_lock.acquire()
             self._busy = False
+            self._task = None
         if traced:
             elapsed = time.monotonic() - started
             log.debug(
@@ -214,10 +225,11 @@ class Worker:
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
 
-    def _call(self, payload: Payload) -> tuple[bytes, tuple[bytes, ...]]:
+    def _call(self, payload: Payload, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
         """The handler's ``(status, result frames)``; a generator's yields go out as partial results."""
         try:
-            result = self.handler(payload)
+            handler: Callable[..., Result] = self.handler
+            result = handler(payload, task) if self._takes_task else handler(payload)
             if inspect.isgenerator(result):
                 result = self._stream(result)
             return protocol.OK, as_frames(result, "handler's result")
@@ -240,7 +252,8 @@ class Worker:
                     self._perform(self._session.partial(frames))
 
     def _heartbeat_while_busy(self) -> None:
-        """While the handler runs, heartbeat the broker; on stop, tell it at once that this worker leaves."""
+        """While the handler runs, heartbeat the broker and read what it says (a CANCEL of the task); on stop,
+        tell it at once that this worker leaves."""
         while True:
             self._poke.wait(self._beat_wait())
             self._poke.clear()
@@ -252,24 +265,16 @@ class Worker:
                 if not self.busy:  # the handler finished meanwhile; the serving thread has the socket
                     continue
                 leaving = self._session.stop(self._finish) if self._stopping.is_set() else []
-                self._perform([*leaving, *self._read_while_busy(), *self._session.tick(time.monotonic())])
-
-    def _read_while_busy(self) -> list[Action[Any]]:
-        """What the broker said while the handler runs: a DISCONNECT (a restarted broker that does not know this
-        worker) makes it register again at once, with RESUME, so that its task is not run twice; a task that
-        came meanwhile is dropped by the session, which is busy (the broker reissues it)."""
-        actions: list[Action[Any]] = []
-        for _ in range(READ_BATCH):
-            frames = self._link.recv()
-            if frames is None:
-                break
-            actions += self._session.receive(frames, time.monotonic())
-        return actions
+                self._perform([*leaving, *self._session.tick(time.monotonic())])
+                for _ in range(READ_BATCH):
+                    frames = self._link.recv()
+                    if frames is None:
+                        break
+                    self._perform(self._session.receive(frames, time.monotonic()))
 
     def _beat_wait(self) -> float:
-        """Seconds until the heartbeat thread has something to do while the handler runs: a heartbeat due, or
-        a look at what the broker said (every :data:`BUSY_LOOK` seconds at most)."""
+        """Seconds until the heartbeat thread has something to do (a heartbeat due, or a look at the socket,
+        while the handler runs)."""
         if not self.busy or self._session.deadline() is None:
             return self.heartbeat_interval  # stop() and the end of serve() poke it
-        due = self._session.pulse.due - time.monotonic()
-        return max(min(due, BUSY_LOOK, self.heartbeat_interval / 4), 0.001)
+        return min(max(self._session.pulse.due - time.monotonic(), 0.001), LISTEN_EVERY)

@@ -46,6 +46,7 @@ import attrs
 from generaldomo.sansio import mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.adaptive import AdaptiveLimits
+from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
@@ -130,6 +131,7 @@ class BrokerCore:
         self._held_total = 0
         self._idle_since: dict[Service, float] = {}
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
+        self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
         self._adopted: set[Service] = set()
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
@@ -193,17 +195,25 @@ class BrokerCore:
 
     def deadline(self) -> float | None:
         """The time at which :meth:`tick` next has work to do, or None if it has none."""
-        if not self._throttled:
-            return self._next_sweep
-        soonest = min(self._throttled.values())
-        return soonest if self._next_sweep is None else min(soonest, self._next_sweep)
+        soonest = self._next_sweep
+        if self._deadlines:
+            due = self._deadlines.soonest()
+            if due is not None and (soonest is None or due < soonest):
+                soonest = due
+        if self._throttled:
+            due = min(self._throttled.values())
+            if soonest is None or due < soonest:
+                soonest = due
+        return soonest
 
     def tick(self, now: float) -> list[Send]:
-        """Expire silent workers, send heartbeats and do the other periodic work when its time has come, then
-        dispatch what rate limits now allow; return what to send."""
+        """Expire silent workers, send heartbeats and do the other periodic work when its time has come, answer
+        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send."""
         out: list[Send] = []
         if self._next_sweep is not None and now >= self._next_sweep:
             self._sweep(now, out)
+        if self._deadlines:
+            self._expire_deadlines(now, out)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
             self._dispatch(service, now, out)
@@ -228,7 +238,7 @@ class BrokerCore:
             self.flows[change.name] = change.limits
         out: list[Send] = []
         for service in [s for s in self.resolver.services() if s.name == change.name]:
-            service.flow.apply(change.limits)
+            service.apply_flow(change.limits)
             self._throttled.pop(service, None)
             self._dispatch(service, now, out)
         return out
@@ -275,7 +285,7 @@ class BrokerCore:
             self._kept.bytes,
             self._kept.evicted,
         )
-        services = [ServiceReport.of(s, self._held.get(s, 0), now) for s in self.resolver.services()]
+        services = [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in self.resolver.services()]
         workers = [
             WorkerReport(
                 worker.label,
@@ -364,17 +374,31 @@ class BrokerCore:
             self.counters["over_budget"] += 1
             self._reject(peer, event, protocol.OVER_BUDGET, refusal, now, out)
             return
+        deadline = None
+        if event.deadline is not None:
+            if event.deadline <= 0:
+                self.counters["past_deadline"] += 1
+                self.counters["expired"] += 1
+                self._reject(peer, event, protocol.EXPIRED, "the request's deadline had passed when it came", now, out)
+                return
+            deadline = now + event.deadline
         self._adopt(service)
         task_id = self._random(TASK_ID_BYTES)
         if self._tickets is not None and event.request_id is not None:
             digest = request_digest(event.description, event.body)
             task_id = self._tickets.issue(task_id, service.name, owner, event.request_id, digest)
-        task = Task(task_id, peer, event.dialect, key, event.description, event.body, service, now, size)
+        tenant = credential.key if credential is not None else event.tenant or peer  # (a key, a name, a connection)
+        task = Task(
+            task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
+            deadline=deadline, tenant=tenant, priority=event.priority,
+        )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
             self._by_request[key] = task
         self._held[service] = self._held.get(service, 0) + size
         self._held_total += size
+        if deadline is not None:
+            self._deadlines.add(deadline, task)
         service.push(task)
         self._dispatch(service, now, out)
 
@@ -438,10 +462,11 @@ class BrokerCore:
         if task is None:
             return
         self.counters["cancelled"] += 1
-        self._withdraw(task)
+        self._withdraw(task, out)
 
-    def _withdraw(self, task: Task) -> None:
-        """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped."""
+    def _withdraw(self, task: Task, out: list[Send]) -> None:
+        """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
+        worker told, if it understands CANCEL)."""
         state = task.state
         task.state = _T_CANCEL[state]
         if task.state is TaskState.DONE:  # it was queued
@@ -449,6 +474,12 @@ class BrokerCore:
             self._remove(task, state, dequeued=True)
         elif task.worker is not None:
             task.worker.state = _W_CANCEL[task.worker.state]
+            self._tell_cancel(task.worker, task, out)
+
+    def _tell_cancel(self, worker: Worker, task: Task, out: list[Send]) -> None:
+        """Tell ``worker`` (if it understands CANCEL) that nobody waits for the result of ``task`` any more."""
+        if "cancel" in worker.features:
+            out.append(Send(worker.peer, protocol.worker_cancel(task.id)))
 
     def _on_large_request(
         self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
@@ -498,15 +529,19 @@ class BrokerCore:
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
                 return
-        self._register(peer, event.dialect, event.description, now, credential, out, (event.host, event.pid))
+        self._register(
+            peer, event.dialect, event.description, now, credential, out, (event.host, event.pid), event.features
+        )
 
     def _register(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
-        out: list[Send], where: tuple[str | None, int | None] = (None, None), *, busy: bool = False,
+        out: list[Send], where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
+        *, busy: bool = False,
     ) -> Worker | None:  # fmt: skip
-        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said, waiting (or
-        ``busy`` with a task of its own, resumed); a worker beyond ``max_workers`` (one connection may claim many
-        peer addresses through envelopes) is told to go. The worker, or None if it was told to go."""
+        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said and understanding
+        ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond ``max_workers`` (one
+        connection may claim many peer addresses through envelopes) is told to go. The worker, or None if it was
+        told to go."""
         limit = self.settings.max_workers
         if limit is not None and len(self._workers) >= limit:
             self.counters["workers_refused"] += 1
@@ -520,6 +555,7 @@ class BrokerCore:
         state = WorkerState.BUSY if busy else WorkerState.WAITING
         worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer), state)
         worker.host, worker.pid = where
+        worker.features = features
         self._workers[peer] = worker
         service.join(worker)
         self.counters["workers_registered"] += 1
@@ -602,7 +638,8 @@ class BrokerCore:
             self._complete(task, status, body, now, out, dispatch=not same)
         if not same and event.description is not None:
             self._unregister(worker)
-            self._register(peer, event.dialect, event.description, now, credential, out, (worker.host, worker.pid))
+            where = (worker.host, worker.pid)
+            self._register(peer, event.dialect, event.description, now, credential, out, where, worker.features)
             return
         self._wait(worker, now, out)
 
@@ -661,7 +698,9 @@ class BrokerCore:
         if known is not None:  # as a second READY: a new registration
             self._forget(known, now, out)
         where = (event.host, event.pid)
-        worker = self._register(peer, event.dialect, event.description, now, credential, out, where, busy=True)
+        worker = self._register(
+            peer, event.dialect, event.description, now, credential, out, where, event.features, busy=True
+        )
         if worker is None:
             return
         self.counters["workers_resumed"] += 1
@@ -761,7 +800,7 @@ class BrokerCore:
         if live is not None:
             out.append(Send(live.client, frames))
             del self._by_request[key]
-            self._withdraw(live)
+            self._withdraw(live, out)
         elif self._kept.get(key, now) is not None:
             return  # answered already: the first answer stands
         self._kept.keep(key, frames, now, ticket.digest)
@@ -812,7 +851,7 @@ class BrokerCore:
             self._adopted.add(service)
             limits = self.flows.get(service.name)
             if limits is not None:
-                service.flow.apply(limits)
+                service.apply_flow(limits)
 
     def _wait(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
@@ -820,8 +859,8 @@ class BrokerCore:
         self._dispatch(worker.service, now, out)
 
     def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
-        """Send the service's queued tasks to its waiting workers, as far as its flow limits allow (and, after a
-        restart, not before the recovery window ends)."""
+        """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
+        allow, and, after a restart, not before the recovery window ends."""
         if self._hold_until is not None:
             if now < self._hold_until:
                 if service.pending and service.waiting:
@@ -829,6 +868,7 @@ class BrokerCore:
                 return
             self._hold_until = None
         flow = service.flow
+        held = service.release_due(now)
         while True:
             if not flow.admits(now):
                 if service.pending and service.waiting:
@@ -838,8 +878,17 @@ class BrokerCore:
                 return
             pair = service.next_pair()
             if pair is None:
+                if held is not None and service.waiting:  # tenants held by their rate: back when it allows
+                    when = self._throttled.get(service)
+                    self._throttled[service] = held if when is None else min(when, held)
                 return
             worker, task = pair
+            deadline = task.deadline
+            if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
+                service.put_back(worker)
+                self.counters["past_deadline"] += 1
+                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], now, out, dequeued=True)
+                continue
             if flow.bytes_in_flight is not None and not flow.fits(task.size):
                 service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
                 return
@@ -850,7 +899,12 @@ class BrokerCore:
             task.dispatched = now
             task.attempts += 1
             flow.dispatched(now, task.size)
-            out.append(Send(worker.peer, protocol.worker_request(worker.dialect, task.id, task.description, task.body)))
+            service.started(task, now)
+            fields = (
+                b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
+            )
+            frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
+            out.append(Send(worker.peer, frames))
             if self._trace:
                 log.debug(
                     "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
@@ -879,19 +933,26 @@ class BrokerCore:
             stats.record(waited, served, now)
             if state in IN_FLIGHT and task.service.flow.adaptive is not None:
                 task.service.flow.answered(now, served)  # a cap that grew is used by the dispatch below
-        meta = protocol.timing(waited, served)
+        self._reply(task, status, body, protocol.timing(waited, served), now, out)
+        if dispatch and state in IN_FLIGHT:
+            self._dispatch(task.service, now, out)  # a place in flight came free
+
+    def _reply(
+        self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, now: float, out: list[Send]
+    ) -> None:
+        """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
             out.append(Send(task.client, frames))
             if task.key is not None:
                 self._kept.keep(task.key, frames, now)
-        if dispatch and state in IN_FLIGHT:
-            self._dispatch(task.service, now, out)  # a place in flight came free
 
     def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
         """Forget ``task``, which was in ``state``: off its queue and out of flight, its bytes released."""
         task.state = _T_FINISH[state]
         del self._tasks[task.id]
+        if task.deadline is not None:
+            self._deadlines.forget()
         if task.key is not None and self._by_request.get(task.key) is task:
             del self._by_request[task.key]
         service = task.service
@@ -899,6 +960,7 @@ class BrokerCore:
             service.drop(task)
         elif state in IN_FLIGHT:
             service.flow.finished(task.size)
+            service.stopped(task)
         task.worker = None
         self._held_total -= task.size
         held = self._held[service] - task.size
@@ -933,6 +995,7 @@ class BrokerCore:
             task.worker = None
             task.state = _T_REISSUE[task.state]
             task.service.flow.finished(task.size)
+            task.service.stopped(task)
             self.counters["reissued"] += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)
@@ -959,6 +1022,30 @@ class BrokerCore:
         self._warnings.flush(now)
         busy = self._workers or self._tasks or self._heard or len(self._kept) or self._idle_since or self._warnings
         self._next_sweep = now + settings.heartbeat_interval if busy else None
+
+    def _expire_deadlines(self, now: float, out: list[Send]) -> None:
+        """Answer 504 to the live tasks whose deadline has passed: a queued one leaves its queue; a running one
+        is answered now and its worker told (its result will be dropped, as for a cancel)."""
+        for task in self._deadlines.due(now):
+            if task.state is TaskState.CANCELLED:
+                continue  # nobody waits for it already
+            self.counters["past_deadline"] += 1
+            if task.state is TaskState.QUEUED:
+                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], now, out)
+                continue
+            worker = task.worker
+            task.service.stats.expired += 1
+            self.counters["completed"] += 1
+            self.counters["expired"] += 1
+            served = now - task.dispatched if task.dispatched is not None else 0.0
+            waited = now - task.enqueued - served
+            self._reply(task, protocol.EXPIRED, [_RAN_PAST_DEADLINE], protocol.timing(waited, served), now, out)
+            if task.key is not None and self._by_request.get(task.key) is task:
+                del self._by_request[task.key]  # a re-ask gets the kept 504
+            task.state = _T_CANCEL[task.state]
+            if worker is not None:
+                worker.state = _W_CANCEL[worker.state]
+                self._tell_cancel(worker, task, out)
 
     def _expire_queued(self, enqueued_before: float, now: float, out: list[Send]) -> None:
         """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
@@ -1012,6 +1099,10 @@ class BrokerCore:
 
     # ------------------------------------------------------------------------------------------- logs
 
+    def _tenant_name(self, tenant: object) -> str:
+        """A tenant's name in reports: its key or given name, or its connection's label."""
+        return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
+
     def _label(self, peer: Peer) -> str:
         """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
         digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
@@ -1029,3 +1120,11 @@ def _size(frames: Sequence[bytes]) -> int:
 
 def _digest(task: Task) -> bytes:
     return request_digest(task.description, task.body)
+
+
+def _finished(task: Task) -> bool:
+    return task.state is TaskState.DONE
+
+
+_PAST_DEADLINE = b"the request's deadline passed before a worker took it"
+_RAN_PAST_DEADLINE = b"the request's deadline passed while a worker ran it"

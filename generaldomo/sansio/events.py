@@ -29,12 +29,17 @@ class Dialect(enum.Enum):
 
 @attrs.frozen(slots=True)
 class ClientRequest:
-    """A client asks for a task. MDP dialects carry no request id."""
+    """A client asks for a task. MDP dialects carry no request id, and no fields: a GDP client may say by when
+    it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for and the request's
+    ``priority`` (higher first, within its tenant)."""
 
     dialect: Dialect
     request_id: bytes | None
     description: bytes
     body: tuple[bytes, ...]
+    deadline: float | None = None
+    tenant: str | None = None
+    priority: int = 0
 
 
 @attrs.frozen(slots=True)
@@ -57,12 +62,14 @@ class ClientCancel:
 @attrs.frozen(slots=True)
 class WorkerReady:
     """A worker offers to serve requests that its service description matches; generaldomo workers may say
-    which ``host`` and process id (``pid``) they run as (None: not said)."""
+    which ``host`` and process id (``pid``) they run as (None: not said) and which ``features`` of the
+    protocol they understand."""
 
     dialect: Dialect
     description: bytes
     host: str | None = None
     pid: int | None = None
+    features: frozenset[str] = frozenset()  # the GDP additions it understands (see protocol.FEATURES)
 
 
 @attrs.frozen(slots=True)
@@ -91,6 +98,7 @@ class WorkerResume:
     task_id: bytes
     host: str | None = None
     pid: int | None = None
+    features: frozenset[str] = frozenset()  # as in READY
 
 
 @attrs.frozen(slots=True)

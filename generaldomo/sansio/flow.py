@@ -18,9 +18,10 @@ from typing import Any
 import attrs
 
 from generaldomo.sansio.adaptive import Adaptive, AdaptiveLimits
+from generaldomo.sansio.fair import TenantLimits, merge_tenants, tenants_of
 
 _ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
-LIMIT_NAMES = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive")
+LIMIT_NAMES = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive", "tenants")
 
 
 def _positive_number(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -49,12 +50,16 @@ class FlowLimits:
     concurrency: int | None = attrs.field(default=None, validator=_positive_number)
     bytes_in_flight: int | None = attrs.field(default=None, validator=_positive_number)
     adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
+    tenants: dict[str, TenantLimits] | None = attrs.field(default=None, converter=tenants_of)
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
-        """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input."""
+        """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input.
+        ``tenants`` changes the tenants it names (null forgets one's limits; a null ``tenants`` all of them)."""
         unknown = set(changes) - set(LIMIT_NAMES)
         if unknown:
             raise ValueError(f"unknown limits {sorted(unknown)}; known: {', '.join(LIMIT_NAMES)}")
+        if "tenants" in changes:
+            changes = {**changes, "tenants": merge_tenants(self.tenants, changes["tenants"])}
         return attrs.evolve(self, **changes)  # type: ignore[arg-type]
 
     @property
@@ -77,6 +82,7 @@ class Flow:
     concurrency: int | None = None
     bytes_in_flight: int | None = None
     adaptive: Adaptive | None = None
+    tenants: dict[str, TenantLimits] | None = None  # weights and limits by tenant (the service's queue applies them)
     in_flight: int = 0
     in_flight_bytes: int = 0
     _cap: int | None = attrs.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
@@ -91,6 +97,7 @@ class Flow:
         """Enforce ``limits`` from now on; the bucket starts full under a new rate; an adaptive cap already
         running keeps what it learnt, clamped into new bounds."""
         self.rate, self.concurrency, self.bytes_in_flight = limits.rate, limits.concurrency, limits.bytes_in_flight
+        self.tenants = limits.tenants
         if limits.burst is not None:
             self.burst = limits.burst
         if limits.adaptive is None:

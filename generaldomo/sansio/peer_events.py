@@ -40,11 +40,20 @@ class HeartbeatAnswer:
 
 @attrs.frozen(slots=True)
 class TaskRequest:
-    """The broker hands a worker a task."""
+    """The broker hands a worker a task; ``deadline``: seconds the client still waits, if it said."""
 
     task_id: bytes
     description: bytes
     body: tuple[bytes, ...]
+    deadline: float | None = None
+
+
+@attrs.frozen(slots=True)
+class TaskCancel:
+    """The broker tells a worker that nobody waits for the result of its task any more (cancelled or past
+    its deadline): a cooperative handler may stop."""
+
+    task_id: bytes
 
 
 @attrs.frozen(slots=True)
@@ -62,4 +71,4 @@ class BrokerDisconnect:
 
 
 ToClient = FinalReply | PartialReply | HeartbeatAnswer | Malformed
-ToWorker = TaskRequest | BrokerHeartbeat | BrokerDisconnect | Malformed
+ToWorker = TaskRequest | TaskCancel | BrokerHeartbeat | BrokerDisconnect | Malformed

@@ -9,6 +9,7 @@ unpacked from a SERVER message), of clocks, or of what the broker decides to do 
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Sequence
 from typing import Any, Final
@@ -33,6 +34,7 @@ from generaldomo.sansio.peer_events import (
     FinalReply,
     HeartbeatAnswer,
     PartialReply,
+    TaskCancel,
     TaskRequest,
     ToClient,
     ToWorker,
@@ -60,6 +62,7 @@ READY, REQUEST, PARTIAL, FINAL, HEARTBEAT, DISCONNECT = "READY REQUEST PARTIAL F
 CANCEL: Final = "CANCEL"
 RESUME: Final = "RESUME"  # a GDP worker registers while it runs a task (hand-over)
 HANDOVER: Final = "HANDOVER"  # a GDP worker hands over the result of a task of an earlier registration
+FIELDS_REQUEST: Final = "REQUEST+FIELDS"  # a GDP REQUEST with a fields frame after the description
 MAX_REASKED: Final = 64  # request ids one client HEARTBEAT may ask about
 MAX_TAKEN: Final = 1024  # results one broker HEARTBEAT to a worker acknowledges
 
@@ -82,14 +85,24 @@ PREFIX: Final[dict[tuple[Dialect, bool], tuple[bytes, ...]]] = {
 _MDP02_WORKER = {READY: 1, REQUEST: 2, PARTIAL: 3, FINAL: 4, HEARTBEAT: 5, DISCONNECT: 6}
 # Worker command bytes. generaldomo workers return results inside READY, so they have no FINAL.
 WORKER_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
-    Dialect.GDP: {READY: 1, REQUEST: 2, PARTIAL: 3, HEARTBEAT: 5, DISCONNECT: 6, RESUME: 7, HANDOVER: 8},
+    Dialect.GDP: {
+        READY: 1,
+        REQUEST: 2,
+        PARTIAL: 3,
+        HEARTBEAT: 5,
+        DISCONNECT: 6,
+        FIELDS_REQUEST: 7,
+        CANCEL: 8,
+        RESUME: 9,
+        HANDOVER: 10,
+    },
     Dialect.MDP01: {READY: 1, REQUEST: 2, FINAL: 3, HEARTBEAT: 4, DISCONNECT: 5},
     Dialect.MDP02: _MDP02_WORKER,
     Dialect.MAJORTOMO: _MDP02_WORKER,
 }
 # Client command bytes. MDP/0.1 has no client command byte at all.
 CLIENT_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
-    Dialect.GDP: {REQUEST: 1, PARTIAL: 2, FINAL: 3, HEARTBEAT: 4, CANCEL: 5},
+    Dialect.GDP: {REQUEST: 1, PARTIAL: 2, FINAL: 3, HEARTBEAT: 4, CANCEL: 5, FIELDS_REQUEST: 6},
     Dialect.MDP02: {REQUEST: 1, PARTIAL: 2, FINAL: 3},
     Dialect.MAJORTOMO: {REQUEST: 2, PARTIAL: 3, FINAL: 4},
 }
@@ -111,8 +124,15 @@ def _byte(dialect: Dialect, command: str, worker: bool) -> bytes:
 # ---------------------------------------------------------------------------------------------------- parsing
 
 
+def _field(frame: bytes) -> bytes:
+    """A frame the broker reads (an id, a description, a status) as bytes: the links may hand over a large frame
+    as a read-only memoryview of the message received (payloads pass on uncopied); such a field is copied."""
+    return frame if type(frame) is bytes else bytes(frame)
+
+
 def parse(frames: Sequence[bytes]) -> Event:
-    """Turn the frames a peer sent to the broker into an event; never raises."""
+    """Turn the frames a peer sent to the broker into an event; never raises. Body frames are passed on as they
+    are (bytes-like); every other field is bytes."""
     if not frames:
         return Malformed("empty message")
     empty = frames[0] == b""
@@ -134,23 +154,118 @@ def _parse_client(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     if dialect is Dialect.MDP01:
         if not rest:
             return Malformed("MDP/0.1 request without a service frame")
-        return ClientRequest(dialect, None, rest[0], tuple(rest[1:]))
+        return ClientRequest(dialect, None, _field(rest[0]), tuple(rest[1:]))
     if dialect is Dialect.GDP and rest and rest[0] in _GDP_CLIENT_CONTROL:
         return _parse_gdp_control(rest[0], rest[1:])
+    if dialect is Dialect.GDP and rest and rest[0] == _GDP_FIELDS_REQUEST:
+        if len(rest) < 4:
+            return Malformed("generaldomo request with fields needs a request id, a description and fields")
+        fields = parse_fields(_field(rest[3]))
+        if isinstance(fields, str):
+            return Malformed(fields)
+        return ClientRequest(dialect, _field(rest[1]), _field(rest[2]), tuple(rest[4:]), *fields)
     if not rest or rest[0] != _byte(dialect, REQUEST, worker=False):
         return Malformed(f"{dialect.value} client sent an unknown command")
     if dialect is Dialect.GDP:
         if len(rest) < 3:
             return Malformed("generaldomo request needs a request id and a description")
-        return ClientRequest(dialect, rest[1], rest[2], tuple(rest[3:]))
+        return ClientRequest(dialect, _field(rest[1]), _field(rest[2]), tuple(rest[3:]))
     if len(rest) < 2:
         return Malformed(f"{dialect.value} request without a service frame")
-    return ClientRequest(dialect, None, rest[1], tuple(rest[2:]))
+    return ClientRequest(dialect, None, _field(rest[1]), tuple(rest[2:]))
 
 
 _GDP_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, worker=False)
 _GDP_CANCEL = _byte(Dialect.GDP, CANCEL, worker=False)
 _GDP_CLIENT_CONTROL = (_GDP_HEARTBEAT, _GDP_CANCEL)
+_GDP_FIELDS_REQUEST = _byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
+
+
+# ---------------------------------------------------------------------------------------------------- fields
+
+# A request's fields (a GDP REQUEST+FIELDS, and the broker's REQUEST+FIELDS to a worker): entries of one tag
+# byte, one length byte and that many value bytes, each tag at most once; unknown tags are skipped, so that
+# fields can be added without a new layout.
+FIELD_DEADLINE: Final = 0x01  # 4 bytes, unsigned big-endian: milliseconds the sender still waits for the answer
+FIELD_PRIORITY: Final = 0x02  # 1 byte, signed: MIN_PRIORITY..MAX_PRIORITY, higher first (absent: 0)
+FIELD_TENANT: Final = 0x03  # 1..MAX_TENANT bytes of printable UTF-8: who the request is for
+MAX_FIELDS: Final = 256  # bytes of a fields frame
+MIN_PRIORITY: Final = -5
+MAX_PRIORITY: Final = 5
+MAX_TENANT: Final = 64
+MAX_DEADLINE_MS: Final = 2**32 - 1
+_DEADLINE = struct.Struct(">I")
+Fields = tuple[float | None, str | None, int]  # (deadline in seconds, tenant, priority)
+
+
+def request_fields(deadline: float | None = None, tenant: str | None = None, priority: int = 0) -> bytes:
+    """The fields frame of a request: ``deadline`` seconds from now (rounded up to a millisecond, clamped at
+    :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant`` and ``priority``; ValueError on a tenant or
+    priority the broker would refuse. Empty when nothing is set (a plain REQUEST then does)."""
+    frame = b"" if deadline is None else deadline_field(deadline)
+    if priority:
+        if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            raise ValueError(f"a priority is a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
+        frame += bytes((FIELD_PRIORITY, 1)) + priority.to_bytes(1, "big", signed=True)
+    if tenant is not None:
+        encoded = tenant.encode()
+        if not _good_tenant(tenant, encoded):
+            raise ValueError(f"a tenant is 1 to {MAX_TENANT} bytes of printable text, not {tenant!r}")
+        frame += bytes((FIELD_TENANT, len(encoded))) + encoded
+    return frame
+
+
+def deadline_field(seconds: float) -> bytes:
+    """The fields frame that carries a deadline alone: ``seconds`` from now (see :func:`request_fields`)."""
+    if seconds != seconds:
+        raise ValueError("a deadline is a number of seconds, not NaN")
+    ms = 0 if seconds <= 0 else MAX_DEADLINE_MS if seconds * 1000 >= MAX_DEADLINE_MS else math.ceil(seconds * 1000)
+    return _DEADLINE_TAG + _DEADLINE.pack(ms)
+
+
+_DEADLINE_TAG = bytes((FIELD_DEADLINE, 4))
+
+
+def _good_tenant(tenant: str, encoded: bytes) -> bool:
+    return 0 < len(encoded) <= MAX_TENANT and tenant.isprintable()
+
+
+def parse_fields(frame: bytes) -> Fields | str:
+    """``(deadline seconds, tenant, priority)`` of a fields frame, or the reason it is malformed; never raises."""
+    if len(frame) > MAX_FIELDS:
+        return f"request fields of {len(frame)} bytes (at most {MAX_FIELDS})"
+    deadline: float | None = None
+    tenant: str | None = None
+    priority = 0
+    seen: set[int] = set()
+    at, end = 0, len(frame)
+    while at < end:
+        if end - at < 2 or end - at - 2 < frame[at + 1]:
+            return "truncated request field"
+        tag, size = frame[at], frame[at + 1]
+        value = frame[at + 2 : at + 2 + size]
+        at += 2 + size
+        if tag in seen:
+            return f"request field {tag} given twice"
+        seen.add(tag)
+        if tag == FIELD_DEADLINE:
+            if size != 4:
+                return "a deadline field has 4 bytes"
+            deadline = _DEADLINE.unpack(value)[0] / 1000.0
+        elif tag == FIELD_PRIORITY:
+            if size != 1:
+                return "a priority field has 1 byte"
+            priority = int.from_bytes(value, "big", signed=True)
+            if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+                return f"priority {priority} outside {MIN_PRIORITY}..{MAX_PRIORITY}"
+        elif tag == FIELD_TENANT:
+            try:
+                tenant = bytes(value).decode()
+            except UnicodeDecodeError:
+                return "a tenant field is not UTF-8"
+            if not _good_tenant(tenant, value):
+                return "a tenant field is not 1 to 64 bytes of printable text"
+    return deadline, tenant, priority
 
 
 def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
@@ -158,10 +273,10 @@ def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
     if command == _GDP_HEARTBEAT:
         if len(args) > MAX_REASKED:
             return Malformed(f"generaldomo HEARTBEAT asks about {len(args)} ids (at most {MAX_REASKED})")
-        return ClientHeartbeat(Dialect.GDP, tuple(args))
+        return ClientHeartbeat(Dialect.GDP, tuple(map(_field, args)))
     if len(args) != 1:
         return Malformed(f"generaldomo CANCEL with {len(args)} argument frames")
-    return ClientCancel(Dialect.GDP, args[0])
+    return ClientCancel(Dialect.GDP, _field(args[0]))
 
 
 def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
@@ -169,24 +284,24 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
     args = rest[1:]
     if command == READY:
         if dialect is Dialect.GDP and len(args) >= 3:
-            return WorkerReply(dialect, args[1], args[2], tuple(args[3:]), True, args[0])
-        if dialect is Dialect.GDP and len(args) == 2 and (info := parse_worker_info(args[1])) is not None:
-            return WorkerReady(dialect, args[0], *info)
+            return WorkerReply(dialect, _field(args[1]), _field(args[2]), tuple(args[3:]), True, _field(args[0]))
+        if dialect is Dialect.GDP and len(args) == 2 and (info := read_worker_info(args[1])) is not None:
+            return WorkerReady(dialect, _field(args[0]), *info)
         if len(args) != 1:
             return Malformed(f"{dialect.value} READY with {len(args)} argument frames")
-        return WorkerReady(dialect, args[0])
+        return WorkerReady(dialect, _field(args[0]))
     if command == HEARTBEAT:
         return WorkerHeartbeat(dialect)
     if command == RESUME:  # (GDP only: the other dialects have no such command byte)
         if len(args) == 2:
-            return WorkerResume(dialect, args[0], args[1])
-        if len(args) == 3 and (info := parse_worker_info(args[2])) is not None:
-            return WorkerResume(dialect, args[0], args[1], *info)
+            return WorkerResume(dialect, _field(args[0]), _field(args[1]))
+        if len(args) == 3 and (info := read_worker_info(args[2])) is not None:
+            return WorkerResume(dialect, _field(args[0]), _field(args[1]), *info)
         return Malformed(f"generaldomo RESUME with {len(args)} argument frames (or bad peer info)")
     if command == HANDOVER:
         if len(args) < 2:
             return Malformed("generaldomo HANDOVER without a task id and a status")
-        return WorkerHandover(dialect, args[0], args[1], tuple(args[2:]))
+        return WorkerHandover(dialect, _field(args[0]), _field(args[1]), tuple(args[2:]))
     if command == DISCONNECT:
         return WorkerDisconnect(dialect)
     if command in (PARTIAL, FINAL):
@@ -194,10 +309,10 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         if dialect is Dialect.GDP:
             if not args:
                 return Malformed("generaldomo PARTIAL without a task id")
-            return WorkerReply(dialect, args[0], OK, tuple(args[1:]), final)
+            return WorkerReply(dialect, _field(args[0]), OK, tuple(args[1:]), final)
         if len(args) < 2 or args[1] != b"":
             return Malformed(f"{dialect.value} {command} without an address and an empty frame")
-        return WorkerReply(dialect, args[0], OK, tuple(args[2:]), final)
+        return WorkerReply(dialect, _field(args[0]), OK, tuple(args[2:]), final)
     return Malformed(
         f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}"
     )
@@ -208,11 +323,21 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
 MAX_INFO: Final = 1024
 MAX_HOST: Final = 255
 _MAX_PID = 2**32
+# The key "features" lists the GDP additions the worker understands (other names are ignored). "fields": the
+# broker may hand it a task as REQUEST+FIELDS (with the client's deadline); "cancel": it may send CANCEL.
+FEATURES: Final = frozenset({"fields", "cancel"})
 
 
 def parse_worker_info(frame: bytes) -> tuple[str | None, int | None] | None:
     """``(host, pid)`` of a peer-info frame (None for a value that is absent or not valid), or None if the
     frame is not a JSON object of at most :data:`MAX_INFO` bytes; never raises."""
+    info = read_worker_info(frame)
+    return None if info is None else info[:2]
+
+
+def read_worker_info(frame: bytes) -> tuple[str | None, int | None, frozenset[str]] | None:
+    """``(host, pid, features)`` of a peer-info frame (see :func:`parse_worker_info`; features: the known names
+    among those listed); never raises."""
     if len(frame) > MAX_INFO or not frame.startswith(b"{"):
         return None
     try:
@@ -221,24 +346,27 @@ def parse_worker_info(frame: bytes) -> tuple[str | None, int | None] | None:
         return None
     if not isinstance(info, dict):
         return None
-    host, pid = info.get("host"), info.get("pid")
+    host, pid, listed = info.get("host"), info.get("pid"), info.get("features")
     valid_host = isinstance(host, str) and 0 < len(host) <= MAX_HOST and host.isprintable()
     valid_pid = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < _MAX_PID
-    return (host if valid_host else None), (pid if valid_pid else None)
+    features = FEATURES.intersection(f for f in listed if isinstance(f, str)) if isinstance(listed, list) else ()
+    return (host if valid_host else None), (pid if valid_pid else None), frozenset(features)
 
 
-def worker_info(host: str | None, pid: int | None) -> bytes:
+def worker_info(host: str | None, pid: int | None, features: frozenset[str] = FEATURES) -> bytes:
     """The peer-info frame of a plain READY: the worker's host name and process id (absent ones left out). A host
     the broker would not take (not printable, longer than :data:`MAX_HOST`, or so long once escaped that the frame
     would exceed :data:`MAX_INFO`) is left out too, so that the frame never makes the READY malformed."""
     if host is not None and not (0 < len(host) <= MAX_HOST and host.isprintable()):
         host = None
-    frame = _info_frame(host, pid)
-    return frame if len(frame) <= MAX_INFO else _info_frame(None, pid)
+    frame = _info_frame(host, pid, features)
+    return frame if len(frame) <= MAX_INFO else _info_frame(None, pid, features)
 
 
-def _info_frame(host: str | None, pid: int | None) -> bytes:
-    info = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
+def _info_frame(host: str | None, pid: int | None, features: frozenset[str]) -> bytes:
+    info: dict[str, object] = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
+    if features:
+        info["features"] = sorted(features)
     return json.dumps(info, separators=(",", ":")).encode()
 
 
@@ -286,12 +414,26 @@ def client_reply(
     return [*prefix, command, description, *body]
 
 
-def worker_request(dialect: Dialect, task_id: bytes, description: bytes, body: Sequence[bytes]) -> list[bytes]:
-    """Frames that hand a task to a worker. MDP workers see the task id as the client address."""
-    command = _byte(dialect, REQUEST, True)
+def worker_request(
+    dialect: Dialect, task_id: bytes, description: bytes, body: Sequence[bytes], fields: bytes = b""
+) -> list[bytes]:
+    """Frames that hand a task to a worker; GDP ``fields`` (see :func:`request_fields`) make it a REQUEST+FIELDS,
+    for workers that understand one. MDP workers see the task id as the client address."""
     if dialect is Dialect.GDP:
-        return [GDP_WORKER, command, task_id, description, *body]
-    return [*PREFIX[dialect, True], command, task_id, b"", *body]
+        if fields:
+            return [GDP_WORKER, _GDP_WORKER_FIELDS, task_id, description, fields, *body]
+        return [GDP_WORKER, _GDP_WORKER_REQUEST, task_id, description, *body]
+    return [*PREFIX[dialect, True], _byte(dialect, REQUEST, True), task_id, b"", *body]
+
+
+def worker_cancel(task_id: bytes) -> list[bytes]:
+    """The broker's CANCEL to a GDP worker that understands one: nobody waits for ``task_id``'s result."""
+    return [GDP_WORKER, _GDP_WORKER_CANCEL, task_id]
+
+
+_GDP_WORKER_REQUEST = _byte(Dialect.GDP, REQUEST, True)
+_GDP_WORKER_FIELDS = _byte(Dialect.GDP, FIELDS_REQUEST, True)
+_GDP_WORKER_CANCEL = _byte(Dialect.GDP, CANCEL, True)
 
 
 def worker_command(dialect: Dialect, command: str) -> list[bytes]:
@@ -320,8 +462,11 @@ _PARTIAL_BYTE = _byte(Dialect.GDP, PARTIAL, False)
 _HEARTBEAT_BYTE = _byte(Dialect.GDP, HEARTBEAT, False)
 
 
-def gdp_request(request_id: bytes, description: bytes, body: Sequence[bytes]) -> list[bytes]:
-    """Frames a generaldomo client sends to ask for a task."""
+def gdp_request(request_id: bytes, description: bytes, body: Sequence[bytes], fields: bytes = b"") -> list[bytes]:
+    """Frames a generaldomo client sends to ask for a task: a REQUEST, or with ``fields`` (see
+    :func:`request_fields`) a REQUEST+FIELDS."""
+    if fields:
+        return [GDP_CLIENT, _GDP_FIELDS_REQUEST, request_id, description, fields, *body]
     return [GDP_CLIENT, _byte(Dialect.GDP, REQUEST, False), request_id, description, *body]
 
 
@@ -400,6 +545,13 @@ def read_worker_message(frames: Sequence[bytes]) -> ToWorker:
         return TaskRequest(frames[2], frames[3], tuple(frames[4:]))
     if command == HEARTBEAT and len(frames) > 2:
         return BrokerHeartbeat(frames[2], tuple(frames[3 : 3 + MAX_TAKEN]))
+    if command == FIELDS_REQUEST:
+        fields = parse_fields(frames[4]) if len(frames) >= 5 else "REQUEST+FIELDS without its frames"
+        if isinstance(fields, str):
+            return Malformed(fields)
+        return TaskRequest(frames[2], frames[3], tuple(frames[5:]), fields[0])
+    if command == CANCEL:
+        return TaskCancel(frames[2]) if len(frames) == 3 else Malformed("generaldomo CANCEL without a task id")
     known = _WORKER_READS.get(command or "")
     return known if known is not None else Malformed(f"unexpected generaldomo worker command {command}")
 
@@ -430,6 +582,8 @@ def parse_worker_command(frames: Sequence[bytes]) -> tuple[str, tuple[bytes, ...
     message = read_worker_message(frames)
     if isinstance(message, TaskRequest):
         return REQUEST, (message.task_id, message.description, *message.body)
+    if isinstance(message, TaskCancel):
+        return CANCEL, (message.task_id,)
     if isinstance(message, Malformed):
         return None
     return (HEARTBEAT if isinstance(message, BrokerHeartbeat) else DISCONNECT), ()

@@ -7,6 +7,7 @@ worker's ``task``). It knows nothing of sockets, clocks or frames.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import NamedTuple
 
 import attrs
@@ -72,6 +73,7 @@ class Worker:
     done: int = 0
     host: str | None = None
     pid: int | None = None
+    features: frozenset[str] = frozenset()  # the GDP additions it said it understands (protocol.FEATURES)
     claim: Claim | None = None
     taken: list[bytes] = attrs.Factory(list)
 
@@ -81,7 +83,10 @@ class Task:
     """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
     carry no request id, and ``size`` is what it costs the budgets. Every queued request holds one, so it has no
     weak-reference slot and no ``request_id`` field (it is the key's); ``size`` is kept, as the hot path reads it
-    four times per request (a property would cost about 0.8 µs per request for 8 bytes)."""
+    four times per request (a property would cost about 0.8 µs per request for 8 bytes). ``deadline`` is the
+    broker time after which nobody waits for the answer (None: the client set none); ``tenant`` whose share of
+    the service it takes (a CURVE key, a name the client gave, or the client's :class:`Peer`) and ``priority``
+    its order within the tenant's; ``order`` belongs to the service's queue (:mod:`generaldomo.sansio.fair`)."""
 
     id: bytes
     client: Peer
@@ -96,6 +101,10 @@ class Task:
     worker: Worker | None = None
     dispatched: float | None = None
     attempts: int = 0
+    deadline: float | None = None
+    tenant: Hashable = None
+    priority: int = 0
+    order: int = 0
 
     @property
     def request_id(self) -> bytes | None:

@@ -9,7 +9,7 @@ state; the core builds the rest. It knows nothing of sockets or clocks (``now`` 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -63,7 +63,7 @@ def limits_in_force(flow: Flow) -> FlowLimits:
     rate is in force, since a burst only shapes a rate)."""
     adaptive = None if flow.adaptive is None else flow.adaptive.limits
     burst = flow.burst if flow.rate is not None else None
-    return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive)
+    return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive, flow.tenants)
 
 
 @attrs.frozen
@@ -100,11 +100,13 @@ class FlowReport:
     bytes_in_flight: int | None = None  # the limit on request bytes in flight
     in_flight_bytes: int = 0
     adaptive: AdaptiveReport | None = attrs.field(default=None, metadata=_of(AdaptiveReport))
+    tenants: dict[str, dict[str, Any]] | None = None  # weights and limits by tenant name ("*": the others')
 
     @classmethod
     def of(cls, flow: Flow, now: float) -> FlowReport:
         """The report of ``flow`` at ``now``."""
         limits = limits_in_force(flow)
+        tenants = None if limits.tenants is None else {k: attrs.asdict(v) for k, v in limits.tenants.items()}
         return cls(
             limits.rate,
             limits.burst,
@@ -113,6 +115,7 @@ class FlowReport:
             limits.bytes_in_flight,
             flow.in_flight_bytes,
             AdaptiveReport.of(flow.adaptive, now),
+            tenants,
         )
 
 
@@ -138,9 +141,26 @@ class RecentReport:
         )
 
 
+REPORTED_TENANTS = 32  # tenants a service report lists, busiest first
+
+
+@attrs.frozen
+class TenantReport:
+    """One tenant of a service with tasks queued or in flight: its weight, queued and in flight, whether a limit
+    of its own holds it, and its dispatches (since it last appeared). ``name``: its CURVE key, the name its
+    client gave, or ``conn/`` and its connection's opaque label."""
+
+    name: str = ""
+    weight: int = 1
+    queued: int = 0
+    in_flight: int = 0
+    held: bool = False
+    dispatched: int = 0
+
+
 @attrs.frozen
 class ServiceReport:
-    """One service: its workers, queue, limits and what happened to its tasks."""
+    """One service: its workers, queue, limits, tenants and what happened to its tasks."""
 
     name: str = ""
     workers: int = 0
@@ -158,11 +178,20 @@ class ServiceReport:
     service_time: Percentiles = attrs.field(factory=Percentiles, metadata=_of(Percentiles))
     queued_bytes: int = 0  # bytes of the requests the broker holds for it (queued or running)
     recent: RecentReport = attrs.field(factory=RecentReport, metadata=_of(RecentReport))
+    tenants: list[TenantReport] = attrs.field(factory=list, metadata=_list_of(TenantReport))  # the busiest
+    busy_tenants: int = 0  # tenants with tasks queued or in flight
 
     @classmethod
-    def of(cls, service: Service, queued_bytes: int, now: float) -> ServiceReport:
-        """The report of ``service`` at ``now``."""
+    def of(
+        cls, service: Service, queued_bytes: int, now: float, name: Callable[[Hashable], str] = str
+    ) -> ServiceReport:
+        """The report of ``service`` at ``now``; ``name`` names a tenant by its key."""
         flow, stats = service.flow, service.stats
+        pending = service.pending
+        tenants = [
+            TenantReport(name(key), limits.weight, queued, in_flight, held, dispatched)
+            for key, limits, queued, in_flight, held, dispatched in pending.busiest(REPORTED_TENANTS)
+        ]
         return cls(
             service.name,
             len(service.workers),
@@ -180,6 +209,8 @@ class ServiceReport:
             Percentiles(*percentiles(stats.service_times)),
             queued_bytes,
             RecentReport.of(stats, now),
+            tenants,
+            pending.busy_tenants,
         )
 
 

@@ -1,23 +1,26 @@
 """The service management object (SMO): one queue of waiting workers and one of pending tasks.
 
-This module owns how a service pairs a waiting worker with a pending task. The default pairing is Majordomo's:
-the oldest pending task goes to the worker that has waited longest. Resolvers that bias the choice (priorities,
-capabilities) subclass :class:`Service` and override :meth:`Service.next_pair`. It does not know about
-sockets, clocks, dialects or how a description maps to a service (that is the resolver's job).
+This module owns how a service pairs a waiting worker with a pending task. The default pairing: the task its
+pending queue offers next (fair shares between tenants, then priorities: :mod:`generaldomo.sansio.fair`) goes
+to the worker that has waited longest. Resolvers that bias the choice (capabilities) subclass
+:class:`Service` and override :meth:`Service.next_pair`. It does not know about sockets, clocks, dialects or
+how a description maps to a service (that is the resolver's job).
 
 Workers and tasks are the broker core's records; a service reads only their ``description`` (and a
-worker's ``task``, None while it is idle) and must not change them.
+worker's ``task``, None while it is idle; a task's ``tenant`` and ``priority``) and must not change them
+(the pending queue keeps its own mark on each task, ``order``).
 
-Both queues are :class:`~generaldomo.sansio.queues.Queue` objects (deque-like, FIFO, with O(1) removal from
-anywhere), so that no peer can make the broker slow by queueing many tasks, or registering many workers, and
-taking them away out of order.
+The waiting queue is a :class:`~generaldomo.sansio.queues.Queue` (deque-like, FIFO, with O(1) removal from
+anywhere), the pending one a :class:`~generaldomo.sansio.fair.FairQueue` of such queues, so that no peer can
+make the broker slow by queueing many tasks, or registering many workers, and taking them away out of order.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from generaldomo.sansio.flow import Flow
+from generaldomo.sansio.fair import FairQueue
+from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.stats import ServiceStats
 
@@ -34,7 +37,7 @@ class Service:
     def __init__(self, name: str) -> None:
         self.name = name
         self.waiting: Queue[Any] = Queue(tracked=True)  # a worker may be asked to leave when it is not waiting
-        self.pending: Queue[Any] = Queue()  # the core drops only queued tasks (and a set per task costs memory)
+        self.pending = FairQueue()  # the core drops only queued tasks
         self.workers: set[Any] = set()
         self.flow = Flow()
         self.stats = ServiceStats()
@@ -75,10 +78,30 @@ class Service:
         """Take every task in ``tasks`` off the pending queue, in one pass."""
         self.pending.remove_all(tasks)
 
-    def put_back(self, worker: Described, task: Described) -> None:
-        """Undo :meth:`next_pair` when flow control holds the pair back: both go to the front of their queues."""
+    def put_back(self, worker: Described, task: Described | None = None) -> None:
+        """Undo :meth:`next_pair` when flow control holds the pair back: both go to the front of their queues (a
+        ``task`` of None: the task is not dispatched at all, and only the worker goes back)."""
         self.waiting.appendleft(worker)
-        self.pending.appendleft(task)
+        if task is not None:
+            self.pending.appendleft(task)
+
+    def apply_flow(self, limits: FlowLimits) -> None:
+        """Enforce ``limits`` from now on: the flow's, and the tenants' weights and limits in the queue."""
+        self.flow.apply(limits)
+        self.pending.configure(limits.tenants)
+
+    def started(self, task: Described, now: float) -> None:
+        """``task`` (from :meth:`next_pair`) was dispatched at ``now``: its tenant is charged."""
+        self.pending.started(task, now)
+
+    def stopped(self, task: Described) -> None:
+        """``task`` left flight: answered, failed, lost with its worker, or sent back by it."""
+        self.pending.stopped(task)
+
+    def release_due(self, now: float) -> float | None:
+        """Let tenants held by their rate take part again when their time has come; when the next one's comes."""
+        self.pending.release_due(now)
+        return self.pending.next_release()
 
     def can_serve(self, description: bytes) -> bool:
         """True when a registered worker could serve a request with ``description`` (for ``mmi.service``)."""
@@ -86,6 +109,6 @@ class Service:
 
     def next_pair(self) -> tuple[Any, Any] | None:
         """Take and return the next ``(worker, task)`` to dispatch, or None when nothing can be paired."""
-        if self.waiting and self.pending:
+        if self.waiting and self.pending.ready:
             return self.waiting.popleft(), self.pending.popleft()
         return None

@@ -15,11 +15,14 @@ Rules:
   broker answers as a new instance, after a reconnect (silence while requests are outstanding), or when the
   broker says it does not know one that it was asked about after it was last sent. Each heartbeat asks about
   the requests outstanding longer than the re-ask age since last sent or asked about, oldest first, 64 per
-  heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). The broker answers an asked
+  heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). A request with a deadline
+  is sent again with the time then left (never a fresh one). The broker answers an asked
   id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
   as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL).
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
-  time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY; while it runs only
+  time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY (a task's deadline, if the
+  broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed on, and its
+  result still goes back: that is how the broker knows the worker is free); while it runs only
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
   messages after the task); once stopped, one DISCONNECT and nothing more. Stopping mid-task drops the
   result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
@@ -55,6 +58,7 @@ from generaldomo.sansio.peer_events import (
     FinalReply,
     HeartbeatAnswer,
     PartialReply,
+    TaskCancel,
     TaskRequest,
 )
 from generaldomo.sansio.settings import DEFAULT_MAX_MESSAGE, PeerSettings
@@ -119,14 +123,23 @@ class Fail(Generic[T]):
 
 @attrs.frozen(slots=True)
 class RunTask:
-    """A worker's task to run now; report its result with :meth:`WorkerSession.finish`."""
+    """A worker's task to run now; report its result with :meth:`WorkerSession.finish`. ``deadline``: the time
+    (on the clock the session is fed) after which nobody waits for the result, if the client set one."""
 
     task_id: bytes
     description: bytes
     body: tuple[bytes, ...]
+    deadline: float | None = None
 
 
-Action = Send | Reconnect | Resolve[T] | Progress[T] | Fail[T] | RunTask
+@attrs.frozen(slots=True)
+class CancelTask:
+    """Nobody waits for the running task's result any more (cancelled, or past its deadline)."""
+
+    task_id: bytes
+
+
+Action = Send | Reconnect | Resolve[T] | Progress[T] | Fail[T] | RunTask | CancelTask
 
 
 class Pulse:
@@ -192,6 +205,8 @@ class _Outstanding(Generic[T]):
     touched: float  # last sent or asked about
     sent_seq: int  # order of the last send among this session's requests and heartbeats
     asked_seq: int = -1
+    deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
+    fields: tuple[str | None, int] = (None, 0)  # its tenant and priority, for a resend with the time left
 
 
 class ClientSession(Generic[T]):
@@ -218,15 +233,23 @@ class ClientSession(Generic[T]):
             Malformed: self._on_malformed,
         }
 
-    def submit(self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float) -> list[bytes]:
-        """Make a request outstanding; returns its frames, to be sent."""
+    def submit(
+        self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
+        deadline: float | None = None, tenant: str | None = None, priority: int = 0,
+    ) -> list[bytes]:  # fmt: skip
+        """Make a request outstanding; returns its frames, to be sent. ``deadline`` (a time on the clock ``now``
+        reads), ``tenant`` and ``priority`` go in its fields (ValueError on a bad one)."""
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
+        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority)
         if not self.outstanding:
             self.pulse.restart(now)  # nobody listened while nothing was asked
-        frames = protocol.gdp_request(request_id, description, body)
+        frames = protocol.gdp_request(request_id, description, body, fields)
         self._seq += 1
-        self.outstanding[request_id] = _Outstanding(frames, token, now, now, self._seq)
+        entry = _Outstanding(frames, token, now, now, self._seq)
+        if deadline is not None:
+            entry.deadline, entry.fields = deadline, (tenant, priority)
+        self.outstanding[request_id] = entry
         return frames
 
     def cancel(self, request_id: bytes) -> list[Action[T]]:
@@ -321,6 +344,9 @@ class ClientSession(Generic[T]):
         return [self._resend(rid, entry, now) for rid, entry in list(self.outstanding.items())]
 
     def _resend(self, request_id: bytes, entry: _Outstanding[T], now: float) -> Send:
+        if entry.deadline is not None:  # the time left now, not the time it had when first sent
+            fields = protocol.request_fields(entry.deadline - now, *entry.fields)
+            entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]
         self._seq += 1
         entry.touched, entry.sent_seq = now, self._seq
         del self.outstanding[request_id]
@@ -402,7 +428,11 @@ class WorkerSession:
                 self.drops.drop(f"a task while {self.state.value}", now)
                 return []
             self.task_id, self.resume = message.task_id, True
-            return [RunTask(message.task_id, message.description, message.body)]
+            deadline = None if message.deadline is None else now + message.deadline
+            return [RunTask(message.task_id, message.description, message.body, deadline)]
+        if isinstance(message, TaskCancel):
+            running = self.state in RUNNING and message.task_id == self.task_id
+            return [CancelTask(message.task_id)] if running else []
         if isinstance(message, BrokerHeartbeat):
             return self._on_heartbeat(message)
         if isinstance(message, BrokerDisconnect) and self.state is not WorkerState.STOPPED:

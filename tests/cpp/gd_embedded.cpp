@@ -112,7 +112,11 @@ void payload_mode(generaldomo::EmbeddedBroker &broker, generaldomo::Client &clie
 {
     const Frames body{std::string(size, 'p')};
     const std::string expected = std::to_string(size);
-    client.request(service, body, timeout);  // warm up: connections made, buffers grown
+    const std::string warm = answer([&] { return client.request(service, body, timeout); });  // connections made
+    if (warm != expected) {
+        say("unexpected reply " + warm.substr(0, 80));
+        return;
+    }
     const auto wall = Clock::now();
     const auto broker_cpu = broker.cpu_time();
     const double process_cpu = process_cpu_seconds();

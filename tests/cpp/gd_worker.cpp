@@ -3,15 +3,18 @@
 // gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L]
 //           [--delay-in-payload] [-v] ENDPOINT
 // Echoes each request's frames, the first prefixed with --tag, after --partials partial results ("T<first>#i")
-// and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v). A first frame "fail" makes the handler throw. -v prints
-// "request <first frame>" when a task starts and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
-// stops (telling the broker) and prints "stopped after N tasks". With --delay-in-payload the delay is the number
-// after the first frame's last ':' (milliseconds), e.g. "task-7:1500".
+// and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v, or by the broker's
+// CANCEL, printing "cancelled <first frame>"). A first frame "fail" makes the handler throw, "slow-down" answers
+// 429 with retry-after 0.2 s. -v prints "request <first frame>" (and " left <ms>" with a deadline) when a task starts
+// and "replied <first frame>" when it ends. On SIGTERM or SIGINT it stops (telling the broker) and prints
+// "stopped after N tasks". With --delay-in-payload the delay is the number after the first frame's last ':'
+// (milliseconds), e.g. "task-7:1500".
 #include <generaldomo/generaldomo.hpp>
 
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -61,22 +64,39 @@ int main(int argc, char **argv)
     auto handler = [&](const generaldomo::Task &task) {
         generaldomo::Frames frames = task.payload();
         const std::string first = frames.empty() ? std::string() : frames.front();
-        if (verbose)
-            say("request " + first);
+        if (verbose) {
+            std::string line = "request " + first;
+            if (auto deadline = task.deadline()) {
+                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - generaldomo::Clock::now());
+                line += " left " + std::to_string(left.count());
+            }
+            say(line);
+        }
         for (long i = 1; i <= partials; ++i)
             task.partial({tag + first + "#" + std::to_string(i)});
         auto work = delay;
         const auto colon = first.rfind(':');
         if (delay_in_payload && colon != std::string::npos)
             work = std::chrono::milliseconds(std::strtol(first.c_str() + colon + 1, nullptr, 10));
-        {
+        const auto until = generaldomo::Clock::now() + work;
+        for (;;) {
             std::unique_lock<std::mutex> lock(stop_mutex);
-            if (stop_signal.wait_for(lock, work, [] { return stopping; })) {
+            const auto step = std::min(until, generaldomo::Clock::now() + std::chrono::milliseconds(10));
+            if (stop_signal.wait_until(lock, step, [] { return stopping; })) {
                 if (verbose)
                     say("interrupted " + first);
                 return frames;  // the worker is stopping: this result is discarded
             }
+            if (task.cancelled()) {
+                if (verbose)
+                    say("cancelled " + first);
+                return frames;  // nobody waits for it: the broker drops it
+            }
+            if (generaldomo::Clock::now() >= until)
+                break;
         }
+        if (first == "slow-down")
+            throw generaldomo::Reject(generaldomo::protocol::too_many, "slow down", std::chrono::milliseconds(200));
         if (first == "fail")
             throw std::runtime_error("asked to fail");
         if (frames.empty())

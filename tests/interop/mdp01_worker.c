@@ -3,7 +3,8 @@
  * It behaves like the classic C workers: a DEALER socket, READY once per connection, heartbeats every
  * --heartbeat-ms, a new connection after --liveness heartbeat intervals of silence or on DISCONNECT, and it aborts on a
  * message that breaks the protocol. It echoes each request body (its first frame prefixed with --tag),
- * after working --delay-ms (heartbeating meanwhile), and exits after --count requests.
+ * after working --delay-ms (heartbeating meanwhile), and exits after --count requests. --sink answers with the
+ * body's size instead.
  *
  * Every frame after the DEALER's own: "", "MDPW01", command, arguments...
  */
@@ -76,7 +77,7 @@ static void serve(worker_t *w, msg_t *msg)
     send_command(w, REPLY, 1);
     send_frame(w->socket, frame_data(msg, 3), frame_size(msg, 3), 1);
     send_str(w->socket, "", 1);
-    send_body(w->socket, msg, 5, w->opts.tag, "");
+    send_reply_body(w->socket, msg, 5, &w->opts, "");
     if (w->opts.verbose) {
         printf("replied\n");
         fflush(stdout);

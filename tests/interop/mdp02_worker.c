@@ -83,7 +83,7 @@ static void serve(worker_t *w, msg_t *msg)
         send_command(w, k <= w->opts.partials ? PARTIAL : FINAL, 1);
         send_frame(w->socket, frame_data(msg, 2), frame_size(msg, 2), 1);
         send_str(w->socket, "", 1);
-        send_body(w->socket, msg, 4, w->opts.tag, suffix);
+        send_reply_body(w->socket, msg, 4, &w->opts, suffix);
     }
     if (w->opts.verbose) {
         printf("replied\n");

@@ -185,6 +185,7 @@ typedef struct {
     long partials;       /* PARTIAL replies before the FINAL (MDP/0.2) */
     int delimiter;       /* MDP/0.2: every message starts with an empty frame, as majortomo's broker expects */
     int verbose;         /* print a line per request received and replied to */
+    int sink;            /* reply with the body's size in decimal instead of echoing it (the bench's large payloads) */
 } worker_opts_t;
 
 static inline void worker_usage(int partials)
@@ -199,6 +200,7 @@ static inline void worker_usage(int partials)
             "  --liveness N         reconnect after N missed broker heartbeats (default 3)\n"
             "  --reconnect-ms MS    pause before reconnecting to a silent broker (default 2500)\n"
             "%s"
+            "  --sink               reply with the request body's size in bytes (decimal) instead of the body\n"
             "  -v, --verbose        print a line per request and reply\n",
             progname,
             partials ? "  --partials N         send N PARTIAL replies before the FINAL (default 0)\n"
@@ -207,16 +209,32 @@ static inline void worker_usage(int partials)
     exit(EXIT_USAGE);
 }
 
+/* A reply's body: the request's body from frame `first` on (the first one between --tag and `suffix`), or with
+ * --sink its size in bytes, in decimal. */
+static inline void send_reply_body(void *socket, msg_t *msg, int first, const worker_opts_t *opts, const char *suffix)
+{
+    if (!opts->sink) {
+        send_body(socket, msg, first, opts->tag, suffix);
+        return;
+    }
+    size_t total = 0;
+    for (int i = first; i < msg->size; i++)
+        total += frame_size(msg, i);
+    char size[32];
+    snprintf(size, sizeof size, "%zu", total);
+    send_str(socket, size, 0);
+}
+
 static inline worker_opts_t worker_options(int argc, char **argv, int partials)
 {
-    worker_opts_t opts = {NULL, "echo", "", 0, 0, 2500, 3, 2500, 0, 0, 0};
+    worker_opts_t opts = {NULL, "echo", "", 0, 0, 2500, 3, 2500, 0, 0, 0, 0};
     static const struct option long_options[] = {
         {"service", required_argument, 0, 's'},      {"tag", required_argument, 0, 't'},
         {"count", required_argument, 0, 'n'},        {"delay-ms", required_argument, 0, 'd'},
         {"heartbeat-ms", required_argument, 0, 'h'}, {"liveness", required_argument, 0, 'l'},
         {"reconnect-ms", required_argument, 0, 'r'}, {"partials", required_argument, 0, 'p'},
         {"delimiter", no_argument, 0, 'e'},          {"verbose", no_argument, 0, 'v'},
-        {0, 0, 0, 0},
+        {"sink", no_argument, 0, 'k'},               {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "v", long_options, NULL)) != -1) {
@@ -239,6 +257,7 @@ static inline worker_opts_t worker_options(int argc, char **argv, int partials)
             opts.delimiter = 1;
             break;
         case 'v': opts.verbose = 1; break;
+        case 'k': opts.sink = 1; break;
         default: worker_usage(partials);
         }
     }

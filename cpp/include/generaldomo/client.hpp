@@ -75,6 +75,17 @@ struct ClientOptions {
     std::chrono::milliseconds heartbeat_interval{2500};
     int liveness = 3;          // silent heartbeat intervals before the client reconnects
     void *context = nullptr;   // a libzmq context to use; by default the client makes its own
+    std::string tenant;        // the tenant of this client's requests (empty: the broker's default, per connection)
+    bool deadlines = true;     // request() sends its timeout as the request's deadline (off: for an older broker)
+};
+
+// What a request may carry besides its payload (docs/protocol.rst, "Request fields"): a deadline (the broker
+// answers 504 instead of dispatching it later, and tells a worker running it), a tenant (empty: the client's)
+// and a priority (-5..5, higher first within the tenant).
+struct RequestFields {
+    std::optional<std::chrono::milliseconds> deadline;
+    std::string tenant;
+    int priority = 0;
 };
 
 class Client {
@@ -96,15 +107,20 @@ public:
 
     // Send a request; the future gives its Reply or throws RequestFailed (or ClientClosed). on_partial is
     // called on the IO thread with each partial result a streaming worker sends; keep it short.
-    std::future<Reply> submit(std::string_view description, const Frames &frames = {}, OnPartial on_partial = {})
+    std::future<Reply> submit(std::string_view description, const Frames &frames = {}, OnPartial on_partial = {},
+                              RequestFields fields = {})
     {
-        return start(description, frames, std::move(on_partial)).second;
+        return start(description, frames, std::move(on_partial), std::move(fields)).second;
     }
 
-    // Send a request and wait up to timeout for its reply; throws Timeout, RequestFailed or ClientClosed.
-    Reply request(std::string_view description, const Frames &frames, std::chrono::milliseconds timeout)
+    // Send a request and wait up to timeout for its reply (the timeout is also its deadline, unless the options
+    // say deadlines = false or fields give one); throws Timeout, RequestFailed or ClientClosed.
+    Reply request(std::string_view description, const Frames &frames, std::chrono::milliseconds timeout,
+                  RequestFields fields = {})
     {
-        auto [id, future] = start(description, frames, {});
+        if (!fields.deadline && options_.deadlines)
+            fields.deadline = timeout;
+        auto [id, future] = start(description, frames, {}, std::move(fields));
         if (future.wait_for(timeout) != std::future_status::ready) {
             forget(id);
             throw Timeout("no reply to " + std::string(description) + " within " + std::to_string(timeout.count()) +
@@ -145,17 +161,30 @@ private:
         std::shared_ptr<const std::string> packed;  // the REQUEST as sent, for resending
         Clock::time_point sent;
         OnPartial on_partial;
+        std::optional<Clock::time_point> deadline;  // a resend carries the time then left
+        std::string description, tenant;
+        Frames frames;
+        int priority = 0;
     };
 
     std::pair<std::string, std::future<Reply>> start(std::string_view description, const Frames &frames,
-                                                     OnPartial on_partial)
+                                                     OnPartial on_partial, RequestFields fields)
     {
         std::string id = prefix_;
         const std::uint64_t serial = ++serial_;
         for (int shift = 56; shift >= 0; shift -= 8)
             id.push_back(static_cast<char>((serial >> shift) & 0xFF));
-        auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames));
-        Pending pending{{}, packed, Clock::now(), std::move(on_partial)};
+        const std::string &tenant = fields.tenant.empty() ? options_.tenant : fields.tenant;
+        const std::string packed_fields = protocol::request_fields(fields.deadline, tenant, fields.priority);
+        auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames, packed_fields));
+        const auto now = Clock::now();
+        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, fields.priority};
+        if (fields.deadline) {  // kept to send the time left again, should the broker need the request again
+            pending.deadline = now + *fields.deadline;
+            pending.description = std::string(description);
+            pending.tenant = tenant;
+            pending.frames = frames;
+        }
         std::future<Reply> future = pending.promise.get_future();
         bool first;
         {
@@ -250,8 +279,17 @@ private:
         {
             std::lock_guard<std::mutex> lock(mutex_);
             outstanding.reserve(waiting_.size());
-            for (const auto &entry : waiting_)
-                outstanding.push_back(entry.second.packed);
+            const auto now = Clock::now();
+            for (auto &entry : waiting_) {
+                Pending &pending = entry.second;
+                if (pending.deadline) {
+                    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*pending.deadline - now);
+                    const std::string fields = protocol::request_fields(left, pending.tenant, pending.priority);
+                    pending.packed = std::make_shared<const std::string>(
+                        protocol::request(entry.first, pending.description, pending.frames, fields));
+                }
+                outstanding.push_back(pending.packed);
+            }
         }
         resent_ += outstanding.size();
         for (const auto &packed : outstanding)

@@ -2,6 +2,8 @@
 // worker messages, byte for byte as docs/protocol.rst gives them. No sockets, no threads.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -21,17 +23,25 @@ namespace protocol {
 inline constexpr std::string_view client_header = "GDPC01";
 inline constexpr std::string_view worker_header = "GDPW01";
 
-// GDP client command bytes.
-inline constexpr char client_request = 0x01, client_partial = 0x02, client_final = 0x03, client_heartbeat = 0x04;
-// GDP worker command bytes (results travel in READY: there is no FINAL). RESUME and HANDOVER are the hand-over
-// (docs/protocol.rst, "Hand-over").
+// GDP client command bytes (0x06: a REQUEST with a fields frame after the description).
+inline constexpr char client_request = 0x01, client_partial = 0x02, client_final = 0x03, client_heartbeat = 0x04,
+                      client_request_fields = 0x06;
+// GDP worker command bytes (results travel in READY: there is no FINAL). 0x07 and 0x08 go to workers whose
+// READY said they understand them (peer info "features": "fields", "cancel"); RESUME and HANDOVER are the
+// hand-over (docs/protocol.rst, "Hand-over").
 inline constexpr char worker_ready = 0x01, worker_request = 0x02, worker_partial = 0x03, worker_heartbeat = 0x05,
-                      worker_disconnect = 0x06, worker_resume = 0x07, worker_handover = 0x08;
+                      worker_disconnect = 0x06, worker_request_fields = 0x07, worker_cancel = 0x08,
+                      worker_resume = 0x09, worker_handover = 0x0A;
 inline constexpr std::size_t nonce_bytes = 16;  // a task is named in a heartbeat's acknowledgements by this prefix
 
-// Status codes of FINAL replies.
-inline constexpr int ok = 200, bad_request = 400, too_large = 413, worker_error = 500, unavailable = 503,
-                     expired = 504;
+// Status codes of FINAL replies (429 from a worker: "slow down", see docs/protocol.rst).
+inline constexpr int ok = 200, bad_request = 400, too_large = 413, too_many = 429, worker_error = 500,
+                     unavailable = 503, expired = 504;
+
+// Request fields: entries of a tag byte, a length byte and the value (docs/protocol.rst, "Request fields").
+inline constexpr unsigned char field_deadline = 0x01, field_priority = 0x02, field_tenant = 0x03;
+inline constexpr int min_priority = -5, max_priority = 5;
+inline constexpr std::size_t max_tenant = 64;
 
 class DecodeError : public std::runtime_error {
 public:
@@ -87,16 +97,75 @@ inline Frames decode(std::string_view data)
     return frames;
 }
 
+// ------------------------------------------------------------------------------------------ request fields
+
+// The fields frame: a deadline (milliseconds left, clamped to 0..2^32-1), a tenant (1 to 64 bytes; empty: none)
+// and a priority (-5..5; 0 is left out). Throws std::invalid_argument on a tenant or priority out of range.
+inline std::string request_fields(std::optional<std::chrono::milliseconds> deadline, std::string_view tenant = {},
+                                  int priority = 0)
+{
+    std::string out;
+    if (deadline) {
+        const long long ms = std::max<long long>(0, std::min<long long>(deadline->count(), 0xFFFFFFFFll));
+        out.push_back(static_cast<char>(field_deadline));
+        out.push_back(4);
+        for (int shift = 24; shift >= 0; shift -= 8)
+            out.push_back(static_cast<char>((ms >> shift) & 0xFF));
+    }
+    if (priority != 0) {
+        if (priority < min_priority || priority > max_priority)
+            throw std::invalid_argument("a priority is -5 to 5");
+        out.push_back(static_cast<char>(field_priority));
+        out.push_back(1);
+        out.push_back(static_cast<char>(static_cast<signed char>(priority)));
+    }
+    if (!tenant.empty()) {
+        if (tenant.size() > max_tenant)
+            throw std::invalid_argument("a tenant is at most 64 bytes");
+        for (unsigned char c : tenant)
+            if (c < 0x20 || c == 0x7F)
+                throw std::invalid_argument("a tenant is printable text");
+        out.push_back(static_cast<char>(field_tenant));
+        out.push_back(static_cast<char>(tenant.size()));
+        out.append(tenant);
+    }
+    return out;
+}
+
+// The deadline a fields frame carries (milliseconds left), nullopt if none or if the frame is malformed.
+inline std::optional<std::chrono::milliseconds> parse_deadline(std::string_view fields)
+{
+    std::size_t at = 0;
+    while (at + 2 <= fields.size()) {
+        const auto tag = static_cast<unsigned char>(fields[at]);
+        const std::size_t size = static_cast<unsigned char>(fields[at + 1]);
+        if (fields.size() - at - 2 < size)
+            return std::nullopt;
+        if (tag == field_deadline && size == 4) {
+            std::uint32_t ms = 0;
+            for (std::size_t i = 0; i < 4; ++i)
+                ms = (ms << 8) | static_cast<unsigned char>(fields[at + 2 + i]);
+            return std::chrono::milliseconds(ms);
+        }
+        at += 2 + size;
+    }
+    return std::nullopt;
+}
+
 // ------------------------------------------------------------------------------------------ client side
 
-// REQUEST: GDPC01, 0x01, request id, request description, payload...  (packed)
-inline std::string request(std::string_view request_id, std::string_view description, const Frames &body)
+// REQUEST: GDPC01, 0x01, request id, request description, payload...; with fields (request_fields()):
+// GDPC01, 0x06, request id, request description, fields, payload...  (packed)
+inline std::string request(std::string_view request_id, std::string_view description, const Frames &body,
+                           std::string_view fields = {})
 {
     std::string out;
     append_frame(out, client_header);
-    append_frame(out, std::string_view(&client_request, 1));
+    append_frame(out, std::string_view(fields.empty() ? &client_request : &client_request_fields, 1));
     append_frame(out, request_id);
     append_frame(out, description);
+    if (!fields.empty())
+        append_frame(out, fields);
     for (const auto &frame : body)
         append_frame(out, frame);
     return out;
@@ -197,6 +266,17 @@ inline std::string worker_message(char command, std::initializer_list<std::strin
 // READY: GDPW01, 0x01, service description
 inline std::string ready(std::string_view description) { return worker_message(worker_ready, {description}); }
 
+// READY with peer info: GDPW01, 0x01, service description, {"features":["cancel","fields"],"pid":N}
+inline std::string peer_info(long pid)
+{
+    return "{\"features\":[\"cancel\",\"fields\"],\"pid\":" + std::to_string(pid) + "}";
+}
+
+inline std::string ready_with_info(std::string_view description, long pid)
+{
+    return worker_message(worker_ready, {description, peer_info(pid)});
+}
+
 // READY + result: GDPW01, 0x01, service description, task id, status, result...
 inline std::string ready(std::string_view description, std::string_view task_id, int status, const Frames &result)
 {
@@ -204,13 +284,16 @@ inline std::string ready(std::string_view description, std::string_view task_id,
     return worker_message(worker_ready, {description, task_id, digits}, result);
 }
 
-// RESUME: GDPW01, 0x07, service description, task id (registering while that task runs)
-inline std::string resume(std::string_view description, std::string_view task_id)
+// RESUME: GDPW01, 0x09, service description, task id (registering while that task runs), with peer info as
+// READY's (pid 0: without it)
+inline std::string resume(std::string_view description, std::string_view task_id, long pid)
 {
-    return worker_message(worker_resume, {description, task_id});
+    if (pid == 0)
+        return worker_message(worker_resume, {description, task_id});
+    return worker_message(worker_resume, {description, task_id, peer_info(pid)});
 }
 
-// HANDOVER: GDPW01, 0x08, task id, status, result... (a result of an earlier registration)
+// HANDOVER: GDPW01, 0x0A, task id, status, result... (a result of an earlier registration)
 inline std::string handover(std::string_view task_id, int status, const Frames &result)
 {
     const std::string digits = std::to_string(status);
@@ -223,11 +306,13 @@ inline std::string partial(std::string_view task_id, const Frames &body)
     return worker_message(worker_partial, {task_id}, body);
 }
 
-// A broker message to a worker: REQUEST (args: task id, request description, payload...), HEARTBEAT (args: a
-// hand-over broker's instance, then the nonces of the results it took) or DISCONNECT; nullopt for anything else.
+// A broker message to a worker: REQUEST (args: task id, request description, payload...; a REQUEST+FIELDS is
+// given as a REQUEST with its deadline), CANCEL (args: task id), HEARTBEAT (args: a hand-over broker's instance,
+// then the nonces of the results it took) or DISCONNECT; nullopt otherwise.
 struct WorkerCommand {
     char command;
     Frames args;
+    std::optional<std::chrono::milliseconds> deadline;  // REQUEST: the time the client still waits, if it said
 };
 
 inline std::optional<WorkerCommand> parse_worker_command(Frames &&frames)
@@ -235,12 +320,23 @@ inline std::optional<WorkerCommand> parse_worker_command(Frames &&frames)
     if (frames.size() < 2 || frames[0] != worker_header || frames[1].size() != 1)
         return std::nullopt;
     const char command = frames[1][0];
-    if (command != worker_request && command != worker_heartbeat && command != worker_disconnect)
+    if (command == worker_request_fields) {
+        if (frames.size() < 5)
+            return std::nullopt;
+        auto deadline = parse_deadline(frames[4]);
+        frames.erase(frames.begin() + 4);
+        WorkerCommand request{worker_request, Frames(std::make_move_iterator(frames.begin() + 2),
+                                                     std::make_move_iterator(frames.end())), deadline};
+        return request;
+    }
+    if (command != worker_request && command != worker_heartbeat && command != worker_disconnect &&
+        command != worker_cancel)
         return std::nullopt;
-    if (command == worker_request && frames.size() < 4)
+    if ((command == worker_request && frames.size() < 4) || (command == worker_cancel && frames.size() != 3))
         return std::nullopt;
-    return WorkerCommand{command, Frames(std::make_move_iterator(frames.begin() + 2),
-                                         std::make_move_iterator(frames.end()))};
+    return WorkerCommand{command,
+                         Frames(std::make_move_iterator(frames.begin() + 2), std::make_move_iterator(frames.end())),
+                         std::nullopt};
 }
 
 }  // namespace protocol

@@ -2,7 +2,9 @@
 // description with a handler. It owns the worker's side of the conversation: READY (carrying the previous
 // result), heartbeats both ways (also while the handler runs), reconnecting when the broker falls silent or
 // says DISCONNECT, and DISCONNECT when it stops. The IO thread owns the socket; the handler runs on a
-// thread of its own, one task at a time.
+// thread of its own, one task at a time. Its READY says it understands request fields and CANCEL (peer info),
+// so a task carries the client's deadline and a handler can see that its task was cancelled (or expired);
+// a broker older than peer info refuses that READY, and the worker then registers with a plain one.
 //
 // Hand-over (a broker with a state directory, whose heartbeats name its instance): each result is held from
 // when it goes out until a heartbeat names its task as taken; registering again, or hearing a new instance,
@@ -19,11 +21,15 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include "generaldomo/connection.hpp"
 #include "generaldomo/protocol.hpp"
@@ -33,19 +39,62 @@ namespace generaldomo {
 // One task as the handler sees it.
 class Task {
 public:
-    Task(std::string description, Frames payload, std::function<void(const Frames &)> send_partial)
-        : description_(std::move(description)), payload_(std::move(payload)), send_partial_(std::move(send_partial))
+    Task(std::string description, Frames payload, std::function<void(const Frames &)> send_partial,
+         std::optional<Clock::time_point> deadline = std::nullopt,
+         std::shared_ptr<const std::atomic<bool>> cancelled = nullptr)
+        : description_(std::move(description)), payload_(std::move(payload)), send_partial_(std::move(send_partial)),
+          deadline_(deadline), cancelled_(std::move(cancelled))
     {
     }
     const std::string &description() const { return description_; }  // the request description
     const Frames &payload() const { return payload_; }
     // Send a partial result to the client now, before the final one (a streaming handler).
     void partial(const Frames &frames) const { send_partial_(frames); }
+    // When the client stops waiting for the result (nullopt: the request carries no deadline).
+    std::optional<Clock::time_point> deadline() const { return deadline_; }
+    // True once the broker said nobody waits for the result (cancelled, or past the deadline): stop early.
+    bool cancelled() const { return cancelled_ && cancelled_->load(); }
 
 private:
     std::string description_;
     Frames payload_;
     std::function<void(const Frames &)> send_partial_;
+    std::optional<Clock::time_point> deadline_;
+    std::shared_ptr<const std::atomic<bool>> cancelled_;
+};
+
+// Thrown by a handler: the client gets this status (400 to 599) and reason instead of a result. 429 with a
+// retry_after is "slow down": the broker puts the task back at the head of its queue (not a failure), holds the
+// service's dispatches for retry_after and lowers its dispatch rate (docs/protocol.rst, "Backpressure").
+class Reject : public std::runtime_error {
+public:
+    Reject(int status, std::string reason, std::optional<std::chrono::milliseconds> retry_after = std::nullopt)
+        : std::runtime_error(std::to_string(status) + ": " + reason), status_(status), reason_(std::move(reason)),
+          retry_after_(retry_after)
+    {
+        if (status < 400 || status > 599)
+            throw std::invalid_argument("a rejection's status is 400 to 599");
+    }
+    int status() const { return status_; }
+    const std::string &reason() const { return reason_; }
+    std::optional<std::chrono::milliseconds> retry_after() const { return retry_after_; }
+
+    // The result frames: the reason, then (429 only) the retry-after in seconds as decimal text.
+    Frames frames() const
+    {
+        Frames out{reason_};
+        if (status_ == protocol::too_many && retry_after_) {
+            const long long ms = std::max<long long>(0, retry_after_->count());
+            std::string digits = std::to_string(ms / 1000) + "." + std::to_string(1000 + ms % 1000).substr(1);
+            out.push_back(std::move(digits));
+        }
+        return out;
+    }
+
+private:
+    int status_;
+    std::string reason_;
+    std::optional<std::chrono::milliseconds> retry_after_;
 };
 
 struct WorkerOptions {
@@ -123,7 +172,7 @@ private:
         const auto interval = options_.heartbeat_interval;
         const auto expiry = interval * options_.liveness;
         const std::string heartbeat = protocol::worker_message(protocol::worker_heartbeat);
-        connection_.send(protocol::ready(description_));
+        connection_.send(ready());
         auto heard = Clock::now();
         auto next_heartbeat = heard + interval;
         while (!stopping_) {
@@ -149,16 +198,26 @@ private:
                 if (!command)
                     continue;  // not a GDP worker command: the broker never sends one
                 if (command->command == protocol::worker_disconnect) {
-                    if (!registered_ && resumed_)
+                    if (!answered_ && resumed_)
                         resume_ = false;  // that RESUME was refused: this task's result goes in READY
+                    else if (!answered_)  // that READY was refused (a broker older than peer info): the other form
+                        plain_ = !plain_;
                     reconnect();
                     break;
                 }
-                registered_ = true;
-                if (command->command == protocol::worker_heartbeat)
+                answered_ = true;
+                if (command->command == protocol::worker_heartbeat) {
                     acknowledged(command->args);
-                else if (command->command == protocol::worker_request && !busy_)
-                    hand_over(std::move(command->args));  // a task while another runs is ignored
+                    continue;
+                }
+                if (command->command == protocol::worker_cancel) {
+                    std::lock_guard<std::mutex> lock(task_mutex_);
+                    if (busy_ && running_cancel_ && command->args[0] == running_id_)
+                        running_cancel_->store(true);
+                    continue;
+                }
+                if (command->command == protocol::worker_request && !busy_)
+                    hand_over(std::move(command->args), command->deadline);  // a task while another runs: ignored
             }
             const auto now = Clock::now();
             if (!busy_ && now - heard > expiry) {
@@ -186,14 +245,14 @@ private:
     {
         ++reconnects_;
         connection_.reopen();
-        registered_ = false;
+        answered_ = false;
         resumed_ = false;
         unsent_ = !held_.empty();
         if (!busy_) {
-            connection_.send(protocol::ready(description_));
+            connection_.send(ready());
         } else if (handover_ != Handover::no && resume_) {  // (a task may come before the first heartbeat)
             resumed_ = true;
-            connection_.send(protocol::resume(description_, running_task_id_));
+            connection_.send(protocol::resume(description_, running_id_, plain_ ? 0 : ::getpid()));
         } else {
             return;  // unregistered until the result goes in READY: the held results go after it
         }
@@ -248,17 +307,26 @@ private:
             connection_.send(entry.second);
     }
 
+    // READY, with peer info (pid, features) unless a broker refused that form.
+    std::string ready()
+    {
+        answered_ = false;
+        return plain_ ? protocol::ready(description_) : protocol::ready_with_info(description_, ::getpid());
+    }
+
     // args: task id, request description, payload...
-    void hand_over(Frames &&args)
+    void hand_over(Frames &&args, std::optional<std::chrono::milliseconds> deadline)
     {
         busy_ = true;
-        running_task_id_ = args[0];
         resume_ = true;
         {
             std::lock_guard<std::mutex> lock(task_mutex_);
             task_id_ = std::move(args[0]);
             task_description_ = std::move(args[1]);
             task_payload_.assign(std::make_move_iterator(args.begin() + 2), std::make_move_iterator(args.end()));
+            task_deadline_ = deadline ? std::optional<Clock::time_point>(Clock::now() + *deadline) : std::nullopt;
+            running_id_ = task_id_;
+            running_cancel_ = std::make_shared<std::atomic<bool>>(false);
             has_task_ = true;
         }
         task_ready_.notify_one();
@@ -280,6 +348,8 @@ private:
             std::string task_id;
             std::string description;
             Frames payload;
+            std::optional<Clock::time_point> deadline;
+            std::shared_ptr<const std::atomic<bool>> cancelled;
             {
                 std::unique_lock<std::mutex> lock(task_mutex_);
                 task_ready_.wait(lock, [this] { return has_task_ || handler_exit_; });
@@ -289,15 +359,22 @@ private:
                 task_id = std::move(task_id_);
                 description = std::move(task_description_);
                 payload = std::move(task_payload_);
+                deadline = task_deadline_;
+                cancelled = running_cancel_;
             }
             // Partials go on the IO thread's current socket (after a RESUME, to the broker that took the task over).
-            Task task(std::move(description), std::move(payload), [this, &task_id](const Frames &frames) {
-                if (!stopping_)
-                    connection_.send(protocol::partial(task_id, frames));
-            });
+            Task task(
+                std::move(description), std::move(payload),
+                [this, &task_id](const Frames &frames) {
+                    if (!stopping_)
+                        connection_.send(protocol::partial(task_id, frames));
+                },
+                deadline, cancelled);
             Result result{task_id, protocol::ok, {}};
             try {
                 result.frames = handler_(task);
+            } catch (const Reject &rejected) {
+                result = Result{task_id, rejected.status(), rejected.frames()};
             } catch (const std::exception &error) {
                 result = Result{task_id, protocol::worker_error, {error.what()}};
             } catch (...) {
@@ -323,6 +400,10 @@ private:
     bool has_task_ = false, handler_exit_ = false;
     std::string task_id_, task_description_;
     Frames task_payload_;
+    std::optional<Clock::time_point> task_deadline_;
+    std::string running_id_;                             // the task handed over last (IO thread)
+    std::shared_ptr<std::atomic<bool>> running_cancel_;  // its cancelled flag, shared with its Task
+    bool answered_ = false, plain_ = false;              // IO thread: the broker spoke since READY; READY form
     std::optional<Result> result_;
     // The hand-over state, the IO thread's alone.
     enum class Handover { unknown, yes, no };
@@ -331,10 +412,8 @@ private:
     std::deque<std::pair<std::string, std::string>> held_;  // (nonce, packed HANDOVER) of results not yet taken
     std::size_t held_size_ = 0;
     bool unsent_ = false;      // held results this registration has not had yet
-    bool registered_ = false;  // the broker spoke (heartbeat or task) since this socket's READY or RESUME
     bool resumed_ = false;     // this socket began with RESUME
     bool resume_ = true;       // RESUME may be tried for the running task
-    std::string running_task_id_;
     std::mutex stop_mutex_;  // serialises wait() callers
     std::thread handler_thread_, io_thread_;
 };

@@ -109,7 +109,8 @@
     for (const name of [...state.services.keys()]) if (!shown.has(name)) state.services.delete(name);
     for (const service of state.services.values()) prune(service, data.at - WINDOW_MAX);
     if (!state.chosen) state.charted = new Set(data.services.slice(0, 4).map((s) => s.name));
-    setState("live", "live: " + new Date(data.at * 1000).toLocaleTimeString());
+    const slow = data.every > 1.5 ? " (every " + data.every.toFixed(1) + " s: a large report)" : "";
+    setState("live", "live: " + new Date(data.at * 1000).toLocaleTimeString() + slow);
     renderBroker(data);
     renderServices(data);
     renderWorkers(data);
@@ -133,7 +134,8 @@
   }
 
   setInterval(() => {
-    if (state.last && Date.now() / 1000 - state.lastAt > STALE_AFTER && $("#state").dataset.state === "live") {
+    const late = STALE_AFTER + (state.last ? state.last.every : 0);
+    if (state.last && Date.now() / 1000 - state.lastAt > late && $("#state").dataset.state === "live") {
       setState("stale", "no news from the broker for " + Math.round(Date.now() / 1000 - state.lastAt) + " s");
     }
   }, 1000);

@@ -1,0 +1,69 @@
+"""What a worker's handler may know of the task it runs: its deadline and whether it was cancelled.
+
+Rules: a handler whose second positional parameter has no default (``def handle(payload, task)``) is called
+with a :class:`TaskContext`; any other handler is called with the payload alone, as before. The deadline is the
+client's (its request's timeout, by default, for generaldomo clients), carried by the broker to workers that
+understand it, on this process's ``time.monotonic()`` clock. ``cancelled`` turns true when the broker says
+nobody waits for the result any more (the client cancelled, or the deadline passed): a cooperative handler
+stops early (whatever it returns is dropped). It knows nothing of sockets or the protocol.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class TaskContext:
+    """The task a handler runs: ``task_id``, ``description``, ``deadline`` (monotonic time, None: none given),
+    :meth:`time_left`, and :attr:`cancelled` (or :meth:`wait_cancelled`)."""
+
+    __slots__ = ("_cancelled", "deadline", "description", "task_id")
+
+    def __init__(self, task_id: bytes, description: bytes, deadline: float | None) -> None:
+        self.task_id = task_id
+        self.description = description
+        self.deadline = deadline
+        self._cancelled = threading.Event()
+
+    def __repr__(self) -> str:
+        left = self.time_left()
+        return f"<TaskContext {self.description!r} left={'none' if left is None else f'{left:.3f}s'}>"
+
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (negative once past), or None when the request carries none."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    @property
+    def expired(self) -> bool:
+        """True once the deadline has passed."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the broker said nobody waits for this task's result."""
+        return self._cancelled.is_set()
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for a cancel; True if one came (a handler's interruptible sleep)."""
+        return self._cancelled.wait(timeout)
+
+    def cancel(self) -> None:
+        """Mark the task cancelled (the worker does, when the broker says so)."""
+        self._cancelled.set()
+
+
+def takes_task(handler: Callable[..., Any]) -> bool:
+    """True when ``handler`` takes a :class:`TaskContext` after the payload (see the module docstring)."""
+    declared = getattr(handler, "takes_task", None)
+    if isinstance(declared, bool):
+        return declared
+    try:
+        parameters = list(inspect.signature(handler).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: the payload alone
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 and positional[1].default is inspect.Parameter.empty
