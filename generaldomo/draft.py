@@ -42,7 +42,7 @@ Usage (``generaldomo doctor`` and every draft-socket error name the ``ensure`` c
     python -m generaldomo.draft plan           # say what ensure would do, do nothing
     python -m generaldomo.draft ensure         # install into this interpreter's environment if needed
     python -m generaldomo.draft build          # build/cache the wheel, print its path
-    python -m generaldomo.draft libzmq-prefix  # the static libzmq it was built with (include/, lib/)
+    python -m generaldomo.draft libzmq-prefix  # the static libzmq it was built with (include/, lib/, lib/pkgconfig/)
 
 This module imports only the standard library (not zmq, not the rest of generaldomo), so
 ``tools/draft_pyzmq.py`` runs it from a source tree where neither is installed. :func:`main` takes an argument
@@ -55,6 +55,7 @@ import argparse
 import concurrent.futures
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -644,6 +645,29 @@ def get_wheel() -> Path:
         return wheel
 
 
+def libzmq_prefix() -> Path:
+    """The prefix of the static draft libzmq the wheel was built with (building it if absent), with a
+    ``lib/pkgconfig/libzmq.pc`` that points at it (written when missing or stale), so that ``pkg-config
+    libzmq`` and CMake's ``pkg_check_modules`` find it."""
+    prefix = get_wheel().parent / "libzmq"
+    header = (prefix / "include" / "zmq.h").read_text()
+    parts = [re.search(rf"#define ZMQ_VERSION_{part} (\d+)", header) for part in ("MAJOR", "MINOR", "PATCH")]
+    version = ".".join(found[1] if found else "0" for found in parts)
+    text = (
+        f"prefix={prefix}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib\n\n"
+        "Name: libzmq\nDescription: ZeroMQ with the draft API, static (generaldomo's build)\n"
+        f"Version: {version}\nCflags: -I${{includedir}} -DZMQ_BUILD_DRAFT_API\n"
+        "Libs: -L${libdir} -lzmq -pthread\nLibs.private: -lstdc++\n"
+    )
+    pc = prefix / "lib" / "pkgconfig" / "libzmq.pc"
+    if not pc.is_file() or pc.read_text() != text:
+        pc.parent.mkdir(exist_ok=True)
+        fresh = pc.with_name(f".libzmq.pc.{os.getpid()}")
+        fresh.write_text(text)
+        os.replace(fresh, pc)  # concurrent writers write the same text
+    return prefix
+
+
 def probe() -> Installed:
     """What this interpreter's zmq is, asked in a fresh process (the running one may have loaded another)."""
     cmd = [sys.executable, "-c", PROBE_CODE]
@@ -742,7 +766,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "build":
             print(get_wheel())
         else:
-            print(get_wheel().parent / "libzmq")
+            print(libzmq_prefix())
     except (BuildError, subprocess.SubprocessError, OSError) as exc:
         print(f"generaldomo.draft: error: {exc}", file=sys.stderr)
         return 1

@@ -5,8 +5,11 @@ only to the client that asked, with the result of its own request; a cancelled r
 task is held by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed
 the queue budgets; no task is dispatched after its deadline, a request is never answered 504 for its deadline
 before that deadline, and a worker that understands CANCEL is told when the task it runs is cancelled or
-passes its deadline (and only then). At the end, after every client re-asks about what it still waits for
-(and asks again for what the broker does not know), every request that was not cancelled has been answered.
+passes its deadline (and only then); a task a worker answers 429 ("slow down") is queued again, never lost
+nor failed for it (only losing its worker max_attempts times fails it), and the service's adapted rate stays
+within its bounds and never above a configured rate. At the end, after every client re-asks about what it
+still waits for (and asks again for what the broker does not know), every request that was not cancelled has
+been answered.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.modern: set[Peer] = set()  # workers that say they understand request fields and CANCEL
         self.told: set[bytes] = set()  # task ids a worker was told to drop
         self.tenants: dict[Key, tuple[str | None, int]] = {}  # requests' tenant and priority fields
+        self.losses: Counter[bytes] = Counter()  # request body -> times its task was lost with a worker
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -124,6 +128,7 @@ class BrokerMachine(RuleBasedStateMachine):
                 assert self.deadlines[key] <= self.now, "a 504 before the request's deadline"
         elif status == protocol.UNAVAILABLE:
             self.failed[key] += 1
+            assert self.losses[self.expected[key]] >= MAX_ATTEMPTS, "failed, but not lost with its workers"
         else:
             assert status == protocol.OVER_BUDGET and b"budget" in body[0]
         if peer in self.losing:
@@ -167,6 +172,7 @@ class BrokerMachine(RuleBasedStateMachine):
         if peer in self.holding:
             task_id, body = self.holding.pop(peer)
             self.ghosts.append((peer, service, task_id, body))
+            self.losses[body] += 1
 
     def unanswered(self) -> list[Key]:
         return sorted(key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
@@ -258,6 +264,19 @@ class BrokerMachine(RuleBasedStateMachine):
         peer = data.draw(st.sampled_from(sorted(self.holding)))
         task_id, body = self.holding.pop(peer)
         self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, protocol.OK, [body + b"!"])))
+
+    @precondition(lambda self: self.holding)
+    @rule(data=st.data(), retry_after=st.sampled_from([None, b"0.5", b"2", b"junk"]))
+    def worker_says_slow_down(self, data: st.DataObject, retry_after: bytes | None) -> None:
+        peer = data.draw(st.sampled_from(sorted(self.holding)))
+        task_id, _ = self.holding.pop(peer)
+        task = self.core.tasks[task_id]
+        running, throttled = task.state is TaskState.RUNNING, self.core.counters["throttled"]
+        body = [b"slow down"] if retry_after is None else [b"slow down", retry_after]
+        self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, b"429", body)))
+        if running:
+            assert self.core.counters["throttled"] == throttled + 1
+            assert task.state in (TaskState.QUEUED, TaskState.RUNNING) and task.id in self.core.tasks, "429'd: lost"
 
     @precondition(lambda self: self.holding and len(self.live) > 1)
     @rule(data=st.data())
@@ -369,6 +388,17 @@ class BrokerMachine(RuleBasedStateMachine):
         assert len(self.expired) <= c["expired"] <= sum(self.expired.values())
 
     @invariant()
+    def adapted_rates_within_bounds_and_never_above_the_configured_rate(self) -> None:
+        for service in self.core.resolver.services():
+            flow = service.flow
+            rate = flow.backoff.rate
+            if rate is not None:
+                assert flow.backoff.limits.min <= rate or (flow.rate is not None and rate == flow.rate)
+                assert flow.rate is None or rate <= flow.rate
+            if flow.rate is not None:
+                assert flow.rate_in_force is not None and flow.rate_in_force <= flow.rate
+
+    @invariant()
     def tenants_in_flight_are_counted_right_and_within_their_caps(self) -> None:
         for service in self.core.resolver.services():
             flying = Counter(t.tenant for t in self.core.tasks.values() if t.service is service and t.in_flight)
@@ -400,10 +430,15 @@ class BrokerMachine(RuleBasedStateMachine):
         # has an answer.
         self.quiet.clear()
         self.losing.clear()
+        for service in SERVICES:  # no limits; an adapted rate (from 429s) high enough to hold nothing back
+            unlimited = FlowLimits(burst=1, backoff={"min": 1e9})
+            self.deliver(self.core.apply_flow(FlowChange(service.decode(), unlimited), self.now))
+        self.time_passes(2.5)  # past any retry_after
         for service in SERVICES:
-            self.deliver(self.core.set_flow(service.decode(), None, 1, None, self.now))
             self.worker_joins(service)
         for _ in range(10 * (len(self.expected) + 1)):
+            self.now += 0.001  # (a rate, however high, refills with time)
+            self.deliver(self.core.tick(self.now))
             waiting = self.unanswered()
             if not waiting and not self.holding:
                 break

@@ -9,9 +9,11 @@ place to check the bytes on the wire, and the resends and reconnects, message by
 
 from __future__ import annotations
 
+import os
 import signal
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +22,10 @@ from typing import Any
 
 import pytest
 import zmq
-from cpp.build import build_source
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
+from generaldomo.io.auth import BrokerSecurity
 from generaldomo.sansio import protocol
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,18 +158,87 @@ def test_cpp_protocol_header_follows_the_documented_layouts(programs: dict[str, 
     assert (proc.returncode, proc.stdout) == (0, "protocol: 27 checks, 0 failed\n"), proc.stdout + proc.stderr
 
 
-def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
-    readme = (ROOT / "README.rst").read_text()
-    block = readme.split("A client submitting from several threads::\n\n", 1)[1].splitlines()
+def literal_block(text: str, after: str) -> str:
+    """The first reST literal block (``::`` then indented lines) that follows the words ``after``, dedented."""
+    block = text.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
     end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    source = tmp_path / "example.cpp"
-    source.write_text("\n".join(line[4:] for line in block[:end]) + "\n")
-    example = build_source(source, tmp_path / "example")
+    return "\n".join(line[4:] for line in block[:end]).strip() + "\n"
+
+
+def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -> None:
+    """``python -m generaldomo.cpp`` names the installed headers; the pkg-config and CMake files carry the
+    package's version."""
+    import generaldomo
+    from generaldomo import cpp
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "generaldomo.cpp", "--include", "--prefix"],
+        cwd=tmp_path,  # the generaldomo this test imported, not a source tree's in the working folder
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    include, prefix = map(Path, shown.stdout.split())
+    assert (include / "generaldomo" / "generaldomo.hpp").is_file() and include == prefix / "include"
+    assert prefix == cpp.prefix()
+    pc = (prefix / "lib" / "pkgconfig" / "generaldomo.pc").read_text()
+    assert f"\nVersion: {generaldomo.__version__}\n" in pc
+    cmake = (prefix / "lib" / "cmake" / "generaldomo" / "generaldomoConfigVersion.cmake").read_text()
+    assert f'set(PACKAGE_VERSION "{generaldomo.__version__}")' in cmake
+
+
+def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
+    """Built by the README's own commands: pkg-config on the headers installed with the package."""
+    readme = (ROOT / "README.rst").read_text()
+    (tmp_path / "example.cpp").write_text(literal_block(readme, "A client submitting from several threads"))
+    commands = literal_block(readme, "Build it with the\nflags pkg-config gives")
+    build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
+    assert "pkg-config --cflags --libs generaldomo" in build
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    built = subprocess.run(["bash", "-euc", build], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    example = tmp_path / "example"
     _, endpoint = server_broker(brokers, endpoint_for, "tcp")
     workers(endpoint, "server", "echo", tagged(b"py:"))
     proc = subprocess.run([example, endpoint], capture_output=True, text=True, timeout=WAIT, check=False)
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.splitlines()) == [f"py:hello {t}" for t in range(4)]
+
+
+def test_cpp_client_names_a_refused_handshake_at_once(run: Programs, brokers) -> None:
+    """Against a ROUTER broker (the router transport) and a CURVE SERVER link, a request with a 60 s timeout
+    fails within seconds with HandshakeFailed naming the cause (the socket monitor), not with a timeout."""
+    router = brokers("router", ["tcp://127.0.0.1:*"])
+    public, secret = zmq.curve_keypair()
+    curve = brokers("server", ["tcp://127.0.0.1:*"], security=BrokerSecurity(public, secret, {}))
+    for endpoint, kinds, cause in (
+        (router.endpoint("router", "tcp"), {"handshake"}, "it serves the router transport"),
+        (curve.endpoint("server", "tcp"), {"handshake", "curve"}, "CURVE"),
+    ):
+        said, took, done = run.client(endpoint, "once").finish()
+        kind = said.split()[1] if said.startswith("handshake ") else None
+        assert kind in kinds and f"the broker at {endpoint}" in said and cause in said, said
+        assert float(took.split()[1]) < WAIT / 2 and done == "done"  # a generous bound: the cause is what counts
+
+
+def test_cpp_client_timeout_says_whether_a_broker_answered(run: Programs, brokers, endpoint_for) -> None:
+    """Nothing listening: the timeout says so; a broker that answers but has no worker for the service: a plain
+    timeout (or the broker's 504 at the request's deadline, which is the same moment)."""
+    with zmq.Context.instance().socket(zmq.SERVER) as placeholder:  # a port nobody listens on once closed
+        port = placeholder.bind_to_random_port("tcp://127.0.0.1")
+    nowhere = f"tcp://127.0.0.1:{port}"
+    said, _, _ = run.start(run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", nowhere).finish()
+    assert said == (
+        f"timeout no reply to echo within 3000 ms; no broker has answered at {nowhere} over the server transport: "
+        "nothing accepts connections there (is a broker running?)"
+    )
+    _, endpoint = server_broker(brokers, endpoint_for, "tcp")
+    said, _, _ = run.start(run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", endpoint).finish()
+    assert said in (
+        "timeout no reply to echo within 3000 ms",
+        "error 504 the request's deadline passed before a worker took it",
+    )
 
 
 # ------------------------------------------------------------------------------------------ C++ client, Python workers

@@ -12,7 +12,7 @@ import zmq
 from test_curve import Keyring
 from waiting import eventually
 
-from generaldomo import Client, codec
+from generaldomo import Client, HandshakeFailed, codec
 from generaldomo.io import keys
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.bridge import Bridge
@@ -166,8 +166,8 @@ def test_the_bridge_over_curve_on_both_sides(keyring, brokers, workers) -> None:
                 assert client.request("echo", b"through %d" % n, timeout=30).payload == b"through %d" % n
         worker_keys = keys.load_secret(keyring.secret("worker"))  # admitted nowhere by the bridge: refused
         with Client(endpoint, "server", server_key=bridge_key, keys=worker_keys) as refused:
-            with pytest.raises(TimeoutError):
-                refused.request("echo", b"no", timeout=2)
+            with pytest.raises(HandshakeFailed, match="refused this peer's CURVE key"):  # named at once
+                refused.request("echo", b"no", timeout=30)
         eventually(lambda: bridge.link.counters["connections_refused"] >= 1, 30, "the unknown key to be refused")
     finally:
         bridge.stop()

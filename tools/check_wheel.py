@@ -4,11 +4,14 @@ Builds the sdist and, from it, the wheel (``python -m build``); checks what the 
 alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor``, the
 server transport without draft sockets (whose error must name this environment's install command), that
 command's plan, ``generaldomo doctor --install-draft``, ``generaldomo doctor`` again and ``generaldomo demo``
-on each transport. Exits non-zero on the first failure.
+on each transport; then builds the README's C++ example with the headers installed with the wheel, by the
+README's pkg-config commands and by its CMake project, and runs both against a broker and a worker of the
+environment. Exits non-zero on the first failure.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -25,7 +28,11 @@ IN_WHEEL = (
     "generaldomo/dashboard/static/index.html",
     "generaldomo/dashboard/static/uPlot.iife.min.js",
     "generaldomo/dashboard/static/uPlot.LICENSE",
+    "generaldomo/cpp/include/generaldomo/generaldomo.hpp",
+    "generaldomo/cpp/lib/pkgconfig/generaldomo.pc",
+    "generaldomo/cpp/lib/cmake/generaldomo/generaldomoConfig.cmake",
 )
+README = (ROOT / "README.rst").read_text()
 DEMO_TRANSPORTS = ("router", "server")
 
 
@@ -69,6 +76,55 @@ def fresh_venv(work: Path, wheel: Path) -> Path:
     return bin_dir
 
 
+def literal_block(after: str) -> str:
+    """The README's first literal block (``::`` then indented lines) after the words ``after``, dedented."""
+    block = README.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
+    end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
+    return "\n".join(line[4:] for line in block[:end]).strip() + "\n"
+
+
+def shell(script: str, cwd: Path, bin_dir: Path) -> str:
+    """Run the README's shell lines (but those that run the program) with the environment's ``python``."""
+    lines = "\n".join(line for line in script.splitlines() if not line.startswith("./"))
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    return step(["env", f"PATH={path}", "bash", "-euc", lines], cwd, timeout=900)
+
+
+def cpp_example(work: Path, bin_dir: Path) -> None:
+    """The README's C++ example, built with pkg-config and with CMake from the installed headers, run against
+    a broker and an echo worker of the environment: four threads, four answers."""
+    folder = work / "cpp-example"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    (folder / "example.cpp").write_text(literal_block("A client submitting from several threads"))
+    (folder / "CMakeLists.txt").write_text(literal_block("gives the target ``generaldomo::generaldomo``"))
+    commands = literal_block("Build it with the\nflags pkg-config gives")
+    if "pkg-config --cflags --libs generaldomo" not in commands:
+        raise CheckFailed("the README's compile line does not use pkg-config")
+    shell(commands, folder, bin_dir)
+    shell(literal_block("generaldomo::generaldomo)\n\nbuilt with"), folder, bin_dir)
+    programs = [folder / "example", folder / "build" / "example"]
+    gd = str(bin_dir / "generaldomo")
+    broker = subprocess.Popen([gd, "broker", "--server", "tcp://127.0.0.1:*"], stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        assert broker.stdout is not None
+        line = broker.stdout.readline()
+        if not line.startswith("generaldomo broker: server tcp://"):
+            raise CheckFailed(f"the broker did not say where it listens: {line!r}")
+        endpoint = line.split()[-1]
+        worker = subprocess.Popen([gd, "worker", "--transport", "server", "--connect", endpoint, "--tag", "w"])
+        step([gd, "client", "--transport", "server", "--connect", endpoint, "--timeout", "120", "echo", "up"], folder)
+        for program in programs:
+            answers = sorted(step([str(program), endpoint], folder, timeout=120).splitlines())
+            if answers != [f"w:hello {t}" for t in range(4)]:
+                raise CheckFailed(f"{program} answered {answers}")
+    finally:
+        for process in filter(None, (worker, broker)):
+            process.terminate()
+            process.wait(30)
+
+
 def check(work: Path) -> None:
     """Every step of the module docstring."""
     work.mkdir(parents=True, exist_ok=True)
@@ -90,6 +146,7 @@ def check(work: Path) -> None:
         shown = step([gd, "demo", "--transport", transport, "--requests", "200"], work, timeout=120)
         if "all answered correctly: True" not in shown:
             raise CheckFailed(f"the {transport} demo did not answer every request")
+    cpp_example(work, bin_dir)
 
 
 def main(argv: list[str]) -> int:
@@ -102,7 +159,10 @@ def main(argv: list[str]) -> int:
     except (CheckFailed, subprocess.SubprocessError, OSError, ValueError) as error:
         print(f"check_wheel: FAILED: {error}", file=sys.stderr)
         return 1
-    print("check_wheel: the wheel installs alone, installs draft support and runs the demo on both transports")
+    print(
+        "check_wheel: the wheel installs alone, installs draft support, runs the demo on both transports, and its "
+        "C++ headers build the README's example with pkg-config and CMake"
+    )
     return 0
 
 

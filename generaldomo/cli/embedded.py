@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen.add_argument("--libs", action="store_true", help="the linker flags")
     args = chosen.parse_args(argv)
     try:
-        found = build_flags(draft.get_wheel().parent / "libzmq")
+        found = build_flags(draft.libzmq_prefix())
     except (draft.BuildError, ImportError, OSError) as error:
         print(f"generaldomo: {error}", file=sys.stderr)
         return 1

@@ -73,6 +73,21 @@ def _bounds(text: str) -> dict[str, int] | None:
     return None if limits is None else {"min": limits.min, "max": limits.max}
 
 
+def _rate_bounds(text: str) -> dict[str, float | None] | None:
+    """``MIN..MAX`` (MAX may be left out) as the JSON bounds of ``mmi.flow``'s ``backoff``, or None ('none':
+    the defaults)."""
+    if text.lower() == "none":
+        return None
+    low, sep, high = text.partition("..")
+    try:
+        if not sep:
+            raise ValueError
+        return {"min": float(low), "max": float(high) if high else None}
+    except ValueError:
+        message = f"backoff bounds are MIN..MAX or MIN.. (per second) or none, not {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+
+
 # (flag, parser, metavar, help) of each limit; the namespace key is the flag's name
 FLAGS: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
     ("--rate", limit(float), "PER_SECOND", "dispatches per second; 'none' lifts it (default: unchanged)"),
@@ -89,6 +104,13 @@ FLAGS: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
         _bounds,
         "MIN..MAX",
         "adapt the concurrency cap to service times within these bounds; 'none' turns it off (default: unchanged)",
+    ),
+    (
+        "--backoff",
+        _rate_bounds,
+        "MIN..MAX",
+        "bounds (per second; MAX may be left out) of the dispatch rate adapted to the workers' 429 answers; "
+        "'none': the defaults, 0.1.. (default: unchanged)",
     ),
 )
 LIMITS = tuple(flag[2:].replace("-", "_") for flag, *_ in FLAGS)

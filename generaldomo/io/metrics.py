@@ -31,6 +31,7 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "reissued": lambda s: s.reissued,
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
+    "throttled": lambda s: s.throttled,
 }
 
 
@@ -44,6 +45,11 @@ def _floor(service: ServiceReport) -> float | None:
     return None if adaptive is None else adaptive.floor
 
 
+def _backoff_rate(service: ServiceReport) -> float | None:
+    backoff = service.flow.backoff
+    return None if backoff is None else backoff.rate
+
+
 # gauges shown for the services that have them (None: not set), by name after the service prefix
 _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     "rate_limit": ("Dispatches per second allowed", lambda s: s.flow.rate),
@@ -52,6 +58,7 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     "bytes_in_flight_limit": ("Request bytes in flight allowed", lambda s: s.flow.bytes_in_flight),
     "adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
     "adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
+    "backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
 }
 
 

@@ -119,8 +119,10 @@ class ServiceUnavailable(RequestFailed):
     """503: the task could not be served (its workers kept disappearing: ``max_attempts`` reached)."""
 
 
-class RequestExpired(RequestFailed):
-    """504: the request's deadline passed, or it waited in the broker's queue longer than its ``queue_timeout``."""
+class RequestExpired(RequestFailed, TimeoutError):
+    """504: the request's deadline passed, or it waited in the broker's queue longer than its ``queue_timeout``.
+    A ``TimeoutError`` too: a :meth:`Client.request` whose timeout (its deadline) the broker saw pass first
+    raises this rather than :class:`RequestTimeout`."""
 
 
 _FAMILIES: dict[bytes, type[RequestFailed]] = {

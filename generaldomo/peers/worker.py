@@ -234,7 +234,7 @@ class Worker:
                 result = self._stream(result)
             return protocol.OK, as_frames(result, "handler's result")
         except Reject as rejected:  # the handler chose the status
-            return rejected.status_bytes, (rejected.reason.encode(),)
+            return rejected.status_bytes, rejected.frames
         except Exception as error:  # the client gets the error; the worker goes on
             log.exception("handler failed")
             return protocol.WORKER_ERROR, (f"{type(error).__name__}: {error}".encode(),)

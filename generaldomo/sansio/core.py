@@ -634,6 +634,10 @@ class BrokerCore:
         same = event.description is None or event.description == worker.description
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
+        elif status == protocol.OVER_BUDGET and event.dialect is Dialect.GDP:  # "slow down": not a failure
+            self._slow_down(task, body, now)
+            if not same:
+                self._dispatch(task.service, now, out)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             self._complete(task, status, body, now, out, dispatch=not same)
         if not same and event.description is not None:
@@ -642,6 +646,20 @@ class BrokerCore:
             self._register(peer, event.dialect, event.description, now, credential, out, where, worker.features)
             return
         self._wait(worker, now, out)
+
+    def _slow_down(self, task: Task, body: Sequence[bytes], now: float) -> None:
+        """The worker answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt)
+        and its service's dispatch rate adapts (and holds for the answer's retry_after, if any)."""
+        service = task.service
+        task.worker = None
+        task.state = _T_REISSUE[task.state]
+        task.attempts -= 1
+        service.flow.finished(task.size)
+        service.stopped(task)
+        service.flow.slow_down(now, task.dispatched, protocol.parse_retry_after(body))
+        service.stats.throttled += 1
+        self.counters["throttled"] += 1
+        service.push(task, front=True)
 
     def _refuse_result(
         self, peer: Peer, event: WorkerReply, worker: Worker | None, task: Task | None, now: float, out: list[Send]

@@ -1,5 +1,7 @@
 """Flow control for one service: a rate limit (token bucket), a concurrency cap, a cap on request bytes in
-flight and an adaptive concurrency cap (:mod:`generaldomo.sansio.adaptive`).
+flight, an adaptive concurrency cap (:mod:`generaldomo.sansio.adaptive`) and a rate adapted to the service's
+429 answers (:mod:`generaldomo.sansio.backoff`; the lower of it and the rate limit holds, and a 429's
+retry_after holds every dispatch).
 
 This module owns the arithmetic of admission: given the time and the size of the next task, may it be
 dispatched now, and if not, when. Rules: a task is in flight from its dispatch until it is answered, fails,
@@ -18,10 +20,11 @@ from typing import Any
 import attrs
 
 from generaldomo.sansio.adaptive import Adaptive, AdaptiveLimits
+from generaldomo.sansio.backoff import Backoff, BackoffLimits
 from generaldomo.sansio.fair import TenantLimits, merge_tenants, tenants_of
 
 _ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
-LIMIT_NAMES = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive", "tenants")
+LIMIT_NAMES = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive", "tenants", "backoff")
 
 
 def _positive_number(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -39,6 +42,10 @@ def _adaptive(value: object) -> AdaptiveLimits | None:
     return AdaptiveLimits.of(value)
 
 
+def _backoff(value: object) -> BackoffLimits | None:
+    return BackoffLimits.of(value)
+
+
 @attrs.frozen(slots=True)
 class FlowLimits:
     """The limits an operator sets for a service name; None: no limit (``burst``: keep the current burst).
@@ -51,6 +58,7 @@ class FlowLimits:
     bytes_in_flight: int | None = attrs.field(default=None, validator=_positive_number)
     adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
     tenants: dict[str, TenantLimits] | None = attrs.field(default=None, converter=tenants_of)
+    backoff: BackoffLimits | None = attrs.field(default=None, converter=_backoff)  # None: the default bounds
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
         """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input.
@@ -83,9 +91,12 @@ class Flow:
     bytes_in_flight: int | None = None
     adaptive: Adaptive | None = None
     tenants: dict[str, TenantLimits] | None = None  # weights and limits by tenant (the service's queue applies them)
+    backoff: Backoff = attrs.field(factory=Backoff)  # the rate its 429s taught, and its bounds
+    backoff_set: bool = False  # the bounds were set (not the defaults)
     in_flight: int = 0
     in_flight_bytes: int = 0
     _cap: int | None = attrs.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
+    _rate: float | None = attrs.field(default=None, init=False)  # the lower of the rate limit and the adapted rate
     _tokens: float = attrs.field(default=0.0, init=False)
     _refilled: float | None = attrs.field(default=None, init=False)  # None: the bucket is full
 
@@ -98,6 +109,8 @@ class Flow:
         running keeps what it learnt, clamped into new bounds."""
         self.rate, self.concurrency, self.bytes_in_flight = limits.rate, limits.concurrency, limits.bytes_in_flight
         self.tenants = limits.tenants
+        self.backoff_set = limits.backoff is not None
+        self.backoff.rebound(limits.backoff or BackoffLimits(), limits.rate)
         if limits.burst is not None:
             self.burst = limits.burst
         if limits.adaptive is None:
@@ -114,6 +127,13 @@ class Flow:
         if self.adaptive is not None:
             cap = self.adaptive.limit if cap is None else min(cap, self.adaptive.limit)
         self._cap = cap
+        rate, adapted = self.rate, self.backoff.rate
+        self._rate = adapted if rate is None else rate if adapted is None else min(rate, adapted)
+
+    @property
+    def rate_in_force(self) -> float | None:
+        """The dispatch rate that holds: the lower of the rate limit and the adapted rate (None: neither)."""
+        return self._rate
 
     @property
     def cap(self) -> int | None:
@@ -122,25 +142,41 @@ class Flow:
 
     @property
     def limited(self) -> bool:
-        return self.rate is not None or self._cap is not None or self.bytes_in_flight is not None
+        return self._rate is not None or self._cap is not None or self.bytes_in_flight is not None
 
     def _refill(self, now: float) -> None:
-        if self.rate is None:
+        rate = self._rate
+        if rate is None:
             return
         if self._refilled is None:
             self._tokens = float(self.burst)
         else:
-            self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * self.rate)
+            self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * rate)
         self._refilled = now
 
     def admits(self, now: float) -> bool:
-        """True when one more dispatch is allowed at ``now`` (by rate and count; sizes: :meth:`fits`)."""
+        """True when one more dispatch is allowed at ``now`` (by rate, count and a 429's retry_after; sizes:
+        :meth:`fits`). An adapted rate that holds a dispatch back grows meanwhile (see backoff)."""
         if self._cap is not None and self.in_flight >= self._cap:
             return False
-        if self.rate is None:
+        if self._rate is None:
             return True
+        backoff = self.backoff
+        if backoff.paused_until is not None and backoff.paused(now):
+            return False
         self._refill(now)
-        return self._tokens >= 1.0 - _ROUNDING
+        if self._tokens >= 1.0 - _ROUNDING:
+            return True
+        if backoff.rate is not None and backoff.rate == self._rate and backoff.held(now, self.rate):
+            self._recap()  # it grew: a token may be due sooner
+        return False
+
+    def slow_down(self, now: float, dispatched: float | None, retry_after: float | None) -> None:
+        """A worker answered 429 at ``now`` for a task dispatched at ``dispatched`` (see backoff): the next
+        dispatch waits for a token at the rate now in force."""
+        if self.backoff.slow_down(now, dispatched, retry_after, self.rate):
+            self._recap()
+        self._tokens, self._refilled = 0.0, now
 
     def fits(self, size: int) -> bool:
         """True when a task of ``size`` bytes may go now: within ``bytes_in_flight``, or alone."""
@@ -151,7 +187,8 @@ class Flow:
         """Account for one dispatch of ``size`` bytes at ``now`` (after :meth:`admits` and :meth:`fits`)."""
         self.in_flight += 1
         self.in_flight_bytes += size
-        if self.rate is not None:
+        self.backoff.dispatched(now)
+        if self._rate is not None:
             self._refill(now)
             self._tokens -= 1.0
         if self.adaptive is not None and self.in_flight >= self.adaptive.limit:
@@ -176,8 +213,12 @@ class Flow:
         return True
 
     def next_token(self, now: float) -> float | None:
-        """When the rate limit next admits a dispatch, if the rate is what holds dispatch back; else None."""
-        if self.rate is None or (self._cap is not None and self.in_flight >= self._cap):
+        """When the rate (or a 429's retry_after) next admits a dispatch, if that is what holds dispatch back;
+        else None."""
+        rate = self._rate
+        if rate is None or (self._cap is not None and self.in_flight >= self._cap):
             return None
         self._refill(now)
-        return now + max(0.0, (1.0 - self._tokens) / self.rate)
+        when = now + max(0.0, (1.0 - self._tokens) / rate)
+        paused = self.backoff.paused_until
+        return when if paused is None else max(when, paused)

@@ -373,6 +373,31 @@ def _info_frame(host: str | None, pid: int | None, features: frozenset[str]) -> 
 # ---------------------------------------------------------------------------------------------------- building
 
 
+MAX_RETRY_AFTER_FRAME: Final = 16  # bytes of a 429's retry-after frame
+
+
+def parse_retry_after(body: Sequence[bytes]) -> float | None:
+    """The seconds a worker's 429 asks the broker to wait (its second frame: decimal ASCII, at most
+    :data:`MAX_RETRY_AFTER_FRAME` bytes, finite, not negative), or None if it gives none that is valid."""
+    if len(body) < 2 or not 0 < len(body[1]) <= MAX_RETRY_AFTER_FRAME:
+        return None
+    text = bytes(body[1])
+    if not all(c in b"0123456789." for c in text):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < float("inf") else None
+
+
+def retry_after_frame(seconds: float) -> bytes:
+    """The retry-after frame of a 429 result: ``seconds`` as decimal ASCII (milliseconds kept)."""
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"retry_after is a number of seconds of at least 0, not {seconds!r}")
+    return b"%.3f" % seconds
+
+
 def timing(queued: float, served: float) -> bytes:
     """The timing frame of a generaldomo FINAL: seconds queued and seconds with the worker, as two doubles."""
     return _TIMING.pack(queued, served)

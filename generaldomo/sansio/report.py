@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from generaldomo.sansio.adaptive import Adaptive
+from generaldomo.sansio.backoff import Backoff
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.stats import ServiceStats, percentiles
@@ -63,7 +64,8 @@ def limits_in_force(flow: Flow) -> FlowLimits:
     rate is in force, since a burst only shapes a rate)."""
     adaptive = None if flow.adaptive is None else flow.adaptive.limits
     burst = flow.burst if flow.rate is not None else None
-    return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive, flow.tenants)
+    backoff = flow.backoff.limits if flow.backoff_set else None
+    return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive, flow.tenants, backoff)
 
 
 @attrs.frozen
@@ -89,6 +91,31 @@ class AdaptiveReport:
 
 
 @attrs.frozen
+class BackoffReport:
+    """A service's rate adapted to its 429s: its bounds, the rate now (None: no 429 yet), the 429s so far,
+    seconds its retry_after still holds it, and when and how the rate last moved."""
+
+    min: float = 0.0
+    max: float | None = None
+    rate: float | None = None
+    throttled: int = 0
+    paused: float = 0.0
+    changed: float | None = None  # seconds since the rate last moved (None: never)
+    change: str = ""  # "increase" or "decrease"
+
+    @classmethod
+    def of(cls, backoff: Backoff, shown: bool, now: float) -> BackoffReport | None:
+        """The report of ``backoff`` at ``now`` (None when it never acted and its bounds are the defaults)."""
+        if not shown and backoff.rate is None and not backoff.throttled:
+            return None
+        limits, changed, paused = backoff.limits, backoff.changed, backoff.paused_until
+        since = None if changed is None else round(now - changed, 3)
+        left = 0.0 if paused is None else round(max(0.0, paused - now), 3)
+        rate = None if backoff.rate is None else round(backoff.rate, 3)
+        return cls(limits.min, limits.max, rate, backoff.throttled, left, since, backoff.change)
+
+
+@attrs.frozen
 class FlowReport:
     """A service's flow limits in force (see :func:`limits_in_force`), and its tasks (and their request bytes)
     in flight."""
@@ -101,6 +128,7 @@ class FlowReport:
     in_flight_bytes: int = 0
     adaptive: AdaptiveReport | None = attrs.field(default=None, metadata=_of(AdaptiveReport))
     tenants: dict[str, dict[str, Any]] | None = None  # weights and limits by tenant name ("*": the others')
+    backoff: BackoffReport | None = attrs.field(default=None, metadata=_of(BackoffReport))
 
     @classmethod
     def of(cls, flow: Flow, now: float) -> FlowReport:
@@ -116,6 +144,7 @@ class FlowReport:
             flow.in_flight_bytes,
             AdaptiveReport.of(flow.adaptive, now),
             tenants,
+            BackoffReport.of(flow.backoff, flow.backoff_set, now),
         )
 
 
@@ -180,6 +209,7 @@ class ServiceReport:
     recent: RecentReport = attrs.field(factory=RecentReport, metadata=_of(RecentReport))
     tenants: list[TenantReport] = attrs.field(factory=list, metadata=_list_of(TenantReport))  # the busiest
     busy_tenants: int = 0  # tenants with tasks queued or in flight
+    throttled: int = 0  # tasks its workers sent back with 429, queued again
 
     @classmethod
     def of(
@@ -211,6 +241,7 @@ class ServiceReport:
             RecentReport.of(stats, now),
             tenants,
             pending.busy_tenants,
+            stats.throttled,
         )
 
 

@@ -36,6 +36,7 @@ class ServiceStats:
     reissued: int = 0
     duplicates_dropped: int = 0
     expired: int = 0
+    throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
     queue_times: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES))
     service_times: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES))
     finished_at: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES * 8))

@@ -15,13 +15,15 @@ inline std::string join(const generaldomo::Frames &frames)
     return out;
 }
 
-// The text of an answer: its frames, or "error <status> <reason>", or "timeout".
+// The text of an answer: its frames, or "error <status> <reason>", "handshake <kind> <cause>" or "timeout".
 inline std::string answer(const std::function<generaldomo::Reply()> &get)
 {
     try {
         return join(get().frames);
     } catch (const generaldomo::RequestFailed &error) {
         return "error " + std::to_string(error.status()) + " " + error.reason();
+    } catch (const generaldomo::HandshakeFailed &error) {
+        return "handshake " + error.kind() + " " + error.what();
     } catch (const generaldomo::Timeout &) {
         return "timeout";
     }

@@ -1,6 +1,6 @@
 // tests/cpp/gd_client.cpp: generaldomo::Client driven the ways the cross-language tests need.
 //
-// gd_client --mode threads|pool|burst [--service echo] [--threads T] [--requests N] [--frames]
+// gd_client --mode threads|pool|burst|once [--service echo] [--threads T] [--requests N] [--frames]
 //           [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT
 //   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
 //            "<thread> <n> <reply>" per request, thread by thread, in order.
@@ -8,6 +8,8 @@
 //            second-stage task, each stage run by whichever pool thread is free; prints "<k> <reply>".
 //   burst    submits N requests "b<k>" at once, prints "submitted N", then waits for each; prints
 //            "<k> <reply> partials <p1>,<p2>..." and finally "resent R reconnects C dropped D".
+//   once     one request "once"; prints "<reply>", a timeout as "timeout <message>", then the seconds it took
+//            ("took <s>").
 // <reply> is the reply's frames joined by '|', or "error <status> <reason>", or "timeout". --frames sends
 // three frames: the payload, an empty frame and 300 bytes "x" (a long length prefix). Ends with "done".
 #include <generaldomo/generaldomo.hpp>
@@ -174,6 +176,20 @@ int main(int argc, char **argv)
         std::printf("resent %llu reconnects %llu dropped %llu\n", static_cast<unsigned long long>(client.resent()),
                     static_cast<unsigned long long>(client.reconnects()),
                     static_cast<unsigned long long>(client.replies_dropped()));
+    } else if (mode == "once") {
+        const auto start = std::chrono::steady_clock::now();
+        std::string said;
+        const std::string got = answer([&]() -> generaldomo::Reply {
+            try {
+                return client.request(service, body("once"), timeout);
+            } catch (const generaldomo::Timeout &error) {  // answer() keeps only the word; here the message counts
+                said = error.what();
+                throw;
+            }
+        });
+        std::printf("%s%s\n", got.c_str(), said.empty() ? "" : (" " + said).c_str());
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+        std::printf("took %.1f\n", took.count());
     } else {
         Options::usage(argv[0], "unknown mode " + mode);
     }

@@ -65,10 +65,25 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// Client::request() got no reply in time.
+// Client::request() got no reply in time; the message says whether any broker answered at the endpoint.
 class Timeout : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
+};
+
+// The broker at the endpoint refused the client's connection, which trying again will not fix: it serves the
+// router transport, or it uses CURVE (kind() "handshake" or "curve"; what() names the cause and the fix).
+// Requests fail with it within about a second of the failed handshake, and so do new ones until a handshake
+// succeeds (the client keeps trying).
+class HandshakeFailed : public std::runtime_error {
+public:
+    explicit HandshakeFailed(const HandshakeFailure &failure) : std::runtime_error(failure.cause), kind_(failure.kind)
+    {
+    }
+    const std::string &kind() const { return kind_; }
+
+private:
+    std::string kind_;
 };
 
 struct ClientOptions {
@@ -123,8 +138,7 @@ public:
         auto [id, future] = start(description, frames, {}, std::move(fields));
         if (future.wait_for(timeout) != std::future_status::ready) {
             forget(id);
-            throw Timeout("no reply to " + std::string(description) + " within " + std::to_string(timeout.count()) +
-                          " ms");
+            throw Timeout(timeout_message(description, timeout));
         }
         return future.get();
     }
@@ -151,6 +165,7 @@ public:
     }
 
     const std::string &endpoint() const { return connection_.endpoint(); }
+    bool broker_answered() const { return answered_; }  // a broker has answered at the endpoint (ever)
     std::uint64_t resent() const { return resent_; }                    // requests sent again
     std::uint64_t reconnects() const { return reconnects_; }            // fresh sockets after silence
     std::uint64_t replies_dropped() const { return replies_dropped_; }  // duplicates, or answers nobody awaits
@@ -191,6 +206,10 @@ private:
             std::lock_guard<std::mutex> lock(mutex_);
             if (closed_)
                 throw ClientClosed("the client is closed");
+            if (refused_) {
+                pending.promise.set_exception(std::make_exception_ptr(HandshakeFailed(*refused_)));
+                return {std::move(id), std::move(future)};
+            }
             first = waiting_.empty();
             waiting_.emplace(id, std::move(pending));
         }
@@ -204,6 +223,36 @@ private:
     {
         std::lock_guard<std::mutex> lock(mutex_);
         waiting_.erase(id);
+    }
+
+    std::string timeout_message(std::string_view description, std::chrono::milliseconds timeout)
+    {
+        std::string message =
+            "no reply to " + std::string(description) + " within " + std::to_string(timeout.count()) + " ms";
+        if (answered_)
+            return message;
+        message += "; no broker has answered at " + endpoint() + " over the server transport";
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (nothing_listens_)
+            return message + ": nothing accepts connections there (is a broker running?)";
+        return message + " (is one running there? does it serve the router transport instead?)";
+    }
+
+    // Follow the socket monitor (IO thread): a failed handshake fails what is waiting, and what is submitted
+    // until a handshake succeeds, with HandshakeFailed.
+    void follow_handshake()
+    {
+        const detail::HandshakeWatch &watch = connection_.handshake();
+        std::unordered_map<std::string, Pending> failed;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            nothing_listens_ = watch.refused();
+            refused_ = watch.failure();
+            if (refused_)
+                failed.swap(waiting_);
+        }
+        for (auto &entry : failed)
+            entry.second.promise.set_exception(std::make_exception_ptr(HandshakeFailed(*refused_)));
     }
 
     bool idle()
@@ -240,9 +289,11 @@ private:
             }
             connection_.wait(timeout);
             connection_.flush();
+            if (connection_.read_monitor())
+                follow_handshake();
             bool heard = false;
             while (auto frames = connection_.recv()) {
-                heard = true;
+                heard = answered_ = true;
                 if (auto announced = protocol::parse_broker_instance(*frames)) {
                     if (instance && *announced != *instance)
                         resend();  // the broker restarted: it knows none of our requests
@@ -350,9 +401,12 @@ private:
     detail::Connection connection_;
     std::string prefix_;
     std::atomic<std::uint64_t> serial_{0};
-    std::mutex mutex_;  // guards waiting_ and closed_
+    std::mutex mutex_;  // guards waiting_, closed_, refused_ and nothing_listens_
     std::unordered_map<std::string, Pending> waiting_;
     bool closed_ = false;
+    std::optional<HandshakeFailure> refused_;  // the connection's handshake failed (until one succeeds)
+    bool nothing_listens_ = false;             // the last connection attempts found nothing listening
+    std::atomic<bool> answered_{false};        // a broker has answered at the endpoint
     std::atomic<std::uint64_t> resent_{0}, reconnects_{0}, replies_dropped_{0};
     std::thread thread_;  // last: started once everything above exists
 };

@@ -1,7 +1,8 @@
 // generaldomo/connection.hpp: one CLIENT socket (libzmq draft API) connected to a broker's SERVER link, the
-// poller its IO thread waits on (the socket and a wake-up pipe), and the outbox of messages the socket could
-// not take yet. Any thread may send; only the IO thread receives, flushes, reopens and closes. It knows
-// nothing of the protocol carried, beyond unpacking frames.
+// poller its IO thread waits on (the socket, a wake-up pipe and the socket's monitor), and the outbox of
+// messages the socket could not take yet. Any thread may send; only the IO thread receives, flushes, reads the
+// monitor (a HandshakeWatch, see handshake.hpp; none for inproc://), reopens and closes. It knows nothing of
+// the protocol carried, beyond unpacking frames.
 #pragma once
 
 #ifndef ZMQ_BUILD_DRAFT_API
@@ -12,15 +13,21 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "generaldomo/handshake.hpp"
 #include "generaldomo/protocol.hpp"
 
 namespace generaldomo {
@@ -41,7 +48,9 @@ namespace detail {
 
 class Connection {
 public:
-    Connection(void *context, std::string endpoint) : context_(context), endpoint_(std::move(endpoint))
+    Connection(void *context, std::string endpoint)
+        : context_(context), endpoint_(std::move(endpoint)), watch_(endpoint_),
+          monitored_(endpoint_.rfind("inproc://", 0) != 0)
     {
         int fds[2];
         if (::pipe(fds) != 0)
@@ -64,6 +73,8 @@ public:
             throw;
         }
         zmq_poller_add(poller_, socket_, nullptr, ZMQ_POLLIN);
+        if (monitor_)
+            zmq_poller_add(poller_, monitor_, nullptr, ZMQ_POLLIN);
     }
 
     Connection(const Connection &) = delete;
@@ -105,12 +116,42 @@ public:
         return !outbox_.empty();
     }
 
-    // Wait up to timeout_ms for a message or a wake-up (IO thread).
+    // Wait up to timeout_ms for a message, a monitor event or a wake-up (IO thread).
     void wait(long timeout_ms)
     {
-        zmq_poller_event_t events[2];
-        zmq_poller_wait_all(poller_, events, 2, timeout_ms);  // a timeout or EINTR only means: look again
+        zmq_poller_event_t events[3];
+        zmq_poller_wait_all(poller_, events, 3, timeout_ms);  // a timeout or EINTR only means: look again
     }
+
+    // Feed the handshake watch the monitor events waiting now (IO thread); true if there were any.
+    bool read_monitor()
+    {
+        bool any = false;
+        for (int burst = 0; monitor_ && burst < 64; ++burst) {  // a reconnecting socket makes a few per attempt
+            zmq_msg_t event;
+            zmq_msg_init(&event);
+            if (zmq_msg_recv(&event, monitor_, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&event);
+                break;
+            }
+            if (zmq_msg_size(&event) == 6) {  // uint16 event, int32 value (zmq_socket_monitor, version 1)
+                std::uint16_t number;
+                std::int32_t value;
+                std::memcpy(&number, zmq_msg_data(&event), sizeof number);
+                std::memcpy(&value, static_cast<const char *>(zmq_msg_data(&event)) + 2, sizeof value);
+                watch_.feed(number, value);
+            }
+            any = true;
+            const bool more = zmq_msg_more(&event);
+            zmq_msg_close(&event);
+            while (more && skip_part()) {
+            }
+        }
+        return any;
+    }
+
+    // What the monitor said of the connections so far (never fed for inproc://).
+    const HandshakeWatch &handshake() const { return watch_; }
 
     // Consume wake-ups and write queued messages in order, as far as the socket takes them (IO thread).
     void flush()
@@ -147,14 +188,19 @@ public:
     // Replace the socket by a new one connected to the same endpoint; what was queued is dropped (IO thread).
     void reopen()
     {
-        void *fresh = open_socket();
+        void *old_monitor = monitor_;
+        void *old_socket = socket_;
+        void *fresh = open_socket();  // and its monitor_
         std::lock_guard<std::mutex> lock(mutex_);
-        zmq_poller_remove(poller_, socket_);
-        int linger = 0;
-        zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
-        zmq_close(socket_);
+        zmq_poller_remove(poller_, old_socket);
+        if (old_monitor)
+            zmq_poller_remove(poller_, old_monitor);
+        close_socket(old_socket, old_monitor, 0);
         socket_ = fresh;
         zmq_poller_add(poller_, socket_, nullptr, ZMQ_POLLIN);
+        if (monitor_)
+            zmq_poller_add(poller_, monitor_, nullptr, ZMQ_POLLIN);
+        watch_.restart();
         outbox_.clear();
     }
 
@@ -168,9 +214,8 @@ public:
             return;
         closed_ = true;
         if (socket_) {
-            zmq_setsockopt(socket_, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
-            zmq_close(socket_);
-            socket_ = nullptr;
+            close_socket(socket_, monitor_, linger_ms);
+            socket_ = monitor_ = nullptr;
         }
         release();
     }
@@ -185,12 +230,55 @@ private:
         zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof linger);
         // Socket options that must precede connect go here; the CURVE client keys will, once the broker
         // supports them (a later issue).
+        void *monitor = monitored_ ? open_monitor(socket) : nullptr;
         if (zmq_connect(socket, endpoint_.c_str()) != 0) {
             const int error = zmq_errno();
-            zmq_close(socket);
+            close_socket(socket, monitor, 0);
             throw ZmqError("zmq_connect(" + endpoint_ + ")", error);
         }
+        monitor_ = monitor;
         return socket;
+    }
+
+    // A PAIR socket that libzmq writes the handshake events of socket to (before it connects); nullptr if the
+    // monitor cannot be set up, which only costs the fast diagnosis.
+    void *open_monitor(void *socket)
+    {
+        static std::atomic<unsigned> serial{0};
+        char address[96];
+        std::snprintf(address, sizeof address, "inproc://generaldomo-cpp-monitor-%p-%u-%u", static_cast<void *>(this),
+                      static_cast<unsigned>(std::random_device{}()), ++serial);
+        if (zmq_socket_monitor(socket, address, watched_events) != 0)
+            return nullptr;
+        void *monitor = zmq_socket(context_, ZMQ_PAIR);
+        int linger = 0;
+        if (!monitor || zmq_setsockopt(monitor, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+            zmq_connect(monitor, address) != 0) {
+            if (monitor)
+                zmq_close(monitor);
+            zmq_socket_monitor(socket, nullptr, 0);
+            return nullptr;
+        }
+        return monitor;
+    }
+
+    static void close_socket(void *socket, void *monitor, int linger_ms)
+    {
+        if (monitor) {
+            zmq_socket_monitor(socket, nullptr, 0);  // stop the events before their reader goes
+            zmq_close(monitor);
+        }
+        zmq_setsockopt(socket, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+        zmq_close(socket);
+    }
+
+    bool skip_part()
+    {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        const bool more = zmq_msg_recv(&part, monitor_, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&part);
+        zmq_msg_close(&part);
+        return more;
     }
 
     // Write without blocking; false if the socket cannot take the message now (caller holds mutex_).
@@ -210,7 +298,10 @@ private:
 
     void *context_;
     std::string endpoint_;
+    HandshakeWatch watch_;
+    bool monitored_;             // not for inproc://, which has no handshake
     void *socket_ = nullptr;
+    void *monitor_ = nullptr;    // the PAIR socket reading socket_'s monitor events, if any
     void *poller_ = nullptr;
     int wake_read_ = -1;
     int wake_write_ = -1;

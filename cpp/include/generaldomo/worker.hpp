@@ -151,6 +151,13 @@ public:
     }
 
     bool busy() const { return busy_; }
+    // Why the broker refuses this worker's connection (the other transport, or CURVE), as the socket monitor
+    // said within about a second; nullopt while no handshake failed since the last one that succeeded.
+    std::optional<HandshakeFailure> handshake_failure()
+    {
+        std::lock_guard<std::mutex> lock(task_mutex_);
+        return failure_;
+    }
     std::uint64_t tasks_done() const { return tasks_done_; }
     std::uint64_t reconnects() const { return reconnects_; }
 
@@ -181,6 +188,10 @@ private:
             connection_.flush();
             if (stopping_)
                 break;
+            if (connection_.read_monitor()) {
+                std::lock_guard<std::mutex> lock(task_mutex_);
+                failure_ = connection_.handshake().failure();  // it keeps trying: a broker may be fixed
+            }
             if (auto result = take_result()) {
                 busy_ = false;
                 ++tasks_done_;
@@ -414,6 +425,7 @@ private:
     bool unsent_ = false;      // held results this registration has not had yet
     bool resumed_ = false;     // this socket began with RESUME
     bool resume_ = true;       // RESUME may be tried for the running task
+    std::optional<HandshakeFailure> failure_;  // the monitor's latest word (guarded by task_mutex_)
     std::mutex stop_mutex_;  // serialises wait() callers
     std::thread handler_thread_, io_thread_;
 };

@@ -1,0 +1,141 @@
+"""Backpressure from the service: a dispatch rate adapted to the "slow down" (429) answers of its workers.
+
+Rules (AIMD, as TCP's congestion avoidance): each 429 multiplies the rate by :data:`DECREASE` (the first one
+starts from the dispatch rate measured over the last second), once per round trip: a 429 for a task
+dispatched before the last decrease does not decrease it again. While dispatches are held back by this rate
+and no 429 comes, the rate grows by a constant step per second (a tenth of the rate at the last decrease, at
+least :data:`MIN_STEP`), so the service probes for capacity again. The rate stays within the operator's
+bounds (``min``, default :data:`MIN_RATE`; ``max``, default none) and never above a configured rate limit. A
+429 may say ``retry_after`` seconds: no task of the service is dispatched before then (at most
+:data:`MAX_RETRY_AFTER`). Without any 429 the service has no adapted rate at all.
+
+This module is fed the time and each 429; it reads no clock and knows nothing of tasks, workers or messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+DECREASE = 0.5  # the factor a 429 multiplies the rate by
+MIN_STEP = 0.5  # dispatches per second the rate grows by, at least, per second held back by it
+STEP_SHARE = 0.1  # the step, as a share of the rate at the last decrease
+MIN_RATE = 0.1  # the default lower bound (dispatches per second): a service never stops for good
+MAX_RETRY_AFTER = 300.0  # seconds a 429's retry_after may hold a service at most
+WINDOW = 1.0  # seconds over which the dispatch rate is measured for the first decrease
+
+
+def _rate(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None and attribute.name == "max":
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ValueError(f"backoff {attribute.name} must be a positive number of dispatches per second")
+
+
+@attrs.frozen(slots=True)
+class BackoffLimits:
+    """The bounds of a service's adapted rate (``mmi.flow`` key ``backoff``: ``{"min": 1, "max": 50}``);
+    ValueError on bad ones."""
+
+    min: float = attrs.field(default=MIN_RATE, validator=_rate)
+    max: float | None = attrs.field(default=None, validator=_rate)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"backoff min ({self.min}) must not exceed max ({self.max})")
+
+    @classmethod
+    def of(cls, value: object) -> BackoffLimits | None:
+        """Bounds from their JSON form: an object with ``min`` and/or ``max``, or null (the defaults)."""
+        if value is None or isinstance(value, BackoffLimits):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError('backoff must be a JSON object like {"min": 1, "max": 50}, or null for the defaults')
+        unknown = set(value) - {"min", "max"}
+        if unknown:
+            raise ValueError(f"unknown backoff keys {sorted(unknown)}; known: min, max")
+        return cls(**value)
+
+
+@attrs.define
+class Backoff:
+    """The adapted rate of one service and what it learnt; see the module docstring."""
+
+    limits: BackoffLimits = attrs.field(factory=BackoffLimits)
+    rate: float | None = None  # dispatches per second allowed now; None: no 429 yet
+    throttled: int = 0  # 429s answered
+    paused_until: float | None = None  # no dispatch before this time (a retry_after)
+    changed: float | None = None  # when the rate last moved
+    change: str = ""  # "increase" or "decrease"
+    _step: float = MIN_STEP
+    _held_since: float | None = None  # since when the rate has held dispatches back, without a 429
+    _window: tuple[float, int] = (0.0, 0)  # (start, dispatches) of the current measuring window
+    _measured: float = 0.0  # dispatches per second over the last whole window
+
+    def dispatched(self, now: float) -> None:
+        """Count a dispatch at ``now``, for the rate measured at the first 429."""
+        start, count = self._window
+        if now - start >= WINDOW:
+            self._measured = count / (now - start) if now - start < 2 * WINDOW else 0.0
+            self._window = (now, 1)
+        else:
+            self._window = (start, count + 1)
+
+    def measured(self, now: float) -> float:
+        """Dispatches per second recently: the last whole window's, or the current one's if busier (a window
+        younger than a tenth of a second counts as one)."""
+        start, count = self._window
+        return max(self._measured, count / max(now - start, WINDOW / 10))
+
+    def slow_down(self, now: float, dispatched: float | None, retry_after: float | None, ceiling: float | None) -> bool:
+        """A 429 at ``now`` for a task dispatched at ``dispatched``; ``ceiling``: a configured rate limit. True
+        when the rate moved."""
+        self.throttled += 1
+        if retry_after is not None and retry_after > 0:
+            until = now + min(retry_after, MAX_RETRY_AFTER)
+            self.paused_until = until if self.paused_until is None else max(self.paused_until, until)
+        self._held_since = None
+        if self.change == "decrease" and self.changed is not None and dispatched is not None:
+            if dispatched < self.changed:
+                return False  # it left before the last decrease could tell: one decrease per round trip
+        base = self.rate if self.rate is not None else max(self.measured(now), self.limits.min)
+        rate = self._clamp(base * DECREASE, ceiling)
+        self._step = max(MIN_STEP, base * STEP_SHARE)
+        return self._move(now, rate, "decrease")
+
+    def held(self, now: float, ceiling: float | None) -> bool:
+        """The adapted rate holds dispatches back at ``now``: it grows by its step for each second it has held
+        them back without a pause (since the last 429; a look more than a second and two dispatch intervals
+        after the previous one starts a new spell: demand fell below the rate meanwhile). True when it moved."""
+        if self.rate is None:
+            return False
+        since, self._held_since = self._held_since, now
+        if since is None or now <= since or now - since > max(WINDOW, 2.0 / self.rate):
+            return False
+        return self._move(now, self._clamp(self.rate + self._step * (now - since), ceiling), "increase")
+
+    def rebound(self, limits: BackoffLimits, ceiling: float | None) -> None:
+        """New bounds; the rate (if any) is clamped into them."""
+        self.limits = limits
+        if self.rate is not None:
+            self.rate = self._clamp(self.rate, ceiling)
+
+    def paused(self, now: float) -> bool:
+        """True while a retry_after holds the service."""
+        if self.paused_until is not None and now >= self.paused_until:
+            self.paused_until = None
+        return self.paused_until is not None
+
+    def _clamp(self, rate: float, ceiling: float | None) -> float:
+        top = self.limits.max
+        if ceiling is not None:
+            top = ceiling if top is None else min(top, ceiling)
+        rate = max(self.limits.min, rate)
+        return rate if top is None else min(top, rate)
+
+    def _move(self, now: float, rate: float, change: str) -> bool:
+        if rate == self.rate:
+            return False
+        self.rate, self.changed, self.change = rate, now, change
+        return True
