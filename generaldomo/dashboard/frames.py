@@ -114,8 +114,8 @@ class Framer:
             "every": round(every, 3),
             "broker": _broker(report),
             "counters": _counters(report.broker.counters.items()),
-            "services_total": len(report.services),
-            "workers_total": len(report.workers),
+            "services_total": max(report.broker.service_count, len(report.services)),  # (older brokers: no count)
+            "workers_total": max(report.broker.worker_count, len(report.workers)),
             "services": [_service(s) for s in shown],
             "workers": [attrs.asdict(w) for w in report.workers[: self.max_workers]],
             "bars": new_bars,
