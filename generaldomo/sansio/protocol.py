@@ -232,6 +232,8 @@ def _good_tenant(tenant: str, encoded: bytes) -> bool:
 
 def parse_fields(frame: bytes) -> Fields | str:
     """``(deadline seconds, tenant, priority)`` of a fields frame, or the reason it is malformed; never raises."""
+    if len(frame) == 6 and frame[:2] == _DEADLINE_TAG:  # the deadline alone: what clients send by default
+        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0
     if len(frame) > MAX_FIELDS:
         return f"request fields of {len(frame)} bytes (at most {MAX_FIELDS})"
     deadline: float | None = None
