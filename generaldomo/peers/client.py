@@ -125,7 +125,13 @@ class RequestExpired(RequestFailed, TimeoutError):
     raises this rather than :class:`RequestTimeout`."""
 
 
+class NotFound(RequestRejected):
+    """404: no worker serves the service and none did recently (a request made with ``fail_unknown``), or the
+    broker has no request with the id a :meth:`Client.fetch` asked for."""
+
+
 _FAMILIES: dict[bytes, type[RequestFailed]] = {
+    protocol.NOT_FOUND: NotFound,
     protocol.WORKER_ERROR: WorkerError,
     protocol.UNAVAILABLE: ServiceUnavailable,
     protocol.EXPIRED: RequestExpired,
@@ -239,7 +245,10 @@ class Client:
     Each request may carry a deadline, a tenant and a priority (see :meth:`submit`): :meth:`request` sends its
     timeout as the deadline (unless ``deadlines=False``: for a broker older than request fields, which drops
     such requests), and ``tenant`` is the default tenant of this client's requests (without one, and without
-    CURVE, the broker shares its queues fairly per connection).
+    CURVE, the broker shares its queues fairly per connection). ``fail_unknown=True`` makes requests fail at
+    once with :class:`NotFound` when the broker has no worker for their service and had none recently, instead
+    of waiting for one (per request: ``submit(fail_unknown=...)``). :meth:`fetch` gets the answer to a request
+    by its id later, from this client or another one with the same CURVE key.
     """
 
     def __init__(
@@ -256,6 +265,7 @@ class Client:
         keys: Keys | None = None,
         tenant: str | None = None,
         deadlines: bool = True,
+        fail_unknown: bool = False,
     ) -> None:
         self.transport = Transport.of(transport)
         self.endpoint = find_broker(self.transport, endpoint)
@@ -266,6 +276,7 @@ class Client:
         protocol.request_fields(tenant=tenant)  # ValueError now for a tenant the broker would refuse
         self.tenant = tenant
         self.deadlines = deadlines
+        self.fail_unknown = fail_unknown
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
         self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
@@ -307,6 +318,11 @@ class Client:
         return self._link.reconnects
 
     @property
+    def broker_answered(self) -> bool:
+        """True once a broker has answered this client at the endpoint (it knows the broker's instance)."""
+        return self._session.instance is not None
+
+    @property
     def connection_refused(self) -> bool:
         """True while the latest connection attempts found nothing listening at the endpoint (tcp, ipc)."""
         watch = self._link.handshake
@@ -315,6 +331,7 @@ class Client:
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0,
+        fail_unknown: bool | None = None, detached: bool = False,
     ) -> RequestFuture:  # fmt: skip
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
@@ -328,12 +345,20 @@ class Client:
         ``tenant`` (default: the client's) names whose share of the service the request takes (ignored on a
         CURVE link, where the client's key is its tenant); ``priority`` (-5 to 5, default 0) orders it among the
         same tenant's requests, higher first. ValueError for a bad tenant or priority.
+
+        ``fail_unknown`` (default: the client's) asks the broker to answer ``404`` (:class:`NotFound`) at once
+        if no worker serves the service and none did within its ``served_memory``, rather than queue the
+        request. ``detached=True`` asks it to keep the request queued even while this client is silent (it
+        exits, say): the answer is then fetched by its id (``future.request_id``, :meth:`fetch`) within the
+        broker's ``keep_answers`` seconds of being ready. A broker older than these flags ignores them.
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
         future = RequestFuture(self, request_id)
         now = time.monotonic()
         tenant = self.tenant if tenant is None else tenant
+        fail = self.fail_unknown if fail_unknown is None else fail_unknown
+        flags = (protocol.FLAG_KNOWN_SERVICE if fail else 0) | (protocol.FLAG_DETACHED if detached else 0)
         with self._lock:
             if self._closed:
                 raise self._closed_error()
@@ -344,15 +369,49 @@ class Client:
             frames = self._session.submit(
                 request_id, name, body, _Call(future, on_partial), now,
                 deadline=None if deadline is None else now + deadline, tenant=tenant, priority=priority,
+                flags=flags,
             )  # fmt: skip
         self._link.send(frames)
         if idle:
             self._link.wake()  # the IO thread starts heartbeating
         return future
 
+    def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Reply:
+        """The answer to the request ``request_id`` (bytes, or its hex text), sent earlier by this client or by
+        another with the same CURVE key (without CURVE, by anyone holding the id: keep it as you would a
+        password): the broker's kept answer (within its ``keep_answers`` seconds), or, while the request is
+        queued or running, its answer when it comes. Waits up to ``timeout`` seconds (default:
+        ``default_timeout``; None: no limit).
+
+        Raises :class:`NotFound` when the broker has no such request (never sent with this key, answered too
+        long ago, or the broker restarted), :class:`RequestTimeout` when the wait ends (the request itself runs
+        on, and may be fetched again), and what the request's answer raises (:class:`RequestFailed`)."""
+        rid = bytes.fromhex(request_id) if isinstance(request_id, str) else bytes(request_id)
+        wait = self.default_timeout if isinstance(timeout, _Default) else timeout
+        future = RequestFuture(self, rid)
+        with self._lock:
+            if self._closed:
+                raise self._closed_error()
+            if self._refused is not None:
+                raise self._refused
+            idle = not self._session.outstanding and self._reader is None
+            frames = self._session.fetch(rid, _Call(future, None), time.monotonic())
+        self._link.send(frames)
+        if idle:
+            self._link.wake()
+        try:
+            return future.result(wait)
+        except TimeoutError:
+            if not future.cancel() and future.done():  # the answer came just now
+                return future.result()
+            raise RequestTimeout(f"no answer to request {rid.hex()} within {wait} s") from None
+        except BaseException:
+            future.cancel()  # stops waiting; the request runs on
+            raise
+
     def request(
         self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT, *,
-        tenant: str | None = None, priority: int = 0,
+        tenant: str | None = None, priority: int = 0, fail_unknown: bool | None = None,
     ) -> Reply:  # fmt: skip
         """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit),
         which is also the request's deadline (see :meth:`submit`) unless the client was made with
@@ -362,7 +421,9 @@ class Client:
         wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed."""
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         deadline = wait if self.deadlines else None
-        future = self.submit(description, payload, deadline=deadline, tenant=tenant, priority=priority)
+        future = self.submit(
+            description, payload, deadline=deadline, tenant=tenant, priority=priority, fail_unknown=fail_unknown
+        )
         try:
             return future.result(wait)
         except TimeoutError:
@@ -438,7 +499,7 @@ class Client:
 
     def _timeout_message(self, description: str | bytes, timeout: float | None) -> str:
         message = f"no reply to {description!r} within {timeout} s"
-        if self._session.instance is not None:
+        if self.broker_answered:
             return message
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
         if self.connection_refused:

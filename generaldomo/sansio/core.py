@@ -26,7 +26,10 @@ been tried ``max_attempts`` times, in which case the client gets an error reply.
 unique request id in every request, scoped to their key when they have one; a request whose id is live (a
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
-for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``. A broker
+for ``client_silence`` are dropped, unless the request is *detached* (its answer is fetched later by its id, a
+re-ask); services with nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
+for an unknown service is answered ``404`` at once when its service has no worker now and had none within
+``served_memory`` (:mod:`generaldomo.sansio.served`), once the broker has run ``known_service_grace``. A broker
 that stops for good first stops accepting requests (``503``) while it serves those it holds, then answers the rest
 ``503`` (:meth:`BrokerCore.abandon`), so that none is left without an answer.
 
@@ -37,6 +40,7 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -73,6 +77,7 @@ from generaldomo.sansio.report import (
     build,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
 from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState
@@ -118,6 +123,7 @@ class BrokerCore:
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
         self._kept = KeptAnswers(self.settings.keep_answers, self.settings.keep_bytes)
+        self._served = ServedRecently(self.settings.served_memory)
         self._heard: dict[Peer, float] = {}  # generaldomo clients -> when they were last heard
         self._held: dict[Service, int] = {}  # bytes of the live tasks of each service
         self._held_total = 0
@@ -348,6 +354,10 @@ class BrokerCore:
         service = self._resolve_request(peer, event, now, out)
         if service is None:
             return
+        if event.flags & protocol.FLAG_KNOWN_SERVICE and self._unknown(service, now):
+            self.counters["unknown_service"] += 1
+            self._reject(peer, event, protocol.NOT_FOUND, self._no_such_service(service.name, now), now, out)
+            return
         size = len(event.description) + sum(map(len, event.body))
         refusal = self._over_budget(service, size)
         if refusal is not None:
@@ -367,6 +377,7 @@ class BrokerCore:
         task = Task(
             self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size,
             deadline=deadline, tenant=tenant, priority=event.priority,
+            detached=bool(event.flags & protocol.FLAG_DETACHED),
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -391,6 +402,27 @@ class BrokerCore:
             return False
         task.client = peer
         return True
+
+    def _unknown(self, service: Service, now: float) -> bool:
+        """True when the broker knows that nobody serves ``service``: no worker now, none within
+        ``served_memory``, and the broker has run long enough for the workers of a restart to be back."""
+        if service.workers or now - self.started < self.settings.known_service_grace:
+            return False
+        return not self._served.recent(service.name, now)
+
+    def _no_such_service(self, name: str, now: float) -> str:
+        """The text of a ``404`` for ``name``: the services that have workers, and the nearest name (among the
+        first :data:`~generaldomo.sansio.served.MAX_NAMES` services: a bounded cost per refusal)."""
+        services = itertools.islice(self.resolver.services(), MAX_NAMES)
+        names = sorted({s.name for s in services if s.workers and s.name != name})
+        nearest = self._served.nearest(name, names)
+        listed = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        hint = f"; did you mean {nearest!r}?" if nearest else ""
+        memory = self.settings.served_memory
+        return (
+            f"no worker serves {name!r}, and none has in the last {memory:g} s; services with workers: "
+            f"{listed or 'none'}{hint}"
+        )
 
     def _resolve_request(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> Service | None:
         """The service for a request, or None after answering the client with an error."""
@@ -520,6 +552,7 @@ class BrokerCore:
         worker.features = features
         self._workers[peer] = worker
         service.join(worker)
+        self._served.seen(service.name, now)
         self.counters["workers_registered"] += 1
         self._wait(worker, now, out)
 
@@ -594,7 +627,7 @@ class BrokerCore:
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             self._complete(task, status, body, now, out, dispatch=not same)
         if not same and event.description is not None:
-            self._unregister(worker)
+            self._unregister(worker, now)
             where = (worker.host, worker.pid)
             self._register(peer, event.dialect, event.description, now, credential, out, where, worker.features)
             return
@@ -775,10 +808,11 @@ class BrokerCore:
 
     def _forget(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Drop ``worker``; reissue or fail the task it held."""
-        self._unregister(worker)
+        self._unregister(worker, now)
         self._release(worker, now, out)
 
-    def _unregister(self, worker: Worker) -> None:
+    def _unregister(self, worker: Worker, now: float) -> None:
+        self._served.seen(worker.service.name, now)
         del self._workers[worker.peer]
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
@@ -814,7 +848,7 @@ class BrokerCore:
         for worker in expired:  # unregister them all first, so no reissued task goes to one of them
             log.info("worker %s (%r) expired", worker.label, worker.description[:64])
             self.counters["workers_expired"] += 1
-            self._unregister(worker)
+            self._unregister(worker, now)
         for worker in expired:
             self._release(worker, now, out)
         for worker in self._workers.values():
@@ -873,7 +907,7 @@ class BrokerCore:
             del self._heard[peer]
         doomed: dict[Service, set[Task]] = {}
         for task in self._tasks.values():
-            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent:
+            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent and not task.detached:
                 doomed.setdefault(task.service, set()).add(task)
         for service, tasks in doomed.items():
             service.discard(tasks)

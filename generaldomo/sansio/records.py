@@ -70,7 +70,8 @@ class Task:
     four times per request (a property would cost about 0.8 µs per request for 8 bytes). ``deadline`` is the
     broker time after which nobody waits for the answer (None: the client set none); ``tenant`` whose share of
     the service it takes (a CURVE key, a name the client gave, or the client's :class:`Peer`) and ``priority``
-    its order within the tenant's; ``order`` belongs to the service's queue (:mod:`generaldomo.sansio.fair`)."""
+    its order within the tenant's; ``order`` belongs to the service's queue (:mod:`generaldomo.sansio.fair`);
+    a ``detached`` task stays queued while its client is silent."""
 
     id: bytes
     client: Peer
@@ -89,6 +90,7 @@ class Task:
     tenant: Hashable = None
     priority: int = 0
     order: int = 0
+    detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
 
     @property
     def request_id(self) -> bytes | None:

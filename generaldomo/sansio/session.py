@@ -18,7 +18,10 @@ Rules:
   heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). A request with a deadline
   is sent again with the time then left (never a fresh one). The broker answers an asked
   id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
-  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL).
+  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL). A *fetch*
+  waits for the answer to a request sent earlier (by this session or another, with the same key): it is
+  outstanding without a request to send, asked about at once and whenever a request would be sent again; a
+  broker that does not know the id resolves it ``404``.
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
   time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY (a task's deadline, if the
   broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed on, and its
@@ -61,6 +64,10 @@ LOG_EVERY = 10.0  # seconds between two log lines about dropped messages
 DEFAULT_SETTINGS = PeerSettings()
 ASKING_HEARTBEATS = 16  # heartbeats one tick may send to ask about old requests, 64 ids each
 REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
+_UNKNOWN = (
+    b"the broker has no request with this id: never sent (with this key), answered longer ago than it keeps "
+    b"answers (keep_answers), or it restarted since"
+)
 
 
 @attrs.frozen(slots=True)
@@ -188,14 +195,14 @@ class _Drops:
 
 @attrs.define(slots=True)
 class _Outstanding(Generic[T]):
-    frames: list[bytes]
+    frames: list[bytes]  # the request as sent; empty for a fetch (nothing to send again)
     token: T
     sent: float  # first sent, for the caller's timeline
     touched: float  # last sent or asked about
     sent_seq: int  # order of the last send among this session's requests and heartbeats
     asked_seq: int = -1
     deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
-    fields: tuple[str | None, int] = (None, 0)  # its tenant and priority, for a resend with the time left
+    fields: tuple[str | None, int, int] = (None, 0, 0)  # tenant, priority, flags: a resend with the time left
 
 
 class ClientSession(Generic[T]):
@@ -224,26 +231,41 @@ class ClientSession(Generic[T]):
 
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
-        deadline: float | None = None, tenant: str | None = None, priority: int = 0,
+        deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
     ) -> list[bytes]:  # fmt: skip
         """Make a request outstanding; returns its frames, to be sent. ``deadline`` (a time on the clock ``now``
-        reads), ``tenant`` and ``priority`` go in its fields (ValueError on a bad one)."""
+        reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad one)."""
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
-        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority)
+        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority, flags)
         if not self.outstanding:
             self.pulse.restart(now)  # nobody listened while nothing was asked
         frames = protocol.gdp_request(request_id, description, body, fields)
         self._seq += 1
         entry = _Outstanding(frames, token, now, now, self._seq)
         if deadline is not None:
-            entry.deadline, entry.fields = deadline, (tenant, priority)
+            entry.deadline, entry.fields = deadline, (tenant, priority, flags)
         self.outstanding[request_id] = entry
         return frames
 
+    def fetch(self, request_id: bytes, token: T, now: float) -> list[bytes]:
+        """Wait for the answer to request ``request_id``, sent earlier: returns the heartbeat that asks the
+        broker about it, to be sent. The broker sends its kept answer, or the answer of the live request when
+        it comes; if it knows neither, the fetch resolves ``404``."""
+        if request_id in self.outstanding:
+            raise ValueError(f"request id {request_id.hex()} is outstanding already")
+        if not self.outstanding:
+            self.pulse.restart(now)
+        self._seq += 1
+        self.outstanding[request_id] = _Outstanding([], token, now, now, -1, asked_seq=self._seq)
+        self.asked += 1
+        return protocol.gdp_client_heartbeat(ids=[request_id])
+
     def cancel(self, request_id: bytes) -> list[Action[T]]:
-        """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding)."""
-        if self.outstanding.pop(request_id, None) is None:
+        """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding, or was a
+        fetch: the request it waits for runs on, and can be fetched again)."""
+        entry = self.outstanding.pop(request_id, None)
+        if entry is None or not entry.frames:
             return []
         return [Send(protocol.gdp_cancel(request_id))]
 
@@ -306,8 +328,13 @@ class ClientSession(Generic[T]):
         resent: list[Action[T]] = []
         for request_id in message.unknown:
             entry = self.outstanding.get(request_id)
-            if entry is not None and entry.asked_seq > entry.sent_seq:  # not sent again since asked about
+            if entry is None or entry.asked_seq <= entry.sent_seq:  # sent again since asked about
+                continue
+            if entry.frames:
                 resent.append(self._resend(request_id, entry, now))
+            else:  # a fetch: nothing to send again
+                del self.outstanding[request_id]
+                resent.append(Resolve(request_id, entry.token, protocol.NOT_FOUND, None, (_UNKNOWN,), entry.sent, now))
         return resent
 
     def _on_malformed(self, message: Malformed, now: float) -> list[Action[T]]:
@@ -333,6 +360,11 @@ class ClientSession(Generic[T]):
         return [self._resend(rid, entry, now) for rid, entry in list(self.outstanding.items())]
 
     def _resend(self, request_id: bytes, entry: _Outstanding[T], now: float) -> Send:
+        if not entry.frames:  # a fetch: ask again
+            self._seq += 1
+            entry.touched, entry.asked_seq = now, self._seq
+            self.asked += 1
+            return Send(protocol.gdp_client_heartbeat(ids=[request_id]))
         if entry.deadline is not None:  # the time left now, not the time it had when first sent
             fields = protocol.request_fields(entry.deadline - now, *entry.fields)
             entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]

@@ -45,6 +45,7 @@ class Settings:
     keep_answers: float = 60.0  # seconds a final answer to a generaldomo client is kept for its re-asks
     keep_bytes: int = 64 * MIB  # bytes of kept answers, oldest evicted first
     service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
+    served_memory: float = 600.0  # seconds a service that had workers is known (see known_service_grace)
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
     max_workers: int | None = 100_000  # registered workers, all services together; more are told to DISCONNECT
 
@@ -52,6 +53,13 @@ class Settings:
     def expiry(self) -> float:
         """Seconds of silence after which a worker is presumed dead."""
         return self.heartbeat_interval * self.liveness
+
+    @property
+    def known_service_grace(self) -> float:
+        """Seconds after the broker starts during which it does not answer "no such service" (``404`` to a
+        request that asks to fail fast): twice the liveness expiry, time for the workers of a broker that
+        restarted to notice it and register again."""
+        return 2 * self.expiry
 
     @property
     def client_silence(self) -> float:
