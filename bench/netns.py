@@ -25,15 +25,15 @@ def inside() -> bool:
     return os.environ.get(MARK) == "1"
 
 
-def enter(argv: list[str]) -> None:
-    """Run ``python -m bench ARGV`` again in a new network namespace, in place of this process."""
+def enter(argv: list[str], module: str = "bench") -> None:
+    """Run ``python -m MODULE ARGV`` again in a new network namespace, in place of this process."""
     unshare = shutil.which("unshare")
     if unshare is None:
         raise SystemExit("--c-broker needs util-linux's unshare (a private network namespace for the run)")
     flags = ["--net"] if os.geteuid() == 0 else ["--net", "--map-root-user"]
     os.environ[MARK] = "1"
     sys.stdout.flush()
-    os.execv(unshare, [unshare, *flags, "--", sys.executable, "-m", "bench", *argv])
+    os.execv(unshare, [unshare, *flags, "--", sys.executable, "-m", module, *argv])
 
 
 def loopback_up() -> None:

@@ -3,64 +3,19 @@ services that short-lived clients leave behind are dropped and forgotten. Raw GD
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import zmq
+from raw_peers import RawClient, rss_kib, start_broker
 from waiting import eventually
 
-from generaldomo.sansio import codec, protocol
+from generaldomo.sansio import protocol
+from generaldomo.sansio.ledger import request_charge
 from generaldomo.sansio.report import StatusReport
 from generaldomo.sansio.settings import Settings
 
 FLOOD = 200_000
 KIB = b"x" * 1024
-
-
-class RawClient:
-    """A generaldomo client made of one socket and the protocol module: no retries, no session."""
-
-    def __init__(self, context: zmq.Context, endpoint: str, transport: str) -> None:
-        self.server = transport == "server"
-        self.socket = context.socket(zmq.CLIENT if self.server else zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.RCVHWM, 0)  # this test reads replies in bursts: keep them all
-        self.socket.connect(endpoint)
-
-    def send(self, frames: list[bytes], flags: int = 0) -> None:
-        if self.server:
-            self.socket.send(codec.encode(frames), flags)
-        else:
-            self.socket.send_multipart(frames, flags)
-
-    def recv(self, flags: int = 0) -> list[bytes]:
-        if self.server:
-            return codec.decode(self.socket.recv(flags))
-        return self.socket.recv_multipart(flags)
-
-    def close(self) -> None:
-        self.socket.close(linger=0)
-
-    def __enter__(self) -> RawClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-
-
-def start_broker(transport: str) -> tuple[subprocess.Popen[str], str]:
-    broker = subprocess.Popen(
-        [sys.executable, "-m", "generaldomo", "broker", "--transport", transport, "--bind", "tcp://127.0.0.1:*"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert broker.stdout is not None
-    return broker, broker.stdout.readline().split()[-1]
 
 
 def flood(client: RawClient, count: int, deadline: float) -> dict[bytes, int]:
@@ -98,9 +53,10 @@ def test_a_flood_is_told_429_and_the_broker_stays_small(transport: str) -> None:
         before = rss_kib(broker.pid)
         statuses = flood(client, FLOOD, time.monotonic() + 240)
         after = rss_kib(broker.pid)
-        budget = Settings().service_queue_bytes
-        assert budget is not None
-        held = budget // (len(KIB) + len(b"nobody"))
+        settings = Settings()
+        assert settings.service_queue_bytes is not None and settings.connection_requests is not None
+        charge = request_charge(len(KIB) + len(b"nobody"), 1, b"%016d" % 0, bytes(5 if transport == "router" else 0))
+        held = min(settings.service_queue_bytes // charge, settings.connection_requests)
         # The rest wait in the queue. A reply the ROUTER drops because this reader fell behind is not kept (a
         # refusal runs nothing): the client's re-ask would learn the id is unknown and send it again.
         assert set(statuses) == {protocol.OVER_BUDGET} and statuses[protocol.OVER_BUDGET] > 0.9 * (FLOOD - held)
@@ -138,24 +94,38 @@ def test_short_lived_clients_leave_nothing_behind(transport: str, brokers) -> No
         context.term()
 
 
-def test_one_connection_claiming_many_workers_gets_max_workers(brokers) -> None:
+def test_one_connection_claiming_many_workers_gets_its_share(brokers) -> None:
     # Envelope frames let one DEALER speak for many peers (as a proxy does): each READY below claims a worker
-    # of its own. The broker keeps max_workers of them, tells the rest to DISCONNECT, and still serves.
-    broker = brokers("router", ["tcp://127.0.0.1:*"], settings=Settings(max_workers=50, heartbeat_interval=30.0))
+    # of its own. The broker keeps the connection's share of max_workers, tells the rest to DISCONNECT, and
+    # still registers the workers of other connections, up to max_workers.
+    settings = Settings(max_workers=50, heartbeat_interval=30.0)
+    share = settings.connection_workers
+    assert share == 12
+    broker = brokers("router", ["tcp://127.0.0.1:*"], settings=settings)
     endpoint = broker.endpoint("router", "tcp")
     context = zmq.Context()
     try:
         with RawClient(context, endpoint, "router") as claimer:
             for n in range(200):
                 claimer.send([b"\xffhop-%04d" % n, *protocol.gdp_ready(b"svc-%d" % (n % 7))])
-            told = [claimer.recv() for _ in range(150)]
+            told = [claimer.recv() for _ in range(200 - share)]
             assert all(frames[0].startswith(b"\xffhop-") for frames in told)  # back through the claimed hops
             assert {protocol.parse_worker_command(frames[1:])[0] for frames in told} == {protocol.DISCONNECT}
-            eventually(lambda: broker.core.counters["workers_refused"] == 150, 30, "the refusals to be counted")
-            assert len(broker.core.workers) == 50
+            eventually(lambda: broker.core.counters["workers_refused"] == 200 - share, 30, "the refusals counted")
+            assert len(broker.core.workers) == share
+            others = [RawClient(context, endpoint, "router") for _ in range(45)]
+            for other in others:
+                other.send(protocol.gdp_ready(b"svc-0"))
+            refused = 45 - (50 - share)  # told to go once the table is full
+            eventually(lambda: len(broker.core.workers) == 50, 30, "the other connections' workers to register")
+            eventually(lambda: broker.core.counters["workers_refused"] == 200 - share + refused, 30, "the refusals")
+            for other in others:
+                other.close()
             with RawClient(context, endpoint, "router") as client:
                 client.send(protocol.gdp_request(b"status", b"mmi.status", []))
                 report = StatusReport.from_json(protocol.parse_client_reply(client.recv())[3][0])
-            assert report.broker.counters["workers_refused"] == 150 and report.broker.settings.max_workers == 50
+            assert report.broker.counters["workers_refused"] == 200 - share + refused
+            assert report.broker.settings.max_workers == 50 and report.broker.settings.connection_workers == share
+            assert report.broker.counters["refused_connection_workers"] == 200 - share
     finally:
         context.term()

@@ -10,6 +10,7 @@ from core_harness import Harness, client, worker
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.ledger import request_charge
 from generaldomo.sansio.resolver import NameResolver
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.states import TaskState, WorkerState
@@ -84,7 +85,8 @@ def test_cancel_of_a_queued_task_removes_it() -> None:
     h.ready(worker(1))
     assert [body for _, _, body in h.tasks_of(worker(1))] == [(b"stays",)]
     assert h.core.counters["cancelled"] == 1 and not h.replies_of(client(0))
-    assert h.core.report(h.now).broker.queued_bytes == len(b"echo") + len(b"stays")
+    charge = request_charge(len(b"echo") + len(b"stays"), 1, b"stays", client(0).address)
+    assert h.core.report(h.now).broker.queued_bytes == charge
 
 
 def test_cancel_of_a_running_task_drops_its_result_and_frees_the_worker() -> None:
@@ -112,15 +114,14 @@ def test_a_cancelled_task_whose_worker_dies_is_not_reissued() -> None:
     assert h.core.report(h.now).broker.queued_bytes == 0
 
 
-@pytest.mark.parametrize(
-    ("settings", "which"), [({"queue_bytes": 100}, b"broker"), ({"service_queue_bytes": 100}, b"service")]
-)
-def test_requests_beyond_a_queue_budget_get_429(settings: dict, which: bytes) -> None:
-    h = Harness(**settings)
+@pytest.mark.parametrize(("budget", "which"), [("queue_bytes", b"broker"), ("service_queue_bytes", b"service")])
+def test_requests_beyond_a_queue_budget_get_429(budget: str, which: bytes) -> None:
+    charge = request_charge(len(b"echo") + 20, 1, b"r0", client(0).address)  # each request's, ids and overhead too
+    h = Harness(**{budget: 4 * charge + charge // 2})
     for n in range(10):
         h.request(client(0), b"r%d" % n, body=b"x" * 20)
     replies = h.replies_of(client(0))
-    assert [status for _, status, _ in replies] == [b"429"] * 6  # 4 x 24 bytes fit in 100
+    assert [status for _, status, _ in replies] == [b"429"] * 6  # 4 requests fit
     assert which + b" queue budget" in replies[0][2][0] and h.core.counters["over_budget"] == 6
     h.feed(client(1), [b"", b"MDPC01", b"echo", b"x" * 20])  # MDP clients get it the MMI way
     assert h.inbox[client(1)][-1][3] == b"429"

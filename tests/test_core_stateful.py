@@ -27,19 +27,22 @@ from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.ledger import Kind, request_charge
 from generaldomo.sansio.mmi import FlowChange
 from generaldomo.sansio.states import TaskState
 
 SERVICES = (b"a", b"b")
-CLIENTS = tuple(Peer(0, b"c%d" % n) for n in range(3))
+# three direct clients, and two behind one proxy (one connection: envelope addresses with a shared first hop)
+CLIENTS = (*(Peer(0, b"c%d" % n) for n in range(3)), *(Peer(0, (b"proxy", b"p%d" % n)) for n in range(2)))
 SCANNER = Peer(2, b"scanner")
 THIEF = Peer(0, b"thief")  # another client key that replays the others' request ids (with credentials only)
 INTERVAL = 1.0
 LIVENESS = 3
 MAX_ATTEMPTS = 3
 QUEUE_TIMEOUT = 6.0
-QUEUE_BYTES = 200  # a request here is about 15 bytes: the budgets bite after a dozen queued requests
-SERVICE_QUEUE_BYTES = 120
+# a request here is charged its overhead and about 20 bytes: the budgets bite after a dozen queued requests
+QUEUE_BYTES = 12 * request_charge(20, 1, b"", b"")
+SERVICE_QUEUE_BYTES = 8 * request_charge(20, 1, b"", b"")
 Key = tuple[Peer, bytes]
 
 
@@ -50,7 +53,7 @@ class BrokerMachine(RuleBasedStateMachine):
         super().__init__()
         settings = Settings(
             INTERVAL, LIVENESS, MAX_ATTEMPTS, queue_timeout=QUEUE_TIMEOUT, queue_bytes=QUEUE_BYTES,
-            service_queue_bytes=SERVICE_QUEUE_BYTES, keep_answers=4.0, keep_bytes=4096, service_idle=2.0,
+            service_queue_bytes=SERVICE_QUEUE_BYTES, keep_answers=4.0, keep_bytes=8192, service_idle=2.0,
             client_expiry=INTERVAL * LIVENESS,
         )  # fmt: skip
         self.core = BrokerCore(settings=settings, instance=b"sm", random=random.Random(0).randbytes)
@@ -182,7 +185,8 @@ class BrokerMachine(RuleBasedStateMachine):
             self.losses[body] += 1
 
     def unanswered(self) -> list[Key]:
-        return sorted(key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
+        keys = (key for key in self.expected if self.finals[key] == self.lost[key] and key not in self.cancelled)
+        return sorted(keys, key=repr)
 
     def live_keys(self) -> set[tuple[str | None, bytes]]:
         keys = [t.key for t in self.core.tasks.values() if t.state is not TaskState.CANCELLED and t.key]
@@ -202,8 +206,9 @@ class BrokerMachine(RuleBasedStateMachine):
         flags: int = 0,
     ) -> None:  # fmt: skip
         self.serial += 1
-        rid = b"%s-%d" % (client.address, self.serial)
-        self.expected[(client, rid)] = b"%s/%s/%s" % (client.address, rid, service)
+        name = b"/".join(client.address) if isinstance(client.address, tuple) else client.address
+        rid = b"%s-%d" % (name, self.serial)
+        self.expected[(client, rid)] = b"%s/%s/%s" % (name, rid, service)
         self.tenants[(client, rid)] = (tenant, priority)
         self.flags[(client, rid)] = flags
         if deadline is not None:
@@ -223,7 +228,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.unanswered())
     @rule(data=st.data())
     def client_reasks(self, data: st.DataObject) -> None:
-        client = data.draw(st.sampled_from(sorted({peer for peer, _ in self.unanswered()})))
+        client = data.draw(st.sampled_from(sorted({peer for peer, _ in self.unanswered()}, key=repr)))
         mine = [rid for peer, rid in self.unanswered() if peer == client]
         self.reask(client, data.draw(st.lists(st.sampled_from(mine), min_size=1, max_size=4, unique=True)))
 
@@ -242,7 +247,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.keyed and self.expected)
     @rule(data=st.data(), action=st.sampled_from(["request", "reask", "cancel"]))
     def thief_replays_an_id(self, data: st.DataObject, action: str) -> None:
-        victim, rid = data.draw(st.sampled_from(sorted(k for k in self.expected if k[0] != THIEF)))
+        victim, rid = data.draw(st.sampled_from(sorted((k for k in self.expected if k[0] != THIEF), key=repr)))
         before = self.live_keys()
         if action == "request":  # becomes the thief's own request, answered to it with its own result
             service = self.expected[(victim, rid)].rsplit(b"/", 1)[1]
@@ -404,6 +409,18 @@ class BrokerMachine(RuleBasedStateMachine):
         assert len(self.expired) <= c["expired"] <= sum(self.expired.values())
 
     @invariant()
+    def the_ledger_adds_up(self) -> None:
+        ledger = self.core.ledger
+        held: Counter[object] = Counter()
+        counts: Counter[tuple[object, Kind]] = Counter()
+        for where, kind, size in self.core.holdings():
+            held[where] += size
+            counts[where, kind] += 1
+        assert ledger.total == sum(held.values()) and len(ledger) == len(held)
+        assert all(ledger.account(where).bytes == size for where, size in held.items())
+        assert all(ledger.account(where).count(kind) == n for (where, kind), n in counts.items())
+
+    @invariant()
     def adapted_rates_within_bounds_and_never_above_the_configured_rate(self) -> None:
         for service in self.core.resolver.services():
             flow = service.flow
@@ -437,7 +454,7 @@ class BrokerMachine(RuleBasedStateMachine):
         report = self.core.report(self.now)
         assert report.broker.queued_bytes <= QUEUE_BYTES
         assert all(s.queued_bytes <= SERVICE_QUEUE_BYTES for s in report.services)
-        held = sum(t.size for t in self.core.tasks.values())
+        held = sum(t.charge for t in self.core.tasks.values())
         assert held == report.broker.queued_bytes
 
     def teardown(self) -> None:

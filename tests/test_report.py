@@ -10,8 +10,13 @@ from core_harness import Harness, client, worker
 from generaldomo.cli.status_view import render
 from generaldomo.io.metrics import StatusCollector
 from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.ledger import request_charge
 from generaldomo.sansio.report import StatusReport
 from generaldomo.sansio.stats import RECENT
+
+# what the two requests of busy_report() cost the budgets (their ids, envelopes and overhead too)
+ECHO = request_charge(len(b"echo") + 10, 1, b"r1", client(0).address)
+OTHER = request_charge(len(b"other") + len(b"r2"), 1, b"r2", client(0).address)
 
 
 def busy_report() -> StatusReport:
@@ -28,11 +33,11 @@ def test_json_round_trip_keeps_everything() -> None:
     report = busy_report()
     assert StatusReport.from_json(report.to_json()) == report
     data = json.loads(report.to_json())
-    assert set(data) == {"broker", "services", "workers"}
+    assert set(data) == {"broker", "services", "workers", "next"}
     assert data["broker"]["endpoints"] == [{"transport": "router", "endpoint": "tcp://127.0.0.1:5555"}]
     assert data["broker"]["counters"]["connections_refused"] == 2
-    assert data["broker"]["queued_bytes"] == len(b"echo") + 10 + len(b"other") + len(b"r2")
-    assert {s["name"]: s["queued_bytes"] for s in data["services"]} == {"echo": 14, "other": 7}
+    assert data["broker"]["queued_bytes"] == ECHO + OTHER
+    assert {s["name"]: s["queued_bytes"] for s in data["services"]} == {"echo": ECHO, "other": OTHER}
     assert data["workers"][0]["state"] == "busy"
 
 
@@ -54,8 +59,8 @@ def test_metrics_read_the_typed_report() -> None:
     pytest.importorskip("prometheus_client")
     families = {f.name: f for f in StatusCollector(busy_report).collect()}
     queued = {s.labels["service"]: s.value for s in families["generaldomo_service_queued_bytes"].samples}
-    assert queued == {"echo": 0.0 + 14, "other": 7.0}
-    assert families["generaldomo_queued_bytes"].samples[0].value == 21
+    assert queued == {"echo": ECHO, "other": OTHER}
+    assert families["generaldomo_queued_bytes"].samples[0].value == ECHO + OTHER
     assert list(StatusCollector(lambda: None).collect()) == []
 
 

@@ -92,6 +92,29 @@ LIMITS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
         "how long a service that had workers counts as known to requests that fail fast for unknown services (404)",
     ),
     ("--max-workers", "max_workers", limit(int), "N", "registered workers at most, more are refused; 'none': no limit"),
+    ("--held-bytes", "held_bytes", limit(int), "BYTES", "bytes held for all peers (the ledger); 'none': no limit"),
+    ("--connection-bytes", "connection_bytes", limit(int), "BYTES", "bytes held for one connection; 'none': no limit"),
+    (
+        "--connection-requests",
+        "connection_requests",
+        limit(int),
+        "N",
+        "queued and running requests per connection; 'none': no limit",
+    ),
+    (
+        "--connection-services",
+        "connection_services",
+        limit(int),
+        "N",
+        "services one connection may make; 'none': no limit",
+    ),
+    (
+        "--connection-worker-share",
+        "connection_worker_share",
+        float,
+        "SHARE",
+        "share of --max-workers one connection may register (at most 0.5)",
+    ),
 )
 
 

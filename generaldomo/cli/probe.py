@@ -20,10 +20,12 @@ from typing import TypeVar
 from generaldomo.io.connection import Curve, connect
 from generaldomo.io.transport import Transport, draft_available
 from generaldomo.sansio import protocol
+from generaldomo.sansio.report import StatusQuery
 
 T = TypeVar("T")
 TIMEOUT = 3.0  # seconds a diagnostic question waits for its answer, unless told otherwise
 _BURST = 100  # messages read per wake-up, at most
+BUSIEST = StatusQuery(limit=1000, order="busy")  # the services a typo is looked for among
 
 
 def ask(
@@ -85,8 +87,9 @@ def served(endpoint: str, transport: str, service: str, timeout: float, curve: C
 
 
 def services(endpoint: str, transport: str, timeout: float, curve: Curve | None = None) -> list[str]:
-    """The services with workers in the broker's ``mmi.status`` report (empty if it gives none)."""
-    answer = management(endpoint, transport, "mmi.status", [], timeout, curve)
+    """The services with workers in the broker's ``mmi.status`` report, those with the most first (a page of
+    them; empty if it gives none)."""
+    answer = management(endpoint, transport, "mmi.status", [BUSIEST.to_json()], timeout, curve)
     if answer is None or answer[0] != protocol.OK or not answer[1]:
         return []
     try:

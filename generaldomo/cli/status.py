@@ -1,7 +1,8 @@
 """``generaldomo status``: print a broker's ``mmi.status`` report, once or every few seconds.
 
-This module owns the status command's flags, the width it fits the report in and its exit status; the
-layout of the report is :mod:`generaldomo.cli.status_view`'s.
+This module owns the status command's flags, the width it fits the report in, how it gathers the report's
+pages (every service and worker, up to :data:`MOST` of each) and its exit status; the layout of the report is
+:mod:`generaldomo.cli.status_view`'s.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import shutil
 import sys
 import time
+from typing import Any
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
@@ -18,6 +20,8 @@ from generaldomo.cli.status_view import WIDTH, render
 from generaldomo.peers.client import Client
 
 MIN_COLUMNS = 40  # narrower than this, tables would be mostly cut
+PAGE_SIZE = 500  # services and workers asked for per mmi.status request
+MOST = 10_000  # services and workers shown at most (the header says how many there are)
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +41,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted (default: print once)"
     )
+    parser.add_argument("--service", metavar="NAME", help="only this service and its workers (default: all)")
     options.timeout(parser, "the report")
 
 
@@ -67,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
         while True:
             try:
-                report = client.status(timeout=args.timeout)
+                report = gather(client, args.timeout, args.service)
             except TimeoutError:  # the broker itself answers mmi.status
                 print(
                     f"generaldomo status: {probe.nobody_answered(endpoint, args.transport, args.timeout)}",
@@ -82,6 +87,33 @@ def run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 return Exit.OK
             print()
+
+
+def gather(client: Client, timeout: float | None, service: str | None = None, most: int = MOST) -> dict[str, Any]:
+    """The broker's report with every service and worker (at most ``most`` of each), page by page; the totals
+    in its ``broker`` say how many there are."""
+    scope = {} if service is None else {"service": service}
+    report = client.status(timeout, limit=PAGE_SIZE, **scope)
+    services, workers = report["services"], report["workers"]
+    for _ in range(2 * most // PAGE_SIZE):
+        cursors = report.get("next") or {}
+        more_services = cursors.get("services_after") is not None and len(services) < most
+        more_workers = cursors.get("workers_after") is not None and len(workers) < most
+        if not (more_services or more_workers):
+            break
+        # a list that is complete (or long enough) goes on after its last item: an empty page
+        after = {
+            "services_after": cursors["services_after"]
+            if more_services
+            else services[-1]["name"]
+            if services
+            else None,
+            "workers_after": cursors["workers_after"] if more_workers else workers[-1]["serial"] if workers else None,
+        }
+        report = client.status(timeout, limit=PAGE_SIZE, **scope, **after)
+        services += report["services"]
+        workers += report["workers"]
+    return {**report, "services": services[:most], "workers": workers[:most]}
 
 
 COMMAND = Command("status", "show a broker's status (mmi.status)", arguments, run)

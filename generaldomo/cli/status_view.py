@@ -82,9 +82,31 @@ def _head(report: StatusReport, width: int | None) -> str:
         f"endpoints: {endpoints}",
         f"queued {cell(Kind.COUNT, broker.queued)} ({cell(Kind.COUNT, broker.queued_bytes)} B held), "
         f"kept answers {cell(Kind.COUNT, broker.kept_answers)} ({cell(Kind.COUNT, broker.kept_bytes)} B)",
+        f"{_shown(len(report.services), broker.service_count, 'services')}, "
+        f"{_shown(len(report.workers), broker.worker_count, 'workers')}",
+        _ledger_line(report),
         f"counters: {counters or 'none yet'}",
     ]
     return "\n".join(_wrap(printable(line), width) for line in lines)
+
+
+def _shown(listed: int, total: int, what: str) -> str:
+    """``N what`` and, when the report lists fewer of them, how many it lists (a report from a broker that
+    gives no total lists them all)."""
+    total = max(total, listed)
+    return f"{cell(Kind.COUNT, total)} {what}" + (f" ({cell(Kind.COUNT, listed)} shown)" if listed < total else "")
+
+
+def _ledger_line(report: StatusReport) -> str:
+    """What the broker holds for its peers, by kind, and the connection holding the most."""
+    ledger = report.broker.ledger
+    kinds = ", ".join(f"{kind} {cell(Kind.COUNT, size)}" for kind, size in sorted(ledger.by_kind.items()))
+    line = f"held {cell(Kind.COUNT, ledger.held_bytes)} B for {cell(Kind.COUNT, ledger.connections)} connections"
+    if kinds:
+        line += f" ({kinds})"
+    if ledger.top:
+        line += f"; most: {ledger.top[0].connection} {cell(Kind.COUNT, ledger.top[0].bytes)} B"
+    return line
 
 
 def _wrap(line: str, width: int | None) -> str:

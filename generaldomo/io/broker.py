@@ -19,13 +19,15 @@ import zmq
 
 from generaldomo.io import speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
+from generaldomo.io.backlog import POLL as BACKLOG_POLL
+from generaldomo.io.backlog import Backlog
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.state import StateDir
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.report import StatusQuery, StatusReport
 from generaldomo.sansio.resolver import Resolver
 from generaldomo.sansio.settings import Settings
 
@@ -35,6 +37,8 @@ _DRAIN = 256  # messages read from one link before looking at the others
 # libzmq's hard size limit sits this far above the core's, so that a request a little too large gets a 413
 # answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
 ENVELOPE_SLACK = 64 * 1024
+# the busiest services, and the first workers, in the snapshot metrics read: its cost does not grow with them
+SNAPSHOT = StatusQuery(limit=200, order="busy")
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
 
 
@@ -110,6 +114,8 @@ class Broker:
         self.core = BrokerCore(
             resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool()
         )
+        # replies the links hold for peers that do not read, charged to the core's ledger
+        self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -141,6 +147,7 @@ class Broker:
             max_frames=self.core.settings.max_frames,
             security=self.security,
         )
+        link.backlog, link.index = self.backlog, len(self.links)
         self.links.append(link)
         self.core.set_endpoints(self.endpoints)
         return link
@@ -223,7 +230,7 @@ class Broker:
         wait = waiter([link.socket for link in self.links], (self._stop_read,))
         stop_bit = 1 << len(self.links)
         links = list(enumerate(self.links))
-        core = self.core
+        core, backlog = self.core, self.backlog
         clock = time.monotonic
         self._restore()
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
@@ -239,7 +246,7 @@ class Broker:
                     deadline = draining if deadline is None else min(deadline, draining)
                 if self._snapshot_period is not None:
                     if clock() >= next_snapshot:
-                        self.snapshot = status(core, clock())
+                        self.snapshot = status(core, clock(), SNAPSHOT)
                         next_snapshot = clock() + self._snapshot_period
                     deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
                 deadline = next_refusals if deadline is None else min(deadline, next_refusals)
@@ -254,6 +261,9 @@ class Broker:
                             self._serve(index, link)
                 now = clock()
                 self._send(core.tick(now))
+                if backlog and now >= backlog.next_poll:
+                    backlog.poll()
+                    backlog.next_poll = now + BACKLOG_POLL
                 if now >= next_refusals:
                     for link in self.links:
                         link.log_refusals()

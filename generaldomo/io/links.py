@@ -9,7 +9,9 @@ are carried by :mod:`generaldomo.io.inproc`. Links know nothing of the protocol 
 
 Rules: a link never blocks and never lets one peer cost more than one bounded message's work. While reading it
 enforces a frame-count limit and a byte limit across frames (the rest of a message beyond either is drained
-without being kept, and dropped); a send to a peer whose queue is full is dropped. Every drop is counted in
+without being kept, and dropped); a send to a peer whose queue is full is dropped, and so is one to a peer
+that has not read too many bytes sent before (:mod:`generaldomo.io.backlog`, shared by a broker's links,
+which tells the links when a message must go out marked). Every drop is counted in
 :attr:`Link.counters` (the broker hands them to the core's status report) and logged at most a few lines per
 interval (:mod:`generaldomo.sansio.ratelimit`). With CURVE (:mod:`generaldomo.io.auth`) each message carries the
 credential of the key that sent it, read from the message's ``User-Id`` metadata.
@@ -41,10 +43,12 @@ from zmq.utils.monitor import recv_monitor_message
 
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
+from generaldomo.io.backlog import Backlog, Tracker
 from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.transport import Transport, require_draft
 from generaldomo.sansio import codec, envelope
 from generaldomo.sansio.access import Credential
+from generaldomo.sansio.ledger import connection
 from generaldomo.sansio.ratelimit import RateLimiter
 from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES
 
@@ -146,6 +150,8 @@ class Link:
         self.max_bytes = sys.maxsize if max_message == NO_LIMIT else max_message
         self.security = security
         self.counters: Counter[str] = Counter()
+        self.backlog: Backlog | None = None  # the broker's, shared by its links (None: sends are not tracked)
+        self.index = 0  # this link's place among the broker's, which names its connections in the backlog
         self.limiter = RateLimiter()  # one line per kind of drop per interval, then a count
         self.refusals = RateLimiter(burst=5)  # refused connections: a few lines, as a scan has a few
         self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
@@ -200,7 +206,37 @@ class Link:
         return batch
 
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
-        """Send ``frames`` to ``address``; a peer that has gone or whose queue is full is dropped (counted)."""
+        """Send ``frames`` to ``address``; a peer that has gone, whose queue is full, or (with a :attr:`backlog`)
+        that has not read what was sent to it before, beyond its budget, is dropped (counted)."""
+        backlog = self.backlog
+        if backlog is None:
+            self._send(address, frames)
+            return
+        where = connection(self.index, address)
+        size = self.size(address, frames)
+        if not backlog.admit(where, size):
+            unread = backlog.unread(where)
+            self.drop(
+                "sends_dropped_unread", "dropped a message to %s: %d bytes sent before unread", label(address), unread
+            )
+        elif backlog.must_mark(where, size):
+            mark = self._send_marked(address, frames)
+            if mark is not None:
+                backlog.sent(where, size, mark)
+        elif self._send(address, frames):
+            backlog.sent(where, size)
+
+    def size(self, address: Address, frames: Sequence[bytes]) -> int:
+        """Bytes a message of ``frames`` to ``address`` holds in the socket."""
+        return sum(map(len, frames))
+
+    def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
+        """Send ``frames`` to ``address``; False (counted) if the socket refused them."""
+        raise NotImplementedError
+
+    def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
+        """Send ``frames`` to ``address`` with the last frame (part) shared with libzmq and tracked: the tracker,
+        done once libzmq has written it out (see :mod:`generaldomo.io.backlog`); None (counted) if refused."""
         raise NotImplementedError
 
     def send_failed(self, code: int, address: Address) -> None:
@@ -380,7 +416,11 @@ class RouterLink(Link):
             _give_back_memory()
         return count
 
-    def send(self, address: Address, frames: Sequence[bytes]) -> None:
+    def size(self, address: Address, frames: Sequence[bytes]) -> int:
+        hops = sum(map(len, address[1:])) if isinstance(address, tuple) else 0
+        return hops + sum(map(len, frames))
+
+    def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         # The broker never sends a message without frames.
         if self.socket.closed:
             raise zmq.ZMQError(zmq.ENOTSOCK)
@@ -388,7 +428,17 @@ class RouterLink(Link):
             code = self._native.router_send(self._handle, address, frames)  # a tuple address is its route
             if code:
                 self.send_failed(code, address)
-            return
+            return not code
+        socket, send = self.socket, _send
+        if not self._route(address):
+            return False
+        for frame in frames[:-1]:
+            send(socket, frame, _MORE)
+        send(socket, frames[-1], _NOBLOCK)
+        return True
+
+    def _route(self, address: Address) -> bool:
+        """Send the frames that route a message to ``address``; False (counted) if the peer is gone or full."""
         socket, send = self.socket, _send
         try:
             if type(address) is bytes:
@@ -400,10 +450,20 @@ class RouterLink(Link):
                     send(socket, hop, _MORE)
         except zmq.ZMQError as error:
             self.send_failed(error.errno or 0, address)
-            return
+            return False
+        return True
+
+    def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
+        if self.socket.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        if not self._route(address):
+            return None
+        socket = self.socket
         for frame in frames[:-1]:
-            send(socket, frame, _MORE)
-        send(socket, frames[-1], _NOBLOCK)
+            _send(socket, frame, _MORE)
+        last = zmq.Frame(frames[-1], track=True, copy=False)
+        tracker: Tracker = socket.send(last, _NOBLOCK, copy=False, track=True)
+        return tracker
 
 
 class ServerLink(Link):
@@ -477,7 +537,10 @@ class ServerLink(Link):
                 return peer, frames, credential
         return None
 
-    def send(self, address: Address, frames: Sequence[bytes]) -> None:
+    def size(self, address: Address, frames: Sequence[bytes]) -> int:
+        return len(frames) + sum(map(len, frames))  # about what the packing takes
+
+    def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         assert isinstance(address, int)
         if self.socket.closed:
             raise zmq.ZMQError(zmq.ENOTSOCK)
@@ -485,13 +548,28 @@ class ServerLink(Link):
             code = self._native.server_send(self._handle, address, frames)
             if code:
                 self.send_failed(code, address)
-            return
+            return not code
         message = zmq.Frame(codec.encode(frames), copy=True)  # a zero-copy frame (64 KiB+) costs a GC hand-off
         message.routing_id = address
         try:
             _send(self.socket, message, _NOBLOCK)
         except zmq.ZMQError as error:
             self.send_failed(error.errno or 0, address)
+            return False
+        return True
+
+    def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
+        assert isinstance(address, int)
+        if self.socket.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        message = zmq.Frame(codec.encode(frames), track=True, copy=False)
+        message.routing_id = address
+        try:
+            tracker: Tracker = self.socket.send(message, _NOBLOCK, copy=False, track=True)
+        except zmq.ZMQError as error:
+            self.send_failed(error.errno or 0, address)
+            return None
+        return tracker
 
 
 LINKS: dict[Transport, type[Link]] = {Transport.ROUTER: RouterLink, Transport.SERVER: ServerLink}

@@ -2,7 +2,9 @@
 
 This module owns the mapping from the typed status report (:class:`~generaldomo.sansio.report.StatusReport`)
 to Prometheus metrics. It reads the snapshot the broker's loop refreshes, never the live core, so it can run
-on the HTTP server's thread. It needs the optional ``prometheus_client`` package
+on the HTTP server's thread; the snapshot has the broker's totals, the ledger, workers per host and the 200
+busiest services (:data:`generaldomo.io.broker.SNAPSHOT`), so neither its cost nor the number of series grows
+with what peers make. It needs the optional ``prometheus_client`` package
 (``pip install generaldomo[metrics]``).
 """
 
@@ -86,6 +88,9 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_uptime_seconds", "Seconds since the broker started", broker.uptime)
         yield GaugeMetricFamily(f"{PREFIX}_queued_bytes", "Bytes of requests the broker holds", broker.queued_bytes)
         yield GaugeMetricFamily(f"{PREFIX}_kept_answers", "Answers kept for re-asking clients", broker.kept_answers)
+        yield GaugeMetricFamily(f"{PREFIX}_services", "Services known, all of them", broker.service_count)
+        yield GaugeMetricFamily(f"{PREFIX}_workers", "Registered workers, all of them", broker.worker_count)
+        yield from _ledger(report)
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
         for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)
@@ -124,9 +129,28 @@ class StatusCollector:
             busy.add_metric([service.name], service.busy_tenants)
         yield busy
         hosts = GaugeMetricFamily(f"{PREFIX}_workers_by_host", "Registered workers per host", labels=["host"])
-        for host, count in workers_by_host(report.workers):
+        for host, count in broker.hosts.items() if broker.hosts else workers_by_host(report.workers):
             hosts.add_metric([host], count)
         yield hosts
+
+
+def _ledger(report: StatusReport) -> Iterator[Any]:
+    """The ledger's gauges: bytes held in all and by kind, connections holding any, the top connections."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    ledger = report.broker.ledger
+    yield GaugeMetricFamily(f"{PREFIX}_held_bytes", "Bytes held on peers' behalf (the ledger)", ledger.held_bytes)
+    kinds = GaugeMetricFamily(f"{PREFIX}_held_bytes_by_kind", "Bytes held by kind of holding", labels=["kind"])
+    for kind, size in sorted(ledger.by_kind.items()):
+        kinds.add_metric([kind], size)
+    yield kinds
+    yield GaugeMetricFamily(f"{PREFIX}_connections_holding", "Connections holding anything", ledger.connections)
+    top = GaugeMetricFamily(
+        f"{PREFIX}_connection_held_bytes", "Bytes held for the connections holding the most", labels=["connection"]
+    )
+    for connection in ledger.top:
+        top.add_metric([connection.connection], connection.bytes)
+    yield top
 
 
 def workers_by_host(workers: list[WorkerReport]) -> list[tuple[str, int]]:

@@ -43,6 +43,7 @@ from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
 from generaldomo.sansio import protocol
 from generaldomo.sansio.handshake import HandshakeWatch
+from generaldomo.sansio.report import StatusQuery
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, Send
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
@@ -452,9 +453,13 @@ class Client:
             future.cancel()  # the caller stopped reading (or a timeout): withdraw the request, if still open
         yield future.result()
 
-    def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
-        """The broker's status report (``mmi.status``): broker, services and workers."""
-        report: dict[str, Any] = json.loads(self.request("mmi.status", [], timeout).payload)
+    def status(self, timeout: float | None = 10.0, **query: Any) -> dict[str, Any]:
+        """The broker's status report (``mmi.status``): the broker's totals, and a page of its services and
+        workers: the first ones, or those ``query`` asks for (``limit``, ``services_after``, ``workers_after``,
+        ``service``, ``order``; see :class:`~generaldomo.sansio.report.StatusQuery`). The report's ``next``
+        has the cursors of the next page."""
+        body = [StatusQuery(**query).to_json()] if query else []
+        report: dict[str, Any] = json.loads(self.request("mmi.status", body, timeout).payload)
         return report
 
     def flow(self, service: str, timeout: float | None = 10.0, **limits: object) -> dict[str, Any]:

@@ -40,10 +40,11 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 import logging
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -65,13 +66,29 @@ from generaldomo.sansio.events import (
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.ledger import (
+    OVERHEAD,
+    Connection,
+    Kind,
+    Ledger,
+    Refusal,
+    address_bytes,
+    connection,
+    request_charge,
+)
 from generaldomo.sansio.lograte import LogLimiter
+from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker, request_key
 from generaldomo.sansio.report import (
+    DESCRIPTION_BYTES,
     BrokerReport,
+    ConnectionReport,
     Endpoint,
+    LedgerReport,
+    NextPage,
     ServiceReport,
     SettingsReport,
+    StatusQuery,
     StatusReport,
     WorkerReport,
     build,
@@ -87,6 +104,11 @@ log = logging.getLogger(__name__)
 
 MMI_PREFIX = b"mmi."
 TASK_ID_BYTES = 16
+ECHO_BYTES = 16 * 1024  # bytes of unknown request ids one HEARTBEAT answer names at most
+BEATS_PER_TICK = 1024  # workers one tick heartbeats (and checks for silence) at most: a long table waits its turn
+TOP_CONNECTIONS = 10  # connections the status report names, those holding the most bytes
+MAX_HOSTS = 32  # hosts the status report counts workers of by name; the others' are summed as "other"
+_ALL = StatusQuery()
 _UNSET = FlowLimits()
 # The rows of the life-cycle tables the core uses, looked up once.
 _W_DISPATCH, _W_RESULT = WORKER_MOVES[Step.DISPATCH], WORKER_MOVES[Step.RESULT]
@@ -119,18 +141,34 @@ class BrokerCore:
         self._instance = instance
         self._random = random
         self._label_key = random(16)
-        self._workers: dict[Peer, Worker] = {}
+        settings = self.settings
+        self.ledger = Ledger(
+            settings.held_bytes,
+            settings.connection_bytes,
+            {
+                Kind.TASK: settings.connection_requests,
+                Kind.WORKER: settings.connection_workers,
+                Kind.SERVICE: settings.connection_services,
+                Kind.FLOW: settings.connection_services,
+            },
+        )
+        self._workers: dict[Peer, Worker] = {}  # in order of registration
+        self._serial = 0  # the serial of the latest registered worker
+        self._hosts: Counter[str] = Counter()  # registered workers per announced host ("unknown": none)
+        self._beats: Queue[Worker] = Queue(tracked=True)  # registered workers, next heartbeat due first
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
-        self._kept = KeptAnswers(self.settings.keep_answers, self.settings.keep_bytes)
-        self._served = ServedRecently(self.settings.served_memory)
-        self._heard: dict[Peer, float] = {}  # generaldomo clients -> when they were last heard
-        self._held: dict[Service, int] = {}  # bytes of the live tasks of each service
+        self._kept = KeptAnswers(settings.keep_answers, settings.keep_bytes, self.ledger)
+        self._served = ServedRecently(settings.served_memory)
+        self._heard: OrderedDict[Peer, float] = OrderedDict()  # generaldomo clients -> last heard, oldest first
+        self._held: dict[Service, int] = {}  # bytes charged for the live tasks of each service
         self._held_total = 0
         self._idle_since: dict[Service, float] = {}
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
         self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
-        self._adopted: set[Service] = set()
+        self._adopted: dict[Service, tuple[Connection, int]] = {}  # services seen -> who made them, at what charge
+        self._flow_charges: dict[str, tuple[Connection, int]] = {}  # flow entries peers set -> who, at what charge
+        self._flow_idle_since: dict[str, float] = {}
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
@@ -185,6 +223,9 @@ class BrokerCore:
     def deadline(self) -> float | None:
         """The time at which :meth:`tick` next has work to do, or None if it has none."""
         soonest = self._next_sweep
+        if self._beats:
+            beat = self._beats[0].beat
+            soonest = beat if soonest is None else min(beat, soonest)
         if self._deadlines:
             due = self._deadlines.soonest()
             if due is not None and (soonest is None or due < soonest):
@@ -196,9 +237,12 @@ class BrokerCore:
         return soonest
 
     def tick(self, now: float) -> list[Send]:
-        """Expire silent workers, send heartbeats and do the other periodic work when its time has come, answer
+        """Heartbeat the workers whose turn has come (at most :data:`BEATS_PER_TICK` of them: a later tick
+        does the rest), expiring the silent ones; do the other periodic work when its time has come, answer
         the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send."""
         out: list[Send] = []
+        if self._beats and self._beats[0].beat <= now:
+            self._heartbeat(now, out)
         if self._next_sweep is not None and now >= self._next_sweep:
             self._sweep(now, out)
         if self._deadlines:
@@ -216,15 +260,35 @@ class BrokerCore:
         limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
         return self.apply_flow(mmi.FlowChange(name, limits), now)
 
-    def apply_flow(self, change: mmi.FlowChange, now: float) -> list[Send]:
-        """Apply new flow limits to the services named ``change.name``, now and when they appear; the change is
-        reported (:meth:`take_changes`)."""
-        self._changed.pop(change.name, None)
-        self._changed[change.name] = change
+    def apply_flow(self, change: mmi.FlowChange, now: float, where: Connection | None = None) -> list[Send]:
+        """Apply new flow limits to the services named ``change.name``, now and when they appear. The entry is
+        the operator's (kept while idle) unless ``where`` names the connection of the peer that set it: then it
+        is charged to that connection and forgotten once no service of its name has been busy for
+        ``service_idle``; an entry of the operator's stays the operator's. The change is reported
+        (:meth:`take_changes`). Raises :class:`~generaldomo.sansio.mmi.OverBudget` when a peer's entry does not
+        fit the ledger."""
+        name = change.name
+        charged = self._flow_charges.pop(name, None)
+        if charged is not None:
+            self.ledger.release(charged[0], Kind.FLOW, charged[1])
+            self._flow_idle_since.pop(name, None)
         if change.limits.unset:
-            self.flows.pop(change.name, None)  # back to no limits: nothing to remember
+            self.flows.pop(name, None)  # back to no limits: nothing to remember
         else:
-            self.flows[change.name] = change.limits
+            if where is not None and (charged is not None or name not in self.flows):
+                size = OVERHEAD[Kind.FLOW] + len(name.encode())
+                refusal = self.ledger.admit(where, Kind.FLOW, size)
+                if refusal is not None:
+                    if charged is not None:  # the entry stays as it was, charged as it was
+                        self.ledger.charge(charged[0], Kind.FLOW, charged[1])
+                        self._flow_charges[name] = charged
+                    self.counters[refusal.counter(Kind.FLOW)] += 1
+                    raise mmi.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Kind.FLOW)}")
+                self.ledger.charge(where, Kind.FLOW, size)
+                self._flow_charges[name] = (where, size)
+            self.flows[name] = change.limits
+        self._changed.pop(name, None)
+        self._changed[name] = change
         out: list[Send] = []
         for service in [s for s in self.resolver.services() if s.name == change.name]:
             service.apply_flow(change.limits)
@@ -259,37 +323,119 @@ class BrokerCore:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report."""
         self.counters[name] += n
 
-    def report(self, now: float) -> StatusReport:
-        """The status report at ``now`` (see :mod:`generaldomo.sansio.report`)."""
+    def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
+        """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
+        asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, and with the number of
+        services and workers only by a look at each (no report is built for those left out)."""
         expiry = self.settings.expiry
+        services, count, queued = self._service_page(query)
+        workers = self._worker_page(query)
         broker = BrokerReport(
             self._instance.hex(),
             round(now - self.started, 3),
             [Endpoint(str(transport), endpoint) for transport, endpoint in self._endpoints],
             dict(self.counters),
-            sum(1 for task in self._tasks.values() if task.state is TaskState.QUEUED),
-            build(SettingsReport, attrs.asdict(self.settings)),
+            queued,
+            build(
+                SettingsReport, {**attrs.asdict(self.settings), "connection_workers": self.settings.connection_workers}
+            ),
             self._held_total,
             len(self._kept),
             self._kept.bytes,
             self._kept.evicted,
+            self._ledger_report(),
+            count,
+            len(self._workers),
+            self._busiest_hosts(),
         )
-        services = [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in self.resolver.services()]
-        workers = [
-            WorkerReport(
-                worker.label,
-                worker.description.decode(errors="replace"),
-                worker.service.name,
-                worker.dialect.value,
-                worker.state.value,
-                worker.done,
-                round(max(0.0, now - (worker.expires - expiry)), 3),
-                worker.host,
-                worker.pid,
+        limit = query.limit
+        del services[limit + 1 :], workers[limit + 1 :]
+        next_page = NextPage(  # after the last one listed, when there is one more
+            services[limit - 1].name if len(services) > limit and query.order == "name" else None,
+            workers[limit - 1].serial if len(workers) > limit else None,
+        )
+        del services[limit:], workers[limit:]
+        return StatusReport(
+            broker,
+            [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
+            [
+                WorkerReport(
+                    worker.label,
+                    worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
+                    worker.service.name,
+                    worker.dialect.value,
+                    worker.state.value,
+                    worker.done,
+                    round(max(0.0, now - (worker.expires - expiry)), 3),
+                    worker.host,
+                    worker.pid,
+                    len(worker.description),
+                    worker.serial,
+                )
+                for worker in workers
+            ],
+            next_page,
+        )
+
+    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int]:
+        """The services of ``query``'s page and one more if there are more (in its order), the number of
+        services and the tasks queued in all."""
+        count = queued = 0
+        chosen: list[Service] = []
+        name, after = query.service, query.services_after
+        for service in self.resolver.services():
+            count += 1
+            queued += len(service.pending)
+            if (name is None or service.name == name) and (after is None or service.name > after):
+                chosen.append(service)
+        if query.order == "busy":
+            busiest = heapq.nsmallest(query.limit, chosen, key=_busy)
+            return busiest, count, queued
+        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued
+
+    def _worker_page(self, query: StatusQuery) -> list[Worker]:
+        """The workers of ``query``'s page and one more if there are more, in order of registration."""
+        workers: Iterable[Worker] = self._workers.values()
+        after, name = query.workers_after, query.service
+        if after is not None:
+            workers = itertools.dropwhile(lambda worker: worker.serial <= after, workers)
+        if name is not None:
+            workers = (worker for worker in workers if worker.service.name == name)
+        return list(itertools.islice(workers, query.limit + 1))
+
+    def _busiest_hosts(self) -> dict[str, int]:
+        """Workers per announced host ("unknown": none announced) for the :data:`MAX_HOSTS` hosts with the most,
+        the others summed as "other": a few entries, whatever the workers say."""
+        named = self._hosts.most_common(MAX_HOSTS)
+        rest = len(self._workers) - sum(n for _, n in named)
+        return dict(sorted(named)) | ({"other": rest} if rest else {})
+
+    def _ledger_report(self) -> LedgerReport:
+        ledger = self.ledger
+        top = [
+            ConnectionReport(
+                self._connection_label(where), account.bytes, {k.value: n for k, n in account.counts.items()}
             )
-            for worker in self._workers.values()
+            for where, account in ledger.top(TOP_CONNECTIONS)
         ]
-        return StatusReport(broker, services, workers)
+        held = {kind.value: size for kind, size in ledger.by_kind.items() if size}
+        return LedgerReport(ledger.total, held, len(ledger), top)
+
+    def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
+        """Every holding the core keeps on peers' behalf, as ``(connection, kind, bytes)``, recomputed from its
+        state: what its ledger must add up to, less what the IO layer charges (an audit, for the tests)."""
+        for task in self._tasks.values():
+            yield connection(task.client.link, task.client.address), Kind.TASK, task.charge
+        for worker in self._workers.values():
+            yield connection(worker.peer.link, worker.peer.address), Kind.WORKER, worker.charge
+        for where, charge in self._adopted.values():
+            yield where, Kind.SERVICE, charge
+        for where, charge in self._flow_charges.values():
+            yield where, Kind.FLOW, charge
+        for peer in self._heard:
+            yield connection(peer.link, peer.address), Kind.CLIENT, OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
+        for where, size in self._kept.holdings():
+            yield where, Kind.KEPT, size
 
     def stop_accepting(self) -> None:
         """From now on answer new requests ``503`` (the broker is stopping); the requests it holds are still served,
@@ -342,10 +488,12 @@ class BrokerCore:
             self._answer_mmi(peer, event, now, credential, out)
             return
         key = None
+        where = connection(peer.link, peer.address)
         if event.request_id is not None:
-            self._heard[peer] = now
+            self._refresh(peer, now)
             key = request_key(credential.key if credential is not None else None, event.request_id)
             if self._known(peer, key, now, out):
+                self._listen(peer, where, now)
                 self.counters["retries_absorbed"] += 1
                 return
         if self._stopping:
@@ -359,7 +507,12 @@ class BrokerCore:
             self._reject(peer, event, protocol.NOT_FOUND, self._no_such_service(service.name, now), now, out)
             return
         size = len(event.description) + sum(map(len, event.body))
-        refusal = self._over_budget(service, size)
+        charge = request_charge(size, len(event.body), event.request_id, peer.address)
+        refusal = self._adopt(service, where) or self._over_budget(service, charge)
+        if refusal is None:
+            listening = key is None or peer in self._heard
+            client = 0 if listening else OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
+            refusal = self._ledger_refusal(where, Kind.TASK, charge + client)
         if refusal is not None:
             self.counters["over_budget"] += 1
             self._reject(peer, event, protocol.OVER_BUDGET, refusal, now, out)
@@ -372,35 +525,69 @@ class BrokerCore:
                 self._reject(peer, event, protocol.EXPIRED, "the request's deadline had passed when it came", now, out)
                 return
             deadline = now + event.deadline
-        self._adopt(service)
-        tenant = credential.key if credential is not None else event.tenant or peer  # (a key, a name, a connection)
+        if key is not None:
+            self._listen(peer, where, now)
+        # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
+        tenant = credential.key if credential is not None else event.tenant or Peer(*where)
         task = Task(
             self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size,
-            deadline=deadline, tenant=tenant, priority=event.priority,
+            charge, deadline=deadline, tenant=tenant, priority=event.priority,
             detached=bool(event.flags & protocol.FLAG_DETACHED),
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
             self._by_request[key] = task
-        self._held[service] = self._held.get(service, 0) + size
-        self._held_total += size
+        self.ledger.charge(where, Kind.TASK, charge)
+        self._held[service] = self._held.get(service, 0) + charge
+        self._held_total += charge
         if deadline is not None:
             self._deadlines.add(deadline, task)
         service.push(task)
         self._dispatch(service, now, out)
 
+    def _listen(self, peer: Peer, where: Connection, now: float) -> None:
+        """Note that the generaldomo client at ``peer`` was heard (its queued tasks live while it is not silent);
+        a client the broker did not listen to yet is charged to its connection, and not listened to beyond the
+        budgets (its tasks then wait as MDP ones do, without the silence rule)."""
+        heard = self._heard
+        if peer in heard:
+            heard[peer] = now
+            heard.move_to_end(peer)
+            return
+        size = OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
+        if self.ledger.admit(where, Kind.CLIENT, size) is None:
+            self.ledger.charge(where, Kind.CLIENT, size)
+            heard[peer] = now
+
+    def _unlisten(self, peer: Peer) -> None:
+        del self._heard[peer]
+        self.ledger.release(
+            connection(peer.link, peer.address), Kind.CLIENT, OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
+        )
+
+    def _refresh(self, peer: Peer, now: float) -> None:
+        """A generaldomo client the broker listens to was heard again."""
+        heard = self._heard
+        if peer in heard:
+            heard[peer] = now
+            heard.move_to_end(peer)
+
     def _known(self, peer: Peer, key: RequestKey, now: float, out: list[Send]) -> bool:
         """True when the request ``key`` has a kept answer (sent again to ``peer``) or a live task (whose
-        answer now goes to ``peer``)."""
+        answer now goes to ``peer``, unless ``peer``'s connection has no room for it)."""
         kept = self._kept.get(key, now)
         if kept is not None:
-            self.counters["answers_resent"] += 1
-            out.append(Send(peer, kept))
+            if self._over_connection_budget(peer, sum(map(len, kept))):
+                self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
+            else:
+                self.counters["answers_resent"] += 1
+                out.append(Send(peer, kept))
             return True
         task = self._by_request.get(key)
         if task is None:
             return False
-        task.client = peer
+        if task.client != peer:
+            self._move(task, peer)
         return True
 
     def _unknown(self, service: Service, now: float) -> bool:
@@ -424,6 +611,23 @@ class BrokerCore:
             f"{listed or 'none'}{hint}"
         )
 
+    def _move(self, task: Task, peer: Peer) -> None:
+        """Send ``task``'s answer to ``peer`` (its client's new address): its charge moves with it, if it fits."""
+        old = connection(task.client.link, task.client.address)
+        where = connection(peer.link, peer.address)
+        charge = task.charge - address_bytes(task.client.address) + address_bytes(peer.address)
+        self.ledger.release(old, Kind.TASK, task.charge)
+        if self.ledger.room(where, charge) is not None:
+            self.ledger.charge(old, Kind.TASK, task.charge)  # the answer goes where it would have gone
+            self.counters["moves_refused"] += 1
+            return
+        self.ledger.charge(where, Kind.TASK, charge)
+        delta = charge - task.charge
+        self._held[task.service] += delta
+        self._held_total += delta
+        task.charge = charge
+        task.client = peer
+
     def _resolve_request(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> Service | None:
         """The service for a request, or None after answering the client with an error."""
         try:
@@ -436,7 +640,7 @@ class BrokerCore:
         return None
 
     def _over_budget(self, service: Service, size: int) -> str | None:
-        """Why a request of ``size`` bytes for ``service`` would exceed a queue budget, or None if it fits."""
+        """Why a request charged ``size`` bytes for ``service`` would exceed a queue budget, or None if it fits."""
         settings = self.settings
         if settings.queue_bytes is not None and self._held_total + size > settings.queue_bytes:
             return f"broker queue budget exceeded: queue_bytes={settings.queue_bytes} bytes of requests held"
@@ -445,19 +649,59 @@ class BrokerCore:
             return f"service queue budget exceeded: service_queue_bytes={limit} bytes held for {service.name!r}"
         return None
 
+    def _ledger_refusal(self, where: Connection, kind: Kind, size: int) -> str | None:
+        """Why a new holding of ``kind`` and ``size`` bytes does not fit the ledger (counted), or None if it does."""
+        refusal = self.ledger.admit(where, kind, size)
+        if refusal is None:
+            return None
+        self.counters[refusal.counter(kind)] += 1
+        return self._refusal_text(refusal, kind)
+
+    def _over_connection_budget(self, peer: Peer, size: int = 0) -> bool:
+        """True when ``peer``'s connection holds more than its budget (its unread replies included), or would
+        with ``size`` more."""
+        return self.ledger.over_budget(connection(peer.link, peer.address), size)
+
+    def _refusal_text(self, refusal: Refusal, kind: Kind) -> str:
+        settings = self.settings
+        if refusal is Refusal.TOTAL_BYTES:
+            return f"broker budget exceeded: held_bytes={settings.held_bytes} bytes held for all peers"
+        if refusal is Refusal.CONNECTION_BYTES:
+            return f"connection budget exceeded: connection_bytes={settings.connection_bytes} bytes held for it"
+        return f"this connection holds {self.ledger.caps[kind]} {kind.value}, the most one connection may"
+
     def _on_client_heartbeat(
         self, peer: Peer, event: ClientHeartbeat, now: float, credential: Credential | None, out: list[Send]
     ) -> None:
-        self._heard[peer] = now
+        self._refresh(peer, now)
         owner = credential.key if credential is not None else None
         self.counters["reasked"] += len(event.request_ids)
-        unknown = [rid for rid in event.request_ids if not self._known(peer, request_key(owner, rid), now, out)]
-        out.append(Send(peer, protocol.broker_heartbeat(self._instance, unknown)))
+        asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
+        unknown = [rid for rid in asked if not self._known(peer, request_key(owner, rid), now, out)]
+        out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
+
+    def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
+        """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
+        asks about the others again), and none while ``peer``'s connection is over its budget."""
+        if not unknown:
+            return unknown
+        if self._over_connection_budget(peer):
+            self.counters["echoes_refused"] += len(unknown)
+            return []
+        echoed: list[bytes] = []
+        room = ECHO_BYTES
+        for rid in unknown:
+            room -= len(rid)
+            if room < 0:
+                self.counters["echoes_refused"] += len(unknown) - len(echoed)
+                break
+            echoed.append(rid)
+        return echoed
 
     def _on_cancel(
         self, peer: Peer, event: ClientCancel, now: float, credential: Credential | None, out: list[Send]
     ) -> None:
-        self._heard[peer] = now
+        self._refresh(peer, now)
         task = self._by_request.pop(
             request_key(credential.key if credential is not None else None, event.request_id), None
         )
@@ -500,14 +744,16 @@ class BrokerCore:
         self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
     ) -> None:
         admin = credential is None or credential.may(Role.ADMIN)
+        # a change by an authenticated admin is the operator's; one by an unauthenticated peer is that peer's
+        where = connection(peer.link, peer.address) if credential is None else None
         try:
             answer = mmi.answer(self, event.description, event.body, now, admin)
+            caused = self.apply_flow(answer.change, now, where) if answer.change is not None else []
         except mmi.ManagementError as error:
             if isinstance(error, mmi.Forbidden):
                 self.counters["forbidden"] += 1
             self._reject(peer, event, error.status, str(error), now, out)
             return
-        caused = self.apply_flow(answer.change, now) if answer.change is not None else []
         status, body = answer.status, answer.body
         frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
         if frames is not None:
@@ -535,8 +781,8 @@ class BrokerCore:
         out: list[Send], where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
     ) -> None:  # fmt: skip
         """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said and understanding
-        ``features``; a worker beyond ``max_workers`` (one connection may claim many peer addresses through
-        envelopes) is told to go."""
+        ``features``; a worker beyond ``max_workers``, or beyond what its connection may hold (one connection may
+        claim many peer addresses through envelopes), is told to go."""
         limit = self.settings.max_workers
         if limit is not None and len(self._workers) >= limit:
             self.counters["workers_refused"] += 1
@@ -547,10 +793,26 @@ class BrokerCore:
         service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
             return
+        account = connection(peer.link, peer.address)
+        host, pid = where
+        charge = OVERHEAD[Kind.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
+        refusal = self._ledger_refusal(account, Kind.WORKER, charge)
+        if refusal is not None:
+            self.counters["workers_refused"] += 1
+            self._warn("refused worker", peer, now, "refused a worker: %s", refusal)
+            out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
+            return
         worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
-        worker.host, worker.pid = where
+        worker.host, worker.pid = host, pid
         worker.features = features
+        worker.charge = charge
+        self._serial += 1
+        worker.serial = self._serial
+        worker.beat = now + self.settings.heartbeat_interval
+        self.ledger.charge(account, Kind.WORKER, charge)
         self._workers[peer] = worker
+        self._hosts[host or "unknown"] += 1
+        self._beats.append(worker)
         service.join(worker)
         self._served.seen(service.name, now)
         self.counters["workers_registered"] += 1
@@ -567,10 +829,13 @@ class BrokerCore:
             try:
                 service = self.resolver.for_worker(description)
                 if credential is None or credential.may_serve(service.name):
-                    self._adopt(service)
-                    return service
-                self.counters["forbidden"] += 1
-                reason = f"its key may not serve {service.name!r}"
+                    refusal = self._adopt(service, connection(peer.link, peer.address))
+                    if refusal is None:
+                        return service
+                    reason = refusal
+                else:
+                    self.counters["forbidden"] += 1
+                    reason = f"its key may not serve {service.name!r}"
             except ResolveError as error:
                 reason = str(error)
             except Exception as error:  # a faulty resolver plug-in must not stop the broker
@@ -688,13 +953,24 @@ class BrokerCore:
 
     # ------------------------------------------------------------------------------------------- state changes
 
-    def _adopt(self, service: Service) -> None:
-        """Apply configured flow limits to a service the first time the core sees it."""
-        if service not in self._adopted:
-            self._adopted.add(service)
-            limits = self.flows.get(service.name)
-            if limits is not None:
-                service.apply_flow(limits)
+    def _adopt(self, service: Service, where: Connection) -> str | None:
+        """Charge a service the core sees for the first time to the connection whose message made it, and apply
+        the flow limits configured for its name; or say why it does not fit the ledger (counted), and forget it."""
+        if service in self._adopted:
+            return None
+        charge = OVERHEAD[Kind.SERVICE] + len(service.name.encode())
+        refusal = self._ledger_refusal(where, Kind.SERVICE, charge)
+        if refusal is not None:
+            forget = getattr(self.resolver, "forget", None)
+            if forget is not None and not service.workers and not service.pending:
+                forget(service)  # it was made for this message alone
+            return refusal
+        self.ledger.charge(where, Kind.SERVICE, charge)
+        self._adopted[service] = (where, charge)
+        limits = self.flows.get(service.name)
+        if limits is not None:
+            service.apply_flow(limits)
+        return None
 
     def _wait(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
@@ -720,6 +996,10 @@ class BrokerCore:
                     self._throttled[service] = held if when is None else min(when, held)
                 return
             worker, task = pair
+            if worker.expires <= now:  # silent too long, and its heartbeat's turn has not come yet
+                service.push(task, front=True)
+                self._expire(worker, now)
+                continue
             deadline = task.deadline
             if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
                 service.put_back(worker)
@@ -782,7 +1062,7 @@ class BrokerCore:
         if frames is not None:
             out.append(Send(task.client, frames))
             if task.key is not None:
-                self._kept.keep(task.key, frames, now)
+                self._kept.keep(task.key, frames, now, connection(task.client.link, task.client.address))
 
     def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
         """Forget ``task``, which was in ``state``: off its queue and out of flight, its bytes released."""
@@ -799,8 +1079,11 @@ class BrokerCore:
             service.flow.finished(task.size)
             service.stopped(task)
         task.worker = None
-        self._held_total -= task.size
-        held = self._held[service] - task.size
+        charge = task.charge
+        client = task.client
+        self.ledger.release(connection(client.link, client.address), Kind.TASK, charge)
+        self._held_total -= charge
+        held = self._held[service] - charge
         if held:
             self._held[service] = held
         else:
@@ -813,9 +1096,23 @@ class BrokerCore:
 
     def _unregister(self, worker: Worker, now: float) -> None:
         self._served.seen(worker.service.name, now)
-        del self._workers[worker.peer]
+        peer = worker.peer
+        del self._workers[peer]
+        self._beats.remove(worker)
+        host = worker.host or "unknown"
+        if self._hosts[host] > 1:
+            self._hosts[host] -= 1
+        else:
+            del self._hosts[host]
+        self.ledger.release(connection(peer.link, peer.address), Kind.WORKER, worker.charge)
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
+
+    def _expire(self, worker: Worker, now: float) -> None:
+        """Unregister ``worker``, silent past its expiry (the caller releases its task)."""
+        log.info("worker %s (%r) expired", worker.label, worker.description[:64])
+        self.counters["workers_expired"] += 1
+        self._unregister(worker, now)
 
     def _release(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Reissue, fail or (if cancelled) drop the task an unregistered ``worker`` held."""
@@ -840,24 +1137,37 @@ class BrokerCore:
 
     # ------------------------------------------------------------------------------------------- periodic work
 
+    def _heartbeat(self, now: float, out: list[Send]) -> None:
+        """Heartbeat the workers whose turn has come, at most :data:`BEATS_PER_TICK`, and expire those silent
+        past their expiry: each worker's turn comes once per heartbeat interval."""
+        beats, interval = self._beats, self.settings.heartbeat_interval
+        expired = []
+        for _ in range(BEATS_PER_TICK):
+            if not beats or beats[0].beat > now:
+                break
+            worker = beats.popleft()
+            if worker.expires <= now:
+                expired.append(worker)
+                continue
+            worker.beat = now + interval
+            beats.append(worker)
+            out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
+        for worker in expired:  # unregister them all first, so no reissued task goes to one of them
+            self._expire(worker, now)
+        for worker in expired:
+            self._release(worker, now, out)
+
     def _sweep(self, now: float, out: list[Send]) -> None:
         settings = self.settings
         if settings.queue_timeout is not None:
             self._expire_queued(now - settings.queue_timeout, now, out)
-        expired = [w for w in self._workers.values() if w.expires <= now]
-        for worker in expired:  # unregister them all first, so no reissued task goes to one of them
-            log.info("worker %s (%r) expired", worker.label, worker.description[:64])
-            self.counters["workers_expired"] += 1
-            self._unregister(worker, now)
-        for worker in expired:
-            self._release(worker, now, out)
-        for worker in self._workers.values():
-            out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
         self._drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
         self._forget_idle_services(now)
         self._warnings.flush(now)
-        busy = self._workers or self._tasks or self._heard or len(self._kept) or self._idle_since or self._warnings
+        busy = (
+            self._tasks or self._heard or len(self._kept) or self._adopted or self._flow_charges or self._warnings
+        )  # fmt: skip
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 
     def _expire_deadlines(self, now: float, out: list[Send]) -> None:
@@ -900,11 +1210,16 @@ class BrokerCore:
 
     def _drop_silent_clients(self, heard_before: float) -> None:
         """Drop the queued tasks of generaldomo clients last heard before ``heard_before``."""
-        silent = {peer for peer, heard in self._heard.items() if heard < heard_before}
+        silent = set()
+        heard = self._heard
+        while heard:
+            peer, when = next(iter(heard.items()))  # the one heard least recently
+            if when >= heard_before:
+                break
+            silent.add(peer)
+            self._unlisten(peer)
         if not silent:
             return
-        for peer in silent:
-            del self._heard[peer]
         doomed: dict[Service, set[Task]] = {}
         for task in self._tasks.values():
             if task.state is TaskState.QUEUED and task.key is not None and task.client in silent and not task.detached:
@@ -917,22 +1232,43 @@ class BrokerCore:
             log.info("dropped %d queued requests for %r of clients gone silent", len(tasks), service.name)
 
     def _forget_idle_services(self, now: float) -> None:
-        """Forget services that have had no workers, no tasks and no flow limits for ``service_idle``."""
+        """Forget services that have had no workers and no tasks for ``service_idle`` (unless the operator set
+        flow limits for their name), and the flow limits peers set for names no busy service had as long."""
         idle_for = self.settings.service_idle
-        forget = getattr(self.resolver, "forget", None)
-        if idle_for is None or forget is None:
+        if idle_for is None:
             return
-        for service in list(self.resolver.services()):
-            if service.workers or service.pending or service in self._held or service.name in self.flows:
+        forget = getattr(self.resolver, "forget", None)
+        flows, charged = self.flows, self._flow_charges
+        busy: set[str] = set()
+        for service in list(self.resolver.services()) if forget is not None or charged else ():
+            name = service.name
+            if service.workers or service.pending or service in self._held:
+                busy.add(name)
                 self._idle_since.pop(service, None)
+                continue
+            if forget is None or (name in flows and name not in charged):
                 continue
             since = self._idle_since.setdefault(service, now)
             if now - since >= idle_for:
                 forget(service)
                 del self._idle_since[service]
-                self._adopted.discard(service)
+                where, charge = self._adopted.pop(service, (None, 0))
+                if where is not None:
+                    self.ledger.release(where, Kind.SERVICE, charge)
                 self._throttled.pop(service, None)
                 self.counters["services_forgotten"] += 1
+        for name in list(charged):
+            if name in busy:
+                self._flow_idle_since.pop(name, None)
+                continue
+            since = self._flow_idle_since.setdefault(name, now)
+            if now - since >= idle_for:
+                where, charge = charged.pop(name)
+                self.ledger.release(where, Kind.FLOW, charge)
+                del flows[name], self._flow_idle_since[name]
+                self._changed.pop(name, None)
+                self._changed[name] = mmi.FlowChange(name, _UNSET)  # so that the state directory forgets it too
+                self.counters["flows_forgotten"] += 1
 
     # ------------------------------------------------------------------------------------------- logs
 
@@ -945,14 +1281,30 @@ class BrokerCore:
         digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
         return f"{peer.link}/{digest}"
 
+    def _connection_label(self, where: Connection) -> str:
+        """An opaque name for a connection: its link and a keyed hash of its first hop (as its peers' labels
+        for a direct peer)."""
+        return self._label(Peer(*where))
+
     def _warn(
         self, kind: str, peer: Peer, now: float, message: str, *args: object, level: int = logging.WARNING
     ) -> None:
-        self._warnings.warn(kind, peer, lambda: self._label(peer), now, message, *args, level=level)
+        # one window per connection: the hops of an envelope after the first are the peer's to make up
+        where = connection(peer.link, peer.address)
+        self._warnings.warn(kind, where, lambda: self._connection_label(where), now, message, *args, level=level)
 
 
 def _size(frames: Sequence[bytes]) -> int:
     return sum(map(len, frames))
+
+
+def _name(service: Service) -> str:
+    return service.name
+
+
+def _busy(service: Service) -> tuple[int, str]:
+    """Sort key of the busiest services first: most workers, queued tasks and tasks in flight, then by name."""
+    return (-(len(service.workers) + len(service.pending) + service.flow.in_flight), service.name)
 
 
 def _finished(task: Task) -> bool:

@@ -1,45 +1,61 @@
 """Kept answers: final replies the broker has sent, kept for a while so a client that lost one can re-ask.
 
 This module owns the bounded store behind the broker's "every request is answered" promise: each answer is
-kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first. It is fed the time
-by its caller and reads no clock; it knows nothing of sockets, tasks or dialects (keys and frames are the
+kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first, and each is charged
+to the ledger (:mod:`generaldomo.sansio.ledger`) under the connection of the client it was for. It is fed the
+time by its caller and reads no clock; it knows nothing of sockets, tasks or dialects (keys and frames are the
 core's).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 
-ENTRY_OVERHEAD = 256  # bytes an entry costs beyond its frames (key, record, dict slot), counted in the budget
+from generaldomo.sansio.ledger import FRAME, OVERHEAD, Connection, Kind, Ledger
+
+ENTRY_OVERHEAD = OVERHEAD[Kind.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
+
+
+def answer_size(frames: list[bytes]) -> int:
+    """Bytes a kept answer of ``frames`` costs, overhead included."""
+    return ENTRY_OVERHEAD + sum(map(len, frames)) + FRAME * len(frames)
 
 
 class KeptAnswers:
     """Frames of final answers by key, for ``seconds`` after they were kept, in at most ``budget`` bytes."""
 
-    def __init__(self, seconds: float, budget: int) -> None:
+    def __init__(self, seconds: float, budget: int, ledger: Ledger | None = None) -> None:
         self.seconds = seconds
         self.budget = budget
         self.bytes = 0
         self.evicted = 0  # answers dropped for the byte budget before their time was up
-        self._answers: OrderedDict[Hashable, tuple[float, list[bytes], int]] = OrderedDict()
+        self._ledger = ledger if ledger is not None else Ledger()
+        self._answers: OrderedDict[Hashable, tuple[float, list[bytes], int, Connection]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._answers)
 
-    def keep(self, key: Hashable, frames: list[bytes], now: float) -> None:
-        """Keep ``frames`` as the answer for ``key`` (replacing any older one); ``frames`` must not change."""
-        size = ENTRY_OVERHEAD + sum(map(len, frames))
+    def keep(self, key: Hashable, frames: list[bytes], now: float, where: Connection = (0, b"")) -> None:
+        """Keep ``frames`` as the answer for ``key`` (replacing any older one), charged to ``where``; ``frames``
+        must not change."""
+        size = answer_size(frames)
         if self.seconds <= 0 or size > self.budget:
             return
         old = self._answers.pop(key, None)
         if old is not None:
-            self.bytes -= old[2]
-        self._answers[key] = (now, frames, size)
+            self._drop(old)
+        self._answers[key] = (now, frames, size, where)
         self.bytes += size
+        self._ledger.charge(where, Kind.KEPT, size)
         while self.bytes > self.budget:
-            self.bytes -= self._answers.popitem(last=False)[1][2]
+            self._drop(self._answers.popitem(last=False)[1])
             self.evicted += 1
+
+    def holdings(self) -> Iterator[tuple[Connection, int]]:
+        """``(connection, bytes)`` of every answer kept: what it is charged in the ledger."""
+        for _, _, size, where in self._answers.values():
+            yield where, size
 
     def get(self, key: Hashable, now: float) -> list[bytes] | None:
         """The answer kept for ``key``, or None if there is none (or its time is up)."""
@@ -53,8 +69,13 @@ class KeptAnswers:
         answers = self._answers
         cutoff = now - self.seconds
         while answers:
-            kept_at, _, size = next(iter(answers.values()))
-            if kept_at > cutoff:
+            entry = next(iter(answers.values()))
+            if entry[0] > cutoff:
                 return
             answers.popitem(last=False)
-            self.bytes -= size
+            self._drop(entry)
+
+    def _drop(self, entry: tuple[float, list[bytes], int, Connection]) -> None:
+        _, _, size, where = entry
+        self.bytes -= size
+        self._ledger.release(where, Kind.KEPT, size)

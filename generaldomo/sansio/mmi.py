@@ -1,10 +1,11 @@
 """The broker's management interface: requests for ``mmi.*`` services, answered from the broker's state.
 
 This module owns what each management service means: ``mmi.service`` (RFC 8), ``mmi.status`` (the status
-report, see :mod:`generaldomo.sansio.report`) and ``mmi.flow`` (read or change a service's flow limits: rate,
-burst, concurrency, bytes in flight, adaptive cap). It reads the broker through the small :class:`Broker` view
-and changes nothing itself: a change it wants comes back in the :class:`Answer` for the core to apply. It
-knows nothing of sockets, clocks (``now`` is given) or the core's records.
+report, a page of it as its optional JSON body asks, see :mod:`generaldomo.sansio.report`) and ``mmi.flow``
+(read or change a service's flow limits: rate, burst, concurrency, bytes in flight, adaptive cap). It reads
+the broker through the small :class:`Broker` view and changes nothing itself: a change it wants comes back in
+the :class:`Answer` for the core to apply. It knows nothing of sockets, clocks (``now`` is given) or the
+core's records.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import attrs
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.flow import LIMIT_NAMES, Flow, FlowLimits
-from generaldomo.sansio.report import StatusReport, limits_in_force
+from generaldomo.sansio.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.resolver import ResolveError, Resolver
 
 
@@ -35,8 +36,8 @@ class Broker(Protocol):
         """The flow of the live service called ``name``, if there is one."""
         ...
 
-    def report(self, now: float) -> StatusReport:
-        """The status report at ``now``."""
+    def report(self, now: float, query: StatusQuery = ...) -> StatusReport:
+        """The status report at ``now``: the page of services and workers ``query`` asks for."""
         ...
 
 
@@ -69,6 +70,12 @@ class Forbidden(ManagementError):
     status = protocol.FORBIDDEN
 
 
+class OverBudget(ManagementError):
+    """A management request whose change does not fit the broker's budgets (status 429)."""
+
+    status = protocol.OVER_BUDGET
+
+
 def answer(broker: Broker, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
     """Answer the management request ``name`` with ``body`` from a sender who may change settings if ``admin``;
     raise :class:`ManagementError` on bad input."""
@@ -88,7 +95,11 @@ def _service(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> 
 
 
 def _status(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
-    return Answer(protocol.OK, [status(broker, now).to_json().encode()])
+    try:
+        query = StatusQuery.from_json(body[0]) if body and body[0] else StatusQuery()
+    except ValueError as error:
+        raise ManagementError(f"bad status query: {error}") from None
+    return Answer(protocol.OK, [status(broker, now, query).to_json().encode()])
 
 
 def _flow(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
@@ -138,6 +149,6 @@ _SERVICES: dict[bytes, Callable[[Broker, Sequence[bytes], float, bool], Answer]]
 }
 
 
-def status(broker: Broker, now: float) -> StatusReport:
-    """The broker's state: the ``mmi.status`` report."""
-    return broker.report(now)
+def status(broker: Broker, now: float, query: StatusQuery | None = None) -> StatusReport:
+    """The broker's state: the ``mmi.status`` report (the page ``query`` asks for; by default the first)."""
+    return broker.report(now) if query is None else broker.report(now, query)

@@ -46,7 +46,9 @@ class Send(NamedTuple):
 @attrs.define(eq=False, slots=True)
 class Worker:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
-    ``pid`` are what the worker said of itself in its READY (None: it did not say)."""
+    ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
+    its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
+    of registration (for the pages of the status report)."""
 
     peer: Peer
     dialect: Dialect
@@ -60,18 +62,23 @@ class Worker:
     host: str | None = None
     pid: int | None = None
     features: frozenset[str] = frozenset()  # the GDP additions it said it understands (protocol.FEATURES)
+    charge: int = 0
+    beat: float = 0.0
+    serial: int = 0
 
 
 @attrs.define(eq=False, slots=True, weakref_slot=False)
 class Task:
     """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
-    carry no request id, and ``size`` is what it costs the budgets. Every queued request holds one, so it has no
-    weak-reference slot and no ``request_id`` field (it is the key's); ``size`` is kept, as the hot path reads it
-    four times per request (a property would cost about 0.8 µs per request for 8 bytes). ``deadline`` is the
-    broker time after which nobody waits for the answer (None: the client set none); ``tenant`` whose share of
-    the service it takes (a CURVE key, a name the client gave, or the client's :class:`Peer`) and ``priority``
-    its order within the tenant's; ``order`` belongs to the service's queue (:mod:`generaldomo.sansio.fair`);
-    a ``detached`` task stays queued while its client is silent."""
+    carry no request id, ``size`` is the bytes of its description and body (what flow control counts in
+    flight) and ``charge`` what it costs the budgets and its client's connection in the ledger (ids, envelope
+    and overhead too). Every queued request holds one, so it has no weak-reference slot and no ``request_id``
+    field (it is the key's); ``size`` is kept, as the hot path reads it four times per request (a property would
+    cost about 0.8 µs per request for 8 bytes). ``deadline`` is the broker time after which nobody waits for the
+    answer (None: the client set none); ``tenant`` whose share of the service it takes (a CURVE key, a name the
+    client gave, or the client's connection) and ``priority`` its order within the tenant's; ``order`` belongs
+    to the service's queue (:mod:`generaldomo.sansio.fair`); a ``detached`` task stays queued while its client
+    is silent."""
 
     id: bytes
     client: Peer
@@ -82,6 +89,7 @@ class Task:
     service: Service
     enqueued: float
     size: int
+    charge: int
     state: TaskState = TaskState.QUEUED
     worker: Worker | None = None
     dispatched: float | None = None

@@ -21,6 +21,11 @@ from generaldomo.sansio.service import Service
 from generaldomo.sansio.stats import ServiceStats, percentiles
 
 R = TypeVar("R")
+PAGE = 100  # services and workers an mmi.status reply lists unless asked for fewer or more
+MAX_PAGE = 1000  # the most it lists
+MAX_QUERY = 4096  # bytes of an mmi.status request's query
+DESCRIPTION_BYTES = 256  # bytes of a worker's description a report shows (description_bytes: all of them)
+_QUERY_KEYS = frozenset({"limit", "services_after", "workers_after", "service", "order"})
 
 
 def _of(kind: type[Any]) -> dict[str, Any]:
@@ -248,7 +253,9 @@ class ServiceReport:
 @attrs.frozen
 class WorkerReport:
     """One registered worker. ``peer`` is an opaque label, never the peer's routing id; ``host`` and ``pid``
-    are what the worker said of itself (None: it did not say, as MDP workers cannot)."""
+    are what the worker said of itself (None: it did not say, as MDP workers cannot); ``description`` is its
+    first :data:`DESCRIPTION_BYTES` bytes, ``description_bytes`` its whole length; ``serial`` its place in the
+    order of registration (the pages' cursor)."""
 
     peer: str = ""
     description: str = ""
@@ -259,6 +266,8 @@ class WorkerReport:
     last_seen: float = 0.0
     host: str | None = None
     pid: int | None = None
+    description_bytes: int = 0
+    serial: int = 0
 
 
 @attrs.frozen
@@ -286,6 +295,34 @@ class SettingsReport:
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
+    held_bytes: int | None = None
+    connection_bytes: int | None = None
+    connection_requests: int | None = None
+    connection_services: int | None = None
+    connection_worker_share: float = 0.0
+    connection_workers: int | None = None  # what the share allows
+
+
+@attrs.frozen
+class ConnectionReport:
+    """What one connection holds in the ledger: ``connection`` is an opaque label (link and a keyed hash of
+    its routing id), ``holdings`` the number of holdings of each kind (tasks, workers, services, ...)."""
+
+    connection: str = ""
+    bytes: int = 0
+    holdings: dict[str, int] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class LedgerReport:
+    """The ledger (:mod:`generaldomo.sansio.ledger`): bytes held on peers' behalf in all (``held_bytes``) and
+    by kind of holding, the connections that hold any, and the :data:`~generaldomo.sansio.core.TOP_CONNECTIONS`
+    that hold the most."""
+
+    held_bytes: int = 0
+    by_kind: dict[str, int] = attrs.field(factory=dict)
+    connections: int = 0
+    top: list[ConnectionReport] = attrs.field(factory=list, metadata=_list_of(ConnectionReport))
 
 
 @attrs.frozen
@@ -302,6 +339,66 @@ class BrokerReport:
     kept_answers: int = 0
     kept_bytes: int = 0
     kept_evicted: int = 0  # kept answers dropped for the byte budget before their time was up
+    ledger: LedgerReport = attrs.field(factory=LedgerReport, metadata=_of(LedgerReport))
+    service_count: int = 0  # services in all (the report lists a page of them)
+    worker_count: int = 0  # registered workers in all (the report lists a page of them)
+    hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
+
+
+@attrs.frozen
+class NextPage:
+    """Where the next page of an ``mmi.status`` report starts, as the request body asks for it: after the
+    service called ``services_after`` (in name order) and after the worker whose serial is ``workers_after``
+    (in order of registration); None: this page has the last of them."""
+
+    services_after: str | None = None
+    workers_after: int | None = None
+
+
+@attrs.frozen
+class StatusQuery:
+    """What an ``mmi.status`` request asks for (its optional JSON body): at most ``limit`` services and
+    workers (:data:`PAGE` unless asked; at most :data:`MAX_PAGE`), those after the cursors of a
+    :class:`NextPage`, those of the service called ``service`` only, in name order (``order="name"``) or the
+    busiest services first (``"busy"``: most workers, queued and in flight; no further pages)."""
+
+    limit: int = PAGE
+    services_after: str | None = None
+    workers_after: int | None = None
+    service: str | None = None
+    order: str = "name"
+
+    @classmethod
+    def from_json(cls, frame: bytes) -> StatusQuery:
+        """The query in an ``mmi.status`` body frame; ValueError when it is not one."""
+        if len(frame) > MAX_QUERY:
+            raise ValueError(f"a status query has at most {MAX_QUERY} bytes")
+        try:
+            data = json.loads(frame)
+        except (ValueError, RecursionError):
+            raise ValueError("a status query is a JSON object") from None
+        if not isinstance(data, dict):
+            raise ValueError("a status query is a JSON object")
+        unknown = set(data) - _QUERY_KEYS
+        if unknown:
+            raise ValueError(f"unknown status query keys {sorted(unknown)}; known: {', '.join(sorted(_QUERY_KEYS))}")
+        limit = data.get("limit", PAGE)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise ValueError(f"limit must be a whole number from 1 to {MAX_PAGE}")
+        for key in ("services_after", "service"):
+            if not isinstance(data.get(key), str | None):
+                raise ValueError(f"{key} must be a string (or null)")
+        after = data.get("workers_after")
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+            raise ValueError("workers_after must be a whole number (or null)")
+        if data.get("order", "name") not in ("name", "busy"):
+            raise ValueError('order must be "name" or "busy"')
+        return cls(**data)
+
+    def to_json(self) -> bytes:
+        """The body frame that asks for this query."""
+        data = {key: value for key, value in attrs.asdict(self).items() if value is not None}
+        return json.dumps(data).encode()
 
 
 @attrs.frozen
@@ -311,6 +408,7 @@ class StatusReport:
     broker: BrokerReport = attrs.field(factory=BrokerReport, metadata=_of(BrokerReport))
     services: list[ServiceReport] = attrs.field(factory=list, metadata=_list_of(ServiceReport))
     workers: list[WorkerReport] = attrs.field(factory=list, metadata=_list_of(WorkerReport))
+    next: NextPage = attrs.field(factory=NextPage, metadata=_of(NextPage))
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""

@@ -7,6 +7,9 @@ It knows nothing of sockets or clocks.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import attrs
 
 HEARTBEAT_INTERVAL = 2.5
@@ -30,6 +33,11 @@ class PeerSettings:
         return self.heartbeat_interval * self.liveness
 
 
+def _share(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 0.5:
+        raise ValueError(f"{attribute.name} must be a number above 0 and at most 0.5")
+
+
 @attrs.frozen
 class Settings:
     """Timing and limits the broker core enforces."""
@@ -48,6 +56,12 @@ class Settings:
     served_memory: float = 600.0  # seconds a service that had workers is known (see known_service_grace)
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
     max_workers: int | None = 100_000  # registered workers, all services together; more are told to DISCONNECT
+    # The ledger (generaldomo.sansio.ledger): bytes held on peers' behalf, in all and per connection.
+    held_bytes: int | None = 256 * MIB
+    connection_bytes: int | None = 64 * MIB
+    connection_requests: int | None = 10_000  # queued and running requests of one connection; 429 beyond
+    connection_services: int | None = 1_000  # services (and flow entries) one connection's messages made
+    connection_worker_share: float = attrs.field(default=0.25, validator=_share)
 
     @property
     def expiry(self) -> float:
@@ -60,6 +74,14 @@ class Settings:
         request that asks to fail fast): twice the liveness expiry, time for the workers of a broker that
         restarted to notice it and register again."""
         return 2 * self.expiry
+
+    @property
+    def connection_workers(self) -> int | None:
+        """Workers one connection may register: ``connection_worker_share`` of ``max_workers`` (at least one;
+        None when the worker table has no limit)."""
+        if self.max_workers is None:
+            return None
+        return max(1, math.floor(self.max_workers * self.connection_worker_share))
 
     @property
     def client_silence(self) -> float:

@@ -1,15 +1,17 @@
 """Per-service statistics: counters, recent queue and service times, observed completion rate.
 
 This module owns the bookkeeping behind the broker's status report. It is fed times by the core and reads
-no clock; it knows nothing of sockets, workers or how tasks are dispatched. Memory is bounded: only the
-most recent ``SAMPLES`` times are kept for percentiles (and the last :data:`RECENT` of them are reported one by
-one, for timelines).
+no clock; it knows nothing of sockets, workers or how tasks are dispatched. Memory is bounded and small
+whatever happens, since any peer can make a service: the most recent :data:`SAMPLES` times are kept for
+percentiles in arrays of doubles (:class:`Samples`), the last :data:`RECENT` completions are reported one by
+one (for timelines), and completions are counted per second over the last :data:`RATE_WINDOW` seconds.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections import deque
+import math
+from array import array
+from collections.abc import Iterable, Iterator
 
 import attrs
 
@@ -17,14 +19,46 @@ SAMPLES = 1024
 RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measured
 PERCENTILES = (50, 90, 99)
 RECENT = 32  # completions the status report lists per service, newest last (a timeline of its dispatches)
+_SECONDS = int(RATE_WINDOW)
 
 
-def percentiles(values: deque[float]) -> tuple[float | None, ...]:
+def percentiles(values: Iterable[float]) -> tuple[float | None, ...]:
     """Nearest-rank :data:`PERCENTILES` of ``values`` (None when there are none)."""
     ordered = sorted(values)
     if not ordered:
         return tuple(None for _ in PERCENTILES)
     return tuple(ordered[min(len(ordered) - 1, (len(ordered) * p) // 100)] for p in PERCENTILES)
+
+
+class Samples:
+    """The latest ``size`` values, in a ring of doubles (8 bytes each, allocated as they come)."""
+
+    __slots__ = ("_next", "_ring", "_size")
+
+    def __init__(self, size: int = SAMPLES) -> None:
+        self._ring = array("d")
+        self._next = 0  # where the next value goes once the ring is full: the oldest value's place
+        self._size = size
+
+    def __len__(self) -> int:
+        return len(self._ring)
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._ring)
+
+    def append(self, value: float) -> None:
+        ring = self._ring
+        if len(ring) < self._size:
+            ring.append(value)
+            return
+        ring[self._next] = value
+        self._next = (self._next + 1) % self._size
+
+    def latest(self, n: int) -> list[float]:
+        """The last ``n`` values (fewer if there are fewer), oldest first."""
+        ring, at = self._ring, self._next
+        ordered = ring[at:] + ring[:at] if len(ring) == self._size else ring
+        return list(ordered[max(0, len(ordered) - n) :])
 
 
 @attrs.define
@@ -37,9 +71,11 @@ class ServiceStats:
     duplicates_dropped: int = 0
     expired: int = 0
     throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
-    queue_times: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES))
-    service_times: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES))
-    finished_at: deque[float] = attrs.field(factory=lambda: deque(maxlen=SAMPLES * 8))
+    queue_times: Samples = attrs.field(factory=Samples)
+    service_times: Samples = attrs.field(factory=Samples)
+    finished_at: Samples = attrs.field(factory=lambda: Samples(RECENT))
+    # completions in each of the last RATE_WINDOW whole seconds: second % RATE_WINDOW -> (second, count)
+    _per_second: list[tuple[int, int]] = attrs.field(factory=lambda: [(-1, 0)] * _SECONDS, repr=False)
 
     def record(self, queued: float, serviced: float, now: float) -> None:
         """A task was answered after ``queued`` seconds waiting and ``serviced`` seconds with its worker."""
@@ -47,16 +83,19 @@ class ServiceStats:
         self.queue_times.append(queued)
         self.service_times.append(serviced)
         self.finished_at.append(now)
+        second = math.floor(now)
+        slot = second % _SECONDS
+        seen, count = self._per_second[slot]
+        self._per_second[slot] = (second, count + 1 if seen == second else 1)
 
     def rate(self, now: float) -> float:
-        """Completions per second over the last :data:`RATE_WINDOW` seconds."""
-        recent = sum(1 for t in self.finished_at if t > now - RATE_WINDOW)
-        return recent / RATE_WINDOW
+        """Completions per second over the last :data:`RATE_WINDOW` seconds (whole seconds, this one included)."""
+        oldest = math.floor(now) - _SECONDS
+        return sum(count for second, count in self._per_second if second > oldest) / RATE_WINDOW
 
     def recent(self, n: int = RECENT) -> list[tuple[float, float, float]]:
-        """The last ``n`` completions, oldest first: when each ended, its queue time and its service time (the
-        newest is completion number :attr:`completed`)."""
-        count = min(n, len(self.queue_times))
+        """The last ``n`` (at most :data:`RECENT`) completions, oldest first: when each ended, its queue time and
+        its service time (the newest is completion number :attr:`completed`)."""
+        count = min(n, len(self.finished_at))
         columns = (self.finished_at, self.queue_times, self.service_times)
-        newest_first = zip(*(itertools.islice(reversed(column), count) for column in columns), strict=True)
-        return list(newest_first)[::-1]
+        return list(zip(*(column.latest(count) for column in columns), strict=True))
