@@ -18,7 +18,13 @@ from generaldomo.io import inproc
 
 
 class Transport(enum.StrEnum):
-    """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names."""
+    """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names.
+
+    Example:
+        >>> from generaldomo import Transport
+        >>> Transport.of("server") is Transport.SERVER, str(Transport.ROUTER)
+        (True, 'router')
+    """
 
     ROUTER = "router"  # ROUTER in the broker, DEALER/REQ in the peers: Majordomo-compatible
     SERVER = "server"  # SERVER in the broker, thread-safe CLIENT in the peers (draft API)
@@ -33,7 +39,15 @@ class Transport(enum.StrEnum):
 
 
 class DraftUnavailable(RuntimeError):
-    """The installed pyzmq/libzmq lacks the draft API that CLIENT and SERVER sockets need."""
+    """The installed pyzmq/libzmq lacks the draft API that CLIENT and SERVER sockets need.
+
+    Example::
+
+        try:
+            Client("tcp://127.0.0.1:5556", "server")
+        except DraftUnavailable as error:  # names this environment's install command
+            print(error)
+    """
 
 
 def draft_available() -> bool:

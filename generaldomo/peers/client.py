@@ -74,6 +74,20 @@ class Reply:
     ``queued``: seconds the request waited in the broker before a worker got it (including earlier attempts
     when it was reissued); ``served``: seconds from dispatch to result. ``sent`` and ``received`` are this
     client's ``time.monotonic()`` when the request left and the reply arrived. Together they draw a timeline.
+
+    Args:
+        frames: the result's frames (``payload`` is the one frame of a one-frame result).
+        queued: see above; None when the broker sent no timing.
+        served: see above; None when the broker sent no timing.
+        sent: see above.
+        received: see above.
+        partial: True for a partial result a streaming worker sent before its final one.
+        request_id: the id of the request this answers (``Future.request_id``).
+
+    Example::
+
+        reply = client.request("echo", b"hello", timeout=10)
+        reply.payload, reply.queued, reply.served, reply.request_id.hex()
     """
 
     frames: tuple[bytes, ...]
@@ -93,7 +107,19 @@ class Reply:
 
 
 class RequestFailed(Exception):
-    """The broker or the worker answered the request with an error status (``.status``, an int)."""
+    """The broker or the worker answered the request with an error status (``.status``, an int).
+
+    Args:
+        status: the status code (``b"404"`` or ``404``).
+        reason: the broker's or worker's text.
+
+    Example::
+
+        try:
+            client.request("resize", b"not an image", timeout=10)
+        except RequestFailed as error:
+            print(error.status, error.reason)  # 500 "ValueError: ..."
+    """
 
     def __init__(self, status: bytes | int, reason: str) -> None:
         self.status_bytes = status if isinstance(status, bytes) else str(status).encode()
@@ -103,32 +129,78 @@ class RequestFailed(Exception):
 
     @staticmethod
     def of(status: bytes, reason: str) -> RequestFailed:
-        """The exception for ``status``: the subclass of its family, or this class for other codes."""
+        """The exception for ``status``: the subclass of its family, or this class for other codes.
+
+        Args:
+            status: the status as the broker sent it (ASCII digits).
+            reason: the text that came with it.
+        """
         family = _FAMILIES.get(status) or (RequestRejected if status[:1] == b"4" else RequestFailed)
         return family(status, reason)
 
 
 class RequestRejected(RequestFailed):
-    """4xx: the broker refused the request (bad description 400, forbidden 403, too large 413, over budget 429)."""
+    """4xx: the broker refused the request (bad description 400, forbidden 403, too large 413, over budget 429).
+
+    Example::
+
+        try:
+            client.request("echo", b"x" * 10**9, timeout=10)
+        except RequestRejected as error:  # 413: larger than the broker's --max-message
+            print(error.status)
+    """
 
 
 class WorkerError(RequestFailed):
-    """500: the worker's handler raised, or returned something that cannot be sent."""
+    """500: the worker's handler raised, or returned something that cannot be sent.
+
+    Example::
+
+        try:
+            client.request("divide", b"1/0", timeout=10)
+        except WorkerError as error:
+            print(error.reason)  # "ZeroDivisionError: division by zero"
+    """
 
 
 class ServiceUnavailable(RequestFailed):
-    """503: the task could not be served (its workers kept disappearing: ``max_attempts`` reached)."""
+    """503: the task could not be served (its workers kept disappearing: ``max_attempts`` reached).
+
+    Example::
+
+        try:
+            client.request("crashy", b"", timeout=60)
+        except ServiceUnavailable:  # its workers died with it max_attempts times
+            ...
+    """
 
 
 class RequestExpired(RequestFailed, TimeoutError):
     """504: the request's deadline passed, or it waited in the broker's queue longer than its ``queue_timeout``.
     A ``TimeoutError`` too: a :meth:`Client.request` whose timeout (its deadline) the broker saw pass first
-    raises this rather than :class:`RequestTimeout`."""
+    raises this rather than :class:`RequestTimeout`.
+
+    Example::
+
+        try:
+            client.submit("slow", b"", deadline=0.5).result(10)
+        except RequestExpired:  # no worker took it within half a second
+            ...
+    """
 
 
 class NotFound(RequestRejected):
     """404: no worker serves the service and none did recently (a request made with ``fail_unknown``), or the
-    broker has no request with the id a :meth:`Client.fetch` asked for."""
+    broker has no request with the id a :meth:`Client.fetch` asked for.
+
+    Example::
+
+        with Client("tcp://127.0.0.1:5555", fail_unknown=True) as client:
+            try:
+                client.request("ehco", b"hi", timeout=10)
+            except NotFound as error:
+                print(error.reason)  # "no worker serves 'ehco' ...; did you mean 'echo'?"
+    """
 
 
 _FAMILIES: dict[bytes, type[RequestFailed]] = {
@@ -140,18 +212,48 @@ _FAMILIES: dict[bytes, type[RequestFailed]] = {
 
 
 class ClientClosed(RuntimeError):
-    """The client was closed, or its IO thread stopped (``__cause__`` says why), before the request was answered."""
+    """The client was closed, or its IO thread stopped (``__cause__`` says why), before the request was answered.
+
+    Example::
+
+        client.close()
+        try:
+            client.request("echo", b"late")
+        except ClientClosed:
+            ...
+    """
 
 
 class RequestTimeout(TimeoutError):
-    """No reply within the time; the message says whether a broker ever answered at the endpoint."""
+    """No reply within the time; the message says whether a broker ever answered at the endpoint.
+
+    Example::
+
+        try:
+            client.request("echo", b"hi", timeout=2)
+        except RequestTimeout as error:  # says whether any broker answered at the endpoint
+            print(error)
+    """
 
 
 class HandshakeFailed(ConnectionError):
     """The broker at the endpoint refused this peer's connection, which trying again will not fix: it speaks the
     other transport, or CURVE is missing, not wanted, or has the wrong key; ``.kind`` (``curve``, ``key``,
     ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.handshake`) and the message say
-    which. Raised within about a second of the failed handshake."""
+    which. Raised within about a second of the failed handshake.
+
+    Args:
+        kind: ``handshake``, ``curve`` or ``key`` (above).
+        cause: the sentence naming the cause and its fix.
+
+    Example::
+
+        with Client("tcp://127.0.0.1:5555", "server") as client:  # a ROUTER broker listens there
+            try:
+                client.request("echo", b"hi", timeout=60)
+            except HandshakeFailed as error:  # within about a second
+                print(error.kind, error)  # handshake ... try --transport router ...
+    """
 
     def __init__(self, kind: str, cause: str) -> None:
         super().__init__(cause)
@@ -250,6 +352,32 @@ class Client:
     once with :class:`NotFound` when the broker has no worker for their service and had none recently, instead
     of waiting for one (per request: ``submit(fail_unknown=...)``). :meth:`fetch` gets the answer to a request
     by its id later, from this client or another one with the same CURVE key.
+
+    Args:
+        endpoint: the broker's endpoint (``tcp://HOST:PORT``, ``ipc://PATH``, ``inproc://NAME``); None: found as
+            described above.
+        transport: ``router`` (a DEALER socket) or ``server`` (a CLIENT socket; needs draft sockets).
+        context: the ZeroMQ context to use (the process's shared one by default; ``inproc://`` needs the broker's).
+        heartbeat_interval: seconds between heartbeats while requests are outstanding (use the broker's).
+        liveness: heartbeat intervals of silence after which the client reconnects.
+        default_timeout: the seconds :meth:`request` waits when given no timeout (None: no limit).
+        reask_after: the age at which an outstanding request is asked about (default: ``liveness`` intervals).
+        server_key: the broker's CURVE public key (Z85 text or 32 bytes); None: plaintext.
+        keys: this client's CURVE key pair ``(public, secret)`` (default: a fresh one).
+        tenant: the tenant of this client's requests (see :meth:`submit`).
+        deadlines: send :meth:`request`'s timeout as the request's deadline (False for a broker older than fields).
+        fail_unknown: fail requests at once for a service nobody serves (:class:`NotFound`).
+
+    Example:
+        >>> from generaldomo import Broker, Client, Worker
+        >>> import threading
+        >>> broker = Broker("router", ["inproc://doc-client"]).start()
+        >>> worker = Worker("inproc://doc-client", "echo", lambda payload: payload)
+        >>> threading.Thread(target=worker.serve, daemon=True).start()
+        >>> with Client("inproc://doc-client") as client:
+        ...     client.request("echo", b"hello", timeout=30).payload
+        b'hello'
+        >>> worker.stop(); broker.stop()
     """
 
     def __init__(
@@ -352,6 +480,16 @@ class Client:
         request. ``detached=True`` asks it to keep the request queued even while this client is silent (it
         exits, say): the answer is then fetched by its id (``future.request_id``, :meth:`fetch`) within the
         broker's ``keep_answers`` seconds of being ready. A broker older than these flags ignores them.
+
+        Args:
+            description: the request description (a service name with the default resolver; ``str`` is UTF-8).
+            payload: bytes, or a sequence of bytes frames.
+            on_partial: called with each partial result, on the IO thread.
+            deadline: see above.
+            tenant: see above.
+            priority: see above.
+            fail_unknown: see above.
+            detached: see above.
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
@@ -386,7 +524,13 @@ class Client:
 
         Raises :class:`NotFound` when the broker has no such request (never sent with this key, answered too
         long ago, or the broker restarted), :class:`RequestTimeout` when the wait ends (the request itself runs
-        on, and may be fetched again), and what the request's answer raises (:class:`RequestFailed`)."""
+        on, and may be fetched again), and what the request's answer raises (:class:`RequestFailed`).
+
+        Args:
+            request_id: the request's id, as ``Future.request_id`` (bytes) or ``generaldomo client --no-wait`` (hex)
+                give it.
+            timeout: seconds to wait (default: ``default_timeout``; None: no limit).
+        """
         rid = bytes.fromhex(request_id) if isinstance(request_id, str) else bytes(request_id)
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         future = RequestFuture(self, rid)
@@ -419,7 +563,16 @@ class Client:
         ``deadlines=False``.
 
         Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request; an interrupted
-        wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed."""
+        wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed.
+
+        Args:
+            description: the request description (a service name with the default resolver).
+            payload: bytes, or a sequence of bytes frames.
+            timeout: seconds to wait (default: ``default_timeout``; None: no limit).
+            tenant: as for :meth:`submit`.
+            priority: as for :meth:`submit`.
+            fail_unknown: as for :meth:`submit`.
+        """
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         deadline = wait if self.deadlines else None
         future = self.submit(
@@ -439,6 +592,11 @@ class Client:
         """Send a request and yield its partial results as they come, then the final :class:`Reply`.
 
         Raises ``TimeoutError`` when nothing arrives for ``timeout`` seconds, :class:`RequestFailed` on an error.
+
+        Args:
+            description: the request description.
+            payload: bytes, or a sequence of bytes frames.
+            timeout: the longest wait between two results (None: no limit).
         """
         arrivals: queue.SimpleQueue[Reply | None] = queue.SimpleQueue()
         future = self.submit(description, payload, on_partial=arrivals.put)
@@ -457,7 +615,12 @@ class Client:
         """The broker's status report (``mmi.status``): the broker's totals, and a page of its services and
         workers: the first ones, or those ``query`` asks for (``limit``, ``services_after``, ``workers_after``,
         ``service``, ``order``; see :class:`~generaldomo.sansio.report.StatusQuery`). The report's ``next``
-        has the cursors of the next page."""
+        has the cursors of the next page.
+
+        Args:
+            timeout: seconds to wait for the report.
+            query: what ``mmi.status`` takes to page its report (see docs/protocol.rst).
+        """
         body = [StatusQuery(**query).to_json()] if query else []
         report: dict[str, Any] = json.loads(self.request("mmi.status", body, timeout).payload)
         return report
@@ -466,7 +629,13 @@ class Client:
         """Read the flow limits of ``service`` or, given ``rate``, ``burst``, ``concurrency``,
         ``bytes_in_flight``, ``adaptive`` (``{"min": 1, "max": 64}``) and/or ``tenants`` (``{"alice": {"weight":
         3, "concurrency": 8}, "bob": None}``: the tenants named change, None forgets one's), change them (None
-        lifts a limit). Returns the limits now in force (``mmi.flow``)."""
+        lifts a limit). Returns the limits now in force (``mmi.flow``).
+
+        Args:
+            service: the service's name.
+            timeout: seconds to wait for the broker's answer.
+            limits: the limits to change, as above (none: only read them).
+        """
         body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
         answer: dict[str, Any] = json.loads(self.request("mmi.flow", body, timeout).payload)
         return answer

@@ -121,7 +121,27 @@ Handler = Callable[..., None]  # (peer, event, now, credential, out) for the eve
 
 
 class BrokerCore:
-    """The broker's state machine; see the module docstring."""
+    """The broker's state machine; see the module docstring.
+
+    Args:
+        resolver: maps descriptions to services (default: by name).
+        settings: timing and limits (:class:`Settings`).
+        instance: the broker's instance id, told to clients (random per start).
+        started: the time (on the clock ``now`` reads) the broker started.
+        random: gives n random bytes (task ids); ``os.urandom`` or a seeded generator in tests.
+
+    Example:
+        >>> import random
+        >>> from generaldomo import BrokerCore, Peer
+        >>> from generaldomo.sansio import protocol
+        >>> core = BrokerCore(instance=b"doc!", random=random.Random(1).randbytes)
+        >>> worker, client = Peer(1, b"w"), Peer(0, b"c")
+        >>> core.receive(worker, protocol.gdp_ready(b"echo"), now=0.0)
+        []
+        >>> request = protocol.gdp_request(b"r1", b"echo", [b"hi"])
+        >>> [(peer, frames[1]) for peer, frames in core.receive(client, request, 0.1)]  # a REQUEST to the worker
+        [(Peer(link=1, address=b'w'), b'\\x02')]
+    """
 
     def __init__(
         self,
@@ -206,7 +226,14 @@ class BrokerCore:
     def receive(
         self, peer: Peer, frames: Sequence[bytes], now: float, credential: Credential | None = None
     ) -> list[Send]:
-        """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send."""
+        """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send.
+
+        Args:
+            peer: where the message came from.
+            frames: its frames.
+            now: the time, on the clock the core is fed.
+            credential: the sender's CURVE credential (None: not authenticated).
+        """
         out: list[Send] = []
         event = protocol.parse(frames)
         kind = type(event)
@@ -239,7 +266,11 @@ class BrokerCore:
     def tick(self, now: float) -> list[Send]:
         """Heartbeat the workers whose turn has come (at most :data:`BEATS_PER_TICK` of them: a later tick
         does the rest), expiring the silent ones; do the other periodic work when its time has come, answer
-        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send."""
+        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send.
+
+        Args:
+            now: the time, on the clock the core is fed.
+        """
         out: list[Send] = []
         if self._beats and self._beats[0].beat <= now:
             self._heartbeat(now, out)
@@ -256,7 +287,17 @@ class BrokerCore:
         self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float,
         *, bytes_in_flight: int | None = None, adaptive: AdaptiveLimits | None = None,
     ) -> list[Send]:  # fmt: skip
-        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send."""
+        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send.
+
+        Args:
+            name: the service name.
+            rate: dispatches per second (None: no limit).
+            burst: dispatches a rate allows at once.
+            concurrency: tasks running at once (None: no limit).
+            now: the time.
+            bytes_in_flight: request bytes running at once (None: no limit).
+            adaptive: bounds of an adaptive concurrency cap (None: none).
+        """
         limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
         return self.apply_flow(mmi.FlowChange(name, limits), now)
 
@@ -266,7 +307,13 @@ class BrokerCore:
         is charged to that connection and forgotten once no service of its name has been busy for
         ``service_idle``; an entry of the operator's stays the operator's. The change is reported
         (:meth:`take_changes`). Raises :class:`~generaldomo.sansio.mmi.OverBudget` when a peer's entry does not
-        fit the ledger."""
+        fit the ledger.
+
+        Args:
+            change: the change (as ``mmi.flow`` parses it).
+            now: the time.
+            where: the connection that asked (its entry counts against it), None: the operator's.
+        """
         name = change.name
         charged = self._flow_charges.pop(name, None)
         if charged is not None:
@@ -308,25 +355,47 @@ class BrokerCore:
         return changes
 
     def flow_limits(self, name: str) -> FlowLimits:
-        """The limits configured for the service name ``name``."""
+        """The limits configured for the service name ``name``.
+
+        Args:
+            name: the service name.
+        """
         return self.flows.get(name, _UNSET)
 
     def live_flow(self, name: str) -> Flow | None:
-        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits)."""
+        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits).
+
+        Args:
+            name: the service name.
+        """
         return next((service.flow for service in self.resolver.services() if service.name == name), None)
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
-        """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report."""
+        """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report.
+
+        Args:
+            endpoints: ``(transport, endpoint)`` of each bound endpoint.
+        """
         self._endpoints = list(endpoints)
 
     def count(self, name: str, n: int = 1) -> None:
-        """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report."""
+        """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
+
+        Args:
+            name: the counter's name.
+            n: how many.
+        """
         self.counters[name] += n
 
     def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
         """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
         asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, and with the number of
-        services and workers only by a look at each (no report is built for those left out)."""
+        services and workers only by a look at each (no report is built for those left out).
+
+        Args:
+            now: the time.
+            query: which page of services and workers.
+        """
         expiry = self.settings.expiry
         services, count, queued = self._service_page(query)
         workers = self._worker_page(query)
@@ -444,7 +513,11 @@ class BrokerCore:
 
     def abandon(self, now: float) -> list[Send]:
         """Answer every request still held, queued or running, ``503`` and forget it: the broker stops for good and
-        no other answer will come. Call :meth:`close` next. Returns what to send."""
+        no other answer will come. Call :meth:`close` next. Returns what to send.
+
+        Args:
+            now: the time.
+        """
         out: list[Send] = []
         reason = b"the broker stopped before the request was answered"
         for task in list(self._tasks.values()):

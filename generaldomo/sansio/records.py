@@ -30,14 +30,34 @@ class Peer(NamedTuple):
     """Where a message came from: the index of the link and the peer's address on it.
 
     The address is opaque to the core: a ROUTER identity (``bytes``), a SERVER routing id (``int``), or the
-    identities of every hop of a ROUTER envelope (a tuple, outermost first)."""
+    identities of every hop of a ROUTER envelope (a tuple, outermost first).
+
+    Args:
+        link: the index of the broker's link it came over.
+        address: its address on that link (see above).
+
+    Example:
+        >>> from generaldomo import Peer
+        >>> Peer(0, b"w1")
+        Peer(link=0, address=b'w1')
+    """
 
     link: int
     address: bytes | int | tuple[bytes, ...]
 
 
 class Send(NamedTuple):
-    """A message the broker must send."""
+    """A message the broker must send.
+
+    Args:
+        peer: whom to send it to.
+        frames: the message's frames.
+
+    Example::
+
+        for peer, frames in core.receive(peer, frames, time.monotonic()):
+            links[peer.link].send(peer.address, frames)
+    """
 
     peer: Peer
     frames: list[bytes]

@@ -49,7 +49,20 @@ class Codec:
 
 
 class ContentTypeError(ValueError):
-    """The payload's content type is not the one expected (``actual`` None: raw bytes, no content type)."""
+    """The payload's content type is not the one expected (``actual`` None: raw bytes, no content type).
+
+    Args:
+        expected: the content type the serializer expects (None: raw bytes).
+        actual: the one that came (None: raw bytes, no content type).
+        what: what was decoded (``payload``, ``reply``, ``partial reply``).
+
+    Example::
+
+        try:
+            TypedClient(client, "json").request("echo-bytes", [1], timeout=10)
+        except ContentTypeError as error:  # the worker answered raw bytes
+            print(error)
+    """
 
     status = 415
 
@@ -60,7 +73,15 @@ class ContentTypeError(ValueError):
 
 
 class DecodeError(ValueError):
-    """The body could not be decoded by the serializer its content type names."""
+    """The body could not be decoded by the serializer its content type names.
+
+    Example::
+
+        try:
+            typed.request("broken-json", {"a": 1}, timeout=10)
+        except DecodeError as error:
+            print(error)
+    """
 
     status = 400
 

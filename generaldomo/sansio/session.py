@@ -69,6 +69,8 @@ _UNKNOWN = (
     b"answers (keep_answers), or it restarted since"
 )
 
+__all__ = ["ClientSession", "WorkerSession"]
+
 
 @attrs.frozen(slots=True)
 class Send:
@@ -206,7 +208,22 @@ class _Outstanding(Generic[T]):
 
 
 class ClientSession(Generic[T]):
-    """One client's requests and its view of the broker; see the module docstring."""
+    """One client's requests and its view of the broker; see the module docstring.
+
+    Args:
+        settings: the heartbeats to keep (use the broker's).
+        now: the time, on the clock the session is fed.
+        reask_after: the age at which an outstanding request is asked about (default: the liveness expiry).
+
+    Example:
+        >>> from generaldomo.sansio import protocol
+        >>> from generaldomo.sansio.session import ClientSession, Resolve
+        >>> session = ClientSession(now=0.0)
+        >>> frames = session.submit(b"r1", b"echo", [b"hi"], "caller", 0.0)  # send these to the broker
+        >>> reply = [protocol.GDP_CLIENT, b"\\x03", b"r1", protocol.OK, b"", b"hi"]  # what it answers
+        >>> [(a.token, a.body) for a in session.receive(reply, 0.1) if isinstance(a, Resolve)]
+        [('caller', (b'hi',))]
+    """
 
     def __init__(
         self, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, reask_after: float | None = None
@@ -234,7 +251,19 @@ class ClientSession(Generic[T]):
         deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
     ) -> list[bytes]:  # fmt: skip
         """Make a request outstanding; returns its frames, to be sent. ``deadline`` (a time on the clock ``now``
-        reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad one)."""
+        reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad one).
+
+        Args:
+            request_id: the request's id (16 random bytes, unique).
+            description: the request description.
+            body: the payload frames.
+            token: what the actions about this request carry back (the caller's future, say).
+            now: the time.
+            deadline: see above.
+            tenant: see above.
+            priority: see above.
+            flags: see above (``protocol.FLAG_*``).
+        """
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
         fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority, flags)
@@ -251,7 +280,13 @@ class ClientSession(Generic[T]):
     def fetch(self, request_id: bytes, token: T, now: float) -> list[bytes]:
         """Wait for the answer to request ``request_id``, sent earlier: returns the heartbeat that asks the
         broker about it, to be sent. The broker sends its kept answer, or the answer of the live request when
-        it comes; if it knows neither, the fetch resolves ``404``."""
+        it comes; if it knows neither, the fetch resolves ``404``.
+
+        Args:
+            request_id: the id of the request whose answer is wanted.
+            token: what the actions about it carry back.
+            now: the time.
+        """
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
         if not self.outstanding:
@@ -263,20 +298,34 @@ class ClientSession(Generic[T]):
 
     def cancel(self, request_id: bytes) -> list[Action[T]]:
         """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding, or was a
-        fetch: the request it waits for runs on, and can be fetched again)."""
+        fetch: the request it waits for runs on, and can be fetched again).
+
+        Args:
+            request_id: the request's id.
+        """
         entry = self.outstanding.pop(request_id, None)
         if entry is None or not entry.frames:
             return []
         return [Send(protocol.gdp_cancel(request_id))]
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[T]]:
-        """Act on a message from the broker."""
+        """Act on a message from the broker.
+
+        Args:
+            frames: the message's frames.
+            now: the time.
+        """
         self.pulse.restart(now)
         message = protocol.read_client_message(frames)
         return self._handlers[type(message)](message, now)
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[T]]:
-        """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle."""
+        """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle.
+
+        Args:
+            now: the time.
+            backlogged: the socket holds messages it could not send yet (heartbeats wait).
+        """
         if not self.outstanding:
             return []
         quiet = self.pulse.silence(now)
@@ -294,7 +343,11 @@ class ClientSession(Generic[T]):
         return self.pulse.deadline() if self.outstanding else None
 
     def close(self, reason: str) -> list[Action[T]]:
-        """Fail every outstanding request."""
+        """Fail every outstanding request.
+
+        Args:
+            reason: why, for the Fail actions.
+        """
         failed: list[Action[T]] = [Fail(rid, entry.token, reason) for rid, entry in self.outstanding.items()]
         self.outstanding.clear()
         return failed
@@ -401,7 +454,20 @@ RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
 
 
 class WorkerSession:
-    """One worker's registration with the broker; see the module docstring."""
+    """One worker's registration with the broker; see the module docstring.
+
+    Args:
+        description: the service description to register.
+        settings: the heartbeats to keep (use the broker's).
+        now: the time, on the clock the session is fed.
+        info: the peer info its READY carries (host, pid, features), if any.
+
+    Example:
+        >>> from generaldomo.sansio.session import Send, WorkerSession
+        >>> session = WorkerSession(b"echo", now=0.0)
+        >>> [list(a.frames) for a in session.start() if isinstance(a, Send)]  # READY
+        [[b'GDPW01', b'\\x01', b'echo']]
+    """
 
     def __init__(
         self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, info: bytes | None = None
@@ -433,7 +499,12 @@ class WorkerSession:
         return protocol.gdp_ready(self.description, info=None if self.plain else self.info)
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[Any]]:
-        """Act on a message from the broker."""
+        """Act on a message from the broker.
+
+        Args:
+            frames: the message's frames.
+            now: the time.
+        """
         self.pulse.restart(now)
         message = protocol.read_worker_message(frames)
         self.heard = self.heard or isinstance(message, TaskRequest | BrokerHeartbeat)
@@ -456,7 +527,12 @@ class WorkerSession:
         return []  # a heartbeat: heard; a DISCONNECT once stopped: nothing to do
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[Any]]:
-        """Heartbeat, or register again after a silence, as the time says."""
+        """Heartbeat, or register again after a silence, as the time says.
+
+        Args:
+            now: the time.
+            backlogged: the socket holds messages it could not send yet (heartbeats wait).
+        """
         if self.state is WorkerState.STOPPED:
             return []
         quiet = self.pulse.silence(now) if self.state is WorkerState.READY else None
@@ -467,13 +543,23 @@ class WorkerSession:
         return []
 
     def partial(self, body: Sequence[bytes]) -> list[Action[Any]]:
-        """A partial result of the running task (nothing once stopped)."""
+        """A partial result of the running task (nothing once stopped).
+
+        Args:
+            body: the partial result's frames.
+        """
         if self.state not in RUNNING or self.task_id is None:
             return []
         return [Send(protocol.gdp_partial(self.task_id, body))]
 
     def finish(self, status: bytes, body: Sequence[bytes], now: float) -> list[Action[Any]]:
-        """The running task's result, inside READY (nothing once stopped: the broker reissues the task)."""
+        """The running task's result, inside READY (nothing once stopped: the broker reissues the task).
+
+        Args:
+            status: the result's status (``protocol.OK``, or an error's).
+            body: the result's frames.
+            now: the time.
+        """
         task_id, self.task_id = self.task_id, None
         leaving = self.state is WorkerState.LEAVING
         if not self._move("finish") or task_id is None:

@@ -40,7 +40,36 @@ def _share(instance: object, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 @attrs.frozen
 class Settings:
-    """Timing and limits the broker core enforces."""
+    """Timing and limits the broker core enforces.
+
+    Args:
+        heartbeat_interval: seconds between heartbeats to workers (peers should use the same).
+        liveness: heartbeat intervals of silence after which a worker is presumed dead.
+        max_attempts: workers a task may be lost with before its client gets ``503``.
+        queue_timeout: seconds a request may wait for a worker (``504`` beyond); None: forever.
+        max_message: bytes a request or result may carry (``413`` beyond); None: no limit.
+        max_frames: frames a message may have; the links drop longer ones while reading.
+        queue_bytes: bytes of requests the broker holds, queued or running (``429`` beyond); None: no limit.
+        service_queue_bytes: the same, per service.
+        keep_answers: seconds a final answer is kept for re-asks and fetches.
+        keep_bytes: bytes of kept answers, the oldest evicted first.
+        service_idle: seconds after which a service with nothing in it is forgotten; None: never.
+        served_memory: seconds a service that had workers counts as known (``404`` to a request that asks to
+            fail fast only beyond).
+        client_expiry: silence after which a client's queued requests are dropped (None: :attr:`client_silence`).
+        max_workers: registered workers, all services together; more are told to DISCONNECT.
+        held_bytes: bytes the broker holds on peers' behalf in all (the ledger); None: no limit.
+        connection_bytes: the same, per connection.
+        connection_requests: queued and running requests of one connection (``429`` beyond).
+        connection_services: services (and flow entries) one connection's messages may make.
+        connection_worker_share: the share of ``max_workers`` one connection may register.
+
+    Example:
+        >>> from generaldomo import Settings
+        >>> settings = Settings(heartbeat_interval=1.0, liveness=3, queue_timeout=30.0)
+        >>> settings.expiry, settings.client_silence
+        (3.0, 10.0)
+    """
 
     heartbeat_interval: float = HEARTBEAT_INTERVAL
     liveness: int = LIVENESS
