@@ -31,16 +31,13 @@ from typing import Any, NamedTuple, NoReturn
 import zmq
 
 from generaldomo.cli import broker as command
+from generaldomo.errors import SettingsError as SettingsError  # importable from here, as before
 from generaldomo.io.broker import Broker
 
 log = logging.getLogger(__name__)
 
 DRAIN = 10.0  # seconds a stop serves the requests the broker holds before failing the rest
 TRUE, FALSE = ("true", "1", "yes", "on", ""), ("false", "0", "no", "off")
-
-
-class SettingsError(ValueError):
-    """A setting that the broker command does not take, or a value it refuses; the message says which."""
 
 
 class _Parser(argparse.ArgumentParser):

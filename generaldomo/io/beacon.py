@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
 from generaldomo.io import address_file
 
 __all__ = ["Announcement", "DiscoveryError", "discover", "find_broker"]
@@ -43,18 +44,6 @@ DEFAULT_PORT = 5670
 BROADCAST = "255.255.255.255"
 BROKER_VARIABLE = "GENERALDOMO_BROKER"
 _MAX_DATAGRAM = 65507
-
-
-class DiscoveryError(LookupError):
-    """No broker was found.
-
-    Example::
-
-        try:
-            client = Client()  # no endpoint: GENERALDOMO_BROKER, the address file, then a beacon (5 s)
-        except DiscoveryError as error:
-            print(error)
-    """
 
 
 @attrs.frozen

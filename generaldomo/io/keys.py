@@ -18,22 +18,11 @@ from pathlib import Path
 import zmq.auth
 import zmq.utils.z85
 
-_METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"?(.*?)"?\s*$')
-
+from generaldomo.errors import KeyFileError as KeyFileError  # importable from here, as before
 
 __all__ = ["KeyFileError", "keygen", "load_public", "load_secret"]
 
-
-class KeyFileError(ValueError):
-    """A certificate file is missing, unreadable or lacks the key asked for.
-
-    Example::
-
-        try:
-            load_secret("keys/alice.key")  # the public half: no secret key in it
-        except KeyFileError as error:
-            print(error)
-    """
+_METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"?(.*?)"?\s*$')
 
 
 def keygen(

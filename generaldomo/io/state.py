@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from generaldomo.errors import StateError as StateError  # importable from here, as before
 from generaldomo.io import files
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.mmi import FlowChange
@@ -47,10 +48,6 @@ LOCK_FILE = "lock"
 KEY_BYTES = 32
 MAX_STATE_BYTES = 64 * 1024 * 1024  # a state file larger than this is not one this code wrote
 _UNSET = FlowLimits()
-
-
-class StateError(ValueError):
-    """The state directory cannot be used: unreadable, malformed, or in use by another broker."""
 
 
 @attrs.frozen(slots=True)

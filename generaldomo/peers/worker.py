@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import zmq
 
+from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
@@ -43,18 +44,6 @@ READ_BATCH: Final = 256  # broker messages read before the clock is looked at ag
 LISTEN_EVERY: Final = 0.1  # seconds between two looks at the socket while the handler runs (for a CANCEL)
 MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
 _SAID: set[str] = set()
-
-
-class WorkerStopped(RuntimeError):
-    """:meth:`Worker.serve` stopped for a reason other than :meth:`Worker.stop` (``__cause__`` says which).
-
-    Example::
-
-        try:
-            worker.serve()
-        except WorkerStopped as error:
-            log.error("the worker stopped: %r", error.__cause__)
-    """
 
 
 class Worker:

@@ -13,20 +13,8 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from generaldomo.errors import ResolveError as ResolveError  # importable from here, as before
 from generaldomo.sansio.service import Service
-
-
-class ResolveError(ValueError):
-    """A description the resolver cannot accept; the broker answers the client with an error.
-
-    Example::
-
-        class Strict(NameResolver):
-            def for_request(self, description: bytes) -> Service:
-                if not description.isascii():
-                    raise ResolveError("service names are ASCII")  # the client gets 400 with this text
-                return super().for_request(description)
-    """
 
 
 @runtime_checkable

@@ -24,6 +24,9 @@ from typing import Any, Protocol
 
 import attrs
 
+from generaldomo.errors import ContentTypeError as ContentTypeError  # importable from here, as before
+from generaldomo.errors import DecodeError as DecodeError
+
 MARKER = b"\x00content-type:"
 MAX_NAME = 64
 
@@ -46,48 +49,6 @@ class Codec:
     name: str
     dumps: Callable[[Any], bytes]
     loads: Callable[[bytes], Any]
-
-
-class ContentTypeError(ValueError):
-    """The payload's content type is not the one expected (``actual`` None: raw bytes, no content type).
-
-    Args:
-        expected: the content type the serializer expects (None: raw bytes).
-        actual: the one that came (None: raw bytes, no content type).
-        what: what was decoded (``payload``, ``reply``, ``partial reply``).
-
-    Example::
-
-        try:
-            TypedClient(client, "json").request("echo-bytes", [1], timeout=10)
-        except ContentTypeError as error:  # the worker answered raw bytes
-            print(error)
-    """
-
-    status = 415
-
-    def __init__(self, expected: str | None, actual: str | None, what: str = "payload") -> None:
-        self.expected = expected
-        self.actual = actual
-        super().__init__(f"the {what} is {_kind(actual)} but {_kind(expected)} was expected")
-
-
-class DecodeError(ValueError):
-    """The body could not be decoded by the serializer its content type names.
-
-    Example::
-
-        try:
-            typed.request("broken-json", {"a": 1}, timeout=10)
-        except DecodeError as error:
-            print(error)
-    """
-
-    status = 400
-
-
-def _kind(name: str | None) -> str:
-    return "raw bytes (no content type)" if name is None else f"content type {name!r}"
 
 
 def _json_dumps(value: Any) -> bytes:
