@@ -123,8 +123,9 @@ class ServiceUnavailable(RequestFailed):
 
 
 class NotFound(RequestRejected):
-    """404: no worker serves the service and none did recently (a request made with ``fail_unknown``), or the
-    broker has no request with the id a :meth:`Client.fetch` asked for.
+    """404: no worker serves the service and none did recently (a request made with ``fail_unknown``), the
+    broker has no request with the id a :meth:`Client.fetch` asked for, or a handler answered ``Reject(404,
+    ...)``.
 
     Example::
 

@@ -47,12 +47,15 @@ _FROM = re.compile(r"^\s*from (generaldomo(?:\.\w+)*) import ([\w, ]+)$", re.MUL
 
 
 def public() -> Iterator[tuple[str, str, Any]]:
-    """``(module, name, object)`` of every public name that is a class or a function."""
+    """``(module, name, object)`` of every public name that is a class or a function, each object once (where
+    it is first listed: a name another public module imports again, e.g. an error, has one page)."""
+    seen: set[int] = set()
     for module_name in PUBLIC_MODULES:
         module = importlib.import_module(module_name)
         for name in module.__all__:
             value = getattr(module, name)
-            if inspect.isclass(value) or inspect.isfunction(value):
+            if (inspect.isclass(value) or inspect.isfunction(value)) and id(value) not in seen:
+                seen.add(id(value))
                 yield module_name, name, value
 
 
