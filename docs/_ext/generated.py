@@ -91,6 +91,10 @@ def generate(app: Sphinx, config: Config) -> None:
         api = api_pages()
         for problem in apicheck.problems():
             log.warning("API reference: %s", problem)
+    pages = {f"{name}.rst" for name, _ in api} | {"index.rst", "draft.rst"}
+    for stale in (DOCS / "api").glob("*.rst"):  # a name no longer public (or renamed) loses its page
+        if stale.name not in pages:
+            stale.unlink()
     for name, text in api:
         write(DOCS / "api" / f"{name}.rst", text)
     intro = (
