@@ -119,8 +119,11 @@ class Service:
         Args:
             now: the time.
         """
-        self.pending.release_due(now)
-        return self.pending.next_release()
+        pending = self.pending
+        if not pending.rate_held:
+            return None
+        pending.release_due(now)
+        return pending.next_release()
 
     def can_serve(self, description: bytes) -> bool:
         """True when a registered worker could serve a request with ``description`` (for ``mmi.service``)."""
