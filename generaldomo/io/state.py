@@ -69,6 +69,7 @@ class StateDir:
         except OSError as error:
             raise StateError(f"cannot use the state directory {self.path}: {error.strerror}") from error
         self._lock = self._take_lock()
+        self.reused = True  # a broker ran on this directory before (its hand-over key was there)
         try:
             self.entries: dict[str, Entry] = _read(self.path / STATE_FILE)
             self.handover_key = self._key()
@@ -94,6 +95,7 @@ class StateDir:
             key = secrets.token_bytes(KEY_BYTES)
             files.atomic_write(path, key, "hand-over key")
             log.info("made a new hand-over key in %s", path)
+            self.reused = False
             return key
         except OSError as error:
             raise StateError(f"cannot read the hand-over key {path}: {error.strerror}") from error

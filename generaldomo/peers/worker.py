@@ -5,8 +5,9 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
 not look like a dead worker, and that reads what the broker sends meanwhile (a CANCEL of the running task
-marks its :class:`~generaldomo.peers.task.TaskContext` cancelled). The lock also guards the session. It knows
-nothing of how the broker matches descriptions.
+marks its :class:`~generaldomo.peers.task.TaskContext` cancelled; a restarted broker's DISCONNECT makes the
+worker register again at once, with RESUME). The lock also guards the session. It knows nothing of how the
+broker matches descriptions.
 """
 
 from __future__ import annotations
