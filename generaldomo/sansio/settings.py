@@ -63,8 +63,8 @@ class Settings:
         connection_requests: queued and running requests of one connection (``429`` beyond).
         connection_services: services (and flow entries) one connection's messages may make.
         connection_worker_share: the share of ``max_workers`` one connection may register.
-    recovery: seconds a broker restarted on a state directory holds dispatch back, for the workers of the
-        previous instance to claim their tasks (None: :attr:`recovery_window`'s default).
+        recovery: seconds a broker restarted on a state directory holds dispatch back, for the workers of the
+            previous instance to claim their tasks (None: :attr:`recovery_window`'s default).
 
     Example:
         >>> from generaldomo import Settings
