@@ -32,12 +32,13 @@ The family::
     ├── StateError                      (ValueError) a broker state directory that cannot be used
     └── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
 
-It knows nothing of sockets; the status codes are the protocol's (:mod:`generaldomo.sansio.protocol`).
+It imports nothing of generaldomo (every layer imports it) and knows nothing of sockets; the status codes the
+families stand for are the protocol's (:mod:`generaldomo.sansio.protocol`, tests/test_errors.py checks they agree).
 """
 
 from __future__ import annotations
 
-from generaldomo.sansio import protocol
+from typing import ClassVar
 
 
 class GeneraldomoError(Exception):
@@ -67,9 +68,13 @@ class RequestRejected(RequestFailed):
 class WorkerError(RequestFailed):
     """500: the worker's handler raised, or returned something that cannot be sent."""
 
+    code: ClassVar[bytes] = b"500"  # the protocol's WORKER_ERROR
+
 
 class ServiceUnavailable(RequestFailed):
     """503: the task could not be served (its workers kept disappearing: ``max_attempts`` reached)."""
+
+    code: ClassVar[bytes] = b"503"  # the protocol's UNAVAILABLE
 
 
 class RequestExpired(RequestFailed, TimeoutError):
@@ -77,11 +82,11 @@ class RequestExpired(RequestFailed, TimeoutError):
     A ``TimeoutError`` too: a :meth:`Client.request` whose timeout (its deadline) the broker saw pass first
     raises this rather than :class:`RequestTimeout`."""
 
+    code: ClassVar[bytes] = b"504"  # the protocol's EXPIRED
+
 
 _FAMILIES: dict[bytes, type[RequestFailed]] = {
-    protocol.WORKER_ERROR: WorkerError,
-    protocol.UNAVAILABLE: ServiceUnavailable,
-    protocol.EXPIRED: RequestExpired,
+    family.code: family for family in (WorkerError, ServiceUnavailable, RequestExpired)
 }
 
 
