@@ -101,7 +101,8 @@ def test_each_still_imports_from_its_old_module(module: str) -> None:
 def test_request_failed_gives_the_family_of_each_status() -> None:
     kinds = {protocol.BAD_REQUEST: "RequestRejected", protocol.FORBIDDEN: "RequestRejected", b"429": "RequestRejected"}
     kinds |= {protocol.WORKER_ERROR: "WorkerError", protocol.UNAVAILABLE: "ServiceUnavailable"}
-    kinds |= {protocol.EXPIRED: "RequestExpired", b"501": "RequestFailed", b"5000": "RequestFailed"}
+    kinds |= {protocol.EXPIRED: "RequestExpired", protocol.NOT_FOUND: "NotFound", b"501": "RequestFailed"}
+    kinds |= {b"5000": "RequestFailed"}
     for status, name in kinds.items():
         error = errors.RequestFailed.of(status, "why")
         assert type(error).__name__ == name and error.status == int(status) and error.reason == "why"
@@ -146,7 +147,7 @@ CASES: dict[str, tuple[str, dict[str, Any], str, Any, float, str | None]] = {
     "RequestTimeout-no-broker": ("request", {}, "echo", b"x", 0.3, None),
     "RequestTimeout-stream-gap": ("stream", {}, "trickle", b"x", 0.5, None),
     "WorkerError": ("request", {}, "failing", b"x", 30, None),
-    "RequestRejected": ("request", {}, "rejecting", b"404", 30, None),
+    "RequestRejected": ("request", {}, "rejecting", b"409", 30, None),
     "ServiceUnavailable": ("request", {}, "rejecting", b"503", 30, None),
     "RequestExpired": ("request", {}, "nobody-serves-this", b"x", 30, None),
     "ClientClosed": ("request", {}, "stuck", b"x", 30, None),
