@@ -11,8 +11,9 @@ namespace; the C++ client next to the Python one; not part of ``--smoke``), ``cu
 CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x 8 workers on one broker against
 1 x 1, ``bench/scale.py``; not part of ``--smoke``), ``openloop`` (11: latency under load, open loop:
 Poisson arrivals at fixed rates from 10 % to past saturation, HDR histograms, ``bench/openloop.py``; not part of
-``--smoke``). Progress goes to stderr, the report to stdout, and JSON +
-Markdown (+ PNG with matplotlib) under ``--out``.
+``--smoke``), ``shared`` (12: a shared service: fair shares between two tenants, a remote API with a hidden
+limit against the article's actor, goodput with deadlines; ``bench/shared.py``; not part of ``--smoke``).
+Progress goes to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
 from __future__ import annotations
@@ -41,13 +42,17 @@ from bench import (
     ray_flow,
     report,
     scale,
+    shared,
     timeline,
     transport,
 )
 from bench.config import FULL, QUICK, SMOKE, Config, progress, say
 from bench.procs import Children, machine
 
-PARTS = ("transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale", "openloop")
+PARTS = (
+    "transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale", "openloop",
+    "shared",
+)  # fmt: skip
 NOT_SMOKE = (
     "ray",
     "adaptive",
@@ -55,6 +60,7 @@ NOT_SMOKE = (
     "curve",
     "scale",
     "openloop",
+    "shared",
 )  # the long ones, the C builds, the many processes
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
@@ -136,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             elif part == "openloop":
                 plot = cfg.out / f"{stem}-openloop.png" if timeline.can_plot() else None
                 results["parts"][part] = openloop.run(cfg, children, plot=plot)
+            elif part == "shared":
+                plot = cfg.out / f"{stem}-shared.png" if timeline.can_plot() else None
+                results["parts"][part] = shared.run(cfg, plot=plot)
     results["duration_s"] = time.time() - started
     paths = report.write(results, cfg.out, stem)
     print(report.markdown(results))

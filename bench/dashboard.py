@@ -114,7 +114,7 @@ def run(seconds: float = 20.0, rounds: int = 3, services: int = 500) -> dict[str
             with Client(endpoint) as waiting:  # a request queued for each of the other services keeps it listed
                 for n in range(services - 1):
                     waiting.submit(f"service-{n}", b"")
-                while len(waiting.status()["services"]) < services:
+                while waiting.status()["broker"].get("service_count", 0) < services:
                     time.sleep(0.2)
                 cost.append(status_cost(proc.pid, endpoint))
         finally:

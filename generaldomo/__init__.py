@@ -7,57 +7,55 @@ Layout: :mod:`generaldomo.sansio` holds the IO-free state machines, :mod:`genera
 and clocks around them, :mod:`generaldomo.peers` the client and worker, :mod:`generaldomo.cli` the command.
 """
 
-import importlib as _importlib
 import sys as _sys
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from generaldomo.io.beacon import DiscoveryError
-from generaldomo.io.broker import Broker
-from generaldomo.io.transport import DraftUnavailable, Transport
-from generaldomo.peers.aio import AsyncClient
-from generaldomo.peers.app import App
-from generaldomo.peers.client import (
-    Client,
+from generaldomo import compat as _compat
+from generaldomo.errors import (
+    AppImportError,
     ClientClosed,
+    ContentTypeError,
+    DecodeError,
+    DiscoveryError,
+    DraftUnavailable,
+    GeneraldomoError,
     HandshakeFailed,
-    Reply,
+    KeyFileError,
+    NotFound,
     RequestExpired,
     RequestFailed,
     RequestRejected,
     RequestTimeout,
+    ResolveError,
     ServiceUnavailable,
+    SettingsError,
+    StateError,
     WorkerError,
+    WorkerStopped,
 )
+from generaldomo.io.broker import Broker
+from generaldomo.io.transport import Transport
+from generaldomo.peers.aio import AsyncClient
+from generaldomo.peers.app import App
+from generaldomo.peers.client import Client, Reply
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.typed import TypedClient
-from generaldomo.peers.worker import Worker, WorkerStopped
+from generaldomo.peers.worker import Worker
 from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
-from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
-from generaldomo.sansio.serializers import ContentTypeError, DecodeError
+from generaldomo.sansio.resolver import NameResolver, Resolver
 from generaldomo.sansio.service import Service
 
-# Module paths of releases before the package was split into layers; they keep working.
-_MOVED = {
-    **{name: f"generaldomo.sansio.{name}" for name in "events codec protocol core service flow stats mmi".split()},
-    "resolver": "generaldomo.sansio.resolver",
-    "resolvers": "generaldomo.sansio.resolvers",
-    **{
-        f"resolvers.{name}": f"generaldomo.sansio.resolvers.{name}"
-        for name in ("attributes", "balanced", "descriptions")
-    },
-    **{name: f"generaldomo.io.{name}" for name in "links broker connection inproc beacon metrics bridge".split()},
-    "client": "generaldomo.peers.client",
-    "worker": "generaldomo.peers.worker",
-    "status_view": "generaldomo.cli.status_view",
-}
-for _old, _new in _MOVED.items():
-    _module = _sys.modules[f"{__name__}.{_old}"] = _importlib.import_module(_new)
-    if "." not in _old:
-        globals()[_old] = _module
+# The module paths of releases before the layers (generaldomo.core, generaldomo.client...): lazy, deprecated.
+if not any(isinstance(finder, _compat.MovedFinder) for finder in _sys.meta_path):
+    _sys.meta_path.insert(0, _compat.MovedFinder())
+if not _TYPE_CHECKING:  # (type checkers see only the names below, not the deprecated ones)
+    __getattr__ = _compat.moved_attribute
 
 __all__ = [
     "App",
+    "AppImportError",
     "AsyncClient",
     "Broker",
     "BrokerCore",
@@ -67,8 +65,11 @@ __all__ = [
     "DecodeError",
     "DiscoveryError",
     "DraftUnavailable",
+    "GeneraldomoError",
     "HandshakeFailed",
+    "KeyFileError",
     "NameResolver",
+    "NotFound",
     "Peer",
     "Reject",
     "Reply",
@@ -82,6 +83,8 @@ __all__ = [
     "Service",
     "ServiceUnavailable",
     "Settings",
+    "SettingsError",
+    "StateError",
     "Transport",
     "TypedClient",
     "Worker",

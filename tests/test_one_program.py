@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cpp.build import ROOT, build_embedded
+from cpp.build import ROOT, build_embedded, build_source
 from test_cpp import WAIT, Programs, tagged
 from waiting import eventually
 
@@ -145,6 +145,21 @@ def test_stop_with_tasks_in_flight_loses_none(run: Programs, workers, endpoint_f
             assert reply in (f"py:b{k}", "error 503 the broker stopped before the request was answered"), line
 
 
+@pytest.mark.parametrize("via", ["inproc", "tcp"])
+def test_large_payloads_arrive_whole(run: Programs, endpoint_for, c_peers: dict[str, Path], via: str) -> None:
+    """3 MiB requests (sent by reference by the C++ client, passed by reference by the broker) echoed by the C
+    worker over tcp: every byte comes back in place."""
+    limits = ("max-message=20000000", "service-queue-bytes=20000000", "connection-bytes=40000000")
+    settings = [word for limit in limits for word in ("--set", limit)]
+    embedded = Embedded(run, endpoint_for, "--mode", "payload", "--size", str(3 << 20), "--requests", "3",
+                        "--echo", "--service", "echo", "--via", via, *settings)  # fmt: skip
+    run.start(c_peers["mdp01_worker"], embedded.endpoint("router", "tcp"))
+    embedded.go()
+    lines = embedded.lines()[len(embedded.endpoints) + 1 :]  # after the endpoints and "ready"
+    assert lines[0].startswith(f"payload {3 << 20} via {via} requests 3 "), lines
+    assert lines[1:] == ["stopped", "done"]
+
+
 def test_settings_come_from_the_broker_command(run: Programs, endpoint_for) -> None:
     process = run.start(
         run.programs["gd_embedded"], "--set", "max-frames=many", endpoint_for("inproc"), stdin=True, env=ENV
@@ -166,12 +181,18 @@ def test_two_copies_of_libzmq_are_refused(run: Programs, endpoint_for, tmp_path:
     assert "broker error: this program and pyzmq use two copies of libzmq" in process.output()
 
 
-def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[str, Path], tmp_path: Path) -> None:
-    readme = (ROOT / "README.rst").read_text()
-    block = readme.split("Sixteen threads of one program, served by whatever workers\nconnect::\n\n", 1)[1].splitlines()
+def readme_example(after: str, source: Path) -> Path:
+    """Write the README's code block that follows ``after`` to ``source``."""
+    block = (ROOT / "README.rst").read_text().split(after, 1)[1].splitlines()
     end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    source = tmp_path / "one.cpp"
     source.write_text("\n".join(line[4:] for line in block[:end]) + "\n")
+    return source
+
+
+def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[str, Path], tmp_path: Path) -> None:
+    source = readme_example(
+        "Sixteen threads of one program, served by whatever workers\nconnect::\n\n", tmp_path / "one.cpp"
+    )
     example = run.start(build_embedded(source, tmp_path / "one"), "tcp://127.0.0.1:*", env=ENV, name="one")
     example.wait_for("workers: ")
     router = example.output().split("workers: ", 1)[1].split()[0]
@@ -180,3 +201,17 @@ def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[st
     assert example.finish(4 * WAIT) == [f"workers: {router}"] + [
         f"thread {t}: 100 answers, 0 not its own" for t in range(16)
     ]
+
+
+def test_readme_bridge_example_builds_and_runs(run: Programs, brokers, workers, c_peers, tmp_path: Path) -> None:
+    """The same threads through the C++ Bridge in the program to the Python broker's ROUTER link."""
+    source = readme_example("broker runs in the program on the same context)::\n\n", tmp_path / "bridged.cpp")
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    router = broker.endpoint("router", "tcp")
+    workers(router, "router", "echo", tagged(b"py:"))
+    run.start(c_peers["mdp01_worker"], "--tag", "c:", router)
+    example = run.start(build_source(source, tmp_path / "bridged"), router, name="bridged")
+    assert example.finish(4 * WAIT) == [f"thread {t}: 100 answers, 0 not its own" for t in range(16)] + [
+        "forwarded 1600"
+    ]
+    assert broker.core.counters["completed"] == 1600

@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from generaldomo.sansio import protocol
-from generaldomo.sansio.events import Dialect, WorkerDisconnect, WorkerHeartbeat, WorkerReady, WorkerReply
+from generaldomo.sansio.events import (
+    Dialect,
+    WorkerDisconnect,
+    WorkerHandover,
+    WorkerHeartbeat,
+    WorkerReady,
+    WorkerReply,
+    WorkerResume,
+)
 from generaldomo.sansio.peer_events import HeartbeatAnswer
 from generaldomo.sansio.session import ClientSession, Fail, Progress, Reconnect, Resolve, RunTask, Send, WorkerSession
 from generaldomo.sansio.settings import PeerSettings
@@ -78,6 +86,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.may_resend: set[bytes] = set()  # ids a reason to send again has come for since last sent
         self.client_instance: bytes | None = None
         self.serial = 0
+        self.fetches: set[bytes] = set()  # ids fetched (sent by "another client": put in the broker directly)
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -97,7 +106,10 @@ class SessionMachine(RuleBasedStateMachine):
                 assert rid in self.bodies and rid not in self.cancelled, "a reply to nothing outstanding"
                 self.resolved[rid] += 1
                 assert self.resolved[rid] == 1, "resolved twice"
-                assert action.status == protocol.OK and action.body == (self.bodies[rid] + b"!",)
+                if action.status == protocol.NOT_FOUND:  # only a fetch the broker does not know
+                    assert rid in self.fetches and rid not in self.broker.held and rid not in self.broker.kept
+                else:
+                    assert action.status == protocol.OK and action.body == (self.bodies[rid] + b"!",)
                 assert action.token == rid
             else:
                 assert isinstance(action, Progress | Fail)
@@ -124,7 +136,7 @@ class SessionMachine(RuleBasedStateMachine):
             self.may_resend |= set(message.unknown) & self.outstanding()
             if restarted:
                 self.may_resend |= self.outstanding()
-        before = {rid: self.sends[rid] for rid in self.outstanding()}
+        before = {rid: self.sends[rid] for rid in self.outstanding() - self.fetches}  # (a fetch asks again)
         self.act(self.session.receive(frames, self.now))
         if restarted:
             assert {rid: self.sends[rid] - n for rid, n in before.items()} == dict.fromkeys(before, 1)
@@ -137,6 +149,18 @@ class SessionMachine(RuleBasedStateMachine):
         rid = b"r%d" % self.serial
         self.bodies[rid] = body
         self.sent(self.session.submit(rid, b"echo", [body], rid, self.now))
+
+    @rule(known=st.booleans(), body=st.binary(max_size=3))
+    def fetch(self, known: bool, body: bytes) -> None:
+        """Wait for the answer to a request another client sent (``known``: the broker holds it) or to an id
+        the broker never saw: it resolves once, with the answer or 404."""
+        self.serial += 1
+        rid = b"f%d" % self.serial
+        self.bodies[rid] = body
+        self.fetches.add(rid)
+        if known:
+            self.broker.held[rid] = body
+        self.sent(self.session.fetch(rid, rid, self.now))
 
     @precondition(lambda self: self.outstanding())
     @rule(data=st.data())
@@ -243,6 +267,9 @@ class WorkerSessionMachine(RuleBasedStateMachine):
         self.finishing = False  # asked to stop after the running task
         self.goodbyes = 0
         self.last_beat = self.now
+        self.sent: set[bytes] = set()  # task ids whose result went out (READY or HANDOVER)
+        self.acked: set[bytes] = set()  # those a heartbeat named as taken
+        self.takes_handover: bool | None = None  # the last heartbeat named an instance (None: none came yet)
         self.act(self.session.start())
 
     def act(self, actions: list) -> None:
@@ -260,6 +287,13 @@ class WorkerSessionMachine(RuleBasedStateMachine):
             if isinstance(event, WorkerReply):
                 assert event.task_id == self.running or event.final
                 self.results[event.task_id] += event.final
+                if self.takes_handover is not False:
+                    self.sent.add(event.task_id)
+            elif isinstance(event, WorkerHandover):  # a finished task's result, not known to be taken
+                assert self.results[event.task_id] == 1 and event.task_id not in self.acked
+                assert self.takes_handover is not False and event.task_id in self.sent
+            elif isinstance(event, WorkerResume):
+                assert event.task_id == self.running and self.takes_handover is not False
             elif isinstance(event, WorkerHeartbeat):
                 assert self.now - self.last_beat >= INTERVAL - 1e-9
                 self.last_beat = self.now
@@ -276,7 +310,18 @@ class WorkerSessionMachine(RuleBasedStateMachine):
 
     @rule(message=st.sampled_from([protocol.HEARTBEAT, protocol.DISCONNECT]))
     def broker_says(self, message: str) -> None:
+        if message == protocol.HEARTBEAT:  # a plain one: no hand-over, nothing held
+            self.takes_handover = False
+            self.sent.clear()
         self.act(self.session.receive(protocol.worker_command(Dialect.GDP, message), self.now))
+
+    @rule(instance=st.sampled_from([b"I1I1", b"I2I2"]), data=st.data())
+    def hand_over_broker_beats(self, instance: bytes, data: st.DataObject) -> None:
+        """A hand-over broker's heartbeat (instance I1, or I2 after a restart), taking some results."""
+        taken = data.draw(st.lists(st.sampled_from(sorted(self.sent)), unique=True) if self.sent else st.just([]))
+        self.acked.update(taken)
+        self.takes_handover = True
+        self.act(self.session.receive(protocol.worker_heartbeat(instance, taken), self.now))
 
     @precondition(lambda self: self.running is not None)
     @rule(partial=st.booleans())
@@ -304,6 +349,13 @@ class WorkerSessionMachine(RuleBasedStateMachine):
     def says_goodbye_once(self) -> None:
         assert self.goodbyes == (1 if self.stopped else 0)
         assert all(n == 1 for n in self.results.values())
+
+    @invariant()
+    def holds_what_was_not_taken(self) -> None:
+        held = {task_id for task_id in self.results if task_id in self.session.held}  # (task ids are nonces)
+        assert not held & self.acked
+        if self.takes_handover is not False:
+            assert held == (self.sent - self.acked)
 
 
 TestWorkerSessionMachine = WorkerSessionMachine.TestCase

@@ -32,7 +32,7 @@ from typing import Any, Final
 from generaldomo.dashboard.frames import Framer
 from generaldomo.peers.client import Client, RequestFailed
 from generaldomo.sansio.protocol import FORBIDDEN
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.report import MAX_PAGE, StatusReport
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,8 @@ class Feed:
     def poll(self) -> None:
         """Ask the broker for its status once, and publish the frame (or the trouble)."""
         try:
-            report = StatusReport.from_dict(self.client.status(timeout=self.timeout))
+            page = self._framer.max_services, self._framer.max_workers  # a page with what a frame shows
+            report = StatusReport.from_dict(self.client.status(timeout=self.timeout, limit=min(MAX_PAGE, max(page))))
         except TimeoutError:
             self._publish("trouble", {"error": f"the broker did not answer mmi.status within {self.timeout:g} s"})
             return

@@ -114,8 +114,8 @@ class Framer:
             "every": round(every, 3),
             "broker": _broker(report),
             "counters": _counters(report.broker.counters.items()),
-            "services_total": len(report.services),
-            "workers_total": len(report.workers),
+            "services_total": max(report.broker.service_count, len(report.services)),  # (older brokers: no count)
+            "workers_total": max(report.broker.worker_count, len(report.workers)),
             "services": [_service(s) for s in shown],
             "workers": [attrs.asdict(w) for w in report.workers[: self.max_workers]],
             "bars": new_bars,
@@ -155,8 +155,10 @@ def _broker(report: StatusReport) -> dict[str, Any]:
         "queued": broker.queued,
         "queued_bytes": broker.queued_bytes,
         "in_flight": sum(s.in_flight for s in report.services),
-        "workers": len(report.workers),
-        "services": len(report.services),
+        "workers": max(
+            broker.worker_count, len(report.workers)
+        ),  # the totals, not the page's (older brokers: no count)
+        "services": max(broker.service_count, len(report.services)),
         "kept_answers": broker.kept_answers,
         "kept_bytes": broker.kept_bytes,
     }

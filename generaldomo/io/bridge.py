@@ -7,8 +7,9 @@ from a pool of idle ones: the reply that comes back on that DEALER is the answer
 back to the client's routing id and request id. A DEALER whose reply came back returns to the pool; one idle
 for ``idle_timeout`` is closed. A client that stops heartbeating for ``liveness`` intervals is forgotten and
 the DEALERs of its requests closed (a late reply on them could not be delivered). The bridge answers client
-HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts; a CANCEL closes the
-request's DEALER (a late reply is not delivered).
+HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts, and the request ids a
+client asks about that it has not in flight (it forgot them, or never got them), so that the client sends those
+again; a CANCEL closes the request's DEALER (a late reply is not delivered).
 
 Bounds: at most ``max_in_flight`` requests are in flight at once (so at most that many DEALERs are open); a
 request beyond it, or one for which no DEALER can be opened (the process ran out of sockets or files), gets
@@ -54,6 +55,8 @@ from generaldomo.sansio.events import ClientCancel, ClientHeartbeat, ClientReque
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
+__all__ = ["Bridge"]
+
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 30.0  # seconds after which an idle DEALER is closed
@@ -72,7 +75,25 @@ class _InFlight(NamedTuple):
 
 
 class Bridge:
-    """SERVER endpoints for generaldomo clients, forwarding to the MDP/0.1 broker at ``broker``."""
+    """SERVER endpoints for generaldomo clients, forwarding to the MDP/0.1 broker at ``broker``.
+
+    Args:
+        server: the SERVER endpoints to bind for generaldomo clients.
+        broker: the MDP/0.1 broker's endpoint.
+        context: the ZeroMQ context.
+        heartbeat_interval: seconds between heartbeats (use the clients').
+        liveness: heartbeat intervals of silence after which a client is presumed gone.
+        idle_timeout: seconds after which an idle upstream connection is closed.
+        security: CURVE for the bridge's own clients (as a broker's, :class:`~generaldomo.io.auth.BrokerSecurity`).
+        upstream: CURVE towards the upstream broker (None: plaintext).
+
+    Example::
+
+        bridge = Bridge(["tcp://127.0.0.1:5557"], "tcp://127.0.0.1:5555").start()
+        with Client("tcp://127.0.0.1:5557", "server") as client:
+            client.request("echo", b"hello", timeout=10)
+        bridge.stop()
+    """
 
     def __init__(
         self,
@@ -145,6 +166,7 @@ class Bridge:
 
     @property
     def endpoints(self) -> list[str]:
+        """Every bound SERVER endpoint, with the ports that ``*`` binds received."""
         return self.link.endpoints
 
     @property
@@ -158,13 +180,18 @@ class Bridge:
         return self._barrier.count
 
     def start(self) -> Bridge:
+        """Serve in a daemon thread of this process; return self."""
         self._thread = threading.Thread(target=self._run_in_thread, name="generaldomo-bridge", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the loop to finish and wait for it; raises :class:`BridgeFailed` if it had stopped because of an
-        error."""
+        """Stop serving and close the sockets, waiting up to ``timeout`` seconds for the thread; raises
+        :class:`BridgeFailed` if the loop had stopped because of an error.
+
+        Args:
+            timeout: seconds to wait.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -277,8 +304,9 @@ class Bridge:
         event = protocol.parse(frames)
         if isinstance(event, ClientRequest) and not _may_ask(credential):
             self._refuse(client, event, protocol.FORBIDDEN, "forbidden: this key may not send requests", now)
-        elif isinstance(event, ClientHeartbeat):
-            self.link.send(client, protocol.gdp_client_heartbeat(self.instance))
+        elif isinstance(event, ClientHeartbeat):  # asked-about ids not in flight here: the client resends them
+            unknown = [rid for rid in event.request_ids if (client, rid) not in self._by_request]
+            self.link.send(client, protocol.gdp_client_heartbeat(self.instance, unknown))
         elif isinstance(event, ClientRequest) and event.dialect is Dialect.GDP and event.request_id is not None:
             self._forward(client, event, now)
         elif isinstance(event, ClientCancel):

@@ -107,16 +107,30 @@ class Broker:
         of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
         changed at run time are kept there and restored when a broker starts on it again
         (:mod:`generaldomo.io.state`); limits set with ``core.set_flow`` before the broker runs are its
-        configuration, which run-time changes override. ``on_failure(error)`` is called, from the loop's
-        thread, if the loop stops because of an error (see the module docstring)."""
+        configuration, which run-time changes override.
+
+        Args:
+            transport: ``router`` or ``server``: the transport of the ``bind`` endpoints (None: add links later with
+                :meth:`add_link`).
+            bind: the endpoints to bind (``tcp://127.0.0.1:*`` binds a free port; :meth:`endpoint` says which).
+            resolver: maps descriptions to services (default: by name, :class:`~generaldomo.NameResolver`).
+            settings: the core's timing and limits (:class:`~generaldomo.Settings`).
+            context: the ZeroMQ context (``inproc://`` peers must share it).
+            security: CURVE keys and the admitted keys' roles (:class:`~generaldomo.io.auth.BrokerSecurity`).
+            state_dir: where run-time flow changes are kept across restarts.
+            on_failure: called with the error, from the loop's thread, if the loop stops because of one (see the
+                module docstring).
+        """
         self.state = None if state_dir is None else StateDir(state_dir)
         self._own_context = security is not None and context is None
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
         self._zap = None if security is None else ZapHandler(self.context, security).start()
+        state = self.state
         self.core = BrokerCore(
-            resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool()
-        )
+            resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool(),
+            handover_key=None if state is None else state.handover_key, recovering=state is not None and state.reused,
+        )  # fmt: skip
         # replies the links hold for peers that do not read, charged to the core's ledger
         self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
         self.links: list[Link] = []
@@ -142,7 +156,12 @@ class Broker:
             raise
 
     def add_link(self, transport: str, endpoints: Iterable[str]) -> Link:
-        """Bind a new link of ``transport`` (``router`` or ``server``) to ``endpoints``; call before running."""
+        """Bind a new link of ``transport`` (``router`` or ``server``) to ``endpoints``; call before running.
+
+        Args:
+            transport: ``router`` or ``server``.
+            endpoints: the endpoints to bind.
+        """
         if self._thread is not None:
             raise RuntimeError("links must be added before the broker starts")
         link = LINKS[Transport.of(transport)](
@@ -160,7 +179,14 @@ class Broker:
     def announce(
         self, name: str = "generaldomo", destination: str = BROADCAST, port: int = DEFAULT_PORT, interval: float = 1.0
     ) -> Beacon:
-        """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.io.beacon`) until it stops."""
+        """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.io.beacon`) until it stops.
+
+        Args:
+            name: the broker's name in its announcements (clients may look for one by name).
+            destination: where the datagrams go (the broadcast address by default; ``127.0.0.1`` on one machine).
+            port: the UDP port.
+            interval: seconds between announcements.
+        """
         key = None if self.security is None else self.security.public_key.decode()  # public, never the secret
         self._beacon = Beacon(name, self.core.instance.hex(), self.endpoints, destination, port, interval, key).start()
         return self._beacon
@@ -168,7 +194,13 @@ class Broker:
     def serve_metrics(self, port: int = 0, address: str = "127.0.0.1", period: float = 1.0) -> int:
         """Expose the status as Prometheus metrics over HTTP (needs ``prometheus_client``); return the port.
 
-        The broker's loop refreshes a status snapshot every ``period`` seconds for it."""
+        The broker's loop refreshes a status snapshot every ``period`` seconds for it.
+
+        Args:
+            port: the HTTP port (0: a free one).
+            address: the address to listen on.
+            period: seconds between snapshots.
+        """
         from generaldomo.io import metrics
 
         self._snapshot_period = period
@@ -180,7 +212,12 @@ class Broker:
         return [(link.transport, endpoint) for link in self.links for endpoint in link.endpoints]
 
     def endpoint(self, transport: str, scheme: str = "") -> str:
-        """The first bound endpoint of ``transport`` whose address starts with ``scheme`` (e.g. ``"tcp"``)."""
+        """The first bound endpoint of ``transport`` whose address starts with ``scheme`` (e.g. ``"tcp"``).
+
+        Args:
+            transport: ``router`` or ``server``.
+            scheme: a prefix of the endpoint (``tcp``, ``ipc``, ``inproc``; empty: any).
+        """
         for kind, endpoint in self.endpoints:
             if kind == transport and endpoint.startswith(scheme):
                 return endpoint
@@ -203,7 +240,12 @@ class Broker:
         Without ``drain`` the requests the broker holds are left to their clients, which send them again to the
         next broker at the endpoint (a restart). With ``drain`` (seconds) the broker stops for good: it answers new
         requests ``503`` while it serves those it holds for up to ``drain`` seconds, then answers those still
-        unanswered ``503``, so that every request gets an answer."""
+        unanswered ``503``, so that every request gets an answer.
+
+        Args:
+            timeout: seconds to wait for the loop's thread.
+            drain: seconds to serve what the broker holds before failing it ``503`` (None: stop at once).
+        """
         if self._thread is None and not self._running:
             self._close_sockets()
             self.check()
@@ -215,7 +257,11 @@ class Broker:
 
     def request_stop(self, drain: float | None = None) -> None:
         """Ask the loop to finish as :meth:`stop` does, without waiting; any thread, at any time (a loop that has
-        not started yet returns as soon as it starts, one that has ended ignores it)."""
+        not started yet returns as soon as it starts, one that has ended ignores it).
+
+        Args:
+            drain: as for :meth:`stop`.
+        """
         with self._stop_lock:
             if drain is not None:
                 self._drain = max(0.0, drain)

@@ -16,12 +16,19 @@ from typing import Any
 
 import zmq
 
+from generaldomo.errors import DraftUnavailable as DraftUnavailable  # importable from here, as before
 from generaldomo.io import inproc
 from generaldomo.io.endpoints import FORMS
 
 
 class Transport(enum.StrEnum):
-    """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names."""
+    """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names.
+
+    Example:
+        >>> from generaldomo import Transport
+        >>> Transport.of("server") is Transport.SERVER, str(Transport.ROUTER)
+        (True, 'router')
+    """
 
     ROUTER = "router"  # ROUTER in the broker, DEALER/REQ in the peers: Majordomo-compatible
     SERVER = "server"  # SERVER in the broker, thread-safe CLIENT in the peers (draft API)
@@ -33,10 +40,6 @@ class Transport(enum.StrEnum):
             return cls(name)
         except ValueError:
             raise ValueError(f"unknown transport {name!r}; choose one of {', '.join(cls)}") from None
-
-
-class DraftUnavailable(RuntimeError):
-    """The installed pyzmq/libzmq lacks the draft API that CLIENT and SERVER sockets need."""
 
 
 def draft_available() -> bool:

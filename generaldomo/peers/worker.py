@@ -5,10 +5,11 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
 not look like a dead worker, and that reads what the broker sends meanwhile (a CANCEL of the running task
-marks its :class:`~generaldomo.peers.task.TaskContext` cancelled). The lock also guards the session. Each
-message from the broker is handled inside a barrier (:mod:`generaldomo.sansio.barrier`): one whose handling
-raises is dropped, counted (:attr:`Worker.internal_errors`) and logged, rate-limited. It knows nothing of how
-the broker matches descriptions.
+marks its :class:`~generaldomo.peers.task.TaskContext` cancelled; a restarted broker's DISCONNECT makes the
+worker register again at once, with RESUME). The lock also guards the session. Each message from the broker is
+handled inside a barrier (:mod:`generaldomo.sansio.barrier`): one whose handling raises is dropped, counted
+(:attr:`Worker.internal_errors`) and logged, rate-limited. It knows nothing of how the broker matches
+descriptions.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Final
 
 import zmq
 
+from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
@@ -49,10 +51,6 @@ MAX_SAID: Final = 64  # handshake failures remembered as logged already (then fo
 _SAID: set[str] = set()
 
 
-class WorkerStopped(RuntimeError):
-    """:meth:`Worker.serve` stopped for a reason other than :meth:`Worker.stop` (``__cause__`` says which)."""
-
-
 class Worker:
     """Serves requests matching ``description`` with ``handler``.
 
@@ -65,6 +63,27 @@ class Worker:
     the client at once as a partial result, and the value it returns is the final result. A ``None``
     endpoint is found as :func:`generaldomo.io.beacon.find_broker` says (``GENERALDOMO_BROKER``, then a
     beacon). ``server_key`` and ``keys`` turn on CURVE, as for :class:`generaldomo.Client`.
+
+    Args:
+        endpoint: the broker's endpoint (None: found as above).
+        description: the service description (a service name with the default resolver).
+        handler: the function that serves each request (above).
+        transport: ``router`` or ``server``.
+        context: the ZeroMQ context (``inproc://`` needs the broker's).
+        heartbeat_interval: seconds between heartbeats (use the broker's).
+        liveness: heartbeat intervals of silence after which the worker reconnects.
+        server_key: the broker's CURVE public key; None: plaintext.
+        keys: this worker's CURVE key pair (default: a fresh one).
+
+    Example::
+
+        def shout(payload: bytes) -> bytes:
+            return payload.upper()
+
+        worker = Worker("tcp://127.0.0.1:5555", "shout", shout)
+        threading.Thread(target=worker.serve, daemon=True).start()
+        ...
+        worker.stop()  # tells the broker at once
     """
 
     def __init__(

@@ -29,7 +29,10 @@ been tried ``max_attempts`` times, in which case the client gets an error reply.
 unique request id in every request, scoped to their key when they have one; a request whose id is live (a
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
-for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``. A broker
+for ``client_silence`` are dropped, unless the request is *detached* (its answer is fetched later by its id, a
+re-ask); services with nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
+for an unknown service is answered ``404`` at once when its service has no worker now and had none within
+``served_memory`` (:mod:`generaldomo.sansio.served`), once the broker has run ``known_service_grace``. A broker
 that stops for good first stops accepting requests (``503``) while it serves those it holds, then answers the rest
 ``503`` (:meth:`BrokerCore.abandon`), so that none is left without an answer.
 
@@ -61,12 +64,14 @@ from generaldomo.sansio.events import (
     Event,
     Malformed,
     WorkerDisconnect,
+    WorkerHandover,
     WorkerHeartbeat,
     WorkerReady,
     WorkerReply,
+    WorkerResume,
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
-from generaldomo.sansio.kept import KeptAnswers, request_digest
+from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.ledger import (
     OVERHEAD,
     Connection,
@@ -79,7 +84,17 @@ from generaldomo.sansio.ledger import (
 )
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.queues import Queue
-from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker, displaced, is_displaced, request_key
+from generaldomo.sansio.records import (
+    Claim,
+    Peer,
+    RequestKey,
+    Send,
+    Task,
+    Worker,
+    displaced,
+    is_displaced,
+    request_key,
+)  # fmt: skip
 from generaldomo.sansio.report import (
     DESCRIPTION_BYTES,
     BrokerReport,
@@ -95,9 +110,11 @@ from generaldomo.sansio.report import (
     build,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
-from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState
+from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState, WorkerState
+from generaldomo.sansio.ticket import Ticket, Tickets, nonce, request_digest
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
 log = logging.getLogger(__name__)
@@ -121,7 +138,27 @@ Handler = Callable[..., None]  # (peer, event, now, credential, out) for the eve
 
 
 class BrokerCore:
-    """The broker's state machine; see the module docstring."""
+    """The broker's state machine; see the module docstring.
+
+    Args:
+        resolver: maps descriptions to services (default: by name).
+        settings: timing and limits (:class:`Settings`).
+        instance: the broker's instance id, told to clients (random per start).
+        started: the time (on the clock ``now`` reads) the broker started.
+        random: gives n random bytes (task ids); ``os.urandom`` or a seeded generator in tests.
+
+    Example:
+        >>> import random
+        >>> from generaldomo import BrokerCore, Peer
+        >>> from generaldomo.sansio import protocol
+        >>> core = BrokerCore(instance=b"doc!", random=random.Random(1).randbytes)
+        >>> worker, client = Peer(1, b"w"), Peer(0, b"c")
+        >>> core.receive(worker, protocol.gdp_ready(b"echo"), now=0.0)
+        []
+        >>> request = protocol.gdp_request(b"r1", b"echo", [b"hi"])
+        >>> [(peer, frames[1]) for peer, frames in core.receive(client, request, 0.1)]  # a REQUEST to the worker
+        [(Peer(link=1, address=b'w'), b'\\x02')]
+    """
 
     def __init__(
         self,
@@ -131,7 +168,12 @@ class BrokerCore:
         started: float = 0.0,
         *,
         random: Callable[[int], bytes],
+        handover_key: bytes | None = None,
+        recovering: bool = False,
     ) -> None:
+        """``handover_key`` (the state directory's) turns hand-over on: tasks of generaldomo clients get tickets
+        for ids, and results of tasks earlier instances dispatched are taken over; ``recovering`` (a broker
+        started again on a state directory) holds dispatch back for the first ``recovery_window`` seconds."""
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters: Counter[str] = Counter()
@@ -159,6 +201,7 @@ class BrokerCore:
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
         self._kept = KeptAnswers(settings.keep_answers, settings.keep_bytes, self.ledger)
+        self._served = ServedRecently(settings.served_memory)
         self._heard: OrderedDict[Peer, float] = OrderedDict()  # generaldomo clients -> last heard, oldest first
         self._held: dict[Service, int] = {}  # bytes charged for the live tasks of each service
         self._held_total = 0
@@ -184,7 +227,16 @@ class BrokerCore:
             WorkerDisconnect: self._on_disconnect,
             Malformed: self._on_malformed,
         }
-        self._large: dict[type, Handler] = {ClientRequest: self._on_large_request, WorkerReply: self._on_large_reply}
+        self._handlers[WorkerResume] = self._on_resume
+        self._handlers[WorkerHandover] = self._on_handover
+        self._large: dict[type, Handler] = {
+            ClientRequest: self._on_large_request,
+            WorkerReply: self._on_large_reply,
+            WorkerHandover: self._on_large_handover,
+        }
+        self._tickets = None if handover_key is None else Tickets(handover_key, instance)
+        self._claims: dict[RequestKey, Worker] = {}  # requests that resumed workers run, until they arrive
+        self._hold_until = started + self.settings.recovery_window if recovering and self._tickets else None
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -208,7 +260,14 @@ class BrokerCore:
     ) -> list[Send]:
         """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send. Never
         raises an ``Exception``: one its handling raised is counted (``internal_errors``) and logged, and what
-        was to be sent until then is returned (:mod:`generaldomo.sansio.barrier`)."""
+        was to be sent until then is returned (:mod:`generaldomo.sansio.barrier`).
+
+        Args:
+            peer: where the message came from.
+            frames: its frames.
+            now: the time, on the clock the core is fed.
+            credential: the sender's CURVE credential (None: not authenticated).
+        """
         out: list[Send] = []
         try:
             event = protocol.parse(frames)
@@ -244,7 +303,11 @@ class BrokerCore:
     def tick(self, now: float) -> list[Send]:
         """Heartbeat the workers whose turn has come (at most :data:`BEATS_PER_TICK` of them: a later tick
         does the rest), expiring the silent ones; do the other periodic work when its time has come, answer
-        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send."""
+        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send.
+
+        Args:
+            now: the time, on the clock the core is fed.
+        """
         out: list[Send] = []
         if self._beats and self._beats[0].beat <= now:
             self._heartbeat(now, out)
@@ -271,7 +334,17 @@ class BrokerCore:
         self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float,
         *, bytes_in_flight: int | None = None, adaptive: AdaptiveLimits | None = None,
     ) -> list[Send]:  # fmt: skip
-        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send."""
+        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send.
+
+        Args:
+            name: the service name.
+            rate: dispatches per second (None: no limit).
+            burst: dispatches a rate allows at once.
+            concurrency: tasks running at once (None: no limit).
+            now: the time.
+            bytes_in_flight: request bytes running at once (None: no limit).
+            adaptive: bounds of an adaptive concurrency cap (None: none).
+        """
         limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
         return self.apply_flow(mmi.FlowChange(name, limits), now)
 
@@ -281,7 +354,13 @@ class BrokerCore:
         is charged to that connection and forgotten once no service of its name has been busy for
         ``service_idle``; an entry of the operator's stays the operator's. The change is reported
         (:meth:`take_changes`). Raises :class:`~generaldomo.sansio.mmi.OverBudget` when a peer's entry does not
-        fit the ledger."""
+        fit the ledger.
+
+        Args:
+            change: the change (as ``mmi.flow`` parses it).
+            now: the time.
+            where: the connection that asked (its entry counts against it), None: the operator's.
+        """
         name = change.name
         charged = self._flow_charges.pop(name, None)
         if charged is not None:
@@ -323,19 +402,36 @@ class BrokerCore:
         return changes
 
     def flow_limits(self, name: str) -> FlowLimits:
-        """The limits configured for the service name ``name``."""
+        """The limits configured for the service name ``name``.
+
+        Args:
+            name: the service name.
+        """
         return self.flows.get(name, _UNSET)
 
     def live_flow(self, name: str) -> Flow | None:
-        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits)."""
+        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits).
+
+        Args:
+            name: the service name.
+        """
         return next((service.flow for service in self.resolver.services() if service.name == name), None)
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
-        """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report."""
+        """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report.
+
+        Args:
+            endpoints: ``(transport, endpoint)`` of each bound endpoint.
+        """
         self._endpoints = list(endpoints)
 
     def count(self, name: str, n: int = 1) -> None:
-        """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report."""
+        """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
+
+        Args:
+            name: the counter's name.
+            n: how many.
+        """
         self.counters[name] += n
 
     def _caught(self, handling: str, now: float) -> None:
@@ -346,7 +442,12 @@ class BrokerCore:
     def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
         """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
         asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, and with the number of
-        services and workers only by a look at each (no report is built for those left out)."""
+        services and workers only by a look at each (no report is built for those left out).
+
+        Args:
+            now: the time.
+            query: which page of services and workers.
+        """
         expiry = self.settings.expiry
         services, count, queued = self._service_page(query)
         workers = self._worker_page(query)
@@ -470,7 +571,11 @@ class BrokerCore:
 
     def abandon(self, now: float) -> list[Send]:
         """Answer every request still held, queued or running, ``503`` and forget it: the broker stops for good and
-        no other answer will come. Call :meth:`close` next. Returns what to send."""
+        no other answer will come. Call :meth:`close` next. Returns what to send.
+
+        Args:
+            now: the time.
+        """
         out: list[Send] = []
         reason = b"the broker stopped before the request was answered"
         for task in list(self._tasks.values()):
@@ -517,10 +622,11 @@ class BrokerCore:
             self._answer_mmi(peer, event, now, credential, out)
             return
         key = None
+        owner = credential.key if credential is not None else None
         where = connection(peer.link, peer.address)
         if event.request_id is not None:
             self._refresh(peer, now)
-            key = request_key(credential.key if credential is not None else None, event.request_id)
+            key = request_key(owner, event.request_id)
             if self._known(peer, key, now, out, event):
                 self._listen(peer, where, now)
                 self.counters["retries_absorbed"] += 1
@@ -530,6 +636,17 @@ class BrokerCore:
             return
         service = self._resolve_request(peer, event, now, out)
         if service is None:
+            return
+        if (
+            key is not None
+            and self._claims
+            and key in self._claims
+            and self._attach(peer, event, key, service, now, credential)
+        ):
+            return
+        if event.flags & protocol.FLAG_KNOWN_SERVICE and self._unknown(service, now):
+            self.counters["unknown_service"] += 1
+            self._reject(peer, event, protocol.NOT_FOUND, self._no_such_service(service.name, now), now, out)
             return
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
@@ -552,11 +669,16 @@ class BrokerCore:
             deadline = now + event.deadline
         if key is not None:
             self._listen(peer, where, now)
+        task_id = self._random(TASK_ID_BYTES)
+        if self._tickets is not None and event.request_id is not None:
+            digest = request_digest(event.description, event.body)
+            task_id = self._tickets.issue(task_id, service.name, owner, event.request_id, digest)
         # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
         tenant = credential.key if credential is not None else event.tenant or Peer(*where)
         task = Task(
-            self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size,
+            task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
+            detached=bool(event.flags & protocol.FLAG_DETACHED),
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -604,18 +726,17 @@ class BrokerCore:
         re-ask), a kept answer or a live task counts only if it is for the same description and payload: one for
         another request under the same id (a peer sent the id first) is left to its sender, counted
         (``request_id_conflicts``), and this request is a new task."""
-        kept = self._kept.find(key, now)
+        digest = None if request is None else lambda: request_digest(request.description, request.body)
+        kept = self._kept.get(key, now, digest)
+        if kept is None and request is not None and self._kept.get(key, now) is not None:
+            self.counters["request_id_conflicts"] += 1  # kept for another request: this one is a new task
         if kept is not None:
-            if request is not None and kept.request != request_digest(request.description, request.body):
-                self.counters["request_id_conflicts"] += 1
-                self._kept.forget(key)
+            if self._over_connection_budget(peer, sum(map(len, kept))):
+                self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
             else:
-                if self._over_connection_budget(peer, sum(map(len, kept.frames))):
-                    self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
-                else:
-                    self.counters["answers_resent"] += 1
-                    out.append(Send(peer, kept.frames))
-                return True
+                self.counters["answers_resent"] += 1
+                out.append(Send(peer, kept))
+            return True
         task = self._by_request.get(key)
         if task is None:
             return False
@@ -627,6 +748,27 @@ class BrokerCore:
         if task.client != peer:
             self._move(task, peer)
         return True
+
+    def _unknown(self, service: Service, now: float) -> bool:
+        """True when the broker knows that nobody serves ``service``: no worker now, none within
+        ``served_memory``, and the broker has run long enough for the workers of a restart to be back."""
+        if service.workers or now - self.started < self.settings.known_service_grace:
+            return False
+        return not self._served.recent(service.name, now)
+
+    def _no_such_service(self, name: str, now: float) -> str:
+        """The text of a ``404`` for ``name``: the services that have workers, and the nearest name (among the
+        first :data:`~generaldomo.sansio.served.MAX_NAMES` services: a bounded cost per refusal)."""
+        services = itertools.islice(self.resolver.services(), MAX_NAMES)
+        names = sorted({s.name for s in services if s.workers and s.name != name})
+        nearest = self._served.nearest(name, names)
+        listed = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        hint = f"; did you mean {nearest!r}?" if nearest else ""
+        memory = self.settings.served_memory
+        return (
+            f"no worker serves {name!r}, and none has in the last {memory:g} s; services with workers: "
+            f"{listed or 'none'}{hint}"
+        )
 
     def _move(self, task: Task, peer: Peer) -> None:
         """Send ``task``'s answer to ``peer`` (its client's new address): its charge moves with it, if it fits."""
@@ -694,7 +836,11 @@ class BrokerCore:
         owner = credential.key if credential is not None else None
         self.counters["reasked"] += len(event.request_ids)
         asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
-        unknown = [rid for rid in asked if not self._known(peer, request_key(owner, rid), now, out)]
+        unknown = [
+            rid
+            for rid in asked
+            if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
+        ]
         out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
@@ -725,6 +871,11 @@ class BrokerCore:
         if task is None:
             return
         self.counters["cancelled"] += 1
+        self._withdraw(task, out)
+
+    def _withdraw(self, task: Task, out: list[Send]) -> None:
+        """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
+        worker told, if it understands CANCEL)."""
         state = task.state
         task.state = _T_CANCEL[state]
         if task.state is TaskState.DONE:  # it was queued
@@ -796,20 +947,22 @@ class BrokerCore:
     def _register(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
         out: list[Send], where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
-    ) -> None:  # fmt: skip
+        *, busy: bool = False,
+    ) -> Worker | None:  # fmt: skip
         """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said and understanding
-        ``features``; a worker beyond ``max_workers``, or beyond what its connection may hold (one connection may
-        claim many peer addresses through envelopes), is told to go."""
+        ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond ``max_workers``, or
+        beyond what its connection may hold (one connection may claim many peer addresses through envelopes), is
+        told to go. The worker, or None if it was told to go."""
         limit = self.settings.max_workers
         if limit is not None and len(self._workers) >= limit:
             self.counters["workers_refused"] += 1
             # one line per interval for them all: a flood comes from many (claimed) peers
             self._warnings.warn("too many workers", None, lambda: "new workers", now, "refused: %d registered", limit)
             out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
-            return
+            return None
         service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
-            return
+            return None
         account = connection(peer.link, peer.address)
         host, pid = where
         charge = OVERHEAD[Kind.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
@@ -818,8 +971,9 @@ class BrokerCore:
             self.counters["workers_refused"] += 1
             self._warn("refused worker", peer, now, "refused a worker: %s", refusal)
             out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
-            return
-        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
+            return None
+        state = WorkerState.BUSY if busy else WorkerState.WAITING
+        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer), state)
         worker.host, worker.pid = host, pid
         worker.features = features
         worker.charge = charge
@@ -831,8 +985,11 @@ class BrokerCore:
         self._hosts[host or "unknown"] += 1
         self._beats.append(worker)
         service.join(worker)
+        self._served.seen(service.name, now)
         self.counters["workers_registered"] += 1
-        self._wait(worker, now, out)
+        if not busy:
+            self._wait(worker, now, out)
+        return worker
 
     def _resolve_worker(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
@@ -889,7 +1046,12 @@ class BrokerCore:
         worker = self._workers.get(peer)
         task = self._tasks.get(event.task_id)
         if worker is None or task is None or task.worker is not worker:
-            self._refuse_result(peer, event, worker, task, now, out)
+            resumed = worker is not None and worker.task is None and worker.state is WorkerState.BUSY
+            forgotten = worker is None and event.dialect is Dialect.GDP and self._foreign(event.task_id) is not None
+            if event.final and (resumed or forgotten):
+                self._resumed_result(peer, event, status, body, worker, now, credential, out)
+            else:
+                self._refuse_result(peer, event, worker, task, now, out)
             return
         worker.expires = now + self.settings.expiry
         if not event.final:
@@ -901,6 +1063,8 @@ class BrokerCore:
         worker.task = None
         worker.state = _W_RESULT[worker.state]
         worker.done += 1
+        if self._tickets is not None:
+            self._taken(worker, event.task_id)
         same = event.description is None or event.description == worker.description
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
@@ -911,7 +1075,7 @@ class BrokerCore:
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             self._complete(task, status, body, now, out, dispatch=not same)
         if not same and event.description is not None:
-            self._unregister(worker)
+            self._unregister(worker, now)
             where = (worker.host, worker.pid)
             self._register(peer, event.dialect, event.description, now, credential, out, where, worker.features)
             return
@@ -936,6 +1100,8 @@ class BrokerCore:
     ) -> None:
         if worker is not None:
             worker.expires = now + self.settings.expiry
+            if event.final and self._tickets is not None:
+                self._taken(worker, event.task_id)  # whatever became of it, the worker need not hold it
         if task is None:
             self.counters["duplicates_dropped"] += 1
             if worker is not None:
@@ -985,6 +1151,191 @@ class BrokerCore:
                 self._forget(worker, now, out)
                 out.append(Send(peer, protocol.worker_command(event.worker, protocol.DISCONNECT)))
 
+    # ------------------------------------------------------------------------------------------- hand-over
+
+    def _foreign(self, task_id: bytes) -> Ticket | None:
+        """What ``task_id`` says if it is a valid ticket of another instance on this state directory."""
+        ticket = None if self._tickets is None else self._tickets.read(task_id)
+        return ticket if ticket is not None and ticket.instance != self._instance else None
+
+    def _on_resume(
+        self, peer: Peer, event: WorkerResume, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        known = self._workers.get(peer)
+        if known is not None:  # as a second READY: a new registration
+            self._forget(known, now, out)
+        where = (event.host, event.pid)
+        worker = self._register(
+            peer, event.dialect, event.description, now, credential, out, where, event.features, busy=True
+        )
+        if worker is None:
+            return
+        self.counters["workers_resumed"] += 1
+        out.append(Send(peer, self._worker_heartbeat(worker)))  # at once: the worker knows its RESUME was taken
+        ticket = self._foreign(event.task_id)
+        if ticket is None or ticket.service != worker.service.name:
+            return  # not a task this broker can take over: the worker takes no task until its result comes
+        key = request_key(ticket.owner, ticket.request_id)
+        live = self._by_request.get(key)
+        if live is None:
+            worker.claim = Claim(event.task_id, ticket, now)
+            self._claims[key] = worker
+            worker.service.flow.adopt()
+        elif live.state is TaskState.QUEUED and live.service is worker.service and _digest(live) == ticket.digest:
+            live.service.drop(live)  # the client's resend came first: the worker's run is that task's
+            self._run_at(live, worker, event.task_id, now)
+            live.service.flow.adopt(live.size)
+            self.counters["tasks_resumed"] += 1
+
+    def _run_at(self, task: Task, worker: Worker, task_id: bytes, since: float) -> None:
+        """Make ``task`` run at resumed ``worker`` under the id ``task_id`` (a ticket) since ``since``."""
+        del self._tasks[task.id]
+        # (last in acceptance order with an earlier time: were it reissued, a queue timeout would see it late)
+        task.id, task.enqueued = task_id, min(task.enqueued, since)
+        self._tasks[task_id] = task
+        task.state = _T_DISPATCH[task.state]
+        task.worker, worker.task = worker, task
+        task.dispatched = since
+        task.attempts += 1
+        task.service.started(task, since)
+
+    def _attach(
+        self, peer: Peer, event: ClientRequest, key: RequestKey, service: Service, now: float,
+        credential: Credential | None,
+    ) -> bool:  # fmt: skip
+        """A request a resumed worker runs has arrived: it becomes that worker's task (True); False if it is not
+        the same request (another description or payload, or another service)."""
+        worker = self._claims[key]
+        claim = worker.claim
+        if (
+            claim is None
+            or service is not worker.service
+            or request_digest(event.description, event.body) != (claim.ticket.digest)
+        ):
+            return False
+        del self._claims[key]
+        worker.claim = None
+        where = connection(peer.link, peer.address)
+        self._listen(peer, where, now)
+        size = len(event.description) + sum(map(len, event.body))
+        charge = request_charge(size, len(event.body), event.request_id, peer.address)
+        task = Task(
+            claim.task_id,
+            peer,
+            event.dialect,
+            key,
+            event.description,
+            event.body,
+            service,
+            now,
+            size,
+            charge,
+            tenant=credential.key if credential is not None else event.tenant or Peer(*where),
+            priority=event.priority,
+        )  # fmt: skip (it runs already: no budget refuses it, its bytes are charged like any task's)
+        self._tasks[task.id] = task
+        self._run_at(task, worker, claim.task_id, claim.since)
+        self._by_request[key] = task
+        self.ledger.charge(where, Kind.TASK, charge)
+        self._held[service] = self._held.get(service, 0) + charge
+        self._held_total += charge
+        service.flow.finished()  # the claim's place in flight, now the task's, with its bytes
+        service.flow.adopt(size)
+        self.counters["tasks_resumed"] += 1
+        return True
+
+    def _drop_claim(self, worker: Worker) -> None:
+        claim, worker.claim = worker.claim, None
+        if claim is not None:
+            del self._claims[request_key(claim.ticket.owner, claim.ticket.request_id)]
+            worker.service.flow.finished()
+
+    def _resumed_result(
+        self, peer: Peer, event: WorkerReply, status: bytes, body: Sequence[bytes], worker: Worker | None,
+        now: float, credential: Credential | None, out: list[Send],
+    ) -> None:  # fmt: skip
+        """The result of a resumed worker's own task, or of a worker this instance does not know (a restart
+        forgot it) whose task an earlier instance dispatched: taken over if it can be, and the worker waits."""
+        if worker is None:
+            description = event.description if event.description is not None else b""
+            worker = self._register(peer, event.dialect, description, now, credential, out, busy=True)
+            if worker is None:
+                return
+        worker.expires = now + self.settings.expiry
+        ticket = self._foreign(event.task_id)
+        if ticket is not None and ticket.service == worker.service.name:
+            self._hand_over(ticket, status, body, now, out, peer)
+        else:
+            self.counters["duplicates_dropped"] += 1
+        self._drop_claim(worker)
+        self._taken(worker, event.task_id)
+        worker.state = _W_RESULT[worker.state]
+        worker.done += 1
+        self._wait(worker, now, out)
+
+    def _hand_over(
+        self, ticket: Ticket, status: bytes, body: Sequence[bytes], now: float, out: list[Send], by: Peer
+    ) -> None:  # fmt: skip
+        """A result of a task an earlier instance dispatched, from the worker at ``by``: it answers the request if
+        it is live here (whose own run is then let go) and is kept for the client's resend or re-ask (charged to
+        that client's connection, else to the worker's); a request with another description or payload under
+        the same id is not answered by it."""
+        key = request_key(ticket.owner, ticket.request_id)
+        live = self._by_request.get(key)
+        if live is not None and _digest(live) != ticket.digest:
+            self.counters["handovers_refused"] += 1
+            return
+        frames = protocol.client_reply(Dialect.GDP, ticket.request_id, b"", status, body, True)
+        assert frames is not None  # a final reply always has frames
+        self.counters["handed_over"] += 1
+        charged = by
+        if live is not None:
+            out.append(Send(live.client, frames))
+            charged = live.client
+            del self._by_request[key]
+            self._withdraw(live, out)
+        elif self._kept.get(key, now) is not None:
+            return  # answered already: the first answer stands
+        self._kept.keep(key, frames, now, connection(charged.link, charged.address), ticket.digest)
+
+    def _on_handover(
+        self, peer: Peer, event: WorkerHandover, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        worker = self._workers.get(peer)
+        if worker is None:
+            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+            return
+        worker.expires = now + self.settings.expiry
+        ticket = self._foreign(event.task_id)
+        if ticket is not None and (credential is None or credential.may_serve(ticket.service)):
+            self._hand_over(ticket, event.status, event.body, now, out, peer)
+        else:
+            self.counters["duplicates_dropped"] += 1
+        self._taken(worker, event.task_id)
+
+    def _on_large_handover(
+        self, peer: Peer, event: WorkerHandover, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        self.counters["too_large"] += 1
+        self._warn("too large", peer, now, "dropped a handed-over result larger than max_message")
+        if (worker := self._workers.get(peer)) is not None:
+            self._taken(worker, event.task_id)  # nothing more will come of it
+
+    def _worker_heartbeat(self, worker: Worker) -> list[bytes]:
+        """A HEARTBEAT for ``worker``: a GDP worker of a hand-over broker learns which results were taken."""
+        if self._tickets is None or worker.dialect is not Dialect.GDP:
+            return protocol.worker_command(worker.dialect, protocol.HEARTBEAT)
+        taken, worker.taken = worker.taken, []
+        return protocol.worker_heartbeat(self._instance, taken)
+
+    def _taken(self, worker: Worker, task_id: bytes) -> None:
+        """Tell the worker, in its next heartbeat, that the result of ``task_id`` was taken (GDP workers)."""
+        if worker.dialect is Dialect.GDP:
+            taken = worker.taken
+            if len(taken) >= protocol.MAX_TAKEN:
+                del taken[0]  # (the worker holds at most as many results: it dropped that one already)
+            taken.append(nonce(task_id))
+
     # ------------------------------------------------------------------------------------------- state changes
 
     def _adopt(self, service: Service, where: Connection) -> str | None:
@@ -1013,7 +1364,13 @@ class BrokerCore:
 
     def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
-        allow."""
+        allow, and, after a restart, not before the recovery window ends."""
+        if self._hold_until is not None:
+            if now < self._hold_until:
+                if service.pending and service.waiting:
+                    self._throttled[service] = self._hold_until
+                return
+            self._hold_until = None
         flow = service.flow
         held = service.release_due(now)
         while True:
@@ -1032,7 +1389,7 @@ class BrokerCore:
             worker, task = pair
             if worker.expires <= now:  # silent too long, and its heartbeat's turn has not come yet
                 service.push(task, front=True)
-                self._expire(worker)
+                self._expire(worker, now)
                 continue
             deadline = task.deadline
             if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
@@ -1095,9 +1452,9 @@ class BrokerCore:
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
             out.append(Send(task.client, frames))
-            if task.key is not None and not is_displaced(task.key):
-                where = connection(task.client.link, task.client.address)
-                self._kept.keep(task.key, frames, now, where, request_digest(task.description, task.body))
+            if task.key is not None and not is_displaced(task.key) and self._kept.seconds > 0:
+                where = connection(task.client.link, task.client.address)  # kept for this request only:
+                self._kept.keep(task.key, frames, now, where, _digest(task))  # another with its id is not it
 
     def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
         """Forget ``task``, which was in ``state``: off its queue and out of flight, its bytes released."""
@@ -1126,10 +1483,11 @@ class BrokerCore:
 
     def _forget(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Drop ``worker``; reissue or fail the task it held."""
-        self._unregister(worker)
+        self._unregister(worker, now)
         self._release(worker, now, out)
 
-    def _unregister(self, worker: Worker) -> None:
+    def _unregister(self, worker: Worker, now: float) -> None:
+        self._served.seen(worker.service.name, now)
         peer = worker.peer
         del self._workers[peer]
         self._beats.remove(worker)
@@ -1142,16 +1500,17 @@ class BrokerCore:
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
 
-    def _expire(self, worker: Worker) -> None:
+    def _expire(self, worker: Worker, now: float) -> None:
         """Unregister ``worker``, silent past its expiry (the caller releases its task)."""
         log.info("worker %s (%r) expired", worker.label, worker.description[:64])
         self.counters["workers_expired"] += 1
-        self._unregister(worker)
+        self._unregister(worker, now)
 
     def _release(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Reissue, fail or (if cancelled) drop the task an unregistered ``worker`` held."""
         task, worker.task = worker.task, None
         if task is None:
+            self._drop_claim(worker)  # nothing to reissue: the request has not arrived here
             return
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
@@ -1185,9 +1544,9 @@ class BrokerCore:
                 continue
             worker.beat = now + interval
             beats.append(worker)
-            out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
+            out.append(Send(worker.peer, self._worker_heartbeat(worker)))
         for worker in expired:  # unregister them all first, so no reissued task goes to one of them
-            self._expire(worker)
+            self._expire(worker, now)
         for worker in expired:
             self._release(worker, now, out)
 
@@ -1257,7 +1616,7 @@ class BrokerCore:
             return
         doomed: dict[Service, set[Task]] = {}
         for task in self._tasks.values():
-            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent:
+            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent and not task.detached:
                 doomed.setdefault(task.service, set()).add(task)
         for service, tasks in doomed.items():
             service.discard(tasks)
@@ -1335,6 +1694,10 @@ class BrokerCore:
 
 def _size(frames: Sequence[bytes]) -> int:
     return sum(map(len, frames))
+
+
+def _digest(task: Task) -> bytes:
+    return request_digest(task.description, task.body)
 
 
 def _name(service: Service) -> str:

@@ -30,8 +30,9 @@ class Dialect(enum.Enum):
 @attrs.frozen(slots=True)
 class ClientRequest:
     """A client asks for a task. MDP dialects carry no request id, and no fields: a GDP client may say by when
-    it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for and the request's
-    ``priority`` (higher first, within its tenant)."""
+    it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for, the request's
+    ``priority`` (higher first, within its tenant) and ``flags`` (whether it is detached from its client, and
+    whether to fail at once for a service nobody serves)."""
 
     dialect: Dialect
     request_id: bytes | None
@@ -40,6 +41,7 @@ class ClientRequest:
     deadline: float | None = None
     tenant: str | None = None
     priority: int = 0
+    flags: int = 0  # protocol.FLAG_* bits: detached, fail fast for a service nobody serves
 
 
 @attrs.frozen(slots=True)
@@ -89,6 +91,30 @@ class WorkerReply:
 
 
 @attrs.frozen(slots=True)
+class WorkerResume:
+    """A generaldomo worker registers while it runs the task ``task_id`` that an earlier broker instance (or
+    this one, before its connection broke) gave it: it takes no task until it sends that task's result."""
+
+    dialect: Dialect
+    description: bytes
+    task_id: bytes
+    host: str | None = None
+    pid: int | None = None
+    features: frozenset[str] = frozenset()  # as in READY
+
+
+@attrs.frozen(slots=True)
+class WorkerHandover:
+    """A registered generaldomo worker hands over the result of a task of an earlier registration (no broker
+    took it, as far as the worker knows); it says nothing of the worker's readiness."""
+
+    dialect: Dialect
+    task_id: bytes
+    status: bytes
+    body: tuple[bytes, ...]
+
+
+@attrs.frozen(slots=True)
 class WorkerHeartbeat:
     """A worker says it is alive."""
 
@@ -119,6 +145,8 @@ Event = (
     | ClientCancel
     | WorkerReady
     | WorkerReply
+    | WorkerResume
+    | WorkerHandover
     | WorkerHeartbeat
     | WorkerDisconnect
     | Malformed

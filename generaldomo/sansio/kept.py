@@ -2,55 +2,26 @@
 
 This module owns the bounded store behind the broker's "every request is answered" promise: each answer is
 kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first, and each is charged
-to the ledger (:mod:`generaldomo.sansio.ledger`) under the connection of the client it was for. Each is kept
-with a digest of the request it answers (:func:`request_digest`), so that it is handed out again only for that
-request: a peer that sends someone's request id first, with a request of its own, captures nothing. It is fed
-the time by its caller and reads no clock; it knows nothing of sockets, tasks or dialects (keys and frames are
-the core's).
+to the ledger (:mod:`generaldomo.sansio.ledger`) under the connection of the client it was for. An answer may
+be kept with the digest of the request it answers (:func:`generaldomo.sansio.ticket.request_digest`): then it
+is handed out only for a request with that digest. It is fed the time by its caller and reads no clock; it
+knows nothing of sockets, tasks or dialects (keys and frames are the core's).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sys
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Hashable, Iterator
 
 from generaldomo.sansio.ledger import FRAME, OVERHEAD, Connection, Kind, Ledger
 
 ENTRY_OVERHEAD = OVERHEAD[Kind.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
-# Python's hash of bytes is SipHash with a key drawn per process, unless PYTHONHASHSEED fixes the key
-_KEYED_HASH = bool(sys.flags.hash_randomization) and os.environ.get("PYTHONHASHSEED", "random") == "random"
+Entry = tuple[float, list[bytes], int, Connection, bytes | None]  # kept at, frames, size, charged to, digest
 
 
 def answer_size(frames: list[bytes]) -> int:
     """Bytes a kept answer of ``frames`` costs, overhead included."""
     return ENTRY_OVERHEAD + sum(map(len, frames)) + FRAME * len(frames)
-
-
-def request_digest(description: bytes, body: Sequence[bytes]) -> Hashable:
-    """What identifies a request's content: a digest of its description and payload frames. Python's hash of
-    bytes is keyed SipHash (a key drawn per process, so that nobody can make two requests collide) and costs
-    little; with ``PYTHONHASHSEED`` set its key could be known, so then BLAKE2b digests the request."""
-    if _KEYED_HASH:
-        return hash((description, tuple(body)))
-    digest = hashlib.blake2b(digest_size=16)
-    for frame in (description, *body):
-        digest.update(len(frame).to_bytes(8, "big"))
-        digest.update(frame)
-    return digest.digest()
-
-
-class Kept(NamedTuple):
-    """A kept answer's frames, and the digest of the request it answers."""
-
-    frames: list[bytes]
-    request: Hashable
-
-
-_Entry = tuple[float, list[bytes], int, Connection, Hashable]  # kept at, frames, size, charged to, request digest
 
 
 class KeptAnswers:
@@ -62,23 +33,23 @@ class KeptAnswers:
         self.bytes = 0
         self.evicted = 0  # answers dropped for the byte budget before their time was up
         self._ledger = ledger if ledger is not None else Ledger()
-        self._answers: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._answers: OrderedDict[Hashable, Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._answers)
 
     def keep(
-        self, key: Hashable, frames: list[bytes], now: float, where: Connection = (0, b""), request: Hashable = None
+        self, key: Hashable, frames: list[bytes], now: float, where: Connection = (0, b""), digest: bytes | None = None
     ) -> None:
-        """Keep ``frames`` as the answer for ``key`` (replacing any older one) to the request whose digest is
-        ``request``, charged to ``where``; ``frames`` must not change."""
+        """Keep ``frames`` as the answer for ``key`` (replacing any older one), charged to ``where``, for a request
+        of ``digest`` if given; ``frames`` must not change."""
         size = answer_size(frames)
         if self.seconds <= 0 or size > self.budget:
             return
         old = self._answers.pop(key, None)
         if old is not None:
             self._drop(old)
-        self._answers[key] = (now, frames, size, where, request)
+        self._answers[key] = (now, frames, size, where, digest)
         self.bytes += size
         self._ledger.charge(where, Kind.KEPT, size)
         while self.bytes > self.budget:
@@ -90,24 +61,16 @@ class KeptAnswers:
         for _, _, size, where, _ in self._answers.values():
             yield where, size
 
-    def get(self, key: Hashable, now: float) -> list[bytes] | None:
-        """The answer kept for ``key``, or None if there is none (or its time is up)."""
-        kept = self.find(key, now)
-        return None if kept is None else kept.frames
-
-    def find(self, key: Hashable, now: float) -> Kept | None:
-        """The answer kept for ``key`` and the digest of its request, or None if there is none (or its time is
-        up)."""
+    def get(self, key: Hashable, now: float, digest: Callable[[], bytes] | None = None) -> list[bytes] | None:
+        """The answer kept for ``key``, or None if there is none (or its time is up, or it was kept for a request
+        of another digest than ``digest()``: called only then, so that the request's digest is made only when
+        it counts)."""
         entry = self._answers.get(key)
         if entry is None or entry[0] + self.seconds <= now:
             return None
-        return Kept(entry[1], entry[4])
-
-    def forget(self, key: Hashable) -> None:
-        """Drop the answer kept for ``key``, if any."""
-        entry = self._answers.pop(key, None)
-        if entry is not None:
-            self._drop(entry)
+        if entry[4] is not None and digest is not None and digest() != entry[4]:
+            return None
+        return entry[1]
 
     def expire(self, now: float) -> None:
         """Forget the answers whose time is up."""
@@ -120,7 +83,7 @@ class KeptAnswers:
             answers.popitem(last=False)
             self._drop(entry)
 
-    def _drop(self, entry: _Entry) -> None:
+    def _drop(self, entry: Entry) -> None:
         _, _, size, where, _ = entry
         self.bytes -= size
         self._ledger.release(where, Kind.KEPT, size)

@@ -6,8 +6,9 @@ counted), :mod:`generaldomo.sansio.wirejson` reads JSON from the wire within its
 check their numbers against its ranges, and the peers' sessions parse the broker's messages with the same
 bounds. ``docs/protocol.rst`` shows the table as :func:`rst_table` renders it (a test checks that they agree),
 and the status report lists it in its settings (:func:`as_settings`). A test or a fuzzer reads :data:`FIELDS`
-and :func:`edges` to build values just within and just beyond each bound. The broker's configurable limits (message size, frames, budgets)
-are :class:`~generaldomo.sansio.settings.Settings`, not this table. It knows nothing of sockets or clocks.
+and :func:`edges` to build values just within and just beyond each bound. The broker's configurable limits
+(message size, frames, budgets) are :class:`~generaldomo.sansio.settings.Settings`, not this table. It knows
+nothing of sockets or clocks.
 """
 
 from __future__ import annotations
@@ -91,11 +92,12 @@ _CLIENT = "a peer drops the message"
 REQUEST_ID: Final = Field("request_id", "request id", 1, 255, Measure.BYTES, _MALFORMED)
 DESCRIPTION: Final = Field("description", "description", 0, 4096, Measure.BYTES, _ANSWERED)
 SERVICE_NAME: Final = Field("service_name", "service name", 1, 255, Measure.BYTES, _400)
-TASK_ID: Final = Field("task_id", "task id", 1, 255, Measure.BYTES, _WORKER)
+TASK_ID: Final = Field("task_id", "task id", 1, 1024, Measure.BYTES, _WORKER)  # a ticket: up to 1024
 STATUS: Final = Field("status", "status", 3, 3, Measure.BYTES, _WORKER, shown="exactly 3 ASCII digits")
 HOP: Final = Field("hop", "envelope hop", 1, 255, Measure.BYTES, _MALFORMED)
 HOPS: Final = Field("hops", "envelope hops", 1, 16, Measure.ITEMS, _MALFORMED)
 REASKED: Final = Field("reasked", "request ids asked about", 0, 64, Measure.ITEMS, _MALFORMED)
+TAKEN: Final = Field("taken", "results a broker HEARTBEAT acknowledges", 0, 1024, Measure.ITEMS, "the rest ignored")
 PEER_INFO: Final = Field("peer_info", "peer info", 2, 1024, Measure.BYTES, _MALFORMED)
 HOST: Final = Field("host", "peer info host", 1, 255, Measure.CHARACTERS, "left out")
 PID: Final = Field("pid", "peer info pid", 1, 2**32 - 1, Measure.VALUE, "left out")
@@ -133,6 +135,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     HOP,
     HOPS,
     REASKED,
+    TAKEN,
     PEER_INFO,
     HOST,
     PID,

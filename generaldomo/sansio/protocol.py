@@ -22,9 +22,11 @@ from generaldomo.sansio.events import (
     Event,
     Malformed,
     WorkerDisconnect,
+    WorkerHandover,
     WorkerHeartbeat,
     WorkerReady,
     WorkerReply,
+    WorkerResume,
 )
 from generaldomo.sansio.limits import (
     DEADLINE_MS,
@@ -38,6 +40,7 @@ from generaldomo.sansio.limits import (
     REASKED,
     REQUEST_ID,
     STATUS,
+    TAKEN,
     TASK_ID,
     TENANT,
     Field,
@@ -76,8 +79,11 @@ EXPIRED: Final = b"504"
 # Command names, shared by all dialects; each dialect gives them its own byte.
 READY, REQUEST, PARTIAL, FINAL, HEARTBEAT, DISCONNECT = "READY REQUEST PARTIAL FINAL HEARTBEAT DISCONNECT".split()
 CANCEL: Final = "CANCEL"
+RESUME: Final = "RESUME"  # a GDP worker registers while it runs a task (hand-over)
+HANDOVER: Final = "HANDOVER"  # a GDP worker hands over the result of a task of an earlier registration
 FIELDS_REQUEST: Final = "REQUEST+FIELDS"  # a GDP REQUEST with a fields frame after the description
 MAX_REASKED: Final = REASKED.high  # request ids one client HEARTBEAT may ask about
+MAX_TAKEN: Final = TAKEN.high  # results one broker HEARTBEAT to a worker acknowledges
 
 # (leading empty frame?, header) -> (dialect, is the sender a worker?)
 HEADERS: Final[dict[tuple[bool, bytes], tuple[Dialect, bool]]] = {
@@ -98,7 +104,17 @@ PREFIX: Final[dict[tuple[Dialect, bool], tuple[bytes, ...]]] = {
 _MDP02_WORKER = {READY: 1, REQUEST: 2, PARTIAL: 3, FINAL: 4, HEARTBEAT: 5, DISCONNECT: 6}
 # Worker command bytes. generaldomo workers return results inside READY, so they have no FINAL.
 WORKER_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
-    Dialect.GDP: {READY: 1, REQUEST: 2, PARTIAL: 3, HEARTBEAT: 5, DISCONNECT: 6, FIELDS_REQUEST: 7, CANCEL: 8},
+    Dialect.GDP: {
+        READY: 1,
+        REQUEST: 2,
+        PARTIAL: 3,
+        HEARTBEAT: 5,
+        DISCONNECT: 6,
+        FIELDS_REQUEST: 7,
+        CANCEL: 8,
+        RESUME: 9,
+        HANDOVER: 10,
+    },
     Dialect.MDP01: {READY: 1, REQUEST: 2, FINAL: 3, HEARTBEAT: 4, DISCONNECT: 5},
     Dialect.MDP02: _MDP02_WORKER,
     Dialect.MAJORTOMO: _MDP02_WORKER,
@@ -225,20 +241,31 @@ _GDP_FIELDS_REQUEST = _byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
 FIELD_DEADLINE: Final = 0x01  # 4 bytes, unsigned big-endian: milliseconds the sender still waits for the answer
 FIELD_PRIORITY: Final = 0x02  # 1 byte, signed: MIN_PRIORITY..MAX_PRIORITY, higher first (absent: 0)
 FIELD_TENANT: Final = 0x03  # 1..MAX_TENANT bytes of printable UTF-8: who the request is for
+FIELD_FLAGS: Final = 0x04  # 1 byte of FLAG_* bits; bits not listed are ignored (absent: 0)
+FLAG_DETACHED: Final = 0x01  # kept queued while its client is silent: the answer is fetched later (by its id)
+FLAG_KNOWN_SERVICE: Final = 0x02  # 404 at once for a service with no worker now and none recently
+FLAGS: Final = FLAG_DETACHED | FLAG_KNOWN_SERVICE  # the bits this version knows
 MAX_FIELDS: Final = FIELDS_FRAME.high  # bytes of a fields frame (these bounds: generaldomo.sansio.limits)
 MIN_PRIORITY: Final = PRIORITY.low
 MAX_PRIORITY: Final = PRIORITY.high
 MAX_TENANT: Final = TENANT.high
 MAX_DEADLINE_MS: Final = DEADLINE_MS.high
 _DEADLINE = struct.Struct(">I")
-Fields = tuple[float | None, str | None, int]  # (deadline in seconds, tenant, priority)
+Fields = tuple[float | None, str | None, int, int]  # (deadline in seconds, tenant, priority, flags)
 
 
-def request_fields(deadline: float | None = None, tenant: str | None = None, priority: int = 0) -> bytes:
+def request_fields(
+    deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0
+) -> bytes:
     """The fields frame of a request: ``deadline`` seconds from now (rounded up to a millisecond, clamped at
-    :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant`` and ``priority``; ValueError on a tenant or
-    priority the broker would refuse. Empty when nothing is set (a plain REQUEST then does)."""
+    :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant``, ``priority`` and ``flags`` (``FLAG_*``
+    bits); ValueError on a tenant, priority or flag the broker would refuse. Empty when nothing is set (a plain
+    REQUEST then does)."""
     frame = b"" if deadline is None else deadline_field(deadline)
+    if flags:
+        if flags & ~FLAGS:
+            raise ValueError(f"unknown request flags {flags & ~FLAGS:#x}")
+        frame += bytes((FIELD_FLAGS, 1, flags))
     if priority:
         if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
             raise ValueError(f"a priority is a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
@@ -267,12 +294,15 @@ def _good_tenant(tenant: str, encoded: bytes) -> bool:
 
 
 def parse_fields(frame: bytes) -> Fields | str:
-    """``(deadline seconds, tenant, priority)`` of a fields frame, or the reason it is malformed; never raises."""
+    """``(deadline seconds, tenant, priority, flags)`` of a fields frame, or the reason it is malformed; never
+    raises. Flag bits this version does not know are dropped (a newer client's, ignored)."""
+    if len(frame) == 6 and frame[:2] == _DEADLINE_TAG:  # the deadline alone: what clients send by default
+        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0, 0
     if len(frame) > MAX_FIELDS:
         return f"request fields of {len(frame)} bytes (at most {MAX_FIELDS})"
     deadline: float | None = None
     tenant: str | None = None
-    priority = 0
+    priority = flags = 0
     seen: set[int] = set()
     at, end = 0, len(frame)
     while at < end:
@@ -301,7 +331,11 @@ def parse_fields(frame: bytes) -> Fields | str:
                 return "a tenant field is not UTF-8"
             if not _good_tenant(tenant, value):
                 return "a tenant field is not 1 to 64 bytes of printable text"
-    return deadline, tenant, priority
+        elif tag == FIELD_FLAGS:
+            if size != 1:
+                return "a flags field has 1 byte"
+            flags = value[0] & FLAGS
+    return deadline, tenant, priority, flags
 
 
 def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
@@ -327,6 +361,23 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         return _parse_ready(dialect, args)
     if command == HEARTBEAT:
         return WorkerHeartbeat(dialect)
+    if command == RESUME:  # (GDP only: the other dialects have no such command byte)
+        if args and not _DESCRIPTION_LOW <= len(args[0]) <= _DESCRIPTION_HIGH:
+            return Malformed(DESCRIPTION.refusal(len(args[0])), worker=dialect)
+        if len(args) >= 2 and not _TASK_LOW <= len(args[1]) <= _TASK_HIGH:
+            return Malformed(TASK_ID.refusal(len(args[1])), worker=dialect)
+        if len(args) == 2:
+            return WorkerResume(dialect, _field(args[0]), _field(args[1]))
+        if len(args) == 3 and (info := read_worker_info(args[2])) is not None:
+            return WorkerResume(dialect, _field(args[0]), _field(args[1]), *info)
+        return Malformed(f"generaldomo RESUME with {len(args)} argument frames (or bad peer info)")
+    if command == HANDOVER:
+        if len(args) < 2:
+            return Malformed("generaldomo HANDOVER without a task id and a status")
+        status = _field(args[1])
+        if not _TASK_LOW <= len(args[0]) <= _TASK_HIGH or not is_status(status):
+            return Malformed("generaldomo HANDOVER with a task id or a status out of bounds", worker=dialect)
+        return WorkerHandover(dialect, _field(args[0]), status, tuple(args[2:]))
     if command == DISCONNECT:
         return WorkerDisconnect(dialect)
     if command in (PARTIAL, FINAL):
@@ -528,6 +579,12 @@ def worker_command(dialect: Dialect, command: str) -> list[bytes]:
     return [*PREFIX[dialect, True], _byte(dialect, command, True)]
 
 
+def worker_heartbeat(instance: bytes, taken: Sequence[bytes]) -> list[bytes]:
+    """A hand-over broker's HEARTBEAT to a generaldomo worker: its instance, then the nonces of the results it
+    took from the worker since its last heartbeat (at most :data:`MAX_TAKEN`)."""
+    return [GDP_WORKER, _GDP_WORKER_HEARTBEAT, instance, *taken]
+
+
 def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[bytes]:
     """The broker's answer to a client HEARTBEAT: its instance, then the asked ids it knows nothing of."""
     return [GDP_CLIENT, _GDP_HEARTBEAT, instance, *unknown]
@@ -538,6 +595,7 @@ def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[byt
 MAX_ASKED: Final = REASKED.high  # request ids one client HEARTBEAT may ask about
 CANCEL_BYTE: Final = b"\x05"  # a GDP client's CANCEL (no other dialect has one)
 _FINAL_BYTE = _byte(Dialect.GDP, FINAL, False)
+_GDP_WORKER_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, True)
 _PARTIAL_BYTE = _byte(Dialect.GDP, PARTIAL, False)
 _HEARTBEAT_BYTE = _byte(Dialect.GDP, HEARTBEAT, False)
 
@@ -574,6 +632,17 @@ def gdp_ready(
     elif info is not None:
         frames.append(info)
     return frames
+
+
+def gdp_resume(description: bytes, task_id: bytes, info: bytes | None = None) -> list[bytes]:
+    """Frames of a generaldomo worker's RESUME: it registers for ``description`` while it runs ``task_id``."""
+    frames = [GDP_WORKER, _byte(Dialect.GDP, RESUME, True), description, task_id]
+    return frames if info is None else [*frames, info]
+
+
+def gdp_handover(task_id: bytes, status: bytes, body: Sequence[bytes]) -> list[bytes]:
+    """Frames of a generaldomo worker's HANDOVER: the result of a task of an earlier registration."""
+    return [GDP_WORKER, _byte(Dialect.GDP, HANDOVER, True), task_id, status, *body]
 
 
 def gdp_partial(task_id: bytes, body: Sequence[bytes]) -> list[bytes]:
@@ -630,6 +699,10 @@ def read_worker_message(frames: Sequence[bytes]) -> ToWorker:
         if isinstance(fields, str):
             return Malformed(fields)
         return TaskRequest(frames[2], frames[3], tuple(frames[5:]), fields[0])
+    if command == HEARTBEAT and len(frames) > 2:
+        if (wrong := _outside(INSTANCE, frames[2])) is not None:
+            return Malformed(wrong)
+        return BrokerHeartbeat(frames[2], tuple(frames[3 : 3 + MAX_TAKEN]))
     if command == CANCEL:
         if len(frames) != 3 or (wrong := _outside(TASK_ID, frames[2])) is not None:
             return Malformed("generaldomo CANCEL without a task id within its bounds")

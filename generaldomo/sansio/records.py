@@ -15,6 +15,7 @@ import attrs
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.states import IN_FLIGHT, TaskState, WorkerState
+from generaldomo.sansio.ticket import Ticket
 
 # A request's identity: its id, scoped to the credential key when there is one. Without a credential it is the
 # bare id (bytes never equal a tuple), so that an unauthenticated queued request holds no tuple of its own.
@@ -43,17 +44,47 @@ class Peer(NamedTuple):
     """Where a message came from: the index of the link and the peer's address on it.
 
     The address is opaque to the core: a ROUTER identity (``bytes``), a SERVER routing id (``int``), or the
-    identities of every hop of a ROUTER envelope (a tuple, outermost first)."""
+    identities of every hop of a ROUTER envelope (a tuple, outermost first).
+
+    Args:
+        link: the index of the broker's link it came over.
+        address: its address on that link (see above).
+
+    Example:
+        >>> from generaldomo import Peer
+        >>> Peer(0, b"w1")
+        Peer(link=0, address=b'w1')
+    """
 
     link: int
     address: bytes | int | tuple[bytes, ...]
 
 
 class Send(NamedTuple):
-    """A message the broker must send."""
+    """A message the broker must send.
+
+    Args:
+        peer: whom to send it to.
+        frames: the message's frames.
+
+    Example::
+
+        for peer, frames in core.receive(peer, frames, time.monotonic()):
+            links[peer.link].send(peer.address, frames)
+    """
 
     peer: Peer
     frames: list[bytes]
+
+
+@attrs.frozen(slots=True)
+class Claim:
+    """A resumed worker runs the task ``task_id`` (a ticket of an earlier instance, saying ``ticket``) since
+    ``since``; its request has not arrived here yet."""
+
+    task_id: bytes
+    ticket: Ticket
+    since: float
 
 
 @attrs.define(eq=False, slots=True)
@@ -61,7 +92,10 @@ class Worker:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
     ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
     its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
-    of registration (for the pages of the status report)."""
+    of registration (for the pages of the status report). A worker that registered with RESUME is BUSY without
+    a ``task`` until it sends its result; ``claim`` is the ticket of the request it runs for an earlier
+    instance, until that request arrives (then it holds the task) or its result does. ``taken``: the nonces of
+    its results taken since the last heartbeat told it so (hand-over brokers)."""
 
     peer: Peer
     dialect: Dialect
@@ -78,6 +112,8 @@ class Worker:
     charge: int = 0
     beat: float = 0.0
     serial: int = 0
+    claim: Claim | None = None
+    taken: list[bytes] = attrs.Factory(list)
 
 
 @attrs.define(eq=False, slots=True, weakref_slot=False)
@@ -90,7 +126,8 @@ class Task:
     cost about 0.8 µs per request for 8 bytes). ``deadline`` is the broker time after which nobody waits for the
     answer (None: the client set none); ``tenant`` whose share of the service it takes (a CURVE key, a name the
     client gave, or the client's connection) and ``priority`` its order within the tenant's; ``order`` belongs
-    to the service's queue (:mod:`generaldomo.sansio.fair`)."""
+    to the service's queue (:mod:`generaldomo.sansio.fair`); a ``detached`` task stays queued while its client
+    is silent."""
 
     id: bytes
     client: Peer
@@ -110,6 +147,7 @@ class Task:
     tenant: Hashable = None
     priority: int = 0
     order: int = 0
+    detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
 
     @property
     def request_id(self) -> bytes | None:

@@ -298,6 +298,7 @@ class SettingsReport:
     client_expiry: float | None = None
     max_workers: int | None = None
     field_limits: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # generaldomo.sansio.limits, by field
+    recovery: float | None = None
     held_bytes: int | None = None
     connection_bytes: int | None = None
     connection_requests: int | None = None

@@ -18,7 +18,10 @@ Rules:
   heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). A request with a deadline
   is sent again with the time then left (never a fresh one). The broker answers an asked
   id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
-  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL).
+  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL). A *fetch*
+  waits for the answer to a request sent earlier (by this session or another, with the same key): it is
+  outstanding without a request to send, asked about at once and whenever a request would be sent again; a
+  broker that does not know the id resolves it ``404``.
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
   time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY (a task's deadline, if the
   broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed on, and its
@@ -30,6 +33,14 @@ Rules:
   answered a READY is a refusal: the worker sends nothing until a wait is over (about 1 s, doubled after each
   refusal in a row up to 60 s, with jitter; one log line each), then registers again on a new socket, in the
   other READY form (a broker older than peer info takes one as malformed).
+- Hand-over (a broker with a state directory, whose heartbeats name its instance and the results it took): a
+  result is *held* from when it goes out until a heartbeat names its task as taken (at most
+  :data:`HOLD_RESULTS` results and :data:`HOLD_BYTES` bytes, oldest dropped first). Registering again (a new
+  socket), or hearing a new instance, sends every held result again in a HANDOVER; registering again while a
+  task runs sends RESUME (the task's id) instead of nothing, so the new broker knows the task runs here (both
+  unless the broker's heartbeats said it takes no hand-over; a task may come before the first heartbeat). A
+  DISCONNECT before a RESUME was answered means the broker does not take it: that task's result then goes in
+  READY as before. A broker whose heartbeats name no instance takes no hand-over: nothing is held.
 
 It knows nothing of sockets, threads, clocks or futures: times are given, a request's caller is an opaque
 token handed back in the actions about it.
@@ -55,7 +66,8 @@ from generaldomo.sansio.peer_events import (
     TaskCancel,
     TaskRequest,
 )
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.settings import DEFAULT_MAX_MESSAGE, PeerSettings
+from generaldomo.sansio.ticket import nonce
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,6 +78,14 @@ BACKOFF_FIRST = 1.0  # seconds a refused worker waits before it registers again,
 BACKOFF_MOST = 60.0  # the longest wait: each refusal in a row doubles it up to this
 BACKOFF_JITTER = 0.25  # each wait is drawn within this fraction of its step, either way
 REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
+HOLD_RESULTS = protocol.MAX_TAKEN  # results a worker holds until the broker says it took them
+HOLD_BYTES = DEFAULT_MAX_MESSAGE  # and their bytes
+_UNKNOWN = (
+    b"the broker has no request with this id: never sent (with this key), answered longer ago than it keeps "
+    b"answers (keep_answers), or it restarted since"
+)
+
+__all__ = ["ClientSession", "WorkerSession"]
 
 
 @attrs.frozen(slots=True)
@@ -193,18 +213,33 @@ class _Drops:
 
 @attrs.define(slots=True)
 class _Outstanding(Generic[T]):
-    frames: list[bytes]
+    frames: list[bytes]  # the request as sent; empty for a fetch (nothing to send again)
     token: T
     sent: float  # first sent, for the caller's timeline
     touched: float  # last sent or asked about
     sent_seq: int  # order of the last send among this session's requests and heartbeats
     asked_seq: int = -1
     deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
-    fields: tuple[str | None, int] = (None, 0)  # its tenant and priority, for a resend with the time left
+    fields: tuple[str | None, int, int] = (None, 0, 0)  # tenant, priority, flags: a resend with the time left
 
 
 class ClientSession(Generic[T]):
-    """One client's requests and its view of the broker; see the module docstring."""
+    """One client's requests and its view of the broker; see the module docstring.
+
+    Args:
+        settings: the heartbeats to keep (use the broker's).
+        now: the time, on the clock the session is fed.
+        reask_after: the age at which an outstanding request is asked about (default: the liveness expiry).
+
+    Example:
+        >>> from generaldomo.sansio import protocol
+        >>> from generaldomo.sansio.session import ClientSession, Resolve
+        >>> session = ClientSession(now=0.0)
+        >>> frames = session.submit(b"r1", b"echo", [b"hi"], "caller", 0.0)  # send these to the broker
+        >>> reply = [protocol.GDP_CLIENT, b"\\x03", b"r1", protocol.OK, b"", b"hi"]  # what it answers
+        >>> [(a.token, a.body) for a in session.receive(reply, 0.1) if isinstance(a, Resolve)]
+        [('caller', (b'hi',))]
+    """
 
     def __init__(
         self, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, reask_after: float | None = None
@@ -229,37 +264,84 @@ class ClientSession(Generic[T]):
 
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
-        deadline: float | None = None, tenant: str | None = None, priority: int = 0,
+        deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
     ) -> list[bytes]:  # fmt: skip
         """Make a request outstanding; returns its frames, to be sent. ``deadline`` (a time on the clock ``now``
-        reads), ``tenant`` and ``priority`` go in its fields (ValueError on a bad one)."""
+        reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad one).
+
+        Args:
+            request_id: the request's id (16 random bytes, unique).
+            description: the request description.
+            body: the payload frames.
+            token: what the actions about this request carry back (the caller's future, say).
+            now: the time.
+            deadline: see above.
+            tenant: see above.
+            priority: see above.
+            flags: see above (``protocol.FLAG_*``).
+        """
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
-        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority)
+        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority, flags)
         if not self.outstanding:
             self.pulse.restart(now)  # nobody listened while nothing was asked
         frames = protocol.gdp_request(request_id, description, body, fields)
         self._seq += 1
         entry = _Outstanding(frames, token, now, now, self._seq)
         if deadline is not None:
-            entry.deadline, entry.fields = deadline, (tenant, priority)
+            entry.deadline, entry.fields = deadline, (tenant, priority, flags)
         self.outstanding[request_id] = entry
         return frames
 
+    def fetch(self, request_id: bytes, token: T, now: float) -> list[bytes]:
+        """Wait for the answer to request ``request_id``, sent earlier: returns the heartbeat that asks the
+        broker about it, to be sent. The broker sends its kept answer, or the answer of the live request when
+        it comes; if it knows neither, the fetch resolves ``404``.
+
+        Args:
+            request_id: the id of the request whose answer is wanted.
+            token: what the actions about it carry back.
+            now: the time.
+        """
+        if request_id in self.outstanding:
+            raise ValueError(f"request id {request_id.hex()} is outstanding already")
+        if not self.outstanding:
+            self.pulse.restart(now)
+        self._seq += 1
+        self.outstanding[request_id] = _Outstanding([], token, now, now, -1, asked_seq=self._seq)
+        self.asked += 1
+        return protocol.gdp_client_heartbeat(ids=[request_id])
+
     def cancel(self, request_id: bytes) -> list[Action[T]]:
-        """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding)."""
-        if self.outstanding.pop(request_id, None) is None:
+        """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding, or was a
+        fetch: the request it waits for runs on, and can be fetched again).
+
+        Args:
+            request_id: the request's id.
+        """
+        entry = self.outstanding.pop(request_id, None)
+        if entry is None or not entry.frames:
             return []
         return [Send(protocol.gdp_cancel(request_id))]
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[T]]:
-        """Act on a message from the broker."""
+        """Act on a message from the broker.
+
+        Args:
+            frames: the message's frames.
+            now: the time.
+        """
         self.pulse.restart(now)
         message = protocol.read_client_message(frames)
         return self._handlers[type(message)](message, now)
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[T]]:
-        """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle."""
+        """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle.
+
+        Args:
+            now: the time.
+            backlogged: the socket holds messages it could not send yet (heartbeats wait).
+        """
         if not self.outstanding:
             return []
         quiet = self.pulse.silence(now)
@@ -277,7 +359,11 @@ class ClientSession(Generic[T]):
         return self.pulse.deadline() if self.outstanding else None
 
     def close(self, reason: str) -> list[Action[T]]:
-        """Fail every outstanding request."""
+        """Fail every outstanding request.
+
+        Args:
+            reason: why, for the Fail actions.
+        """
         failed: list[Action[T]] = [Fail(rid, entry.token, reason) for rid, entry in self.outstanding.items()]
         self.outstanding.clear()
         return failed
@@ -311,8 +397,13 @@ class ClientSession(Generic[T]):
         resent: list[Action[T]] = []
         for request_id in message.unknown:
             entry = self.outstanding.get(request_id)
-            if entry is not None and entry.asked_seq > entry.sent_seq:  # not sent again since asked about
+            if entry is None or entry.asked_seq <= entry.sent_seq:  # sent again since asked about
+                continue
+            if entry.frames:
                 resent.append(self._resend(request_id, entry, now))
+            else:  # a fetch: nothing to send again
+                del self.outstanding[request_id]
+                resent.append(Resolve(request_id, entry.token, protocol.NOT_FOUND, None, (_UNKNOWN,), entry.sent, now))
         return resent
 
     def _on_malformed(self, message: Malformed, now: float) -> list[Action[T]]:
@@ -338,6 +429,11 @@ class ClientSession(Generic[T]):
         return [self._resend(rid, entry, now) for rid, entry in list(self.outstanding.items())]
 
     def _resend(self, request_id: bytes, entry: _Outstanding[T], now: float) -> Send:
+        if not entry.frames:  # a fetch: ask again
+            self._seq += 1
+            entry.touched, entry.asked_seq = now, self._seq
+            self.asked += 1
+            return Send(protocol.gdp_client_heartbeat(ids=[request_id]))
         if entry.deadline is not None:  # the time left now, not the time it had when first sent
             fields = protocol.request_fields(entry.deadline - now, *entry.fields)
             entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]
@@ -373,7 +469,7 @@ WORKER_TRANSITIONS: dict[tuple[WorkerState, str], WorkerState] = {
 RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
 
 
-class Backoff:
+class RetryWait:
     """Waits that grow: :data:`BACKOFF_FIRST` seconds, twice that after each wait in a row, at most
     :data:`BACKOFF_MOST`; each drawn within :data:`BACKOFF_JITTER` of its step by ``uniform()`` (a number in
     [0, 1): peers refused together do not come back together). :meth:`reset` starts again from the first."""
@@ -392,8 +488,21 @@ class Backoff:
 
 
 class WorkerSession:
-    """One worker's registration with the broker; see the module docstring. ``uniform`` draws the jitter of
-    the waits after refusals (a number in [0, 1); the default, 0.5, none)."""
+    """One worker's registration with the broker; see the module docstring.
+
+    Args:
+        description: the service description to register.
+        settings: the heartbeats to keep (use the broker's).
+        now: the time, on the clock the session is fed.
+        info: the peer info its READY carries (host, pid, features), if any.
+        uniform: draws the jitter of the waits after refusals (a number in [0, 1); the default, 0.5, none).
+
+    Example:
+        >>> from generaldomo.sansio.session import Send, WorkerSession
+        >>> session = WorkerSession(b"echo", now=0.0)
+        >>> [list(a.frames) for a in session.start() if isinstance(a, Send)]  # READY
+        [[b'GDPW01', b'\\x01', b'echo']]
+    """
 
     def __init__(
         self,
@@ -413,9 +522,16 @@ class WorkerSession:
         self.task_id: bytes | None = None
         self.tasks_done = 0
         self.drops = _Drops("worker")
-        self.backoff = Backoff(uniform)
+        self.wait = RetryWait(uniform)
         self.retry_at: float | None = None  # refused: when to register again
         self.refusals = 0  # READYs the broker answered with DISCONNECT
+        self.instance: bytes | None = None  # of the broker, as its heartbeats name it (hand-over brokers)
+        self.handover: bool | None = None  # the broker takes hand-overs (None: not known yet)
+        self.held: dict[bytes, list[bytes]] = {}  # HANDOVER frames of results not known to be taken, by nonce
+        self.held_bytes = 0
+        self.resumed = False  # this registration began with RESUME
+        self.resume = True  # RESUME may be tried for the running task (a DISCONNECT answering one: no)
+        self.unsent = False  # held results this registration has not had yet
 
     def _move(self, happening: str) -> bool:
         """Apply the transition table; False if ``happening`` does not apply in this state."""
@@ -433,34 +549,68 @@ class WorkerSession:
         return protocol.gdp_ready(self.description, info=None if self.plain else self.info)
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[Any]]:
-        """Act on a message from the broker."""
+        """Act on a message from the broker.
+
+        Args:
+            frames: the message's frames.
+            now: the time.
+        """
         self.pulse.restart(now)
         message = protocol.read_worker_message(frames)
         if isinstance(message, TaskRequest | BrokerHeartbeat):
             self.heard, self.retry_at = True, None
-            self.backoff.reset()  # registered: a later refusal waits the first step again
+            self.wait.reset()  # registered: a later refusal waits the first step again
         if isinstance(message, TaskRequest):
             if not self._move("task"):
                 self.drops.drop(f"a task while {self.state.value}", now)
                 return []
-            self.task_id = message.task_id
+            self.task_id, self.resume = message.task_id, True
             deadline = None if message.deadline is None else now + message.deadline
             return [RunTask(message.task_id, message.description, message.body, deadline)]
         if isinstance(message, TaskCancel):
             running = self.state in RUNNING and message.task_id == self.task_id
             return [CancelTask(message.task_id)] if running else []
+        if isinstance(message, BrokerHeartbeat):
+            return self._on_heartbeat(message)
         if isinstance(message, BrokerDisconnect) and self.state is not WorkerState.STOPPED:
             if self.retry_at is not None:
                 return []  # refused already: the wait goes on
-            if not self.heard and self.state is WorkerState.READY:
+            if not self.heard and self.resumed:  # that RESUME was refused: this task's result goes in READY
+                self.resume = False
+            elif not self.heard and self.state is WorkerState.READY:
                 return self._refused(now)
             return self._register_again("broker sent DISCONNECT", now)
         if isinstance(message, Malformed):
             self.drops.drop(message.reason, now)
-        return []  # a heartbeat: heard; a DISCONNECT once stopped: nothing to do
+        return []  # a DISCONNECT once stopped: nothing to do
+
+    def _on_heartbeat(self, message: BrokerHeartbeat) -> list[Action[Any]]:
+        """Results the broker took are no longer held; a new instance gets the others again."""
+        if message.instance is None:  # a broker that takes no hand-over: holding results is for nothing
+            self.handover = False
+            self.held.clear()
+            self.held_bytes = 0
+            return []
+        self.handover = True
+        for taken in message.taken:
+            frames = self.held.pop(taken, None)
+            if frames is not None:
+                self.held_bytes -= _size(frames)
+        previous, self.instance = self.instance, message.instance
+        if self.state is WorkerState.STOPPED:
+            return []
+        if previous is not None and previous != message.instance and self.held:
+            log.warning("the broker restarted; handing over %d results it may not have", len(self.held))
+            self.unsent = True
+        return self._handovers()  # (also those a new socket has not had, now that the broker says it takes them)
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[Any]]:
-        """Heartbeat, or register again after a silence, as the time says."""
+        """Heartbeat, or register again after a silence, as the time says.
+
+        Args:
+            now: the time.
+            backlogged: the socket holds messages it could not send yet (heartbeats wait).
+        """
         if self.state is WorkerState.STOPPED:
             return []
         if self.retry_at is not None:
@@ -476,21 +626,54 @@ class WorkerSession:
         return []
 
     def partial(self, body: Sequence[bytes]) -> list[Action[Any]]:
-        """A partial result of the running task (nothing once stopped)."""
+        """A partial result of the running task (nothing once stopped).
+
+        Args:
+            body: the partial result's frames.
+        """
         if self.state not in RUNNING or self.task_id is None:
             return []
         return [Send(protocol.gdp_partial(self.task_id, body))]
 
     def finish(self, status: bytes, body: Sequence[bytes], now: float) -> list[Action[Any]]:
-        """The running task's result, inside READY (nothing once stopped: the broker reissues the task)."""
+        """The running task's result, inside READY (nothing once stopped: the broker reissues the task); held
+        until the broker says it took it.
+
+        Args:
+            status: the result's status (``protocol.OK``, or an error's).
+            body: the result's frames.
+            now: the time.
+        """
         task_id, self.task_id = self.task_id, None
         leaving = self.state is WorkerState.LEAVING
         if not self._move("finish") or task_id is None:
             return []
         self.tasks_done += 1
+        self.resumed = False
         self.pulse.restart(now)  # the broker's messages were not read while the task ran
         result: list[Action[Any]] = [Send(protocol.gdp_ready(self.description, (task_id, status, body)))]
+        result += self._handovers()  # held results a new socket has not had yet (this READY registers it)
+        if self.handover is not False:
+            self._hold(task_id, status, body)
         return [*result, Send(protocol.gdp_worker_command(protocol.DISCONNECT))] if leaving else result
+
+    def _handovers(self) -> list[Action[Any]]:
+        """HANDOVER each held result, if this registration has not had them yet (and the broker's heartbeats have
+        not said that it takes no hand-over)."""
+        if not self.unsent or self.handover is False:
+            return []
+        self.unsent = False
+        return [Send(frames) for frames in self.held.values()]
+
+    def _hold(self, task_id: bytes, status: bytes, body: Sequence[bytes]) -> None:
+        frames = protocol.gdp_handover(task_id, status, body)
+        size = _size(frames)
+        if size > HOLD_BYTES:
+            return
+        self.held[nonce(task_id)] = frames
+        self.held_bytes += size
+        while len(self.held) > HOLD_RESULTS or self.held_bytes > HOLD_BYTES:
+            self.held_bytes -= _size(self.held.pop(next(iter(self.held))))
 
     def stop(self, finish: bool = False) -> list[Action[Any]]:
         """DISCONNECT, once; with ``finish``, a running task's result goes out first (see :meth:`finish`)."""
@@ -513,7 +696,7 @@ class WorkerSession:
         the other READY form if there are two (a broker older than peer info takes one as malformed)."""
         if self.info is not None:
             self.plain = not self.plain
-        wait = self.backoff.next()
+        wait = self.wait.next()
         self.refusals += 1
         self.retry_at = now + wait
         log.warning(
@@ -524,8 +707,23 @@ class WorkerSession:
         return []
 
     def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
+        """A new socket: READY (or, while a task runs, RESUME for a hand-over broker, or nothing: the result will
+        go inside READY), then the results held."""
         self.pulse.restart(now)
         self.heard = False
-        if self.state in RUNNING:  # the result will go inside READY on the new socket
-            return [Reconnect(reason)]
-        return [Reconnect(reason), Send(self._ready())]
+        self.resumed = False
+        self.unsent = bool(self.held)
+        actions: list[Action[Any]] = [Reconnect(reason)]
+        if self.state not in RUNNING:
+            actions.append(Send(self._ready()))
+        elif self.handover is not False and self.resume and self.task_id is not None:
+            self.resumed = True
+            info = None if self.plain else self.info
+            actions.append(Send(protocol.gdp_resume(self.description, self.task_id, info)))
+        else:
+            return actions  # unregistered until the result goes in READY: the held results go after it
+        return [*actions, *self._handovers()]
+
+
+def _size(frames: Sequence[bytes]) -> int:
+    return sum(map(len, frames))
