@@ -152,7 +152,7 @@ def test_a_hostile_broker_cannot_kill_a_worker(transport: str) -> None:
         try:
             peer, _ = broker.recv_until(lambda frames: frames[1] == b"\x01")  # READY
             for hostile in (
-                [protocol.GDP_WORKER, b"\x02", b"t" * 300, b"echo", b"task id too long"],
+                [protocol.GDP_WORKER, b"\x02", b"t" * 2000, b"echo", b"task id too long"],
                 [protocol.GDP_WORKER, b"\x02", b"t" * 16, b"d" * 5000, b"description too long"],
                 [protocol.GDP_WORKER, b"\x09"],
                 [b"junk"],
