@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     typed = _typed(args.serializer, frames)
     started = time.monotonic()
     with Client(
-        endpoint, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness, **curve.kwargs()
+        target.where, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness, **curve.kwargs()
     ) as client:
         payload: Any = frames if typed is None else serializers.encode(typed[0], typed[1])
         future = client.submit(args.service, payload, on_partial=lambda reply: _ignore(_print(reply, typed)))
