@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import threading
 from typing import Any
 
@@ -24,6 +23,7 @@ from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.beacon import BROKER_VARIABLE, locate
 from generaldomo.io.connection import Curve
 from generaldomo.io.locator import Where
+from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the commands' way to stop
 from generaldomo.sansio.settings import PeerSettings
 
 log = logging.getLogger(__name__)
@@ -241,14 +241,6 @@ def security(args: argparse.Namespace, roles: tuple[str, ...] = tuple(ALLOWLISTS
     if not any(lists.values()):
         raise ValueError("--curve-secret admits nobody without --clients, --workers or --admins")
     return BrokerSecurity.from_files(secret, **lists)
-
-
-def stop_on_signals() -> threading.Event:
-    """An event that SIGINT and SIGTERM set from now on (instead of ending the process)."""
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
 
 
 def wait_for_signal(stop: threading.Event | None = None) -> None:

@@ -26,6 +26,7 @@ import importlib
 import inspect
 import json
 import os
+import pkgutil
 import sys
 import traceback
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
@@ -140,12 +141,11 @@ def load(spec: str) -> App:
         raise ValueError(f"not a module:attr spec: {spec!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
-    target: Any = _import(module_name, spec)
-    for part in (attr or "app").split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise LookupError(f"{module_name!r} has no attribute {attr or 'app'!r} (from {spec!r})") from None
+    _import(module_name, spec)  # first alone, so that its failures are told as the user's code's
+    try:
+        target = pkgutil.resolve_name(f"{module_name}:{attr or 'app'}")
+    except AttributeError:
+        raise LookupError(f"{module_name!r} has no attribute {attr or 'app'!r} (from {spec!r})") from None
     if isinstance(target, App):
         return target
     if callable(target):
@@ -153,9 +153,9 @@ def load(spec: str) -> App:
     raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
 
 
-def _import(module_name: str, spec: str) -> Any:
+def _import(module_name: str, spec: str) -> None:
     try:
-        return importlib.import_module(module_name)
+        importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name is not None and module_name.startswith(error.name):  # the spec's module itself is missing
             raise ModuleNotFoundError(

@@ -24,13 +24,13 @@ import multiprocessing.connection
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol, TextIO
 
 from generaldomo.io.locator import Locator, Place, Where
+from generaldomo.io.signals import stop_on_signals
 from generaldomo.peers.app import App, load
 from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
@@ -93,8 +93,7 @@ def _child(
     """A pool process: one slot of each service until ``drain`` is set, the parent goes, or SIGTERM; it marks
     its slots the broker accepted in ``registered`` (one flag per service, from ``index`` on)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asked = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: asked.set())
+    asked = stop_on_signals([signal.SIGTERM])
     group = SlotGroup(load(spec).select(services), 1, endpoint, transport, options)
     group.start()
     parent = multiprocessing.parent_process()
@@ -249,9 +248,7 @@ def run_app(
         options=options,
         start_method=start_method,
     )
-    asked = threading.Event()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda *_: asked.set())
+    asked = stop_on_signals()
     running.start()
     out = out or sys.stdout
     served = ", ".join(f"{service.name!r} x{concurrency}" for service in app.select(services))

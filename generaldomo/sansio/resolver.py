@@ -8,7 +8,7 @@ of how the broker dispatches.
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
@@ -98,9 +98,7 @@ def load_resolver(spec: str, options: dict[str, str] | None = None) -> Resolver:
     elif not module_name or not attr:
         raise ValueError(f"resolver must be given as a name or module:attr, not {spec!r}")
     else:
-        factory = importlib.import_module(module_name)
-        for part in attr.split("."):
-            factory = getattr(factory, part)
+        factory = pkgutil.resolve_name(spec)
     resolver = factory(**(options or {}))
     missing = [name for name in REQUIRED if not callable(getattr(resolver, name, None))]
     if missing:

@@ -74,13 +74,16 @@ inline std::string encode(const Frames &frames)
     return out;
 }
 
-// Unpack bytes made by encode(); throws DecodeError if a length runs past the end.
-inline Frames decode(std::string_view data)
+// Unpack bytes made by encode(); throws DecodeError if a length runs past the end, or (for peers that may be
+// hostile) as soon as there are more than max_frames frames.
+inline Frames decode(std::string_view data, std::size_t max_frames = static_cast<std::size_t>(-1))
 {
     Frames frames;
     std::size_t pos = 0;
     const std::size_t end = data.size();
     while (pos < end) {
+        if (frames.size() == max_frames)
+            throw DecodeError("more than " + std::to_string(max_frames) + " frames");
         std::size_t size = static_cast<unsigned char>(data[pos++]);
         if (size == 0xFF) {
             if (end - pos < 4)
