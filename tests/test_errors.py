@@ -144,7 +144,7 @@ CASES: dict[str, tuple[str, dict[str, Any], str, Any, float, str | None]] = {
     "RequestTimeout-no-broker": ("request", {}, "echo", b"x", 0.3, None),
     "RequestTimeout-stream-gap": ("stream", {}, "trickle", b"x", 0.5, None),
     "WorkerError": ("request", {}, "failing", b"x", 30, None),
-    "RequestRejected": ("request", {}, "rejecting", b"404", 30, None),
+    "RequestRejected": ("request", {}, "rejecting", b"409", 30, None),
     "ServiceUnavailable": ("request", {}, "rejecting", b"503", 30, None),
     "RequestExpired": ("request", {}, "nobody-serves-this", b"x", 30, None),
     "ClientClosed": ("request", {}, "stuck", b"x", 30, None),

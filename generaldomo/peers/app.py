@@ -73,7 +73,23 @@ def _describe(description: Description, handler: Callable[..., Any]) -> tuple[st
 
 
 class App:
-    """A named set of services, each a handler with its description and optional serializer."""
+    """A named set of services, each a handler with its description and optional serializer.
+
+    Args:
+        name: the app's name (in logs and ``generaldomo worker``'s output).
+
+    Example::
+
+        from generaldomo import App
+
+        app = App("maths")
+
+        @app.service("square", serializer="json")
+        def square(numbers):
+            return [n * n for n in numbers]
+
+        # generaldomo worker mymodule:app --connect tcp://127.0.0.1:5555
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -89,7 +105,12 @@ class App:
         return app
 
     def service(self, description: Description, *, serializer: str | Serializer | None = None) -> Callable[[F], F]:
-        """Decorator: serve the function under ``description``; the function itself is returned unchanged."""
+        """Decorator: serve the function under ``description``; the function itself is returned unchanged.
+
+        Args:
+            description: a service name, or a mapping sent as JSON (for the ``attributes`` resolver).
+            serializer: how values travel (``json``, ``msgpack``, ``pickle`` or a Serializer); None: bytes.
+        """
 
         def declare(handler: F) -> F:
             self.add(description, handler, serializer=serializer)
@@ -100,7 +121,13 @@ class App:
     def add(
         self, description: Description, handler: Callable[..., Any], *, serializer: str | Serializer | None = None
     ) -> ServiceSpec:
-        """Declare a service without the decorator."""
+        """Declare a service without the decorator.
+
+        Args:
+            description: as for :meth:`service`.
+            handler: the function (or generator, coroutine, async generator) that serves it.
+            serializer: as for :meth:`service`.
+        """
         name, wire = _describe(description, handler)
         if name in self._services:
             raise ValueError(f"app {self.name!r} already has a service named {name!r}")

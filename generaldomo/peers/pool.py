@@ -35,6 +35,8 @@ from generaldomo.peers.app import App, load
 from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
+__all__ = ["make_pool", "run_app"]
+
 log = logging.getLogger(__name__)
 
 POOLS = ("thread", "process")
@@ -188,7 +190,25 @@ def make_pool(
     options: SlotOptions = DEFAULT_OPTIONS,
     start_method: str = "spawn",
 ) -> Pool:
-    """A pool, not started: ``concurrency`` slots of each service, as threads or processes."""
+    """A pool, not started: ``concurrency`` slots of each service, as threads or processes.
+
+    Args:
+        spec: ``module:attr`` (an App or a handler function) or an App object (thread pools only).
+        endpoint: the broker's endpoint.
+        transport: ``router`` or ``server``.
+        concurrency: slots per service.
+        pool: ``thread`` or ``process``.
+        services: serve only these services of the app (None: all).
+        options: heartbeats and CURVE of every slot.
+        start_method: ``spawn`` or ``forkserver`` (process pools).
+
+    Example::
+
+        pool = make_pool("mymodule:app", "tcp://127.0.0.1:5555", concurrency=4, pool="process")
+        pool.start()
+        ...
+        pool.stop(grace=10)  # running tasks have 10 s to finish
+    """
     app = load(spec) if isinstance(spec, str) else spec
     chosen = app.select(services)  # fails here, in the caller, on a mistyped name
     if not chosen:
@@ -231,7 +251,30 @@ def run_app(
     Call it from the main thread (it installs the signal handlers). ``endpoint`` is found and followed by each
     slot as :class:`generaldomo.Worker` says (None: ``GENERALDOMO_BROKER``, the broker file, a beacon). Prints
     one line saying what it serves to ``out``. ``server_key`` and ``keys`` turn on CURVE for every slot, as for
-    :class:`generaldomo.Worker`."""
+    :class:`generaldomo.Worker`.
+
+    Args:
+        spec: ``module:attr`` (an App or a handler function) or an App object.
+        endpoint: the broker's endpoint, several (tried in turn), a Where, or None (found).
+        transport: ``router`` or ``server``.
+        concurrency: slots per service.
+        pool: ``thread`` or ``process``.
+        stop_grace: seconds a running task has to finish once asked to stop.
+        services: serve only these services of the app (None: all).
+        heartbeat_interval: seconds between heartbeats.
+        liveness: heartbeat intervals of silence after which a slot reconnects.
+        start_method: ``spawn`` or ``forkserver`` (process pools).
+        out: where the lines about serving and registration go (default: stdout).
+        server_key: the broker's CURVE public key.
+        keys: the slots' CURVE key pair.
+
+    Example::
+
+        import sys
+        from generaldomo.peers.pool import run_app
+
+        sys.exit(run_app("mymodule:app", "tcp://127.0.0.1:5555", concurrency=4, pool="process"))
+    """
     where = Where.of(endpoint)
     first = Locator(where, transport)  # found once here (waited for), for the lines below
     first.close()

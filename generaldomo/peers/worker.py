@@ -60,6 +60,27 @@ class Worker:
     found and followed as for :class:`generaldomo.Client` (several endpoints, a
     :class:`~generaldomo.io.locator.Where`, or None: ``GENERALDOMO_BROKER``, the broker file, a beacon).
     ``server_key`` and ``keys`` turn on CURVE, as for :class:`generaldomo.Client`.
+
+    Args:
+        endpoint: the broker's endpoint, several (tried in turn), a Where, or None (found as above).
+        description: the service description (a service name with the default resolver).
+        handler: the function that serves each request (above).
+        transport: ``router`` or ``server``.
+        context: the ZeroMQ context (``inproc://`` needs the broker's).
+        heartbeat_interval: seconds between heartbeats (use the broker's).
+        liveness: heartbeat intervals of silence after which the worker reconnects.
+        server_key: the broker's CURVE public key; None: plaintext.
+        keys: this worker's CURVE key pair (default: a fresh one).
+
+    Example::
+
+        def shout(payload: bytes) -> bytes:
+            return payload.upper()
+
+        worker = Worker("tcp://127.0.0.1:5555", "shout", shout)
+        threading.Thread(target=worker.serve, daemon=True).start()
+        ...
+        worker.stop()  # tells the broker at once
     """
 
     def __init__(

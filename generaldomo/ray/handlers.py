@@ -14,7 +14,16 @@ HandlerSpec = Callable[..., Any] | str
 
 
 def load_handler(spec: HandlerSpec) -> Callable[..., Any]:
-    """The callable ``spec`` names: itself when callable, else the attribute ``"module:attr"`` points to."""
+    """The callable ``spec`` names: itself when callable, else the attribute ``"module:attr"`` points to.
+
+    Args:
+        spec: a callable, or ``"module:attr"``.
+
+    Example:
+        >>> from generaldomo.ray import load_handler
+        >>> load_handler("os.path:basename")("/tmp/x.txt")
+        'x.txt'
+    """
     if callable(spec):
         return spec
     module_name, colon, attribute = spec.partition(":")
