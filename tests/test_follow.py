@@ -121,6 +121,7 @@ def test_the_cli_takes_several_connect_endpoints(transport: str, tmp_path: Path)
     with (tmp_path / "worker.log").open("ab") as log:
         worker = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
+        eventually(lambda: broker.core.workers, WAIT, "the worker to move on to the live broker")
         ask = [*GENERALDOMO, "client", "--transport", transport, "--connect", dead, "--connect", endpoint]
         run = subprocess.run(
             [*ask, *HEARTBEAT, "--timeout", str(WAIT), "echo", "hi"], capture_output=True, text=True, timeout=2 * WAIT

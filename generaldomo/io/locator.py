@@ -55,7 +55,15 @@ class Target:
 class Where:
     """Where a peer looks for its broker: ``endpoints`` in turn, else the address file ``broker_file``, else a
     ``beacon`` (of the broker ``name``, if given); ``timeout``: how long to wait for the file or a beacon at
-    start; ``trust_announced_key``: take the key the file or beacon announces."""
+    start; ``trust_announced_key``: take the key the file or beacon announces.
+
+    Example::
+
+        from generaldomo import Client, Where
+
+        client = Client(Where(broker_file="/shared/broker.json", timeout=30))  # follows the file
+        other = Client(["tcp://node1:5555", "tcp://node2:5555"])  # the same as Where(("tcp://node1:5555", ...))
+    """
 
     endpoints: tuple[str, ...] = ()
     broker_file: str | None = None
@@ -66,8 +74,9 @@ class Where:
 
     @classmethod
     def of(cls, endpoint: str | Sequence[str] | Where | None, timeout: float = FIND_TIMEOUT) -> Where:
-        """An endpoint, several, or a Where; None: ``GENERALDOMO_BROKER``, else ``GENERALDOMO_BROKER_FILE``,
-        else a beacon (the order of :func:`generaldomo.io.beacon.find_broker`)."""
+        """The Where of ``endpoint`` (one endpoint, several, or a Where already; None: ``GENERALDOMO_BROKER``,
+        else ``GENERALDOMO_BROKER_FILE``, else a beacon: the order of :func:`generaldomo.io.beacon.find_broker`),
+        waiting up to ``timeout`` seconds for the file or beacon at start."""
         if isinstance(endpoint, Where):
             return endpoint
         if isinstance(endpoint, str):

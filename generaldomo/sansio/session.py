@@ -354,8 +354,8 @@ class ClientSession(Generic[T]):
         return [Send(protocol.gdp_client_heartbeat(ids=batch)) for batch in batches]
 
     def moved(self, reason: str, now: float) -> list[Action[T]]:
-        """The broker is elsewhere now (its address file changed): a new socket, and every outstanding request
-        sent again there."""
+        """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): a new socket, and
+        every outstanding request sent again there."""
         self.pulse.restart(now)
         return [Reconnect(reason), *self._resend_all(now)]
 
@@ -659,7 +659,8 @@ class WorkerSession:
         return self.pulse.due if self.state in RUNNING else self.pulse.deadline()
 
     def moved(self, reason: str, now: float) -> list[Action[Any]]:
-        """The broker is elsewhere now (its address file changed): register there (nothing once stopped)."""
+        """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): register there
+        (nothing once stopped)."""
         return [] if self.state is WorkerState.STOPPED else self._register_again(reason, now)
 
     def _register_again(self, reason: str, now: float, silent: bool = False) -> list[Action[Any]]:
