@@ -33,12 +33,13 @@ The family::
     ├── StateError                      (ValueError) a broker state directory that cannot be used
     └── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
 
-It knows nothing of sockets; the status codes are the protocol's (:mod:`generaldomo.sansio.protocol`).
+It imports nothing of generaldomo (every layer imports it) and knows nothing of sockets; the status codes the
+families stand for are the protocol's (:mod:`generaldomo.sansio.protocol`, tests/test_errors.py checks they agree).
 """
 
 from __future__ import annotations
 
-from generaldomo.sansio import protocol
+from typing import ClassVar
 
 
 class GeneraldomoError(Exception):
@@ -109,6 +110,8 @@ class WorkerError(RequestFailed):
             print(error.reason)  # "ZeroDivisionError: division by zero"
     """
 
+    code: ClassVar[bytes] = b"500"  # the protocol's WORKER_ERROR
+
 
 class ServiceUnavailable(RequestFailed):
     """503: the task could not be served (its workers kept disappearing: ``max_attempts`` reached).
@@ -120,6 +123,8 @@ class ServiceUnavailable(RequestFailed):
         except ServiceUnavailable:  # its workers died with it max_attempts times
             ...
     """
+
+    code: ClassVar[bytes] = b"503"  # the protocol's UNAVAILABLE
 
 
 class NotFound(RequestRejected):
@@ -136,6 +141,8 @@ class NotFound(RequestRejected):
                 print(error.reason)  # "no worker serves 'ehco' ...; did you mean 'echo'?"
     """
 
+    code: ClassVar[bytes] = b"404"  # the protocol's NOT_FOUND
+
 
 class RequestExpired(RequestFailed, TimeoutError):
     """504: the request's deadline passed, or it waited in the broker's queue longer than its ``queue_timeout``.
@@ -150,12 +157,11 @@ class RequestExpired(RequestFailed, TimeoutError):
             ...
     """
 
+    code: ClassVar[bytes] = b"504"  # the protocol's EXPIRED
+
 
 _FAMILIES: dict[bytes, type[RequestFailed]] = {
-    protocol.NOT_FOUND: NotFound,
-    protocol.WORKER_ERROR: WorkerError,
-    protocol.UNAVAILABLE: ServiceUnavailable,
-    protocol.EXPIRED: RequestExpired,
+    family.code: family for family in (NotFound, WorkerError, ServiceUnavailable, RequestExpired)
 }
 
 

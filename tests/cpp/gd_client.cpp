@@ -110,21 +110,8 @@ int main(int argc, char **argv)
     generaldomo::Client client(options.endpoints(), settings);
 
     if (mode == "threads") {
-        std::vector<std::vector<std::string>> lines(threads);
-        std::vector<std::thread> running;
-        for (int t = 0; t < threads; ++t)
-            running.emplace_back([&, t] {
-                for (long n = 0; n < requests; ++n) {
-                    const std::string payload = "t" + std::to_string(t) + "-" + std::to_string(n);
-                    lines[t].push_back(std::to_string(t) + " " + std::to_string(n) + " " +
-                                       answer([&] { return client.request(service, body(payload), timeout); }));
-                }
-            });
-        for (auto &thread : running)
-            thread.join();
-        for (const auto &mine : lines)
-            for (const auto &line : mine)
-                std::printf("%s\n", line.c_str());
+        for (const auto &line : ask_from_threads(client, service, threads, requests, timeout, body))
+            std::printf("%s\n", line.c_str());
     } else if (mode == "pool") {
         std::mutex mutex;
         std::condition_variable finished;

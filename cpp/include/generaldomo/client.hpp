@@ -220,7 +220,7 @@ private:
             first = waiting_.empty();
             waiting_.emplace(id, std::move(pending));
         }
-        connection_.send(*packed);
+        connection_.send(packed);
         if (first)
             connection_.wake();  // an idle IO thread starts heartbeating now
         return {std::move(id), std::move(future)};
@@ -351,7 +351,7 @@ private:
         }
         resent_ += outstanding.size();
         for (const auto &packed : outstanding)
-            connection_.send(*packed);
+            connection_.send(packed);
     }
 
     void on_reply(Frames &&frames)

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -90,6 +91,8 @@ public:
         return endpoint_;
     }
 
+    static constexpr std::size_t by_reference = 64 * 1024;  // send(shared_ptr): below this a copy costs less
+
     // Send a packed message, or queue it if the socket cannot take it now; any thread. Dropped once closed.
     void send(std::string_view packed)
     {
@@ -105,6 +108,24 @@ public:
         }
         if (queued)
             wake();
+    }
+
+    // Send a packed message that the caller keeps unchanged (a request, kept for resends): one of by_reference bytes
+    // or more goes by reference, libzmq reading the caller's bytes (kept alive until libzmq is done: over inproc,
+    // until the broker has forwarded them); a smaller one, or one that must wait in the outbox, as send() does.
+    void send(const std::shared_ptr<const std::string> &packed)
+    {
+        if (packed->size() < by_reference) {
+            send(std::string_view(*packed));
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (closed_ || (outbox_.empty() && write_shared(packed)))
+                return;
+            outbox_.emplace_back(*packed);
+        }
+        wake();
     }
 
     // Make the IO thread's wait() return; any thread.
@@ -305,6 +326,24 @@ private:
 
     // Write without blocking; false if the socket cannot take the message now (caller holds mutex_).
     bool write(std::string_view packed) { return zmq_send(socket_, packed.data(), packed.size(), ZMQ_DONTWAIT) >= 0; }
+
+    // write(), pointing libzmq at the caller's bytes, which a reference held until libzmq lets go keeps alive.
+    bool write_shared(const std::shared_ptr<const std::string> &packed)
+    {
+        using Held = std::shared_ptr<const std::string>;
+        auto *held = new Held(packed);
+        auto release = [](void *, void *hint) { delete static_cast<Held *>(hint); };  // any thread
+        zmq_msg_t message;
+        if (zmq_msg_init_data(&message, const_cast<char *>(packed->data()), packed->size(), release, held) != 0) {
+            delete held;
+            return false;
+        }
+        if (zmq_msg_send(&message, socket_, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&message);  // releases held
+            return false;
+        }
+        return true;
+    }
 
     void release()
     {
