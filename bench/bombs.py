@@ -132,8 +132,8 @@ elif kind == "status":
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # until the broker has them all
         status.send_multipart(protocol.gdp_request(b"count", b"mmi.status", []))
-        report = json.loads(protocol.parse_client_reply(status.recv_multipart())[3][0])
-        if report["broker"].get("worker_count", len(report["workers"])) >= 20_000:
+        counters = json.loads(protocol.parse_client_reply(status.recv_multipart())[3][0])["broker"]["counters"]
+        if counters.get("workers_registered", 0) + counters.get("workers_refused", 0) >= 20_000:
             break
         time.sleep(0.2)
     times, sizes = [], []
