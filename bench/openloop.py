@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 
 from bench.config import Config, say
 from bench.load import median
-from bench.procs import ROOT, Children, cpu_meter, cpu_seconds, free_port, read_line
+from bench.procs import Children, cpu_meter, cpu_seconds, free_port, read_line
 
 TIMEOUT = 30.0  # seconds beyond a step's own length to wait for a generator's answer (or its ready line)
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
@@ -110,17 +109,7 @@ class Target:
         return self.procs[0].pid
 
     def _generator(self, kind: str, endpoint: str, payload: int) -> subprocess.Popen[str]:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.openloop_gen", kind, endpoint, str(payload)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.children.log or subprocess.DEVNULL,
-            text=True,
-            cwd=ROOT,
-            env=env,
-        )
-        self.children.procs.append(proc)
+        proc = self.children.start("bench.openloop_gen", kind, endpoint, str(payload))
         if read_line(proc, TIMEOUT) != "ready":
             raise RuntimeError(f"{self.name}: a generator did not get ready")
         return proc

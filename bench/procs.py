@@ -47,6 +47,22 @@ class Children:
         self.procs.append(proc)
         return proc, read_line(proc, banner_timeout)
 
+    def start(self, module: str, *args: str) -> subprocess.Popen[str]:
+        """Start ``python -m MODULE ARGS`` with pipes to its stdin and stdout (a process the bench talks to);
+        stopped with the others."""
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log or subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        self.procs.append(proc)
+        return proc
+
     def stop(self, proc: subprocess.Popen[str], timeout: float = 5.0) -> None:
         """SIGTERM ``proc``, then SIGKILL it if it lingers."""
         if proc.poll() is None:

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from bench.config import Config, say
 from bench.load import median, percentile
-from bench.procs import ROOT, Children, cpu_meter, cpu_seconds, read_line
+from bench.procs import Children, cpu_meter, cpu_seconds, read_line
 
 SERVICE = "echo"
 PAYLOAD = 16  # bytes per request
@@ -178,19 +178,8 @@ def python_cpu(pid: int) -> float:
 
 def start_clients(setup: Setup, count: int, window: int, cap: int, seconds: float) -> subprocess.Popen[str]:
     """A client process of ``count`` Clients (killed with the bench: it is one of ``setup.children``)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     argv = [setup.transport, setup.endpoint, str(count), str(window), str(cap), str(seconds)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.scale", "client", *argv],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=setup.children.log or subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
-    setup.children.procs.append(proc)
-    return proc
+    return setup.children.start("bench.scale", "client", *argv)
 
 
 METRICS = (

@@ -12,29 +12,37 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
-from generaldomo.io.beacon import DiscoveryError
-from generaldomo.io.broker import Broker
-from generaldomo.io.transport import DraftUnavailable, Transport
-from generaldomo.peers.aio import AsyncClient
-from generaldomo.peers.app import App
-from generaldomo.peers.client import (
-    Client,
+from generaldomo.errors import (
+    AppImportError,
     ClientClosed,
+    ContentTypeError,
+    DecodeError,
+    DiscoveryError,
+    DraftUnavailable,
+    GeneraldomoError,
     HandshakeFailed,
-    Reply,
+    KeyFileError,
     RequestExpired,
     RequestFailed,
     RequestRejected,
     RequestTimeout,
+    ResolveError,
     ServiceUnavailable,
+    SettingsError,
+    StateError,
     WorkerError,
+    WorkerStopped,
 )
+from generaldomo.io.broker import Broker
+from generaldomo.io.transport import Transport
+from generaldomo.peers.aio import AsyncClient
+from generaldomo.peers.app import App
+from generaldomo.peers.client import Client, Reply
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.typed import TypedClient
-from generaldomo.peers.worker import Worker, WorkerStopped
+from generaldomo.peers.worker import Worker
 from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
-from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
-from generaldomo.sansio.serializers import ContentTypeError, DecodeError
+from generaldomo.sansio.resolver import NameResolver, Resolver
 from generaldomo.sansio.service import Service
 
 # Module paths of releases before the package was split into layers; they keep working.
@@ -58,6 +66,7 @@ for _old, _new in _MOVED.items():
 
 __all__ = [
     "App",
+    "AppImportError",
     "AsyncClient",
     "Broker",
     "BrokerCore",
@@ -67,7 +76,9 @@ __all__ = [
     "DecodeError",
     "DiscoveryError",
     "DraftUnavailable",
+    "GeneraldomoError",
     "HandshakeFailed",
+    "KeyFileError",
     "NameResolver",
     "Peer",
     "Reject",
@@ -82,6 +93,8 @@ __all__ = [
     "Service",
     "ServiceUnavailable",
     "Settings",
+    "SettingsError",
+    "StateError",
     "Transport",
     "TypedClient",
     "Worker",

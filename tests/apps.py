@@ -1,7 +1,8 @@
 """Worker apps for the tests, served by ``python -m generaldomo worker tests.apps:ATTR``.
 
 ``app`` serves two services; ``faults`` records each attempt of each task in files, so that a test can tell
-how often a task ran; ``aio`` has async handlers.
+how often a task ran; ``aio`` has async handlers; ``restarts`` runs ``ID:MS`` tasks (MS milliseconds of work),
+each run recorded as a file in ``$GD_TEST_RUNS``.
 """
 
 from __future__ import annotations
@@ -73,3 +74,16 @@ async def count(n: int) -> AsyncIterator[int]:
     for i in range(n):
         await asyncio.sleep(0)
         yield i
+
+
+restarts = App("restarts")
+
+
+@restarts.service("work")
+def work(payload: bytes) -> bytes:
+    """``ID:MS``: records this run of task ID (a file in ``$GD_TEST_RUNS``), works MS ms, answers ``ran ID``."""
+    task, _, milliseconds = payload.rpartition(b":")
+    run = Path(os.environ["GD_TEST_RUNS"]) / f"{task.decode()}.{os.getpid()}.{time.monotonic_ns()}"
+    run.touch()
+    time.sleep(int(milliseconds) / 1000)
+    return b"ran " + task

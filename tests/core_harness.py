@@ -12,11 +12,16 @@ from generaldomo.sansio.core import BrokerCore, Peer, Settings
 class Harness:
     """A core plus the inbox of every peer, in the order messages were sent."""
 
-    def __init__(self, **settings: float) -> None:
+    def __init__(
+        self, *, handover_key: bytes | None = None, instance: bytes = b"test", recovering: bool = False,
+        seed: int = 0, **settings: float,
+    ) -> None:  # fmt: skip
         self.core = BrokerCore(
             settings=Settings(**settings),  # type: ignore[arg-type]
-            instance=b"test",
-            random=random.Random(0).randbytes,
+            instance=instance,
+            random=random.Random(seed).randbytes,
+            handover_key=handover_key,
+            recovering=recovering,
         )
         self.inbox: dict[Peer, list[list[bytes]]] = defaultdict(list)
         self.now = 0.0

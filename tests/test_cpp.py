@@ -537,11 +537,19 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
         assert next_command(fake) == (first, [*ready, b"task-2", b"500", b"asked to fail"])
         fake.send(first, [b"GDPW01", b"\x02", b"task-3", b"echo", b"slow-down"])
         assert next_command(fake) == (first, [*ready, b"task-3", b"429", b"slow down", b"0.200"])
+        held = [  # no heartbeat said which results were taken (nor that this broker takes none): they are held
+            [b"GDPW01", b"\x0a", b"task-1", b"200", b"c:x", b"", b"y" * 300],
+            [b"GDPW01", b"\x0a", b"task-2", b"500", b"asked to fail"],
+            [b"GDPW01", b"\x0a", b"task-3", b"429", b"slow down", b"0.200"],
+        ]
         second, frames = next_command(fake)  # silent since: the worker registers again on a new socket
         assert with_info(frames) and second != first
+        assert [next_command(fake) for _ in held] == [(second, frames) for frames in held]  # and hands them over
         fake.send(second, [b"GDPW01", b"\x06"])  # before any answer: that READY was refused
         third, frames = next_command(fake)
         assert frames == ready and third not in (first, second)
+        assert [next_command(fake) for _ in held] == [(third, frames) for frames in held]  # a new socket: again
+        fake.send(third, [b"GDPW01", b"\x05"])  # a plain heartbeat: a broker that takes no hand-over
         worker.popen.send_signal(signal.SIGTERM)
         assert next_command(fake) == (third, [b"GDPW01", b"\x06"])
         lines = worker.finish(WAIT)
@@ -570,3 +578,43 @@ def test_cpp_worker_hears_a_cancel_and_its_handler_stops(run: Programs) -> None:
         lines = worker.finish(WAIT)
         assert lines[0].startswith("request x left ") and 29000 <= int(lines[0].split()[-1]) <= 30000
         assert lines[1:] == ["cancelled x", "stopped after 1 tasks"]
+
+
+def test_cpp_worker_hands_over_on_the_wire(run: Programs) -> None:
+    """Results held until a heartbeat names them; a DISCONNECT while a task runs: RESUME on a new socket at once,
+    the result in READY there; a new instance gets the held results in HANDOVER."""
+    ready = [b"GDPW01", b"\x01", b"echo"]
+    heartbeat = [b"GDPW01", b"\x05"]
+
+    def next_command(fake: FakeBroker) -> tuple[int, list[bytes]]:
+        for _ in range(2000):
+            peer, frames = fake.receive()
+            if frames != heartbeat:
+                return peer, frames
+        pytest.fail("only heartbeats")
+
+    with zmq.Context() as context:
+        fake = FakeBroker(context)
+        worker = run.worker(fake.endpoint, "--heartbeat-ms", "200", "--delay-in-payload", "-v")
+        first, frames = next_command(fake)
+        assert frames[:3] == ready
+        fake.send(first, [*heartbeat, b"I1I1"])  # a hand-over broker
+        fake.send(first, [b"GDPW01", b"\x02", b"task-1", b"echo", b"a:0"])
+        assert next_command(fake) == (first, [*ready, b"task-1", b"200", b"a:0"])
+        fake.send(first, [*heartbeat, b"I1I1", b"task-1"])  # taken: no longer held
+        fake.send(first, [b"GDPW01", b"\x02", b"task-2", b"echo", b"b:0"])
+        assert next_command(fake) == (first, [*ready, b"task-2", b"200", b"b:0"])
+        fake.send(first, [b"GDPW01", b"\x02", b"task-3", b"echo", b"c:1500"])
+        worker.wait_for("request c:1500")
+        fake.send(first, [b"GDPW01", b"\x06"])  # a restarted broker that does not know the worker
+        second, frames = next_command(fake)
+        assert second != first and frames[:4] == [b"GDPW01", b"\x09", b"echo", b"task-3"]  # at once, mid-task
+        assert len(frames) == 5 and protocol.read_worker_info(frames[4]) is not None  # with its peer info
+        assert next_command(fake) == (second, [b"GDPW01", b"\x0a", b"task-2", b"200", b"b:0"])  # still held
+        fake.send(second, [*heartbeat, b"I2I2", b"task-2"])
+        assert next_command(fake) == (second, [*ready, b"task-3", b"200", b"c:1500"])
+        fake.send(second, [*heartbeat, b"I3I3"])  # a new instance on the same socket: task-3's result again
+        assert next_command(fake) == (second, [b"GDPW01", b"\x0a", b"task-3", b"200", b"c:1500"])
+        worker.popen.send_signal(signal.SIGTERM)
+        assert next_command(fake) == (second, [b"GDPW01", b"\x06"])
+        assert worker.finish(WAIT)[-1] == "stopped after 3 tasks"

@@ -300,6 +300,7 @@ def test_a_broker_with_many_services_is_asked_less_often(brokers, workers) -> No
             try:
                 frame = eventually(lambda: (f := feed.latest()) and f["kind"] == "frame" and f, 60, "a frame")
                 assert frame["services_total"] == 1501 and len(frame["services"]) == MAX_SERVICES
+                assert frame["broker"]["services"] == 1501 and frame["broker"]["workers"] == 1  # the totals box
                 # building, sending and reading a report this large takes well over 1/50 of the interval
                 eventually(lambda: feed.every > 0.2, 60, "the feed to slow down")
             finally:

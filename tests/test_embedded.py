@@ -14,7 +14,7 @@ import pytest
 import zmq
 from waiting import eventually
 
-from generaldomo import Broker, Client, RequestFailed, ServiceUnavailable
+from generaldomo import Broker, Client, RequestFailed, ServiceUnavailable, cpp
 from generaldomo.cli.embedded import EmbeddedBroker, SettingsError, build_flags, flags, read_config
 from generaldomo.sansio import protocol
 from generaldomo.sansio.core import BrokerCore, Peer
@@ -81,7 +81,7 @@ def test_build_flags_name_pyzmqs_libzmq_and_this_python(tmp_path: Path) -> None:
     from zmq.backend.cython import _zmq
 
     found = build_flags(tmp_path)
-    assert found.include[0] == f"-I{tmp_path / 'include'}"
+    assert found.include[:2] == [f"-I{cpp.include_dir()}", f"-I{tmp_path / 'include'}"]
     assert found.libzmq[0] == str(Path(_zmq.__file__).resolve())
     assert any(flag.startswith("-lpython3") for flag in found.python)
     assert found.libs == [*found.libzmq, *found.python]

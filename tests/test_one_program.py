@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cpp.build import ROOT, build_embedded
+from cpp.build import ROOT, build_embedded, build_source
 from test_cpp import WAIT, Programs, tagged
 from waiting import eventually
 
@@ -166,12 +166,18 @@ def test_two_copies_of_libzmq_are_refused(run: Programs, endpoint_for, tmp_path:
     assert "broker error: this program and pyzmq use two copies of libzmq" in process.output()
 
 
-def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[str, Path], tmp_path: Path) -> None:
-    readme = (ROOT / "README.rst").read_text()
-    block = readme.split("Sixteen threads of one program, served by whatever workers\nconnect::\n\n", 1)[1].splitlines()
+def readme_example(after: str, source: Path) -> Path:
+    """Write the README's code block that follows ``after`` to ``source``."""
+    block = (ROOT / "README.rst").read_text().split(after, 1)[1].splitlines()
     end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    source = tmp_path / "one.cpp"
     source.write_text("\n".join(line[4:] for line in block[:end]) + "\n")
+    return source
+
+
+def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[str, Path], tmp_path: Path) -> None:
+    source = readme_example(
+        "Sixteen threads of one program, served by whatever workers\nconnect::\n\n", tmp_path / "one.cpp"
+    )
     example = run.start(build_embedded(source, tmp_path / "one"), "tcp://127.0.0.1:*", env=ENV, name="one")
     example.wait_for("workers: ")
     router = example.output().split("workers: ", 1)[1].split()[0]
@@ -180,3 +186,17 @@ def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[st
     assert example.finish(4 * WAIT) == [f"workers: {router}"] + [
         f"thread {t}: 100 answers, 0 not its own" for t in range(16)
     ]
+
+
+def test_readme_bridge_example_builds_and_runs(run: Programs, brokers, workers, c_peers, tmp_path: Path) -> None:
+    """The same threads through the C++ Bridge in the program to the Python broker's ROUTER link."""
+    source = readme_example("broker runs in the program on the same context)::\n\n", tmp_path / "bridged.cpp")
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    router = broker.endpoint("router", "tcp")
+    workers(router, "router", "echo", tagged(b"py:"))
+    run.start(c_peers["mdp01_worker"], "--tag", "c:", router)
+    example = run.start(build_source(source, tmp_path / "bridged"), router, name="bridged")
+    assert example.finish(4 * WAIT) == [f"thread {t}: 100 answers, 0 not its own" for t in range(16)] + [
+        "forwarded 1600"
+    ]
+    assert broker.core.counters["completed"] == 1600

@@ -153,7 +153,10 @@ def test_the_worker_session_sends_peer_info_in_each_plain_ready_only() -> None:
     result = [a.frames for a in session.finish(protocol.OK, [b"x"], 0.2) if isinstance(a, Send)]
     assert result == [protocol.gdp_ready(b"echo", (b"t1", protocol.OK, [b"x"]))]
     again = session.receive(protocol.gdp_worker_command(protocol.DISCONNECT), 0.3)
-    assert [a.frames for a in again if isinstance(a, Send)] == [protocol.gdp_ready(b"echo", info=info)]
+    assert [a.frames for a in again if isinstance(a, Send)] == [
+        protocol.gdp_ready(b"echo", info=info),
+        protocol.gdp_handover(b"t1", protocol.OK, [b"x"]),  # held: no heartbeat said the broker takes no hand-over
+    ]
 
 
 def test_a_worker_refused_before_it_was_answered_tries_the_other_form_of_ready() -> None:

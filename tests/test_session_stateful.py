@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from generaldomo.sansio import protocol
-from generaldomo.sansio.events import Dialect, WorkerDisconnect, WorkerHeartbeat, WorkerReady, WorkerReply
+from generaldomo.sansio.events import (
+    Dialect,
+    WorkerDisconnect,
+    WorkerHandover,
+    WorkerHeartbeat,
+    WorkerReady,
+    WorkerReply,
+    WorkerResume,
+)
 from generaldomo.sansio.peer_events import HeartbeatAnswer
 from generaldomo.sansio.session import ClientSession, Fail, Progress, Reconnect, Resolve, RunTask, Send, WorkerSession
 from generaldomo.sansio.settings import PeerSettings
@@ -243,6 +251,9 @@ class WorkerSessionMachine(RuleBasedStateMachine):
         self.finishing = False  # asked to stop after the running task
         self.goodbyes = 0
         self.last_beat = self.now
+        self.sent: set[bytes] = set()  # task ids whose result went out (READY or HANDOVER)
+        self.acked: set[bytes] = set()  # those a heartbeat named as taken
+        self.takes_handover: bool | None = None  # the last heartbeat named an instance (None: none came yet)
         self.act(self.session.start())
 
     def act(self, actions: list) -> None:
@@ -260,6 +271,13 @@ class WorkerSessionMachine(RuleBasedStateMachine):
             if isinstance(event, WorkerReply):
                 assert event.task_id == self.running or event.final
                 self.results[event.task_id] += event.final
+                if self.takes_handover is not False:
+                    self.sent.add(event.task_id)
+            elif isinstance(event, WorkerHandover):  # a finished task's result, not known to be taken
+                assert self.results[event.task_id] == 1 and event.task_id not in self.acked
+                assert self.takes_handover is not False and event.task_id in self.sent
+            elif isinstance(event, WorkerResume):
+                assert event.task_id == self.running and self.takes_handover is not False
             elif isinstance(event, WorkerHeartbeat):
                 assert self.now - self.last_beat >= INTERVAL - 1e-9
                 self.last_beat = self.now
@@ -276,7 +294,18 @@ class WorkerSessionMachine(RuleBasedStateMachine):
 
     @rule(message=st.sampled_from([protocol.HEARTBEAT, protocol.DISCONNECT]))
     def broker_says(self, message: str) -> None:
+        if message == protocol.HEARTBEAT:  # a plain one: no hand-over, nothing held
+            self.takes_handover = False
+            self.sent.clear()
         self.act(self.session.receive(protocol.worker_command(Dialect.GDP, message), self.now))
+
+    @rule(instance=st.sampled_from([b"I1I1", b"I2I2"]), data=st.data())
+    def hand_over_broker_beats(self, instance: bytes, data: st.DataObject) -> None:
+        """A hand-over broker's heartbeat (instance I1, or I2 after a restart), taking some results."""
+        taken = data.draw(st.lists(st.sampled_from(sorted(self.sent)), unique=True) if self.sent else st.just([]))
+        self.acked.update(taken)
+        self.takes_handover = True
+        self.act(self.session.receive(protocol.worker_heartbeat(instance, taken), self.now))
 
     @precondition(lambda self: self.running is not None)
     @rule(partial=st.booleans())
@@ -304,6 +333,13 @@ class WorkerSessionMachine(RuleBasedStateMachine):
     def says_goodbye_once(self) -> None:
         assert self.goodbyes == (1 if self.stopped else 0)
         assert all(n == 1 for n in self.results.values())
+
+    @invariant()
+    def holds_what_was_not_taken(self) -> None:
+        held = {task_id for task_id in self.results if task_id in self.session.held}  # (task ids are nonces)
+        assert not held & self.acked
+        if self.takes_handover is not False:
+            assert held == (self.sent - self.acked)
 
 
 TestWorkerSessionMachine = WorkerSessionMachine.TestCase

@@ -20,8 +20,10 @@ from generaldomo.io.state import StateDir, StateError
 from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.mmi import FlowChange
+from generaldomo.sansio.settings import Settings
 
 COMMAND = [sys.executable, "-m", "generaldomo"]
+LOOSE = Settings(heartbeat_interval=1.0, liveness=6)  # a loaded machine may pause a thread for seconds
 UNSET = FlowLimits()
 
 
@@ -97,7 +99,7 @@ def test_a_short_key_is_refused(tmp_path: Path) -> None:
 
 def test_an_embedded_broker_restores_run_time_limits_from_its_first_request(tmp_path: Path) -> None:
     def broker() -> Broker:
-        made = Broker("router", ["tcp://127.0.0.1:*"], state_dir=tmp_path)
+        made = Broker("router", ["tcp://127.0.0.1:*"], settings=LOOSE, state_dir=tmp_path)
         made.core.set_flow("echo", None, None, 4, 0.0)  # configuration: the base of run-time changes
         return made.start()
 
@@ -132,7 +134,7 @@ def _worker(endpoint: str, seconds: float) -> tuple[Worker, threading.Thread]:
         time.sleep(seconds)
         return payload
 
-    worker = Worker(endpoint, "echo", slow, heartbeat_interval=0.5)
+    worker = Worker(endpoint, "echo", slow, heartbeat_interval=LOOSE.heartbeat_interval, liveness=LOOSE.liveness)
     thread = threading.Thread(target=worker.serve, daemon=True)
     thread.start()
     return worker, thread

@@ -23,7 +23,10 @@ from generaldomo.sansio import codec, protocol
 
 MIB = 1024 * 1024
 WAIT = 60.0
-LARGE = Settings(max_message=256 * MIB, queue_bytes=512 * MIB, service_queue_bytes=512 * MIB, keep_answers=0.0)
+LARGE = Settings(
+    max_message=256 * MIB, queue_bytes=512 * MIB, service_queue_bytes=512 * MIB, keep_answers=0.0,
+    held_bytes=1024 * MIB, connection_bytes=512 * MIB,
+)  # fmt: skip
 
 pytestmark = pytest.mark.skipif(speedups.native is None, reason="the pure-Python path copies (tox -e pure)")
 

@@ -85,6 +85,14 @@ LIMITS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
     ("--keep-bytes", "keep_bytes", int, "BYTES", "bytes of kept answers, oldest evicted first"),
     ("--service-idle", "service_idle", limit(float), "SECONDS", "forget services idle this long; 'none': never"),
     ("--max-workers", "max_workers", limit(int), "N", "registered workers at most, more are refused; 'none': no limit"),
+    (
+        "--recovery",
+        "recovery",
+        float,
+        "SECONDS",
+        "restarted on a --state-dir, hold dispatch this long for workers resuming tasks (default: twice the "
+        "heartbeat; 0: off)",
+    ),
     ("--held-bytes", "held_bytes", limit(int), "BYTES", "bytes held for all peers (the ledger); 'none': no limit"),
     ("--connection-bytes", "connection_bytes", limit(int), "BYTES", "bytes held for one connection; 'none': no limit"),
     (

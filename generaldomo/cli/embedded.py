@@ -30,17 +30,15 @@ from typing import Any, NamedTuple, NoReturn
 
 import zmq
 
+from generaldomo import cpp
 from generaldomo.cli import broker as command
+from generaldomo.errors import SettingsError as SettingsError  # importable from here, as before
 from generaldomo.io.broker import Broker
 
 log = logging.getLogger(__name__)
 
 DRAIN = 10.0  # seconds a stop serves the requests the broker holds before failing the rest
 TRUE, FALSE = ("true", "1", "yes", "on", ""), ("false", "0", "no", "off")
-
-
-class SettingsError(ValueError):
-    """A setting that the broker command does not take, or a value it refuses; the message says which."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -136,7 +134,7 @@ class EmbeddedBroker:
 class BuildFlags(NamedTuple):
     """The compiler and linker flags of a C++ program using ``embedded.hpp`` with this interpreter."""
 
-    include: list[str]  # Python's and libzmq's headers
+    include: list[str]  # generaldomo's C++ headers, libzmq's and Python's
     libzmq: list[str]  # pyzmq's own extension module, which carries the libzmq that both sides must use
     python: list[str]  # libpython
 
@@ -151,7 +149,7 @@ def build_flags(libzmq_prefix: Path) -> BuildFlags:
 
     extension = Path(_zmq.__file__).resolve()
     config = sysconfig.get_config_var
-    include = [f"-I{libzmq_prefix / 'include'}", f"-I{sysconfig.get_path('include')}"]
+    include = [f"-I{cpp.include_dir()}", f"-I{libzmq_prefix / 'include'}", f"-I{sysconfig.get_path('include')}"]
     libdir, version = config("LIBDIR"), config("LDVERSION")
     if config("Py_ENABLE_SHARED"):
         python = [f"-L{libdir}", f"-lpython{version}", f"-Wl,-rpath,{libdir}"]

@@ -155,8 +155,10 @@ def _broker(report: StatusReport) -> dict[str, Any]:
         "queued": broker.queued,
         "queued_bytes": broker.queued_bytes,
         "in_flight": sum(s.in_flight for s in report.services),
-        "workers": len(report.workers),
-        "services": len(report.services),
+        "workers": max(
+            broker.worker_count, len(report.workers)
+        ),  # the totals, not the page's (older brokers: no count)
+        "services": max(broker.service_count, len(report.services)),
         "kept_answers": broker.kept_answers,
         "kept_bytes": broker.kept_bytes,
     }

@@ -290,6 +290,108 @@ static int kept_of(PyObject *item, held_t **held, Py_buffer **view) {
 /* The bytes the broker links read and wrote, by copy and by reference (read under the GIL). */
 static unsigned long long copied_in, kept_in, copied_out, referenced_out;
 
+/* ----------------------------------------------------------------------------- marked sends */
+
+/* A message whose last part libzmq shares and reports letting go of (generaldomo.io.backlog's marks, as pyzmq's
+ * MessageTracker does): the part's free function sets `done`, from whichever thread libzmq calls it. */
+typedef struct {
+    long refs; /* atomic: the Tracker's and the part's */
+    int done;  /* atomic */
+} mark_t;
+
+static void mark_release(mark_t *mark) {
+    if (__atomic_sub_fetch(&mark->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        PyMem_RawFree(mark);
+}
+
+typedef struct {
+    PyObject_HEAD mark_t *mark;
+} tracker_t;
+
+static PyObject *tracker_done(PyObject *self, void *closure) {
+    return PyBool_FromLong(__atomic_load_n(&((tracker_t *)self)->mark->done, __ATOMIC_ACQUIRE));
+}
+
+static void tracker_dealloc(PyObject *self) {
+    mark_release(((tracker_t *)self)->mark);
+    PyObject_Free(self);
+}
+
+static PyGetSetDef tracker_getset[] = {
+    {"done", tracker_done, NULL, "True once libzmq has let go of the message's last part.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TrackerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "generaldomo.io._speedups.Tracker",
+    .tp_basicsize = sizeof(tracker_t),
+    .tp_dealloc = tracker_dealloc,
+    .tp_getset = tracker_getset,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Whether a marked message has left the process (done), as pyzmq's MessageTracker says it.",
+};
+
+static tracker_t *tracker_new(void) {
+    mark_t *mark = PyMem_RawMalloc(sizeof *mark);
+    tracker_t *tracker = mark == NULL ? NULL : PyObject_New(tracker_t, &TrackerType);
+    if (tracker == NULL) {
+        PyMem_RawFree(mark);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    mark->refs = 1;
+    mark->done = 0;
+    tracker->mark = mark;
+    return tracker;
+}
+
+/* What a marked part's free function releases: a kept message, or a buffer of the part's own. */
+typedef struct {
+    mark_t *mark;
+    held_t *held;
+    void *owned;
+} marked_t;
+
+static void release_marked(void *data, void *hint) {
+    marked_t *marked = hint;
+    if (marked->held != NULL)
+        held_release(marked->held);
+    PyMem_RawFree(marked->owned);
+    __atomic_store_n(&marked->mark->done, 1, __ATOMIC_RELEASE);
+    mark_release(marked->mark);
+    PyMem_RawFree(marked);
+}
+
+/* Send `size` bytes at `data` as a message's last part (routing_id 0: none), marked by `mark`: the part points
+ * at `held`'s message (whose reference is handed over) or at `owned` (a PyMem_RawMalloc buffer handed over).
+ * 0 or an errno; whatever happens, what was handed over is released once libzmq is done. */
+static int send_marked_part(void *socket, void *data, size_t size, held_t *held, void *owned, uint32_t routing_id,
+                            mark_t *mark) {
+    marked_t *marked = PyMem_RawMalloc(sizeof *marked);
+    if (marked == NULL) {
+        if (held != NULL)
+            held_release(held);
+        PyMem_RawFree(owned);
+        return ENOMEM;
+    }
+    marked->mark = mark;
+    marked->held = held;
+    marked->owned = owned;
+    __atomic_add_fetch(&mark->refs, 1, __ATOMIC_RELAXED);
+    zmq_msg_t msg;
+    if (z_msg_init_data(&msg, data, size, release_marked, marked) < 0) {
+        int code = z_errno();
+        release_marked(data, marked);
+        return code;
+    }
+    if ((routing_id != 0 && z_msg_set_routing_id(&msg, routing_id) < 0) || z_msg_send(&msg, socket, ZMQ_DONTWAIT) < 0) {
+        int code = z_errno();
+        z_msg_close(&msg); /* releases what was handed over */
+        return code;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(traffic_doc, "traffic() -> dict: the bytes of frames the broker links (ROUTER sockets and SERVER sockets "
                           "with routing ids) read and sent in this process, copied and by reference, and how many "
                           "received messages are kept at this moment (held).");
@@ -530,6 +632,37 @@ static PyObject *message_frames(PyObject *frames, const char *what) {
     return sequence;
 }
 
+/* Send `item` as the marked last part of a message: a kept frame by reference, anything else copied into a
+ * buffer of its own. 0 or an errno; *failed on a Python error. */
+static int send_marked_frame(void *socket, PyObject *item, int counted, mark_t *mark, int *failed) {
+    held_t *held;
+    Py_buffer *kept;
+    if (kept_of(item, &held, &kept)) {
+        held_acquire(held);
+        int code = send_marked_part(socket, kept->buf, (size_t)kept->len, held, NULL, 0, mark);
+        referenced_out += counted && !code ? (unsigned long long)kept->len : 0;
+        return code;
+    }
+    Py_buffer view;
+    if (frame_view(item, &view) < 0) {
+        *failed = 1;
+        return 0;
+    }
+    Py_ssize_t size = view.len;
+    void *copy = PyMem_RawMalloc(size > 0 ? (size_t)size : 1);
+    if (copy != NULL)
+        memcpy(copy, view.buf, (size_t)size);
+    frame_release(&view);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        *failed = 1;
+        return 0;
+    }
+    int code = send_marked_part(socket, copy, (size_t)size, NULL, copy, 0, mark);
+    copied_out += counted && !code ? (unsigned long long)size : 0;
+    return code;
+}
+
 /* Send one frame: a kept frame (or a slice of one) by reference, anything else copied by libzmq. 0 or an errno;
  * *failed on a Python error. `counted`: a broker link's send (see traffic()). */
 static int send_frame(void *socket, PyObject *item, int flags, int counted, int *failed) {
@@ -561,11 +694,14 @@ static int send_frame(void *socket, PyObject *item, int flags, int counted, int 
     return rc < 0 ? z_errno() : 0;
 }
 
-/* Send every item of the sequence `frames` (a list or tuple), the last one with `last_flags`. 0 or an errno. */
-static int send_frames(void *socket, PyObject *frames, int last_flags, int counted, int *failed) {
+/* Send every item of the sequence `frames` (a list or tuple), the last one with `last_flags`, or marked by `mark`
+ * if it is not NULL. 0 or an errno. */
+static int send_frames(void *socket, PyObject *frames, int last_flags, int counted, mark_t *mark, int *failed) {
     Py_ssize_t count = PySequence_Fast_GET_SIZE(frames);
     PyObject **items = PySequence_Fast_ITEMS(frames);
     for (Py_ssize_t i = 0; i < count; i++) {
+        if (i == count - 1 && mark != NULL)
+            return send_marked_frame(socket, items[i], counted, mark, failed);
         int code = send_frame(socket, items[i], i == count - 1 ? last_flags : ZMQ_SNDMORE | ZMQ_DONTWAIT, counted,
                               failed);
         if (code || *failed)
@@ -579,14 +715,15 @@ PyDoc_STRVAR(router_send_doc,
              "them) then frames, without blocking; 0, or the errno that refused the first frame (EAGAIN: the peer's "
              "queue is full; EHOSTUNREACH: it is gone). frames must not be empty.");
 
-static PyObject *sp_router_send(PyObject *self, PyObject *args) {
+/* router_send's work, the last frame marked by `mark` if it is not NULL: 0, an errno, or -1 with a Python error. */
+static int router_send(PyObject *args, mark_t *mark) {
     PyObject *handle, *route, *frames;
     if (!PyArg_ParseTuple(args, "OOO", &handle, &route, &frames) || !require_bound())
-        return NULL;
+        return -1;
     void *socket = socket_handle(handle);
     PyObject *sequence = socket == NULL ? NULL : message_frames(frames, "frame");
     if (sequence == NULL)
-        return NULL;
+        return -1;
     int failed = 0, code;
     if (PyBytes_CheckExact(route)) {
         code = z_send(socket, PyBytes_AS_STRING(route), (size_t)PyBytes_GET_SIZE(route), ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -595,15 +732,38 @@ static PyObject *sp_router_send(PyObject *self, PyObject *args) {
         PyObject *hops = message_frames(route, "hop");
         if (hops == NULL) {
             Py_DECREF(sequence);
-            return NULL;
+            return -1;
         }
-        code = send_frames(socket, hops, ZMQ_SNDMORE | ZMQ_DONTWAIT, 0, &failed);
+        code = send_frames(socket, hops, ZMQ_SNDMORE | ZMQ_DONTWAIT, 0, NULL, &failed);
         Py_DECREF(hops);
     }
     if (code == 0 && !failed) /* past the first frame the message is the peer's: libzmq takes the rest */
-        code = send_frames(socket, sequence, ZMQ_DONTWAIT, 1, &failed);
+        code = send_frames(socket, sequence, ZMQ_DONTWAIT, 1, mark, &failed);
     Py_DECREF(sequence);
-    return failed ? NULL : PyLong_FromLong(code);
+    return failed ? -1 : code;
+}
+
+static PyObject *sp_router_send(PyObject *self, PyObject *args) {
+    int code = router_send(args, NULL);
+    return code < 0 ? NULL : PyLong_FromLong(code);
+}
+
+/* A tracker once the marked message went, else the errno that refused it (an int), or NULL with a Python error. */
+static PyObject *tracked(tracker_t *tracker, int code) {
+    if (code == 0)
+        return (PyObject *)tracker;
+    Py_DECREF(tracker);
+    return code < 0 ? NULL : PyLong_FromLong(code);
+}
+
+PyDoc_STRVAR(router_send_marked_doc,
+             "router_send_marked(handle, route, frames) -> Tracker | int: router_send with the last frame marked "
+             "(generaldomo.io.backlog): a Tracker whose done says when libzmq has let go of it, or the errno that "
+             "refused the message.");
+
+static PyObject *sp_router_send_marked(PyObject *self, PyObject *args) {
+    tracker_t *tracker = tracker_new();
+    return tracker == NULL ? NULL : tracked(tracker, router_send(args, tracker->mark));
 }
 
 PyDoc_STRVAR(send_multipart_doc, "send_multipart(handle, frames) -> int: send frames as one message without blocking "
@@ -619,7 +779,7 @@ static PyObject *sp_send_multipart(PyObject *self, PyObject *args) {
     if (sequence == NULL)
         return NULL;
     int failed = 0;
-    int code = send_frames(socket, sequence, ZMQ_DONTWAIT, 0, &failed);
+    int code = send_frames(socket, sequence, ZMQ_DONTWAIT, 0, NULL, &failed);
     Py_DECREF(sequence);
     return failed ? NULL : PyLong_FromLong(code);
 }
@@ -844,6 +1004,38 @@ static PyObject *sp_server_send(PyObject *self, PyObject *args) {
     return PyLong_FromLong(code);
 }
 
+PyDoc_STRVAR(server_send_marked_doc,
+             "server_send_marked(handle, routing_id, frames) -> Tracker | int: server_send with the part marked "
+             "(generaldomo.io.backlog): a Tracker whose done says when libzmq has let go of it, or the errno that "
+             "refused it.");
+
+static PyObject *sp_server_send_marked(PyObject *self, PyObject *args) {
+    PyObject *handle, *frames;
+    unsigned long routing_id;
+    if (!PyArg_ParseTuple(args, "OkO", &handle, &routing_id, &frames) || !require_bound() || !require_draft())
+        return NULL;
+    void *socket = socket_handle(handle);
+    PyObject *sequence = socket == NULL ? NULL : PySequence_Fast(frames, "frames must be a sequence");
+    if (sequence == NULL)
+        return NULL;
+    Py_ssize_t size = encoded_size(sequence);
+    void *packed = size < 0 ? NULL : PyMem_RawMalloc(size > 0 ? (size_t)size : 1);
+    if (packed == NULL || encode_into(sequence, packed) < 0) {
+        Py_DECREF(sequence);
+        PyMem_RawFree(packed);
+        return size < 0 || PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    Py_DECREF(sequence);
+    tracker_t *tracker = tracker_new();
+    if (tracker == NULL) {
+        PyMem_RawFree(packed);
+        return NULL;
+    }
+    int code = send_marked_part(socket, packed, (size_t)size, NULL, packed, (uint32_t)routing_id, tracker->mark);
+    copied_out += routing_id != 0 && !code ? (unsigned long long)size : 0;
+    return tracked(tracker, code);
+}
+
 static PyMethodDef methods[] = {
     {"bind", sp_bind, METH_VARARGS, bind_doc},
     {"traffic", sp_traffic, METH_NOARGS, traffic_doc},
@@ -853,6 +1045,8 @@ static PyMethodDef methods[] = {
     {"send_multipart", sp_send_multipart, METH_VARARGS, send_multipart_doc},
     {"server_recv", sp_server_recv, METH_VARARGS, server_recv_doc},
     {"server_send", sp_server_send, METH_VARARGS, server_send_doc},
+    {"router_send_marked", sp_router_send_marked, METH_VARARGS, router_send_marked_doc},
+    {"server_send_marked", sp_server_send_marked, METH_VARARGS, server_send_marked_doc},
     {"encode", sp_encode, METH_O, encode_doc},
     {"decode", sp_decode, METH_VARARGS, decode_doc},
     {NULL, NULL, 0, NULL},
@@ -867,7 +1061,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    if (PyType_Ready(&KeptType) < 0)
+    if (PyType_Ready(&KeptType) < 0 || PyType_Ready(&TrackerType) < 0)
         return NULL;
     if (pthread_atfork(releases_prepare, releases_parent, releases_child) != 0)
         return PyErr_Format(PyExc_OSError, "pthread_atfork failed");

@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
 from generaldomo.io import address_file
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,6 @@ DEFAULT_PORT = 5670
 BROADCAST = "255.255.255.255"
 BROKER_VARIABLE = "GENERALDOMO_BROKER"
 _MAX_DATAGRAM = 65507
-
-
-class DiscoveryError(LookupError):
-    """No broker was found."""
 
 
 @attrs.frozen

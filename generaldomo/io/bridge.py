@@ -7,8 +7,9 @@ from a pool of idle ones: the reply that comes back on that DEALER is the answer
 back to the client's routing id and request id. A DEALER whose reply came back returns to the pool; one idle
 for ``idle_timeout`` is closed. A client that stops heartbeating for ``liveness`` intervals is forgotten and
 the DEALERs of its requests closed (a late reply on them could not be delivered). The bridge answers client
-HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts; a CANCEL closes the
-request's DEALER (a late reply is not delivered).
+HEARTBEATs itself, naming its own instance, so clients resend when the bridge restarts, and the request ids a
+client asks about that it has not in flight (it forgot them, or never got them), so that the client sends those
+again; a CANCEL closes the request's DEALER (a late reply is not delivered).
 
 With ``security`` the SERVER side speaks CURVE only and admits the keys it lists (a ZAP handler on a context of
 the bridge's own); only keys with the client role may send requests (others get ``403``). With ``upstream``
@@ -135,8 +136,9 @@ class Bridge:
             event = protocol.parse(frames)
             if isinstance(event, ClientRequest) and not _may_ask(credential):
                 self._refuse(client, event)
-            elif isinstance(event, ClientHeartbeat):
-                self.link.send(client, protocol.gdp_client_heartbeat(self.instance))
+            elif isinstance(event, ClientHeartbeat):  # asked-about ids not in flight here: the client resends them
+                unknown = [rid for rid in event.request_ids if (client, rid) not in self._by_request]
+                self.link.send(client, protocol.gdp_client_heartbeat(self.instance, unknown))
             elif isinstance(event, ClientRequest) and event.dialect is Dialect.GDP and event.request_id is not None:
                 self._forward(client, event)
             elif isinstance(event, ClientCancel):

@@ -111,9 +111,11 @@ class Broker:
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
         self._zap = None if security is None else ZapHandler(self.context, security).start()
+        state = self.state
         self.core = BrokerCore(
-            resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool()
-        )
+            resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool(),
+            handover_key=None if state is None else state.handover_key, recovering=state is not None and state.reused,
+        )  # fmt: skip
         # replies the links hold for peers that do not read, charged to the core's ledger
         self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
         self.links: list[Link] = []

@@ -18,11 +18,9 @@ from pathlib import Path
 import zmq.auth
 import zmq.utils.z85
 
+from generaldomo.errors import KeyFileError as KeyFileError  # importable from here, as before
+
 _METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"?(.*?)"?\s*$')
-
-
-class KeyFileError(ValueError):
-    """A certificate file is missing, unreadable or lacks the key asked for."""
 
 
 def keygen(

@@ -239,6 +239,13 @@ class Link:
         done once libzmq has written it out (see :mod:`generaldomo.io.backlog`); None (counted) if refused."""
         raise NotImplementedError
 
+    def _marked(self, sent: Tracker | int, address: Address) -> Tracker | None:
+        """What the accelerator's marked send gave: its tracker, or None (counted) for the errno that refused it."""
+        if isinstance(sent, int):
+            self.send_failed(sent, address)
+            return None
+        return sent
+
     def send_failed(self, code: int, address: Address) -> None:
         """Count (and log, rate-limited) a message to ``address`` that the socket refused with errno ``code``."""
         if code == zmq.EAGAIN:
@@ -456,6 +463,8 @@ class RouterLink(Link):
     def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
         if self.socket.closed:
             raise zmq.ZMQError(zmq.ENOTSOCK)
+        if self._native is not None:  # the accelerator's marks: kept frames still go by reference
+            return self._marked(self._native.router_send_marked(self._handle, address, frames), address)
         if not self._route(address):
             return None
         socket = self.socket
@@ -562,6 +571,8 @@ class ServerLink(Link):
         assert isinstance(address, int)
         if self.socket.closed:
             raise zmq.ZMQError(zmq.ENOTSOCK)
+        if self._native is not None:
+            return self._marked(self._native.server_send_marked(self._handle, address, frames), address)
         message = zmq.Frame(codec.encode(frames), track=True, copy=False)
         message.routing_id = address
         try:

@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from generaldomo.errors import StateError as StateError  # importable from here, as before
 from generaldomo.io import files
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.mmi import FlowChange
@@ -47,10 +48,6 @@ LOCK_FILE = "lock"
 KEY_BYTES = 32
 MAX_STATE_BYTES = 64 * 1024 * 1024  # a state file larger than this is not one this code wrote
 _UNSET = FlowLimits()
-
-
-class StateError(ValueError):
-    """The state directory cannot be used: unreadable, malformed, or in use by another broker."""
 
 
 @attrs.frozen(slots=True)
@@ -72,6 +69,7 @@ class StateDir:
         except OSError as error:
             raise StateError(f"cannot use the state directory {self.path}: {error.strerror}") from error
         self._lock = self._take_lock()
+        self.reused = True  # a broker ran on this directory before (its hand-over key was there)
         try:
             self.entries: dict[str, Entry] = _read(self.path / STATE_FILE)
             self.handover_key = self._key()
@@ -97,6 +95,7 @@ class StateDir:
             key = secrets.token_bytes(KEY_BYTES)
             files.atomic_write(path, key, "hand-over key")
             log.info("made a new hand-over key in %s", path)
+            self.reused = False
             return key
         except OSError as error:
             raise StateError(f"cannot read the hand-over key {path}: {error.strerror}") from error

@@ -14,6 +14,7 @@ import sys
 
 import zmq
 
+from generaldomo.errors import DraftUnavailable as DraftUnavailable  # importable from here, as before
 from generaldomo.io import inproc
 
 
@@ -30,10 +31,6 @@ class Transport(enum.StrEnum):
             return cls(name)
         except ValueError:
             raise ValueError(f"unknown transport {name!r}; choose one of {', '.join(cls)}") from None
-
-
-class DraftUnavailable(RuntimeError):
-    """The installed pyzmq/libzmq lacks the draft API that CLIENT and SERVER sockets need."""
 
 
 def draft_available() -> bool:

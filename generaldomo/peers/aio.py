@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any
 
+from generaldomo.errors import RequestTimeout
 from generaldomo.peers.app import Description, wire_description
 from generaldomo.peers.client import Client, Payload, Reply
 from generaldomo.peers.typed import TypedClient
@@ -24,11 +25,14 @@ from generaldomo.sansio.serializers import Serializer
 _DONE = object()
 
 
-async def _reply(future: Future[Any], description: Description | bytes, timeout: float | None) -> Any:
+async def _reply(client: Client, future: Future[Any], description: Description | bytes, timeout: float | None) -> Any:
+    """The future's result within ``timeout`` seconds, or the :class:`RequestTimeout` that ``Client`` raises."""
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except TimeoutError:
-        raise TimeoutError(f"no reply to {description!r} within {timeout} s") from None
+        if future.done() and not future.cancelled():  # its own error (RequestExpired), or a reply just in time
+            return future.result()
+        raise client.timeout_error(description, timeout) from None
 
 
 class AsyncClient:
@@ -60,16 +64,20 @@ class AsyncClient:
         self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None,
         **fields: Any,
     ) -> Any:  # fmt: skip
-        """The reply (a :class:`Reply`, or the decoded value with a serializer); raises ``TimeoutError`` after
-        ``timeout`` seconds (also the request's deadline, unless the client has ``deadlines=False``),
-        :class:`~generaldomo.RequestFailed` on an error reply. ``fields``: ``tenant``, ``priority``."""
+        """The reply (a :class:`Reply`, or the decoded value with a serializer); raises the errors
+        :meth:`Client.request` raises: :class:`~generaldomo.RequestTimeout` after ``timeout`` seconds (also the
+        request's deadline, unless the client has ``deadlines=False``), :class:`~generaldomo.RequestFailed` on an
+        error reply, :class:`~generaldomo.ClientClosed`, :class:`~generaldomo.HandshakeFailed`. ``fields``:
+        ``tenant``, ``priority``."""
         deadline = timeout if self.client.deadlines else None
-        return await _reply(self._submit(description, payload, deadline=deadline, **fields), description, timeout)
+        future = self._submit(description, payload, deadline=deadline, **fields)
+        return await _reply(self.client, future, description, timeout)
 
     async def stream(
         self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None
     ) -> AsyncIterator[Any]:
-        """Yield the partial results as they come, then the final one; ``timeout``: the longest gap."""
+        """Yield the partial results as they come, then the final one; ``timeout``: the longest gap
+        (:class:`~generaldomo.RequestTimeout` past it, as from :meth:`Client.stream`)."""
         loop = asyncio.get_running_loop()
         arrivals: asyncio.Queue[Any] = asyncio.Queue()
         future = self._submit(description, payload, lambda part: loop.call_soon_threadsafe(arrivals.put_nowait, part))
@@ -81,12 +89,12 @@ class AsyncClient:
                 yield item
         except TimeoutError:
             future.cancel()
-            raise TimeoutError(f"nothing from {description!r} for {timeout} s") from None
+            raise RequestTimeout(f"nothing from {description!r} for {timeout} s") from None
         yield future.result()
 
     async def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
         """The broker's status report (``mmi.status``), without blocking the loop."""
-        reply: Reply = await _reply(self.client.submit("mmi.status", []), "mmi.status", timeout)
+        reply: Reply = await _reply(self.client, self.client.submit("mmi.status", []), "mmi.status", timeout)
         answer: dict[str, Any] = json.loads(reply.payload)
         return answer
 

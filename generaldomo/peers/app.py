@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from generaldomo.errors import AppImportError as AppImportError  # importable from here, as before
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio import serializers
@@ -150,11 +151,6 @@ def load(spec: str) -> App:
     if callable(target):
         return App.of(target)
     raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
-
-
-class AppImportError(ImportError):
-    """The module of a ``module:attr`` spec raised while it was imported; the message carries its traceback
-    (file, line and code of each frame of the user's module) and ``__cause__`` the exception."""
 
 
 def _import(module_name: str, spec: str) -> Any:

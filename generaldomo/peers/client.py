@@ -38,6 +38,14 @@ from typing import Any, Final, TypeVar
 import attrs
 import zmq
 
+from generaldomo.errors import ClientClosed as ClientClosed  # the client's errors import from here, as before
+from generaldomo.errors import HandshakeFailed as HandshakeFailed
+from generaldomo.errors import RequestExpired as RequestExpired
+from generaldomo.errors import RequestFailed as RequestFailed
+from generaldomo.errors import RequestRejected as RequestRejected
+from generaldomo.errors import RequestTimeout as RequestTimeout
+from generaldomo.errors import ServiceUnavailable as ServiceUnavailable
+from generaldomo.errors import WorkerError as WorkerError
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
@@ -90,66 +98,6 @@ class Reply:
         if len(self.frames) != 1:
             raise ValueError(f"the reply has {len(self.frames)} frames; read .frames")
         return self.frames[0]
-
-
-class RequestFailed(Exception):
-    """The broker or the worker answered the request with an error status (``.status``, an int)."""
-
-    def __init__(self, status: bytes | int, reason: str) -> None:
-        self.status_bytes = status if isinstance(status, bytes) else str(status).encode()
-        self.status = int(self.status_bytes) if self.status_bytes.isdigit() else 0
-        self.reason = reason
-        super().__init__(f"{self.status_bytes.decode(errors='replace')}: {reason}")
-
-    @staticmethod
-    def of(status: bytes, reason: str) -> RequestFailed:
-        """The exception for ``status``: the subclass of its family, or this class for other codes."""
-        family = _FAMILIES.get(status) or (RequestRejected if status[:1] == b"4" else RequestFailed)
-        return family(status, reason)
-
-
-class RequestRejected(RequestFailed):
-    """4xx: the broker refused the request (bad description 400, forbidden 403, too large 413, over budget 429)."""
-
-
-class WorkerError(RequestFailed):
-    """500: the worker's handler raised, or returned something that cannot be sent."""
-
-
-class ServiceUnavailable(RequestFailed):
-    """503: the task could not be served (its workers kept disappearing: ``max_attempts`` reached)."""
-
-
-class RequestExpired(RequestFailed, TimeoutError):
-    """504: the request's deadline passed, or it waited in the broker's queue longer than its ``queue_timeout``.
-    A ``TimeoutError`` too: a :meth:`Client.request` whose timeout (its deadline) the broker saw pass first
-    raises this rather than :class:`RequestTimeout`."""
-
-
-_FAMILIES: dict[bytes, type[RequestFailed]] = {
-    protocol.WORKER_ERROR: WorkerError,
-    protocol.UNAVAILABLE: ServiceUnavailable,
-    protocol.EXPIRED: RequestExpired,
-}
-
-
-class ClientClosed(RuntimeError):
-    """The client was closed, or its IO thread stopped (``__cause__`` says why), before the request was answered."""
-
-
-class RequestTimeout(TimeoutError):
-    """No reply within the time; the message says whether a broker ever answered at the endpoint."""
-
-
-class HandshakeFailed(ConnectionError):
-    """The broker at the endpoint refused this peer's connection, which trying again will not fix: it speaks the
-    other transport, or CURVE is missing, not wanted, or has the wrong key; ``.kind`` (``curve``, ``key``,
-    ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.handshake`) and the message say
-    which. Raised within about a second of the failed handshake."""
-
-    def __init__(self, kind: str, cause: str) -> None:
-        super().__init__(cause)
-        self.kind = kind
 
 
 def as_frames(payload: object, what: str = "payload") -> tuple[bytes, ...]:
@@ -369,7 +317,7 @@ class Client:
         except TimeoutError:
             if not future.cancel() and future.done():  # the reply came just now
                 return future.result()
-            raise RequestTimeout(self._timeout_message(description, wait)) from None
+            raise self.timeout_error(description, wait) from None
         except BaseException:
             future.cancel()
             raise
@@ -377,7 +325,8 @@ class Client:
     def stream(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Iterator[Reply]:
         """Send a request and yield its partial results as they come, then the final :class:`Reply`.
 
-        Raises ``TimeoutError`` when nothing arrives for ``timeout`` seconds, :class:`RequestFailed` on an error.
+        Raises :class:`RequestTimeout` (a ``TimeoutError``) when nothing arrives for ``timeout`` seconds,
+        :class:`RequestFailed` on an error.
         """
         arrivals: queue.SimpleQueue[Reply | None] = queue.SimpleQueue()
         future = self.submit(description, payload, on_partial=arrivals.put)
@@ -441,15 +390,18 @@ class Client:
         error.__cause__ = self._cause
         return error
 
-    def _timeout_message(self, description: str | bytes, timeout: float | None) -> str:
+    def timeout_error(self, description: object, timeout: float | None) -> RequestTimeout:
+        """The :class:`RequestTimeout` for a request to ``description`` left unanswered for ``timeout`` seconds,
+        as :meth:`request` raises it (and :class:`~generaldomo.AsyncClient`): its message says when no broker
+        ever answered at the endpoint, or that nothing accepts connections there."""
         message = f"no reply to {description!r} within {timeout} s"
         if self._session.instance is not None:
-            return message
+            return RequestTimeout(message)
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
         if self.connection_refused:
-            return f"{nobody}: nothing accepts connections there (is a broker running?)"
+            return RequestTimeout(f"{nobody}: nothing accepts connections there (is a broker running?)")
         other = next(t for t in Transport if t is not self.transport)
-        return f"{nobody} (is one running there? does it serve the {other} transport instead?)"
+        return RequestTimeout(f"{nobody} (is one running there? does it serve the {other} transport instead?)")
 
     # ---------------------------------------------------------------------------------- lent reader role
 

@@ -5,8 +5,9 @@ This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSess
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
 not look like a dead worker, and that reads what the broker sends meanwhile (a CANCEL of the running task
-marks its :class:`~generaldomo.peers.task.TaskContext` cancelled). The lock also guards the session. It knows
-nothing of how the broker matches descriptions.
+marks its :class:`~generaldomo.peers.task.TaskContext` cancelled; a restarted broker's DISCONNECT makes the
+worker register again at once, with RESUME). The lock also guards the session. It knows nothing of how the
+broker matches descriptions.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Final
 
 import zmq
 
+from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
 from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
 from generaldomo.io.transport import Transport
@@ -43,10 +45,6 @@ READ_BATCH: Final = 256  # broker messages read before the clock is looked at ag
 LISTEN_EVERY: Final = 0.1  # seconds between two looks at the socket while the handler runs (for a CANCEL)
 MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
 _SAID: set[str] = set()
-
-
-class WorkerStopped(RuntimeError):
-    """:meth:`Worker.serve` stopped for a reason other than :meth:`Worker.stop` (``__cause__`` says which)."""
 
 
 class Worker:

@@ -20,9 +20,11 @@ from generaldomo.sansio.events import (
     ClientHeartbeat,
     ClientRequest,
     WorkerDisconnect,
+    WorkerHandover,
     WorkerHeartbeat,
     WorkerReady,
     WorkerReply,
+    WorkerResume,
 )
 
 
@@ -60,6 +62,8 @@ NEEDS: Final[dict[type, Role]] = {
     ClientCancel: Role.CLIENT,
     WorkerReady: Role.WORKER,
     WorkerReply: Role.WORKER,
+    WorkerResume: Role.WORKER,
+    WorkerHandover: Role.WORKER,
     WorkerHeartbeat: Role.WORKER,
     WorkerDisconnect: Role.WORKER,
 }

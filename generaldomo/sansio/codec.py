@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from generaldomo.errors import GeneraldomoError
+
 _LONG = 0xFF
 _MAX_FRAME = 0xFFFFFFFF
 
 
-class CodecError(ValueError):
+class CodecError(GeneraldomoError, ValueError):
     """The bytes are not a well-formed sequence of length-prefixed frames."""
 
 

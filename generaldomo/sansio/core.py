@@ -57,9 +57,11 @@ from generaldomo.sansio.events import (
     Event,
     Malformed,
     WorkerDisconnect,
+    WorkerHandover,
     WorkerHeartbeat,
     WorkerReady,
     WorkerReply,
+    WorkerResume,
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
@@ -75,7 +77,7 @@ from generaldomo.sansio.ledger import (
 )
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.queues import Queue
-from generaldomo.sansio.records import Peer, RequestKey, Send, Task, Worker, request_key
+from generaldomo.sansio.records import Claim, Peer, RequestKey, Send, Task, Worker, request_key
 from generaldomo.sansio.report import (
     DESCRIPTION_BYTES,
     BrokerReport,
@@ -93,7 +95,8 @@ from generaldomo.sansio.report import (
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
-from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState
+from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState, WorkerState
+from generaldomo.sansio.ticket import Ticket, Tickets, nonce, request_digest
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
 log = logging.getLogger(__name__)
@@ -127,7 +130,12 @@ class BrokerCore:
         started: float = 0.0,
         *,
         random: Callable[[int], bytes],
+        handover_key: bytes | None = None,
+        recovering: bool = False,
     ) -> None:
+        """``handover_key`` (the state directory's) turns hand-over on: tasks of generaldomo clients get tickets
+        for ids, and results of tasks earlier instances dispatched are taken over; ``recovering`` (a broker
+        started again on a state directory) holds dispatch back for the first ``recovery_window`` seconds."""
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters: Counter[str] = Counter()
@@ -179,7 +187,16 @@ class BrokerCore:
             WorkerDisconnect: self._on_disconnect,
             Malformed: self._on_malformed,
         }
-        self._large: dict[type, Handler] = {ClientRequest: self._on_large_request, WorkerReply: self._on_large_reply}
+        self._handlers[WorkerResume] = self._on_resume
+        self._handlers[WorkerHandover] = self._on_handover
+        self._large: dict[type, Handler] = {
+            ClientRequest: self._on_large_request,
+            WorkerReply: self._on_large_reply,
+            WorkerHandover: self._on_large_handover,
+        }
+        self._tickets = None if handover_key is None else Tickets(handover_key, instance)
+        self._claims: dict[RequestKey, Worker] = {}  # requests that resumed workers run, until they arrive
+        self._hold_until = started + self.settings.recovery_window if recovering and self._tickets else None
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -483,11 +500,12 @@ class BrokerCore:
             self._answer_mmi(peer, event, now, credential, out)
             return
         key = None
+        owner = credential.key if credential is not None else None
         where = connection(peer.link, peer.address)
         if event.request_id is not None:
             self._refresh(peer, now)
-            key = request_key(credential.key if credential is not None else None, event.request_id)
-            if self._known(peer, key, now, out):
+            key = request_key(owner, event.request_id)
+            if self._known(peer, key, now, out, lambda: request_digest(event.description, event.body)):
                 self._listen(peer, where, now)
                 self.counters["retries_absorbed"] += 1
                 return
@@ -496,6 +514,13 @@ class BrokerCore:
             return
         service = self._resolve_request(peer, event, now, out)
         if service is None:
+            return
+        if (
+            key is not None
+            and self._claims
+            and key in self._claims
+            and self._attach(peer, event, key, service, now, credential)
+        ):
             return
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
@@ -518,10 +543,14 @@ class BrokerCore:
             deadline = now + event.deadline
         if key is not None:
             self._listen(peer, where, now)
+        task_id = self._random(TASK_ID_BYTES)
+        if self._tickets is not None and event.request_id is not None:
+            digest = request_digest(event.description, event.body)
+            task_id = self._tickets.issue(task_id, service.name, owner, event.request_id, digest)
         # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
         tenant = credential.key if credential is not None else event.tenant or Peer(*where)
         task = Task(
-            self._random(TASK_ID_BYTES), peer, event.dialect, key, event.description, event.body, service, now, size,
+            task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
         )  # fmt: skip
         self._tasks[task.id] = task
@@ -562,10 +591,13 @@ class BrokerCore:
             heard[peer] = now
             heard.move_to_end(peer)
 
-    def _known(self, peer: Peer, key: RequestKey, now: float, out: list[Send]) -> bool:
-        """True when the request ``key`` has a kept answer (sent again to ``peer``) or a live task (whose
-        answer now goes to ``peer``, unless ``peer``'s connection has no room for it)."""
-        kept = self._kept.get(key, now)
+    def _known(
+        self, peer: Peer, key: RequestKey, now: float, out: list[Send], digest: Callable[[], bytes] | None = None
+    ) -> bool:
+        """True when the request ``key`` (of ``digest()``, if given: a REQUEST, not a re-ask) has a kept answer
+        (sent again to ``peer``) or a live task (whose answer now goes to ``peer``, unless ``peer``'s connection
+        has no room for it)."""
+        kept = self._kept.get(key, now, digest)
         if kept is not None:
             if self._over_connection_budget(peer, sum(map(len, kept))):
                 self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
@@ -646,7 +678,11 @@ class BrokerCore:
         owner = credential.key if credential is not None else None
         self.counters["reasked"] += len(event.request_ids)
         asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
-        unknown = [rid for rid in asked if not self._known(peer, request_key(owner, rid), now, out)]
+        unknown = [
+            rid
+            for rid in asked
+            if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
+        ]
         out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
@@ -677,6 +713,11 @@ class BrokerCore:
         if task is None:
             return
         self.counters["cancelled"] += 1
+        self._withdraw(task, out)
+
+    def _withdraw(self, task: Task, out: list[Send]) -> None:
+        """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
+        worker told, if it understands CANCEL)."""
         state = task.state
         task.state = _T_CANCEL[state]
         if task.state is TaskState.DONE:  # it was queued
@@ -748,20 +789,22 @@ class BrokerCore:
     def _register(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
         out: list[Send], where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
-    ) -> None:  # fmt: skip
+        *, busy: bool = False,
+    ) -> Worker | None:  # fmt: skip
         """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said and understanding
-        ``features``; a worker beyond ``max_workers``, or beyond what its connection may hold (one connection may
-        claim many peer addresses through envelopes), is told to go."""
+        ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond ``max_workers``, or
+        beyond what its connection may hold (one connection may claim many peer addresses through envelopes), is
+        told to go. The worker, or None if it was told to go."""
         limit = self.settings.max_workers
         if limit is not None and len(self._workers) >= limit:
             self.counters["workers_refused"] += 1
             # one line per interval for them all: a flood comes from many (claimed) peers
             self._warnings.warn("too many workers", None, lambda: "new workers", now, "refused: %d registered", limit)
             out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
-            return
+            return None
         service = self._resolve_worker(peer, dialect, description, now, credential, out)
         if service is None:
-            return
+            return None
         account = connection(peer.link, peer.address)
         host, pid = where
         charge = OVERHEAD[Kind.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
@@ -770,8 +813,9 @@ class BrokerCore:
             self.counters["workers_refused"] += 1
             self._warn("refused worker", peer, now, "refused a worker: %s", refusal)
             out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
-            return
-        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer))
+            return None
+        state = WorkerState.BUSY if busy else WorkerState.WAITING
+        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer), state)
         worker.host, worker.pid = host, pid
         worker.features = features
         worker.charge = charge
@@ -784,7 +828,9 @@ class BrokerCore:
         self._beats.append(worker)
         service.join(worker)
         self.counters["workers_registered"] += 1
-        self._wait(worker, now, out)
+        if not busy:
+            self._wait(worker, now, out)
+        return worker
 
     def _resolve_worker(
         self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
@@ -838,7 +884,12 @@ class BrokerCore:
         worker = self._workers.get(peer)
         task = self._tasks.get(event.task_id)
         if worker is None or task is None or task.worker is not worker:
-            self._refuse_result(peer, event, worker, task, now, out)
+            resumed = worker is not None and worker.task is None and worker.state is WorkerState.BUSY
+            forgotten = worker is None and event.dialect is Dialect.GDP and self._foreign(event.task_id) is not None
+            if event.final and (resumed or forgotten):
+                self._resumed_result(peer, event, status, body, worker, now, credential, out)
+            else:
+                self._refuse_result(peer, event, worker, task, now, out)
             return
         worker.expires = now + self.settings.expiry
         if not event.final:
@@ -850,6 +901,8 @@ class BrokerCore:
         worker.task = None
         worker.state = _W_RESULT[worker.state]
         worker.done += 1
+        if self._tickets is not None:
+            self._taken(worker, event.task_id)
         same = event.description is None or event.description == worker.description
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
@@ -885,6 +938,8 @@ class BrokerCore:
     ) -> None:
         if worker is not None:
             worker.expires = now + self.settings.expiry
+            if event.final and self._tickets is not None:
+                self._taken(worker, event.task_id)  # whatever became of it, the worker need not hold it
         if task is None:
             self.counters["duplicates_dropped"] += 1
             if worker is not None:
@@ -919,6 +974,191 @@ class BrokerCore:
         self.counters["malformed"] += 1
         self._warn("malformed", peer, now, "dropped a malformed message: %s", event.reason)
 
+    # ------------------------------------------------------------------------------------------- hand-over
+
+    def _foreign(self, task_id: bytes) -> Ticket | None:
+        """What ``task_id`` says if it is a valid ticket of another instance on this state directory."""
+        ticket = None if self._tickets is None else self._tickets.read(task_id)
+        return ticket if ticket is not None and ticket.instance != self._instance else None
+
+    def _on_resume(
+        self, peer: Peer, event: WorkerResume, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        known = self._workers.get(peer)
+        if known is not None:  # as a second READY: a new registration
+            self._forget(known, now, out)
+        where = (event.host, event.pid)
+        worker = self._register(
+            peer, event.dialect, event.description, now, credential, out, where, event.features, busy=True
+        )
+        if worker is None:
+            return
+        self.counters["workers_resumed"] += 1
+        out.append(Send(peer, self._worker_heartbeat(worker)))  # at once: the worker knows its RESUME was taken
+        ticket = self._foreign(event.task_id)
+        if ticket is None or ticket.service != worker.service.name:
+            return  # not a task this broker can take over: the worker takes no task until its result comes
+        key = request_key(ticket.owner, ticket.request_id)
+        live = self._by_request.get(key)
+        if live is None:
+            worker.claim = Claim(event.task_id, ticket, now)
+            self._claims[key] = worker
+            worker.service.flow.adopt()
+        elif live.state is TaskState.QUEUED and live.service is worker.service and _digest(live) == ticket.digest:
+            live.service.drop(live)  # the client's resend came first: the worker's run is that task's
+            self._run_at(live, worker, event.task_id, now)
+            live.service.flow.adopt(live.size)
+            self.counters["tasks_resumed"] += 1
+
+    def _run_at(self, task: Task, worker: Worker, task_id: bytes, since: float) -> None:
+        """Make ``task`` run at resumed ``worker`` under the id ``task_id`` (a ticket) since ``since``."""
+        del self._tasks[task.id]
+        # (last in acceptance order with an earlier time: were it reissued, a queue timeout would see it late)
+        task.id, task.enqueued = task_id, min(task.enqueued, since)
+        self._tasks[task_id] = task
+        task.state = _T_DISPATCH[task.state]
+        task.worker, worker.task = worker, task
+        task.dispatched = since
+        task.attempts += 1
+        task.service.started(task, since)
+
+    def _attach(
+        self, peer: Peer, event: ClientRequest, key: RequestKey, service: Service, now: float,
+        credential: Credential | None,
+    ) -> bool:  # fmt: skip
+        """A request a resumed worker runs has arrived: it becomes that worker's task (True); False if it is not
+        the same request (another description or payload, or another service)."""
+        worker = self._claims[key]
+        claim = worker.claim
+        if (
+            claim is None
+            or service is not worker.service
+            or request_digest(event.description, event.body) != (claim.ticket.digest)
+        ):
+            return False
+        del self._claims[key]
+        worker.claim = None
+        where = connection(peer.link, peer.address)
+        self._listen(peer, where, now)
+        size = len(event.description) + sum(map(len, event.body))
+        charge = request_charge(size, len(event.body), event.request_id, peer.address)
+        task = Task(
+            claim.task_id,
+            peer,
+            event.dialect,
+            key,
+            event.description,
+            event.body,
+            service,
+            now,
+            size,
+            charge,
+            tenant=credential.key if credential is not None else event.tenant or Peer(*where),
+            priority=event.priority,
+        )  # fmt: skip (it runs already: no budget refuses it, its bytes are charged like any task's)
+        self._tasks[task.id] = task
+        self._run_at(task, worker, claim.task_id, claim.since)
+        self._by_request[key] = task
+        self.ledger.charge(where, Kind.TASK, charge)
+        self._held[service] = self._held.get(service, 0) + charge
+        self._held_total += charge
+        service.flow.finished()  # the claim's place in flight, now the task's, with its bytes
+        service.flow.adopt(size)
+        self.counters["tasks_resumed"] += 1
+        return True
+
+    def _drop_claim(self, worker: Worker) -> None:
+        claim, worker.claim = worker.claim, None
+        if claim is not None:
+            del self._claims[request_key(claim.ticket.owner, claim.ticket.request_id)]
+            worker.service.flow.finished()
+
+    def _resumed_result(
+        self, peer: Peer, event: WorkerReply, status: bytes, body: Sequence[bytes], worker: Worker | None,
+        now: float, credential: Credential | None, out: list[Send],
+    ) -> None:  # fmt: skip
+        """The result of a resumed worker's own task, or of a worker this instance does not know (a restart
+        forgot it) whose task an earlier instance dispatched: taken over if it can be, and the worker waits."""
+        if worker is None:
+            description = event.description if event.description is not None else b""
+            worker = self._register(peer, event.dialect, description, now, credential, out, busy=True)
+            if worker is None:
+                return
+        worker.expires = now + self.settings.expiry
+        ticket = self._foreign(event.task_id)
+        if ticket is not None and ticket.service == worker.service.name:
+            self._hand_over(ticket, status, body, now, out, peer)
+        else:
+            self.counters["duplicates_dropped"] += 1
+        self._drop_claim(worker)
+        self._taken(worker, event.task_id)
+        worker.state = _W_RESULT[worker.state]
+        worker.done += 1
+        self._wait(worker, now, out)
+
+    def _hand_over(
+        self, ticket: Ticket, status: bytes, body: Sequence[bytes], now: float, out: list[Send], by: Peer
+    ) -> None:  # fmt: skip
+        """A result of a task an earlier instance dispatched, from the worker at ``by``: it answers the request if
+        it is live here (whose own run is then let go) and is kept for the client's resend or re-ask (charged to
+        that client's connection, else to the worker's); a request with another description or payload under
+        the same id is not answered by it."""
+        key = request_key(ticket.owner, ticket.request_id)
+        live = self._by_request.get(key)
+        if live is not None and _digest(live) != ticket.digest:
+            self.counters["handovers_refused"] += 1
+            return
+        frames = protocol.client_reply(Dialect.GDP, ticket.request_id, b"", status, body, True)
+        assert frames is not None  # a final reply always has frames
+        self.counters["handed_over"] += 1
+        charged = by
+        if live is not None:
+            out.append(Send(live.client, frames))
+            charged = live.client
+            del self._by_request[key]
+            self._withdraw(live, out)
+        elif self._kept.get(key, now) is not None:
+            return  # answered already: the first answer stands
+        self._kept.keep(key, frames, now, connection(charged.link, charged.address), ticket.digest)
+
+    def _on_handover(
+        self, peer: Peer, event: WorkerHandover, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        worker = self._workers.get(peer)
+        if worker is None:
+            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+            return
+        worker.expires = now + self.settings.expiry
+        ticket = self._foreign(event.task_id)
+        if ticket is not None and (credential is None or credential.may_serve(ticket.service)):
+            self._hand_over(ticket, event.status, event.body, now, out, peer)
+        else:
+            self.counters["duplicates_dropped"] += 1
+        self._taken(worker, event.task_id)
+
+    def _on_large_handover(
+        self, peer: Peer, event: WorkerHandover, now: float, credential: Credential | None, out: list[Send]
+    ) -> None:
+        self.counters["too_large"] += 1
+        self._warn("too large", peer, now, "dropped a handed-over result larger than max_message")
+        if (worker := self._workers.get(peer)) is not None:
+            self._taken(worker, event.task_id)  # nothing more will come of it
+
+    def _worker_heartbeat(self, worker: Worker) -> list[bytes]:
+        """A HEARTBEAT for ``worker``: a GDP worker of a hand-over broker learns which results were taken."""
+        if self._tickets is None or worker.dialect is not Dialect.GDP:
+            return protocol.worker_command(worker.dialect, protocol.HEARTBEAT)
+        taken, worker.taken = worker.taken, []
+        return protocol.worker_heartbeat(self._instance, taken)
+
+    def _taken(self, worker: Worker, task_id: bytes) -> None:
+        """Tell the worker, in its next heartbeat, that the result of ``task_id`` was taken (GDP workers)."""
+        if worker.dialect is Dialect.GDP:
+            taken = worker.taken
+            if len(taken) >= protocol.MAX_TAKEN:
+                del taken[0]  # (the worker holds at most as many results: it dropped that one already)
+            taken.append(nonce(task_id))
+
     # ------------------------------------------------------------------------------------------- state changes
 
     def _adopt(self, service: Service, where: Connection) -> str | None:
@@ -947,7 +1187,13 @@ class BrokerCore:
 
     def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
-        allow."""
+        allow, and, after a restart, not before the recovery window ends."""
+        if self._hold_until is not None:
+            if now < self._hold_until:
+                if service.pending and service.waiting:
+                    self._throttled[service] = self._hold_until
+                return
+            self._hold_until = None
         flow = service.flow
         held = service.release_due(now)
         while True:
@@ -1085,6 +1331,7 @@ class BrokerCore:
         """Reissue, fail or (if cancelled) drop the task an unregistered ``worker`` held."""
         task, worker.task = worker.task, None
         if task is None:
+            self._drop_claim(worker)  # nothing to reissue: the request has not arrived here
             return
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
@@ -1118,7 +1365,7 @@ class BrokerCore:
                 continue
             worker.beat = now + interval
             beats.append(worker)
-            out.append(Send(worker.peer, protocol.worker_command(worker.dialect, protocol.HEARTBEAT)))
+            out.append(Send(worker.peer, self._worker_heartbeat(worker)))
         for worker in expired:  # unregister them all first, so no reissued task goes to one of them
             self._expire(worker)
         for worker in expired:
@@ -1263,6 +1510,10 @@ class BrokerCore:
 
 def _size(frames: Sequence[bytes]) -> int:
     return sum(map(len, frames))
+
+
+def _digest(task: Task) -> bytes:
+    return request_digest(task.description, task.body)
 
 
 def _name(service: Service) -> str:

@@ -89,6 +89,30 @@ class WorkerReply:
 
 
 @attrs.frozen(slots=True)
+class WorkerResume:
+    """A generaldomo worker registers while it runs the task ``task_id`` that an earlier broker instance (or
+    this one, before its connection broke) gave it: it takes no task until it sends that task's result."""
+
+    dialect: Dialect
+    description: bytes
+    task_id: bytes
+    host: str | None = None
+    pid: int | None = None
+    features: frozenset[str] = frozenset()  # as in READY
+
+
+@attrs.frozen(slots=True)
+class WorkerHandover:
+    """A registered generaldomo worker hands over the result of a task of an earlier registration (no broker
+    took it, as far as the worker knows); it says nothing of the worker's readiness."""
+
+    dialect: Dialect
+    task_id: bytes
+    status: bytes
+    body: tuple[bytes, ...]
+
+
+@attrs.frozen(slots=True)
 class WorkerHeartbeat:
     """A worker says it is alive."""
 
@@ -115,6 +139,8 @@ Event = (
     | ClientCancel
     | WorkerReady
     | WorkerReply
+    | WorkerResume
+    | WorkerHandover
     | WorkerHeartbeat
     | WorkerDisconnect
     | Malformed

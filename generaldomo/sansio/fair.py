@@ -148,7 +148,8 @@ class _Tenant:
         self.refilled: float | None = None  # None: the bucket is full
 
     def best(self) -> Queue[Any]:
-        """The level whose head goes next: the highest priority after aging, the older on a tie."""
+        """The level whose head goes next (it has tasks queued): the highest priority after aging, the older on
+        a tie. Levels are kept once made (at most one per priority), empty or not."""
         levels = self.levels
         if len(levels) == 1:
             for queue in levels.values():
@@ -156,6 +157,8 @@ class _Tenant:
         now = self.dispatched
         best, best_key = None, None
         for priority, queue in levels.items():
+            if not queue:
+                continue
             head = queue[0]
             key = (priority + (now - head.order) // AGING, -head.order)
             if best_key is None or key > best_key:
@@ -229,6 +232,11 @@ class FairQueue:
 
     def __repr__(self) -> str:
         return f"FairQueue({len(self._tenants)} tenants, {self._len} tasks)"
+
+    @property
+    def rate_held(self) -> bool:
+        """True when a tenant may be held by its rate (:meth:`release_due` has something to look at)."""
+        return bool(self._waking)
 
     @property
     def ready(self) -> bool:
@@ -311,8 +319,6 @@ class FairQueue:
 
     def _take(self, tenant: _Tenant, level: Queue[Any]) -> Any:
         task = level.popleft()
-        if not level:
-            del tenant.levels[task.priority]
         self._dequeued(tenant)
         return task
 
@@ -320,7 +326,11 @@ class FairQueue:
         tenant.queued -= 1
         self._len -= 1
         if not tenant.queued:
-            self._rotation.remove(tenant)
+            rotation = self._rotation
+            if rotation and rotation[0] is tenant:
+                rotation.popleft()
+            else:
+                rotation.remove(tenant)
             tenant.deficit = 0.0
             self._maybe_idle(tenant)
 
@@ -329,11 +339,9 @@ class FairQueue:
         happens when its tenant has nothing queued at its priority."""
         tenant = self._tenants.get(task.tenant)
         level = None if tenant is None else tenant.levels.get(task.priority)
-        if tenant is None or level is None:
+        if tenant is None or level is None or not level:
             return
         level.remove(task)
-        if not level:
-            del tenant.levels[task.priority]
         self._dequeued(tenant)
 
     def remove_all(self, doomed: set[Any]) -> None:
@@ -357,7 +365,8 @@ class FairQueue:
             if tenant.deficit < 1.0 and rotation and rotation[0] is tenant:  # its turn is over
                 rotation.popleft()
                 rotation.append(tenant)
-        if tenant.blocked():
+        limits = tenant.limits
+        if (limits.concurrency is not None or limits.rate is not None) and tenant.blocked():
             self._hold(tenant)
 
     def stopped(self, task: Any) -> None:
@@ -368,7 +377,7 @@ class FairQueue:
         tenant.in_flight -= 1
         if tenant.held and not tenant.blocked():
             self._unhold(tenant)
-        else:
+        elif not tenant.in_flight:
             self._maybe_idle(tenant)
 
     def release_due(self, now: float) -> None:

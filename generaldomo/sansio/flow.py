@@ -194,6 +194,12 @@ class Flow:
         if self.adaptive is not None and self.in_flight >= self.adaptive.limit:
             self.adaptive.saturated = True  # demand reached the adaptive cap (not just a lower fixed one)
 
+    def adopt(self, size: int = 0) -> None:
+        """Account for a task of ``size`` bytes in flight that an earlier broker dispatched (a worker resumed
+        it here): it counts against the caps until it leaves flight, but took no token of this rate."""
+        self.in_flight += 1
+        self.in_flight_bytes += size
+
     def finished(self, size: int = 0) -> None:
         """Account for one task of ``size`` bytes leaving flight (answered, failed or lost with its worker)."""
         self.in_flight = max(0, self.in_flight - 1)

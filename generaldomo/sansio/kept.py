@@ -2,19 +2,21 @@
 
 This module owns the bounded store behind the broker's "every request is answered" promise: each answer is
 kept for ``seconds`` after it was sent, within ``budget`` bytes, the oldest evicted first, and each is charged
-to the ledger (:mod:`generaldomo.sansio.ledger`) under the connection of the client it was for. It is fed the
-time by its caller and reads no clock; it knows nothing of sockets, tasks or dialects (keys and frames are the
-core's).
+to the ledger (:mod:`generaldomo.sansio.ledger`) under the connection of the client it was for. An answer may
+be kept with the digest of the request it answers (:func:`generaldomo.sansio.ticket.request_digest`): then it
+is handed out only for a request with that digest. It is fed the time by its caller and reads no clock; it
+knows nothing of sockets, tasks or dialects (keys and frames are the core's).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 from generaldomo.sansio.ledger import FRAME, OVERHEAD, Connection, Kind, Ledger
 
 ENTRY_OVERHEAD = OVERHEAD[Kind.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
+Entry = tuple[float, list[bytes], int, Connection, bytes | None]  # kept at, frames, size, charged to, digest
 
 
 def answer_size(frames: list[bytes]) -> int:
@@ -31,21 +33,23 @@ class KeptAnswers:
         self.bytes = 0
         self.evicted = 0  # answers dropped for the byte budget before their time was up
         self._ledger = ledger if ledger is not None else Ledger()
-        self._answers: OrderedDict[Hashable, tuple[float, list[bytes], int, Connection]] = OrderedDict()
+        self._answers: OrderedDict[Hashable, Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._answers)
 
-    def keep(self, key: Hashable, frames: list[bytes], now: float, where: Connection = (0, b"")) -> None:
-        """Keep ``frames`` as the answer for ``key`` (replacing any older one), charged to ``where``; ``frames``
-        must not change."""
+    def keep(
+        self, key: Hashable, frames: list[bytes], now: float, where: Connection = (0, b""), digest: bytes | None = None
+    ) -> None:
+        """Keep ``frames`` as the answer for ``key`` (replacing any older one), charged to ``where``, for a request
+        of ``digest`` if given; ``frames`` must not change."""
         size = answer_size(frames)
         if self.seconds <= 0 or size > self.budget:
             return
         old = self._answers.pop(key, None)
         if old is not None:
             self._drop(old)
-        self._answers[key] = (now, frames, size, where)
+        self._answers[key] = (now, frames, size, where, digest)
         self.bytes += size
         self._ledger.charge(where, Kind.KEPT, size)
         while self.bytes > self.budget:
@@ -54,13 +58,17 @@ class KeptAnswers:
 
     def holdings(self) -> Iterator[tuple[Connection, int]]:
         """``(connection, bytes)`` of every answer kept: what it is charged in the ledger."""
-        for _, _, size, where in self._answers.values():
+        for _, _, size, where, _ in self._answers.values():
             yield where, size
 
-    def get(self, key: Hashable, now: float) -> list[bytes] | None:
-        """The answer kept for ``key``, or None if there is none (or its time is up)."""
+    def get(self, key: Hashable, now: float, digest: Callable[[], bytes] | None = None) -> list[bytes] | None:
+        """The answer kept for ``key``, or None if there is none (or its time is up, or it was kept for a request
+        of another digest than ``digest()``: called only then, so that the request's digest is made only when
+        it counts)."""
         entry = self._answers.get(key)
         if entry is None or entry[0] + self.seconds <= now:
+            return None
+        if entry[4] is not None and digest is not None and digest() != entry[4]:
             return None
         return entry[1]
 
@@ -75,7 +83,7 @@ class KeptAnswers:
             answers.popitem(last=False)
             self._drop(entry)
 
-    def _drop(self, entry: tuple[float, list[bytes], int, Connection]) -> None:
-        _, _, size, where = entry
+    def _drop(self, entry: Entry) -> None:
+        _, _, size, where, _ = entry
         self.bytes -= size
         self._ledger.release(where, Kind.KEPT, size)

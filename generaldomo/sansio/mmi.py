@@ -16,6 +16,7 @@ from typing import Protocol
 
 import attrs
 
+from generaldomo.errors import GeneraldomoError
 from generaldomo.sansio import protocol
 from generaldomo.sansio.flow import LIMIT_NAMES, Flow, FlowLimits
 from generaldomo.sansio.report import StatusQuery, StatusReport, limits_in_force
@@ -58,7 +59,7 @@ class Answer:
     change: FlowChange | None = None
 
 
-class ManagementError(ValueError):
+class ManagementError(GeneraldomoError, ValueError):
     """A management request the broker cannot act on; its text goes back to the client (status 400)."""
 
     status = protocol.BAD_REQUEST

@@ -58,7 +58,11 @@ class TaskCancel:
 
 @attrs.frozen(slots=True)
 class BrokerHeartbeat:
-    """The broker tells a worker it is alive."""
+    """The broker tells a worker it is alive; a broker that takes hand-overs names its ``instance`` and the
+    tasks whose results it has taken from this worker since its last heartbeat (``taken``: their nonces)."""
+
+    instance: bytes | None = None
+    taken: tuple[bytes, ...] = ()
 
 
 @attrs.frozen(slots=True)

@@ -22,9 +22,11 @@ from generaldomo.sansio.events import (
     Event,
     Malformed,
     WorkerDisconnect,
+    WorkerHandover,
     WorkerHeartbeat,
     WorkerReady,
     WorkerReply,
+    WorkerResume,
 )
 from generaldomo.sansio.peer_events import (
     BrokerDisconnect,
@@ -58,8 +60,11 @@ EXPIRED: Final = b"504"
 # Command names, shared by all dialects; each dialect gives them its own byte.
 READY, REQUEST, PARTIAL, FINAL, HEARTBEAT, DISCONNECT = "READY REQUEST PARTIAL FINAL HEARTBEAT DISCONNECT".split()
 CANCEL: Final = "CANCEL"
+RESUME: Final = "RESUME"  # a GDP worker registers while it runs a task (hand-over)
+HANDOVER: Final = "HANDOVER"  # a GDP worker hands over the result of a task of an earlier registration
 FIELDS_REQUEST: Final = "REQUEST+FIELDS"  # a GDP REQUEST with a fields frame after the description
 MAX_REASKED: Final = 64  # request ids one client HEARTBEAT may ask about
+MAX_TAKEN: Final = 1024  # results one broker HEARTBEAT to a worker acknowledges
 
 # (leading empty frame?, header) -> (dialect, is the sender a worker?)
 HEADERS: Final[dict[tuple[bool, bytes], tuple[Dialect, bool]]] = {
@@ -80,7 +85,17 @@ PREFIX: Final[dict[tuple[Dialect, bool], tuple[bytes, ...]]] = {
 _MDP02_WORKER = {READY: 1, REQUEST: 2, PARTIAL: 3, FINAL: 4, HEARTBEAT: 5, DISCONNECT: 6}
 # Worker command bytes. generaldomo workers return results inside READY, so they have no FINAL.
 WORKER_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
-    Dialect.GDP: {READY: 1, REQUEST: 2, PARTIAL: 3, HEARTBEAT: 5, DISCONNECT: 6, FIELDS_REQUEST: 7, CANCEL: 8},
+    Dialect.GDP: {
+        READY: 1,
+        REQUEST: 2,
+        PARTIAL: 3,
+        HEARTBEAT: 5,
+        DISCONNECT: 6,
+        FIELDS_REQUEST: 7,
+        CANCEL: 8,
+        RESUME: 9,
+        HANDOVER: 10,
+    },
     Dialect.MDP01: {READY: 1, REQUEST: 2, FINAL: 3, HEARTBEAT: 4, DISCONNECT: 5},
     Dialect.MDP02: _MDP02_WORKER,
     Dialect.MAJORTOMO: _MDP02_WORKER,
@@ -217,6 +232,8 @@ def _good_tenant(tenant: str, encoded: bytes) -> bool:
 
 def parse_fields(frame: bytes) -> Fields | str:
     """``(deadline seconds, tenant, priority)`` of a fields frame, or the reason it is malformed; never raises."""
+    if len(frame) == 6 and frame[:2] == _DEADLINE_TAG:  # the deadline alone: what clients send by default
+        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0
     if len(frame) > MAX_FIELDS:
         return f"request fields of {len(frame)} bytes (at most {MAX_FIELDS})"
     deadline: float | None = None
@@ -277,6 +294,16 @@ def _parse_worker(dialect: Dialect, rest: Sequence[bytes]) -> Event:
         return WorkerReady(dialect, _field(args[0]))
     if command == HEARTBEAT:
         return WorkerHeartbeat(dialect)
+    if command == RESUME:  # (GDP only: the other dialects have no such command byte)
+        if len(args) == 2:
+            return WorkerResume(dialect, _field(args[0]), _field(args[1]))
+        if len(args) == 3 and (info := read_worker_info(args[2])) is not None:
+            return WorkerResume(dialect, _field(args[0]), _field(args[1]), *info)
+        return Malformed(f"generaldomo RESUME with {len(args)} argument frames (or bad peer info)")
+    if command == HANDOVER:
+        if len(args) < 2:
+            return Malformed("generaldomo HANDOVER without a task id and a status")
+        return WorkerHandover(dialect, _field(args[0]), _field(args[1]), tuple(args[2:]))
     if command == DISCONNECT:
         return WorkerDisconnect(dialect)
     if command in (PARTIAL, FINAL):
@@ -441,6 +468,12 @@ def worker_command(dialect: Dialect, command: str) -> list[bytes]:
     return [*PREFIX[dialect, True], _byte(dialect, command, True)]
 
 
+def worker_heartbeat(instance: bytes, taken: Sequence[bytes]) -> list[bytes]:
+    """A hand-over broker's HEARTBEAT to a generaldomo worker: its instance, then the nonces of the results it
+    took from the worker since its last heartbeat (at most :data:`MAX_TAKEN`)."""
+    return [GDP_WORKER, _GDP_WORKER_HEARTBEAT, instance, *taken]
+
+
 def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[bytes]:
     """The broker's answer to a client HEARTBEAT: its instance, then the asked ids it knows nothing of."""
     return [GDP_CLIENT, _GDP_HEARTBEAT, instance, *unknown]
@@ -451,6 +484,7 @@ def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[byt
 MAX_ASKED: Final = 64  # request ids one client HEARTBEAT may ask about
 CANCEL_BYTE: Final = b"\x05"  # a GDP client's CANCEL (no other dialect has one)
 _FINAL_BYTE = _byte(Dialect.GDP, FINAL, False)
+_GDP_WORKER_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, True)
 _PARTIAL_BYTE = _byte(Dialect.GDP, PARTIAL, False)
 _HEARTBEAT_BYTE = _byte(Dialect.GDP, HEARTBEAT, False)
 
@@ -489,6 +523,17 @@ def gdp_ready(
     return frames
 
 
+def gdp_resume(description: bytes, task_id: bytes, info: bytes | None = None) -> list[bytes]:
+    """Frames of a generaldomo worker's RESUME: it registers for ``description`` while it runs ``task_id``."""
+    frames = [GDP_WORKER, _byte(Dialect.GDP, RESUME, True), description, task_id]
+    return frames if info is None else [*frames, info]
+
+
+def gdp_handover(task_id: bytes, status: bytes, body: Sequence[bytes]) -> list[bytes]:
+    """Frames of a generaldomo worker's HANDOVER: the result of a task of an earlier registration."""
+    return [GDP_WORKER, _byte(Dialect.GDP, HANDOVER, True), task_id, status, *body]
+
+
 def gdp_partial(task_id: bytes, body: Sequence[bytes]) -> list[bytes]:
     """Frames of a generaldomo worker's partial result."""
     return [GDP_WORKER, _byte(Dialect.GDP, PARTIAL, True), task_id, *body]
@@ -525,6 +570,8 @@ def read_worker_message(frames: Sequence[bytes]) -> ToWorker:
         if len(frames) < 4:
             return Malformed("generaldomo REQUEST without a task id and a description")
         return TaskRequest(frames[2], frames[3], tuple(frames[4:]))
+    if command == HEARTBEAT and len(frames) > 2:
+        return BrokerHeartbeat(frames[2], tuple(frames[3 : 3 + MAX_TAKEN]))
     if command == FIELDS_REQUEST:
         fields = parse_fields(frames[4]) if len(frames) >= 5 else "REQUEST+FIELDS without its frames"
         if isinstance(fields, str):

@@ -15,6 +15,7 @@ import attrs
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.states import IN_FLIGHT, TaskState, WorkerState
+from generaldomo.sansio.ticket import Ticket
 
 # A request's identity: its id, scoped to the credential key when there is one. Without a credential it is the
 # bare id (bytes never equal a tuple), so that an unauthenticated queued request holds no tuple of its own.
@@ -43,12 +44,25 @@ class Send(NamedTuple):
     frames: list[bytes]
 
 
+@attrs.frozen(slots=True)
+class Claim:
+    """A resumed worker runs the task ``task_id`` (a ticket of an earlier instance, saying ``ticket``) since
+    ``since``; its request has not arrived here yet."""
+
+    task_id: bytes
+    ticket: Ticket
+    since: float
+
+
 @attrs.define(eq=False, slots=True)
 class Worker:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
     ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
     its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
-    of registration (for the pages of the status report)."""
+    of registration (for the pages of the status report). A worker that registered with RESUME is BUSY without
+    a ``task`` until it sends its result; ``claim`` is the ticket of the request it runs for an earlier
+    instance, until that request arrives (then it holds the task) or its result does. ``taken``: the nonces of
+    its results taken since the last heartbeat told it so (hand-over brokers)."""
 
     peer: Peer
     dialect: Dialect
@@ -65,6 +79,8 @@ class Worker:
     charge: int = 0
     beat: float = 0.0
     serial: int = 0
+    claim: Claim | None = None
+    taken: list[bytes] = attrs.Factory(list)
 
 
 @attrs.define(eq=False, slots=True, weakref_slot=False)

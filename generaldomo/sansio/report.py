@@ -295,6 +295,7 @@ class SettingsReport:
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
+    recovery: float | None = None
     held_bytes: int | None = None
     connection_bytes: int | None = None
     connection_requests: int | None = None

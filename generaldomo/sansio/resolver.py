@@ -13,11 +13,8 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from generaldomo.errors import ResolveError as ResolveError  # importable from here, as before
 from generaldomo.sansio.service import Service
-
-
-class ResolveError(ValueError):
-    """A description the resolver cannot accept; the broker answers the client with an error."""
 
 
 @runtime_checkable

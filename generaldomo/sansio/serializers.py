@@ -24,6 +24,9 @@ from typing import Any, Protocol
 
 import attrs
 
+from generaldomo.errors import ContentTypeError as ContentTypeError  # importable from here, as before
+from generaldomo.errors import DecodeError as DecodeError
+
 MARKER = b"\x00content-type:"
 MAX_NAME = 64
 
@@ -46,27 +49,6 @@ class Codec:
     name: str
     dumps: Callable[[Any], bytes]
     loads: Callable[[bytes], Any]
-
-
-class ContentTypeError(ValueError):
-    """The payload's content type is not the one expected (``actual`` None: raw bytes, no content type)."""
-
-    status = 415
-
-    def __init__(self, expected: str | None, actual: str | None, what: str = "payload") -> None:
-        self.expected = expected
-        self.actual = actual
-        super().__init__(f"the {what} is {_kind(actual)} but {_kind(expected)} was expected")
-
-
-class DecodeError(ValueError):
-    """The body could not be decoded by the serializer its content type names."""
-
-    status = 400
-
-
-def _kind(name: str | None) -> str:
-    return "raw bytes (no content type)" if name is None else f"content type {name!r}"
 
 
 def _json_dumps(value: Any) -> bytes:

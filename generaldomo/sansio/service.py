@@ -100,8 +100,11 @@ class Service:
 
     def release_due(self, now: float) -> float | None:
         """Let tenants held by their rate take part again when their time has come; when the next one's comes."""
-        self.pending.release_due(now)
-        return self.pending.next_release()
+        pending = self.pending
+        if not pending.rate_held:
+            return None
+        pending.release_due(now)
+        return pending.next_release()
 
     def can_serve(self, description: bytes) -> bool:
         """True when a registered worker could serve a request with ``description`` (for ``mmi.service``)."""

@@ -28,6 +28,14 @@ Rules:
   result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
   A plain READY carries the worker's peer info (host, pid) if it has some; a DISCONNECT before the broker
   answered a READY makes the next one the other form (a broker older than peer info takes it as malformed).
+- Hand-over (a broker with a state directory, whose heartbeats name its instance and the results it took): a
+  result is *held* from when it goes out until a heartbeat names its task as taken (at most
+  :data:`HOLD_RESULTS` results and :data:`HOLD_BYTES` bytes, oldest dropped first). Registering again (a new
+  socket), or hearing a new instance, sends every held result again in a HANDOVER; registering again while a
+  task runs sends RESUME (the task's id) instead of nothing, so the new broker knows the task runs here (both
+  unless the broker's heartbeats said it takes no hand-over; a task may come before the first heartbeat). A
+  DISCONNECT before a RESUME was answered means the broker does not take it: that task's result then goes in
+  READY as before. A broker whose heartbeats name no instance takes no hand-over: nothing is held.
 
 It knows nothing of sockets, threads, clocks or futures: times are given, a request's caller is an opaque
 token handed back in the actions about it.
@@ -53,7 +61,8 @@ from generaldomo.sansio.peer_events import (
     TaskCancel,
     TaskRequest,
 )
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.settings import DEFAULT_MAX_MESSAGE, PeerSettings
+from generaldomo.sansio.ticket import nonce
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,6 +70,8 @@ LOG_EVERY = 10.0  # seconds between two log lines about dropped messages
 DEFAULT_SETTINGS = PeerSettings()
 ASKING_HEARTBEATS = 16  # heartbeats one tick may send to ask about old requests, 64 ids each
 REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
+HOLD_RESULTS = protocol.MAX_TAKEN  # results a worker holds until the broker says it took them
+HOLD_BYTES = DEFAULT_MAX_MESSAGE  # and their bytes
 
 
 @attrs.frozen(slots=True)
@@ -384,6 +395,13 @@ class WorkerSession:
         self.task_id: bytes | None = None
         self.tasks_done = 0
         self.drops = _Drops("worker")
+        self.instance: bytes | None = None  # of the broker, as its heartbeats name it (hand-over brokers)
+        self.handover: bool | None = None  # the broker takes hand-overs (None: not known yet)
+        self.held: dict[bytes, list[bytes]] = {}  # HANDOVER frames of results not known to be taken, by nonce
+        self.held_bytes = 0
+        self.resumed = False  # this registration began with RESUME
+        self.resume = True  # RESUME may be tried for the running task (a DISCONNECT answering one: no)
+        self.unsent = False  # held results this registration has not had yet
 
     def _move(self, happening: str) -> bool:
         """Apply the transition table; False if ``happening`` does not apply in this state."""
@@ -409,19 +427,43 @@ class WorkerSession:
             if not self._move("task"):
                 self.drops.drop(f"a task while {self.state.value}", now)
                 return []
-            self.task_id = message.task_id
+            self.task_id, self.resume = message.task_id, True
             deadline = None if message.deadline is None else now + message.deadline
             return [RunTask(message.task_id, message.description, message.body, deadline)]
         if isinstance(message, TaskCancel):
             running = self.state in RUNNING and message.task_id == self.task_id
             return [CancelTask(message.task_id)] if running else []
+        if isinstance(message, BrokerHeartbeat):
+            return self._on_heartbeat(message)
         if isinstance(message, BrokerDisconnect) and self.state is not WorkerState.STOPPED:
-            if not self.heard and self.info is not None:  # that READY was refused: try the other form
+            if not self.heard and self.resumed:  # that RESUME was refused: this task's result goes in READY
+                self.resume = False
+            elif not self.heard and self.info is not None:  # that READY was refused: try the other form
                 self.plain = not self.plain
             return self._register_again("broker sent DISCONNECT", now)
         if isinstance(message, Malformed):
             self.drops.drop(message.reason, now)
-        return []  # a heartbeat: heard; a DISCONNECT once stopped: nothing to do
+        return []  # a DISCONNECT once stopped: nothing to do
+
+    def _on_heartbeat(self, message: BrokerHeartbeat) -> list[Action[Any]]:
+        """Results the broker took are no longer held; a new instance gets the others again."""
+        if message.instance is None:  # a broker that takes no hand-over: holding results is for nothing
+            self.handover = False
+            self.held.clear()
+            self.held_bytes = 0
+            return []
+        self.handover = True
+        for taken in message.taken:
+            frames = self.held.pop(taken, None)
+            if frames is not None:
+                self.held_bytes -= _size(frames)
+        previous, self.instance = self.instance, message.instance
+        if self.state is WorkerState.STOPPED:
+            return []
+        if previous is not None and previous != message.instance and self.held:
+            log.warning("the broker restarted; handing over %d results it may not have", len(self.held))
+            self.unsent = True
+        return self._handovers()  # (also those a new socket has not had, now that the broker says it takes them)
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[Any]]:
         """Heartbeat, or register again after a silence, as the time says."""
@@ -441,15 +483,38 @@ class WorkerSession:
         return [Send(protocol.gdp_partial(self.task_id, body))]
 
     def finish(self, status: bytes, body: Sequence[bytes], now: float) -> list[Action[Any]]:
-        """The running task's result, inside READY (nothing once stopped: the broker reissues the task)."""
+        """The running task's result, inside READY (nothing once stopped: the broker reissues the task); held
+        until the broker says it took it."""
         task_id, self.task_id = self.task_id, None
         leaving = self.state is WorkerState.LEAVING
         if not self._move("finish") or task_id is None:
             return []
         self.tasks_done += 1
+        self.resumed = False
         self.pulse.restart(now)  # the broker's messages were not read while the task ran
         result: list[Action[Any]] = [Send(protocol.gdp_ready(self.description, (task_id, status, body)))]
+        result += self._handovers()  # held results a new socket has not had yet (this READY registers it)
+        if self.handover is not False:
+            self._hold(task_id, status, body)
         return [*result, Send(protocol.gdp_worker_command(protocol.DISCONNECT))] if leaving else result
+
+    def _handovers(self) -> list[Action[Any]]:
+        """HANDOVER each held result, if this registration has not had them yet (and the broker's heartbeats have
+        not said that it takes no hand-over)."""
+        if not self.unsent or self.handover is False:
+            return []
+        self.unsent = False
+        return [Send(frames) for frames in self.held.values()]
+
+    def _hold(self, task_id: bytes, status: bytes, body: Sequence[bytes]) -> None:
+        frames = protocol.gdp_handover(task_id, status, body)
+        size = _size(frames)
+        if size > HOLD_BYTES:
+            return
+        self.held[nonce(task_id)] = frames
+        self.held_bytes += size
+        while len(self.held) > HOLD_RESULTS or self.held_bytes > HOLD_BYTES:
+            self.held_bytes -= _size(self.held.pop(next(iter(self.held))))
 
     def stop(self, finish: bool = False) -> list[Action[Any]]:
         """DISCONNECT, once; with ``finish``, a running task's result goes out first (see :meth:`finish`)."""
@@ -466,8 +531,23 @@ class WorkerSession:
         return self.pulse.due if self.state in RUNNING else self.pulse.deadline()
 
     def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
+        """A new socket: READY (or, while a task runs, RESUME for a hand-over broker, or nothing: the result will
+        go inside READY), then the results held."""
         self.pulse.restart(now)
         self.heard = False
-        if self.state in RUNNING:  # the result will go inside READY on the new socket
-            return [Reconnect(reason)]
-        return [Reconnect(reason), Send(self._ready())]
+        self.resumed = False
+        self.unsent = bool(self.held)
+        actions: list[Action[Any]] = [Reconnect(reason)]
+        if self.state not in RUNNING:
+            actions.append(Send(self._ready()))
+        elif self.handover is not False and self.resume and self.task_id is not None:
+            self.resumed = True
+            info = None if self.plain else self.info
+            actions.append(Send(protocol.gdp_resume(self.description, self.task_id, info)))
+        else:
+            return actions  # unregistered until the result goes in READY: the held results go after it
+        return [*actions, *self._handovers()]
+
+
+def _size(frames: Sequence[bytes]) -> int:
+    return sum(map(len, frames))

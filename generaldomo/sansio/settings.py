@@ -55,6 +55,7 @@ class Settings:
     service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
     max_workers: int | None = 100_000  # registered workers, all services together; more are told to DISCONNECT
+    recovery: float | None = None  # seconds a restarted hand-over broker holds dispatch; None: see below
     # The ledger (generaldomo.sansio.ledger): bytes held on peers' behalf, in all and per connection.
     held_bytes: int | None = 256 * MIB
     connection_bytes: int | None = 64 * MIB
@@ -66,6 +67,14 @@ class Settings:
     def expiry(self) -> float:
         """Seconds of silence after which a worker is presumed dead."""
         return self.heartbeat_interval * self.liveness
+
+    @property
+    def recovery_window(self) -> float:
+        """Seconds a broker that restarts on a state directory holds dispatch back (requests queue), so that
+        workers still running tasks of the previous instance register again and claim them before the clients'
+        resends could start them a second time: ``recovery``, or twice the heartbeat interval (a busy worker
+        heartbeats once per interval, and its first heartbeat to the new instance tells it to register)."""
+        return 2 * self.heartbeat_interval if self.recovery is None else self.recovery
 
     @property
     def connection_workers(self) -> int | None:

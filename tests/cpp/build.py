@@ -24,7 +24,7 @@ from generaldomo.cli.embedded import build_flags
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 INCLUDE = ROOT / "cpp" / "include"
-PROGRAMS = ("gd_client", "gd_worker", "gd_protocol")
+PROGRAMS = ("gd_client", "gd_worker", "gd_protocol", "gd_bridge")
 EMBEDDED = ("gd_embedded",)  # programs with the embedded broker: linked with libpython and pyzmq's libzmq
 CXXFLAGS = ("-std=c++17", "-O2", "-Wall", "-Wextra", "-pthread")
 

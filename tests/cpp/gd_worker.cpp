@@ -1,13 +1,14 @@
 // tests/cpp/gd_worker.cpp: an echo worker on generaldomo::Worker, for the cross-language tests.
 //
-// gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L] [-v]
-//           ENDPOINT
+// gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L]
+//           [--delay-in-payload] [-v] ENDPOINT
 // Echoes each request's frames, the first prefixed with --tag, after --partials partial results ("T<first>#i")
 // and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v, or by the broker's
 // CANCEL, printing "cancelled <first frame>"). A first frame "fail" makes the handler throw, "slow-down" answers
 // 429 with retry-after 0.2 s. -v prints "request <first frame>" (and " left <ms>" with a deadline) when a task starts
-// and "replied <first frame>" when it ends. On SIGTERM or SIGINT it
-// stops (telling the broker) and prints "stopped after N tasks".
+// and "replied <first frame>" when it ends. On SIGTERM or SIGINT it stops (telling the broker) and prints
+// "stopped after N tasks". With --delay-in-payload the delay is the number after the first frame's last ':'
+// (milliseconds), e.g. "task-7:1500".
 #include <generaldomo/generaldomo.hpp>
 
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -42,11 +44,12 @@ void say(const std::string &line)
 int main(int argc, char **argv)
 {
     const Options options(argc, argv, {"--service", "--tag", "--delay-ms", "--partials", "--heartbeat-ms", "--liveness"},
-                          {"-v"});
+                          {"-v", "--delay-in-payload"});
     const std::string tag = options.get("--tag", "");
     const auto delay = std::chrono::milliseconds(options.number("--delay-ms", 0));
     const long partials = options.number("--partials", 0);
     const bool verbose = options.flag("-v");
+    const bool delay_in_payload = options.flag("--delay-in-payload");
 
     sigset_t signals;  // blocked in every thread (the worker's inherit the mask); main waits for them
     sigemptyset(&signals);
@@ -71,7 +74,11 @@ int main(int argc, char **argv)
         }
         for (long i = 1; i <= partials; ++i)
             task.partial({tag + first + "#" + std::to_string(i)});
-        const auto until = generaldomo::Clock::now() + delay;
+        auto work = delay;
+        const auto colon = first.rfind(':');
+        if (delay_in_payload && colon != std::string::npos)
+            work = std::chrono::milliseconds(std::strtol(first.c_str() + colon + 1, nullptr, 10));
+        const auto until = generaldomo::Clock::now() + work;
         for (;;) {
             std::unique_lock<std::mutex> lock(stop_mutex);
             const auto step = std::min(until, generaldomo::Clock::now() + std::chrono::milliseconds(10));

@@ -27,9 +27,12 @@ inline constexpr std::string_view worker_header = "GDPW01";
 inline constexpr char client_request = 0x01, client_partial = 0x02, client_final = 0x03, client_heartbeat = 0x04,
                       client_request_fields = 0x06;
 // GDP worker command bytes (results travel in READY: there is no FINAL). 0x07 and 0x08 go to workers whose
-// READY said they understand them (peer info "features": "fields", "cancel").
+// READY said they understand them (peer info "features": "fields", "cancel"); RESUME and HANDOVER are the
+// hand-over (docs/protocol.rst, "Hand-over").
 inline constexpr char worker_ready = 0x01, worker_request = 0x02, worker_partial = 0x03, worker_heartbeat = 0x05,
-                      worker_disconnect = 0x06, worker_request_fields = 0x07, worker_cancel = 0x08;
+                      worker_disconnect = 0x06, worker_request_fields = 0x07, worker_cancel = 0x08,
+                      worker_resume = 0x09, worker_handover = 0x0A;
+inline constexpr std::size_t nonce_bytes = 16;  // a task is named in a heartbeat's acknowledgements by this prefix
 
 // Status codes of FINAL replies (429 from a worker: "slow down", see docs/protocol.rst).
 inline constexpr int ok = 200, bad_request = 400, too_large = 413, too_many = 429, worker_error = 500,
@@ -71,13 +74,16 @@ inline std::string encode(const Frames &frames)
     return out;
 }
 
-// Unpack bytes made by encode(); throws DecodeError if a length runs past the end.
-inline Frames decode(std::string_view data)
+// Unpack bytes made by encode(); throws DecodeError if a length runs past the end, or (for peers that may be
+// hostile) as soon as there are more than max_frames frames.
+inline Frames decode(std::string_view data, std::size_t max_frames = static_cast<std::size_t>(-1))
 {
     Frames frames;
     std::size_t pos = 0;
     const std::size_t end = data.size();
     while (pos < end) {
+        if (frames.size() == max_frames)
+            throw DecodeError("more than " + std::to_string(max_frames) + " frames");
         std::size_t size = static_cast<unsigned char>(data[pos++]);
         if (size == 0xFF) {
             if (end - pos < 4)
@@ -264,10 +270,14 @@ inline std::string worker_message(char command, std::initializer_list<std::strin
 inline std::string ready(std::string_view description) { return worker_message(worker_ready, {description}); }
 
 // READY with peer info: GDPW01, 0x01, service description, {"features":["cancel","fields"],"pid":N}
+inline std::string peer_info(long pid)
+{
+    return "{\"features\":[\"cancel\",\"fields\"],\"pid\":" + std::to_string(pid) + "}";
+}
+
 inline std::string ready_with_info(std::string_view description, long pid)
 {
-    const std::string info = "{\"features\":[\"cancel\",\"fields\"],\"pid\":" + std::to_string(pid) + "}";
-    return worker_message(worker_ready, {description, info});
+    return worker_message(worker_ready, {description, peer_info(pid)});
 }
 
 // READY + result: GDPW01, 0x01, service description, task id, status, result...
@@ -277,6 +287,22 @@ inline std::string ready(std::string_view description, std::string_view task_id,
     return worker_message(worker_ready, {description, task_id, digits}, result);
 }
 
+// RESUME: GDPW01, 0x09, service description, task id (registering while that task runs), with peer info as
+// READY's (pid 0: without it)
+inline std::string resume(std::string_view description, std::string_view task_id, long pid)
+{
+    if (pid == 0)
+        return worker_message(worker_resume, {description, task_id});
+    return worker_message(worker_resume, {description, task_id, peer_info(pid)});
+}
+
+// HANDOVER: GDPW01, 0x0A, task id, status, result... (a result of an earlier registration)
+inline std::string handover(std::string_view task_id, int status, const Frames &result)
+{
+    const std::string digits = std::to_string(status);
+    return worker_message(worker_handover, {task_id, digits}, result);
+}
+
 // PARTIAL: GDPW01, 0x03, task id, partial result...
 inline std::string partial(std::string_view task_id, const Frames &body)
 {
@@ -284,7 +310,8 @@ inline std::string partial(std::string_view task_id, const Frames &body)
 }
 
 // A broker message to a worker: REQUEST (args: task id, request description, payload...; a REQUEST+FIELDS is
-// given as a REQUEST with its deadline), CANCEL (args: task id), HEARTBEAT or DISCONNECT; nullopt otherwise.
+// given as a REQUEST with its deadline), CANCEL (args: task id), HEARTBEAT (args: a hand-over broker's instance,
+// then the nonces of the results it took) or DISCONNECT; nullopt otherwise.
 struct WorkerCommand {
     char command;
     Frames args;

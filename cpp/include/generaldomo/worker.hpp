@@ -5,6 +5,12 @@
 // thread of its own, one task at a time. Its READY says it understands request fields and CANCEL (peer info),
 // so a task carries the client's deadline and a handler can see that its task was cancelled (or expired);
 // a broker older than peer info refuses that READY, and the worker then registers with a plain one.
+//
+// Hand-over (a broker with a state directory, whose heartbeats name its instance): each result is held from
+// when it goes out until a heartbeat names its task as taken; registering again, or hearing a new instance,
+// sends the held results again (HANDOVER); a DISCONNECT while a task runs (a restarted broker that does not
+// know this worker) makes it register again at once with RESUME, so that the new broker neither runs the task
+// elsewhere nor loses its result. The rules are Python's WorkerSession's (generaldomo/sansio/session.py).
 #pragma once
 
 #include <algorithm>
@@ -12,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -154,6 +161,10 @@ public:
     std::uint64_t tasks_done() const { return tasks_done_; }
     std::uint64_t reconnects() const { return reconnects_; }
 
+    // Results held now (sent, not yet acknowledged by a hand-over broker). At most this many, and bytes:
+    static constexpr std::size_t hold_results = 1024;
+    static constexpr std::size_t hold_bytes = 64u << 20;
+
 private:
     struct Result {
         std::string task_id;
@@ -171,7 +182,6 @@ private:
         connection_.send(ready());
         auto heard = Clock::now();
         auto next_heartbeat = heard + interval;
-        bool dismissed = false;  // the broker said DISCONNECT while the handler ran: its result is moot
         while (!stopping_) {
             const auto due = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - Clock::now());
             connection_.wait(connection_.backlogged() ? 10 : std::max<long>(0, static_cast<long>(due.count())));
@@ -185,12 +195,12 @@ private:
             if (auto result = take_result()) {
                 busy_ = false;
                 ++tasks_done_;
-                if (dismissed) {
-                    reconnect();
-                    dismissed = false;
-                } else {
-                    connection_.send(protocol::ready(description_, result->task_id, result->status, result->frames));
-                }
+                resumed_ = false;
+                connection_.send(protocol::ready(description_, result->task_id, result->status, result->frames));
+                if (unsent_)
+                    send_held();  // this READY registered a new socket: the held results follow it
+                if (handover_ != Handover::no)
+                    hold(result->task_id, protocol::handover(result->task_id, result->status, result->frames));
                 heard = Clock::now();  // the broker's heartbeats were read meanwhile
             }
             while (auto frames = connection_.recv()) {
@@ -199,23 +209,25 @@ private:
                 if (!command)
                     continue;  // not a GDP worker command: the broker never sends one
                 if (command->command == protocol::worker_disconnect) {
-                    if (!answered_)  // that READY was refused (a broker older than peer info): the other form
+                    if (!answered_ && resumed_)
+                        resume_ = false;  // that RESUME was refused: this task's result goes in READY
+                    else if (!answered_)  // that READY was refused (a broker older than peer info): the other form
                         plain_ = !plain_;
-                    if (busy_) {
-                        dismissed = true;
-                    } else {
-                        reconnect();
-                    }
+                    reconnect();
                     break;
                 }
                 answered_ = true;
+                if (command->command == protocol::worker_heartbeat) {
+                    acknowledged(command->args);
+                    continue;
+                }
                 if (command->command == protocol::worker_cancel) {
                     std::lock_guard<std::mutex> lock(task_mutex_);
                     if (busy_ && running_cancel_ && command->args[0] == running_id_)
                         running_cancel_->store(true);
                     continue;
                 }
-                if (command->command == protocol::worker_request && !busy_ && !dismissed)
+                if (command->command == protocol::worker_request && !busy_)
                     hand_over(std::move(command->args), command->deadline);  // a task while another runs: ignored
             }
             const auto now = Clock::now();
@@ -238,11 +250,72 @@ private:
         handler_thread_.join();  // waits for a running handler to return
     }
 
+    // A new socket: READY, or while a task runs RESUME (hand-over brokers) or nothing (the result will go in
+    // READY); then the held results, once registered.
     void reconnect()
     {
         ++reconnects_;
         connection_.reopen();
-        connection_.send(ready());
+        answered_ = false;
+        resumed_ = false;
+        unsent_ = !held_.empty();
+        if (!busy_) {
+            connection_.send(ready());
+        } else if (handover_ != Handover::no && resume_) {  // (a task may come before the first heartbeat)
+            resumed_ = true;
+            connection_.send(protocol::resume(description_, running_id_, plain_ ? 0 : ::getpid()));
+        } else {
+            return;  // unregistered until the result goes in READY: the held results go after it
+        }
+        send_held();
+    }
+
+    // A heartbeat: a hand-over broker names its instance and the results it took (their nonces).
+    void acknowledged(const Frames &args)
+    {
+        if (args.empty()) {  // a broker that takes no hand-over: holding results is for nothing
+            handover_ = Handover::no;
+            held_.clear();
+            held_size_ = 0;
+            return;
+        }
+        handover_ = Handover::yes;
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            for (auto it = held_.begin(); it != held_.end(); ++it) {
+                if (it->first == args[i]) {
+                    held_size_ -= it->second.size();
+                    held_.erase(it);
+                    break;
+                }
+            }
+        }
+        if (!instance_.empty() && instance_ != args[0] && !held_.empty())
+            unsent_ = true;  // the broker restarted: it may not have them
+        instance_ = args[0];
+        send_held();
+    }
+
+    void hold(const std::string &task_id, std::string packed)
+    {
+        if (packed.size() > hold_bytes)
+            return;
+        held_size_ += packed.size();
+        held_.emplace_back(task_id.substr(0, protocol::nonce_bytes), std::move(packed));
+        while (held_.size() > hold_results || held_size_ > hold_bytes) {
+            held_size_ -= held_.front().second.size();
+            held_.pop_front();
+        }
+    }
+
+    // HANDOVER each held result, if this registration has not had them yet (and the broker's heartbeats have not
+    // said that it takes no hand-over).
+    void send_held()
+    {
+        if (!unsent_ || handover_ == Handover::no)
+            return;
+        unsent_ = false;
+        for (const auto &entry : held_)
+            connection_.send(entry.second);
     }
 
     // READY, with peer info (pid, features) unless a broker refused that form.
@@ -256,6 +329,7 @@ private:
     void hand_over(Frames &&args, std::optional<std::chrono::milliseconds> deadline)
     {
         busy_ = true;
+        resume_ = true;
         {
             std::lock_guard<std::mutex> lock(task_mutex_);
             task_id_ = std::move(args[0]);
@@ -299,7 +373,7 @@ private:
                 deadline = task_deadline_;
                 cancelled = running_cancel_;
             }
-            // The IO thread does not reconnect while a task runs, so partials go to the broker that sent it.
+            // Partials go on the IO thread's current socket (after a RESUME, to the broker that took the task over).
             Task task(
                 std::move(description), std::move(payload),
                 [this, &task_id](const Frames &frames) {
@@ -342,6 +416,15 @@ private:
     std::shared_ptr<std::atomic<bool>> running_cancel_;  // its cancelled flag, shared with its Task
     bool answered_ = false, plain_ = false;              // IO thread: the broker spoke since READY; READY form
     std::optional<Result> result_;
+    // The hand-over state, the IO thread's alone.
+    enum class Handover { unknown, yes, no };
+    Handover handover_ = Handover::unknown;  // whether the broker's heartbeats name an instance
+    std::string instance_;                   // the broker's, as its heartbeats name it
+    std::deque<std::pair<std::string, std::string>> held_;  // (nonce, packed HANDOVER) of results not yet taken
+    std::size_t held_size_ = 0;
+    bool unsent_ = false;      // held results this registration has not had yet
+    bool resumed_ = false;     // this socket began with RESUME
+    bool resume_ = true;       // RESUME may be tried for the running task
     std::optional<HandshakeFailure> failure_;  // the monitor's latest word (guarded by task_mutex_)
     std::mutex stop_mutex_;  // serialises wait() callers
     std::thread handler_thread_, io_thread_;

@@ -1,0 +1,213 @@
+"""One error family: every exception generaldomo defines is a GeneraldomoError, with the stdlib base users catch,
+importable from where it always was; AsyncClient raises what Client raises, case by case, over real sockets."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib
+import threading
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import generaldomo
+from generaldomo import AsyncClient, Client, GeneraldomoError, Reject, Settings, TypedClient, errors
+from generaldomo.peers.app import App, Bound
+
+PACKAGE = Path(generaldomo.__file__).parent
+OUTSIDE = {"generaldomo.peers.reject.Reject", "generaldomo.draft.BuildError", "generaldomo.draft.Unsupported"}
+# The standard base each public exception keeps, so that code written without generaldomo in mind catches it.
+STDLIB_BASES = {
+    "RequestFailed": Exception,
+    "RequestExpired": TimeoutError,
+    "RequestTimeout": TimeoutError,
+    "ClientClosed": RuntimeError,
+    "HandshakeFailed": ConnectionError,
+    "WorkerStopped": RuntimeError,
+    "DiscoveryError": LookupError,
+    "DraftUnavailable": RuntimeError,
+    "ResolveError": ValueError,
+    "ContentTypeError": ValueError,
+    "DecodeError": ValueError,
+    "AppImportError": ImportError,
+    "KeyFileError": ValueError,
+    "StateError": ValueError,
+    "SettingsError": ValueError,
+}
+# Where each was defined before generaldomo.errors: still importable from there.
+OLD_HOMES = {
+    "generaldomo.peers.client": ("RequestFailed", "RequestRejected", "WorkerError", "ServiceUnavailable",
+                                 "RequestExpired", "ClientClosed", "RequestTimeout", "HandshakeFailed"),
+    "generaldomo.peers.worker": ("WorkerStopped",),
+    "generaldomo.peers.app": ("AppImportError",),
+    "generaldomo.io.beacon": ("DiscoveryError",),
+    "generaldomo.io.transport": ("DraftUnavailable",),
+    "generaldomo.io.keys": ("KeyFileError",),
+    "generaldomo.io.state": ("StateError",),
+    "generaldomo.sansio.resolver": ("ResolveError",),
+    "generaldomo.sansio.serializers": ("ContentTypeError", "DecodeError"),
+    "generaldomo.cli.embedded": ("SettingsError",),
+}  # fmt: skip
+
+
+def defined_classes() -> list[str]:
+    """``module.Class`` of every class at the top level of a generaldomo module."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text())
+        found += [f"{module}.{node.name}" for node in tree.body if isinstance(node, ast.ClassDef) and node.bases]
+    return found
+
+
+def test_every_exception_generaldomo_defines_is_in_the_family() -> None:
+    outside = []
+    exceptions = 0
+    for qualified in defined_classes():
+        module, name = qualified.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), name)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            exceptions += 1
+            if not issubclass(cls, GeneraldomoError) and qualified not in OUTSIDE:
+                outside.append(qualified)
+    assert exceptions >= 25
+    assert not outside, f"derive these from generaldomo.errors.GeneraldomoError (keeping their stdlib base): {outside}"
+
+
+def test_the_exceptions_outside_the_family_are_the_handler_s_answer_and_the_builder_s() -> None:
+    assert not issubclass(Reject, GeneraldomoError)
+    assert not issubclass(importlib.import_module("generaldomo.draft").BuildError, GeneraldomoError)
+
+
+@pytest.mark.parametrize("name", sorted(STDLIB_BASES))
+def test_each_keeps_its_stdlib_base_and_imports_from_generaldomo(name: str) -> None:
+    cls = getattr(errors, name)
+    assert issubclass(cls, GeneraldomoError) and issubclass(cls, STDLIB_BASES[name])
+    assert getattr(generaldomo, name) is cls and name in generaldomo.__all__
+
+
+@pytest.mark.parametrize("module", sorted(OLD_HOMES))
+def test_each_still_imports_from_its_old_module(module: str) -> None:
+    for name in OLD_HOMES[module]:
+        assert getattr(importlib.import_module(module), name) is getattr(errors, name)
+
+
+def test_request_failed_gives_the_family_of_each_status() -> None:
+    kinds = {b"400": "RequestRejected", b"429": "RequestRejected", b"500": "WorkerError"}
+    kinds |= {b"503": "ServiceUnavailable", b"504": "RequestExpired", b"501": "RequestFailed"}
+    for status, name in kinds.items():
+        error = errors.RequestFailed.of(status, "why")
+        assert type(error).__name__ == name and error.status == int(status) and error.reason == "why"
+
+
+# ------------------------------------------------------------------ AsyncClient raises what Client raises
+
+HOLD = threading.Event()  # the "stuck" service answers once it is set (at the end of each test)
+QUEUE_TIMEOUT = 0.5  # the broker's: a request to a service without workers is answered 504 after this long
+
+
+def failing(payload: bytes) -> bytes:
+    raise KeyError("no such thing")
+
+
+def rejecting(payload: bytes) -> bytes:
+    raise Reject(int(payload), "as asked")
+
+
+def raw(payload: object) -> bytes:
+    return b"not json"
+
+
+def stuck(payload: bytes) -> bytes:
+    HOLD.wait(60)
+    return payload
+
+
+streams = App("error-streams")
+
+
+@streams.service("trickle")
+def trickle(payload: bytes) -> Any:
+    yield b"first"
+    HOLD.wait(60)
+    return b"last"
+
+
+# case: (what the call is, Client options, the service it asks, its payload, its timeout, a serializer)
+CASES: dict[str, tuple[str, dict[str, Any], str, Any, float, str | None]] = {
+    "RequestTimeout": ("request", {"deadlines": False}, "stuck", b"x", 0.3, None),
+    "RequestTimeout-no-broker": ("request", {}, "echo", b"x", 0.3, None),
+    "RequestTimeout-stream-gap": ("stream", {}, "trickle", b"x", 0.5, None),
+    "WorkerError": ("request", {}, "failing", b"x", 30, None),
+    "RequestRejected": ("request", {}, "rejecting", b"404", 30, None),
+    "ServiceUnavailable": ("request", {}, "rejecting", b"503", 30, None),
+    "RequestExpired": ("request", {}, "nobody-serves-this", b"x", 30, None),
+    "ClientClosed": ("request", {}, "stuck", b"x", 30, None),
+    "HandshakeFailed": ("request", {"transport": "server"}, "echo", b"x", 30, None),
+    "ContentTypeError": ("request", {}, "raw", "x", 30, "json"),
+}
+
+
+def call_sync(client: Client, kind: str, service: str, payload: bytes, timeout: float, serializer: str | None) -> Any:
+    if kind == "stream":
+        return list(client.stream(service, payload, timeout))
+    if serializer is not None:
+        return TypedClient(client, serializer).request(service, payload, timeout)
+    return client.request(service, payload, timeout)
+
+
+async def call_async(client: Client, kind: str, service: str, payload: bytes, timeout: float, serializer: str | None):
+    aio = AsyncClient(client, serializer=serializer)
+    if kind == "stream":
+        return [part async for part in aio.stream(service, payload, timeout)]
+    return await aio.request(service, payload, timeout)
+
+
+def raised(run: Callable[[], Any], closing: Client | None) -> BaseException:
+    """What ``run()`` raises; ``closing`` is closed 0.5 s into the call."""
+    timer = threading.Timer(0.5, closing.close) if closing is not None else None
+    if timer is not None:
+        timer.start()
+    try:
+        with pytest.raises(GeneraldomoError) as caught:
+            run()
+        return caught.value
+    finally:
+        if timer is not None:
+            timer.join()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_async_client_raises_what_client_raises(case: str, brokers, workers, tmp_path: Path) -> None:
+    kind, options, service, payload, timeout, serializer = CASES[case]
+    HOLD.clear()
+    broker = brokers("router", ["tcp://127.0.0.1:*"], settings=Settings(queue_timeout=QUEUE_TIMEOUT))
+    served = broker.endpoint("router", "tcp")
+    for name, handler in {"failing": failing, "rejecting": rejecting, "raw": raw, "stuck": stuck}.items():
+        workers(served, "router", name, handler)
+    workers(served, "router", "echo")
+    workers(served, "router", "trickle", Bound(streams.services[0]))
+    endpoint = f"ipc://{tmp_path}/nobody.sock" if case == "RequestTimeout-no-broker" else served
+    found = []
+    try:
+        for style in ("Client", "AsyncClient"):
+            client = Client(endpoint, options.get("transport", "router"), deadlines=options.get("deadlines", True))
+            closing = client if case == "ClientClosed" else None
+            with client:
+                args = (client, kind, service, payload, timeout, serializer)
+                if style == "Client":
+                    found.append(raised(partial(call_sync, *args), closing))
+                else:  # one event loop per call, as an application's asyncio.run
+                    found.append(raised(partial(asyncio.run, call_async(*args)), closing))
+    finally:
+        HOLD.set()
+    sync, in_loop = found
+    assert type(sync).__name__ == case.split("-")[0], repr(sync)
+    assert type(in_loop) is type(sync), f"Client raised {sync!r}, AsyncClient {in_loop!r}"
+    if case.startswith("RequestTimeout"):
+        assert str(in_loop).split(";")[0] == str(sync).split(";")[0]  # the same words (and the same diagnosis)
