@@ -22,6 +22,7 @@ from typing import Any
 
 from bench.config import Config, say
 from generaldomo import Broker, Client, Worker
+from generaldomo.sansio.stats import percentile
 
 SERVICE = "elastic"
 CORES = 4
@@ -143,16 +144,12 @@ def _figures(replies: Trace, caps: list[tuple[float, int | None, int]], began: f
     return {
         "began": began,
         "throughput": len(settled) / (seconds / 2),
-        "service_p50": _quantile(settled, 0.5),
-        "service_p90": _quantile(settled, 0.9),
-        "settled_cap": _quantile(late_caps, 0.5),
+        "service_p50": percentile(settled, 50),
+        "service_p90": percentile(settled, 90),
+        "settled_cap": percentile(late_caps, 50),
         "replies": replies,
         "caps": caps,
     }
-
-
-def _quantile(values: list[Any], q: float) -> Any:
-    return values[min(len(values) - 1, int(q * len(values)))] if values else None
 
 
 def _registered(client: Client, timeout: float = 60.0) -> None:

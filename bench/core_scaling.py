@@ -39,7 +39,7 @@ def run(cfg: Config) -> dict[str, Any]:
 
 def _core(workers: int, services: int) -> tuple[Any, list[bytes]]:
     """A core with ``workers`` waiting workers spread over ``services`` services; the service names."""
-    from generaldomo import protocol
+    from generaldomo.sansio import protocol
     from generaldomo.sansio.core import BrokerCore, Peer
 
     core = BrokerCore(instance=b"bnch", random=os.urandom)
@@ -51,7 +51,7 @@ def _core(workers: int, services: int) -> tuple[Any, list[bytes]]:
 
 def dispatch_cost(workers: int, services: int, n: int) -> dict[str, float]:
     """Microseconds per request: the request's dispatch and the reply's completion, timed separately."""
-    from generaldomo import protocol
+    from generaldomo.sansio import protocol
     from generaldomo.sansio.core import Peer
 
     core, names = _core(workers, services)
@@ -102,7 +102,7 @@ def tick_cost(workers: int, repeats: int) -> float:
 
 def queued_memory(n: int) -> dict[str, float]:
     """Bytes the core holds per queued request (16-byte payload, 16-byte request id), measured by tracemalloc."""
-    from generaldomo import protocol
+    from generaldomo.sansio import protocol
     from generaldomo.sansio.core import BrokerCore, Peer
 
     core = BrokerCore(instance=b"bnch", random=os.urandom)

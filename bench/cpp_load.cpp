@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -21,13 +22,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kTimeout{10000};
 
+// The nearest-rank percentile, as generaldomo.sansio.stats.nearest_rank: the ceil(pct/100 x n)-th smallest value.
 double percentile(std::vector<double> values, double pct)
 {
     if (values.empty())
         return 0.0;
     std::sort(values.begin(), values.end());
-    const auto rank = static_cast<std::size_t>(pct / 100.0 * static_cast<double>(values.size() - 1) + 0.5);
-    return values[std::min(rank, values.size() - 1)];
+    const double rank = std::ceil(std::round(pct * static_cast<double>(values.size()) / 100.0 * 1e9) / 1e9);
+    const auto index = static_cast<std::size_t>(std::max(rank, 1.0)) - 1;
+    return values[std::min(index, values.size() - 1)];
 }
 
 double seconds_since(Clock::time_point start)

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import zmq
 
+from generaldomo.sansio.stats import nearest_rank
+
 TIMEOUT = 10.0  # seconds to wait for any single reply
 
 
@@ -48,10 +50,11 @@ def sync_run(driver: Driver, payload: bytes, n: int, seconds: float) -> dict[str
         if t1 > deadline:
             break
     elapsed = (clock() - start) / 1e9
+    ordered = sorted(latencies)
     return {
         "n": len(latencies),
-        "p50_us": percentile(latencies, 50) / 1e3,
-        "p99_us": percentile(latencies, 99) / 1e3,
+        "p50_us": nearest_rank(ordered, 50) / 1e3,
+        "p99_us": nearest_rank(ordered, 99) / 1e3,
         "rps": len(latencies) / elapsed,
     }
 
@@ -82,15 +85,6 @@ def _check(driver: Driver, payload: bytes) -> None:
     reply = driver.recv()
     if reply != payload:
         raise RuntimeError(f"echo returned {len(reply)} bytes for {len(payload)}")
-
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """The ``pct``-th percentile (nearest rank); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
-    return float(ordered[rank])
 
 
 def median(values: Sequence[float]) -> float:

@@ -149,10 +149,10 @@ def link_costs(transport: str, count: int) -> dict[str, float]:
     of the two outbound shapes is sent back. Poll time includes the kernel's cost of blocking and waking up.
     Whether the link runs on the C accelerator is :mod:`generaldomo.io.speedups`' choice, as in the broker.
     """
-    from generaldomo import codec, protocol
     from generaldomo.io.broker import waiter
     from generaldomo.io.inproc import resolve
     from generaldomo.io.links import LINKS
+    from generaldomo.sansio import codec, protocol
     from generaldomo.sansio.events import Dialect
 
     body = [b"x" * 16]

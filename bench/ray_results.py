@@ -14,18 +14,14 @@ was saturated, by the run itself or by others): it is reported but not judged.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
+
+from generaldomo.sansio.stats import percentile
 
 Record = dict[str, float]
 COLOURS = ("tab:blue", "tab:orange")  # queued, processing
 LATE = 0.5  # seconds a client may send late (a quarter of the time between bursts) for the scenario to count
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile of sorted ``values``."""
-    return values[min(len(values) - 1, max(0, math.ceil(q / 100 * len(values)) - 1))]
 
 
 def peak_window(starts: list[float], width: float = 1.0) -> int:

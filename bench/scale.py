@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass
 from typing import IO, Any
 
 from bench.config import Config, say
-from bench.load import median, percentile
+from bench.load import median
 from bench.procs import Children, cpu_meter, cpu_seconds, read_line
+from generaldomo.sansio.stats import nearest_rank
 
 SERVICE = "echo"
 PAYLOAD = 16  # bytes per request
@@ -146,7 +147,7 @@ def measure(setup: Setup, sizes: Sizes, cap: int) -> dict[str, Any]:
             if proc.stdin is not None:
                 proc.stdin.close()
             setup.children.stop(proc, timeout=10.0)
-    latencies = [us for r in results for us in r["lat_us"]]
+    latencies = sorted(us for r in results for us in r["lat_us"])
     n = len(latencies)
     span = max(r["end"] for r in results) - min(r["start"] for r in results)
     return {
@@ -156,9 +157,9 @@ def measure(setup: Setup, sizes: Sizes, cap: int) -> dict[str, Any]:
         "main_cpu_us_per_req": main / n * 1e6,
         "busy": cpu["cpu"] / cpu["wall"],
         "worker_cpu_us_per_req": workers / n * 1e6,
-        "p50_us": percentile(latencies, 50),
-        "p99_us": percentile(latencies, 99),
-        "max_us": float(max(latencies)),
+        "p50_us": nearest_rank(latencies, 50),
+        "p99_us": nearest_rank(latencies, 99),
+        "max_us": float(latencies[-1]),
         **setup.rss(),
     }
 

@@ -33,6 +33,7 @@ from typing import Any
 from bench.config import Config, progress, say
 from bench.ray_actor import FlowControlledActorBase
 from generaldomo import Broker, Client, Reject, RequestFailed, Worker
+from generaldomo.sansio.stats import percentile
 
 WORKERS = 4
 WORK = 0.02  # seconds a task takes: the service does WORKERS / WORK tasks a second
@@ -88,11 +89,6 @@ def _work(payload: bytes) -> bytes:
     return payload
 
 
-def _quantile(values: list[float], q: float) -> float | None:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
-
-
 # ------------------------------------------------------------------------------------------ (a) fair shares
 
 
@@ -144,8 +140,8 @@ def _fair_phase(endpoint: str, seconds: float, name: str, heavy_tenant: str, lig
     return {
         "name": name,
         "light_requests": len(latencies),
-        "light_p50": _quantile(latencies, 0.5),
-        "light_p99": _quantile(latencies, 0.99),
+        "light_p50": percentile(latencies, 50),
+        "light_p99": percentile(latencies, 99),
         "heavy_offered": len(flood),
         "heavy_served": served,
         "latencies": latencies,

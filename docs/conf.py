@@ -27,5 +27,7 @@ html_extra_path = ["status.schema.json"]  # linked from protocol.rst, beside it 
 highlight_language = "none"  # literal blocks are bytes and shell commands; Python examples say so
 
 autodoc_member_order = "bysource"
+autoclass_content = "both"  # a class's docstring, then its __init__'s (which may describe the parameters)
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_mock_imports = ["ray", "starlette", "uvicorn", "a2wsgi"]  # the extras' imports (docs need not install them)

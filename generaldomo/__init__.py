@@ -7,11 +7,12 @@ Layout: :mod:`generaldomo.sansio` holds the IO-free state machines, :mod:`genera
 and clocks around them, :mod:`generaldomo.peers` the client and worker, :mod:`generaldomo.cli` the command.
 """
 
-import importlib as _importlib
 import sys as _sys
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 __version__ = "0.1.0"
 
+from generaldomo import compat as _compat
 from generaldomo.errors import (
     AppImportError,
     ClientClosed,
@@ -22,6 +23,7 @@ from generaldomo.errors import (
     GeneraldomoError,
     HandshakeFailed,
     KeyFileError,
+    NotFound,
     RequestExpired,
     RequestFailed,
     RequestRejected,
@@ -34,6 +36,7 @@ from generaldomo.errors import (
     WorkerStopped,
 )
 from generaldomo.io.broker import Broker
+from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
 from generaldomo.peers.aio import AsyncClient
 from generaldomo.peers.app import App
@@ -45,24 +48,11 @@ from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
 from generaldomo.sansio.resolver import NameResolver, Resolver
 from generaldomo.sansio.service import Service
 
-# Module paths of releases before the package was split into layers; they keep working.
-_MOVED = {
-    **{name: f"generaldomo.sansio.{name}" for name in "events codec protocol core service flow stats mmi".split()},
-    "resolver": "generaldomo.sansio.resolver",
-    "resolvers": "generaldomo.sansio.resolvers",
-    **{
-        f"resolvers.{name}": f"generaldomo.sansio.resolvers.{name}"
-        for name in ("attributes", "balanced", "descriptions")
-    },
-    **{name: f"generaldomo.io.{name}" for name in "links broker connection inproc beacon metrics bridge".split()},
-    "client": "generaldomo.peers.client",
-    "worker": "generaldomo.peers.worker",
-    "status_view": "generaldomo.cli.status_view",
-}
-for _old, _new in _MOVED.items():
-    _module = _sys.modules[f"{__name__}.{_old}"] = _importlib.import_module(_new)
-    if "." not in _old:
-        globals()[_old] = _module
+# The module paths of releases before the layers (generaldomo.core, generaldomo.client...): lazy, deprecated.
+if not any(isinstance(finder, _compat.MovedFinder) for finder in _sys.meta_path):
+    _sys.meta_path.insert(0, _compat.MovedFinder())
+if not _TYPE_CHECKING:  # (type checkers see only the names below, not the deprecated ones)
+    __getattr__ = _compat.moved_attribute
 
 __all__ = [
     "App",
@@ -80,6 +70,7 @@ __all__ = [
     "HandshakeFailed",
     "KeyFileError",
     "NameResolver",
+    "NotFound",
     "Peer",
     "Reject",
     "Reply",
@@ -97,6 +88,7 @@ __all__ = [
     "StateError",
     "Transport",
     "TypedClient",
+    "Where",
     "Worker",
     "WorkerError",
     "WorkerStopped",

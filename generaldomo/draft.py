@@ -4,7 +4,10 @@ PyPI's pyzmq wheels and Debian's libzmq lack draft sockets, so this builds a whe
 local C/C++ compiler, caches it, and installs it into the running interpreter's environment:
 
 1. ``pip download`` the pyzmq 25.1.2 sdist, which carries the libzmq 4.3.4 sources under ``bundled/zeromq``;
-2. apply :data:`PATCHES` to that source tree (the one place the libzmq sources are changed);
+2. apply the patches of ``generaldomo/patches`` to that source tree (:data:`PATCHES`, the one place the libzmq
+   sources are changed: unified diffs shipped as package data, each saying first what it changes and why, and
+   ``platform.patch`` the build's configuration); each hunk must match exactly, with no fuzz and no offset, or
+   the build stops naming the file and line that differ;
 3. ``pip download`` the PyNaCl 1.6.2 sdist, which carries the libsodium 1.0.20 sources under
    ``src/libsodium``, and build them (``./configure --disable-shared --with-pic``, ``make``) into a static
    ``libsodium.a`` for CURVE;
@@ -21,7 +24,9 @@ compiler on any machine (Debian's ``libsodium-dev`` would need apt, root and a D
 POSIX shell are needed for libsodium's ``configure``.
 
 The wheel is cached in ``$GENERALDOMO_CACHE`` (default ``~/.cache/generaldomo``) under
-``pyzmq-draft/<python>-<platform>-<recipe>/``. Linux with glibc, a C and a C++ compiler only; elsewhere it
+``pyzmq-draft/<python>-<platform>-<recipe>/``, the recipe naming the versions, the build's revision, each
+patch and a digest of their diffs (:func:`recipe`): a changed diff builds another wheel, a reworded description
+does not. Linux with glibc, a C and a C++ compiler only; elsewhere it
 says what to do instead. It prints what it will do (versions, environment, what it replaces) before doing it.
 
 Why libzmq 4.3.4 and not 4.3.5 (the release PyPI's wheels ship): no distribution on PyPI carries the 4.3.5
@@ -53,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import os
 import platform
 import re
@@ -66,6 +72,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from subprocess import STDOUT
 from typing import NamedTuple
@@ -77,269 +84,181 @@ SODIUM_SDIST = "1.6.2"  # the PyNaCl sdist that bundles the libsodium sources
 SODIUM_VERSION = "1.0.20"  # the libsodium release in that sdist
 
 
-@dataclass(frozen=True)
-class SourcePatch:
-    """A change to one file of the libzmq source tree: ``old`` must occur exactly once and becomes ``new``."""
+class BuildError(RuntimeError):
+    """A step of the build, install or verification failed."""
 
-    name: str  # short and unique: it becomes part of the recipe, hence of the cache key
-    path: str  # relative to the libzmq source root, e.g. "src/server.cpp"
-    old: str
-    new: str
-    count: int = 1  # how often ``old`` occurs (in 4.3.4 and 4.3.5 alike); every occurrence is replaced
+
+class Unsupported(BuildError):
+    """This platform cannot run the recipe; the message says what to do instead."""
+
+
+PATCH_DIR = Path(__file__).resolve().parent / "patches"  # package data: one unified diff per change
+HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# The symbols the patched libzmq exports, by which an installed pyzmq is known to carry the patches.
+DRAIN_SYMBOL = "zmq_generaldomo_drain"  # drain.patch's (and ridguard.patch's, applied with it)
+MAILBOX_SYMBOL = "zmq_generaldomo_mailbox_lock"  # mailbox.patch's: generaldomo.io.inproc binds real inproc then
+POLL_SYMBOL = "zmq_generaldomo_poll_signaler"  # pollsig.patch's
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One ``@@`` block of a unified diff: the ``old`` lines, from line ``start`` (after which, for none), become
+    ``new``."""
+
+    start: int
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    lead: int = 0  # context lines before the first change, and after the last: a hunk with fewer after than
+    trail: int = 0  # before ends the file (and fewer before than after starts it), as patch(1) reads it
+
+    @property
+    def at(self) -> int:
+        """The index of the first old line in the unpatched file."""
+        return self.start - 1 if self.old else self.start
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """The hunks of one file of the libzmq source tree (``created``: the diff's old side is ``/dev/null``)."""
+
+    path: str  # relative to the libzmq source root, e.g. "src/router.cpp"
+    hunks: tuple[Hunk, ...]
+    created: bool = False
+
+    def applied(self, lines: list[str], patch: str) -> list[str]:
+        """``lines`` with every hunk applied where its header says, context included, with no fuzz and no offset;
+        BuildError naming the first line that differs otherwise."""
+        out, shift = list(lines), 0
+        for hunk in self.hunks:
+            at = hunk.at + shift
+            found = out[at : at + len(hunk.old)]
+            if found != list(hunk.old):
+                line = next(n for n, (want, got) in enumerate(zip_longest(hunk.old, found)) if want != got)
+                got = repr(found[line]) if line < len(found) else "the end of the file"
+                raise self.refusal(patch, hunk, f"expects {hunk.old[line]!r} at line {at + line + 1}, found {got}")
+            if hunk.trail < hunk.lead and at + len(found) != len(out):
+                raise self.refusal(patch, hunk, f"ends the file, which goes on after line {at + len(found)}")
+            if hunk.lead < hunk.trail and at != 0:
+                raise self.refusal(patch, hunk, "starts the file, which has other lines before it")
+            out[at : at + len(hunk.old)] = hunk.new
+            shift += len(hunk.new) - len(hunk.old)
+        return out
+
+    def refusal(self, patch: str, hunk: Hunk, why: str) -> BuildError:
+        """The error for a hunk that does not apply to this file."""
+        return BuildError(
+            f"{patch} does not apply to {self.path} of libzmq {LIBZMQ_VERSION}: its hunk at line {hunk.start} {why}"
+        )
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One patch file: its name (the file's stem), what it says before its first ``---`` line (why the change),
+    the diff from there on, and the file changes that diff makes."""
+
+    name: str
+    about: str
+    diff: str
+    changes: tuple[FileChange, ...]
+
+    @classmethod
+    def read(cls, path: Path) -> Patch:
+        """The patch in ``path``; BuildError saying where it is not a unified diff."""
+        return cls.parse(path.stem, path.read_text())
+
+    @classmethod
+    def parse(cls, name: str, text: str) -> Patch:
+        """The patch ``text`` (a unified diff after free text); BuildError saying where it is not one."""
+        lines = text.splitlines(keepends=True)
+        first = next((n for n, line in enumerate(lines) if line.startswith("--- ")), len(lines))
+        about, lines = "".join(lines[:first]).strip(), lines[first:]
+        changes, n = [], 0
+
+        def fail(why: str) -> BuildError:
+            return BuildError(f"{name}.patch, line {first + n + 1}: {why}")
+
+        while n < len(lines):
+            if not (lines[n].startswith("--- ") and n + 1 < len(lines) and lines[n + 1].startswith("+++ ")):
+                raise fail(f"expected a '--- a/FILE' and '+++ b/FILE' pair, found {lines[n]!r}")
+            old, new = _diff_path(lines[n][4:]), _diff_path(lines[n + 1][4:])
+            if new is None:
+                raise fail("a patch may change or create files, not delete them")
+            n += 2
+            hunks = []
+            while n < len(lines) and (header := HUNK.match(lines[n])):
+                start, old_count, new_count = int(header[1]), int(header[2] or 1), int(header[4] or 1)
+                n += 1
+                before: list[str] = []
+                after: list[str] = []
+                tags = ""
+                while len(before) < old_count or len(after) < new_count:
+                    if n == len(lines):
+                        raise fail("the file ends inside a hunk")
+                    tag, rest = lines[n][:1], lines[n][1:]
+                    tags += tag if tag in "-+" else " "
+                    if tag in (" ", "\n"):  # context ("\n": an empty context line whose space an editor dropped)
+                        before.append(rest or "\n")
+                        after.append(rest or "\n")
+                    elif tag == "-":
+                        before.append(rest)
+                    elif tag == "+":
+                        after.append(rest)
+                    else:
+                        raise fail(f"{lines[n]!r} is not a line of a hunk (' ', '-' or '+')")
+                    n += 1
+                if (len(before), len(after)) != (old_count, new_count):
+                    raise fail(f"the hunk at line {start} does not hold the {old_count} and {new_count} lines it says")
+                lead, trail = len(tags) - len(tags.lstrip()), len(tags) - len(tags.rstrip())
+                hunks.append(Hunk(start, tuple(before), tuple(after), lead, trail))
+            if not hunks:
+                raise fail(f"no hunk for {new}")
+            changes.append(FileChange(new, tuple(hunks), created=old is None))
+        if not changes:
+            raise BuildError(f"{name}.patch holds no diff")
+        return cls(name, about, "".join(lines), tuple(changes))
 
     def apply(self, src: Path) -> None:
-        """Rewrite the file under ``src``; BuildError if ``old`` does not occur exactly ``count`` times."""
-        target = src / self.path
-        text = target.read_text()
-        found = text.count(self.old)
-        if found != self.count:
-            raise BuildError(f"patch {self.name}: expected its text {self.count} x in {self.path}, found {found}")
-        target.write_text(text.replace(self.old, self.new))
+        """Apply to the libzmq source tree ``src``, every hunk exactly where it says; BuildError naming the file
+        and line where one does not match (and nothing written then)."""
+        results: dict[str, list[str]] = {}
+        for change in self.changes:
+            target = src / change.path
+            if change.created and target.exists():
+                raise BuildError(f"{self.name}.patch creates {change.path}, which is there already")
+            if change.path not in results:
+                results[change.path] = [] if change.created else target.read_text().splitlines(keepends=True)
+            results[change.path] = change.applied(results[change.path], f"{self.name}.patch")
+        for path, lines in results.items():
+            (src / path).write_text("".join(lines))
 
 
-# Four small changes to libzmq, each text found exactly as often in libzmq 4.3.4 and 4.3.5; one change may take
-# several patches under one name.
-# 1. The routing-id guard. libzmq's ROUTER gives a peer without an id of its own a generated one, 0x00 + a
-#    4-byte counter (src/router.cpp, identify_peer), and asserts in routing_socket_base_t::add_out_pipe when
-#    that id is already held by a peer that chose it: one DEALER choosing the next generated id aborts the
-#    process. Each generated id now skips ids in use (three places: raw sockets, peers without an id, and the
-#    id given to a pipe that ZMQ_ROUTER_HANDOVER displaces).
-# 2. zmq_generaldomo_drain(socket): discard the rest of the message being received, in C, and return how many
-#    frames it had. From Python each frame costs about a microsecond, so a message of millions of frames
-#    stalled the broker for seconds (bench/README.md); generaldomo.io.links uses it when libzmq has it.
-DRAIN_FUNCTION = """
+def _diff_path(field: str) -> str | None:
+    """The path of a ``---``/``+++`` line's field without its ``a/``/``b/`` and timestamp (None: /dev/null)."""
+    path = field.split("\t")[0].strip()
+    if path == "/dev/null":
+        return None
+    return path.split("/", 1)[1] if path.startswith(("a/", "b/")) else path
 
-//  generaldomo: discard the rest of the message being received; return the number of frames discarded.
-extern "C" long zmq_generaldomo_drain (void *s_)
-{
-    int more = 0;
-    size_t more_size = sizeof more;
-    if (zmq_getsockopt (s_, ZMQ_RCVMORE, &more, &more_size) == -1)
-        return -1;
-    zmq_msg_t msg;
-    zmq_msg_init (&msg);
-    long count = 0;
-    while (more && zmq_msg_recv (&msg, s_, ZMQ_DONTWAIT) >= 0) {
-        ++count;
-        more = zmq_msg_more (&msg);
-    }
-    zmq_msg_close (&msg);
-    return count;
-}
-"""
-DRAIN_SYMBOL = "zmq_generaldomo_drain"  # the marker of patches 1 and 2
 
-# 3. The mailbox lock (libzmq issue 3048, open upstream): CLIENT and SERVER sockets no longer deadlock over
-#    inproc. A thread-safe socket's mailbox (src/mailbox_safe.cpp) was guarded by the socket's own lock, which
-#    every thread posting a command to it took; the ends of an inproc pipe post to each other (activate_read on
-#    a write, activate_write on a read past the low-water mark) from inside send/recv, holding their own
-#    socket's lock, so a CLIENT and its SERVER reading (or writing) at once took the two locks in opposite
-#    orders and halted for good. The mailbox now has a lock of its own, a leaf that posters take alone, as a
-#    plain socket's mailbox does (src/mailbox.cpp). recv, called with the socket's lock held, takes it too and
-#    gives the socket's lock up while it waits (the condition variable used to). Two rules keep every wake-up
-#    the shared lock gave: a command is read only with both locks held, so that it is processed before another
-#    thread of the socket looks at the socket's state; and every post wakes every waiter (posters, blocked by
-#    the shared lock while another thread read commands, always found the reader asleep and woke them all).
-MAILBOX_SYMBOL = "zmq_generaldomo_mailbox_lock"  # its marker: generaldomo.io.inproc binds real inproc then
-MAILBOX_RECV = """\
-//  generaldomo: the marker of the mailbox lock patch (libzmq issue 3048).
-extern "C" int zmq_generaldomo_mailbox_lock (void)
-{
-    return 1;
-}
+def read_patches(folder: Path = PATCH_DIR) -> tuple[Patch, ...]:
+    """The patches in ``folder`` (``*.patch``, in name order; each changes files of its own)."""
+    return tuple(Patch.read(path) for path in sorted(folder.glob("*.patch")))
 
-//  generaldomo: called with the socket's lock held; takes the mailbox's own (posters take only that one).
-int zmq::mailbox_safe_t::recv (command_t *cmd_, int timeout_)
-{
-    scoped_lock_t lock (*_sync);
-    return recv_locked (cmd_, timeout_);
-}
 
-int zmq::mailbox_safe_t::recv_locked (command_t *cmd_, int timeout_)
-{"""
-MAILBOX_WAIT = """\
-        //  generaldomo: let other threads use the socket meanwhile; read the command with both locks held,
-        //  taken in order (the mailbox's lock is a leaf).
-        _socket_sync->unlock ();
-        const int rc = _cond_var.wait (_sync, timeout_);
-        _sync->unlock ();
-        _socket_sync->lock ();
-        _sync->lock ();
-"""
+def recipe(patches: Sequence[Patch]) -> str:
+    """The cache key's recipe part: the versions, the build's revision, each patch's name and a digest of their
+    diffs, so that a changed diff (not a changed description) makes another wheel."""
+    digest = hashlib.sha256()
+    for patch in patches:
+        digest.update(f"{patch.name}\0{patch.diff}\0".encode())
+    names = "".join(f"+{patch.name}" for patch in patches)
+    return f"pyzmq{PYZMQ_VERSION}-zmq{LIBZMQ_VERSION}-sodium{SODIUM_VERSION}-static-r2{names}-{digest.hexdigest()[:12]}"
 
-# 4. One signaler per thread for pollers (src/socket_poller.cpp). zmq_poll makes a poller per call, and with a
-#    thread-safe socket among its items each call made a signaler (an eventfd and four fcntl calls) and closed
-#    it again: 3 to 4 µs per poll of a SERVER or CLIENT socket, a few polls per request. A poller now takes the
-#    eventfd signaler its thread's last poller left, emptied by one read (its first pass checks the sockets
-#    anyway), and leaves its own; one left in a parent process is not taken after a fork (its pid differs), and
-#    each thread's is closed when the thread ends.
-SIGNALER_CACHE = """#include <limits.h>
 
-//  generaldomo: the signaler a thread's last poller left, for its next one (zmq_poll makes a poller per call).
-namespace
-{
-struct signaler_cache_t
-{
-    zmq::signaler_t *signaler;
-    pid_t pid;
-    ~signaler_cache_t () { delete signaler; }
-};
-thread_local signaler_cache_t signaler_cache = {NULL, 0};
-}
+PATCHES = read_patches()  # applied before compiling: the one place the libzmq sources are changed
+RECIPE = recipe(PATCHES)
 
-//  generaldomo: the marker of this patch.
-extern "C" int zmq_generaldomo_poll_signaler (void)
-{
-    return 1;
-}
-"""
-POLL_SYMBOL = "zmq_generaldomo_poll_signaler"
-SIGNALER_TAKE = """#if defined ZMQ_HAVE_EVENTFD
-            if (signaler_cache.signaler && signaler_cache.pid == getpid ()) {
-                //  generaldomo: reuse it, emptied (one read resets an eventfd; it is non-blocking)
-                _signaler = signaler_cache.signaler;
-                signaler_cache.signaler = NULL;
-                uint64_t left;
-                const ssize_t sz = read (_signaler->get_fd (), &left, sizeof left);
-                (void) sz;
-            } else
-#endif
-                _signaler = new (std::nothrow) signaler_t ();
-"""
-SIGNALER_LEAVE = """    if (_signaler != NULL) {
-#if defined ZMQ_HAVE_EVENTFD
-        //  generaldomo: leave it for this thread's next poller
-        if (signaler_cache.signaler == NULL || signaler_cache.pid != getpid ()) {
-            delete signaler_cache.signaler;
-            signaler_cache.signaler = _signaler;
-            signaler_cache.pid = getpid ();
-            _signaler = NULL;
-        }
-#endif
-        if (_signaler != NULL)
-            LIBZMQ_DELETE (_signaler);
-    }
-"""
-
-# Patches applied, in order, to the libzmq sources before compiling (see apply_patches).
-PATCHES: tuple[SourcePatch, ...] = (
-    SourcePatch(
-        "ridguard",
-        "src/router.cpp",
-        "put_uint32 (buf + 1, _next_integral_routing_id++);",
-        "do /* generaldomo: skip ids in use */\n"
-        "            put_uint32 (buf + 1, _next_integral_routing_id++);\n"
-        "        while (has_out_pipe (blob_t (buf, sizeof buf)));",
-        count=3,
-    ),
-    SourcePatch(
-        "drain",
-        "src/zmq.cpp",
-        "return s->query_pipes_stats ();\n}\n",
-        "return s->query_pipes_stats ();\n}\n" + DRAIN_FUNCTION,
-    ),
-    SourcePatch(
-        "mailbox",
-        "src/mailbox_safe.hpp",
-        "    mutex_t *const _sync;\n",
-        "    mutex_t *const _sync;  // generaldomo: the mailbox's own lock, _own_sync\n"
-        "    mutex_t _own_sync;\n"
-        "    mutex_t *const _socket_sync;  // the socket's lock, held by the caller of recv\n"
-        "    int recv_locked (command_t *cmd_, int timeout_);  // recv with _sync held\n",
-    ),
-    SourcePatch(
-        "mailbox",
-        "src/mailbox_safe.cpp",
-        "mailbox_safe_t (mutex_t *sync_) : _sync (sync_)",
-        "mailbox_safe_t (mutex_t *sync_) :\n    _sync (&_own_sync), _socket_sync (sync_)",
-    ),
-    SourcePatch(  # add_signaler and remove_signaler: send() walks the signalers under the mailbox's lock
-        "mailbox",
-        "src/mailbox_safe.cpp",
-        "(signaler_t *signaler_)\n{\n",
-        "(signaler_t *signaler_)\n{\n    scoped_lock_t lock (*_sync);\n",
-        count=2,
-    ),
-    SourcePatch(
-        "mailbox",
-        "src/mailbox_safe.cpp",
-        "void zmq::mailbox_safe_t::clear_signalers ()\n{\n",
-        "void zmq::mailbox_safe_t::clear_signalers ()\n{\n    scoped_lock_t lock (*_sync);\n",
-    ),
-    SourcePatch(
-        "mailbox",
-        "src/mailbox_safe.cpp",
-        "    const bool ok = _cpipe.flush ();\n\n    if (!ok) {\n",
-        "    _cpipe.flush ();\n\n"
-        "    //  generaldomo: wake every waiter, also while a thread of the socket reads commands\n    {\n",
-    ),
-    SourcePatch(
-        "mailbox",
-        "src/mailbox_safe.cpp",
-        "int zmq::mailbox_safe_t::recv (command_t *cmd_, int timeout_)\n{",
-        MAILBOX_RECV,
-    ),
-    SourcePatch(
-        "mailbox",
-        "src/mailbox_safe.cpp",
-        "        const int rc = _cond_var.wait (_sync, timeout_);\n",
-        MAILBOX_WAIT,
-    ),
-    SourcePatch("pollsig", "src/socket_poller.cpp", "#include <limits.h>\n", SIGNALER_CACHE),
-    SourcePatch(
-        "pollsig", "src/socket_poller.cpp", "            _signaler = new (std::nothrow) signaler_t ();\n", SIGNALER_TAKE
-    ),
-    SourcePatch(
-        "pollsig",
-        "src/socket_poller.cpp",
-        "    if (_signaler != NULL) {\n        LIBZMQ_DELETE (_signaler);\n    }\n",
-        SIGNALER_LEAVE,
-    ),
-)
-_NAMES = dict.fromkeys(p.name for p in PATCHES)  # each change's name once, in order
-RECIPE = f"pyzmq{PYZMQ_VERSION}-zmq{LIBZMQ_VERSION}-sodium{SODIUM_VERSION}-static-r2" + "".join(
-    f"+{name}" for name in _NAMES
-)
-
-PLATFORM_HPP = """\
-#ifndef __ZMQ_PLATFORM_HPP_INCLUDED__
-#define __ZMQ_PLATFORM_HPP_INCLUDED__
-#define ZMQ_HAVE_LINUX
-#define ZMQ_BUILD_DRAFT_API
-#define ZMQ_USE_CV_IMPL_STL11
-#define ZMQ_IOTHREAD_POLLER_USE_EPOLL
-#define ZMQ_IOTHREAD_POLLER_USE_EPOLL_CLOEXEC
-#define ZMQ_POLL_BASED_ON_POLL
-#define ZMQ_CACHELINE_SIZE 64
-#define HAVE_FORK
-#define HAVE_CLOCK_GETTIME
-#define HAVE_MKDTEMP
-#define HAVE_ACCEPT4
-#define HAVE_STRNLEN
-#define HAVE_IF_NAMETOINDEX
-#define ZMQ_HAVE_UIO
-#define ZMQ_HAVE_NOEXCEPT
-#define ZMQ_HAVE_EVENTFD
-#define ZMQ_HAVE_EVENTFD_CLOEXEC
-#define ZMQ_HAVE_IFADDRS
-#define ZMQ_HAVE_SO_BINDTODEVICE
-#define ZMQ_HAVE_SO_PEERCRED
-#define ZMQ_HAVE_O_CLOEXEC
-#define ZMQ_HAVE_SOCK_CLOEXEC
-#define ZMQ_HAVE_SO_KEEPALIVE
-#define ZMQ_HAVE_SO_PRIORITY
-#define ZMQ_HAVE_TCP_KEEPCNT
-#define ZMQ_HAVE_TCP_KEEPIDLE
-#define ZMQ_HAVE_TCP_KEEPINTVL
-#define ZMQ_HAVE_PTHREAD_SETNAME_2
-#define ZMQ_HAVE_PTHREAD_SET_AFFINITY
-#define ZMQ_HAVE_IPC
-#define ZMQ_HAVE_CURVE
-#define ZMQ_USE_LIBSODIUM
-#define ZMQ_USE_RADIX_TREE
-#endif
-"""
-# Sources whose transports are disabled above (they would compile to nothing).
+# Sources whose transports platform.patch leaves out (they would compile to nothing).
 SKIP_PREFIXES = ("ws_", "wss_", "vmci", "gssapi_", "tipc_")
 CFLAGS = ["-O3", "-DNDEBUG", "-fPIC", "-D_GNU_SOURCE", "-D_REENTRANT", "-D_THREAD_SAFE"]
 
@@ -383,14 +302,6 @@ print(zmq.has('draft'), zmq.__version__, zmq.zmq_version(), patched)
 
 _T0 = time.monotonic()
 Env = Mapping[str, str]
-
-
-class BuildError(RuntimeError):
-    """A step of the build, install or verification failed."""
-
-
-class Unsupported(BuildError):
-    """This platform cannot run the recipe; the message says what to do instead."""
 
 
 class Installed(NamedTuple):
@@ -519,10 +430,11 @@ def build_sodium(src: Path, work: Path) -> Path:
     return prefix
 
 
-def apply_patches(src: Path, patches: Sequence[SourcePatch] = PATCHES) -> None:
-    """Apply ``patches``, in order, to the libzmq source tree ``src`` (before anything is compiled)."""
+def apply_patches(src: Path, patches: Sequence[Patch] = PATCHES) -> None:
+    """Apply ``patches``, in order, to the libzmq source tree ``src`` (before anything is compiled); BuildError
+    if one does not apply exactly (these are made for libzmq's :data:`LIBZMQ_VERSION` sources)."""
     for patch in patches:
-        log(f"patching libzmq: {patch.name} ({patch.path})")
+        log(f"patching libzmq: {patch.name} ({', '.join(change.path for change in patch.changes)})")
         patch.apply(src)
 
 
@@ -544,8 +456,7 @@ def build_libzmq(src: Path, work: Path, sodium: Path) -> Path:
     objdir, prefix, sodium_objects = work / "obj", work / "prefix", work / "sodium-obj"
     for d in (objdir, prefix / "lib", prefix / "include", sodium_objects):
         d.mkdir(parents=True)
-    (objdir / "platform.hpp").write_text(PLATFORM_HPP)
-    flags = [*CFLAGS, f"-I{objdir}", f"-I{src / 'include'}", f"-I{sodium / 'include'}"]
+    flags = [*CFLAGS, f"-I{src / 'include'}", f"-I{sodium / 'include'}"]  # src/platform.hpp: platform.patch
     cxx = [*os.environ.get("CXX", "c++").split(), "-std=gnu++11", *flags]
     cmds: list[list[str | Path]] = [
         [*cxx, "-c", f, "-o", objdir / f"{f.stem}.o"]

@@ -7,7 +7,8 @@ import logging
 import zmq
 from waiting import eventually
 
-from generaldomo import Client, codec
+from generaldomo import Client
+from generaldomo.sansio import codec
 
 BODY = b"x" * 65536
 

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from waiting import eventually
 
-from generaldomo import Client, RequestFailed, codec
+from generaldomo import Client, RequestFailed
+from generaldomo.sansio import codec
 from generaldomo.sansio.core import Settings
 
 frames = st.lists(

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from generaldomo import inproc
+from generaldomo.io import inproc
 
 ROOT = Path(__file__).resolve().parent.parent
 

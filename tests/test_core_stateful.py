@@ -78,6 +78,8 @@ class BrokerMachine(RuleBasedStateMachine):
         self.modern: set[Peer] = set()  # workers that say they understand request fields and CANCEL
         self.told: set[bytes] = set()  # task ids a worker was told to drop
         self.tenants: dict[Key, tuple[str | None, int]] = {}  # requests' tenant and priority fields
+        self.flags: dict[Key, int] = {}  # requests' flags (detached, known service)
+        self.served: set[bytes] = set()  # services a worker ever joined
         self.losses: Counter[bytes] = Counter()  # request body -> times its task was lost with a worker
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -132,6 +134,10 @@ class BrokerMachine(RuleBasedStateMachine):
         elif status == protocol.UNAVAILABLE:
             self.failed[key] += 1
             assert self.losses[self.expected[key]] >= MAX_ATTEMPTS, "failed, but not lost with its workers"
+        elif status == protocol.NOT_FOUND:
+            service = self.expected[key].rsplit(b"/", 1)[1]
+            assert self.flags.get(key, 0) & protocol.FLAG_KNOWN_SERVICE, "a 404 to a request that did not ask"
+            assert service not in self.served, "a 404 for a service that had workers"
         else:
             assert status == protocol.OVER_BUDGET and b"budget" in body[0]
         if peer in self.losing:
@@ -161,7 +167,8 @@ class BrokerMachine(RuleBasedStateMachine):
         deadline = self.deadlines.get(key)
         left = None if deadline is None else deadline - self.now  # the time left now
         tenant, priority = self.tenants.get(key, (None, 0))
-        fields = protocol.request_fields(left, tenant, priority)
+        flags = self.flags.get(key, 0)
+        fields = protocol.request_fields(left, tenant, priority, flags)
         self.feed(client, protocol.gdp_request(rid, service, [self.expected[key]], fields))
 
     def reask(self, client: Peer, rids: list[bytes]) -> None:
@@ -192,15 +199,18 @@ class BrokerMachine(RuleBasedStateMachine):
         deadline=st.sampled_from([None, None, 0.0, 1.0, 3.0]),
         tenant=st.sampled_from([None, "t1", "t2"]),
         priority=st.sampled_from([0, 0, 2, -3]),
+        flags=st.sampled_from([0, 0, protocol.FLAG_DETACHED, protocol.FLAG_KNOWN_SERVICE]),
     )  # fmt: skip
     def request(
-        self, client: Peer, service: bytes, deadline: float | None, tenant: str | None = None, priority: int = 0
-    ) -> None:
+        self, client: Peer, service: bytes, deadline: float | None, tenant: str | None = None, priority: int = 0,
+        flags: int = 0,
+    ) -> None:  # fmt: skip
         self.serial += 1
         name = b"/".join(client.address) if isinstance(client.address, tuple) else client.address
         rid = b"%s-%d" % (name, self.serial)
         self.expected[(client, rid)] = b"%s/%s/%s" % (name, rid, service)
         self.tenants[(client, rid)] = (tenant, priority)
+        self.flags[(client, rid)] = flags
         if deadline is not None:
             self.deadlines[(client, rid)] = self.now + deadline
         self.send_request((client, rid))
@@ -256,6 +266,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(service=st.sampled_from(SERVICES), modern=st.booleans())
     def worker_joins(self, service: bytes, modern: bool = False) -> None:
+        self.served.add(service)  # (the broker remembers it for its served_memory, longer than any run here)
         self.next_worker += 1
         peer = Peer(1, self.next_worker)
         self.live[peer] = service
@@ -314,7 +325,12 @@ class BrokerMachine(RuleBasedStateMachine):
         for client in self.clients():
             if client not in self.quiet:
                 self.feed(client, protocol.gdp_client_heartbeat())
+        detached = [t for t in self.core.tasks.values() if t.detached and t.state is TaskState.QUEUED]
         out = self.core.tick(self.now)
+        for task in detached:  # a detached request outlives its quiet client: only an answer ends it
+            assert task.id in self.core.tasks or task.state is TaskState.DONE, "a detached request was dropped"
+            if task.id not in self.core.tasks:
+                assert any(to == task.client and frames[2:3] == [task.request_id] for to, frames in out)
         for peer in [p for p in self.live if p not in self.core.workers]:
             assert peer in self.silent, "a heartbeating worker was expired"
             self.forget(peer)

@@ -11,11 +11,12 @@ import pytest
 import zmq
 from waiting import eventually
 
-from generaldomo import Client, RequestFailed, codec
+from generaldomo import Client, RequestFailed
 from generaldomo.io import keys
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.links import LINKS
 from generaldomo.io.transport import Transport
+from generaldomo.sansio import codec
 from generaldomo.sansio.access import Role
 from generaldomo.sansio.core import BrokerCore
 

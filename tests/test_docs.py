@@ -41,6 +41,16 @@ def test_the_readme_python_examples_run(code: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_every_public_name_is_documented_with_its_parameters_and_an_example() -> None:
+    """The API reference's rules (docs/_ext/apicheck.py; ``tox -e docs`` fails on them too)."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import apicheck
+    finally:
+        sys.path.pop(0)
+    assert apicheck.problems() == []
+
+
 def docstring_examples() -> list[doctest.DocTest]:
     """Every ``>>>`` example in the package's docstrings (``__main__`` modules run the CLI when imported)."""
     finder = doctest.DocTestFinder()

@@ -42,21 +42,105 @@ def test_build_without_a_compiler_refuses_plainly(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.whl"))
 
 
-def test_a_patch_rewrites_its_text_exactly_once(tmp_path: Path) -> None:
-    (tmp_path / "src").mkdir()
-    source = tmp_path / "src" / "server.cpp"
-    source.write_text("int a;\nint b;\n")
-    first = draft.SourcePatch("first", "src/server.cpp", "int a;", "long a;")
-    second = draft.SourcePatch("second", "src/server.cpp", "long a;\nint b;", "long a;\nlong b;")
-    draft.apply_patches(tmp_path, [first, second])
-    assert source.read_text() == "long a;\nlong b;\n"
-    with pytest.raises(draft.BuildError, match="found 0"):
-        first.apply(tmp_path)
+CHANGE_B = """Why: b is long.
+
+--- a/src/server.cpp
++++ b/src/server.cpp
+@@ -1,3 +1,3 @@
+ int a;
+-int b;
++long b;
+ int c;
+"""
+
+
+def tree(root: Path, **files: str) -> Path:
+    for name, text in files.items():
+        (root / "src").mkdir(parents=True, exist_ok=True)
+        (root / "src" / name).write_text(text)
+    return root
+
+
+def test_a_patch_applies_exactly_once_and_says_where_it_does_not(tmp_path: Path) -> None:
+    source = tree(tmp_path, **{"server.cpp": "int a;\nint b;\nint c;\nint d;\n"}) / "src" / "server.cpp"
+    patch = draft.Patch.parse("long-b", CHANGE_B)
+    assert patch.about == "Why: b is long." and [change.path for change in patch.changes] == ["src/server.cpp"]
+    draft.apply_patches(tmp_path, [patch])
+    assert source.read_text() == "int a;\nlong b;\nint c;\nint d;\n"
+    with pytest.raises(draft.BuildError, match=r"long-b.patch does not apply to src/server.cpp .* at line 2, found"):
+        patch.apply(tmp_path)
+
+
+def test_a_patch_that_does_not_apply_writes_nothing(tmp_path: Path) -> None:
+    tree(tmp_path, **{"server.cpp": "int a;\nint b;\nint c;\n", "client.cpp": "int x;\n"})
+    second = "--- a/src/client.cpp\n+++ b/src/client.cpp\n@@ -1 +1 @@\n-int y;\n+long y;\n"
+    with pytest.raises(draft.BuildError, match="expects 'int y;\\\\n' at line 1, found 'int x;\\\\n'"):
+        draft.Patch.parse("both", CHANGE_B + second).apply(tmp_path)
+    assert (tmp_path / "src" / "server.cpp").read_text() == "int a;\nint b;\nint c;\n"
+
+
+def test_a_hunk_with_less_context_after_than_before_ends_the_file(tmp_path: Path) -> None:
+    append = "--- a/src/server.cpp\n+++ b/src/server.cpp\n@@ -1,2 +1,3 @@\n int a;\n int b;\n+int c;\n"
+    create = "--- /dev/null\n+++ b/src/platform.hpp\n@@ -0,0 +1,2 @@\n+#define A\n+#define B\n"
+    tree(tmp_path, **{"server.cpp": "int a;\nint b;\n"})
+    draft.Patch.parse("append", append + create).apply(tmp_path)
+    assert (tmp_path / "src" / "server.cpp").read_text() == "int a;\nint b;\nint c;\n"
+    assert (tmp_path / "src" / "platform.hpp").read_text() == "#define A\n#define B\n"
+    with pytest.raises(draft.BuildError, match="ends the file, which goes on after line 2"):
+        draft.Patch.parse("append", append).apply(tmp_path)  # a second time: the lines are still there, not last
+    with pytest.raises(draft.BuildError, match=r"creates src/platform\.hpp, which is there already"):
+        draft.Patch.parse("create", create).apply(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("no diff here\n", "holds no diff"),
+        ("--- a/src/x.cpp\n+++ b/src/x.cpp\n", "no hunk for src/x.cpp"),
+        ("--- a/src/x.cpp\n+++ b/src/x.cpp\n@@ -1,2 +1,2 @@\n int a;\n", "line 5: the file ends inside a hunk"),
+        ("--- a/src/x.cpp\n+++ b/src/x.cpp\n@@ -1 +1 @@\n*int a;\n", "line 4: '\\*int a;\\\\n' is not a line"),
+        ("--- a/src/x.cpp\n+++ /dev/null\n@@ -1 +0,0 @@\n-int a;\n", "not delete them"),
+        ("--- a/src/x.cpp\nint a;\n", "line 1: expected a '--- a/FILE' and '\\+\\+\\+ b/FILE' pair"),
+    ],
+)
+def test_a_malformed_patch_is_refused_naming_its_line(text: str, says: str) -> None:
+    with pytest.raises(draft.BuildError, match=says):
+        draft.Patch.parse("bad", text)
 
 
 def test_the_recipe_names_every_patch() -> None:
+    assert {path.stem for path in draft.PATCH_DIR.glob("*.patch")} == {patch.name for patch in draft.PATCHES}
     assert all(f"+{patch.name}" in draft.RECIPE for patch in draft.PATCHES)
     assert draft.RECIPE.startswith(f"pyzmq{draft.PYZMQ_VERSION}-zmq{draft.LIBZMQ_VERSION}-")
+
+
+def test_the_recipe_follows_the_diffs_not_their_descriptions() -> None:
+    reworded = [draft.Patch.parse(p.name, f"Said otherwise.\n\n{p.diff}") for p in draft.PATCHES]
+    assert draft.recipe(reworded) == draft.RECIPE
+    first, *rest = draft.PATCHES
+    changed = draft.Patch.parse(first.name, first.diff.replace("generaldomo", "generaldom0", 1))
+    assert draft.recipe([changed, *rest]) != draft.RECIPE
+
+
+def test_the_shipped_patches_say_why_and_export_the_markers() -> None:
+    added = {p.name: "".join(line for c in p.changes for hunk in c.hunks for line in hunk.new) for p in draft.PATCHES}
+    assert all(patch.about.startswith("generaldomo's ") for patch in draft.PATCHES)
+    for symbol in (draft.DRAIN_SYMBOL, draft.MAILBOX_SYMBOL, draft.POLL_SYMBOL):
+        assert sum('extern "C"' in text and f" {symbol} (" in text for text in added.values()) == 1, symbol
+    assert "#define ZMQ_USE_LIBSODIUM" in added["platform"] and "#define ZMQ_BUILD_DRAFT_API" in added["platform"]
+
+
+@pytest.mark.slow
+def test_the_shipped_patches_apply_to_the_pinned_libzmq_sources(tmp_path: Path) -> None:
+    """The pyzmq sdist the builder downloads (pip's cache helps) carries the libzmq the patches were made for."""
+    src = draft.fetch_libzmq_source(tmp_path)
+    before = {c.path: (src / c.path).read_text() for p in draft.PATCHES for c in p.changes if not c.created}
+    draft.apply_patches(src)
+    assert all((src / path).read_text() != text for path, text in before.items())
+    assert (src / "src" / "platform.hpp").is_file()
+    for patch in draft.PATCHES:  # and each refuses a tree it was applied to already
+        with pytest.raises(draft.BuildError, match=f"{patch.name}.patch"):
+            patch.apply(src)
 
 
 def test_the_plan_names_versions_environment_and_what_it_replaces() -> None:

@@ -17,6 +17,7 @@ import pytest
 import generaldomo
 from generaldomo import AsyncClient, Client, GeneraldomoError, Reject, Settings, TypedClient, errors
 from generaldomo.peers.app import App, Bound
+from generaldomo.sansio import protocol
 
 PACKAGE = Path(generaldomo.__file__).parent
 OUTSIDE = {"generaldomo.peers.reject.Reject", "generaldomo.draft.BuildError", "generaldomo.draft.Unsupported"}
@@ -98,8 +99,10 @@ def test_each_still_imports_from_its_old_module(module: str) -> None:
 
 
 def test_request_failed_gives_the_family_of_each_status() -> None:
-    kinds = {b"400": "RequestRejected", b"429": "RequestRejected", b"500": "WorkerError"}
-    kinds |= {b"503": "ServiceUnavailable", b"504": "RequestExpired", b"501": "RequestFailed"}
+    kinds = {protocol.BAD_REQUEST: "RequestRejected", protocol.FORBIDDEN: "RequestRejected", b"429": "RequestRejected"}
+    kinds |= {protocol.WORKER_ERROR: "WorkerError", protocol.UNAVAILABLE: "ServiceUnavailable"}
+    kinds |= {protocol.EXPIRED: "RequestExpired", protocol.NOT_FOUND: "NotFound", b"501": "RequestFailed"}
+    kinds |= {b"5000": "RequestFailed"}
     for status, name in kinds.items():
         error = errors.RequestFailed.of(status, "why")
         assert type(error).__name__ == name and error.status == int(status) and error.reason == "why"
@@ -144,7 +147,7 @@ CASES: dict[str, tuple[str, dict[str, Any], str, Any, float, str | None]] = {
     "RequestTimeout-no-broker": ("request", {}, "echo", b"x", 0.3, None),
     "RequestTimeout-stream-gap": ("stream", {}, "trickle", b"x", 0.5, None),
     "WorkerError": ("request", {}, "failing", b"x", 30, None),
-    "RequestRejected": ("request", {}, "rejecting", b"404", 30, None),
+    "RequestRejected": ("request", {}, "rejecting", b"409", 30, None),
     "ServiceUnavailable": ("request", {}, "rejecting", b"503", 30, None),
     "RequestExpired": ("request", {}, "nobody-serves-this", b"x", 30, None),
     "ClientClosed": ("request", {}, "stuck", b"x", 30, None),

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-from generaldomo import Broker, Client, draft, inproc
+from generaldomo import Broker, Client, draft
+from generaldomo.io import inproc
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.links import ServerLink
 from generaldomo.sansio import codec

@@ -12,9 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from waiting import eventually
 
-from generaldomo import Client, codec
+from generaldomo import Client
 from generaldomo.io import links
 from generaldomo.io.links import RouterLink, ServerLink
+from generaldomo.sansio import codec
 from generaldomo.sansio.core import Settings
 
 

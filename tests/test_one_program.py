@@ -145,6 +145,21 @@ def test_stop_with_tasks_in_flight_loses_none(run: Programs, workers, endpoint_f
             assert reply in (f"py:b{k}", "error 503 the broker stopped before the request was answered"), line
 
 
+@pytest.mark.parametrize("via", ["inproc", "tcp"])
+def test_large_payloads_arrive_whole(run: Programs, endpoint_for, c_peers: dict[str, Path], via: str) -> None:
+    """3 MiB requests (sent by reference by the C++ client, passed by reference by the broker) echoed by the C
+    worker over tcp: every byte comes back in place."""
+    limits = ("max-message=20000000", "service-queue-bytes=20000000", "connection-bytes=40000000")
+    settings = [word for limit in limits for word in ("--set", limit)]
+    embedded = Embedded(run, endpoint_for, "--mode", "payload", "--size", str(3 << 20), "--requests", "3",
+                        "--echo", "--service", "echo", "--via", via, *settings)  # fmt: skip
+    run.start(c_peers["mdp01_worker"], embedded.endpoint("router", "tcp"))
+    embedded.go()
+    lines = embedded.lines()[len(embedded.endpoints) + 1 :]  # after the endpoints and "ready"
+    assert lines[0].startswith(f"payload {3 << 20} via {via} requests 3 "), lines
+    assert lines[1:] == ["stopped", "done"]
+
+
 def test_settings_come_from_the_broker_command(run: Programs, endpoint_for) -> None:
     process = run.start(
         run.programs["gd_embedded"], "--set", "max-frames=many", endpoint_for("inproc"), stdin=True, env=ENV

@@ -12,7 +12,7 @@ from generaldomo.io.metrics import StatusCollector
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.ledger import request_charge
 from generaldomo.sansio.report import StatusReport
-from generaldomo.sansio.stats import RECENT
+from generaldomo.sansio.stats import RECENT, nearest_rank, percentile, percentiles
 
 # what the two requests of busy_report() cost the budgets (their ids, envelopes and overhead too)
 ECHO = request_charge(len(b"echo") + 10, 1, b"r1", client(0).address)
@@ -94,3 +94,31 @@ def test_recent_completions_draw_a_timeline_and_stay_bounded() -> None:
     assert recent.served == [0.125] * RECENT
     assert recent.queued[-1] == 0.125 * 39  # the last one waited for the 39 before it
     assert StatusReport.from_json(report.to_json()).service("echo") == echo
+
+
+# ------------------------------------------------------------------------------ one nearest-rank percentile
+
+
+@pytest.mark.parametrize(
+    ("n", "p", "rank"),
+    [(100, 50, 50), (100, 90, 90), (100, 99, 99), (100, 100, 100), (1000, 99.9, 999), (100, 7, 7), (1, 99, 1),
+     (2, 50, 1), (2, 51, 2), (10, 50, 5), (10, 90, 9), (10, 99, 10), (3, 0.01, 1)],
+)  # fmt: skip
+def test_the_percentile_is_the_nearest_rank(n: int, p: float, rank: int) -> None:
+    values = [float(v) for v in range(1, n + 1)]
+    assert nearest_rank(values, p) == percentile(reversed(values), p) == rank
+    assert percentile([], p) is None and percentiles([]) == (None, None, None)
+
+
+def test_the_status_report_s_percentiles_are_nearest_rank() -> None:
+    """Ten tasks served in 10, 20 ... 100 ms: the median is the fifth (the report said the sixth before)."""
+    h = Harness()
+    h.ready(worker(1))
+    for n in range(1, 11):
+        h.request(client(0), b"r%d" % n)
+        h.advance(n / 100)
+        h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"done")
+    echo = h.core.report(h.now).service("echo")
+    assert echo is not None and echo.completed == 10
+    times = echo.service_time
+    assert (times.p50, times.p90, times.p99) == (pytest.approx(0.05), pytest.approx(0.09), pytest.approx(0.10))

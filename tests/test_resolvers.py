@@ -12,7 +12,8 @@ from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo import Client, protocol
+from generaldomo import Client
+from generaldomo.sansio import protocol
 from generaldomo.sansio.resolver import load_resolver
 from generaldomo.sansio.resolvers.attributes import AttributeResolver
 from generaldomo.sansio.resolvers.balanced import BalancedResolver

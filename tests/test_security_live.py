@@ -12,12 +12,12 @@ import zmq
 from test_curve import Keyring
 from waiting import eventually
 
-from generaldomo import Client, HandshakeFailed, codec
+from generaldomo import Client, HandshakeFailed
 from generaldomo.io import keys
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.bridge import Bridge
 from generaldomo.io.connection import Curve
-from generaldomo.sansio import protocol
+from generaldomo.sansio import codec, protocol
 
 SWEEP = 64  # guessed task ids the forger tries besides the real one
 

@@ -86,6 +86,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.may_resend: set[bytes] = set()  # ids a reason to send again has come for since last sent
         self.client_instance: bytes | None = None
         self.serial = 0
+        self.fetches: set[bytes] = set()  # ids fetched (sent by "another client": put in the broker directly)
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -105,7 +106,10 @@ class SessionMachine(RuleBasedStateMachine):
                 assert rid in self.bodies and rid not in self.cancelled, "a reply to nothing outstanding"
                 self.resolved[rid] += 1
                 assert self.resolved[rid] == 1, "resolved twice"
-                assert action.status == protocol.OK and action.body == (self.bodies[rid] + b"!",)
+                if action.status == protocol.NOT_FOUND:  # only a fetch the broker does not know
+                    assert rid in self.fetches and rid not in self.broker.held and rid not in self.broker.kept
+                else:
+                    assert action.status == protocol.OK and action.body == (self.bodies[rid] + b"!",)
                 assert action.token == rid
             else:
                 assert isinstance(action, Progress | Fail)
@@ -132,7 +136,7 @@ class SessionMachine(RuleBasedStateMachine):
             self.may_resend |= set(message.unknown) & self.outstanding()
             if restarted:
                 self.may_resend |= self.outstanding()
-        before = {rid: self.sends[rid] for rid in self.outstanding()}
+        before = {rid: self.sends[rid] for rid in self.outstanding() - self.fetches}  # (a fetch asks again)
         self.act(self.session.receive(frames, self.now))
         if restarted:
             assert {rid: self.sends[rid] - n for rid, n in before.items()} == dict.fromkeys(before, 1)
@@ -145,6 +149,18 @@ class SessionMachine(RuleBasedStateMachine):
         rid = b"r%d" % self.serial
         self.bodies[rid] = body
         self.sent(self.session.submit(rid, b"echo", [body], rid, self.now))
+
+    @rule(known=st.booleans(), body=st.binary(max_size=3))
+    def fetch(self, known: bool, body: bytes) -> None:
+        """Wait for the answer to a request another client sent (``known``: the broker holds it) or to an id
+        the broker never saw: it resolves once, with the answer or 404."""
+        self.serial += 1
+        rid = b"f%d" % self.serial
+        self.bodies[rid] = body
+        self.fetches.add(rid)
+        if known:
+            self.broker.held[rid] = body
+        self.sent(self.session.fetch(rid, rid, self.now))
 
     @precondition(lambda self: self.outstanding())
     @rule(data=st.data())

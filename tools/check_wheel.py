@@ -31,6 +31,7 @@ IN_WHEEL = (
     "generaldomo/cpp/include/generaldomo/generaldomo.hpp",
     "generaldomo/cpp/lib/pkgconfig/generaldomo.pc",
     "generaldomo/cpp/lib/cmake/generaldomo/generaldomoConfig.cmake",
+    *(f"generaldomo/patches/{path.name}" for path in sorted((ROOT / "generaldomo" / "patches").glob("*.patch"))),
 )
 README = (ROOT / "README.rst").read_text()
 DEMO_TRANSPORTS = ("router", "server")

@@ -1,20 +1,26 @@
 """Write the pages that follow other sources: one guide page per README.rst section, one API page per class.
 
 At ``config-inited`` it (re)writes ``guide/`` from README.rst's level-2 sections (``----`` underlines) and
-``api/`` from ``generaldomo.__all__``; both folders are generated, not kept in git. A page is rewritten only
+``api/`` from the public names (:mod:`apicheck`: ``generaldomo.__all__`` and the modules the guide names), and
+warns of every rule of the API reference that is broken (``-W`` makes that an error); both folders are
+generated, not kept in git. A page is rewritten only
 when its text changes, so incremental builds stay incremental.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
 from pathlib import Path
 
+import apicheck
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.ext.autodoc.mock import mock
+from sphinx.util import logging
 
-import generaldomo
+log = logging.getLogger(__name__)
 
 DOCS = Path(__file__).resolve().parents[1]
 README = DOCS.parent / "README.rst"
@@ -52,13 +58,20 @@ def overview(readme: str) -> str:
 
 
 def api_pages() -> list[tuple[str, str]]:
-    """``(name, page text)`` per public class of ``generaldomo``."""
+    """``(page name, page text)`` per public class or function (:func:`apicheck.public`): ``generaldomo``'s
+    named as they are, the other modules' by their full names."""
     pages = []
-    for name in sorted(generaldomo.__all__):
-        if inspect.isclass(getattr(generaldomo, name)):
-            title = f"``{name}``"
-            pages.append((name, f"{title}\n{'=' * len(title)}\n\n.. autoclass:: generaldomo.{name}\n"))
-    return pages
+    for module, name, value in apicheck.public():
+        page = name if module == "generaldomo" else f"{module}.{name}"
+        title = f"``{page}``"
+        directive = "autoclass" if inspect.isclass(value) else "autofunction"
+        pages.append((page, f"{title}\n{'=' * len(title)}\n\n.. {directive}:: {module}.{name}\n"))
+    return sorted(pages, key=lambda page: ("." in page[0], page[0].lower()))
+
+
+def missing(modules: tuple[str, ...]) -> list[str]:
+    """The ``modules`` that are not installed (mocked while the API pages are made)."""
+    return [name for name in modules if importlib.util.find_spec(name) is None]
 
 
 def toctree(title: str, names: list[str], intro: str = "") -> str:
@@ -74,10 +87,20 @@ def generate(app: Sphinx, config: Config) -> None:
     for name, text in guide:
         write(DOCS / "guide" / f"{name}.rst", text)
     write(DOCS / "guide" / "index.rst", toctree("User guide", [name for name, _ in guide], overview(readme)))
-    api = api_pages()
+    with mock(missing(apicheck.OPTIONAL)):  # the extras' modules (ray, the dashboard's) need not be installed
+        api = api_pages()
+        for problem in apicheck.problems():
+            log.warning("API reference: %s", problem)
+    pages = {f"{name}.rst" for name, _ in api} | {"index.rst", "draft.rst"}
+    for stale in (DOCS / "api").glob("*.rst"):  # a name no longer public (or renamed) loses its page
+        if stale.name not in pages:
+            stale.unlink()
     for name, text in api:
         write(DOCS / "api" / f"{name}.rst", text)
-    intro = "The public classes, importable from ``generaldomo``; and the draft-socket installer.\n\n"
+    intro = (
+        "The public classes and functions: those importable from ``generaldomo``, then those of the modules the "
+        "user guide names (each with its parameters and an example); and the draft-socket installer.\n\n"
+    )
     write(DOCS / "api" / "index.rst", toctree("API reference", [*(name for name, _ in api), "draft"], intro))
     write(DOCS / "api" / "draft.rst", DRAFT_PAGE)
 

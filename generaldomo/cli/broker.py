@@ -84,6 +84,13 @@ LIMITS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
     ("--keep-answers", "keep_answers", float, "SECONDS", "how long final answers are kept for clients' re-asks"),
     ("--keep-bytes", "keep_bytes", int, "BYTES", "bytes of kept answers, oldest evicted first"),
     ("--service-idle", "service_idle", limit(float), "SECONDS", "forget services idle this long; 'none': never"),
+    (
+        "--served-memory",
+        "served_memory",
+        float,
+        "SECONDS",
+        "how long a service that had workers counts as known to requests that fail fast for unknown services (404)",
+    ),
     ("--max-workers", "max_workers", limit(int), "N", "registered workers at most, more are refused; 'none': no limit"),
     (
         "--recovery",

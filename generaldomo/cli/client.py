@@ -3,9 +3,13 @@
 This module owns the client command's flags, its output and its exit status. The payload comes from the
 command line (one frame per argument), from files or stdin (``--file``), or, with ``--json`` or
 ``--serializer NAME``, is one value (JSON text) for a typed service, whose reply is printed as JSON. Partial
-results are printed as they arrive. A refused handshake (the other transport, CURVE missing or wrong) is
-reported as soon as the socket monitor sees it. When no reply comes within ``--timeout``, it finds out why (see
-:mod:`generaldomo.cli.probe`, at most ``PROBE_TIMEOUT`` seconds more per question) and says so, with an exit
+results are printed as they arrive. A request for a service the broker knows nobody serves (no worker now, none
+recently) fails at once with the broker's ``404`` (which lists the services that have workers and the nearest
+name), unless ``--wait-for-service``. ``--no-wait`` sends a *detached* request, prints its id once the broker
+has it and exits; ``--fetch ID`` prints the answer to such a request (or any, by its id). A refused handshake
+(the other transport, CURVE missing or wrong) is reported as soon as the socket monitor sees it. When no reply
+comes within ``--timeout``, it finds out why (see :mod:`generaldomo.cli.probe`, at most ``PROBE_TIMEOUT``
+seconds more per question) and says so, with an exit
 status of its own: nothing answers at the endpoint over this transport (and whether something does over the
 other one); no worker serves the service (with the services that have workers, and the nearest name); or the
 broker is alive and has workers, so the request is queued or running. The request itself goes through
@@ -25,7 +29,7 @@ from typing import Any
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io.connection import Curve
-from generaldomo.peers.client import Client, HandshakeFailed, Reply, RequestFailed
+from generaldomo.peers.client import Client, HandshakeFailed, NotFound, Reply, RequestFailed
 from generaldomo.sansio import serializers
 from generaldomo.sansio.serializers import Serializer
 
@@ -62,7 +66,28 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help=f"read a payload frame from PATH ({STDIN}: stdin), after the frames on the command line "
         "(repeatable; default: none)",
     )
-    parser.add_argument("service", help="request description (a service name with the default resolver)")
+    parser.add_argument(
+        "--wait-for-service",
+        dest="fail_unknown",
+        action="store_false",
+        help="queue the request even if the broker has no worker for the service and had none recently (default: "
+        "fail at once with 404, the services that have workers and the nearest name)",
+    )
+    handle = parser.add_mutually_exclusive_group()
+    handle.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="send the request detached (the broker keeps it while this client is gone), print its id once the "
+        "broker has it, and exit; get the answer later with --fetch ID",
+    )
+    handle.add_argument(
+        "--fetch",
+        metavar="ID",
+        type=_request_id,
+        help="print the answer to the request with this id (from --no-wait, or Future.request_id), waiting for it "
+        "up to --timeout while it is queued or running; no service or payload then (default: send a request)",
+    )
+    parser.add_argument("service", nargs="?", help="request description (a service name with the default resolver)")
     parser.add_argument("payload", nargs="*", help="payload frames (UTF-8; default: one empty frame)")
 
 
@@ -78,16 +103,33 @@ def payload_frames(args: argparse.Namespace) -> list[bytes]:
     return frames
 
 
+def _request_id(text: str) -> bytes:
+    """A request id given as hex text (``--fetch``)."""
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a request id is hex digits (as --no-wait prints it), not {text!r}") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    if (args.fetch is None) == (args.service is None):
+        raise ValueError("give a service (and payload) to send a request, or --fetch ID to get an answer, not both")
+    if args.fetch is not None and (args.payload or args.file):
+        raise ValueError("--fetch takes no payload: it gets the answer to a request sent earlier")
     target = options.peer(args)
     endpoint, curve = target.endpoint, target.curve
     frames = payload_frames(args)
-    typed = _typed(args.serializer, frames)
+    typed = _typed(args.serializer, frames) if args.fetch is None else _typed_reply(args.serializer)
     started = time.monotonic()
     with Client(
-        endpoint, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness, **curve.kwargs()
-    ) as client:
+        target.where, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness,
+        fail_unknown=args.fail_unknown, **curve.kwargs(),
+    ) as client:  # fmt: skip
+        if args.fetch is not None:
+            return _fetch(client, args, typed)
         payload: Any = frames if typed is None else serializers.encode(typed[0], typed[1])
+        if args.no_wait:
+            return _send_detached(client, args, payload)
         future = client.submit(args.service, payload, on_partial=lambda reply: _ignore(_print(reply, typed)))
         try:
             reply = future.result(args.timeout)
@@ -113,6 +155,42 @@ def run(args: argparse.Namespace) -> int:
     return _print(reply, typed)
 
 
+def _send_detached(client: Client, args: argparse.Namespace, payload: Any) -> int:
+    """``--no-wait``: send the request detached, make sure the broker has it, print its id."""
+    future = client.submit(args.service, payload, detached=True)
+    try:  # the broker answers in order: once mmi.service is answered, the request is in (or was refused)
+        client.request("mmi.service", args.service.encode(), args.timeout, fail_unknown=False)
+    except HandshakeFailed as error:
+        return _fail(Exit.NO_BROKER, _refused(args, client.endpoint, error))
+    except TimeoutError:
+        return _fail(Exit.NO_BROKER, f"no broker confirmed the request at {client.endpoint} within {args.timeout:g} s")
+    if future.done() and future.exception() is not None:
+        return _fail(Exit.FAILED, f"request failed: {future.exception()}")
+    print(future.request_id.hex(), flush=True)
+    return Exit.OK
+
+
+def _fetch(client: Client, args: argparse.Namespace, typed: tuple[Serializer, Any] | None) -> int:
+    """``--fetch ID``: print the answer to the request with that id."""
+    try:
+        reply = client.fetch(args.fetch, args.timeout)
+    except NotFound as error:
+        return _fail(Exit.FAILED, f"no answer to fetch: {error}")
+    except RequestFailed as error:
+        return _fail(Exit.FAILED, f"request failed: {error}")
+    except HandshakeFailed as error:
+        return _fail(Exit.NO_BROKER, _refused(args, client.endpoint, error))
+    except TimeoutError:
+        if not client.broker_answered:
+            return _fail(Exit.NO_BROKER, probe.nobody_answered(client.endpoint, args.transport, args.timeout))
+        return _fail(
+            Exit.TIMED_OUT,
+            f"no answer to request {args.fetch.hex()} within {args.timeout:g} s: it is still queued or running "
+            "(fetch it again later)",
+        )
+    return _print(reply, typed)
+
+
 def _refused(args: argparse.Namespace, endpoint: str, error: HandshakeFailed) -> str:
     """The cause of a refused handshake; when it may be the other transport or CURVE, ask the other transport."""
     if error.kind != "handshake" or args.curve_server_key:
@@ -135,6 +213,11 @@ def _typed(name: str | None, frames: list[bytes]) -> tuple[Serializer, Any] | No
     except ValueError as error:
         raise ValueError(f"the payload is not JSON: {error}") from None
     return serializers.get(name), value
+
+
+def _typed_reply(name: str | None) -> tuple[Serializer, Any] | None:
+    """The serializer a fetched reply is decoded with (``--json``/``--serializer``); None for raw bytes."""
+    return None if name is None else (serializers.get(name), None)
 
 
 def _print(reply: Reply, typed: tuple[Serializer, Any] | None) -> Exit:
@@ -191,10 +274,20 @@ question) and say so.
 
 exit status:
   0  the reply was printed
-  1  an error status, or no worker serves the service (mmi.service: 404)
+  1  an error status, or no worker serves the service (404: at once, unless
+     --wait-for-service; or mmi.service says so after a timeout); --fetch:
+     the broker has no request with that id
   2  a usage or set-up error
   3  no broker answered at the endpoint over this transport, or it refused
      the handshake (the other transport, CURVE missing or wrong)
   4  the broker has workers for the service; the request is queued or running
+     (--fetch: not answered yet; fetch again later)
+
+--no-wait and --fetch: `generaldomo client --no-wait SERVICE PAYLOAD` prints
+the request's id (hex) once the broker holds it, and exits; the broker keeps
+the request queued while nobody waits for it, and its answer for
+--keep-answers seconds once it is ready. `generaldomo client --fetch ID` prints
+that answer, waiting while the request is queued or running. Without CURVE the
+id alone fetches the answer (keep it private); under CURVE only the same key.
 """
 COMMAND = Command("client", "send one request and print the reply", arguments, run, DESCRIPTION, extra="payload")

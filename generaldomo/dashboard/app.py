@@ -59,7 +59,27 @@ class Dashboard:
     on (under CURVE they are also on when the broker gives the key the admin role). ``token`` (None: none) is
     needed by every request; ``hosts`` are the host names the page may be reached by besides the loopback ones.
     :meth:`asgi` and :meth:`wsgi` give the app to mount; polling starts with the first request (or the ASGI
-    server's startup) and stops with :meth:`close` (or its shutdown)."""
+    server's startup) and stops with :meth:`close` (or its shutdown).
+
+    Args:
+        endpoint: see above.
+        transport: see above.
+        server_key: see above.
+        keys: see above.
+        interval: seconds between two frames of the page (each an ``mmi.status``).
+        timeout: seconds to wait for each status report.
+        allow_control: see above.
+        token: see above.
+        hosts: see above.
+        max_services: services shown at most (the totals count them all).
+        max_workers: workers shown at most.
+
+    Example::
+
+        dashboard = Dashboard("tcp://127.0.0.1:5555", interval=1.0, allow_control=False)
+        app = dashboard.asgi()  # mount it in an ASGI server; dashboard.wsgi() for a WSGI one
+        dashboard.close()
+    """
 
     def __init__(
         self,
@@ -205,10 +225,32 @@ def _error(status: int, text: str) -> Response:
 
 def create_app(endpoint: str | None = None, transport: str = "router", **options: Any) -> ASGIApp:
     """An ASGI app showing the broker at ``endpoint`` (default: as the other commands find it: see
-    :class:`Dashboard` for the options), e.g. ``uvicorn --factory generaldomo.dashboard:create_app``."""
+    :class:`Dashboard` for the options), e.g. ``uvicorn --factory generaldomo.dashboard:create_app``.
+
+    Args:
+        endpoint: the broker's endpoint (None: found).
+        transport: ``router`` or ``server``.
+        options: what :class:`Dashboard` takes.
+
+    Example::
+
+        # uvicorn --factory generaldomo.dashboard:create_app --port 8077
+        app = create_app("tcp://127.0.0.1:5555", interval=2.0)
+    """
     return Dashboard(endpoint, transport, **options).asgi()
 
 
 def create_wsgi_app(endpoint: str | None = None, transport: str = "router", **options: Any) -> Any:
-    """The same as :func:`create_app` for a WSGI server (threads; the event stream holds one)."""
+    """The same as :func:`create_app` for a WSGI server (threads; the event stream holds one).
+
+    Args:
+        endpoint: the broker's endpoint (None: found).
+        transport: ``router`` or ``server``.
+        options: what :class:`Dashboard` takes.
+
+    Example::
+
+        # gunicorn --threads 8 'generaldomo.dashboard:create_wsgi_app()'
+        app = create_wsgi_app("tcp://127.0.0.1:5555")
+    """
     return Dashboard(endpoint, transport, **options).wsgi()

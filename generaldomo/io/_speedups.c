@@ -972,20 +972,30 @@ PyDoc_STRVAR(server_send_doc, "server_send(handle, routing_id, frames) -> int: p
                               "part and send it to routing_id (0: none, from a CLIENT socket) without blocking; 0 or "
                               "the errno that refused it.");
 
-static PyObject *sp_server_send(PyObject *self, PyObject *args) {
+/* What server_send and server_send_marked are given: the socket, routing id, frames (a new fast sequence) and
+ * their packed size; NULL with a Python error. */
+static PyObject *server_message(PyObject *args, void **socket, unsigned long *routing_id, Py_ssize_t *size) {
     PyObject *handle, *frames;
-    unsigned long routing_id;
-    if (!PyArg_ParseTuple(args, "OkO", &handle, &routing_id, &frames) || !require_bound() || !require_draft())
+    if (!PyArg_ParseTuple(args, "OkO", &handle, routing_id, &frames) || !require_bound() || !require_draft())
         return NULL;
-    void *socket = socket_handle(handle);
-    PyObject *sequence = socket == NULL ? NULL : PySequence_Fast(frames, "frames must be a sequence");
+    *socket = socket_handle(handle);
+    PyObject *sequence = *socket == NULL ? NULL : PySequence_Fast(frames, "frames must be a sequence");
+    if (sequence != NULL && (*size = encoded_size(sequence)) < 0)
+        Py_CLEAR(sequence);
+    return sequence;
+}
+
+static PyObject *sp_server_send(PyObject *self, PyObject *args) {
+    void *socket;
+    unsigned long routing_id;
+    Py_ssize_t size;
+    PyObject *sequence = server_message(args, &socket, &routing_id, &size);
     if (sequence == NULL)
         return NULL;
-    Py_ssize_t size = encoded_size(sequence);
     zmq_msg_t msg;
-    if (size < 0 || z_msg_init_size(&msg, (size_t)size) < 0) {
+    if (z_msg_init_size(&msg, (size_t)size) < 0) {
         Py_DECREF(sequence);
-        return size < 0 ? NULL : PyErr_NoMemory();
+        return PyErr_NoMemory();
     }
     int code = 0;
     if (encode_into(sequence, z_msg_data(&msg)) < 0) {
@@ -1010,20 +1020,17 @@ PyDoc_STRVAR(server_send_marked_doc,
              "refused it.");
 
 static PyObject *sp_server_send_marked(PyObject *self, PyObject *args) {
-    PyObject *handle, *frames;
+    void *socket;
     unsigned long routing_id;
-    if (!PyArg_ParseTuple(args, "OkO", &handle, &routing_id, &frames) || !require_bound() || !require_draft())
-        return NULL;
-    void *socket = socket_handle(handle);
-    PyObject *sequence = socket == NULL ? NULL : PySequence_Fast(frames, "frames must be a sequence");
+    Py_ssize_t size;
+    PyObject *sequence = server_message(args, &socket, &routing_id, &size);
     if (sequence == NULL)
         return NULL;
-    Py_ssize_t size = encoded_size(sequence);
-    void *packed = size < 0 ? NULL : PyMem_RawMalloc(size > 0 ? (size_t)size : 1);
+    void *packed = PyMem_RawMalloc(size > 0 ? (size_t)size : 1);
     if (packed == NULL || encode_into(sequence, packed) < 0) {
         Py_DECREF(sequence);
         PyMem_RawFree(packed);
-        return size < 0 || PyErr_Occurred() ? NULL : PyErr_NoMemory();
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
     }
     Py_DECREF(sequence);
     tracker_t *tracker = tracker_new();

@@ -22,12 +22,25 @@ from zmq.auth.thread import ThreadAuthenticator
 from generaldomo.io import keys
 from generaldomo.sansio.access import Credential, Role
 
+__all__ = ["BrokerSecurity"]
+
 ZAP_DOMAIN = "generaldomo"
 
 
 @attrs.frozen
 class BrokerSecurity:
-    """The broker's CURVE key pair (Z85) and the credential of each admitted public key (Z85 text)."""
+    """The broker's CURVE key pair (Z85) and the credential of each admitted public key (Z85 text).
+
+    Args:
+        public_key: the broker's public key (Z85).
+        secret_key: its secret key (Z85).
+        credentials: each admitted public key (Z85 text) and its :class:`~generaldomo.sansio.access.Credential`.
+
+    Example::
+
+        security = BrokerSecurity.from_files("keys/broker.key_secret", clients="keys/clients", workers="keys/workers")
+        broker = Broker("router", ["tcp://*:5555"], security=security).start()
+    """
 
     public_key: bytes
     secret_key: bytes
@@ -41,7 +54,14 @@ class BrokerSecurity:
         workers: str | os.PathLike[str] | None = None,
         admins: str | os.PathLike[str] | None = None,
     ) -> BrokerSecurity:
-        """Load the broker's secret certificate and the directories of public certificates for each role."""
+        """Load the broker's secret certificate and the directories of public certificates for each role.
+
+        Args:
+            secret: the broker's secret certificate (``generaldomo keygen``'s ``NAME.key_secret``).
+            clients: a folder of the public certificates given the client role.
+            workers: the same for the worker role (a certificate's ``services`` metadata limits what it may serve).
+            admins: the same for the admin role.
+        """
         public, secret_key = keys.load_secret(secret)
         listed: dict[str, tuple[set[Role], tuple[str, ...]]] = {}
         for role, directory in ((Role.CLIENT, clients), (Role.WORKER, workers), (Role.ADMIN, admins)):
@@ -54,15 +74,27 @@ class BrokerSecurity:
         return cls(public, secret_key, credentials)
 
     def credential(self, user_id: str) -> Credential | None:
-        """The credential of the key whose Z85 text is ``user_id`` (None if it is not listed)."""
+        """The credential of the key whose Z85 text is ``user_id`` (None if it is not listed).
+
+        Args:
+            user_id: the key's Z85 text (libzmq's ``User-Id``).
+        """
         return self.credentials.get(user_id)
 
     def admits(self, z85_key: bytes) -> bool:
-        """True when the Z85 public key is listed for some role."""
+        """True when the Z85 public key is listed for some role.
+
+        Args:
+            z85_key: the key, Z85.
+        """
         return z85_key.decode("ascii", "replace") in self.credentials
 
     def apply(self, socket: zmq.Socket[Any]) -> None:
-        """Make ``socket`` a CURVE server with this key, authenticated by the ZAP handler."""
+        """Make ``socket`` a CURVE server with this key, authenticated by the ZAP handler.
+
+        Args:
+            socket: the socket, before it binds.
+        """
         socket.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
         socket.setsockopt(zmq.CURVE_SERVER, 1)
         socket.setsockopt(zmq.CURVE_SECRETKEY, self.secret_key)

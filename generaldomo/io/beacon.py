@@ -34,6 +34,8 @@ import attrs
 from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
 from generaldomo.io import address_file
 
+__all__ = ["Announcement", "DiscoveryError", "discover", "find_broker"]
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"GDBEACON"
@@ -46,7 +48,20 @@ _MAX_DATAGRAM = 65507
 
 @attrs.frozen
 class Announcement:
-    """What one beacon said."""
+    """What one beacon said.
+
+    Args:
+        name: the broker's name (``--name``).
+        instance: its instance id (hex), new at each start.
+        endpoints: ``(transport, endpoint)`` of each endpoint it announces.
+        sender: the address the datagram came from.
+        public_key: its CURVE public key (Z85), if it uses CURVE.
+
+    Example::
+
+        found = discover(timeout=5)
+        found.endpoint("server")  # its first server endpoint
+    """
 
     name: str
     instance: str
@@ -55,7 +70,11 @@ class Announcement:
     public_key: str | None = None
 
     def endpoint(self, transport: str | None = None) -> str:
-        """The first announced endpoint of ``transport`` (any transport when None)."""
+        """The first announced endpoint of ``transport`` (any transport when None).
+
+        Args:
+            transport: ``router`` or ``server``.
+        """
         for kind, endpoint in self.endpoints:
             if transport is None or kind == transport:
                 return endpoint
@@ -198,7 +217,19 @@ def discover(
     timeout: float = 5.0, name: str | None = None, port: int | None = None, bind: str | None = None
 ) -> Announcement:
     """Listen for a broker's beacon (port and bind address default to ``GENERALDOMO_BEACON_PORT`` /
-    ``GENERALDOMO_BEACON_BIND``, else 5670 on all interfaces)."""
+    ``GENERALDOMO_BEACON_BIND``, else 5670 on all interfaces).
+
+    Args:
+        timeout: seconds to listen (DiscoveryError after).
+        name: only a broker announcing this name (None: any).
+        port: the UDP port to listen on.
+        bind: the address to listen on.
+
+    Example::
+
+        announcement = discover(timeout=5, name="prod")
+        print(announcement.endpoints, announcement.public_key)
+    """
     with Listener(port, bind) as listener:
         return listener.wait(timeout, name)
 
@@ -219,7 +250,20 @@ def find_broker(
     name: str | None = None,
     broker_file: str | os.PathLike[str] | None = None,
 ) -> str:
-    """The endpoint to use, found in the order this module's docstring gives; DiscoveryError if none is."""
+    """The endpoint to use, found in the order this module's docstring gives; DiscoveryError if none is.
+
+    Args:
+        transport: ``router`` or ``server``: which of a broker's endpoints to use.
+        endpoint: an explicit endpoint, used as it is (None: look further).
+        timeout: seconds to wait for the address file or a beacon.
+        name: with a beacon, only a broker announcing this name.
+        broker_file: the broker's address file (default: ``GENERALDOMO_BROKER_FILE``).
+
+    Example::
+
+        endpoint = find_broker("router")  # GENERALDOMO_BROKER, the address file, then a beacon
+        client = Client(endpoint)
+    """
     return locate(transport, endpoint, timeout, name, broker_file).endpoint
 
 

@@ -38,6 +38,8 @@ from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
+__all__ = ["Bridge"]
+
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 30.0  # seconds after which an idle DEALER is closed
@@ -50,7 +52,25 @@ class _InFlight(NamedTuple):
 
 
 class Bridge:
-    """SERVER endpoints for generaldomo clients, forwarding to the MDP/0.1 broker at ``broker``."""
+    """SERVER endpoints for generaldomo clients, forwarding to the MDP/0.1 broker at ``broker``.
+
+    Args:
+        server: the SERVER endpoints to bind for generaldomo clients.
+        broker: the MDP/0.1 broker's endpoint.
+        context: the ZeroMQ context.
+        heartbeat_interval: seconds between heartbeats (use the clients').
+        liveness: heartbeat intervals of silence after which a client is presumed gone.
+        idle_timeout: seconds after which an idle upstream connection is closed.
+        security: CURVE for the bridge's own clients (as a broker's, :class:`~generaldomo.io.auth.BrokerSecurity`).
+        upstream: CURVE towards the upstream broker (None: plaintext).
+
+    Example::
+
+        bridge = Bridge(["tcp://127.0.0.1:5557"], "tcp://127.0.0.1:5555").start()
+        with Client("tcp://127.0.0.1:5557", "server") as client:
+            client.request("echo", b"hello", timeout=10)
+        bridge.stop()
+    """
 
     def __init__(
         self,
@@ -87,6 +107,7 @@ class Bridge:
 
     @property
     def endpoints(self) -> list[str]:
+        """Every bound SERVER endpoint, with the ports that ``*`` binds received."""
         return self.link.endpoints
 
     @property
@@ -95,11 +116,17 @@ class Bridge:
         return len(self._in_flight) + len(self._idle)
 
     def start(self) -> Bridge:
+        """Serve in a daemon thread of this process; return self."""
         self._thread = threading.Thread(target=self.run, name="generaldomo-bridge", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and close the sockets, waiting up to ``timeout`` seconds for the thread.
+
+        Args:
+            timeout: seconds to wait.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)

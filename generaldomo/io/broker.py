@@ -105,7 +105,18 @@ class Broker:
         of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
         changed at run time are kept there and restored when a broker starts on it again
         (:mod:`generaldomo.io.state`); limits set with ``core.set_flow`` before the broker runs are its
-        configuration, which run-time changes override."""
+        configuration, which run-time changes override.
+
+        Args:
+            transport: ``router`` or ``server``: the transport of the ``bind`` endpoints (None: add links later with
+                :meth:`add_link`).
+            bind: the endpoints to bind (``tcp://127.0.0.1:*`` binds a free port; :meth:`endpoint` says which).
+            resolver: maps descriptions to services (default: by name, :class:`~generaldomo.NameResolver`).
+            settings: the core's timing and limits (:class:`~generaldomo.Settings`).
+            context: the ZeroMQ context (``inproc://`` peers must share it).
+            security: CURVE keys and the admitted keys' roles (:class:`~generaldomo.io.auth.BrokerSecurity`).
+            state_dir: where run-time flow changes are kept across restarts.
+        """
         self.state = None if state_dir is None else StateDir(state_dir)
         self._own_context = security is not None and context is None
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
@@ -139,7 +150,12 @@ class Broker:
             raise
 
     def add_link(self, transport: str, endpoints: Iterable[str]) -> Link:
-        """Bind a new link of ``transport`` (``router`` or ``server``) to ``endpoints``; call before running."""
+        """Bind a new link of ``transport`` (``router`` or ``server``) to ``endpoints``; call before running.
+
+        Args:
+            transport: ``router`` or ``server``.
+            endpoints: the endpoints to bind.
+        """
         if self._thread is not None:
             raise RuntimeError("links must be added before the broker starts")
         link = LINKS[Transport.of(transport)](
@@ -157,7 +173,14 @@ class Broker:
     def announce(
         self, name: str = "generaldomo", destination: str = BROADCAST, port: int = DEFAULT_PORT, interval: float = 1.0
     ) -> Beacon:
-        """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.io.beacon`) until it stops."""
+        """Announce this broker's endpoints by UDP beacon (see :mod:`generaldomo.io.beacon`) until it stops.
+
+        Args:
+            name: the broker's name in its announcements (clients may look for one by name).
+            destination: where the datagrams go (the broadcast address by default; ``127.0.0.1`` on one machine).
+            port: the UDP port.
+            interval: seconds between announcements.
+        """
         key = None if self.security is None else self.security.public_key.decode()  # public, never the secret
         self._beacon = Beacon(name, self.core.instance.hex(), self.endpoints, destination, port, interval, key).start()
         return self._beacon
@@ -165,7 +188,13 @@ class Broker:
     def serve_metrics(self, port: int = 0, address: str = "127.0.0.1", period: float = 1.0) -> int:
         """Expose the status as Prometheus metrics over HTTP (needs ``prometheus_client``); return the port.
 
-        The broker's loop refreshes a status snapshot every ``period`` seconds for it."""
+        The broker's loop refreshes a status snapshot every ``period`` seconds for it.
+
+        Args:
+            port: the HTTP port (0: a free one).
+            address: the address to listen on.
+            period: seconds between snapshots.
+        """
         from generaldomo.io import metrics
 
         self._snapshot_period = period
@@ -177,7 +206,12 @@ class Broker:
         return [(link.transport, endpoint) for link in self.links for endpoint in link.endpoints]
 
     def endpoint(self, transport: str, scheme: str = "") -> str:
-        """The first bound endpoint of ``transport`` whose address starts with ``scheme`` (e.g. ``"tcp"``)."""
+        """The first bound endpoint of ``transport`` whose address starts with ``scheme`` (e.g. ``"tcp"``).
+
+        Args:
+            transport: ``router`` or ``server``.
+            scheme: a prefix of the endpoint (``tcp``, ``ipc``, ``inproc``; empty: any).
+        """
         for kind, endpoint in self.endpoints:
             if kind == transport and endpoint.startswith(scheme):
                 return endpoint
@@ -200,7 +234,12 @@ class Broker:
         Without ``drain`` the requests the broker holds are left to their clients, which send them again to the
         next broker at the endpoint (a restart). With ``drain`` (seconds) the broker stops for good: it answers new
         requests ``503`` while it serves those it holds for up to ``drain`` seconds, then answers those still
-        unanswered ``503``, so that every request gets an answer."""
+        unanswered ``503``, so that every request gets an answer.
+
+        Args:
+            timeout: seconds to wait for the loop's thread.
+            drain: seconds to serve what the broker holds before failing it ``503`` (None: stop at once).
+        """
         if self._thread is None and not self._running:
             self._close_sockets()
             return
@@ -210,7 +249,11 @@ class Broker:
 
     def request_stop(self, drain: float | None = None) -> None:
         """Ask the loop to finish as :meth:`stop` does, without waiting; any thread, at any time (a loop that has
-        not started yet returns as soon as it starts, one that has ended ignores it)."""
+        not started yet returns as soon as it starts, one that has ended ignores it).
+
+        Args:
+            drain: as for :meth:`stop`.
+        """
         with self._stop_lock:
             if drain is not None:
                 self._drain = max(0.0, drain)

@@ -20,13 +20,29 @@ import zmq.utils.z85
 
 from generaldomo.errors import KeyFileError as KeyFileError  # importable from here, as before
 
+__all__ = ["KeyFileError", "keygen", "load_public", "load_secret"]
+
 _METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"?(.*?)"?\s*$')
 
 
 def keygen(
     directory: str | os.PathLike[str], name: str, metadata: Mapping[str, str] | None = None
 ) -> tuple[Path, Path]:
-    """Make a key pair as ``DIRECTORY/NAME.key`` (public) and ``NAME.key_secret`` (secret, mode 0600)."""
+    """Make a key pair as ``DIRECTORY/NAME.key`` (public) and ``NAME.key_secret`` (secret, mode 0600).
+
+    Args:
+        directory: the folder (made if missing).
+        name: the file names' stem.
+        metadata: extra ``key = value`` lines (``services`` for a worker's allowed services).
+
+    Example:
+        >>> import tempfile
+        >>> from generaldomo.io.keys import keygen, load_public, load_secret
+        >>> folder = tempfile.mkdtemp()
+        >>> public_file, secret_file = keygen(folder, "alice")
+        >>> load_public(public_file) == load_secret(secret_file)[0]
+        True
+    """
     Path(directory).mkdir(parents=True, exist_ok=True)
     public, secret = zmq.auth.create_certificates(os.fspath(directory), name, dict(metadata or {}))
     os.chmod(secret, 0o600)
@@ -38,7 +54,15 @@ def keygen(
 
 
 def load_secret(path: str | os.PathLike[str]) -> tuple[bytes, bytes]:
-    """``(public, secret)`` Z85 keys from a secret certificate file (``*.key_secret``)."""
+    """``(public, secret)`` Z85 keys from a secret certificate file (``*.key_secret``).
+
+    Args:
+        path: a ``NAME.key_secret`` certificate.
+
+    Example::
+
+        client = Client(endpoint, server_key=load_public("keys/broker.key"), keys=load_secret("keys/alice.key_secret"))
+    """
     try:
         public, secret = zmq.auth.load_certificate(os.fspath(path))
     except (OSError, ValueError) as error:
@@ -49,7 +73,15 @@ def load_secret(path: str | os.PathLike[str]) -> tuple[bytes, bytes]:
 
 
 def load_public(path: str | os.PathLike[str]) -> bytes:
-    """The Z85 public key of a certificate file (public or secret)."""
+    """The Z85 public key of a certificate file (public or secret).
+
+    Args:
+        path: a ``NAME.key`` (or ``NAME.key_secret``) certificate.
+
+    Example::
+
+        server_key = load_public("keys/broker.key")
+    """
     try:
         public, _ = zmq.auth.load_certificate(os.fspath(path))
     except (OSError, ValueError) as error:

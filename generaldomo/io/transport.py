@@ -19,7 +19,13 @@ from generaldomo.io import inproc
 
 
 class Transport(enum.StrEnum):
-    """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names."""
+    """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names.
+
+    Example:
+        >>> from generaldomo import Transport
+        >>> Transport.of("server") is Transport.SERVER, str(Transport.ROUTER)
+        (True, 'router')
+    """
 
     ROUTER = "router"  # ROUTER in the broker, DEALER/REQ in the peers: Majordomo-compatible
     SERVER = "server"  # SERVER in the broker, thread-safe CLIENT in the peers (draft API)

@@ -39,7 +39,20 @@ class AsyncClient:
     """``await client.request(description, payload)`` on a running loop; see the module docstring.
 
     ``endpoint`` may be an existing :class:`Client` (shared, not closed here) or what ``Client`` takes;
-    ``client_options`` go to ``Client`` (``heartbeat_interval``, ``liveness``, ``context``)."""
+    ``client_options`` go to ``Client`` (``heartbeat_interval``, ``liveness``, ``context``).
+
+    Args:
+        endpoint: the broker's endpoint, or a :class:`Client` to share.
+        transport: ``router`` or ``server``.
+        serializer: send and receive values through it (``json``, ``msgpack``, ``pickle``); None: bytes and Replies.
+        client_options: what :class:`Client` takes.
+
+    Example::
+
+        async def main():
+            async with AsyncClient("tcp://127.0.0.1:5555", serializer="json") as client:
+                return await client.request("square", [1, 2], timeout=10)  # [1, 4]
+    """
 
     def __init__(
         self,
@@ -68,7 +81,14 @@ class AsyncClient:
         :meth:`Client.request` raises: :class:`~generaldomo.RequestTimeout` after ``timeout`` seconds (also the
         request's deadline, unless the client has ``deadlines=False``), :class:`~generaldomo.RequestFailed` on an
         error reply, :class:`~generaldomo.ClientClosed`, :class:`~generaldomo.HandshakeFailed`. ``fields``:
-        ``tenant``, ``priority``."""
+        ``tenant``, ``priority``.
+
+        Args:
+            description: the request description.
+            payload: bytes or frames, or the value to encode with the serializer.
+            timeout: seconds to wait (None: no limit).
+            fields: ``tenant``, ``priority`` and the other keywords of :meth:`Client.submit`.
+        """
         deadline = timeout if self.client.deadlines else None
         future = self._submit(description, payload, deadline=deadline, **fields)
         return await _reply(self.client, future, description, timeout)
@@ -77,7 +97,13 @@ class AsyncClient:
         self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None
     ) -> AsyncIterator[Any]:
         """Yield the partial results as they come, then the final one; ``timeout``: the longest gap
-        (:class:`~generaldomo.RequestTimeout` past it, as from :meth:`Client.stream`)."""
+        (:class:`~generaldomo.RequestTimeout` past it, as from :meth:`Client.stream`).
+
+        Args:
+            description: the request description.
+            payload: bytes or frames, or the value to encode.
+            timeout: the longest gap between two results (None: no limit).
+        """
         loop = asyncio.get_running_loop()
         arrivals: asyncio.Queue[Any] = asyncio.Queue()
         future = self._submit(description, payload, lambda part: loop.call_soon_threadsafe(arrivals.put_nowait, part))
@@ -93,7 +119,11 @@ class AsyncClient:
         yield future.result()
 
     async def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
-        """The broker's status report (``mmi.status``), without blocking the loop."""
+        """The broker's status report (``mmi.status``), without blocking the loop.
+
+        Args:
+            timeout: seconds to wait for the report.
+        """
         reply: Reply = await _reply(self.client, self.client.submit("mmi.status", []), "mmi.status", timeout)
         answer: dict[str, Any] = json.loads(reply.payload)
         return answer

@@ -26,6 +26,7 @@ import importlib
 import inspect
 import json
 import os
+import pkgutil
 import sys
 import traceback
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
@@ -72,7 +73,23 @@ def _describe(description: Description, handler: Callable[..., Any]) -> tuple[st
 
 
 class App:
-    """A named set of services, each a handler with its description and optional serializer."""
+    """A named set of services, each a handler with its description and optional serializer.
+
+    Args:
+        name: the app's name (in logs and ``generaldomo worker``'s output).
+
+    Example::
+
+        from generaldomo import App
+
+        app = App("maths")
+
+        @app.service("square", serializer="json")
+        def square(numbers):
+            return [n * n for n in numbers]
+
+        # generaldomo worker mymodule:app --connect tcp://127.0.0.1:5555
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -88,7 +105,12 @@ class App:
         return app
 
     def service(self, description: Description, *, serializer: str | Serializer | None = None) -> Callable[[F], F]:
-        """Decorator: serve the function under ``description``; the function itself is returned unchanged."""
+        """Decorator: serve the function under ``description``; the function itself is returned unchanged.
+
+        Args:
+            description: a service name, or a mapping sent as JSON (for the ``attributes`` resolver).
+            serializer: how values travel (``json``, ``msgpack``, ``pickle`` or a Serializer); None: bytes.
+        """
 
         def declare(handler: F) -> F:
             self.add(description, handler, serializer=serializer)
@@ -99,7 +121,13 @@ class App:
     def add(
         self, description: Description, handler: Callable[..., Any], *, serializer: str | Serializer | None = None
     ) -> ServiceSpec:
-        """Declare a service without the decorator."""
+        """Declare a service without the decorator.
+
+        Args:
+            description: as for :meth:`service`.
+            handler: the function (or generator, coroutine, async generator) that serves it.
+            serializer: as for :meth:`service`.
+        """
         name, wire = _describe(description, handler)
         if name in self._services:
             raise ValueError(f"app {self.name!r} already has a service named {name!r}")
@@ -140,12 +168,11 @@ def load(spec: str) -> App:
         raise ValueError(f"not a module:attr spec: {spec!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
-    target: Any = _import(module_name, spec)
-    for part in (attr or "app").split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise LookupError(f"{module_name!r} has no attribute {attr or 'app'!r} (from {spec!r})") from None
+    _import(module_name, spec)  # first alone, so that its failures are told as the user's code's
+    try:
+        target = pkgutil.resolve_name(f"{module_name}:{attr or 'app'}")
+    except AttributeError:
+        raise LookupError(f"{module_name!r} has no attribute {attr or 'app'!r} (from {spec!r})") from None
     if isinstance(target, App):
         return target
     if callable(target):
@@ -153,9 +180,9 @@ def load(spec: str) -> App:
     raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
 
 
-def _import(module_name: str, spec: str) -> Any:
+def _import(module_name: str, spec: str) -> None:
     try:
-        return importlib.import_module(module_name)
+        importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name is not None and module_name.startswith(error.name):  # the spec's module itself is missing
             raise ModuleNotFoundError(

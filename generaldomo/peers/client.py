@@ -40,14 +40,15 @@ import zmq
 
 from generaldomo.errors import ClientClosed as ClientClosed  # the client's errors import from here, as before
 from generaldomo.errors import HandshakeFailed as HandshakeFailed
+from generaldomo.errors import NotFound as NotFound
 from generaldomo.errors import RequestExpired as RequestExpired
 from generaldomo.errors import RequestFailed as RequestFailed
 from generaldomo.errors import RequestRejected as RequestRejected
 from generaldomo.errors import RequestTimeout as RequestTimeout
 from generaldomo.errors import ServiceUnavailable as ServiceUnavailable
 from generaldomo.errors import WorkerError as WorkerError
-from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
 from generaldomo.sansio import protocol
 from generaldomo.sansio.handshake import HandshakeWatch
@@ -82,6 +83,20 @@ class Reply:
     ``queued``: seconds the request waited in the broker before a worker got it (including earlier attempts
     when it was reissued); ``served``: seconds from dispatch to result. ``sent`` and ``received`` are this
     client's ``time.monotonic()`` when the request left and the reply arrived. Together they draw a timeline.
+
+    Args:
+        frames: the result's frames (``payload`` is the one frame of a one-frame result).
+        queued: see above; None when the broker sent no timing.
+        served: see above; None when the broker sent no timing.
+        sent: see above.
+        received: see above.
+        partial: True for a partial result a streaming worker sent before its final one.
+        request_id: the id of the request this answers (``Future.request_id``).
+
+    Example::
+
+        reply = client.request("echo", b"hello", timeout=10)
+        reply.payload, reply.queued, reply.served, reply.request_id.hex()
     """
 
     frames: tuple[bytes, ...]
@@ -177,23 +192,54 @@ class Client:
     sends every outstanding request again; when it stays silent for ``liveness`` intervals the client
     reconnects on a new socket and does the same. Resent requests keep their ids, so a broker that still has
     them does not run them twice, and a reply that arrives twice is delivered once. A cancelled future, or a
-    :meth:`request` that times out, withdraws its request (CANCEL). Without an ``endpoint`` the client finds its
+    :meth:`request` that times out, withdraws its request (CANCEL). ``endpoint`` may be several endpoints (on
+    silence the client moves to the next), or a :class:`generaldomo.io.locator.Where` (an address file, a
+    beacon, which the client follows when the broker moves). Without an ``endpoint`` the client finds its
     broker as :func:`generaldomo.io.beacon.find_broker` does, in this order: the ``GENERALDOMO_BROKER``
-    environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for); a
-    broker's UDP beacon (5 s). A refused handshake fails requests with :class:`HandshakeFailed` within about a
-    second. Each future has its ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the
-    broker's CURVE public key, Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh
-    key pair.
+    environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for, and
+    followed); a broker's UDP beacon (5 s; listened for again when the broker falls silent). A refused
+    handshake fails requests with :class:`HandshakeFailed` within about a second. Each future has its
+    ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the broker's CURVE public key,
+    Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
 
     Each request may carry a deadline, a tenant and a priority (see :meth:`submit`): :meth:`request` sends its
     timeout as the deadline (unless ``deadlines=False``: for a broker older than request fields, which drops
     such requests), and ``tenant`` is the default tenant of this client's requests (without one, and without
-    CURVE, the broker shares its queues fairly per connection).
+    CURVE, the broker shares its queues fairly per connection). ``fail_unknown=True`` makes requests fail at
+    once with :class:`NotFound` when the broker has no worker for their service and had none recently, instead
+    of waiting for one (per request: ``submit(fail_unknown=...)``). :meth:`fetch` gets the answer to a request
+    by its id later, from this client or another one with the same CURVE key.
+
+    Args:
+        endpoint: the broker's endpoint (``tcp://HOST:PORT``, ``ipc://PATH``, ``inproc://NAME``), several (tried
+            in turn on silence), a :class:`~generaldomo.io.locator.Where`, or None: found as described above.
+        transport: ``router`` (a DEALER socket) or ``server`` (a CLIENT socket; needs draft sockets).
+        context: the ZeroMQ context to use (the process's shared one by default; ``inproc://`` needs the broker's).
+        heartbeat_interval: seconds between heartbeats while requests are outstanding (use the broker's).
+        liveness: heartbeat intervals of silence after which the client reconnects.
+        default_timeout: the seconds :meth:`request` waits when given no timeout (None: no limit).
+        reask_after: the age at which an outstanding request is asked about (default: ``liveness`` intervals).
+        server_key: the broker's CURVE public key (Z85 text or 32 bytes); None: plaintext.
+        keys: this client's CURVE key pair ``(public, secret)`` (default: a fresh one).
+        tenant: the tenant of this client's requests (see :meth:`submit`).
+        deadlines: send :meth:`request`'s timeout as the request's deadline (False for a broker older than fields).
+        fail_unknown: fail requests at once for a service nobody serves (:class:`NotFound`).
+
+    Example:
+        >>> from generaldomo import Broker, Client, Worker
+        >>> import threading
+        >>> broker = Broker("router", ["inproc://doc-client"]).start()
+        >>> worker = Worker("inproc://doc-client", "echo", lambda payload: payload)
+        >>> threading.Thread(target=worker.serve, daemon=True).start()
+        >>> with Client("inproc://doc-client") as client:
+        ...     client.request("echo", b"hello", timeout=30).payload
+        b'hello'
+        >>> worker.stop(); broker.stop()
     """
 
     def __init__(
         self,
-        endpoint: str | None = None,
+        endpoint: str | Sequence[str] | Where | None = None,
         transport: str = "router",
         *,
         context: zmq.Context[Any] | None = None,
@@ -205,9 +251,9 @@ class Client:
         keys: Keys | None = None,
         tenant: str | None = None,
         deadlines: bool = True,
+        fail_unknown: bool = False,
     ) -> None:
         self.transport = Transport.of(transport)
-        self.endpoint = find_broker(self.transport, endpoint)
         self.context = context or zmq.Context.instance()
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
@@ -215,9 +261,10 @@ class Client:
         protocol.request_fields(tenant=tenant)  # ValueError now for a tenant the broker would refuse
         self.tenant = tenant
         self.deadlines = deadlines
+        self.fail_unknown = fail_unknown
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
-        self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
+        self._link = BrokerLink(endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
         self._lock = threading.Lock()  # guards the session, the reader role, and the link while it reconnects
@@ -234,6 +281,11 @@ class Client:
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        """The broker endpoint the client is connected (or connecting) to now."""
+        return self._link.endpoint
 
     @property
     def replies_dropped(self) -> int:
@@ -256,6 +308,11 @@ class Client:
         return self._link.reconnects
 
     @property
+    def broker_answered(self) -> bool:
+        """True once a broker has answered this client at the endpoint (it knows the broker's instance)."""
+        return self._session.instance is not None
+
+    @property
     def connection_refused(self) -> bool:
         """True while the latest connection attempts found nothing listening at the endpoint (tcp, ipc)."""
         watch = self._link.handshake
@@ -264,6 +321,7 @@ class Client:
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0,
+        fail_unknown: bool | None = None, detached: bool = False,
     ) -> RequestFuture:  # fmt: skip
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
@@ -277,12 +335,30 @@ class Client:
         ``tenant`` (default: the client's) names whose share of the service the request takes (ignored on a
         CURVE link, where the client's key is its tenant); ``priority`` (-5 to 5, default 0) orders it among the
         same tenant's requests, higher first. ValueError for a bad tenant or priority.
+
+        ``fail_unknown`` (default: the client's) asks the broker to answer ``404`` (:class:`NotFound`) at once
+        if no worker serves the service and none did within its ``served_memory``, rather than queue the
+        request. ``detached=True`` asks it to keep the request queued even while this client is silent (it
+        exits, say): the answer is then fetched by its id (``future.request_id``, :meth:`fetch`) within the
+        broker's ``keep_answers`` seconds of being ready. A broker older than these flags ignores them.
+
+        Args:
+            description: the request description (a service name with the default resolver; ``str`` is UTF-8).
+            payload: bytes, or a sequence of bytes frames.
+            on_partial: called with each partial result, on the IO thread.
+            deadline: see above.
+            tenant: see above.
+            priority: see above.
+            fail_unknown: see above.
+            detached: see above.
         """
         body, name = as_frames(payload), as_bytes(description)
         request_id = self._prefix + next(self._serial).to_bytes(8, "big")
         future = RequestFuture(self, request_id)
         now = time.monotonic()
         tenant = self.tenant if tenant is None else tenant
+        fail = self.fail_unknown if fail_unknown is None else fail_unknown
+        flags = (protocol.FLAG_KNOWN_SERVICE if fail else 0) | (protocol.FLAG_DETACHED if detached else 0)
         with self._lock:
             if self._closed:
                 raise self._closed_error()
@@ -293,25 +369,76 @@ class Client:
             frames = self._session.submit(
                 request_id, name, body, _Call(future, on_partial), now,
                 deadline=None if deadline is None else now + deadline, tenant=tenant, priority=priority,
+                flags=flags,
             )  # fmt: skip
         self._link.send(frames)
         if idle:
             self._link.wake()  # the IO thread starts heartbeating
         return future
 
+    def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Reply:
+        """The answer to the request ``request_id`` (bytes, or its hex text), sent earlier by this client or by
+        another with the same CURVE key (without CURVE, by anyone holding the id: keep it as you would a
+        password): the broker's kept answer (within its ``keep_answers`` seconds), or, while the request is
+        queued or running, its answer when it comes. Waits up to ``timeout`` seconds (default:
+        ``default_timeout``; None: no limit).
+
+        Raises :class:`NotFound` when the broker has no such request (never sent with this key, answered too
+        long ago, or the broker restarted), :class:`RequestTimeout` when the wait ends (the request itself runs
+        on, and may be fetched again), and what the request's answer raises (:class:`RequestFailed`).
+
+        Args:
+            request_id: the request's id, as ``Future.request_id`` (bytes) or ``generaldomo client --no-wait`` (hex)
+                give it.
+            timeout: seconds to wait (default: ``default_timeout``; None: no limit).
+        """
+        rid = bytes.fromhex(request_id) if isinstance(request_id, str) else bytes(request_id)
+        wait = self.default_timeout if isinstance(timeout, _Default) else timeout
+        future = RequestFuture(self, rid)
+        with self._lock:
+            if self._closed:
+                raise self._closed_error()
+            if self._refused is not None:
+                raise self._refused
+            idle = not self._session.outstanding and self._reader is None
+            frames = self._session.fetch(rid, _Call(future, None), time.monotonic())
+        self._link.send(frames)
+        if idle:
+            self._link.wake()
+        try:
+            return future.result(wait)
+        except TimeoutError:
+            if not future.cancel() and future.done():  # the answer came just now
+                return future.result()
+            raise RequestTimeout(f"no answer to request {rid.hex()} within {wait} s") from None
+        except BaseException:
+            future.cancel()  # stops waiting; the request runs on
+            raise
+
     def request(
         self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT, *,
-        tenant: str | None = None, priority: int = 0,
+        tenant: str | None = None, priority: int = 0, fail_unknown: bool | None = None,
     ) -> Reply:  # fmt: skip
         """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit),
         which is also the request's deadline (see :meth:`submit`) unless the client was made with
         ``deadlines=False``.
 
         Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request; an interrupted
-        wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed."""
+        wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed.
+
+        Args:
+            description: the request description (a service name with the default resolver).
+            payload: bytes, or a sequence of bytes frames.
+            timeout: seconds to wait (default: ``default_timeout``; None: no limit).
+            tenant: as for :meth:`submit`.
+            priority: as for :meth:`submit`.
+            fail_unknown: as for :meth:`submit`.
+        """
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         deadline = wait if self.deadlines else None
-        future = self.submit(description, payload, deadline=deadline, tenant=tenant, priority=priority)
+        future = self.submit(
+            description, payload, deadline=deadline, tenant=tenant, priority=priority, fail_unknown=fail_unknown
+        )
         try:
             return future.result(wait)
         except TimeoutError:
@@ -327,6 +454,10 @@ class Client:
 
         Raises :class:`RequestTimeout` (a ``TimeoutError``) when nothing arrives for ``timeout`` seconds,
         :class:`RequestFailed` on an error.
+        Args:
+            description: the request description.
+            payload: bytes, or a sequence of bytes frames.
+            timeout: the longest wait between two results (None: no limit).
         """
         arrivals: queue.SimpleQueue[Reply | None] = queue.SimpleQueue()
         future = self.submit(description, payload, on_partial=arrivals.put)
@@ -345,7 +476,12 @@ class Client:
         """The broker's status report (``mmi.status``): the broker's totals, and a page of its services and
         workers: the first ones, or those ``query`` asks for (``limit``, ``services_after``, ``workers_after``,
         ``service``, ``order``; see :class:`~generaldomo.sansio.report.StatusQuery`). The report's ``next``
-        has the cursors of the next page."""
+        has the cursors of the next page.
+
+        Args:
+            timeout: seconds to wait for the report.
+            query: what ``mmi.status`` takes to page its report (see docs/protocol.rst).
+        """
         body = [StatusQuery(**query).to_json()] if query else []
         report: dict[str, Any] = json.loads(self.request("mmi.status", body, timeout).payload)
         return report
@@ -354,7 +490,13 @@ class Client:
         """Read the flow limits of ``service`` or, given ``rate``, ``burst``, ``concurrency``,
         ``bytes_in_flight``, ``adaptive`` (``{"min": 1, "max": 64}``) and/or ``tenants`` (``{"alice": {"weight":
         3, "concurrency": 8}, "bob": None}``: the tenants named change, None forgets one's), change them (None
-        lifts a limit). Returns the limits now in force (``mmi.flow``)."""
+        lifts a limit). Returns the limits now in force (``mmi.flow``).
+
+        Args:
+            service: the service's name.
+            timeout: seconds to wait for the broker's answer.
+            limits: the limits to change, as above (none: only read them).
+        """
         body = [service.encode()] + ([json.dumps(limits).encode()] if limits else [])
         answer: dict[str, Any] = json.loads(self.request("mmi.flow", body, timeout).payload)
         return answer
@@ -395,7 +537,7 @@ class Client:
         as :meth:`request` raises it (and :class:`~generaldomo.AsyncClient`): its message says when no broker
         ever answered at the endpoint, or that nothing accepts connections there."""
         message = f"no reply to {description!r} within {timeout} s"
-        if self._session.instance is not None:
+        if self.broker_answered:
             return RequestTimeout(message)
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
         if self.connection_refused:
@@ -530,6 +672,9 @@ class Client:
                 deadline = session.deadline()
             if not reading:
                 deadline = min(deadline or math.inf, now + LEND_CHECK)
+            look = link.next_look  # an address file is looked at now and then, also while idle
+            if look is not None:
+                deadline = look if deadline is None else min(deadline, look)
             link.wait(deadline, clock(), reading, kicks=False)
             now = clock()
             watch = link.handshake_news()
@@ -542,6 +687,8 @@ class Client:
                     for frames in link.recv_batch(READ_BATCH):
                         actions += session.receive(frames, now)
                     actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers in turn
+                    if link.moved(now):
+                        actions += session.moved("the broker moved", now)
                     actions = link.perform(actions)
                 calling = not all(isinstance(a, Resolve) or _silent(a) for a in actions)
                 self._calling = calling  # no lent reader until these callbacks ran: partial results stay in order

@@ -24,16 +24,18 @@ import multiprocessing.connection
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol, TextIO
 
-from generaldomo.io.beacon import find_broker
+from generaldomo.io.locator import Locator, Place, Where
+from generaldomo.io.signals import stop_on_signals
 from generaldomo.peers.app import App, load
 from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
+
+__all__ = ["make_pool", "run_app"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ class _Drain:
 def _child(
     spec: str,
     services: Sequence[str] | None,
-    endpoint: str,
+    endpoint: Place,
     transport: str,
     options: SlotOptions,
     drain: _Drain,
@@ -93,8 +95,7 @@ def _child(
     """A pool process: one slot of each service until ``drain`` is set, the parent goes, or SIGTERM; it marks
     its slots the broker accepted in ``registered`` (one flag per service, from ``index`` on)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asked = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: asked.set())
+    asked = stop_on_signals([signal.SIGTERM])
     group = SlotGroup(load(spec).select(services), 1, endpoint, transport, options)
     group.start()
     parent = multiprocessing.parent_process()
@@ -113,7 +114,7 @@ class ProcessPool:
     def __init__(
         self,
         spec: str,
-        endpoint: str,
+        endpoint: Place,
         transport: str,
         concurrency: int,
         *,
@@ -123,8 +124,9 @@ class ProcessPool:
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency is at least 1, not {concurrency}")
-        if endpoint.startswith("inproc://"):
-            raise ValueError(f"{endpoint} reaches only this process; use the thread pool or tcp:// or ipc://")
+        for named in Where.of(endpoint).endpoints:
+            if named.startswith("inproc://"):
+                raise ValueError(f"{named} reaches only this process; use the thread pool or tcp:// or ipc://")
         self._context: Any = multiprocessing.get_context(start_method)  # typeshed's BaseContext lacks Process
         self._drain = _Drain(self._context)
         self._names = [service.name for service in load(spec).select(services)]
@@ -179,7 +181,7 @@ class ProcessPool:
 
 def make_pool(
     spec: str | App,
-    endpoint: str,
+    endpoint: Place,
     transport: str = "router",
     *,
     concurrency: int = 1,
@@ -188,7 +190,25 @@ def make_pool(
     options: SlotOptions = DEFAULT_OPTIONS,
     start_method: str = "spawn",
 ) -> Pool:
-    """A pool, not started: ``concurrency`` slots of each service, as threads or processes."""
+    """A pool, not started: ``concurrency`` slots of each service, as threads or processes.
+
+    Args:
+        spec: ``module:attr`` (an App or a handler function) or an App object (thread pools only).
+        endpoint: the broker's endpoint.
+        transport: ``router`` or ``server``.
+        concurrency: slots per service.
+        pool: ``thread`` or ``process``.
+        services: serve only these services of the app (None: all).
+        options: heartbeats and CURVE of every slot.
+        start_method: ``spawn`` or ``forkserver`` (process pools).
+
+    Example::
+
+        pool = make_pool("mymodule:app", "tcp://127.0.0.1:5555", concurrency=4, pool="process")
+        pool.start()
+        ...
+        pool.stop(grace=10)  # running tasks have 10 s to finish
+    """
     app = load(spec) if isinstance(spec, str) else spec
     chosen = app.select(services)  # fails here, in the caller, on a mistyped name
     if not chosen:
@@ -212,7 +232,7 @@ def make_pool(
 
 def run_app(
     spec: str | App,
-    endpoint: str | None,
+    endpoint: Place | None,
     transport: str = "router",
     *,
     concurrency: int = 1,
@@ -228,15 +248,42 @@ def run_app(
 ) -> int:
     """Serve ``spec`` until SIGINT or SIGTERM, then stop gracefully; the exit status (0).
 
-    Call it from the main thread (it installs the signal handlers). ``endpoint`` None: found as
-    :func:`generaldomo.io.beacon.find_broker` says. Prints one line saying what it serves to ``out``.
-    ``server_key`` and ``keys`` turn on CURVE for every slot, as for :class:`generaldomo.Worker`."""
-    endpoint = find_broker(transport, endpoint)
+    Call it from the main thread (it installs the signal handlers). ``endpoint`` is found and followed by each
+    slot as :class:`generaldomo.Worker` says (None: ``GENERALDOMO_BROKER``, the broker file, a beacon). Prints
+    one line saying what it serves to ``out``. ``server_key`` and ``keys`` turn on CURVE for every slot, as for
+    :class:`generaldomo.Worker`.
+
+    Args:
+        spec: ``module:attr`` (an App or a handler function) or an App object.
+        endpoint: the broker's endpoint, several (tried in turn), a Where, or None (found).
+        transport: ``router`` or ``server``.
+        concurrency: slots per service.
+        pool: ``thread`` or ``process``.
+        stop_grace: seconds a running task has to finish once asked to stop.
+        services: serve only these services of the app (None: all).
+        heartbeat_interval: seconds between heartbeats.
+        liveness: heartbeat intervals of silence after which a slot reconnects.
+        start_method: ``spawn`` or ``forkserver`` (process pools).
+        out: where the lines about serving and registration go (default: stdout).
+        server_key: the broker's CURVE public key.
+        keys: the slots' CURVE key pair.
+
+    Example::
+
+        import sys
+        from generaldomo.peers.pool import run_app
+
+        sys.exit(run_app("mymodule:app", "tcp://127.0.0.1:5555", concurrency=4, pool="process"))
+    """
+    where = Where.of(endpoint)
+    first = Locator(where, transport)  # found once here (waited for), for the lines below
+    first.close()
+    endpoint = first.target.endpoint
     options = SlotOptions(heartbeat_interval, liveness, server_key, keys)
     app = load(spec) if isinstance(spec, str) else spec
     running = make_pool(
         spec,
-        endpoint,
+        where,
         transport,
         concurrency=concurrency,
         pool=pool,
@@ -244,9 +291,7 @@ def run_app(
         options=options,
         start_method=start_method,
     )
-    asked = threading.Event()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda *_: asked.set())
+    asked = stop_on_signals()
     running.start()
     out = out or sys.stdout
     served = ", ".join(f"{service.name!r} x{concurrency}" for service in app.select(services))

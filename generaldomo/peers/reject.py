@@ -16,7 +16,20 @@ from generaldomo.sansio import protocol
 
 class Reject(Exception):
     """Raised by a handler: the client gets ``status`` (an int, 400 to 599) and ``reason``; a 429's
-    ``retry_after`` (seconds) tells the broker how long to hold the service."""
+    ``retry_after`` (seconds) tells the broker how long to hold the service.
+
+    Args:
+        status: the status the client gets, 400 to 599.
+        reason: the text it gets.
+        retry_after: for a ``429``, the seconds the broker should hold the service back.
+
+    Example::
+
+        def lookup(payload: bytes) -> bytes:
+            if payload not in table:
+                raise Reject(404, "no such item")
+            return table[payload]
+    """
 
     def __init__(self, status: int, reason: str, retry_after: float | None = None) -> None:
         if not 400 <= status <= 599:

@@ -16,10 +16,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+__all__ = ["TaskContext"]
+
 
 class TaskContext:
     """The task a handler runs: ``task_id``, ``description``, ``deadline`` (monotonic time, None: none given),
-    :meth:`time_left`, and :attr:`cancelled` (or :meth:`wait_cancelled`)."""
+    :meth:`time_left`, and :attr:`cancelled` (or :meth:`wait_cancelled`).
+
+    Example::
+
+        def render(payload: bytes, task: TaskContext) -> bytes:
+            for frame in frames_of(payload):
+                if task.cancelled or (task.time_left() or 1) <= 0:
+                    raise Reject(504, "nobody waits for it any more")
+                draw(frame)
+            return b"done"
+    """
 
     __slots__ = ("_cancelled", "deadline", "description", "task_id")
 

@@ -23,18 +23,37 @@ from generaldomo.sansio.serializers import Serializer
 
 
 class TypedClient:
-    """Sends objects through ``serializer`` (``json``, ``msgpack``, ``pickle`` or a Serializer) on ``client``."""
+    """Sends objects through ``serializer`` (``json``, ``msgpack``, ``pickle`` or a Serializer) on ``client``.
+
+    Args:
+        client: the :class:`Client` that carries the requests.
+        serializer: ``json``, ``msgpack``, ``pickle`` or a Serializer.
+
+    Example::
+
+        with Client("tcp://127.0.0.1:5555") as client:
+            typed = TypedClient(client, "json")
+            typed.request("square", [1, 2, 3], timeout=10)  # [1, 4, 9]
+    """
 
     def __init__(self, client: Client, serializer: str | Serializer) -> None:
         self.client = client
         self.serializer = serializers.get(serializer)
 
     def encode(self, value: Any) -> tuple[bytes, bytes]:
-        """The payload frames of ``value``."""
+        """The payload frames of ``value``.
+
+        Args:
+            value: what to send.
+        """
         return serializers.encode(self.serializer, value)
 
     def decode(self, reply: Reply) -> Any:
-        """The value a reply carries; raises ContentTypeError or DecodeError."""
+        """The value a reply carries; raises ContentTypeError or DecodeError.
+
+        Args:
+            reply: a :class:`Reply` of a typed service.
+        """
         return serializers.decode(self.serializer, reply.frames, "partial reply" if reply.partial else "reply")
 
     def submit(
@@ -43,7 +62,14 @@ class TypedClient:
     ) -> Future[Any]:  # fmt: skip
         """Send ``value``; the future gives the decoded result. ``on_partial`` gets each decoded partial
         result, on the client's IO thread (a partial that cannot be decoded is passed as the exception).
-        ``fields``: ``deadline``, ``tenant``, ``priority`` as for :meth:`Client.submit`."""
+        ``fields``: ``deadline``, ``tenant``, ``priority`` as for :meth:`Client.submit`.
+
+        Args:
+            description: the request description.
+            value: what to send.
+            on_partial: called with each decoded partial result.
+            fields: the keywords of :meth:`Client.submit` (``tenant``, ``priority``, ``deadline``, ...).
+        """
         partial = None if on_partial is None else self._partial_callback(on_partial)
         inner = self.client.submit(wire_description(description), self.encode(value), on_partial=partial, **fields)
         outer: Future[Any] = Future()
@@ -55,13 +81,26 @@ class TypedClient:
         self, description: Description | bytes, value: Any = None, timeout: float | None = None, **fields: Any
     ) -> Any:
         """Send ``value`` and wait up to ``timeout`` seconds for the decoded result (raises ``TimeoutError``);
-        ``fields``: ``tenant``, ``priority`` as for :meth:`Client.request` (the timeout is the deadline)."""
+        ``fields``: ``tenant``, ``priority`` as for :meth:`Client.request` (the timeout is the deadline).
+
+        Args:
+            description: the request description.
+            value: what to send.
+            timeout: seconds to wait (None: no limit).
+            fields: as for :meth:`submit`.
+        """
         return self.decode(self.client.request(wire_description(description), self.encode(value), timeout, **fields))
 
     def stream(
         self, description: Description | bytes, value: Any = None, timeout: float | None = None
     ) -> Iterator[Any]:
-        """Yield the decoded partial results, then the decoded final result (see :meth:`Client.stream`)."""
+        """Yield the decoded partial results, then the decoded final result (see :meth:`Client.stream`).
+
+        Args:
+            description: the request description.
+            value: what to send.
+            timeout: the longest gap between two results (None: no limit).
+        """
         for reply in self.client.stream(wire_description(description), self.encode(value), timeout):
             yield self.decode(reply)
 

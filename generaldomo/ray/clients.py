@@ -30,7 +30,19 @@ class _Shared:
 
 def client(endpoint: str | None = None, transport: str = "router", **options: Any) -> Client:
     """This process's client for ``endpoint`` over ``transport``; ``options`` (``heartbeat_interval``,
-    ``liveness``) apply when it is made by this call."""
+    ``liveness``) apply when it is made by this call.
+
+    Args:
+        endpoint: the broker's endpoint (None: found as the peers find it).
+        transport: ``router`` or ``server``.
+        options: what :class:`generaldomo.Client` takes.
+
+    Example::
+
+        @ray.remote
+        def thumbnail(image: bytes) -> bytes:
+            return gdray.client("tcp://10.0.0.5:5555").request("resize", image, timeout=60).payload
+    """
     key = (endpoint, transport)
     with _Shared.lock:
         if _Shared.pid != os.getpid():  # a forked child: the parent's clients are not ours to use or close
@@ -52,12 +64,31 @@ def request(
     endpoint: str | None = None,
     transport: str = "router",
 ) -> Reply:
-    """Send one request with this process's client and wait for its :class:`~generaldomo.Reply`."""
+    """Send one request with this process's client and wait for its :class:`~generaldomo.Reply`.
+
+    Args:
+        description: the request description.
+        payload: bytes or frames.
+        timeout: seconds to wait (None: the client's default).
+        endpoint: the broker's endpoint (None: found).
+        transport: ``router`` or ``server``.
+
+    Example::
+
+        @ray.remote
+        def thumbnail(image: bytes) -> bytes:
+            return gdray.request("resize", image, timeout=60, endpoint="tcp://10.0.0.5:5555").payload
+    """
     return client(endpoint, transport).request(description, payload, timeout)
 
 
 def close() -> None:
-    """Close this process's clients (their waiting requests fail with ``ClientClosed``)."""
+    """Close this process's clients (their waiting requests fail with ``ClientClosed``).
+
+    Example::
+
+        gdray.close()  # in a Ray worker process that is done with the broker
+    """
     with _Shared.lock:
         closing = list(_Shared.clients.values()) if _Shared.pid == os.getpid() else []
         _Shared.clients = {}

@@ -6,7 +6,7 @@ Rules: text is resolved where the handler runs (in the actor), so its module nee
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
@@ -14,15 +14,22 @@ HandlerSpec = Callable[..., Any] | str
 
 
 def load_handler(spec: HandlerSpec) -> Callable[..., Any]:
-    """The callable ``spec`` names: itself when callable, else the attribute ``"module:attr"`` points to."""
+    """The callable ``spec`` names: itself when callable, else the attribute ``"module:attr"`` points to.
+
+    Args:
+        spec: a callable, or ``"module:attr"``.
+
+    Example:
+        >>> from generaldomo.ray import load_handler
+        >>> load_handler("os.path:basename")("/tmp/x.txt")
+        'x.txt'
+    """
     if callable(spec):
         return spec
     module_name, colon, attribute = spec.partition(":")
     if not colon or not module_name or not attribute:
         raise ValueError(f"a handler is a callable or 'module:attr' text, not {spec!r}")
-    target: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        target = getattr(target, part)
+    target = pkgutil.resolve_name(spec)
     if not callable(target):
         raise TypeError(f"{spec!r} names {type(target).__name__}, which is not callable")
     return target  # type: ignore[no-any-return]

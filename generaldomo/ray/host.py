@@ -21,7 +21,21 @@ STOP_GRACE = 10.0  # seconds stop() waits for running handlers
 
 
 class WorkerHost:
-    """Serves ``description`` with ``threads`` workers, each running ``handler`` on its own thread."""
+    """Serves ``description`` with ``threads`` workers, each running ``handler`` on its own thread.
+
+    Args:
+        endpoint: the broker's endpoint (None: found as the peers find it).
+        description: the service description.
+        handler: the handler, or ``"module:attr"`` naming it.
+        transport: ``router`` or ``server``.
+        threads: workers in this actor.
+        worker_options: what :class:`generaldomo.Worker` takes besides these.
+
+    Example::
+
+        host = ray.remote(WorkerHost).remote("tcp://10.0.0.5:5555", "resize", "images:resize", threads=4)
+        ray.get(host.info.remote())
+    """
 
     def __init__(
         self,

@@ -18,7 +18,20 @@ LOOPBACK_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_O
 
 def start_local(num_cpus: int = 2, **options: Any) -> Any:
     """Start (``ray.init``) a single-node Ray on 127.0.0.1 with ``num_cpus``; ``options`` go to ``ray.init``
-    (``resources``, ``runtime_env``, ...). Returns what ``ray.init`` returns. Stop it with ``ray.shutdown()``."""
+    (``resources``, ``runtime_env``, ...). Returns what ``ray.init`` returns. Stop it with ``ray.shutdown()``.
+
+    Args:
+        num_cpus: the CPUs the local Ray may use.
+        options: what ``ray.init`` takes.
+
+    Example::
+
+        import generaldomo.ray as gdray
+
+        gdray.start_local(num_cpus=2)
+        ...
+        ray.shutdown()
+    """
     os.environ.update(LOOPBACK_ENVIRONMENT)
     settings: dict[str, Any] = {
         "num_cpus": num_cpus,

@@ -28,6 +28,30 @@ class WorkerPool:
     ``memory``, ...). ``threads`` workers run in each actor (more than one for handlers that mostly wait).
     ``worker_options`` go to each :class:`generaldomo.Worker` (``heartbeat_interval``, ``liveness``).
     :meth:`grow` can give new actors another description and other resources.
+
+    Args:
+        endpoint: the broker's endpoint (None: found as the peers find it, in each actor).
+        description: the service description.
+        handler: the handler, or ``"module:attr"`` naming it.
+        size: actors to start now.
+        transport: ``router`` or ``server``.
+        threads: see above.
+        num_cpus: see above.
+        num_gpus: see above.
+        resources: see above.
+        max_restarts: see above.
+        worker_options: see above.
+        ray_options: see above.
+
+    Example::
+
+        import generaldomo.ray as gdray
+
+        gdray.start_local(num_cpus=2)
+        pool = gdray.WorkerPool("tcp://127.0.0.1:5555", "resize", "images:resize", size=2)
+        pool.wait()
+        pool.resize(4)
+        pool.close()
     """
 
     def __init__(
@@ -67,7 +91,13 @@ class WorkerPool:
 
     def grow(self, count: int, description: str | bytes | None = None, **ray_options: Any) -> list[Any]:
         """Start ``count`` more actors (``description`` and ``ray_options`` override the pool's); returns their
-        handles. They start in the background: :meth:`wait` waits until they run."""
+        handles. They start in the background: :meth:`wait` waits until they run.
+
+        Args:
+            count: actors to add.
+            description: their service description (default: the pool's).
+            ray_options: their Ray options (default: the pool's).
+        """
         options = {**self.ray_options, **ray_options}
         described = self.description if description is None else description
         started = [
@@ -81,7 +111,12 @@ class WorkerPool:
 
     def shrink(self, count: int, grace: float = STOP_GRACE) -> list[dict[str, Any]]:
         """Stop ``count`` actors, idle ones first and then the newest; each worker tells the broker it leaves
-        (a task still running after ``grace`` seconds is reissued). Returns the stopped actors' last info."""
+        (a task still running after ``grace`` seconds is reissued). Returns the stopped actors' last info.
+
+        Args:
+            count: actors to stop.
+            grace: seconds a running task has to finish.
+        """
         count = min(count, len(self.actors))
         if count <= 0:
             return []
@@ -93,14 +128,22 @@ class WorkerPool:
         return self._stop(leaving, grace)
 
     def resize(self, size: int) -> None:
-        """Grow or shrink to ``size`` actors."""
+        """Grow or shrink to ``size`` actors.
+
+        Args:
+            size: the number of actors wanted.
+        """
         if size > len(self.actors):
             self.grow(size - len(self.actors))
         else:
             self.shrink(len(self.actors) - size)
 
     def wait(self, timeout: float | None = 60.0) -> list[dict[str, Any]]:
-        """Wait until every actor runs; raises ``RuntimeError`` if one cannot start. Returns :meth:`info`."""
+        """Wait until every actor runs; raises ``RuntimeError`` if one cannot start. Returns :meth:`info`.
+
+        Args:
+            timeout: seconds to wait (None: no limit).
+        """
         infos = self.info(timeout)
         failed = [info["error"] for info in infos if "error" in info]
         if failed:
@@ -109,11 +152,19 @@ class WorkerPool:
 
     def info(self, timeout: float | None = 60.0) -> list[dict[str, Any]]:
         """Each actor's pid, host, description, live workers, running and done tasks, in pool order (``error``
-        instead for an actor that is gone for good)."""
+        instead for an actor that is gone for good).
+
+        Args:
+            timeout: seconds to wait for the actors' answers (None: no limit).
+        """
         return _gather([actor.info.remote() for actor in self.actors], timeout)
 
     def close(self, grace: float = STOP_GRACE) -> None:
-        """Stop every actor."""
+        """Stop every actor.
+
+        Args:
+            grace: seconds a running task has to finish.
+        """
         leaving, self.actors = self.actors, []
         self._stop(leaving, grace)
 

@@ -26,7 +26,10 @@ been tried ``max_attempts`` times, in which case the client gets an error reply.
 unique request id in every request, scoped to their key when they have one; a request whose id is live (a
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
-for ``client_silence`` are dropped; services with nothing in them are forgotten after ``service_idle``. A broker
+for ``client_silence`` are dropped, unless the request is *detached* (its answer is fetched later by its id, a
+re-ask); services with nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
+for an unknown service is answered ``404`` at once when its service has no worker now and had none within
+``served_memory`` (:mod:`generaldomo.sansio.served`), once the broker has run ``known_service_grace``. A broker
 that stops for good first stops accepting requests (``503``) while it serves those it holds, then answers the rest
 ``503`` (:meth:`BrokerCore.abandon`), so that none is left without an answer.
 
@@ -93,6 +96,7 @@ from generaldomo.sansio.report import (
     build,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
 from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState, WorkerState
@@ -120,7 +124,27 @@ Handler = Callable[..., None]  # (peer, event, now, credential, out) for the eve
 
 
 class BrokerCore:
-    """The broker's state machine; see the module docstring."""
+    """The broker's state machine; see the module docstring.
+
+    Args:
+        resolver: maps descriptions to services (default: by name).
+        settings: timing and limits (:class:`Settings`).
+        instance: the broker's instance id, told to clients (random per start).
+        started: the time (on the clock ``now`` reads) the broker started.
+        random: gives n random bytes (task ids); ``os.urandom`` or a seeded generator in tests.
+
+    Example:
+        >>> import random
+        >>> from generaldomo import BrokerCore, Peer
+        >>> from generaldomo.sansio import protocol
+        >>> core = BrokerCore(instance=b"doc!", random=random.Random(1).randbytes)
+        >>> worker, client = Peer(1, b"w"), Peer(0, b"c")
+        >>> core.receive(worker, protocol.gdp_ready(b"echo"), now=0.0)
+        []
+        >>> request = protocol.gdp_request(b"r1", b"echo", [b"hi"])
+        >>> [(peer, frames[1]) for peer, frames in core.receive(client, request, 0.1)]  # a REQUEST to the worker
+        [(Peer(link=1, address=b'w'), b'\\x02')]
+    """
 
     def __init__(
         self,
@@ -163,6 +187,7 @@ class BrokerCore:
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
         self._kept = KeptAnswers(settings.keep_answers, settings.keep_bytes, self.ledger)
+        self._served = ServedRecently(settings.served_memory)
         self._heard: OrderedDict[Peer, float] = OrderedDict()  # generaldomo clients -> last heard, oldest first
         self._held: dict[Service, int] = {}  # bytes charged for the live tasks of each service
         self._held_total = 0
@@ -218,7 +243,14 @@ class BrokerCore:
     def receive(
         self, peer: Peer, frames: Sequence[bytes], now: float, credential: Credential | None = None
     ) -> list[Send]:
-        """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send."""
+        """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send.
+
+        Args:
+            peer: where the message came from.
+            frames: its frames.
+            now: the time, on the clock the core is fed.
+            credential: the sender's CURVE credential (None: not authenticated).
+        """
         out: list[Send] = []
         event = protocol.parse(frames)
         kind = type(event)
@@ -251,7 +283,11 @@ class BrokerCore:
     def tick(self, now: float) -> list[Send]:
         """Heartbeat the workers whose turn has come (at most :data:`BEATS_PER_TICK` of them: a later tick
         does the rest), expiring the silent ones; do the other periodic work when its time has come, answer
-        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send."""
+        the tasks whose deadline has passed, then dispatch what rate limits now allow; return what to send.
+
+        Args:
+            now: the time, on the clock the core is fed.
+        """
         out: list[Send] = []
         if self._beats and self._beats[0].beat <= now:
             self._heartbeat(now, out)
@@ -268,7 +304,17 @@ class BrokerCore:
         self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float,
         *, bytes_in_flight: int | None = None, adaptive: AdaptiveLimits | None = None,
     ) -> list[Send]:  # fmt: skip
-        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send."""
+        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send.
+
+        Args:
+            name: the service name.
+            rate: dispatches per second (None: no limit).
+            burst: dispatches a rate allows at once.
+            concurrency: tasks running at once (None: no limit).
+            now: the time.
+            bytes_in_flight: request bytes running at once (None: no limit).
+            adaptive: bounds of an adaptive concurrency cap (None: none).
+        """
         limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
         return self.apply_flow(mmi.FlowChange(name, limits), now)
 
@@ -278,7 +324,13 @@ class BrokerCore:
         is charged to that connection and forgotten once no service of its name has been busy for
         ``service_idle``; an entry of the operator's stays the operator's. The change is reported
         (:meth:`take_changes`). Raises :class:`~generaldomo.sansio.mmi.OverBudget` when a peer's entry does not
-        fit the ledger."""
+        fit the ledger.
+
+        Args:
+            change: the change (as ``mmi.flow`` parses it).
+            now: the time.
+            where: the connection that asked (its entry counts against it), None: the operator's.
+        """
         name = change.name
         charged = self._flow_charges.pop(name, None)
         if charged is not None:
@@ -320,25 +372,47 @@ class BrokerCore:
         return changes
 
     def flow_limits(self, name: str) -> FlowLimits:
-        """The limits configured for the service name ``name``."""
+        """The limits configured for the service name ``name``.
+
+        Args:
+            name: the service name.
+        """
         return self.flows.get(name, _UNSET)
 
     def live_flow(self, name: str) -> Flow | None:
-        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits)."""
+        """The flow of the live service called ``name``, if there is one (``mmi.flow`` shows its limits).
+
+        Args:
+            name: the service name.
+        """
         return next((service.flow for service in self.resolver.services() if service.name == name), None)
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
-        """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report."""
+        """Tell the core what its links are bound to, as ``(transport, endpoint)``, for the status report.
+
+        Args:
+            endpoints: ``(transport, endpoint)`` of each bound endpoint.
+        """
         self._endpoints = list(endpoints)
 
     def count(self, name: str, n: int = 1) -> None:
-        """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report."""
+        """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
+
+        Args:
+            name: the counter's name.
+            n: how many.
+        """
         self.counters[name] += n
 
     def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
         """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
         asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, and with the number of
-        services and workers only by a look at each (no report is built for those left out)."""
+        services and workers only by a look at each (no report is built for those left out).
+
+        Args:
+            now: the time.
+            query: which page of services and workers.
+        """
         expiry = self.settings.expiry
         services, count, queued = self._service_page(query)
         workers = self._worker_page(query)
@@ -456,7 +530,11 @@ class BrokerCore:
 
     def abandon(self, now: float) -> list[Send]:
         """Answer every request still held, queued or running, ``503`` and forget it: the broker stops for good and
-        no other answer will come. Call :meth:`close` next. Returns what to send."""
+        no other answer will come. Call :meth:`close` next. Returns what to send.
+
+        Args:
+            now: the time.
+        """
         out: list[Send] = []
         reason = b"the broker stopped before the request was answered"
         for task in list(self._tasks.values()):
@@ -522,6 +600,10 @@ class BrokerCore:
             and self._attach(peer, event, key, service, now, credential)
         ):
             return
+        if event.flags & protocol.FLAG_KNOWN_SERVICE and self._unknown(service, now):
+            self.counters["unknown_service"] += 1
+            self._reject(peer, event, protocol.NOT_FOUND, self._no_such_service(service.name, now), now, out)
+            return
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
         refusal = self._adopt(service, where) or self._over_budget(service, charge)
@@ -552,6 +634,7 @@ class BrokerCore:
         task = Task(
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
+            detached=bool(event.flags & protocol.FLAG_DETACHED),
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -611,6 +694,27 @@ class BrokerCore:
         if task.client != peer:
             self._move(task, peer)
         return True
+
+    def _unknown(self, service: Service, now: float) -> bool:
+        """True when the broker knows that nobody serves ``service``: no worker now, none within
+        ``served_memory``, and the broker has run long enough for the workers of a restart to be back."""
+        if service.workers or now - self.started < self.settings.known_service_grace:
+            return False
+        return not self._served.recent(service.name, now)
+
+    def _no_such_service(self, name: str, now: float) -> str:
+        """The text of a ``404`` for ``name``: the services that have workers, and the nearest name (among the
+        first :data:`~generaldomo.sansio.served.MAX_NAMES` services: a bounded cost per refusal)."""
+        services = itertools.islice(self.resolver.services(), MAX_NAMES)
+        names = sorted({s.name for s in services if s.workers and s.name != name})
+        nearest = self._served.nearest(name, names)
+        listed = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        hint = f"; did you mean {nearest!r}?" if nearest else ""
+        memory = self.settings.served_memory
+        return (
+            f"no worker serves {name!r}, and none has in the last {memory:g} s; services with workers: "
+            f"{listed or 'none'}{hint}"
+        )
 
     def _move(self, task: Task, peer: Peer) -> None:
         """Send ``task``'s answer to ``peer`` (its client's new address): its charge moves with it, if it fits."""
@@ -827,6 +931,7 @@ class BrokerCore:
         self._hosts[host or "unknown"] += 1
         self._beats.append(worker)
         service.join(worker)
+        self._served.seen(service.name, now)
         self.counters["workers_registered"] += 1
         if not busy:
             self._wait(worker, now, out)
@@ -913,7 +1018,7 @@ class BrokerCore:
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             self._complete(task, status, body, now, out, dispatch=not same)
         if not same and event.description is not None:
-            self._unregister(worker)
+            self._unregister(worker, now)
             where = (worker.host, worker.pid)
             self._register(peer, event.dialect, event.description, now, credential, out, where, worker.features)
             return
@@ -1212,7 +1317,7 @@ class BrokerCore:
             worker, task = pair
             if worker.expires <= now:  # silent too long, and its heartbeat's turn has not come yet
                 service.push(task, front=True)
-                self._expire(worker)
+                self._expire(worker, now)
                 continue
             deadline = task.deadline
             if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
@@ -1305,10 +1410,11 @@ class BrokerCore:
 
     def _forget(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Drop ``worker``; reissue or fail the task it held."""
-        self._unregister(worker)
+        self._unregister(worker, now)
         self._release(worker, now, out)
 
-    def _unregister(self, worker: Worker) -> None:
+    def _unregister(self, worker: Worker, now: float) -> None:
+        self._served.seen(worker.service.name, now)
         peer = worker.peer
         del self._workers[peer]
         self._beats.remove(worker)
@@ -1321,11 +1427,11 @@ class BrokerCore:
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
 
-    def _expire(self, worker: Worker) -> None:
+    def _expire(self, worker: Worker, now: float) -> None:
         """Unregister ``worker``, silent past its expiry (the caller releases its task)."""
         log.info("worker %s (%r) expired", worker.label, worker.description[:64])
         self.counters["workers_expired"] += 1
-        self._unregister(worker)
+        self._unregister(worker, now)
 
     def _release(self, worker: Worker, now: float, out: list[Send]) -> None:
         """Reissue, fail or (if cancelled) drop the task an unregistered ``worker`` held."""
@@ -1367,7 +1473,7 @@ class BrokerCore:
             beats.append(worker)
             out.append(Send(worker.peer, self._worker_heartbeat(worker)))
         for worker in expired:  # unregister them all first, so no reissued task goes to one of them
-            self._expire(worker)
+            self._expire(worker, now)
         for worker in expired:
             self._release(worker, now, out)
 
@@ -1436,7 +1542,7 @@ class BrokerCore:
             return
         doomed: dict[Service, set[Task]] = {}
         for task in self._tasks.values():
-            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent:
+            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent and not task.detached:
                 doomed.setdefault(task.service, set()).add(task)
         for service, tasks in doomed.items():
             service.discard(tasks)

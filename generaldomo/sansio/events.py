@@ -30,8 +30,9 @@ class Dialect(enum.Enum):
 @attrs.frozen(slots=True)
 class ClientRequest:
     """A client asks for a task. MDP dialects carry no request id, and no fields: a GDP client may say by when
-    it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for and the request's
-    ``priority`` (higher first, within its tenant)."""
+    it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for, the request's
+    ``priority`` (higher first, within its tenant) and ``flags`` (whether it is detached from its client, and
+    whether to fail at once for a service nobody serves)."""
 
     dialect: Dialect
     request_id: bytes | None
@@ -40,6 +41,7 @@ class ClientRequest:
     deadline: float | None = None
     tenant: str | None = None
     priority: int = 0
+    flags: int = 0  # protocol.FLAG_* bits: detached, fail fast for a service nobody serves
 
 
 @attrs.frozen(slots=True)

@@ -189,20 +189,31 @@ _GDP_FIELDS_REQUEST = _byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
 FIELD_DEADLINE: Final = 0x01  # 4 bytes, unsigned big-endian: milliseconds the sender still waits for the answer
 FIELD_PRIORITY: Final = 0x02  # 1 byte, signed: MIN_PRIORITY..MAX_PRIORITY, higher first (absent: 0)
 FIELD_TENANT: Final = 0x03  # 1..MAX_TENANT bytes of printable UTF-8: who the request is for
+FIELD_FLAGS: Final = 0x04  # 1 byte of FLAG_* bits; bits not listed are ignored (absent: 0)
+FLAG_DETACHED: Final = 0x01  # kept queued while its client is silent: the answer is fetched later (by its id)
+FLAG_KNOWN_SERVICE: Final = 0x02  # 404 at once for a service with no worker now and none recently
+FLAGS: Final = FLAG_DETACHED | FLAG_KNOWN_SERVICE  # the bits this version knows
 MAX_FIELDS: Final = 256  # bytes of a fields frame
 MIN_PRIORITY: Final = -5
 MAX_PRIORITY: Final = 5
 MAX_TENANT: Final = 64
 MAX_DEADLINE_MS: Final = 2**32 - 1
 _DEADLINE = struct.Struct(">I")
-Fields = tuple[float | None, str | None, int]  # (deadline in seconds, tenant, priority)
+Fields = tuple[float | None, str | None, int, int]  # (deadline in seconds, tenant, priority, flags)
 
 
-def request_fields(deadline: float | None = None, tenant: str | None = None, priority: int = 0) -> bytes:
+def request_fields(
+    deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0
+) -> bytes:
     """The fields frame of a request: ``deadline`` seconds from now (rounded up to a millisecond, clamped at
-    :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant`` and ``priority``; ValueError on a tenant or
-    priority the broker would refuse. Empty when nothing is set (a plain REQUEST then does)."""
+    :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant``, ``priority`` and ``flags`` (``FLAG_*``
+    bits); ValueError on a tenant, priority or flag the broker would refuse. Empty when nothing is set (a plain
+    REQUEST then does)."""
     frame = b"" if deadline is None else deadline_field(deadline)
+    if flags:
+        if flags & ~FLAGS:
+            raise ValueError(f"unknown request flags {flags & ~FLAGS:#x}")
+        frame += bytes((FIELD_FLAGS, 1, flags))
     if priority:
         if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
             raise ValueError(f"a priority is a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
@@ -231,14 +242,15 @@ def _good_tenant(tenant: str, encoded: bytes) -> bool:
 
 
 def parse_fields(frame: bytes) -> Fields | str:
-    """``(deadline seconds, tenant, priority)`` of a fields frame, or the reason it is malformed; never raises."""
+    """``(deadline seconds, tenant, priority, flags)`` of a fields frame, or the reason it is malformed; never
+    raises. Flag bits this version does not know are dropped (a newer client's, ignored)."""
     if len(frame) == 6 and frame[:2] == _DEADLINE_TAG:  # the deadline alone: what clients send by default
-        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0
+        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0, 0
     if len(frame) > MAX_FIELDS:
         return f"request fields of {len(frame)} bytes (at most {MAX_FIELDS})"
     deadline: float | None = None
     tenant: str | None = None
-    priority = 0
+    priority = flags = 0
     seen: set[int] = set()
     at, end = 0, len(frame)
     while at < end:
@@ -267,7 +279,11 @@ def parse_fields(frame: bytes) -> Fields | str:
                 return "a tenant field is not UTF-8"
             if not _good_tenant(tenant, value):
                 return "a tenant field is not 1 to 64 bytes of printable text"
-    return deadline, tenant, priority
+        elif tag == FIELD_FLAGS:
+            if size != 1:
+                return "a flags field has 1 byte"
+            flags = value[0] & FLAGS
+    return deadline, tenant, priority, flags
 
 
 def _parse_gdp_control(command: bytes, args: Sequence[bytes]) -> Event:

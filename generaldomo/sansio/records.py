@@ -31,14 +31,34 @@ class Peer(NamedTuple):
     """Where a message came from: the index of the link and the peer's address on it.
 
     The address is opaque to the core: a ROUTER identity (``bytes``), a SERVER routing id (``int``), or the
-    identities of every hop of a ROUTER envelope (a tuple, outermost first)."""
+    identities of every hop of a ROUTER envelope (a tuple, outermost first).
+
+    Args:
+        link: the index of the broker's link it came over.
+        address: its address on that link (see above).
+
+    Example:
+        >>> from generaldomo import Peer
+        >>> Peer(0, b"w1")
+        Peer(link=0, address=b'w1')
+    """
 
     link: int
     address: bytes | int | tuple[bytes, ...]
 
 
 class Send(NamedTuple):
-    """A message the broker must send."""
+    """A message the broker must send.
+
+    Args:
+        peer: whom to send it to.
+        frames: the message's frames.
+
+    Example::
+
+        for peer, frames in core.receive(peer, frames, time.monotonic()):
+            links[peer.link].send(peer.address, frames)
+    """
 
     peer: Peer
     frames: list[bytes]
@@ -93,7 +113,8 @@ class Task:
     cost about 0.8 µs per request for 8 bytes). ``deadline`` is the broker time after which nobody waits for the
     answer (None: the client set none); ``tenant`` whose share of the service it takes (a CURVE key, a name the
     client gave, or the client's connection) and ``priority`` its order within the tenant's; ``order`` belongs
-    to the service's queue (:mod:`generaldomo.sansio.fair`)."""
+    to the service's queue (:mod:`generaldomo.sansio.fair`); a ``detached`` task stays queued while its client
+    is silent."""
 
     id: bytes
     client: Peer
@@ -113,6 +134,7 @@ class Task:
     tenant: Hashable = None
     priority: int = 0
     order: int = 0
+    detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
 
     @property
     def request_id(self) -> bytes | None:

@@ -8,7 +8,7 @@ of how the broker dispatches.
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
@@ -19,18 +19,35 @@ from generaldomo.sansio.service import Service
 
 @runtime_checkable
 class Resolver(Protocol):
-    """Maps service descriptions (from workers) and request descriptions (from clients) to services."""
+    """Maps service descriptions (from workers) and request descriptions (from clients) to services.
+
+    Example::
+
+        Broker("router", ["tcp://*:5555"], resolver=AttributeResolver())  # or: generaldomo broker --resolver attributes
+    """
 
     def for_worker(self, description: bytes) -> Service:
-        """The service a worker with this description joins; may raise :class:`ResolveError`."""
+        """The service a worker with this description joins; may raise :class:`ResolveError`.
+
+        Args:
+            description: the worker's service description.
+        """
         ...
 
     def for_request(self, description: bytes) -> Service:
-        """The service that queues a request with this description; may raise :class:`ResolveError`."""
+        """The service that queues a request with this description; may raise :class:`ResolveError`.
+
+        Args:
+            description: the request description.
+        """
         ...
 
     def find(self, description: bytes) -> Service | None:
-        """The service a request would go to, without creating one; None if there is none yet."""
+        """The service a request would go to, without creating one; None if there is none yet.
+
+        Args:
+            description: the request description.
+        """
         ...
 
     def services(self) -> Iterable[Service]:
@@ -40,7 +57,11 @@ class Resolver(Protocol):
     def forget(self, service: Service) -> None:
         """Drop ``service``, which the broker found idle (no workers, no tasks, no flow limits); a later
         description that resolves to it makes a new one. Optional: the broker never forgets the services of
-        a resolver without this method."""
+        a resolver without this method.
+
+        Args:
+            service: the service to drop.
+        """
         ...
 
 
@@ -48,15 +69,32 @@ REQUIRED = ("for_worker", "for_request", "find", "services")  # what a resolver 
 
 
 class NameResolver:
-    """Descriptions are plain service names, as in Majordomo: workers and requests meet on equal names."""
+    """Descriptions are plain service names, as in Majordomo: workers and requests meet on equal names.
+
+    Example:
+        >>> from generaldomo import NameResolver
+        >>> resolver = NameResolver()
+        >>> resolver.for_worker(b"echo") is resolver.for_request(b"echo")
+        True
+    """
 
     def __init__(self) -> None:
         self._services: dict[bytes, Service] = {}
 
     def for_worker(self, description: bytes) -> Service:
+        """The service named ``description`` (made if new).
+
+        Args:
+            description: the service name, UTF-8.
+        """
         return self.for_request(description)
 
     def for_request(self, description: bytes) -> Service:
+        """The service named ``description`` (made if new).
+
+        Args:
+            description: the service name, UTF-8.
+        """
         service = self._services.get(description)
         if service is None:
             if not description:
@@ -69,12 +107,23 @@ class NameResolver:
         return service
 
     def find(self, description: bytes) -> Service | None:
+        """The service named ``description``, or None.
+
+        Args:
+            description: the service name, UTF-8.
+        """
         return self._services.get(description)
 
     def services(self) -> Iterable[Service]:
+        """Every service made so far."""
         return self._services.values()
 
     def forget(self, service: Service) -> None:
+        """Drop ``service``.
+
+        Args:
+            service: the service to drop.
+        """
         key = service.name.encode()
         if self._services.get(key) is service:
             del self._services[key]
@@ -98,9 +147,7 @@ def load_resolver(spec: str, options: dict[str, str] | None = None) -> Resolver:
     elif not module_name or not attr:
         raise ValueError(f"resolver must be given as a name or module:attr, not {spec!r}")
     else:
-        factory = importlib.import_module(module_name)
-        for part in attr.split("."):
-            factory = getattr(factory, part)
+        factory = pkgutil.resolve_name(spec)
     resolver = factory(**(options or {}))
     missing = [name for name in REQUIRED if not callable(getattr(resolver, name, None))]
     if missing:

@@ -32,7 +32,17 @@ class Described(Protocol):
 
 
 class Service:
-    """A named queue of waiting workers and pending tasks (FIFO on both sides)."""
+    """A named queue of waiting workers and pending tasks (FIFO on both sides).
+
+    Args:
+        name: the service's name (what ``mmi.service``, the status and the flow limits call it).
+
+    Example::
+
+        class GpuService(Service):  # a resolver's own service: which queued task a worker may take
+            def can_serve(self, description: bytes) -> bool:
+                return any(b"gpu" in worker.description for worker in self.workers)
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -80,7 +90,12 @@ class Service:
 
     def put_back(self, worker: Described, task: Described | None = None) -> None:
         """Undo :meth:`next_pair` when flow control holds the pair back: both go to the front of their queues (a
-        ``task`` of None: the task is not dispatched at all, and only the worker goes back)."""
+        ``task`` of None: the task is not dispatched at all, and only the worker goes back).
+
+        Args:
+            worker: the worker of the pair.
+            task: the task of the pair (None: it was not taken).
+        """
         self.waiting.appendleft(worker)
         if task is not None:
             self.pending.appendleft(task)
@@ -99,7 +114,11 @@ class Service:
         self.pending.stopped(task)
 
     def release_due(self, now: float) -> float | None:
-        """Let tenants held by their rate take part again when their time has come; when the next one's comes."""
+        """Let tenants held by their rate take part again when their time has come; when the next one's comes.
+
+        Args:
+            now: the time.
+        """
         pending = self.pending
         if not pending.rate_held:
             return None

@@ -3,9 +3,10 @@
 Rules:
 - A session is fed what arrives (``receive(frames, now)``), the passing of time (``tick(now)``) and what its
   user does (a client submits and cancels; a worker finishes a task or stops). Each call returns the actions
-  for its IO shell to carry out in order: :class:`Send` these frames; :class:`Reconnect` (a new socket to the
-  same endpoint; later Sends go to it); and for the user: :class:`Resolve`, :class:`Progress` or
-  :class:`Fail` a client's request, :class:`RunTask` in a worker.
+  for its IO shell to carry out in order: :class:`Send` these frames; :class:`Reconnect` (a new socket, to
+  where the broker is now as far as the shell knows; later Sends go to it); and for the user:
+  :class:`Resolve`, :class:`Progress` or :class:`Fail` a client's request, :class:`RunTask` in a worker. The
+  shell says when the broker moved (its address file changed): ``moved(reason, now)``.
 - Both peers keep a :class:`Pulse`: a heartbeat every interval (a shell may hold them back while its socket
   is backlogged; the worker does, so they do not pile up for a gone broker), and the broker presumed gone
   after ``liveness`` intervals unheard, counted while the peer ticks (a paused peer did not listen: the
@@ -18,7 +19,10 @@ Rules:
   heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). A request with a deadline
   is sent again with the time then left (never a fresh one). The broker answers an asked
   id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
-  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL).
+  as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL). A *fetch*
+  waits for the answer to a request sent earlier (by this session or another, with the same key): it is
+  outstanding without a request to send, asked about at once and whenever a request would be sent again; a
+  broker that does not know the id resolves it ``404``.
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
   time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY (a task's deadline, if the
   broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed on, and its
@@ -72,6 +76,12 @@ ASKING_HEARTBEATS = 16  # heartbeats one tick may send to ask about old requests
 REMEMBER_ASKED = 4096  # answered ids, asked about before, whose kept answer may come again
 HOLD_RESULTS = protocol.MAX_TAKEN  # results a worker holds until the broker says it took them
 HOLD_BYTES = DEFAULT_MAX_MESSAGE  # and their bytes
+_UNKNOWN = (
+    b"the broker has no request with this id: never sent (with this key), answered longer ago than it keeps "
+    b"answers (keep_answers), or it restarted since"
+)
+
+__all__ = ["ClientSession", "WorkerSession"]
 
 
 @attrs.frozen(slots=True)
@@ -83,9 +93,12 @@ class Send:
 
 @attrs.frozen(slots=True)
 class Reconnect:
-    """Close the socket and connect a new one to the same endpoint; ``reason`` is for the log."""
+    """Close the socket and connect a new one; ``reason`` is for the log. ``silent``: the broker went silent, so
+    the shell looks for it where it may be now (the next endpoint, its address file again), else the same
+    endpoint."""
 
     reason: str
+    silent: bool = False
 
 
 @attrs.frozen(slots=True)
@@ -199,18 +212,33 @@ class _Drops:
 
 @attrs.define(slots=True)
 class _Outstanding(Generic[T]):
-    frames: list[bytes]
+    frames: list[bytes]  # the request as sent; empty for a fetch (nothing to send again)
     token: T
     sent: float  # first sent, for the caller's timeline
     touched: float  # last sent or asked about
     sent_seq: int  # order of the last send among this session's requests and heartbeats
     asked_seq: int = -1
     deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
-    fields: tuple[str | None, int] = (None, 0)  # its tenant and priority, for a resend with the time left
+    fields: tuple[str | None, int, int] = (None, 0, 0)  # tenant, priority, flags: a resend with the time left
 
 
 class ClientSession(Generic[T]):
-    """One client's requests and its view of the broker; see the module docstring."""
+    """One client's requests and its view of the broker; see the module docstring.
+
+    Args:
+        settings: the heartbeats to keep (use the broker's).
+        now: the time, on the clock the session is fed.
+        reask_after: the age at which an outstanding request is asked about (default: the liveness expiry).
+
+    Example:
+        >>> from generaldomo.sansio import protocol
+        >>> from generaldomo.sansio.session import ClientSession, Resolve
+        >>> session = ClientSession(now=0.0)
+        >>> frames = session.submit(b"r1", b"echo", [b"hi"], "caller", 0.0)  # send these to the broker
+        >>> reply = [protocol.GDP_CLIENT, b"\\x03", b"r1", protocol.OK, b"", b"hi"]  # what it answers
+        >>> [(a.token, a.body) for a in session.receive(reply, 0.1) if isinstance(a, Resolve)]
+        [('caller', (b'hi',))]
+    """
 
     def __init__(
         self, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, reask_after: float | None = None
@@ -235,55 +263,112 @@ class ClientSession(Generic[T]):
 
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
-        deadline: float | None = None, tenant: str | None = None, priority: int = 0,
+        deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
     ) -> list[bytes]:  # fmt: skip
         """Make a request outstanding; returns its frames, to be sent. ``deadline`` (a time on the clock ``now``
-        reads), ``tenant`` and ``priority`` go in its fields (ValueError on a bad one)."""
+        reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad one).
+
+        Args:
+            request_id: the request's id (16 random bytes, unique).
+            description: the request description.
+            body: the payload frames.
+            token: what the actions about this request carry back (the caller's future, say).
+            now: the time.
+            deadline: see above.
+            tenant: see above.
+            priority: see above.
+            flags: see above (``protocol.FLAG_*``).
+        """
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
-        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority)
+        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority, flags)
         if not self.outstanding:
             self.pulse.restart(now)  # nobody listened while nothing was asked
         frames = protocol.gdp_request(request_id, description, body, fields)
         self._seq += 1
         entry = _Outstanding(frames, token, now, now, self._seq)
         if deadline is not None:
-            entry.deadline, entry.fields = deadline, (tenant, priority)
+            entry.deadline, entry.fields = deadline, (tenant, priority, flags)
         self.outstanding[request_id] = entry
         return frames
 
+    def fetch(self, request_id: bytes, token: T, now: float) -> list[bytes]:
+        """Wait for the answer to request ``request_id``, sent earlier: returns the heartbeat that asks the
+        broker about it, to be sent. The broker sends its kept answer, or the answer of the live request when
+        it comes; if it knows neither, the fetch resolves ``404``.
+
+        Args:
+            request_id: the id of the request whose answer is wanted.
+            token: what the actions about it carry back.
+            now: the time.
+        """
+        if request_id in self.outstanding:
+            raise ValueError(f"request id {request_id.hex()} is outstanding already")
+        if not self.outstanding:
+            self.pulse.restart(now)
+        self._seq += 1
+        self.outstanding[request_id] = _Outstanding([], token, now, now, -1, asked_seq=self._seq)
+        self.asked += 1
+        return protocol.gdp_client_heartbeat(ids=[request_id])
+
     def cancel(self, request_id: bytes) -> list[Action[T]]:
-        """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding)."""
-        if self.outstanding.pop(request_id, None) is None:
+        """Forget an outstanding request; returns the CANCEL to send (nothing if it was not outstanding, or was a
+        fetch: the request it waits for runs on, and can be fetched again).
+
+        Args:
+            request_id: the request's id.
+        """
+        entry = self.outstanding.pop(request_id, None)
+        if entry is None or not entry.frames:
             return []
         return [Send(protocol.gdp_cancel(request_id))]
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[T]]:
-        """Act on a message from the broker."""
+        """Act on a message from the broker.
+
+        Args:
+            frames: the message's frames.
+            now: the time.
+        """
         self.pulse.restart(now)
         message = protocol.read_client_message(frames)
         return self._handlers[type(message)](message, now)
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[T]]:
-        """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle."""
+        """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle.
+
+        Args:
+            now: the time.
+            backlogged: the socket holds messages it could not send yet (heartbeats wait).
+        """
         if not self.outstanding:
             return []
         quiet = self.pulse.silence(now)
         if quiet is not None:
             self.pulse.restart(now)
-            return [Reconnect(f"broker silent for {quiet:.1f} s"), *self._resend_all(now)]
+            return [Reconnect(f"broker silent for {quiet:.1f} s", silent=True), *self._resend_all(now)]
         if not self.pulse.beat(now, backlogged):
             return []
         asked = self._ask(now)
         batches = [asked[n : n + protocol.MAX_ASKED] for n in range(0, len(asked), protocol.MAX_ASKED)] or [[]]
         return [Send(protocol.gdp_client_heartbeat(ids=batch)) for batch in batches]
 
+    def moved(self, reason: str, now: float) -> list[Action[T]]:
+        """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): a new socket, and
+        every outstanding request sent again there."""
+        self.pulse.restart(now)
+        return [Reconnect(reason), *self._resend_all(now)]
+
     def deadline(self) -> float | None:
         """When :meth:`tick` next has something to do; None while nothing is outstanding."""
         return self.pulse.deadline() if self.outstanding else None
 
     def close(self, reason: str) -> list[Action[T]]:
-        """Fail every outstanding request."""
+        """Fail every outstanding request.
+
+        Args:
+            reason: why, for the Fail actions.
+        """
         failed: list[Action[T]] = [Fail(rid, entry.token, reason) for rid, entry in self.outstanding.items()]
         self.outstanding.clear()
         return failed
@@ -317,8 +402,13 @@ class ClientSession(Generic[T]):
         resent: list[Action[T]] = []
         for request_id in message.unknown:
             entry = self.outstanding.get(request_id)
-            if entry is not None and entry.asked_seq > entry.sent_seq:  # not sent again since asked about
+            if entry is None or entry.asked_seq <= entry.sent_seq:  # sent again since asked about
+                continue
+            if entry.frames:
                 resent.append(self._resend(request_id, entry, now))
+            else:  # a fetch: nothing to send again
+                del self.outstanding[request_id]
+                resent.append(Resolve(request_id, entry.token, protocol.NOT_FOUND, None, (_UNKNOWN,), entry.sent, now))
         return resent
 
     def _on_malformed(self, message: Malformed, now: float) -> list[Action[T]]:
@@ -344,6 +434,11 @@ class ClientSession(Generic[T]):
         return [self._resend(rid, entry, now) for rid, entry in list(self.outstanding.items())]
 
     def _resend(self, request_id: bytes, entry: _Outstanding[T], now: float) -> Send:
+        if not entry.frames:  # a fetch: ask again
+            self._seq += 1
+            entry.touched, entry.asked_seq = now, self._seq
+            self.asked += 1
+            return Send(protocol.gdp_client_heartbeat(ids=[request_id]))
         if entry.deadline is not None:  # the time left now, not the time it had when first sent
             fields = protocol.request_fields(entry.deadline - now, *entry.fields)
             entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]
@@ -380,7 +475,20 @@ RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
 
 
 class WorkerSession:
-    """One worker's registration with the broker; see the module docstring."""
+    """One worker's registration with the broker; see the module docstring.
+
+    Args:
+        description: the service description to register.
+        settings: the heartbeats to keep (use the broker's).
+        now: the time, on the clock the session is fed.
+        info: the peer info its READY carries (host, pid, features), if any.
+
+    Example:
+        >>> from generaldomo.sansio.session import Send, WorkerSession
+        >>> session = WorkerSession(b"echo", now=0.0)
+        >>> [list(a.frames) for a in session.start() if isinstance(a, Send)]  # READY
+        [[b'GDPW01', b'\\x01', b'echo']]
+    """
 
     def __init__(
         self, description: bytes, settings: PeerSettings = DEFAULT_SETTINGS, now: float = 0.0, info: bytes | None = None
@@ -419,7 +527,12 @@ class WorkerSession:
         return protocol.gdp_ready(self.description, info=None if self.plain else self.info)
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[Any]]:
-        """Act on a message from the broker."""
+        """Act on a message from the broker.
+
+        Args:
+            frames: the message's frames.
+            now: the time.
+        """
         self.pulse.restart(now)
         message = protocol.read_worker_message(frames)
         self.heard = self.heard or isinstance(message, TaskRequest | BrokerHeartbeat)
@@ -466,25 +579,40 @@ class WorkerSession:
         return self._handovers()  # (also those a new socket has not had, now that the broker says it takes them)
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[Any]]:
-        """Heartbeat, or register again after a silence, as the time says."""
+        """Heartbeat, or register again after a silence, as the time says.
+
+        Args:
+            now: the time.
+            backlogged: the socket holds messages it could not send yet (heartbeats wait).
+        """
         if self.state is WorkerState.STOPPED:
             return []
         quiet = self.pulse.silence(now) if self.state is WorkerState.READY else None
         if quiet is not None:
-            return self._register_again(f"broker silent for {quiet:.1f} s", now)
+            return self._register_again(f"broker silent for {quiet:.1f} s", now, silent=True)
         if self.pulse.beat(now, backlogged):
             return [Send(protocol.gdp_worker_command(protocol.HEARTBEAT))]
         return []
 
     def partial(self, body: Sequence[bytes]) -> list[Action[Any]]:
-        """A partial result of the running task (nothing once stopped)."""
+        """A partial result of the running task (nothing once stopped).
+
+        Args:
+            body: the partial result's frames.
+        """
         if self.state not in RUNNING or self.task_id is None:
             return []
         return [Send(protocol.gdp_partial(self.task_id, body))]
 
     def finish(self, status: bytes, body: Sequence[bytes], now: float) -> list[Action[Any]]:
         """The running task's result, inside READY (nothing once stopped: the broker reissues the task); held
-        until the broker says it took it."""
+        until the broker says it took it.
+
+        Args:
+            status: the result's status (``protocol.OK``, or an error's).
+            body: the result's frames.
+            now: the time.
+        """
         task_id, self.task_id = self.task_id, None
         leaving = self.state is WorkerState.LEAVING
         if not self._move("finish") or task_id is None:
@@ -530,14 +658,19 @@ class WorkerSession:
             return None
         return self.pulse.due if self.state in RUNNING else self.pulse.deadline()
 
-    def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
+    def moved(self, reason: str, now: float) -> list[Action[Any]]:
+        """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): register there
+        (nothing once stopped)."""
+        return [] if self.state is WorkerState.STOPPED else self._register_again(reason, now)
+
+    def _register_again(self, reason: str, now: float, silent: bool = False) -> list[Action[Any]]:
         """A new socket: READY (or, while a task runs, RESUME for a hand-over broker, or nothing: the result will
         go inside READY), then the results held."""
         self.pulse.restart(now)
         self.heard = False
         self.resumed = False
         self.unsent = bool(self.held)
-        actions: list[Action[Any]] = [Reconnect(reason)]
+        actions: list[Action[Any]] = [Reconnect(reason, silent)]
         if self.state not in RUNNING:
             actions.append(Send(self._ready()))
         elif self.handover is not False and self.resume and self.task_id is not None:

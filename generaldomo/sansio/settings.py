@@ -40,7 +40,38 @@ def _share(instance: object, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 @attrs.frozen
 class Settings:
-    """Timing and limits the broker core enforces."""
+    """Timing and limits the broker core enforces.
+
+    Args:
+        heartbeat_interval: seconds between heartbeats to workers (peers should use the same).
+        liveness: heartbeat intervals of silence after which a worker is presumed dead.
+        max_attempts: workers a task may be lost with before its client gets ``503``.
+        queue_timeout: seconds a request may wait for a worker (``504`` beyond); None: forever.
+        max_message: bytes a request or result may carry (``413`` beyond); None: no limit.
+        max_frames: frames a message may have; the links drop longer ones while reading.
+        queue_bytes: bytes of requests the broker holds, queued or running (``429`` beyond); None: no limit.
+        service_queue_bytes: the same, per service.
+        keep_answers: seconds a final answer is kept for re-asks and fetches.
+        keep_bytes: bytes of kept answers, the oldest evicted first.
+        service_idle: seconds after which a service with nothing in it is forgotten; None: never.
+        served_memory: seconds a service that had workers counts as known (``404`` to a request that asks to
+            fail fast only beyond).
+        client_expiry: silence after which a client's queued requests are dropped (None: :attr:`client_silence`).
+        max_workers: registered workers, all services together; more are told to DISCONNECT.
+        held_bytes: bytes the broker holds on peers' behalf in all (the ledger); None: no limit.
+        connection_bytes: the same, per connection.
+        connection_requests: queued and running requests of one connection (``429`` beyond).
+        connection_services: services (and flow entries) one connection's messages may make.
+        connection_worker_share: the share of ``max_workers`` one connection may register.
+        recovery: seconds a broker restarted on a state directory holds dispatch back, for the workers of the
+            previous instance to claim their tasks (None: :attr:`recovery_window`'s default).
+
+    Example:
+        >>> from generaldomo import Settings
+        >>> settings = Settings(heartbeat_interval=1.0, liveness=3, queue_timeout=30.0)
+        >>> settings.expiry, settings.client_silence
+        (3.0, 10.0)
+    """
 
     heartbeat_interval: float = HEARTBEAT_INTERVAL
     liveness: int = LIVENESS
@@ -53,6 +84,7 @@ class Settings:
     keep_answers: float = 60.0  # seconds a final answer to a generaldomo client is kept for its re-asks
     keep_bytes: int = 64 * MIB  # bytes of kept answers, oldest evicted first
     service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
+    served_memory: float = 600.0  # seconds a service that had workers is known (see known_service_grace)
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
     max_workers: int | None = 100_000  # registered workers, all services together; more are told to DISCONNECT
     recovery: float | None = None  # seconds a restarted hand-over broker holds dispatch; None: see below
@@ -67,6 +99,13 @@ class Settings:
     def expiry(self) -> float:
         """Seconds of silence after which a worker is presumed dead."""
         return self.heartbeat_interval * self.liveness
+
+    @property
+    def known_service_grace(self) -> float:
+        """Seconds after the broker starts during which it does not answer "no such service" (``404`` to a
+        request that asks to fail fast): twice the liveness expiry, time for the workers of a broker that
+        restarted to notice it and register again."""
+        return 2 * self.expiry
 
     @property
     def recovery_window(self) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
@@ -22,12 +22,25 @@ RECENT = 32  # completions the status report lists per service, newest last (a t
 _SECONDS = int(RATE_WINDOW)
 
 
-def percentiles(values: Iterable[float]) -> tuple[float | None, ...]:
-    """Nearest-rank :data:`PERCENTILES` of ``values`` (None when there are none)."""
+def nearest_rank(ordered: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0 < p <= 100) of the sorted, non-empty ``ordered`` by nearest rank: its
+    ceil(p/100 x n)-th smallest value (the median of 1..100 is 50, the 99th percentile 99), a value of the data.
+    The one percentile of the project: the status report's, the metrics' and the bench's."""
+    rank = math.ceil(round(p * len(ordered) / 100, 9))  # (the rounding drops float noise: 0.07 x 100 is 7.000...01)
+    return ordered[min(max(rank, 1), len(ordered)) - 1]
+
+
+def percentile(values: Iterable[float], p: float) -> float | None:
+    """The nearest-rank ``p``-th percentile of ``values`` (:func:`nearest_rank`); None when there are none."""
     ordered = sorted(values)
-    if not ordered:
-        return tuple(None for _ in PERCENTILES)
-    return tuple(ordered[min(len(ordered) - 1, (len(ordered) * p) // 100)] for p in PERCENTILES)
+    return nearest_rank(ordered, p) if ordered else None
+
+
+def percentiles(values: Iterable[float], ps: Sequence[float] = PERCENTILES) -> tuple[float | None, ...]:
+    """The nearest-rank percentiles ``ps`` (default :data:`PERCENTILES`) of ``values``, sorted once; Nones when
+    there are none."""
+    ordered = sorted(values)
+    return tuple(nearest_rank(ordered, p) if ordered else None for p in ps)
 
 
 class Samples:

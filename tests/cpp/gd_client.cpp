@@ -1,7 +1,7 @@
 // tests/cpp/gd_client.cpp: generaldomo::Client driven the ways the cross-language tests need.
 //
 // gd_client --mode threads|pool|burst|once [--service echo] [--threads T] [--requests N] [--frames]
-//           [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT
+//           [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT[,ENDPOINT...]
 //   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
 //            "<thread> <n> <reply>" per request, thread by thread, in order.
 //   pool     a pool of T threads runs 2N tasks: task k asks "k<k>", and its answer is asked again by a
@@ -107,24 +107,11 @@ int main(int argc, char **argv)
     generaldomo::ClientOptions settings;
     settings.heartbeat_interval = milliseconds(options.number("--heartbeat-ms", 2500));
     settings.liveness = static_cast<int>(options.number("--liveness", 3));
-    generaldomo::Client client(options.endpoint, settings);
+    generaldomo::Client client(options.endpoints(), settings);
 
     if (mode == "threads") {
-        std::vector<std::vector<std::string>> lines(threads);
-        std::vector<std::thread> running;
-        for (int t = 0; t < threads; ++t)
-            running.emplace_back([&, t] {
-                for (long n = 0; n < requests; ++n) {
-                    const std::string payload = "t" + std::to_string(t) + "-" + std::to_string(n);
-                    lines[t].push_back(std::to_string(t) + " " + std::to_string(n) + " " +
-                                       answer([&] { return client.request(service, body(payload), timeout); }));
-                }
-            });
-        for (auto &thread : running)
-            thread.join();
-        for (const auto &mine : lines)
-            for (const auto &line : mine)
-                std::printf("%s\n", line.c_str());
+        for (const auto &line : ask_from_threads(client, service, threads, requests, timeout, body))
+            std::printf("%s\n", line.c_str());
     } else if (mode == "pool") {
         std::mutex mutex;
         std::condition_variable finished;

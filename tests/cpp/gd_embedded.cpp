@@ -2,7 +2,7 @@
 // one-program tests and the bench.
 //
 // gd_embedded --mode threads|stop|payload [--set KEY=VALUE]... [--service S] [--threads T] [--requests N]
-//             [--size BYTES] [--via inproc|tcp] [--drain-ms D] [--timeout-ms W] INPROC_ENDPOINT
+//             [--size BYTES] [--via inproc|tcp] [--echo] [--drain-ms D] [--timeout-ms W] INPROC_ENDPOINT
 // It embeds a broker with a SERVER link bound to INPROC_ENDPOINT and the --set settings (the broker command's
 // flags as key=value), prints "endpoint <transport> <endpoint>" for each bound endpoint and "ready", and waits
 // for a line on stdin before it asks anything (the test starts the workers meanwhile). Then:
@@ -11,9 +11,10 @@
 //   stop     submits N requests "b<k>" at once, prints "submitted N", waits for a second line on stdin, stops
 //            the broker (serving what it holds for --drain-ms), then prints "<k> <reply>" for each and
 //            "answered A failed F lost L" (failed: a 503 answer; lost: no answer at all).
-//   payload  N requests, one after the other, of --size bytes, over inproc or the broker's tcp SERVER link;
-//            prints "payload <size> via <via> requests N wall_us W broker_cpu_us B process_cpu_us P" (each per
-//            request: wall time, the broker thread's CPU time, the whole process's CPU time).
+//   payload  N requests, one after the other, of --size bytes, over inproc or the broker's tcp SERVER link, each
+//            answered with its size in decimal (or, with --echo, with itself); prints "payload <size> via <via>
+//            requests N wall_us W broker_cpu_us B process_cpu_us P" (each per request: wall time, the broker
+//            thread's CPU time, the whole process's CPU time), or "unexpected reply of <n> bytes".
 // <reply> is as tests/cpp/answers.hpp writes it. The threads and payload modes then stop the broker. Ends with
 // "stopped" and "done"; a BrokerError prints "broker error: <what>" and exits 3.
 #include <generaldomo/embedded.hpp>
@@ -58,26 +59,6 @@ double process_cpu_seconds()
     return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-void threads_mode(generaldomo::Client &client, const std::string &service, int threads, long requests,
-                  milliseconds timeout)
-{
-    std::vector<std::vector<std::string>> lines(threads);
-    std::vector<std::thread> running;
-    for (int t = 0; t < threads; ++t)
-        running.emplace_back([&, t] {
-            for (long n = 0; n < requests; ++n) {
-                const std::string payload = "t" + std::to_string(t) + "-" + std::to_string(n);
-                lines[t].push_back(std::to_string(t) + " " + std::to_string(n) + " " +
-                                   answer([&] { return client.request(service, {payload}, timeout); }));
-            }
-        });
-    for (auto &thread : running)
-        thread.join();
-    for (const auto &mine : lines)
-        for (const auto &line : mine)
-            say(line);
-}
-
 void stop_mode(generaldomo::EmbeddedBroker &broker, generaldomo::Client &client, const std::string &service,
                long requests, milliseconds drain, milliseconds timeout)
 {
@@ -108,13 +89,15 @@ void stop_mode(generaldomo::EmbeddedBroker &broker, generaldomo::Client &client,
 }
 
 void payload_mode(generaldomo::EmbeddedBroker &broker, generaldomo::Client &client, const std::string &service,
-                  std::size_t size, long requests, const std::string &via, milliseconds timeout)
+                  std::size_t size, long requests, const std::string &via, bool echo, milliseconds timeout)
 {
-    const Frames body{std::string(size, 'p')};
-    const std::string expected = std::to_string(size);
+    Frames body{std::string(size, '\0')};
+    for (std::size_t i = 0; i < size; ++i)
+        body[0][i] = static_cast<char>(i % 251);  // no two nearby bytes alike: a misplaced byte shows
+    const std::string expected = echo ? body[0] : std::to_string(size);
     const std::string warm = answer([&] { return client.request(service, body, timeout); });  // connections made
     if (warm != expected) {
-        say("unexpected reply " + warm.substr(0, 80));
+        say("unexpected reply of " + std::to_string(warm.size()) + " bytes");
         return;
     }
     const auto wall = Clock::now();
@@ -123,7 +106,7 @@ void payload_mode(generaldomo::EmbeddedBroker &broker, generaldomo::Client &clie
     for (long n = 0; n < requests; ++n) {
         const std::string got = answer([&] { return client.request(service, body, timeout); });
         if (got != expected) {
-            say("unexpected reply " + got.substr(0, 80));
+            say("unexpected reply of " + std::to_string(got.size()) + " bytes");
             return;
         }
     }
@@ -144,7 +127,7 @@ int main(int argc, char **argv)
     const Options options(argc, argv,
                           {"--mode", "--service", "--threads", "--requests", "--size", "--via", "--drain-ms",
                            "--timeout-ms"},
-                          {}, {"--set"});
+                          {"--echo"}, {"--set"});
     const std::string mode = options.get("--mode", "threads");
     const std::string service = options.get("--service", mode == "payload" ? "sink" : "echo");
     const long requests = options.number("--requests", 10);
@@ -172,14 +155,17 @@ int main(int argc, char **argv)
             const std::string endpoint = via == "tcp" ? broker.endpoint("server", "tcp") : options.endpoint;
             generaldomo::Client client(endpoint, client_options);
             if (mode == "threads") {
-                threads_mode(client, service, static_cast<int>(options.number("--threads", 16)), requests, timeout);
+                const int threads = static_cast<int>(options.number("--threads", 16));
+                auto one_frame = [](const std::string &payload) { return Frames{payload}; };
+                for (const auto &line : ask_from_threads(client, service, threads, requests, timeout, one_frame))
+                    say(line);
                 say("status " + client.request("mmi.status", {}, timeout).payload());
             }
             else if (mode == "stop")
                 stop_mode(broker, client, service, requests, drain, timeout);
             else if (mode == "payload")
                 payload_mode(broker, client, service, static_cast<std::size_t>(options.number("--size", 16)),
-                             requests, via, timeout);
+                             requests, via, options.flag("--echo"), timeout);
             else
                 Options::usage(argv[0], "unknown mode " + mode);
         }

@@ -1,5 +1,8 @@
 """Compile the C Majordomo test peers against the project's static, draft-enabled libzmq.
 
+One source per role (``mdp_client.c``, ``mdp_worker.c``), compiled once per dialect (``-DMDP_DIALECT=1`` for
+MDP/0.1, ``2`` for MDP/0.2) into ``mdp01_client``, ``mdp01_worker``, ``mdp02_client`` and ``mdp02_worker``.
+
 ``python tests/interop/build.py OUT_DIR`` builds them from the command line and prints their paths.
 """
 
@@ -15,7 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PEERS = ("mdp01_client", "mdp01_worker", "mdp02_client", "mdp02_worker")
+ROLES = ("client", "worker")
+DIALECTS = (1, 2)  # MDP/0.1, MDP/0.2
+PEERS = tuple(f"mdp0{dialect}_{role}" for dialect in DIALECTS for role in ROLES)
 HEADERS = (HERE / "mdp_common.h",)
 CFLAGS = ("-O2", "-Wall", "-Wextra")
 
@@ -91,7 +96,11 @@ def build_peers(out_dir: Path | str) -> dict[str, Path]:
     The compiler is ``$CC`` (default ``cc``). Raises :class:`BuildError` if anything fails.
     """
     cc = shlex.split(os.environ.get("CC") or "cc")
-    return build_all(out_dir, {name: HERE / f"{name}.c" for name in PEERS}, cc, _compile)
+    built: dict[str, Path] = {}
+    for dialect in DIALECTS:
+        sources = {f"mdp0{dialect}_{role}": HERE / f"mdp_{role}.c" for role in ROLES}
+        built |= build_all(out_dir, sources, [*cc, f"-DMDP_DIALECT={dialect}"], _compile)
+    return built
 
 
 if __name__ == "__main__":

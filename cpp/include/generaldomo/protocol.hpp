@@ -163,6 +163,10 @@ inline std::string request(std::string_view request_id, std::string_view descrip
                            std::string_view fields = {})
 {
     std::string out;
+    std::size_t size = 64 + request_id.size() + description.size() + fields.size();
+    for (const auto &frame : body)
+        size += 5 + frame.size();
+    out.reserve(size);  // one allocation, no copy as it grows: a request may be large
     append_frame(out, client_header);
     append_frame(out, std::string_view(fields.empty() ? &client_request : &client_request_fields, 1));
     append_frame(out, request_id);

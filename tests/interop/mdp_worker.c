@@ -1,18 +1,28 @@
-/* A Majordomo MDP/0.2 worker (ZeroMQ RFC 18) on plain libzmq: an echo service for interop tests.
+/* A Majordomo worker on plain libzmq, an echo service for interop tests, in either dialect: MDP/0.1 (ZeroMQ
+ * RFC 7) or MDP/0.2 (RFC 18), chosen when it is compiled (-DMDP_DIALECT=1 or 2: tests/interop/build.py makes
+ * mdp01_worker and mdp02_worker).
  *
  * It behaves like the classic C workers: a DEALER socket, READY once per connection, heartbeats every
- * --heartbeat-ms, a new connection after --liveness heartbeat intervals of silence or on DISCONNECT, and it aborts on a
- * message that breaks the protocol. It answers each request with --partials PARTIAL replies, the k-th being
- * the echo with "#k" appended to its first frame, then a FINAL echo; the first frame of each is prefixed
- * with --tag. It works --delay-ms per request in all (heartbeating meanwhile) and exits after --count requests.
+ * --heartbeat-ms, a new connection after --liveness heartbeat intervals of silence or on DISCONNECT, and it aborts
+ * on a message that breaks the protocol. It echoes each request body, its first frame prefixed with --tag (--sink:
+ * answers with the body's size instead); in MDP/0.2 it first sends --partials PARTIAL replies, the k-th being the
+ * echo with "#k" appended to its first frame, then the FINAL. It works --delay-ms per request in all (heartbeating
+ * meanwhile) and exits after --count requests.
  *
- * Every message: "MDPW02", command, arguments... (no leading empty frame, unlike MDP/0.1); with --delimiter, an
- * empty frame first, as majortomo's broker (a REQ-style envelope) expects.
+ * MDP/0.1, every message after the DEALER's own frames: "", "MDPW01", command, arguments...
+ * MDP/0.2, every message: "MDPW02", command, arguments... (no empty frame first); with --delimiter an empty frame
+ * first, as majortomo's broker (a REQ-style envelope) expects.
  */
 #include "mdp_common.h"
 
-enum { READY = 1, REQUEST = 2, PARTIAL = 3, FINAL = 4, HEARTBEAT = 5, DISCONNECT = 6 };
-#define HEADER "MDPW02"
+#ifndef MDP_DIALECT
+#error "compile with -DMDP_DIALECT=1 (MDP/0.1) or -DMDP_DIALECT=2 (MDP/0.2)"
+#endif
+enum { MDP02 = MDP_DIALECT == 2 };
+enum { READY = 1, REQUEST = 2 };
+/* The other commands' codes: MDP/0.1 has REPLY 3, HEARTBEAT 4, DISCONNECT 5; MDP/0.2 PARTIAL 3, FINAL 4, ... */
+enum { PARTIAL = 3, FINAL = MDP02 ? 4 : 3, HEARTBEAT = FINAL + 1, DISCONNECT = FINAL + 2 };
+#define HEADER (MDP02 ? "MDPW02" : "MDPW01")
 
 typedef struct {
     worker_opts_t opts;
@@ -21,9 +31,12 @@ typedef struct {
     int64_t heartbeat_at;
 } worker_t;
 
+/* Whether every message starts with an empty frame: always in MDP/0.1, with --delimiter in MDP/0.2. */
+static int delimited(const worker_t *w) { return !MDP02 || w->opts.delimiter; }
+
 static void send_command(worker_t *w, int command, int more)
 {
-    if (w->opts.delimiter)
+    if (delimited(w))
         send_str(w->socket, "", 1);
     send_str(w->socket, HEADER, 1);
     send_byte(w->socket, command, more);
@@ -64,7 +77,7 @@ static void work(worker_t *w, long ms)
     }
 }
 
-/* Serve one REQUEST: "MDPW02", 0x02, client address, "", body... */
+/* Serve one REQUEST, its empty first frame (if any) dropped: header, 0x02, client address, "", body... */
 static void serve(worker_t *w, msg_t *msg)
 {
     if (msg->size < 4 || !frame_is_str(msg, 3, ""))
@@ -91,7 +104,7 @@ static void serve(worker_t *w, msg_t *msg)
     }
 }
 
-/* With --delimiter: the empty frame every message starts with goes; the others move up one place. */
+/* The empty frame a delimited message starts with goes; the others move up one place. */
 static void drop_delimiter(msg_t *msg)
 {
     if (msg->size < 1 || !frame_is_str(msg, 0, ""))
@@ -104,8 +117,8 @@ static void drop_delimiter(msg_t *msg)
 
 int main(int argc, char **argv)
 {
-    progname = "mdp02_worker";
-    worker_t w = {worker_options(argc, argv, 1), zmq_ctx_new(), NULL, 0};
+    progname = MDP02 ? "mdp02_worker" : "mdp01_worker";
+    worker_t w = {worker_options(argc, argv, MDP02), zmq_ctx_new(), NULL, 0};
     connect_to_broker(&w);
     long served = 0;
     int64_t heard = now_ms(); /* when the broker last showed it is alive (any message does) */
@@ -114,10 +127,10 @@ int main(int argc, char **argv)
         msg_t msg;
         if (msg_recv(w.socket, &msg, w.heartbeat_at < expiry ? w.heartbeat_at : expiry)) {
             heard = now_ms();
-            if (w.opts.delimiter)
+            if (delimited(&w))
                 drop_delimiter(&msg);
             if (msg.size < 2 || !frame_is_str(&msg, 0, HEADER) || frame_size(&msg, 1) != 1)
-                fail_msg(&msg, "not an MDP/0.2 worker message");
+                fail_msg(&msg, MDP02 ? "not an MDP/0.2 worker message" : "not an MDP/0.1 worker message");
             int command = *(const unsigned char *)frame_data(&msg, 1);
             if (command == REQUEST) {
                 serve(&w, &msg);

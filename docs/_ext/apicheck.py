@@ -1,0 +1,149 @@
+"""The API reference's rules, checked: every public name documented, with its parameters and an example.
+
+The public names are the ``__all__`` of each module in :data:`PUBLIC_MODULES` (``generaldomo`` itself, and the
+modules whose names README tells users to call). :func:`problems` lists what breaks a rule:
+
+- a public class or function without a docstring, or without an example (a ``>>>`` line or an ``Example``
+  section);
+- a parameter of a public function, of a public class's constructor or of one of its public methods that its
+  docstring does not describe: an entry of its ``Args:`` section, or its name in double backquotes in the text
+  (the class's or its ``__init__``'s docstring describes the constructor's, both shown);
+- a public method or property without a docstring;
+- a name the README calls (``generaldomo.x.y.name`` or ``from generaldomo.x import name``) that is not public.
+
+``generated.py`` reports them as Sphinx warnings (``tox -e docs`` fails on them) and ``tests/test_docs.py``
+asserts there are none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+PUBLIC_MODULES = (
+    "generaldomo",
+    "generaldomo.io.auth",
+    "generaldomo.io.keys",
+    "generaldomo.io.beacon",
+    "generaldomo.io.bridge",
+    "generaldomo.peers.pool",
+    "generaldomo.peers.task",
+    "generaldomo.sansio.session",
+    "generaldomo.ray",
+    "generaldomo.dashboard",
+    "generaldomo.cpp",
+)
+OPTIONAL = ("ray", "starlette", "uvicorn", "a2wsgi")  # the extras' imports, mocked where they are missing
+README = Path(__file__).resolve().parents[2] / "README.rst"
+_ARGS = re.compile(r"^\s*(?:Args|Arguments|Parameters|Keyword Args|Keyword Arguments):\s*$", re.MULTILINE)
+_ENTRY = re.compile(r"^\s+\*{0,2}(\w+)(?:\s*\(.*\))?:", re.MULTILINE)
+_EXAMPLE = re.compile(r"^\s*(?:>>> |Examples?:|Example::)", re.MULTILINE)
+_DOTTED = re.compile(r"\bgeneraldomo((?:\.[a-z_]+)+)(?:\.|:)([A-Za-z_]\w*)\b")
+_FROM = re.compile(r"^\s*from (generaldomo(?:\.\w+)*) import ([\w, ]+)$", re.MULTILINE)
+
+
+def public() -> Iterator[tuple[str, str, Any]]:
+    """``(module, name, object)`` of every public name that is a class or a function, each object once (where
+    it is first listed: a name another public module imports again, e.g. an error, has one page)."""
+    seen: set[int] = set()
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if (inspect.isclass(value) or inspect.isfunction(value)) and id(value) not in seen:
+                seen.add(id(value))
+                yield module_name, name, value
+
+
+def described(doc: str) -> set[str]:
+    """The names a docstring describes: its ``Args:`` entries and the words it puts in double backquotes."""
+    names = set(re.findall(r"``\**(\w+)", doc))
+    for section in _ARGS.finditer(doc):
+        block = doc[section.end() :].split("\n\n", 1)[0]
+        names.update(_ENTRY.findall(block))
+    return names
+
+
+def parameters(function: Callable[..., Any]) -> list[str]:
+    """The parameters a caller passes (not ``self`` or ``cls``)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return []
+    return [name for name in signature.parameters if name not in ("self", "cls") and not name.startswith("_")]
+
+
+def own_members(cls: type) -> Iterator[tuple[str, Any]]:
+    """The public methods and properties a class defines itself (not those of its bases)."""
+    for name, value in vars(cls).items():
+        if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property | classmethod)):
+            yield name, value
+
+
+def problems() -> list[str]:
+    """Every rule broken (see the module docstring), one sentence each."""
+    found: list[str] = []
+    documented = set()
+    for module, name, value in public():
+        where = f"{module}.{name}"
+        documented.add(where)
+        documented.add(f"{getattr(value, '__module__', module)}.{name}")
+        doc = inspect.getdoc(value) or ""
+        if not doc:
+            found.append(f"{where} has no docstring")
+            continue
+        if not _EXAMPLE.search(doc):
+            found.append(f"{where} has no example (a >>> line or an Example section)")
+        if inspect.isclass(value):
+            init = vars(value).get("__init__")
+            fields = getattr(value, "__attrs_attrs__", None) or getattr(value, "_fields", None)
+            constructed = (init is not None or fields is not None) and not getattr(value, "_is_protocol", False)
+            given = parameters(init) if constructed else []
+            if init is None and fields is not None:
+                given = parameters(value)
+            init_doc = inspect.getdoc(init) or "" if init is not None else ""
+            missing = [p for p in given if p not in described(doc) | described(init_doc)]
+            if missing:
+                found.append(f"{where}: the docstring does not describe {', '.join(missing)}")
+            for member, attribute in own_members(value):
+                function = (
+                    attribute.fget if isinstance(attribute, property) else getattr(attribute, "__func__", attribute)
+                )
+                member_doc = inspect.getdoc(function) or ""
+                if not member_doc:
+                    found.append(f"{where}.{member} has no docstring")
+                    continue
+                if isinstance(attribute, property):
+                    continue
+                missing = [p for p in parameters(function) if p not in described(member_doc)]
+                if missing:
+                    found.append(f"{where}.{member}: the docstring does not describe {', '.join(missing)}")
+        else:
+            missing = [p for p in parameters(value) if p not in described(doc)]
+            if missing:
+                found.append(f"{where}: the docstring does not describe {', '.join(missing)}")
+    return found + undocumented_in_readme(documented)
+
+
+def undocumented_in_readme(documented: set[str]) -> list[str]:
+    """The classes and functions README tells users to call that are not public names."""
+    readme = README.read_text()
+    named = {(f"generaldomo{path}", name) for path, name in _DOTTED.findall(readme)}
+    for module, names in _FROM.findall(readme):
+        named.update((module, name.strip()) for name in names.split(","))
+    found = []
+    for module, name in sorted(named):
+        try:
+            value = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue  # a module path, or not a name (README's prose)
+        if (inspect.isclass(value) or inspect.isfunction(value)) and f"{module}.{name}" not in documented:
+            if f"{value.__module__}.{name}" not in documented:
+                found.append(
+                    f"README calls {module}.{name}, which is not a public name (add it to an __all__ of PUBLIC_MODULES)"
+                )
+    return found

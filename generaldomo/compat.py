@@ -1,0 +1,67 @@
+"""The module paths of releases before the package was split into layers, kept importable, lazily.
+
+Rules: ``generaldomo.core``, ``from generaldomo import codec``, ``import generaldomo.resolvers.attributes`` and
+the rest of :data:`MOVED` give the module at its new path (the same object, not a copy), with a
+``DeprecationWarning`` naming that path; nothing is imported before it is asked for, so that ``import
+generaldomo`` loads only what the public names need. :class:`MovedFinder` (first on ``sys.meta_path``) serves
+the ``import`` statements, :func:`moved_attribute` (the package's module ``__getattr__``) the attribute and
+``from generaldomo import ...`` forms. It knows nothing of what the modules hold.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from collections.abc import Sequence
+from types import ModuleType
+
+PACKAGE = "generaldomo"
+MOVED: dict[str, str] = {
+    **{name: f"generaldomo.sansio.{name}" for name in "events codec protocol core service flow stats mmi".split()},
+    "resolver": "generaldomo.sansio.resolver",
+    "resolvers": "generaldomo.sansio.resolvers",
+    **{
+        f"resolvers.{name}": f"generaldomo.sansio.resolvers.{name}"
+        for name in ("attributes", "balanced", "descriptions")
+    },
+    **{name: f"generaldomo.io.{name}" for name in "links broker connection inproc beacon metrics bridge".split()},
+    "client": "generaldomo.peers.client",
+    "worker": "generaldomo.peers.worker",
+    "status_view": "generaldomo.cli.status_view",
+}
+
+
+def moved(old: str) -> ModuleType:
+    """The module that ``generaldomo.<old>`` now is, imported if need be, with the DeprecationWarning."""
+    new = MOVED[old]
+    warnings.warn(f"{PACKAGE}.{old} is deprecated; import {new}", DeprecationWarning, stacklevel=3)
+    return importlib.import_module(new)
+
+
+def moved_attribute(name: str) -> ModuleType:
+    """``generaldomo.<name>`` for a moved module (the package's ``__getattr__``); AttributeError otherwise."""
+    if name in MOVED and "." not in name:
+        module = moved(name)
+        setattr(sys.modules[PACKAGE], name, module)  # warned once: later uses find the attribute
+        return module
+    raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}")
+
+
+class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``generaldomo.<old>`` for the moved modules, and loads it as the module at its new path."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        old = fullname.removeprefix(f"{PACKAGE}.")
+        return importlib.util.spec_from_loader(fullname, self) if old != fullname and old in MOVED else None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return moved(spec.name.removeprefix(f"{PACKAGE}."))
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the module ran at its new path."""
