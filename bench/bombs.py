@@ -134,8 +134,8 @@ elif kind == "status":
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # until the broker has them all
         status.send_multipart(protocol.gdp_request(b"count", b"mmi.status", []))
-        report = json.loads(protocol.parse_client_reply(status.recv_multipart())[3][0])
-        if report["broker"].get("worker_count", len(report["workers"])) >= 20_000:
+        counters = json.loads(protocol.parse_client_reply(status.recv_multipart())[3][0])["broker"]["counters"]
+        if counters.get("workers_registered", 0) + counters.get("workers_refused", 0) >= 20_000:
             break
         time.sleep(0.2)
     times, sizes = [], []
@@ -194,12 +194,20 @@ def dropped(client: Client, kind: str) -> bool:
     return sum(n for name, n in counters.items() if name.startswith("dropped_")) > 0
 
 
-def run_case(kind: str) -> dict[str, float]:
-    transport = CASES[kind]
+def start(transport: str, flags: list[str]) -> tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """A ``generaldomo broker`` process with ``flags`` and an echo worker process: the endpoint, and both."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     gd = [sys.executable, "-m", "generaldomo"]
-    broker = subprocess.Popen([*gd, "broker", "--transport", transport, "--bind", endpoint], stderr=subprocess.DEVNULL)
+    broker = subprocess.Popen(
+        [*gd, "broker", "--transport", transport, "--bind", endpoint, *flags], stderr=subprocess.DEVNULL
+    )
     worker = subprocess.Popen([*gd, "worker", "--transport", transport, "--connect", endpoint])
+    return endpoint, broker, worker
+
+
+def run_case(kind: str) -> dict[str, float]:
+    transport = CASES[kind]
+    endpoint, broker, worker = start(transport, [])
     try:
         with Client(endpoint, transport) as watcher:
             watcher.request("echo", b"up", timeout=60)
@@ -239,15 +247,10 @@ def run_held(kind: str, budget: int | None) -> dict[str, float]:
     """One of issue 20's attacks on what the broker holds, with ``budget`` bytes in its ledger (None: the
     default); figures as in the module docstring."""
     transport, done = HELD[kind]
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    gd = [sys.executable, "-m", "generaldomo"]
     flags = [] if budget is None else ["--held-bytes", str(budget), "--connection-bytes", str(budget // 4)]
     if kind in ("claim-workers", "status"):
         flags += ["--liveness", "100"]  # the claimed workers never heartbeat: they stay while measured
-    broker = subprocess.Popen(
-        [*gd, "broker", "--transport", transport, "--bind", endpoint, *flags], stderr=subprocess.DEVNULL
-    )
-    worker = subprocess.Popen([*gd, "worker", "--transport", transport, "--connect", endpoint])
+    endpoint, broker, worker = start(transport, flags)
     attacker: subprocess.Popen[str] | None = None
     try:
         with Client(endpoint, transport) as watcher:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import attrs
 
-from generaldomo.io.backlog import CHUNK, TAILS, Backlog
+from generaldomo.io.backlog import CHUNK, DROP, MARK, TAILS, Backlog
 from generaldomo.sansio.ledger import Kind, Ledger
 
 A, B = (0, b"a"), (0, b"b")
@@ -17,15 +17,24 @@ class Mark:
 
 
 def send(backlog: Backlog, where: tuple[int, bytes], size: int) -> Mark | None:
-    """What a link does: admit, then send with a mark when one is due; the mark, None if none, or raise."""
-    if not backlog.admit(where, size):
+    """What a link does: ask how the message goes, and send it with a mark when one is due; the mark, None if
+    none, or OverflowError if it is dropped."""
+    step = backlog.route(where, size)
+    if step == DROP:
         raise OverflowError("dropped")
-    if backlog.must_mark(where, size):
+    if step == MARK:
         mark = Mark()
-        backlog.sent(where, size, mark)
+        backlog.marked(where, size, mark)
         return mark
-    backlog.sent(where, size)
     return None
+
+
+def admits(backlog: Backlog, where: tuple[int, bytes], size: int) -> bool:
+    try:
+        send(backlog, where, size)
+    except OverflowError:
+        return False
+    return True
 
 
 def test_small_replies_carry_a_mark_once_per_chunk() -> None:
@@ -55,13 +64,13 @@ def test_only_a_backed_up_connection_is_refused_at_its_budget() -> None:
     backlog = Backlog(Ledger(), 4 * CHUNK)
     for _ in range(4):
         send(backlog, A, CHUNK)  # nobody reads them
-    assert not backlog.admit(A, 1)
+    assert not admits(backlog, A, 1)
     for _ in range(100):  # a reader: each mark is done soon after it went
         mark = send(backlog, B, CHUNK)
         assert mark is not None
         mark.done = True
-    assert backlog.unread(B) == CHUNK and backlog.admit(B, CHUNK)  # the last one is known to be read at the next send
-    assert backlog.admit(B, 8 * CHUNK) and backlog.unread(B) == 0
+    assert backlog.unread(B) == CHUNK  # the last one is known to be read at the next send
+    assert admits(backlog, B, 8 * CHUNK) and backlog.unread(B) == 8 * CHUNK
 
 
 def test_the_total_budget_refuses_backed_up_connections() -> None:
@@ -69,8 +78,8 @@ def test_the_total_budget_refuses_backed_up_connections() -> None:
     backlog = Backlog(ledger, None)
     send(backlog, A, CHUNK)
     ledger.charge(B, Kind.TASK, 3 * CHUNK)  # others fill the total
-    assert not backlog.admit(A, 1)
-    assert backlog.admit(B, CHUNK)  # not backed up: sent to whatever the total
+    assert not admits(backlog, A, 1)
+    assert admits(backlog, B, CHUNK)  # not backed up: sent to whatever the total
 
 
 def test_unmarked_tails_are_kept_for_a_bounded_number_of_connections() -> None:

@@ -13,21 +13,22 @@ message always does: marks cost tens of microseconds, so a peer that reads small
 :data:`CHUNK` bytes); a connection with marks not done is *backed up*, and a message to it is dropped (counted
 by the link) when its unread bytes would pass the per-connection budget, or the ledger's total is full. A
 connection that is not backed up is always sent to. Bytes sent since the latest mark are not charged: at most
-:data:`CHUNK` per connection, for at most :data:`TAILS` connections (the least recently sent to are forgotten
-beyond). The link calls :meth:`Backlog.admit` before and :meth:`Backlog.sent` after each send; the broker's loop
-calls :meth:`Backlog.poll`.
+:data:`CHUNK` per connection, for at most :data:`TAILS` connections (the first counted are forgotten beyond).
+The link asks :meth:`Backlog.route` how each message goes (and tells :meth:`Backlog.marked` of a mark sent);
+the broker's loop calls :meth:`Backlog.poll`.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Final, Protocol
 
 from generaldomo.sansio.ledger import MARGIN, Connection, Kind, Ledger
 
 CHUNK: Final = 256 * 1024  # bytes sent to a connection between two marks
-TAILS: Final = 1024  # connections whose bytes since their latest mark are counted (least recently sent to go)
+TAILS: Final = 1024  # connections whose bytes since their latest mark are counted (the first counted go first)
 POLL: Final = 0.05  # seconds between looks at the marks not done
+SEND, MARK, DROP = 0, 1, 2  # how a message goes (Backlog.route)
 
 
 class Tracker(Protocol):
@@ -54,7 +55,7 @@ class Backlog:
     def __init__(self, ledger: Ledger, per_connection: int | None) -> None:
         self.ledger = ledger
         self.per_connection = per_connection
-        self._tails: OrderedDict[Connection, int] = OrderedDict()  # bytes since the latest mark
+        self._tails: dict[Connection, int] = {}  # bytes sent since the latest mark, first counted first
         self._backed_up: dict[Connection, _Outbox] = {}
         self.next_poll = 0.0
 
@@ -67,11 +68,23 @@ class Backlog:
         box = self._backed_up.get(where)
         return 0 if box is None else box.unread
 
-    def admit(self, where: Connection, size: int) -> bool:
-        """Whether a message of ``size`` bytes to ``where`` may go (False: drop it)."""
-        box = self._backed_up.get(where)
-        if box is None:
-            return True
+    def route(self, where: Connection, size: int) -> int:
+        """How a message of ``size`` bytes to ``where`` goes: :data:`SEND` (counted as sent already),
+        :data:`MARK` (send it marked and call :meth:`marked`) or :data:`DROP`."""
+        backed_up = self._backed_up
+        if backed_up and where in backed_up and not self._admits(where, backed_up[where], size):
+            return DROP
+        tails = self._tails
+        tail = tails.get(where, 0) + size
+        if tail >= CHUNK:
+            return MARK
+        tails[where] = tail
+        if len(tails) > TAILS:
+            del tails[next(iter(tails))]  # the first counted: its bytes since its latest mark are forgotten
+        return SEND
+
+    def _admits(self, where: Connection, box: _Outbox, size: int) -> bool:
+        """Whether a message of ``size`` bytes may go to ``where``, which was backed up."""
         self._settle(where, box)
         if where not in self._backed_up:
             return True
@@ -81,20 +94,9 @@ class Backlog:
         budget = self.ledger.total_budget
         return budget is None or self.ledger.total + size <= budget * (1 + MARGIN)
 
-    def must_mark(self, where: Connection, size: int) -> bool:
-        """Whether the message of ``size`` bytes about to go to ``where`` must carry a mark."""
-        return size >= CHUNK or self._tails.get(where, 0) + size >= CHUNK
-
-    def sent(self, where: Connection, size: int, mark: Tracker | None = None) -> None:
-        """A message of ``size`` bytes went to ``where``, with ``mark`` if it carried one."""
-        tails = self._tails
-        if mark is None:
-            tails[where] = tails.get(where, 0) + size
-            tails.move_to_end(where)
-            if len(tails) > TAILS:
-                tails.popitem(last=False)
-            return
-        covered = tails.pop(where, 0) + size
+    def marked(self, where: Connection, size: int, mark: Tracker) -> None:
+        """A message of ``size`` bytes went to ``where`` with ``mark``: it and the bytes before it are charged."""
+        covered = self._tails.pop(where, 0) + size
         box = self._backed_up.get(where)
         if box is None:
             box = self._backed_up[where] = _Outbox()

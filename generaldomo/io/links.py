@@ -43,12 +43,11 @@ from zmq.utils.monitor import recv_monitor_message
 
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
-from generaldomo.io.backlog import Backlog, Tracker
+from generaldomo.io.backlog import MARK, SEND, Backlog, Tracker
 from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.transport import BindError, Transport, bind, require_draft
 from generaldomo.sansio import codec, envelope
 from generaldomo.sansio.access import Credential
-from generaldomo.sansio.ledger import connection
 from generaldomo.sansio.ratelimit import RateLimiter
 from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES
 
@@ -212,19 +211,20 @@ class Link:
         if backlog is None:
             self._send(address, frames)
             return
-        where = connection(self.index, address)
+        where = (self.index, address[0] if isinstance(address, tuple) else address)  # ledger.connection, inlined
         size = self.size(address, frames)
-        if not backlog.admit(where, size):
+        step = backlog.route(where, size)
+        if step == SEND:
+            self._send(address, frames)
+        elif step == MARK:
+            mark = self._send_marked(address, frames)
+            if mark is not None:
+                backlog.marked(where, size, mark)
+        else:
             unread = backlog.unread(where)
             self.drop(
                 "sends_dropped_unread", "dropped a message to %s: %d bytes sent before unread", label(address), unread
             )
-        elif backlog.must_mark(where, size):
-            mark = self._send_marked(address, frames)
-            if mark is not None:
-                backlog.sent(where, size, mark)
-        elif self._send(address, frames):
-            backlog.sent(where, size)
 
     def size(self, address: Address, frames: Sequence[bytes]) -> int:
         """Bytes a message of ``frames`` to ``address`` holds in the socket."""
