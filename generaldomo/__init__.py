@@ -36,6 +36,7 @@ from generaldomo.errors import (
     WorkerStopped,
 )
 from generaldomo.io.broker import Broker
+from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
 from generaldomo.peers.aio import AsyncClient
 from generaldomo.peers.app import App
@@ -87,6 +88,7 @@ __all__ = [
     "StateError",
     "Transport",
     "TypedClient",
+    "Where",
     "Worker",
     "WorkerError",
     "WorkerStopped",

@@ -10,8 +10,9 @@ import zmq
 from zmq.utils import z85
 
 from generaldomo import Client
-from generaldomo.io.connection import Curve, connect
+from generaldomo.io.connection import BrokerLink, Curve, connect
 from generaldomo.sansio import codec
+from generaldomo.sansio.session import Reconnect
 
 
 def test_sends_from_many_threads_all_arrive_intact(transport: str) -> None:
@@ -64,11 +65,12 @@ def test_curve_options_take_z85_text_or_raw_bytes() -> None:
     assert Curve.of(None, None) is None
     fresh = Curve.of(public, None)  # a key pair of its own
     assert fresh is not None and fresh.public_key != public and len(fresh.secret_key) == 40
-    connection = connect("tcp://127.0.0.1:9", "router", curve=as_raw)
-    assert connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
-    connection = connection.reopen()
-    assert connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE  # a reconnect keeps it
-    connection.close()
+    link = BrokerLink("tcp://127.0.0.1:9", "router", zmq.Context.instance(), as_raw)
+    assert link.connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
+    link.adopt()
+    link.perform([Reconnect("a test", silent=True)])
+    assert link.connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE  # a reconnect keeps it
+    link.close()
 
 
 def test_a_curve_client_reaches_a_curve_server(transport: str) -> None:

@@ -80,7 +80,7 @@ def test_silence_while_waiting_reconnects_and_resends() -> None:
     assert isinstance(actions[0], Reconnect) and sent(actions) == [frames]
     for now in (4.5, 5.5, 6.5):
         session.tick(now)
-    assert session.tick(7.0)[0] == Reconnect("broker silent for 3.5 s")
+    assert session.tick(7.0)[0] == Reconnect("broker silent for 3.5 s", silent=True)
 
 
 def test_a_paused_client_does_not_blame_the_broker() -> None:

@@ -22,6 +22,7 @@ from generaldomo.io.address_file import BROKER_FILE_VARIABLE
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.beacon import BROKER_VARIABLE, locate
 from generaldomo.io.connection import Curve
+from generaldomo.io.locator import Where
 from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the commands' way to stop
 from generaldomo.sansio.settings import PeerSettings
 
@@ -69,17 +70,24 @@ def connect(parser: argparse.ArgumentParser) -> None:
     """Where a peer finds its broker (see :func:`endpoint`)."""
     parser.add_argument(
         "--connect",
+        action="append",
+        default=[],
         metavar="ENDPOINT",
-        help=f"broker endpoint (default: ${BROKER_VARIABLE}, else the broker "
-        f"file, else a beacon with --discover, else {DEFAULT_ENDPOINT})",
+        help=f"broker endpoint; repeat it for a replacement broker elsewhere, tried in turn when the broker is "
+        f"silent (default: ${BROKER_VARIABLE}, else the broker file, else a beacon with --discover, else "
+        f"{DEFAULT_ENDPOINT})",
     )
     parser.add_argument(
         "--broker-file",
         metavar="PATH",
-        help=f"read the endpoint from the address file a broker writes with "
-        f"--address-file, waiting for it to appear (default: ${BROKER_FILE_VARIABLE} if set)",
+        help=f"read the endpoint from the address file a broker writes with --address-file, waiting for it to "
+        f"appear, and again when it changes or the broker is silent (default: ${BROKER_FILE_VARIABLE} if set)",
     )
-    parser.add_argument("--discover", action="store_true", help="find the broker by its UDP beacon")
+    parser.add_argument(
+        "--discover",
+        action="store_true",
+        help="find the broker by its UDP beacon (and listen again when the broker is silent)",
+    )
     parser.add_argument(
         "--name", metavar="NAME", help="with --discover: only a broker announcing this name (default: any)"
     )
@@ -103,12 +111,28 @@ def _locate(args: argparse.Namespace) -> tuple[str, str | None]:
     """The endpoint, and the broker key its address file or beacon announced (None: none)."""
     broker_file = args.broker_file or os.environ.get(BROKER_FILE_VARIABLE)
     if args.connect or os.environ.get(BROKER_VARIABLE) or broker_file or args.discover:
-        found = locate(
-            args.transport, args.connect, timeout=args.find_timeout, name=args.name, broker_file=args.broker_file
-        )
+        first = args.connect[0] if args.connect else None
+        found = locate(args.transport, first, timeout=args.find_timeout, name=args.name, broker_file=args.broker_file)
         return found.endpoint, found.public_key
     log.debug("no endpoint given, no %s, no broker file: using %s", BROKER_VARIABLE, DEFAULT_ENDPOINT)
     return DEFAULT_ENDPOINT, None
+
+
+def _where(args: argparse.Namespace, trust_key: bool) -> Where:
+    """Where the peer follows its broker, from the options of :func:`connect` (see :func:`endpoint`); with
+    ``trust_key`` a key its address file or beacon announces later comes with the new endpoint."""
+    timeout = args.find_timeout
+    if args.connect:
+        return Where(tuple(args.connect), timeout=timeout)
+    from_environment = os.environ.get(BROKER_VARIABLE)
+    if from_environment:
+        return Where((from_environment,), timeout=timeout)
+    broker_file = args.broker_file or os.environ.get(BROKER_FILE_VARIABLE)
+    if broker_file:
+        return Where(broker_file=broker_file, timeout=timeout, trust_announced_key=trust_key)
+    if args.discover:
+        return Where(beacon=True, name=args.name, timeout=timeout, trust_announced_key=trust_key)
+    return Where((DEFAULT_ENDPOINT,), timeout=timeout)
 
 
 def curve(parser: argparse.ArgumentParser, announced: bool = True) -> None:
@@ -151,23 +175,31 @@ class PeerCurve:
 
 @attrs.frozen
 class Target:
-    """The broker a peer command talks to, and how."""
+    """The broker a peer command talks to, and how; ``where``: how a long-lived peer follows it (give it to
+    ``Client``/``Worker`` instead of ``endpoint``)."""
 
     endpoint: str
     curve: PeerCurve
+    where: Where
 
 
 def peer(args: argparse.Namespace) -> Target:
     """The endpoint (as :func:`endpoint`) and the CURVE settings of the flags of :func:`connect` and :func:`curve`."""
     found, announced = _locate(args)
-    return Target(found, peer_curve(args, announced))
+    given = getattr(args, "curve_server_key", None) or os.environ.get(CURVE_SERVER_KEY)
+    where = _where(args, trust_key=_trusts(args) and not given)
+    return Target(found, peer_curve(args, announced), where)
+
+
+def _trusts(args: argparse.Namespace) -> bool:
+    return getattr(args, "trust_announced_key", False) or os.environ.get(CURVE_TRUST, "") in ("1", "yes", "true")
 
 
 def peer_curve(args: argparse.Namespace, announced: str | None = None) -> PeerCurve:
     """CURVE from --curve-key/--curve-server-key (or their variables), else a trusted announced key."""
     key_file = getattr(args, "curve_key", None) or os.environ.get(CURVE_KEY)
     given = getattr(args, "curve_server_key", None) or os.environ.get(CURVE_SERVER_KEY)
-    trust = getattr(args, "trust_announced_key", False) or os.environ.get(CURVE_TRUST, "") in ("1", "yes", "true")
+    trust = _trusts(args)
     server_key = keys.server_key(given) if given else None
     if server_key is None and announced is not None:
         if trust:

@@ -65,7 +65,8 @@ def width(args: argparse.Namespace) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    args.connect = args.connect or args.endpoint
+    if not args.connect and args.endpoint:
+        args.connect = [args.endpoint]
     target = options.peer(args)
     endpoint = target.endpoint
     fit = width(args)

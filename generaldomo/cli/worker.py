@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     args.service = args.service[0] if args.service else ECHO
     target = options.peer(args)
     worker = Worker(
-        target.endpoint,
+        target.where,
         args.service,
         echo(args.sleep, args.tag),
         args.transport,
@@ -117,7 +117,7 @@ def _run_pool(args: argparse.Namespace) -> int:
     target = options.peer(args)
     return run_app(
         spec,
-        target.endpoint,
+        target.where,
         args.transport,
         concurrency=args.concurrency,
         pool=args.pool,

@@ -43,6 +43,7 @@ import attrs
 import zmq
 
 from generaldomo.io import endpoints, monitor, speedups
+from generaldomo.io.locator import Locator, Target, Where
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.sansio import codec
 from generaldomo.sansio.handshake import HandshakeWatch
@@ -134,11 +135,10 @@ class Connection:
             poller.register(item, zmq.POLLIN)
         return poller
 
-    def reopen(self) -> Connection:
-        """Close this connection and return a new one, on a new socket, to the same endpoint (IO thread only).
-
-        The caller adopts the new one; what the old one had queued is dropped."""
-        fresh = CONNECTIONS[self.transport](self.context, self.endpoint, self.curve)
+    def reopen(self, endpoint: str, curve: Curve | None) -> Connection:
+        """Close this connection and return a new one, on a new socket, to ``endpoint`` with ``curve`` (IO thread
+        only). The caller adopts the new one; what the old one had queued is dropped."""
+        fresh = CONNECTIONS[self.transport](self.context, endpoint, curve)
         self.close()
         return fresh
 
@@ -440,14 +440,46 @@ class BrokerLink:
     carries out the session's actions through :meth:`perform`; any thread may :meth:`send` and :meth:`wake`.
     """
 
-    def __init__(self, endpoint: str, transport: str | Transport, context: zmq.Context[Any], curve: Curve | None):
-        self.endpoint = endpoint
+    def __init__(
+        self, where: str | Sequence[str] | Where | Locator | None, transport: str | Transport,
+        context: zmq.Context[Any], curve: Curve | None,
+    ) -> None:  # fmt: skip
+        """``where``: an endpoint, several (tried in turn on silence), a :class:`~generaldomo.io.locator.Where`
+        (an address file, a beacon), a live Locator, or None (as :meth:`Where.of` says); ``curve``: the peer's
+        CURVE settings (a broker key that comes with a target, under ``trust_announced_key``, replaces their
+        server key)."""
         self.transport = Transport.of(transport)
-        self.connection = connect(endpoint, self.transport, context, curve)
+        self.locator = where if isinstance(where, Locator) else Locator(Where.of(where), self.transport)
+        self._curve = curve  # the peer's own
+        target = self.locator.target
+        self.connection = connect(target.endpoint, self.transport, context, self._curve_for(target))
         self.reconnects = 0
         self._poller: zmq.Poller | None = None
         self._lent_poller: zmq.Poller | None = None
         self._monitored = False  # the last wait saw monitor events
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint the link is connected (or connecting) to now."""
+        return self.connection.endpoint
+
+    def _curve_for(self, target: Target) -> Curve | None:
+        """CURVE for ``target``: the peer's own settings, with the broker key the target came with if any."""
+        if target.server_key is None:
+            return self._curve
+        if self._curve is None:
+            return Curve.of(target.server_key, None)  # a fresh key pair for a broker announced as CURVE
+        return attrs.evolve(self._curve, server_key=target.server_key)
+
+    @property
+    def next_look(self) -> float | None:
+        """When :meth:`moved` next looks at where the broker is (None: never)."""
+        return self.locator.next_look
+
+    def moved(self, now: float) -> bool:
+        """True when the broker's address file says it is elsewhere now: the peer's session then reconnects (see
+        :meth:`perform`), which goes to the new place."""
+        return self.locator.moved(now)
 
     def adopt(self) -> None:
         """Make the calling thread the IO thread."""
@@ -536,14 +568,16 @@ class BrokerLink:
             elif isinstance(action, Reconnect):
                 watch = self.handshake  # a broker never reached is the callers' to report, not one line per peer
                 level = logging.INFO if watch is not None and not watch.ever_succeeded else logging.WARNING
-                log.log(level, "%s; reconnecting to %s", action.reason, self.endpoint)
+                target = self.locator.advance() if action.silent else self.locator.target
+                log.log(level, "%s; reconnecting to %s", action.reason, target.endpoint)
                 self.reconnects += 1
-                self.connection = self.connection.reopen()
+                self.connection = self.connection.reopen(target.endpoint, self._curve_for(target))
                 self.adopt()
             else:
                 rest.append(action)
         return rest
 
     def close(self, linger_ms: int = 0) -> None:
-        """Close the socket (IO thread)."""
+        """Close the socket (IO thread), and stop following the broker."""
         self.connection.close(linger_ms)
+        self.locator.close()

@@ -47,8 +47,8 @@ from generaldomo.errors import RequestRejected as RequestRejected
 from generaldomo.errors import RequestTimeout as RequestTimeout
 from generaldomo.errors import ServiceUnavailable as ServiceUnavailable
 from generaldomo.errors import WorkerError as WorkerError
-from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
 from generaldomo.sansio import protocol
 from generaldomo.sansio.handshake import HandshakeWatch
@@ -192,13 +192,15 @@ class Client:
     sends every outstanding request again; when it stays silent for ``liveness`` intervals the client
     reconnects on a new socket and does the same. Resent requests keep their ids, so a broker that still has
     them does not run them twice, and a reply that arrives twice is delivered once. A cancelled future, or a
-    :meth:`request` that times out, withdraws its request (CANCEL). Without an ``endpoint`` the client finds its
+    :meth:`request` that times out, withdraws its request (CANCEL). ``endpoint`` may be several endpoints (on
+    silence the client moves to the next), or a :class:`generaldomo.io.locator.Where` (an address file, a
+    beacon, which the client follows when the broker moves). Without an ``endpoint`` the client finds its
     broker as :func:`generaldomo.io.beacon.find_broker` does, in this order: the ``GENERALDOMO_BROKER``
-    environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for); a
-    broker's UDP beacon (5 s). A refused handshake fails requests with :class:`HandshakeFailed` within about a
-    second. Each future has its ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the
-    broker's CURVE public key, Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh
-    key pair.
+    environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for, and
+    followed); a broker's UDP beacon (5 s; listened for again when the broker falls silent). A refused
+    handshake fails requests with :class:`HandshakeFailed` within about a second. Each future has its
+    ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the broker's CURVE public key,
+    Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
 
     Each request may carry a deadline, a tenant and a priority (see :meth:`submit`): :meth:`request` sends its
     timeout as the deadline (unless ``deadlines=False``: for a broker older than request fields, which drops
@@ -209,8 +211,8 @@ class Client:
     by its id later, from this client or another one with the same CURVE key.
 
     Args:
-        endpoint: the broker's endpoint (``tcp://HOST:PORT``, ``ipc://PATH``, ``inproc://NAME``); None: found as
-            described above.
+        endpoint: the broker's endpoint (``tcp://HOST:PORT``, ``ipc://PATH``, ``inproc://NAME``), several (tried
+            in turn on silence), a :class:`~generaldomo.io.locator.Where`, or None: found as described above.
         transport: ``router`` (a DEALER socket) or ``server`` (a CLIENT socket; needs draft sockets).
         context: the ZeroMQ context to use (the process's shared one by default; ``inproc://`` needs the broker's).
         heartbeat_interval: seconds between heartbeats while requests are outstanding (use the broker's).
@@ -237,7 +239,7 @@ class Client:
 
     def __init__(
         self,
-        endpoint: str | None = None,
+        endpoint: str | Sequence[str] | Where | None = None,
         transport: str = "router",
         *,
         context: zmq.Context[Any] | None = None,
@@ -252,7 +254,6 @@ class Client:
         fail_unknown: bool = False,
     ) -> None:
         self.transport = Transport.of(transport)
-        self.endpoint = find_broker(self.transport, endpoint)
         self.context = context or zmq.Context.instance()
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
@@ -263,7 +264,7 @@ class Client:
         self.fail_unknown = fail_unknown
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
-        self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
+        self._link = BrokerLink(endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._prefix = os.urandom(8)  # request ids are unique across clients
         self._serial = itertools.count(1)
         self._lock = threading.Lock()  # guards the session, the reader role, and the link while it reconnects
@@ -280,6 +281,11 @@ class Client:
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        """The broker endpoint the client is connected (or connecting) to now."""
+        return self._link.endpoint
 
     @property
     def replies_dropped(self) -> int:
@@ -666,6 +672,9 @@ class Client:
                 deadline = session.deadline()
             if not reading:
                 deadline = min(deadline or math.inf, now + LEND_CHECK)
+            look = link.next_look  # an address file is looked at now and then, also while idle
+            if look is not None:
+                deadline = look if deadline is None else min(deadline, look)
             link.wait(deadline, clock(), reading, kicks=False)
             now = clock()
             watch = link.handshake_news()
@@ -678,6 +687,8 @@ class Client:
                     for frames in link.recv_batch(READ_BATCH):
                         actions += session.receive(frames, now)
                     actions += session.tick(now)  # heartbeats queue behind a backlog: the broker answers in turn
+                    if link.moved(now):
+                        actions += session.moved("the broker moved", now)
                     actions = link.perform(actions)
                 calling = not all(isinstance(a, Resolve) or _silent(a) for a in actions)
                 self._calling = calling  # no lent reader until these callbacks ran: partial results stay in order

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol, TextIO
 
-from generaldomo.io.beacon import find_broker
+from generaldomo.io.locator import Locator, Place, Where
 from generaldomo.io.signals import stop_on_signals
 from generaldomo.peers.app import App, load
 from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions
@@ -85,7 +85,7 @@ class _Drain:
 def _child(
     spec: str,
     services: Sequence[str] | None,
-    endpoint: str,
+    endpoint: Place,
     transport: str,
     options: SlotOptions,
     drain: _Drain,
@@ -114,7 +114,7 @@ class ProcessPool:
     def __init__(
         self,
         spec: str,
-        endpoint: str,
+        endpoint: Place,
         transport: str,
         concurrency: int,
         *,
@@ -124,8 +124,9 @@ class ProcessPool:
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency is at least 1, not {concurrency}")
-        if endpoint.startswith("inproc://"):
-            raise ValueError(f"{endpoint} reaches only this process; use the thread pool or tcp:// or ipc://")
+        for named in Where.of(endpoint).endpoints:
+            if named.startswith("inproc://"):
+                raise ValueError(f"{named} reaches only this process; use the thread pool or tcp:// or ipc://")
         self._context: Any = multiprocessing.get_context(start_method)  # typeshed's BaseContext lacks Process
         self._drain = _Drain(self._context)
         self._names = [service.name for service in load(spec).select(services)]
@@ -180,7 +181,7 @@ class ProcessPool:
 
 def make_pool(
     spec: str | App,
-    endpoint: str,
+    endpoint: Place,
     transport: str = "router",
     *,
     concurrency: int = 1,
@@ -231,7 +232,7 @@ def make_pool(
 
 def run_app(
     spec: str | App,
-    endpoint: str | None,
+    endpoint: Place | None,
     transport: str = "router",
     *,
     concurrency: int = 1,
@@ -247,13 +248,14 @@ def run_app(
 ) -> int:
     """Serve ``spec`` until SIGINT or SIGTERM, then stop gracefully; the exit status (0).
 
-    Call it from the main thread (it installs the signal handlers). ``endpoint`` None: found as
-    :func:`generaldomo.io.beacon.find_broker` says. Prints one line saying what it serves to ``out``.
-    ``server_key`` and ``keys`` turn on CURVE for every slot, as for :class:`generaldomo.Worker`.
+    Call it from the main thread (it installs the signal handlers). ``endpoint`` is found and followed by each
+    slot as :class:`generaldomo.Worker` says (None: ``GENERALDOMO_BROKER``, the broker file, a beacon). Prints
+    one line saying what it serves to ``out``. ``server_key`` and ``keys`` turn on CURVE for every slot, as for
+    :class:`generaldomo.Worker`.
 
     Args:
         spec: ``module:attr`` (an App or a handler function) or an App object.
-        endpoint: the broker's endpoint (None: found).
+        endpoint: the broker's endpoint, several (tried in turn), a Where, or None (found).
         transport: ``router`` or ``server``.
         concurrency: slots per service.
         pool: ``thread`` or ``process``.
@@ -273,12 +275,15 @@ def run_app(
 
         sys.exit(run_app("mymodule:app", "tcp://127.0.0.1:5555", concurrency=4, pool="process"))
     """
-    endpoint = find_broker(transport, endpoint)
+    where = Where.of(endpoint)
+    first = Locator(where, transport)  # found once here (waited for), for the lines below
+    first.close()
+    endpoint = first.target.endpoint
     options = SlotOptions(heartbeat_interval, liveness, server_key, keys)
     app = load(spec) if isinstance(spec, str) else spec
     running = make_pool(
         spec,
-        endpoint,
+        where,
         transport,
         concurrency=concurrency,
         pool=pool,

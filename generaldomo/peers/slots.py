@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from generaldomo.io.locator import Place
 from generaldomo.peers.app import Bound, ServiceSpec
 from generaldomo.peers.worker import Worker
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
@@ -50,7 +51,7 @@ DEFAULT_OPTIONS = SlotOptions()
 class Slot:
     """One registration of one service; see the module docstring."""
 
-    def __init__(self, service: ServiceSpec, endpoint: str, transport: str, options: SlotOptions) -> None:
+    def __init__(self, service: ServiceSpec, endpoint: Place, transport: str, options: SlotOptions) -> None:
         self.service = service
         self.bound = Bound(service)
         self.failure: BaseException | None = None
@@ -107,7 +108,7 @@ class SlotGroup:
         self,
         services: Sequence[ServiceSpec],
         copies: int,
-        endpoint: str,
+        endpoint: Place,
         transport: str,
         options: SlotOptions = DEFAULT_OPTIONS,
     ) -> None:

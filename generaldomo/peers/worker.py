@@ -25,8 +25,8 @@ from typing import Any, Final
 import zmq
 
 from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
-from generaldomo.io.beacon import find_broker
 from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
 from generaldomo.peers.client import Keys, as_bytes, as_frames
 from generaldomo.peers.reject import Reject
@@ -56,12 +56,13 @@ class Worker:
     returns the result: ``bytes`` or a sequence of bytes frames. An exception in the handler, or a result
     of another type (``str``, ``None``, a dict...), is sent back to the client as a ``500`` error reply saying
     what happened, and the worker goes on. A handler that is a generator streams: each value it yields goes to
-    the client at once as a partial result, and the value it returns is the final result. A ``None``
-    endpoint is found as :func:`generaldomo.io.beacon.find_broker` says (``GENERALDOMO_BROKER``, then a
-    beacon). ``server_key`` and ``keys`` turn on CURVE, as for :class:`generaldomo.Client`.
+    the client at once as a partial result, and the value it returns is the final result. ``endpoint`` is
+    found and followed as for :class:`generaldomo.Client` (several endpoints, a
+    :class:`~generaldomo.io.locator.Where`, or None: ``GENERALDOMO_BROKER``, the broker file, a beacon).
+    ``server_key`` and ``keys`` turn on CURVE, as for :class:`generaldomo.Client`.
 
     Args:
-        endpoint: the broker's endpoint (None: found as above).
+        endpoint: the broker's endpoint, several (tried in turn), a Where, or None (found as above).
         description: the service description (a service name with the default resolver).
         handler: the function that serves each request (above).
         transport: ``router`` or ``server``.
@@ -84,7 +85,7 @@ class Worker:
 
     def __init__(
         self,
-        endpoint: str | None,
+        endpoint: str | Sequence[str] | Where | None,
         description: str | bytes,
         handler: Handler,
         transport: str = "router",
@@ -96,7 +97,6 @@ class Worker:
         keys: Keys | None = None,
     ) -> None:
         self.transport = Transport.of(transport)
-        self.endpoint = find_broker(self.transport, endpoint)
         self.description = as_bytes(description)
         self.handler = handler
         self._takes_task = takes_task(handler)
@@ -107,7 +107,7 @@ class Worker:
         settings = PeerSettings(heartbeat_interval, liveness)
         info = protocol.worker_info(socket.gethostname()[: protocol.MAX_HOST] or None, os.getpid())
         self._session = WorkerSession(self.description, settings, time.monotonic(), info)
-        self._link = BrokerLink(self.endpoint, self.transport, self.context, Curve.of(server_key, keys))
+        self._link = BrokerLink(endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._stopping = threading.Event()
         # The socket (and the session) belong to the serving thread, except while it runs the handler: then
         # the heartbeat thread may use them, holding this lock (a socket may move between threads across a lock).
@@ -116,6 +116,11 @@ class Worker:
         self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
         self._finish = False  # stop(finish=True): the running task's result still goes out
         self._failure: HandshakeFailure | None = None  # the socket monitor's latest, until a handshake succeeds
+
+    @property
+    def endpoint(self) -> str:
+        """The broker endpoint the worker is connected (or connecting) to now."""
+        return self._link.endpoint
 
     @property
     def busy(self) -> bool:
@@ -191,14 +196,20 @@ class Worker:
         link.adopt()
         self._perform(session.start())
         while not self._stopping.is_set():
-            link.wait(session.deadline(), clock())
+            deadline, look = session.deadline(), link.next_look  # an address file is looked at now and then
+            link.wait(look if deadline is None else deadline if look is None else min(deadline, look), clock())
             if (watch := link.handshake_news()) is not None:
                 self._follow(watch.failure)
             task = self._read()
             if task is not None and not self._stopping.is_set():  # a task that came after stop() is not run
                 self._run(task)
             else:
-                self._perform(session.tick(clock(), link.backlogged))
+                self._perform([*session.tick(clock(), link.backlogged), *self._moved()])
+
+    def _moved(self) -> list[Action[Any]]:
+        """Register where the broker's address file says it is now, if that changed (the socket's holder)."""
+        now = time.monotonic()
+        return self._session.moved("the broker moved", now) if self._link.moved(now) else []
 
     def _follow(self, failure: HandshakeFailure | None) -> None:
         if failure is not None and failure != self._failure and failure.cause not in _SAID:
@@ -283,7 +294,7 @@ class Worker:
                 if not self.busy:  # the handler finished meanwhile; the serving thread has the socket
                     continue
                 leaving = self._session.stop(self._finish) if self._stopping.is_set() else []
-                self._perform([*leaving, *self._session.tick(time.monotonic())])
+                self._perform([*leaving, *self._session.tick(time.monotonic()), *self._moved()])
                 for _ in range(READ_BATCH):
                     frames = self._link.recv()
                     if frames is None:

@@ -3,9 +3,10 @@
 Rules:
 - A session is fed what arrives (``receive(frames, now)``), the passing of time (``tick(now)``) and what its
   user does (a client submits and cancels; a worker finishes a task or stops). Each call returns the actions
-  for its IO shell to carry out in order: :class:`Send` these frames; :class:`Reconnect` (a new socket to the
-  same endpoint; later Sends go to it); and for the user: :class:`Resolve`, :class:`Progress` or
-  :class:`Fail` a client's request, :class:`RunTask` in a worker.
+  for its IO shell to carry out in order: :class:`Send` these frames; :class:`Reconnect` (a new socket, to
+  where the broker is now as far as the shell knows; later Sends go to it); and for the user:
+  :class:`Resolve`, :class:`Progress` or :class:`Fail` a client's request, :class:`RunTask` in a worker. The
+  shell says when the broker moved (its address file changed): ``moved(reason, now)``.
 - Both peers keep a :class:`Pulse`: a heartbeat every interval (a shell may hold them back while its socket
   is backlogged; the worker does, so they do not pile up for a gone broker), and the broker presumed gone
   after ``liveness`` intervals unheard, counted while the peer ticks (a paused peer did not listen: the
@@ -92,9 +93,12 @@ class Send:
 
 @attrs.frozen(slots=True)
 class Reconnect:
-    """Close the socket and connect a new one to the same endpoint; ``reason`` is for the log."""
+    """Close the socket and connect a new one; ``reason`` is for the log. ``silent``: the broker went silent, so
+    the shell looks for it where it may be now (the next endpoint, its address file again), else the same
+    endpoint."""
 
     reason: str
+    silent: bool = False
 
 
 @attrs.frozen(slots=True)
@@ -342,12 +346,18 @@ class ClientSession(Generic[T]):
         quiet = self.pulse.silence(now)
         if quiet is not None:
             self.pulse.restart(now)
-            return [Reconnect(f"broker silent for {quiet:.1f} s"), *self._resend_all(now)]
+            return [Reconnect(f"broker silent for {quiet:.1f} s", silent=True), *self._resend_all(now)]
         if not self.pulse.beat(now, backlogged):
             return []
         asked = self._ask(now)
         batches = [asked[n : n + protocol.MAX_ASKED] for n in range(0, len(asked), protocol.MAX_ASKED)] or [[]]
         return [Send(protocol.gdp_client_heartbeat(ids=batch)) for batch in batches]
+
+    def moved(self, reason: str, now: float) -> list[Action[T]]:
+        """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): a new socket, and
+        every outstanding request sent again there."""
+        self.pulse.restart(now)
+        return [Reconnect(reason), *self._resend_all(now)]
 
     def deadline(self) -> float | None:
         """When :meth:`tick` next has something to do; None while nothing is outstanding."""
@@ -579,7 +589,7 @@ class WorkerSession:
             return []
         quiet = self.pulse.silence(now) if self.state is WorkerState.READY else None
         if quiet is not None:
-            return self._register_again(f"broker silent for {quiet:.1f} s", now)
+            return self._register_again(f"broker silent for {quiet:.1f} s", now, silent=True)
         if self.pulse.beat(now, backlogged):
             return [Send(protocol.gdp_worker_command(protocol.HEARTBEAT))]
         return []
@@ -648,14 +658,19 @@ class WorkerSession:
             return None
         return self.pulse.due if self.state in RUNNING else self.pulse.deadline()
 
-    def _register_again(self, reason: str, now: float) -> list[Action[Any]]:
+    def moved(self, reason: str, now: float) -> list[Action[Any]]:
+        """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): register there
+        (nothing once stopped)."""
+        return [] if self.state is WorkerState.STOPPED else self._register_again(reason, now)
+
+    def _register_again(self, reason: str, now: float, silent: bool = False) -> list[Action[Any]]:
         """A new socket: READY (or, while a task runs, RESUME for a hand-over broker, or nothing: the result will
         go inside READY), then the results held."""
         self.pulse.restart(now)
         self.heard = False
         self.resumed = False
         self.unsent = bool(self.held)
-        actions: list[Action[Any]] = [Reconnect(reason)]
+        actions: list[Action[Any]] = [Reconnect(reason, silent)]
         if self.state not in RUNNING:
             actions.append(Send(self._ready()))
         elif self.handover is not False and self.resume and self.task_id is not None:

@@ -1,7 +1,7 @@
 // tests/cpp/gd_client.cpp: generaldomo::Client driven the ways the cross-language tests need.
 //
 // gd_client --mode threads|pool|burst|once [--service echo] [--threads T] [--requests N] [--frames]
-//           [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT
+//           [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT[,ENDPOINT...]
 //   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
 //            "<thread> <n> <reply>" per request, thread by thread, in order.
 //   pool     a pool of T threads runs 2N tasks: task k asks "k<k>", and its answer is asked again by a
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
     generaldomo::ClientOptions settings;
     settings.heartbeat_interval = milliseconds(options.number("--heartbeat-ms", 2500));
     settings.liveness = static_cast<int>(options.number("--liveness", 3));
-    generaldomo::Client client(options.endpoint, settings);
+    generaldomo::Client client(options.endpoints(), settings);
 
     if (mode == "threads") {
         for (const auto &line : ask_from_threads(client, service, threads, requests, timeout, body))

@@ -1,7 +1,7 @@
 // tests/cpp/gd_worker.cpp: an echo worker on generaldomo::Worker, for the cross-language tests.
 //
 // gd_worker [--service echo] [--tag T] [--delay-ms D] [--partials N] [--heartbeat-ms H] [--liveness L]
-//           [--delay-in-payload] [-v] ENDPOINT
+//           [--delay-in-payload] [-v] ENDPOINT[,ENDPOINT...] (several: tried in turn on silence)
 // Echoes each request's frames, the first prefixed with --tag, after --partials partial results ("T<first>#i")
 // and --delay-ms of work (cut short by SIGTERM, printing "interrupted <first frame>" with -v, or by the broker's
 // CANCEL, printing "cancelled <first frame>"). A first frame "fail" makes the handler throw, "slow-down" answers
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
             say("replied " + first);
         return frames;
     };
-    generaldomo::Worker worker(options.endpoint, options.get("--service", "echo"), handler, settings);
+    generaldomo::Worker worker(options.endpoints(), options.get("--service", "echo"), handler, settings);
 
     int received = 0;
     sigwait(&signals, &received);

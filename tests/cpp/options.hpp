@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <vector>
+#include <vector>
 
 struct Options {
     std::map<std::string, std::string> values;
@@ -57,6 +58,20 @@ struct Options {
     }
 
     bool flag(const std::string &name) const { return flags.count(name) > 0; }
+
+    // The endpoint argument as a list: "A,B" names two brokers, tried in turn.
+    std::vector<std::string> endpoints() const
+    {
+        std::vector<std::string> found;
+        std::string::size_type start = 0;
+        while (true) {
+            const auto comma = endpoint.find(',', start);
+            found.push_back(endpoint.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+            if (comma == std::string::npos)
+                return found;
+            start = comma + 1;
+        }
+    }
 
     std::vector<std::string> list(const std::string &name) const
     {

@@ -108,7 +108,14 @@ public:
     using OnPartial = std::function<void(const Reply &)>;
 
     explicit Client(std::string endpoint, ClientOptions options = {})
-        : options_(options), context_(options.context), connection_(context_.get(), std::move(endpoint))
+        : Client(std::vector<std::string>{std::move(endpoint)}, options)
+    {
+    }
+
+    // Several endpoints (a replacement broker started elsewhere): the first, and the next one, in turn, each
+    // time the broker falls silent.
+    explicit Client(std::vector<std::string> endpoints, ClientOptions options = {})
+        : options_(options), context_(options.context), connection_(context_.get(), std::move(endpoints))
     {
         std::random_device random;  // request ids are unique across clients: 8 random bytes, then a counter
         for (int i = 0; i < 8; ++i)
@@ -164,7 +171,7 @@ public:
                 std::make_exception_ptr(ClientClosed("the client was closed before the reply came")));
     }
 
-    const std::string &endpoint() const { return connection_.endpoint(); }
+    std::string endpoint() const { return connection_.endpoint(); }  // connected (or connecting) to now
     bool broker_answered() const { return answered_; }  // a broker has answered at the endpoint (ever)
     std::uint64_t resent() const { return resent_; }                    // requests sent again
     std::uint64_t reconnects() const { return reconnects_; }            // fresh sockets after silence
@@ -312,7 +319,7 @@ private:
                 waiting = true;
             } else if (now - silent_since > expiry) {
                 ++reconnects_;
-                connection_.reopen();
+                connection_.reopen(true);  // silent: the next endpoint, if there are several
                 resend();
                 silent_since = now;
             }

@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "generaldomo/handshake.hpp"
 #include "generaldomo/protocol.hpp"
@@ -49,9 +50,10 @@ namespace detail {
 
 class Connection {
 public:
-    Connection(void *context, std::string endpoint)
-        : context_(context), endpoint_(std::move(endpoint)), watch_(endpoint_),
-          monitored_(endpoint_.rfind("inproc://", 0) != 0)
+    // Connects to endpoints.front(); reopen(true) moves to the next one, in turn.
+    Connection(void *context, std::vector<std::string> endpoints)
+        : context_(context), endpoints_(checked(std::move(endpoints))), endpoint_(endpoints_.front()),
+          watch_(endpoint_), monitored_(endpoint_.rfind("inproc://", 0) != 0)
     {
         int fds[2];
         if (::pipe(fds) != 0)
@@ -82,7 +84,12 @@ public:
     Connection &operator=(const Connection &) = delete;
     ~Connection() { close(0); }
 
-    const std::string &endpoint() const { return endpoint_; }
+    // The endpoint connected (or connecting) to now; any thread.
+    std::string endpoint() const
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return endpoint_;
+    }
 
     static constexpr std::size_t by_reference = 64 * 1024;  // send(shared_ptr): below this a copy costs less
 
@@ -206,11 +213,19 @@ public:
         }
     }
 
-    // Replace the socket by a new one connected to the same endpoint; what was queued is dropped (IO thread).
-    void reopen()
+    // Replace the socket by a new one connected to the same endpoint (next: to the next one, when there are
+    // several; a host name is resolved again by libzmq on every attempt); what was queued is dropped (IO thread).
+    void reopen(bool next = false)
     {
         void *old_monitor = monitor_;
         void *old_socket = socket_;
+        if (next && endpoints_.size() > 1) {
+            current_ = (current_ + 1) % endpoints_.size();
+            std::lock_guard<std::mutex> lock(mutex_);
+            endpoint_ = endpoints_[current_];
+            monitored_ = endpoint_.rfind("inproc://", 0) != 0;
+            watch_ = HandshakeWatch(endpoint_);
+        }
         void *fresh = open_socket();  // and its monitor_
         std::lock_guard<std::mutex> lock(mutex_);
         zmq_poller_remove(poller_, old_socket);
@@ -242,6 +257,13 @@ public:
     }
 
 private:
+    static std::vector<std::string> checked(std::vector<std::string> endpoints)
+    {
+        if (endpoints.empty())
+            throw std::invalid_argument("generaldomo: a broker endpoint is needed");
+        return endpoints;
+    }
+
     void *open_socket()
     {
         void *socket = zmq_socket(context_, ZMQ_CLIENT);
@@ -336,7 +358,9 @@ private:
     }
 
     void *context_;
-    std::string endpoint_;
+    std::vector<std::string> endpoints_;
+    std::size_t current_ = 0;  // the endpoint connected to (IO thread)
+    std::string endpoint_;     // endpoints_[current_]
     HandshakeWatch watch_;
     bool monitored_;             // not for inproc://, which has no handshake
     void *socket_ = nullptr;
@@ -344,7 +368,7 @@ private:
     void *poller_ = nullptr;
     int wake_read_ = -1;
     int wake_write_ = -1;
-    std::mutex mutex_;  // guards socket_ against reopen and close, outbox_ and closed_
+    mutable std::mutex mutex_;  // guards socket_ against reopen and close, outbox_, closed_ and endpoint_
     std::deque<std::string> outbox_;
     bool closed_ = false;
 };

@@ -110,8 +110,15 @@ public:
 
     // Starts serving at once, on a thread of its own, until stop() or destruction.
     Worker(std::string endpoint, std::string description, Handler handler, WorkerOptions options = {})
+        : Worker(std::vector<std::string>{std::move(endpoint)}, std::move(description), std::move(handler), options)
+    {
+    }
+
+    // Several endpoints (a replacement broker started elsewhere): the first, and the next one, in turn, each
+    // time the broker falls silent.
+    Worker(std::vector<std::string> endpoints, std::string description, Handler handler, WorkerOptions options = {})
         : description_(std::move(description)), handler_(std::move(handler)), options_(options),
-          context_(options.context), connection_(context_.get(), std::move(endpoint))
+          context_(options.context), connection_(context_.get(), std::move(endpoints))
     {
         handler_thread_ = std::thread([this] { run_handler(); });
         io_thread_ = std::thread([this] { serve(); });
@@ -232,7 +239,7 @@ private:
             }
             const auto now = Clock::now();
             if (!busy_ && now - heard > expiry) {
-                reconnect();
+                reconnect(true);  // silent: the next endpoint, if there are several
                 heard = now;
             }
             if (now >= next_heartbeat && !connection_.backlogged()) {  // no heartbeats pile up for a gone broker
@@ -250,12 +257,12 @@ private:
         handler_thread_.join();  // waits for a running handler to return
     }
 
-    // A new socket: READY, or while a task runs RESUME (hand-over brokers) or nothing (the result will go in
-    // READY); then the held results, once registered.
-    void reconnect()
+    // A new socket (silent: to the next endpoint, if there are several): READY, or while a task runs RESUME
+    // (hand-over brokers) or nothing (the result will go in READY); then the held results, once registered.
+    void reconnect(bool silent = false)
     {
         ++reconnects_;
-        connection_.reopen();
+        connection_.reopen(silent);
         answered_ = false;
         resumed_ = false;
         unsent_ = !held_.empty();
