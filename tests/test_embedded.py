@@ -6,8 +6,10 @@ given by its address as the C++ code gives it, and the core's and the loop's par
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,30 @@ def test_an_embedded_broker_speaks_curve_on_the_applications_context(keydir: Pat
         embedded.stop(0.0)
         thread.join(WAIT)
     context.term()
+
+
+def test_an_embedded_broker_serves_its_metrics(caplog: pytest.LogCaptureFixture) -> None:
+    context = zmq.Context()
+    with caplog.at_level(logging.INFO, logger="generaldomo.cli.embedded"):
+        embedded = EmbeddedBroker(context.underlying, [("router", "tcp://127.0.0.1:*"), ("metrics-port", "0")])
+    url = next(r.getMessage().split()[1] for r in caplog.records if r.getMessage().startswith("metrics "))
+    thread = threading.Thread(target=embedded.run)
+    thread.start()
+    try:
+        text = eventually(lambda: _metrics(url), WAIT, "the metrics served")
+        assert "generaldomo_workers" in text
+    finally:
+        embedded.stop(0.0)
+        thread.join(WAIT)
+    context.term()
+
+
+def _metrics(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
 
 
 def test_a_broker_that_cannot_bind_leaves_no_socket_open() -> None:
