@@ -6,8 +6,10 @@ given by its address as the C++ code gives it, and the core's and the loop's par
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, ServiceUnavailable, cpp
 from generaldomo.cli.embedded import EmbeddedBroker, SettingsError, build_flags, flags, read_config
+from generaldomo.io import keys
 from generaldomo.sansio import protocol
 from generaldomo.sansio.core import BrokerCore, Peer
 
@@ -65,6 +68,50 @@ def test_embedded_broker_on_a_context_address_serves_and_stops(tmp_path: Path) -
         thread.join(WAIT)
     assert not thread.is_alive()
     context.term()  # every socket the broker made on the application's context is closed
+
+
+def test_an_embedded_broker_speaks_curve_on_the_applications_context(keydir: Path) -> None:
+    """CURVE settings as the command line takes them; the ZAP handler runs on the application's context."""
+    context = zmq.Context()
+    settings = [("router", "tcp://127.0.0.1:*"), ("curve-secret", str(keydir / "broker.key_secret"))]
+    settings += [("clients", str(keydir / "clients")), ("workers", str(keydir / "workers"))]
+    embedded = EmbeddedBroker(context.underlying, settings)
+    thread = threading.Thread(target=embedded.run)
+    thread.start()
+    try:
+        broker_key = keys.load_public(keydir / "broker.key")
+        client_keys = keys.load_secret(keydir / "client.key_secret")
+        endpoint = embedded.broker.endpoint("router", "tcp")
+        with Client(endpoint, "router", server_key=broker_key, keys=client_keys) as client:
+            assert client.request("mmi.service", b"echo", timeout=WAIT).payload == b"404"
+    finally:
+        embedded.stop(0.0)
+        thread.join(WAIT)
+    context.term()
+
+
+def test_an_embedded_broker_serves_its_metrics(caplog: pytest.LogCaptureFixture) -> None:
+    context = zmq.Context()
+    with caplog.at_level(logging.INFO, logger="generaldomo.cli.embedded"):
+        embedded = EmbeddedBroker(context.underlying, [("router", "tcp://127.0.0.1:*"), ("metrics-port", "0")])
+    url = next(r.getMessage().split()[1] for r in caplog.records if r.getMessage().startswith("metrics "))
+    thread = threading.Thread(target=embedded.run)
+    thread.start()
+    try:
+        text = eventually(lambda: _metrics(url), WAIT, "the metrics served")
+        assert "generaldomo_workers" in text
+    finally:
+        embedded.stop(0.0)
+        thread.join(WAIT)
+    context.term()
+
+
+def _metrics(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
 
 
 def test_a_broker_that_cannot_bind_leaves_no_socket_open() -> None:

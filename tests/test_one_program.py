@@ -160,6 +160,16 @@ def test_large_payloads_arrive_whole(run: Programs, endpoint_for, c_peers: dict[
     assert lines[1:] == ["stopped", "done"]
 
 
+def test_an_interpreter_the_program_started_is_used_as_it_is(run: Programs, workers, endpoint_for) -> None:
+    """The program initialises Python and holds the GIL when it makes and stops the broker."""
+    embedded = Embedded(run, endpoint_for, "--mode", "threads", "--threads", "4", "--requests", "5", "--own-python")
+    workers(embedded.endpoint("router", "tcp"), "router", "echo", tagged(b"py:"))
+    embedded.go()
+    lines = embedded.lines()
+    assert threads_lines(lines) == [f"{t} {n} py:t{t}-{n}" for t in range(4) for n in range(5)]
+    assert lines[-3:] == ["stopped", "python: the broker ran here: True", "done"]
+
+
 def test_settings_come_from_the_broker_command(run: Programs, endpoint_for) -> None:
     process = run.start(
         run.programs["gd_embedded"], "--set", "max-frames=many", endpoint_for("inproc"), stdin=True, env=ENV

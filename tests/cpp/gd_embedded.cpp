@@ -16,7 +16,9 @@
 //            requests N wall_us W broker_cpu_us B process_cpu_us P" (each per request: wall time, the broker
 //            thread's CPU time, the whole process's CPU time), or "unexpected reply of <n> bytes".
 // <reply> is as tests/cpp/answers.hpp writes it. The threads and payload modes then stop the broker. Ends with
-// "stopped" and "done"; a BrokerError prints "broker error: <what>" and exits 3.
+// "stopped" and "done"; a BrokerError prints "broker error: <what>" and exits 3. --own-python: the program starts
+// Python itself first and holds the GIL while it makes and stops the broker (releasing it meanwhile), then
+// prints "python: the broker ran here: True" (the broker used that interpreter).
 #include <generaldomo/embedded.hpp>
 #include <generaldomo/generaldomo.hpp>
 
@@ -24,6 +26,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <string>
@@ -43,6 +46,20 @@ void say(const std::string &line)
 {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
+}
+
+// Initialise Python as a program that runs Python itself would, in the environment of $GENERALDOMO_PYTHON.
+void start_python()
+{
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;
+    if (const char *python = std::getenv("GENERALDOMO_PYTHON"))
+        PyConfig_SetBytesString(&config, &config.executable, python);
+    const PyStatus status = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(status))
+        Py_ExitStatusException(status);
 }
 
 void wait_for_line()
@@ -127,7 +144,7 @@ int main(int argc, char **argv)
     const Options options(argc, argv,
                           {"--mode", "--service", "--threads", "--requests", "--size", "--via", "--drain-ms",
                            "--timeout-ms"},
-                          {"--echo"}, {"--set"});
+                          {"--echo", "--own-python"}, {"--set"});
     const std::string mode = options.get("--mode", "threads");
     const std::string service = options.get("--service", mode == "payload" ? "sink" : "echo");
     const long requests = options.number("--requests", 10);
@@ -143,11 +160,15 @@ int main(int argc, char **argv)
             Options::usage(argv[0], "--set wants KEY=VALUE, not " + pair);
         settings.settings.emplace_back(pair.substr(0, equals), pair.substr(equals + 1));
     }
+    const bool own_python = options.flag("--own-python");
+    if (own_python)
+        start_python();  // the program's own interpreter; this thread holds the GIL
     try {
         generaldomo::EmbeddedBroker broker(settings);
         for (const auto &[transport, endpoint] : broker.endpoints())
             say("endpoint " + transport + " " + endpoint);
         say("ready");
+        PyThreadState *saved = own_python ? PyEval_SaveThread() : nullptr;  // as a program does while C++ runs
         wait_for_line();
         {
             generaldomo::ClientOptions client_options;
@@ -169,8 +190,13 @@ int main(int argc, char **argv)
             else
                 Options::usage(argv[0], "unknown mode " + mode);
         }
+        if (saved)
+            PyEval_RestoreThread(saved);  // stop() with the GIL held, as the constructor was called
         broker.stop(drain);
         say("stopped");
+        if (own_python)
+            PyRun_SimpleString("import sys\nprint('python: the broker ran here:', 'generaldomo.cli.embedded' in "
+                               "sys.modules, flush=True)");
     } catch (const generaldomo::BrokerError &error) {
         say(std::string("broker error: ") + error.what());
         std::fprintf(stderr, "%s", error.traceback().c_str());

@@ -318,16 +318,19 @@ private:
                                                       std::clamp<long>(static_cast<long>(due.count()), 0, 100));
                 if (ready < 0 && zmq_errno() != EAGAIN && zmq_errno() != EINTR)
                     throw ZmqError("zmq_poller_wait_all", zmq_errno());
-                for (int i = 0; i < ready; ++i) {
+                bool clients = false;
+                for (int i = 0; i < ready; ++i) {  // the replies first: the clients' messages may close DEALERs
                     if (events[i].fd == wake_read_ && !events[i].socket) {
                         running_ = false;
                         return;
                     }
                     if (events[i].socket == server_)
-                        guarded([&] { from_clients(); });
+                        clients = true;
                     else if (events[i].socket)
                         guarded([&] { from_broker(events[i].socket); });
                 }
+                if (clients)
+                    guarded([&] { from_clients(); });
                 if (Clock::now() >= next_sweep) {
                     guarded([&] { sweep(Clock::now()); });
                     next_sweep = Clock::now() + options_.heartbeat_interval;
