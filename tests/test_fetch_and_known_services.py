@@ -67,6 +67,25 @@ def test_a_known_service_request_fails_fast_only_for_a_service_nobody_served() -
     assert h.tasks_of(worker(1))[0][2] == (b"served",)
 
 
+def test_a_request_that_asked_to_fail_fast_within_the_grace_is_answered_when_it_ends() -> None:
+    h = Harness(heartbeat_interval=1.0, liveness=2, served_memory=30.0)  # grace: 2 x 2 s
+    h.ready(worker(1), b"echo")
+    flagged(h, client(0), b"early", b"ehco", KNOWN)  # within the grace: it may be a restart's worker to come
+    flagged(h, client(0), b"later", b"late", KNOWN)
+    flagged(h, client(0), b"patient", b"ehco", 0)
+    h.advance(1.0)
+    h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT))
+    h.ready(worker(2), b"late")  # came within the grace: served
+    assert h.replies_of(client(0)) == [] and h.tasks_of(worker(2))[0][2] == (b"later",)
+    for _ in range(4):  # past the grace
+        h.advance(1.0)
+        h.feed(worker(1), protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT))
+    ((rid, status, (text,)),) = h.replies_of(client(0))
+    assert (rid, status) == (b"early", protocol.NOT_FOUND) and b"did you mean 'echo'?" in text
+    assert [t.request_id for t in h.core.tasks.values()] == [b"later", b"patient"]  # the others wait
+    assert h.core.counters["unknown_service"] == 1
+
+
 def test_a_service_whose_workers_left_is_known_for_served_memory() -> None:
     h = Harness(heartbeat_interval=1.0, liveness=2, served_memory=30.0)
     h.advance(5.0)

@@ -32,7 +32,8 @@ task leaves its queue, or, when running, has its result dropped. Queued tasks of
 for ``client_silence`` are dropped, unless the request is *detached* (its answer is fetched later by its id, a
 re-ask); services with nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
 for an unknown service is answered ``404`` at once when its service has no worker now and had none within
-``served_memory`` (:mod:`generaldomo.sansio.served`), once the broker has run ``known_service_grace``. A broker
+``served_memory`` (:mod:`generaldomo.sansio.served`), once the broker has run ``known_service_grace`` (one that
+came within it is answered so when it ends, if its service still has nobody). A broker
 that stops for good first stops accepting requests (``503``) while it serves those it holds, then answers the rest
 ``503`` (:meth:`BrokerCore.abandon`), so that none is left without an answer.
 
@@ -207,6 +208,7 @@ class BrokerCore:
         self._held_total = 0
         self._idle_since: dict[Service, float] = {}
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
+        self._graced = False  # True once the requests that asked to fail fast within the grace were looked at
         self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
         self._adopted: dict[Service, tuple[Connection, int]] = {}  # services seen -> who made them, at what charge
         self._flow_charges: dict[str, tuple[Connection, int]] = {}  # flow entries peers set -> who, at what charge
@@ -679,6 +681,7 @@ class BrokerCore:
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
             detached=bool(event.flags & protocol.FLAG_DETACHED),
+            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE),
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -752,9 +755,24 @@ class BrokerCore:
     def _unknown(self, service: Service, now: float) -> bool:
         """True when the broker knows that nobody serves ``service``: no worker now, none within
         ``served_memory``, and the broker has run long enough for the workers of a restart to be back."""
-        if service.workers or now - self.started < self.settings.known_service_grace:
+        if service.workers or self._in_grace(now):
             return False
         return not self._served.recent(service.name, now)
+
+    def _in_grace(self, now: float) -> bool:
+        """True within ``known_service_grace`` of the start, when no service is known to have no workers."""
+        return now - self.started < self.settings.known_service_grace
+
+    def _end_grace(self, now: float, out: list[Send]) -> None:
+        """Once the grace after start is over, answer ``404`` to the requests that asked to fail fast during it
+        and still wait for a service nobody serves, as if they came now (once: one pass over the tasks)."""
+        self._graced = True
+        unknown = [t for t in self._tasks.values() if t.fail_unknown and t.state is TaskState.QUEUED]
+        for task in unknown:
+            if self._unknown(task.service, now):
+                self.counters["unknown_service"] += 1
+                reason = self._no_such_service(task.service.name, now)
+                self._complete(task, protocol.NOT_FOUND, [reason.encode()], now, out)
 
     def _no_such_service(self, name: str, now: float) -> str:
         """The text of a ``404`` for ``name``: the services that have workers, and the nearest name (among the
@@ -1552,6 +1570,8 @@ class BrokerCore:
 
     def _sweep(self, now: float, out: list[Send]) -> None:
         settings = self.settings
+        if not self._graced and not self._in_grace(now):
+            self._end_grace(now, out)
         if settings.queue_timeout is not None:
             self._expire_queued(now - settings.queue_timeout, now, out)
         self._drop_silent_clients(now - settings.client_silence)

@@ -148,6 +148,7 @@ class Task:
     priority: int = 0
     order: int = 0
     detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
+    fail_unknown: bool = False  # answered 404 while its service has no worker and had none recently
 
     @property
     def request_id(self) -> bytes | None:
