@@ -349,6 +349,7 @@ class BrokerReport:
     worker_count: int = 0  # registered workers in all (the report lists a page of them)
     hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
+    in_flight: int = 0  # tasks running on workers, all services
 
 
 @attrs.frozen
