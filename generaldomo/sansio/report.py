@@ -305,6 +305,7 @@ class SettingsReport:
     connection_services: int | None = None
     connection_worker_share: float = 0.0
     connection_workers: int | None = None  # what the share allows
+    served_memory: float = 0.0
 
 
 @attrs.frozen
