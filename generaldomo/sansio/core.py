@@ -448,7 +448,7 @@ class BrokerCore:
             query: which page of services and workers.
         """
         expiry = self.settings.expiry
-        services, count, queued = self._service_page(query)
+        services, count, queued, in_flight = self._service_page(query)
         workers = self._worker_page(query)
         broker = BrokerReport(
             instance=self._instance.hex(),
@@ -466,6 +466,7 @@ class BrokerCore:
             worker_count=len(self._workers),
             hosts=self._busiest_hosts(),
             internal_errors=self.counters[INTERNAL_ERRORS],
+            in_flight=in_flight,
         )
         limit = query.limit
         del services[limit + 1 :], workers[limit + 1 :]
@@ -496,21 +497,22 @@ class BrokerCore:
             next=next_page,
         )
 
-    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int]:
+    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int, int]:
         """The services of ``query``'s page and one more if there are more (in its order), the number of
-        services and the tasks queued in all."""
-        count = queued = 0
+        services, and the tasks queued and in flight in all."""
+        count = queued = in_flight = 0
         chosen: list[Service] = []
         name, after = query.service, query.services_after
         for service in self.resolver.services():
             count += 1
             queued += len(service.pending)
+            in_flight += service.flow.in_flight
             if (name is None or service.name == name) and (after is None or service.name > after):
                 chosen.append(service)
         if query.order == "busy":
             busiest = heapq.nsmallest(query.limit, chosen, key=_busy)
-            return busiest, count, queued
-        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued
+            return busiest, count, queued, in_flight
+        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued, in_flight
 
     def _worker_page(self, query: StatusQuery) -> list[Worker]:
         """The workers of ``query``'s page and one more if there are more, in order of registration."""

@@ -307,6 +307,7 @@ class SettingsReport:
     connection_services: int | None = None
     connection_worker_share: float = 0.0
     connection_workers: int | None = None  # what the share allows
+    served_memory: float = 0.0
 
     @classmethod
     def of(cls, settings: Settings, field_limits: dict[str, dict[str, Any]]) -> SettingsReport:
@@ -357,6 +358,7 @@ class BrokerReport:
     worker_count: int = 0  # registered workers in all (the report lists a page of them)
     hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
+    in_flight: int = 0  # tasks running on workers, all services
 
 
 @attrs.frozen(kw_only=True)
