@@ -43,7 +43,6 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 import logging
@@ -71,6 +70,7 @@ from generaldomo.sansio.events import (
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.ledger import (
     OVERHEAD,
     Connection,
@@ -180,7 +180,7 @@ class BrokerCore:
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
         self._random = random
-        self._label_key = random(16)
+        self.labels = PeerLabels(random(16))  # the links name peers with it too
         settings = self.settings
         self.ledger = Ledger(
             settings.held_bytes,
@@ -853,7 +853,7 @@ class BrokerCore:
             for rid in asked
             if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
         ]
-        out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
+        out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
         """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
@@ -1685,9 +1685,8 @@ class BrokerCore:
         return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
 
     def _label(self, peer: Peer) -> str:
-        """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
-        digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
-        return f"{peer.link}/{digest}"
+        """An opaque name for ``peer`` in reports and logs (see :mod:`generaldomo.sansio.labels`)."""
+        return self.labels(peer.link, peer.address)
 
     def _connection_label(self, where: Connection) -> str:
         """An opaque name for a connection: its link and a keyed hash of its first hop (as its peers' labels
