@@ -5,7 +5,7 @@ flags, else the ``GENERALDOMO_*`` environment variables, else the TOML file of `
 ``$GENERALDOMO_CONFIG``), else the defaults. Every option of the command's parser is a setting but those the
 command lists as ``per_run`` and its positionals: its configuration key is the option's destination (for the
 knobs of :mod:`generaldomo.sansio.knobs`, the knob's name), its variable ``GENERALDOMO_`` and the key in
-capitals (or the knob's, or the older names of :data:`generaldomo.cli.options.VARIABLES`, which the code that
+capitals (or the older names of :data:`generaldomo.cli.options.VARIABLES`, which the code that
 uses those options reads itself: they are checked and shown here, and a file's value gives way to them). A
 value from the file or the environment goes through the option's own type and choices, so it is checked as a
 flag is; a bad one is a :class:`~generaldomo.errors.SettingsError` naming its source (``FILE:[TABLE] KEY`` or
@@ -84,8 +84,7 @@ def options_of(parser: argparse.ArgumentParser, per_run: Iterable[str] = ()) -> 
             by_key.setdefault(action.dest, []).append(action)
     found = []
     for key, actions in by_key.items():
-        knob = _KNOBS.get(key)
-        variable = knob.variable if knob is not None else VARIABLES.get(key, knobs.ENV_PREFIX + key.upper())
+        variable = VARIABLES.get(key, knobs.ENV_PREFIX + key.upper())  # a knob's: Knob.variable, the same rule
         flag = next(s for s in _reading(actions).option_strings if s.startswith("--"))
         found.append(Option(key, flag, variable, tuple(actions), reads_variable=key in VARIABLES))
     return found
