@@ -14,7 +14,8 @@ the variable).
 The file: top-level keys apply to every configurable command that has the setting (others ignore them); a table
 named after a command (``[broker]``, ``[worker]``, ``[client]``) applies to that command only and wins over the
 top-level keys. Keys may be written with ``_`` or ``-``. A list option takes a TOML list (or one string), in a
-variable items separated by spaces (shell quoting). ``none`` lifts a limit that may be lifted. It knows nothing
+variable items separated by spaces (shell quoting); one whose type has a ``from_table`` (``--flow``) also takes
+a table. ``none`` lifts a limit that may be lifted. It knows nothing
 of what any one command does with its settings.
 """
 
@@ -143,6 +144,9 @@ def convert(option: Option, value: Any, source: str) -> Any:
     try:
         if action.nargs == 0:  # a switch: its value is what the flag stores (true/false)
             return _switch(value)
+        from_table = getattr(action.type, "from_table", None)
+        if option.listed and isinstance(value, dict) and from_table is not None:
+            return from_table(value)
         if option.listed:
             items = shlex.split(value) if isinstance(value, str) and source.startswith(knobs.ENV_PREFIX) else value
             items = [items] if isinstance(items, str) else items

@@ -391,6 +391,31 @@ def flow_changes(pairs: str) -> dict[str, Any]:
     return changes
 
 
+def flow_text(changes: dict[str, Any]) -> str:
+    """The ``KEY=VALUE,...`` text :func:`flow_changes` reads as ``changes`` (``mmi.flow``'s JSON form; a range
+    may also be given as its text, ``"1..64"``)."""
+    pairs = []
+    for key, value in changes.items():
+        if key == "tenants" and isinstance(value, dict):
+            for name, limits in value.items():
+                if limits is None:
+                    pairs.append(f"tenants.{name}={NONE}")
+                else:
+                    pairs += [f"tenants.{name}.{k}={_text(v)}" for k, v in dict(limits).items()]
+        else:
+            pairs.append(f"{key}={_text(value)}")
+    return ",".join(pairs)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return NONE
+    if isinstance(value, dict):
+        top = value.get("max")
+        return f"{_text(value.get('min', ''))}..{'' if top is None else _text(top)}"
+    return str(value)
+
+
 def _tenant_change(tenants: dict[str, Any], path: str, value: str) -> None:
     """Apply ``NAME.KEY=VALUE`` or ``NAME=none`` to ``tenants`` (tenant name -> its limits or None)."""
     name, sep, key = path.rpartition(".")
