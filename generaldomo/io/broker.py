@@ -171,7 +171,7 @@ class Broker:
             max_frames=self.core.settings.max_frames,
             security=self.security,
         )
-        link.backlog, link.index = self.backlog, len(self.links)
+        link.backlog, link.index, link.labels = self.backlog, len(self.links), self.core.labels
         self.links.append(link)
         self.core.set_endpoints(self.endpoints)
         return link

@@ -43,14 +43,11 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-
-import attrs
 
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
@@ -73,6 +70,7 @@ from generaldomo.sansio.events import (
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.ledger import (
     OVERHEAD,
     Connection,
@@ -108,7 +106,6 @@ from generaldomo.sansio.report import (
     StatusQuery,
     StatusReport,
     WorkerReport,
-    build,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
@@ -183,7 +180,7 @@ class BrokerCore:
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
         self._random = random
-        self._label_key = random(16)
+        self.labels = PeerLabels(random(16))  # the links name peers with it too
         settings = self.settings
         self.ledger = Ledger(
             settings.held_bytes,
@@ -454,57 +451,50 @@ class BrokerCore:
         services, count, queued, in_flight = self._service_page(query)
         workers = self._worker_page(query)
         broker = BrokerReport(
-            self._instance.hex(),
-            round(now - self.started, 3),
-            [Endpoint(str(transport), endpoint) for transport, endpoint in self._endpoints],
-            dict(self.counters),
-            queued,
-            build(
-                SettingsReport,
-                {
-                    **attrs.asdict(self.settings),
-                    "connection_workers": self.settings.connection_workers,
-                    "field_limits": limits.as_settings(),
-                },
-            ),
-            self._held_total,
-            len(self._kept),
-            self._kept.bytes,
-            self._kept.evicted,
-            self._ledger_report(),
-            count,
-            len(self._workers),
-            self._busiest_hosts(),
+            instance=self._instance.hex(),
+            uptime=round(now - self.started, 3),
+            endpoints=[Endpoint(transport=str(t), endpoint=endpoint) for t, endpoint in self._endpoints],
+            counters=dict(self.counters),
+            queued=queued,
+            settings=SettingsReport.of(self.settings, limits.as_settings()),
+            queued_bytes=self._held_total,
+            kept_answers=len(self._kept),
+            kept_bytes=self._kept.bytes,
+            kept_evicted=self._kept.evicted,
+            ledger=self._ledger_report(),
+            service_count=count,
+            worker_count=len(self._workers),
+            hosts=self._busiest_hosts(),
             internal_errors=self.counters[INTERNAL_ERRORS],
             in_flight=in_flight,
         )
         limit = query.limit
         del services[limit + 1 :], workers[limit + 1 :]
         next_page = NextPage(  # after the last one listed, when there is one more
-            services[limit - 1].name if len(services) > limit and query.order == "name" else None,
-            workers[limit - 1].serial if len(workers) > limit else None,
+            services_after=services[limit - 1].name if len(services) > limit and query.order == "name" else None,
+            workers_after=workers[limit - 1].serial if len(workers) > limit else None,
         )
         del services[limit:], workers[limit:]
         return StatusReport(
-            broker,
-            [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
-            [
+            broker=broker,
+            services=[ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
+            workers=[
                 WorkerReport(
-                    worker.label,
-                    worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
-                    worker.service.name,
-                    worker.dialect.value,
-                    worker.state.value,
-                    worker.done,
-                    round(max(0.0, now - (worker.expires - expiry)), 3),
-                    worker.host,
-                    worker.pid,
-                    len(worker.description),
-                    worker.serial,
+                    peer=worker.label,
+                    description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
+                    service=worker.service.name,
+                    dialect=worker.dialect.value,
+                    state=worker.state.value,
+                    tasks_done=worker.done,
+                    last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
+                    host=worker.host,
+                    pid=worker.pid,
+                    description_bytes=len(worker.description),
+                    serial=worker.serial,
                 )
                 for worker in workers
             ],
-            next_page,
+            next=next_page,
         )
 
     def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int, int]:
@@ -545,12 +535,14 @@ class BrokerCore:
         ledger = self.ledger
         top = [
             ConnectionReport(
-                self._connection_label(where), account.bytes, {k.value: n for k, n in account.counts.items()}
+                connection=self._connection_label(where),
+                bytes=account.bytes,
+                holdings={k.value: n for k, n in account.counts.items()},
             )
             for where, account in ledger.top(TOP_CONNECTIONS)
         ]
         held = {kind.value: size for kind, size in ledger.by_kind.items() if size}
-        return LedgerReport(ledger.total, held, len(ledger), top)
+        return LedgerReport(held_bytes=ledger.total, by_kind=held, connections=len(ledger), top=top)
 
     def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
         """Every holding the core keeps on peers' behalf, as ``(connection, kind, bytes)``, recomputed from its
@@ -861,7 +853,7 @@ class BrokerCore:
             for rid in asked
             if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
         ]
-        out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
+        out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
         """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
@@ -1693,9 +1685,8 @@ class BrokerCore:
         return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
 
     def _label(self, peer: Peer) -> str:
-        """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
-        digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
-        return f"{peer.link}/{digest}"
+        """An opaque name for ``peer`` in reports and logs (see :mod:`generaldomo.sansio.labels`)."""
+        return self.labels(peer.link, peer.address)
 
     def _connection_label(self, where: Connection) -> str:
         """An opaque name for a connection: its link and a keyed hash of its first hop (as its peers' labels
