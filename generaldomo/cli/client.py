@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     typed = _typed(args.serializer, frames) if args.fetch is None else _typed_reply(args.serializer)
     started = time.monotonic()
     with Client(
-        target.where, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness,
+        target.where, args.transport, heartbeat_interval=args.heartbeat_interval, liveness=args.liveness,
         fail_unknown=args.fail_unknown, **curve.kwargs(),
     ) as client:  # fmt: skip
         if args.fetch is not None:

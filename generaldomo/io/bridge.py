@@ -86,6 +86,10 @@ class Bridge:
         idle_timeout: seconds after which an idle upstream connection is closed.
         security: CURVE for the bridge's own clients (as a broker's, :class:`~generaldomo.io.auth.BrokerSecurity`).
         upstream: CURVE towards the upstream broker (None: plaintext).
+        allow_plaintext: relay plaintext clients to a CURVE upstream with the bridge's key (refused otherwise).
+        max_in_flight: requests relayed at once; those beyond are answered ``429``.
+        on_failure: called with the error, from the loop's thread, if the loop stops because of one (the bridge
+            then serves nothing: :class:`BridgeFailed`).
 
     Example::
 

@@ -50,8 +50,6 @@ import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 
-import attrs
-
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.adaptive import AdaptiveLimits
@@ -108,7 +106,6 @@ from generaldomo.sansio.report import (
     StatusQuery,
     StatusReport,
     WorkerReport,
-    build,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
@@ -451,76 +448,71 @@ class BrokerCore:
             query: which page of services and workers.
         """
         expiry = self.settings.expiry
-        services, count, queued = self._service_page(query)
+        services, count, queued, in_flight = self._service_page(query)
         workers = self._worker_page(query)
         broker = BrokerReport(
-            self._instance.hex(),
-            round(now - self.started, 3),
-            [Endpoint(str(transport), endpoint) for transport, endpoint in self._endpoints],
-            dict(self.counters),
-            queued,
-            build(
-                SettingsReport,
-                {
-                    **attrs.asdict(self.settings),
-                    "connection_workers": self.settings.connection_workers,
-                    "field_limits": limits.as_settings(),
-                },
-            ),
-            self._held_total,
-            len(self._kept),
-            self._kept.bytes,
-            self._kept.evicted,
-            self._ledger_report(),
-            count,
-            len(self._workers),
-            self._busiest_hosts(),
+            instance=self._instance.hex(),
+            uptime=round(now - self.started, 3),
+            endpoints=[Endpoint(transport=str(t), endpoint=endpoint) for t, endpoint in self._endpoints],
+            counters=dict(self.counters),
+            queued=queued,
+            settings=SettingsReport.of(self.settings, limits.as_settings()),
+            queued_bytes=self._held_total,
+            kept_answers=len(self._kept),
+            kept_bytes=self._kept.bytes,
+            kept_evicted=self._kept.evicted,
+            ledger=self._ledger_report(),
+            service_count=count,
+            worker_count=len(self._workers),
+            hosts=self._busiest_hosts(),
             internal_errors=self.counters[INTERNAL_ERRORS],
+            in_flight=in_flight,
         )
         limit = query.limit
         del services[limit + 1 :], workers[limit + 1 :]
         next_page = NextPage(  # after the last one listed, when there is one more
-            services[limit - 1].name if len(services) > limit and query.order == "name" else None,
-            workers[limit - 1].serial if len(workers) > limit else None,
+            services_after=services[limit - 1].name if len(services) > limit and query.order == "name" else None,
+            workers_after=workers[limit - 1].serial if len(workers) > limit else None,
         )
         del services[limit:], workers[limit:]
         return StatusReport(
-            broker,
-            [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
-            [
+            broker=broker,
+            services=[ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
+            workers=[
                 WorkerReport(
-                    worker.label,
-                    worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
-                    worker.service.name,
-                    worker.dialect.value,
-                    worker.state.value,
-                    worker.done,
-                    round(max(0.0, now - (worker.expires - expiry)), 3),
-                    worker.host,
-                    worker.pid,
-                    len(worker.description),
-                    worker.serial,
+                    peer=worker.label,
+                    description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
+                    service=worker.service.name,
+                    dialect=worker.dialect.value,
+                    state=worker.state.value,
+                    tasks_done=worker.done,
+                    last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
+                    host=worker.host,
+                    pid=worker.pid,
+                    description_bytes=len(worker.description),
+                    serial=worker.serial,
                 )
                 for worker in workers
             ],
-            next_page,
+            next=next_page,
         )
 
-    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int]:
+    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int, int]:
         """The services of ``query``'s page and one more if there are more (in its order), the number of
-        services and the tasks queued in all."""
-        count = queued = 0
+        services, and the tasks queued and in flight in all."""
+        count = queued = in_flight = 0
         chosen: list[Service] = []
         name, after = query.service, query.services_after
         for service in self.resolver.services():
             count += 1
             queued += len(service.pending)
+            in_flight += service.flow.in_flight
             if (name is None or service.name == name) and (after is None or service.name > after):
                 chosen.append(service)
         if query.order == "busy":
             busiest = heapq.nsmallest(query.limit, chosen, key=_busy)
-            return busiest, count, queued
-        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued
+            return busiest, count, queued, in_flight
+        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued, in_flight
 
     def _worker_page(self, query: StatusQuery) -> list[Worker]:
         """The workers of ``query``'s page and one more if there are more, in order of registration."""
@@ -543,12 +535,14 @@ class BrokerCore:
         ledger = self.ledger
         top = [
             ConnectionReport(
-                self._connection_label(where), account.bytes, {k.value: n for k, n in account.counts.items()}
+                connection=self._connection_label(where),
+                bytes=account.bytes,
+                holdings={k.value: n for k, n in account.counts.items()},
             )
             for where, account in ledger.top(TOP_CONNECTIONS)
         ]
         held = {kind.value: size for kind, size in ledger.by_kind.items() if size}
-        return LedgerReport(ledger.total, held, len(ledger), top)
+        return LedgerReport(held_bytes=ledger.total, by_kind=held, connections=len(ledger), top=top)
 
     def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
         """Every holding the core keeps on peers' behalf, as ``(connection, kind, bytes)``, recomputed from its
