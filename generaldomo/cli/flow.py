@@ -48,11 +48,11 @@ def _tenant(text: str) -> tuple[str, dict[str, Any] | None]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-LIMITS = tuple(knob.name for knob in knobs.FLOW if knob.kind is not knobs.Kind.TENANTS)  # namespace keys
+FLOW_KEYS = tuple(knob.name for knob in knobs.FLOW if knob.kind is not knobs.Kind.TENANTS)  # namespace keys
 
 
 def run(args: argparse.Namespace) -> int:
-    changes: dict[str, object] = {key: getattr(args, key) for key in LIMITS if hasattr(args, key)}
+    changes: dict[str, object] = {key: getattr(args, key) for key in FLOW_KEYS if hasattr(args, key)}
     if hasattr(args, "tenants"):
         changes["tenants"] = dict(args.tenants)
     target = options.peer(args)

@@ -43,7 +43,6 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 import logging
@@ -71,6 +70,7 @@ from generaldomo.sansio.events import (
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.ledger import (
     OVERHEAD,
     Connection,
@@ -180,7 +180,7 @@ class BrokerCore:
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
         self._random = random
-        self._label_key = random(16)
+        self.labels = PeerLabels(random(16))  # the links name peers with it too
         settings = self.settings
         self.ledger = Ledger(
             settings.held_bytes,
@@ -273,7 +273,7 @@ class BrokerCore:
             kind = type(event)
             if credential is None or self._permits(peer, event, credential, now, out):
                 limit = self.settings.max_message
-                if limit is not None and kind in self._large and _size(frames) > limit:
+                if limit is not None and kind in self._large and sum(map(len, frames)) > limit:  # (a call less)
                     self._large[kind](peer, event, now, credential, out)
                 else:
                     self._handlers[kind](peer, event, now, credential, out)
@@ -855,7 +855,7 @@ class BrokerCore:
         ]
         if self._recovering(now):  # workers of the previous instance may still claim them: not "unknown" yet
             unknown = []
-        out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
+        out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _recovering(self, now: float) -> bool:
         """Within the recovery window after a restart (see :meth:`_dispatch`)."""
@@ -1691,9 +1691,8 @@ class BrokerCore:
         return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
 
     def _label(self, peer: Peer) -> str:
-        """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
-        digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
-        return f"{peer.link}/{digest}"
+        """An opaque name for ``peer`` in reports and logs (see :mod:`generaldomo.sansio.labels`)."""
+        return self.labels(peer.link, peer.address)
 
     def _connection_label(self, where: Connection) -> str:
         """An opaque name for a connection: its link and a keyed hash of its first hop (as its peers' labels
@@ -1710,10 +1709,6 @@ class BrokerCore:
         where = connection(peer.link, peer.address)
         window = where if key is None else key
         self._warnings.warn(kind, window, lambda: self._connection_label(where), now, message, *args, level=level)
-
-
-def _size(frames: Sequence[bytes]) -> int:
-    return sum(map(len, frames))
 
 
 def _digest(task: Task) -> bytes:
