@@ -225,4 +225,4 @@ def parse_flow(spec: str) -> FlowSpec:
         raise ValueError(f"--flow {spec!r}: {error}") from None
 
 
-COMMAND = Command("broker", "run a broker", arguments, run)
+COMMAND = Command("broker", "run a broker", arguments, run, configurable=True)

@@ -46,6 +46,16 @@ ALLOWLISTS = {  # the broker's directories of admitted public certificates, by r
     "workers": "GENERALDOMO_CURVE_WORKERS",
     "admins": "GENERALDOMO_CURVE_ADMINS",
 }
+# The variables of options older than the rule GENERALDOMO_ + the option's destination in capitals (by destination)
+VARIABLES = {
+    "connect": BROKER_VARIABLE,
+    "broker_file": BROKER_FILE_VARIABLE,
+    "curve_key": CURVE_KEY,
+    "curve_server_key": CURVE_SERVER_KEY,
+    "trust_announced_key": CURVE_TRUST,
+    "curve_secret": CURVE_SECRET,
+    **ALLOWLISTS,
+}
 
 
 def transport(parser: argparse.ArgumentParser) -> None:

@@ -365,7 +365,9 @@ class DealerConnection(Connection):
             self._polling -= 1
 
     def _readable(self) -> bool:
-        """A message is waiting (lock held)."""
+        """A message is waiting (lock held, socket open)."""
+        if self._native is not None:  # one C call; pyzmq's EVENTS is an enum member made per call
+            return bool(self._native.readable(self._handle))
         return bool(int(_get(self.socket, _EVENTS)) & _POLLIN)
 
     def flush(self, woken: bool = True) -> None:

@@ -120,6 +120,7 @@ class Link:
     transport: ClassVar[Transport]
     socket_type: ClassVar[int]
     needs_draft: ClassVar[bool] = False  # the socket type is libzmq's draft API (the accelerator's draft part too)
+    frame_bytes: ClassVar[int] = 0  # bytes a frame holds in the socket beyond its own (a packed part's length)
 
     def __init__(
         self,
@@ -204,8 +205,11 @@ class Link:
         if backlog is None:
             self._send(address, frames)
             return
-        where = (self.index, address[0] if isinstance(address, tuple) else address)  # ledger.connection, inlined
-        size = self.size(address, frames)
+        where: tuple[int, bytes | int]
+        if isinstance(address, tuple):
+            where, size = (self.index, address[0]), self.size(address, frames)  # ledger.connection, inlined
+        else:  # a direct peer, the common case: self.size inlined
+            where, size = (self.index, address), sum(map(len, frames)) + self.frame_bytes * len(frames)
         step = backlog.route(where, size)
         if step == SEND:
             self._send(address, frames)
@@ -223,8 +227,10 @@ class Link:
             )
 
     def size(self, address: Address, frames: Sequence[bytes]) -> int:
-        """Bytes a message of ``frames`` to ``address`` holds in the socket."""
-        return sum(map(len, frames))
+        """Bytes a message of ``frames`` to ``address`` holds in the socket: its frames' and its envelope's, and
+        :attr:`frame_bytes` per frame."""
+        hops = sum(map(len, address[1:])) if isinstance(address, tuple) else 0
+        return hops + sum(map(len, frames)) + self.frame_bytes * len(frames)
 
     def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         """Send ``frames`` to ``address``; False (counted) if the socket refused them."""
@@ -431,10 +437,6 @@ class RouterLink(Link):
             _give_back_memory()
         return count
 
-    def size(self, address: Address, frames: Sequence[bytes]) -> int:
-        hops = sum(map(len, address[1:])) if isinstance(address, tuple) else 0
-        return hops + sum(map(len, frames))
-
     def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         # The broker never sends a message without frames.
         if self.socket.closed:
@@ -489,6 +491,7 @@ class ServerLink(Link):
     transport = Transport.SERVER
     socket_type = getattr(zmq, "SERVER", -1)
     needs_draft = True
+    frame_bytes = 1  # about what the packing takes
 
     def prepare(self) -> None:
         self._aliases: list[str] = []  # inproc endpoints carried over ipc (before any bind)
@@ -555,9 +558,6 @@ class ServerLink(Link):
             if credential is not None:
                 return peer, frames, credential
         return None
-
-    def size(self, address: Address, frames: Sequence[bytes]) -> int:
-        return len(frames) + sum(map(len, frames))  # about what the packing takes
 
     def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         assert isinstance(address, int)

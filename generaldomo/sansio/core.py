@@ -286,7 +286,7 @@ class BrokerCore:
             kind = type(event)
             if credential is None or self._permits(peer, event, credential, now, out):
                 limit = self.settings.max_message
-                if limit is not None and kind in self._large and _size(frames) > limit:
+                if limit is not None and kind in self._large and sum(map(len, frames)) > limit:  # (a call less)
                     self._large[kind](peer, event, now, credential, out)
                 else:
                     self._handlers[kind](peer, event, now, credential, out)
@@ -1716,10 +1716,6 @@ class BrokerCore:
         where = connection(peer.link, peer.address)
         window = where if key is None else key
         self._warnings.warn(kind, window, lambda: self._connection_label(where), now, message, *args, level=level)
-
-
-def _size(frames: Sequence[bytes]) -> int:
-    return sum(map(len, frames))
 
 
 def _digest(task: Task) -> bytes:
