@@ -66,6 +66,11 @@ def test_flags_win_over_the_environment_which_wins_over_the_file(tmp_path: Path)
     assert shown["flow"] == (["echo:rate=5"], f"{config}:[broker] flow")
     assert shown["max_frames"] == (1024, "default") and shown["service_idle"] == (60.0, "default")
     assert printed("broker", "--config", str(config), env=given)["max_workers"] == (88, "GENERALDOMO_MAX_WORKERS")
+    unset = environment(GENERALDOMO_MAX_WORKERS="")
+    assert printed("broker", "--config", str(config), env=unset)["max_workers"] == (
+        77,
+        f"{config}:[broker] max_workers",
+    )
     assert printed("broker", env=environment(GENERALDOMO_CONFIG=str(config)))["max_workers"][0] == 77
     client = printed("client", "--config", str(config))
     assert client["heartbeat_interval"] == (1.5, f"{config}:heartbeat_interval") and client["timeout"][0] == 3.0

@@ -188,7 +188,7 @@ def resolve(
     for option in options:
         if option.key in given:
             value, source = getattr(args, option.key), f"flag {option.flag}"
-        elif option.variable in environ:
+        elif environ.get(option.variable):  # empty: unset, as the older variables always were
             value = convert(option, environ[option.variable], option.variable)
             source = option.variable
             if option.reads_variable:  # shown, and left to the code that reads it (and logs where it came from)
