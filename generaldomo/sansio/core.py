@@ -48,6 +48,7 @@ import itertools
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
@@ -111,7 +112,7 @@ from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
-from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState, WorkerState
+from generaldomo.sansio.states import IN_FLIGHT, TASK, WORKER, Step, TaskState, WorkerState
 from generaldomo.sansio.ticket import Ticket, Tickets, nonce, request_digest
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
@@ -125,14 +126,22 @@ TOP_CONNECTIONS = 10  # connections the status report names, those holding the m
 MAX_HOSTS = 32  # hosts the status report counts workers of by name; the others' are summed as "other"
 _ALL = StatusQuery()
 _UNSET = FlowLimits()
-# The rows of the life-cycle tables the core uses, looked up once.
-_W_DISPATCH, _W_RESULT = WORKER_MOVES[Step.DISPATCH], WORKER_MOVES[Step.RESULT]
-_W_CANCEL, _W_LEAVE = WORKER_MOVES[Step.CANCEL], WORKER_MOVES[Step.LEAVE]
-_T_DISPATCH, _T_REISSUE = TASK_MOVES[Step.DISPATCH], TASK_MOVES[Step.REISSUE]
-_T_CANCEL, _T_FINISH = TASK_MOVES[Step.CANCEL], TASK_MOVES[Step.FINISH]
+# The rows of the life-cycle tables the core uses, looked up once: a move is one dict lookup, and one the table
+# lacks raises IllegalTransition (machine, state, step).
+_W_DISPATCH, _W_RESULT = WORKER.row(Step.DISPATCH), WORKER.row(Step.RESULT)
+_W_CANCEL, _W_LEAVE = WORKER.row(Step.CANCEL), WORKER.row(Step.LEAVE)
+_T_DISPATCH, _T_REISSUE = TASK.row(Step.DISPATCH), TASK.row(Step.REISSUE)
+_T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 
-Handler = Callable[..., None]  # (peer, event, now, credential, out) for the event's own type
+E = TypeVar("E", bound=Event)
+Handler = Callable[[Peer, E, float, Credential | None, list[Send]], None]  # (peer, event, now, credential, out)
+
+
+def _on(kind: type[E], handler: Handler[E]) -> tuple[type, Handler[Any]]:
+    """An entry of a handler table: the handler of events of ``kind``, typed for that kind (the table, keyed by
+    the event's class, cannot say that each value takes its key's events: each entry says it)."""
+    return kind, handler
 
 
 class BrokerCore:
@@ -216,23 +225,27 @@ class BrokerCore:
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
-        self._handlers: dict[type, Handler] = {
-            ClientRequest: self._on_request,
-            ClientHeartbeat: self._on_client_heartbeat,
-            ClientCancel: self._on_cancel,
-            WorkerReady: self._on_ready,
-            WorkerReply: self._on_reply,
-            WorkerHeartbeat: self._on_heartbeat,
-            WorkerDisconnect: self._on_disconnect,
-            Malformed: self._on_malformed,
-        }
-        self._handlers[WorkerResume] = self._on_resume
-        self._handlers[WorkerHandover] = self._on_handover
-        self._large: dict[type, Handler] = {
-            ClientRequest: self._on_large_request,
-            WorkerReply: self._on_large_reply,
-            WorkerHandover: self._on_large_handover,
-        }
+        self._handlers: dict[type, Handler[Any]] = dict(
+            (
+                _on(ClientRequest, self._on_request),
+                _on(ClientHeartbeat, self._on_client_heartbeat),
+                _on(ClientCancel, self._on_cancel),
+                _on(WorkerReady, self._on_ready),
+                _on(WorkerReply, self._on_reply),
+                _on(WorkerHeartbeat, self._on_heartbeat),
+                _on(WorkerDisconnect, self._on_disconnect),
+                _on(Malformed, self._on_malformed),
+                _on(WorkerResume, self._on_resume),
+                _on(WorkerHandover, self._on_handover),
+            )
+        )
+        self._large: dict[type, Handler[Any]] = dict(  # those over max_message
+            (
+                _on(ClientRequest, self._on_large_request),
+                _on(WorkerReply, self._on_large_reply),
+                _on(WorkerHandover, self._on_large_handover),
+            )
+        )
         self._tickets = None if handover_key is None else Tickets(handover_key, instance)
         self._claims: dict[RequestKey, Worker] = {}  # requests that resumed workers run, until they arrive
         self._hold_until = started + self.settings.recovery_window if recovering and self._tickets else None
