@@ -4,11 +4,15 @@ Each client task gets ``(index, when)`` pairs (``when`` on the shared monotonic 
 its time without waiting for earlier ones, and returns one record per request: ``sent``, ``start`` and
 ``end`` of the work (from the service), ``received``. (a) goes through this process's shared generaldomo
 client to the broker, (b) calls the flow-controlled actor. ``probe_*`` measure one request at a time with no
-limit in force and no work: the overhead of each path.
+limit in force and no work: the overhead of each path. ``closed_loop`` keeps one request per thread outstanding
+instead (the adaptive phases' clients, :mod:`bench.ray_adaptive`); ``gated_broker_loop`` and ``gated_actor_loop``
+do the same through the broker and through a flow-controlled actor for a run timed by a :class:`Gate` (part
+``shared``'s remote API with a hidden limit).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import struct
 import threading
@@ -147,3 +151,77 @@ def closed_loop(endpoint: str, service: str, until: float, threads: int) -> list
     for caller in callers:
         caller.join(until - time.monotonic() + 90)
     return replies
+
+
+GATE_WAIT = 120.0  # seconds a gated task waits for the others to run
+RETRY_GRACE = 60.0  # seconds past its end a gated run still tries a refused call again
+
+
+@ray.remote(num_cpus=0)
+class Gate:
+    """Holds ``parties`` tasks until all of them run, then lets them go together ``lead`` seconds later: Ray
+    starting a worker process for each (seconds on a loaded machine) does not eat into a timed run."""
+
+    def __init__(self, parties: int, lead: float) -> None:
+        self.parties = parties
+        self.lead = lead
+        self.arrived = 0
+        self.start = 0.0
+        self.opened = asyncio.Event()
+
+    async def arrive(self) -> float:
+        """Wait for the others; the monotonic time they all start at."""
+        self.arrived += 1
+        if self.arrived == self.parties:
+            self.start = time.monotonic() + self.lead
+            self.opened.set()
+        await self.opened.wait()
+        return self.start
+
+
+def _gated_loop(gate: Any, seconds: float, threads: int, call: Callable[[float], bool]) -> tuple[float, int]:
+    """Once ``gate`` opens, ``threads`` threads calling ``call(until)`` again as soon as it returns, for
+    ``seconds``; a False ends that thread. The start, and the calls that returned True."""
+    start = float(ray.get(gate.arrive.remote(), timeout=GATE_WAIT))
+    until = start + seconds
+    answered = [0] * threads
+    _sleep_until(start)
+
+    def loop(n: int) -> None:
+        while time.monotonic() < until and call(until):
+            answered[n] += 1
+
+    callers = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(threads)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(until - time.monotonic() + RETRY_GRACE + 90)
+    return start, sum(answered)
+
+
+@ray.remote(num_cpus=0.5)
+def gated_broker_loop(endpoint: str, service: str, gate: Any, seconds: float, threads: int) -> tuple[float, int]:
+    """Requests to ``service`` on this process's client, one per thread outstanding, for ``seconds`` once
+    ``gate`` opens: the start, and the requests answered."""
+    client = gdray.client(endpoint)
+
+    def call(until: float) -> bool:
+        client.request(service, b"x", timeout=60)
+        return True
+
+    return _gated_loop(gate, seconds, threads, call)
+
+
+@ray.remote(num_cpus=0.5)
+def gated_actor_loop(actor: Any, gate: Any, seconds: float, threads: int) -> tuple[float, int]:
+    """Calls of a flow-controlled ``actor`` whose ``process()`` says False when refused, one per thread
+    outstanding, for ``seconds`` once ``gate`` opens; a refused call is tried again at once (until
+    :data:`RETRY_GRACE` past the end). The start, and the calls answered."""
+
+    def call(until: float) -> bool:
+        while not ray.get(actor.process.remote(), timeout=60):
+            if time.monotonic() > until + RETRY_GRACE:
+                return False
+        return True
+
+    return _gated_loop(gate, seconds, threads, call)

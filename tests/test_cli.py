@@ -136,7 +136,7 @@ def test_every_default_is_shown() -> None:
 def test_defaults_come_from_settings() -> None:
     settings, commands = Settings(), _subparsers(parser())
     broker = commands["broker"].parse_args([])
-    assert (broker.heartbeat, broker.liveness) == (settings.heartbeat_interval, settings.liveness)
+    assert (broker.heartbeat_interval, broker.liveness) == (settings.heartbeat_interval, settings.liveness)
     assert (broker.max_attempts, broker.max_message) == (settings.max_attempts, settings.max_message)
     assert broker.queue_timeout == settings.queue_timeout
 

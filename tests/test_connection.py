@@ -10,7 +10,7 @@ import zmq
 from zmq.utils import z85
 
 from generaldomo import Client
-from generaldomo.io.connection import BrokerLink, Curve, connect
+from generaldomo.io.connection import BrokerChannel, Curve, connect
 from generaldomo.sansio import codec
 from generaldomo.sansio.session import Reconnect
 
@@ -65,12 +65,12 @@ def test_curve_options_take_z85_text_or_raw_bytes() -> None:
     assert Curve.of(None, None) is None
     fresh = Curve.of(public, None)  # a key pair of its own
     assert fresh is not None and fresh.public_key != public and len(fresh.secret_key) == 40
-    link = BrokerLink("tcp://127.0.0.1:9", "router", zmq.Context.instance(), as_raw)
-    assert link.connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
-    link.adopt()
-    link.perform([Reconnect("a test", silent=True)])
-    assert link.connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE  # a reconnect keeps it
-    link.close()
+    channel = BrokerChannel("tcp://127.0.0.1:9", "router", zmq.Context.instance(), as_raw)
+    assert channel.connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
+    channel.adopt()
+    channel.perform([Reconnect("a test", silent=True)])
+    assert channel.connection.socket.getsockopt(zmq.MECHANISM) == zmq.CURVE  # a reconnect keeps it
+    channel.close()
 
 
 def test_a_curve_client_reaches_a_curve_server(transport: str) -> None:

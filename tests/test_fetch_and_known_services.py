@@ -18,7 +18,7 @@ from generaldomo.io.auth import BrokerSecurity
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
-from generaldomo.sansio.session import ClientSession, Resolve, Send
+from generaldomo.sansio.session import ClientSession, Resolve, ToBroker
 from generaldomo.sansio.settings import PeerSettings
 
 KNOWN, DETACHED = protocol.FLAG_KNOWN_SERVICE, protocol.FLAG_DETACHED
@@ -122,7 +122,7 @@ def test_a_detached_request_outlives_its_silent_client_and_is_fetched_by_its_id(
     assert h.replies_of(client(1)) == [(b"kept", protocol.OK, (b"done",))] and h.replies_of(client(0)) == []
     h.feed(client(2), heartbeat(b"kept", b"never"))  # later: the kept answer; an unknown id is listed
     assert h.replies_of(client(2)) == [(b"kept", protocol.OK, (b"done",))]
-    assert h.inbox[client(2)][-1] == protocol.broker_heartbeat(b"test", [b"never"])
+    assert h.inbox[client(2)][-1] == protocol.gdp_client_heartbeat(b"test", [b"never"])
 
 
 # ------------------------------------------------------------------------------------------------ the session
@@ -131,16 +131,16 @@ def test_a_detached_request_outlives_its_silent_client_and_is_fetched_by_its_id(
 def test_a_fetch_asks_at_once_and_resolves_404_for_an_unknown_id() -> None:
     session: ClientSession[str] = ClientSession(PeerSettings(1.0, 3), 0.0)
     assert session.fetch(b"r1", "caller", 0.0) == heartbeat(b"r1")
-    (resolved,) = session.receive(protocol.broker_heartbeat(b"b1", [b"r1"]), 0.1)
+    (resolved,) = session.receive(protocol.gdp_client_heartbeat(b"b1", [b"r1"]), 0.1)
     assert isinstance(resolved, Resolve) and resolved.status == protocol.NOT_FOUND and not session.outstanding
 
 
 def test_a_fetch_gets_the_answer_asks_again_after_a_restart_and_cancels_nothing() -> None:
     session: ClientSession[str] = ClientSession(PeerSettings(1.0, 3), 0.0)
     session.fetch(b"r1", "caller", 0.0)
-    assert session.receive(protocol.broker_heartbeat(b"b1", []), 0.1) == []  # live: its answer will come
-    again = session.receive(protocol.broker_heartbeat(b"b2", []), 0.2)  # a new broker: ask, never resend
-    assert [list(a.frames) for a in again if isinstance(a, Send)] == [heartbeat(b"r1")]
+    assert session.receive(protocol.gdp_client_heartbeat(b"b1", []), 0.1) == []  # live: its answer will come
+    again = session.receive(protocol.gdp_client_heartbeat(b"b2", []), 0.2)  # a new broker: ask, never resend
+    assert [list(a.frames) for a in again if isinstance(a, ToBroker)] == [heartbeat(b"r1")]
     final = [protocol.GDP_CLIENT, b"\x03", b"r1", protocol.OK, b"", b"answer"]
     (resolved,) = session.receive(final, 0.3)
     assert isinstance(resolved, Resolve) and resolved.body == (b"answer",)

@@ -19,7 +19,7 @@ from generaldomo.io.beacon import Listener
 from generaldomo.io.locator import FILE_LOOK, Locator, Target, Where
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.session import ClientSession, Reconnect, Send, WorkerSession
+from generaldomo.sansio.session import ClientSession, Reconnect, ToBroker, WorkerSession
 from generaldomo.sansio.settings import PeerSettings
 
 FAST = Settings(heartbeat_interval=0.25, liveness=4)
@@ -39,10 +39,10 @@ def test_endpoints_are_tried_in_turn_and_the_first_stays_first() -> None:
 def test_sessions_register_again_where_the_broker_moved() -> None:
     client: ClientSession[None] = ClientSession(PeerSettings(), 0.0)
     frames = client.submit(b"r1", b"echo", [b"x"], None, 0.0)
-    assert client.moved("moved", 1.0) == [Reconnect("moved"), Send(frames)]  # not silent: where the file says
+    assert client.moved("moved", 1.0) == [Reconnect("moved"), ToBroker(frames)]  # not silent: where the file says
     worker = WorkerSession(b"echo", PeerSettings(), 0.0)
     worker.receive(protocol.worker_request(Dialect.GDP, b"t1", b"echo", [b"x"]), 0.5)
-    assert worker.moved("moved", 1.0) == [Reconnect("moved"), Send(protocol.gdp_resume(b"echo", b"t1"))]
+    assert worker.moved("moved", 1.0) == [Reconnect("moved"), ToBroker(protocol.gdp_resume(b"echo", b"t1"))]
     worker.stop()
     assert worker.moved("moved", 2.0) == []
 

@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.peer_events import BrokerDisconnect, BrokerHeartbeat, TaskRequest
-from generaldomo.sansio.session import Reconnect, RunTask, Send, WorkerSession
+from generaldomo.sansio.session import Reconnect, RunTask, ToBroker, WorkerSession
 from generaldomo.sansio.settings import PeerSettings
 
 KEY = bytes(range(32))
@@ -35,7 +35,7 @@ class Worker:
         self.session = WorkerSession(SERVICE, PeerSettings(INTERVAL, 3), now)
         self.socket = 0
         self.running: RunTask | None = None
-        self.outbox: list[list[bytes]] = [list(a.frames) for a in self.session.start() if isinstance(a, Send)]
+        self.outbox: list[list[bytes]] = [list(a.frames) for a in self.session.start() if isinstance(a, ToBroker)]
 
     @property
     def peer(self) -> Peer:

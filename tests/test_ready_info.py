@@ -14,7 +14,7 @@ from generaldomo.io.metrics import MAX_HOSTS, StatusCollector
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect, Malformed, WorkerReady, WorkerReply
 from generaldomo.sansio.report import FlowReport, StatusReport
-from generaldomo.sansio.session import Send, WorkerSession
+from generaldomo.sansio.session import ToBroker, WorkerSession
 from generaldomo.sansio.settings import PeerSettings
 
 frames = st.binary(max_size=24)
@@ -152,12 +152,12 @@ def test_metrics_count_workers_per_host_with_few_label_values() -> None:
 def test_the_worker_session_sends_peer_info_in_each_plain_ready_only() -> None:
     info = protocol.worker_info("node-7", 4321)
     session = WorkerSession(b"echo", PeerSettings(), 0.0, info)
-    assert [a.frames for a in session.start() if isinstance(a, Send)] == [protocol.gdp_ready(b"echo", info=info)]
+    assert [a.frames for a in session.start() if isinstance(a, ToBroker)] == [protocol.gdp_ready(b"echo", info=info)]
     session.receive(protocol.worker_request(Dialect.GDP, b"t1", b"echo", [b"x"]), 0.1)
-    result = [a.frames for a in session.finish(protocol.OK, [b"x"], 0.2) if isinstance(a, Send)]
+    result = [a.frames for a in session.finish(protocol.OK, [b"x"], 0.2) if isinstance(a, ToBroker)]
     assert result == [protocol.gdp_ready(b"echo", (b"t1", protocol.OK, [b"x"]))]
     again = session.receive(protocol.gdp_worker_command(protocol.DISCONNECT), 0.3)
-    assert [a.frames for a in again if isinstance(a, Send)] == [
+    assert [a.frames for a in again if isinstance(a, ToBroker)] == [
         protocol.gdp_ready(b"echo", info=info),
         protocol.gdp_handover(b"t1", protocol.OK, [b"x"]),  # held: no heartbeat said the broker takes no hand-over
     ]
@@ -169,7 +169,7 @@ def test_a_worker_refused_before_it_was_answered_tries_the_other_form_of_ready()
     disconnect = protocol.gdp_worker_command(protocol.DISCONNECT)
 
     def sent(actions: list[Any]) -> list[list[bytes]]:
-        return [a.frames for a in actions if isinstance(a, Send)]
+        return [a.frames for a in actions if isinstance(a, ToBroker)]
 
     assert sent(session.start()) == [protocol.gdp_ready(b"echo", info=info)]
     # An older broker takes that READY as malformed and answers the first heartbeat with DISCONNECT: a refusal,
@@ -190,7 +190,7 @@ def test_a_worker_with_peer_info_registers_with_an_older_core() -> None:
 
     def carry_out(actions: list[Any]) -> None:
         for action in actions:
-            if isinstance(action, Send):  # READY, description, peer info: an older core read it as malformed
+            if isinstance(action, ToBroker):  # READY, description, peer info: an older core read it as malformed
                 with_info = len(action.frames) == 4 and action.frames[1] == b"\x01"
                 h.feed(peer, [*action.frames[:3], b"not peer info"] if with_info else action.frames)
 

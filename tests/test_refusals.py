@@ -17,7 +17,7 @@ from waiting import eventually
 from generaldomo import Broker, Worker
 from generaldomo.io import keys
 from generaldomo.sansio import protocol
-from generaldomo.sansio.session import BACKOFF_FIRST, BACKOFF_MOST, Reconnect, Send, WorkerSession
+from generaldomo.sansio.session import BACKOFF_FIRST, BACKOFF_MOST, Reconnect, ToBroker, WorkerSession
 from generaldomo.sansio.settings import PeerSettings
 
 DISCONNECT = protocol.gdp_worker_command(protocol.DISCONNECT)
@@ -36,7 +36,7 @@ def refused_until(session: WorkerSession, now: float) -> list[float]:
         if retry > now:
             return readies
         actions = session.tick(retry)
-        assert isinstance(actions[0], Reconnect) and isinstance(actions[1], Send)
+        assert isinstance(actions[0], Reconnect) and isinstance(actions[1], ToBroker)
         readies.append(retry)
 
 
@@ -66,7 +66,7 @@ def test_an_answered_ready_resets_the_wait_and_a_later_disconnect_registers_at_o
     session.tick(3.0)
     session.receive(HEARTBEAT, 3.1)  # registered
     again = session.receive(DISCONNECT, 10.0)  # the broker restarted and forgot it: not a refusal
-    assert isinstance(again[0], Reconnect) and isinstance(again[1], Send)
+    assert isinstance(again[0], Reconnect) and isinstance(again[1], ToBroker)
     assert session.receive(DISCONNECT, 10.0) == [] and session.deadline() == 11.0  # refused: the first step
 
 

@@ -43,8 +43,8 @@ def test_an_attacker_that_saw_one_id_cannot_capture_the_next_answers(
     workers(endpoint, transport)
     with Client(endpoint, transport) as victim, RawPeer(transport, endpoint) as attacker:
         wire: list[list[bytes]] = []
-        send = victim._link.send
-        victim._link.send = lambda frames: (wire.append(list(frames)), send(frames))[1]  # an eavesdropper
+        send = victim._channel.send
+        victim._channel.send = lambda frames: (wire.append(list(frames)), send(frames))[1]  # an eavesdropper
         assert victim.request("echo", b"first", timeout=30).payload == b"first"
         seen = next(frames[2] for frames in wire if frames[1] in REQUESTS)
         for rid in predicted(seen, NEXT):

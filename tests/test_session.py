@@ -5,14 +5,14 @@ from __future__ import annotations
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
-from generaldomo.sansio.session import ClientSession, Reconnect, Resolve, RunTask, Send, WorkerSession
+from generaldomo.sansio.session import ClientSession, Reconnect, Resolve, RunTask, ToBroker, WorkerSession
 from generaldomo.sansio.settings import PeerSettings
 
 PEER = PeerSettings(heartbeat_interval=1.0, liveness=3)
 
 
 def sent(actions: list) -> list[list[bytes]]:
-    return [list(a.frames) for a in actions if isinstance(a, Send)]
+    return [list(a.frames) for a in actions if isinstance(a, ToBroker)]
 
 
 def final(rid: bytes, body: bytes = b"ok") -> list[bytes]:

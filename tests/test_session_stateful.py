@@ -28,7 +28,16 @@ from generaldomo.sansio.events import (
     WorkerResume,
 )
 from generaldomo.sansio.peer_events import HeartbeatAnswer
-from generaldomo.sansio.session import ClientSession, Fail, Progress, Reconnect, Resolve, RunTask, Send, WorkerSession
+from generaldomo.sansio.session import (
+    ClientSession,
+    Fail,
+    Progress,
+    Reconnect,
+    Resolve,
+    RunTask,
+    ToBroker,
+    WorkerSession,
+)
 from generaldomo.sansio.settings import PeerSettings
 
 INTERVAL = 1.0
@@ -95,7 +104,7 @@ class SessionMachine(RuleBasedStateMachine):
 
     def act(self, actions: list) -> None:
         for action in actions:
-            if isinstance(action, Send):
+            if isinstance(action, ToBroker):
                 self.sent(list(action.frames))
             elif isinstance(action, Reconnect):
                 self.to_broker.clear()  # a new socket: what was in flight on the old one is lost

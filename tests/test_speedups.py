@@ -253,3 +253,27 @@ def test_send_multipart_reports_a_full_queue_instead_of_blocking() -> None:
             speedups.native.send_multipart(lonely.underlying, [b"a", "not bytes"])
     finally:
         lonely.close(0)
+
+
+@native
+def test_readable_agrees_with_pyzmqs_events() -> None:
+    assert speedups.native is not None
+    context = zmq.Context.instance()
+    name = f"inproc://readable-{next(_names)}-{os.getpid()}"
+    reader, writer = context.socket(zmq.DEALER), context.socket(zmq.DEALER)
+    try:
+        reader.bind(name)
+        writer.connect(name)
+        assert speedups.native.readable(reader.underlying) is False
+        assert not reader.getsockopt(zmq.EVENTS) & zmq.POLLIN
+        writer.send_multipart([b"a", b"b"])
+        deadline = time.monotonic() + 30
+        while not speedups.native.readable(reader.underlying) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert speedups.native.readable(reader.underlying) is True
+        assert reader.getsockopt(zmq.EVENTS) & zmq.POLLIN
+        assert reader.recv_multipart() == [b"a", b"b"]
+        assert speedups.native.readable(reader.underlying) is False
+    finally:
+        reader.close(0)
+        writer.close(0)

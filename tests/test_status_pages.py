@@ -55,6 +55,17 @@ def test_the_default_reply_has_the_totals_and_a_first_page() -> None:
     assert report.next.services_after == report.services[-1].name and report.next.workers_after == 100
 
 
+def test_the_totals_count_the_tasks_in_flight_of_every_service_not_only_the_page() -> None:
+    h = Harness(max_workers=None, connection_worker_share=0.5, connection_services=None)
+    for n in range(150):
+        h.ready(Peer(1, n), b"run-%03d" % n)
+        h.feed(client(1), protocol.gdp_request(b"r%d" % n, b"run-%03d" % n, [b"x"]))
+    h.feed(client(1), protocol.gdp_request(b"waits", b"run-000", [b"x"]))
+    report = page(h, limit=10)
+    assert sum(s.in_flight for s in report.services) == 10
+    assert report.broker.in_flight == 150 and report.broker.queued == 1
+
+
 def test_pages_by_cursor_give_every_service_and_worker_once() -> None:
     h = busy_harness(250, 250)
     services: list[str] = []

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     bridge = Bridge(
         args.server,
         args.broker,
-        heartbeat_interval=args.heartbeat,
+        heartbeat_interval=args.heartbeat_interval,
         liveness=args.liveness,
         idle_timeout=args.idle_timeout,
         security=options.security(args, BRIDGE_ROLES),

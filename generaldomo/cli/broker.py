@@ -11,7 +11,7 @@ import contextlib
 import importlib.util
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import zmq
@@ -23,23 +23,18 @@ from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
 from generaldomo.io.broker import Broker, BrokerFailed
 from generaldomo.io.failfast import OnFailure
 from generaldomo.io.transport import require_draft
-from generaldomo.sansio.adaptive import AdaptiveLimits
+from generaldomo.sansio import knobs, mmi
+from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.resolver import load_resolver
 from generaldomo.sansio.settings import PeerSettings, Settings
 
-Number = TypeVar("Number", int, float)
 DEFAULTS = Settings()
+_HEARTBEATS = {knob.name for knob in knobs.PEER}  # flags of their own (options.heartbeats)
+LIMITS = tuple(knob for knob in knobs.SETTINGS if knob.name not in _HEARTBEATS)  # the core's other settings
+FLOW_KEYS = tuple(knob.name for knob in knobs.FLOW if knob.name != "tenants")
+FLOW_EXAMPLE = "echo:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,adaptive=1..64,backoff=1..50"
 BEACON_NAME = "generaldomo"
 BEACON_INTERVAL = 1.0
-
-
-def limit(kind: Callable[[str], Number]) -> Callable[[str], Number | None]:
-    """A parser of a flow limit: a number read by ``kind``, or 'none' for no limit."""
-
-    def parse(text: str) -> Number | None:
-        return None if text.lower() == "none" else kind(text)
-
-    return parse
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,8 +56,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SERVICE:KEY=VALUE,...",
-        help="flow limits of a service, e.g. echo:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,"
-        "adaptive=1..64 (repeatable; default: no limits)",
+        help=f"flow limits of a service, e.g. {FLOW_EXAMPLE}; keys: {', '.join(FLOW_KEYS)}, and a tenant's "
+        "weight, rate, burst or concurrency as tenants.NAME.KEY (repeatable; default: no limits)",
     )
     parser.add_argument(
         "--state-dir",
@@ -75,70 +70,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     _announcing(parser)
 
 
-# The core's limits: (flag, Settings field, parser, metavar, help); "none" lifts those that may be None.
-LIMITS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
-    ("--max-attempts", "max_attempts", int, "N", "workers a task may be lost with before the client gets 503"),
-    ("--queue-timeout", "queue_timeout", float, "SECONDS", "answer 504 to requests queued longer (default: never)"),
-    ("--max-message", "max_message", int, "BYTES", "requests and results larger than this get 413"),
-    ("--max-frames", "max_frames", int, "N", "messages with more frames are dropped while they are read"),
-    ("--queue-bytes", "queue_bytes", limit(int), "BYTES", "bytes of requests held, 429 beyond; 'none': no limit"),
-    ("--service-queue-bytes", "service_queue_bytes", limit(int), "BYTES", "the same per service; 'none': no limit"),
-    ("--keep-answers", "keep_answers", float, "SECONDS", "how long final answers are kept for clients' re-asks"),
-    ("--keep-bytes", "keep_bytes", int, "BYTES", "bytes of kept answers, oldest evicted first"),
-    ("--service-idle", "service_idle", limit(float), "SECONDS", "forget services idle this long; 'none': never"),
-    (
-        "--served-memory",
-        "served_memory",
-        float,
-        "SECONDS",
-        "how long a service that had workers counts as known to requests that fail fast for unknown services (404)",
-    ),
-    ("--max-workers", "max_workers", limit(int), "N", "registered workers at most, more are refused; 'none': no limit"),
-    (
-        "--recovery",
-        "recovery",
-        float,
-        "SECONDS",
-        "restarted on a --state-dir, hold dispatch this long for workers resuming tasks (default: twice the "
-        "heartbeat; 0: off)",
-    ),
-    ("--held-bytes", "held_bytes", limit(int), "BYTES", "bytes held for all peers (the ledger); 'none': no limit"),
-    ("--connection-bytes", "connection_bytes", limit(int), "BYTES", "bytes held for one connection; 'none': no limit"),
-    (
-        "--connection-requests",
-        "connection_requests",
-        limit(int),
-        "N",
-        "queued and running requests per connection; 'none': no limit",
-    ),
-    (
-        "--connection-services",
-        "connection_services",
-        limit(int),
-        "N",
-        "services one connection may make; 'none': no limit",
-    ),
-    (
-        "--connection-worker-share",
-        "connection_worker_share",
-        float,
-        "SHARE",
-        "share of --max-workers one connection may register (at most 0.5)",
-    ),
-)
-
-
 def _limits(parser: argparse.ArgumentParser) -> None:
-    for flag, field, kind, metavar, text in LIMITS:
-        parser.add_argument(flag, dest=field, type=kind, default=getattr(DEFAULTS, field), metavar=metavar, help=text)
-    parser.add_argument(
-        "--client-expiry",
-        type=limit(float),
-        default=DEFAULTS.client_expiry,
-        metavar="SECONDS",
-        help="drop the queued requests of a client silent this long (default: twice the liveness expiry, at "
-        "least 10 s)",
-    )
+    """The flags of the core's settings (:data:`generaldomo.sansio.knobs.SETTINGS`) but the heartbeats."""
+    for knob in LIMITS:
+        options.add_knob(parser, knob)
 
 
 def _binds(parser: argparse.ArgumentParser) -> None:
@@ -240,12 +175,7 @@ def make_broker(
 ) -> Broker:
     """A broker with the links, resolver, settings and flow limits the flags ask for (not started), on
     ``context`` if given, telling ``on_failure`` if its loop stops on an error."""
-    settings = Settings(
-        heartbeat_interval=args.heartbeat,
-        liveness=args.liveness,
-        client_expiry=args.client_expiry,
-        **{field: getattr(args, field) for _, field, *_ in LIMITS},
-    )
+    settings = Settings(**{knob.name: getattr(args, knob.name) for knob in knobs.SETTINGS})
     resolver_options = dict(option.split("=", 1) for option in args.resolver_opt)
     resolver = load_resolver(args.resolver, resolver_options) if args.resolver else None
     links = {transport: list(getattr(args, transport)) for transport in options.TRANSPORTS}
@@ -261,10 +191,7 @@ def make_broker(
     try:
         for spec in args.flow:
             flow = parse_flow(spec)
-            broker.core.set_flow(
-                flow.service, flow.rate, flow.burst, flow.concurrency, 0.0,
-                bytes_in_flight=flow.bytes_in_flight, adaptive=flow.adaptive,
-            )  # fmt: skip
+            broker.core.apply_flow(mmi.FlowChange(flow.service, flow.limits), 0.0)
         for transport, endpoints in links.items():
             if endpoints:
                 broker.add_link(transport, endpoints)
@@ -276,45 +203,26 @@ def make_broker(
 
 @attrs.frozen
 class FlowSpec:
-    """The limits one ``--flow`` gives a service; None: no limit (burst: the default)."""
+    """The limits one ``--flow`` gives a service (its attributes are also those of :attr:`limits`)."""
 
     service: str
-    rate: float | None = None
-    burst: int | None = None
-    concurrency: int | None = None
-    bytes_in_flight: int | None = None
-    adaptive: AdaptiveLimits | None = None
+    limits: FlowLimits = attrs.field(factory=FlowLimits)
 
-
-def bounds(text: str) -> AdaptiveLimits | None:
-    """An adaptive cap's bounds ``MIN..MAX`` (e.g. ``1..64``), or 'none' to turn it off."""
-    if text.lower() == "none":
-        return None
-    low, sep, high = text.partition("..")
-    if not sep:
-        raise ValueError(f"adaptive bounds are MIN..MAX (e.g. 1..64) or none, not {text!r}")
-    return AdaptiveLimits(int(low), int(high))
+    def __getattr__(self, name: str) -> Any:  # spec.rate, spec.adaptive, ...: the limits'
+        return getattr(self.limits, name)
 
 
 def parse_flow(spec: str) -> FlowSpec:
-    """``SERVICE:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,adaptive=1..64`` -> its FlowSpec."""
+    """``SERVICE:KEY=VALUE,...`` (keys of :data:`generaldomo.sansio.knobs.FLOW`, e.g. ``rate=5,burst=1,
+    concurrency=10,bytes_in_flight=1000000,adaptive=1..64,backoff=1..50``; a tenant's limits as
+    ``tenants.NAME.KEY=VALUE``) -> its FlowSpec; ValueError naming what is wrong."""
     service, sep, pairs = spec.rpartition(":")
     if not sep or not service:
         raise ValueError(f"--flow wants SERVICE:KEY=VALUE,..., not {spec!r}")
-    kinds: dict[str, Callable[[str], object]] = {
-        "rate": limit(float),
-        "burst": int,
-        "concurrency": limit(int),
-        "bytes_in_flight": limit(int),
-        "adaptive": bounds,
-    }
-    limits: dict[str, Any] = {}
-    for pair in pairs.split(","):
-        key, _, value = pair.partition("=")
-        if key not in kinds:
-            raise ValueError(f"unknown flow limit {key!r} in {spec!r}; use {', '.join(kinds)}")
-        limits[key] = kinds[key](value)
-    return FlowSpec(service, **limits)
+    try:
+        return FlowSpec(service, FlowLimits().merged(knobs.flow_changes(pairs)))
+    except ValueError as error:
+        raise ValueError(f"--flow {spec!r}: {error}") from None
 
 
-COMMAND = Command("broker", "run a broker", arguments, run)
+COMMAND = Command("broker", "run a broker", arguments, run, configurable=True)

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     typed = _typed(args.serializer, frames) if args.fetch is None else _typed_reply(args.serializer)
     started = time.monotonic()
     with Client(
-        target.where, args.transport, heartbeat_interval=args.heartbeat, liveness=args.liveness,
+        target.where, args.transport, heartbeat_interval=args.heartbeat_interval, liveness=args.liveness,
         fail_unknown=args.fail_unknown, **curve.kwargs(),
     ) as client:  # fmt: skip
         if args.fetch is not None:
@@ -290,4 +290,7 @@ the request queued while nobody waits for it, and its answer for
 that answer, waiting while the request is queued or running. Without CURVE the
 id alone fetches the answer (keep it private); under CURVE only the same key.
 """
-COMMAND = Command("client", "send one request and print the reply", arguments, run, DESCRIPTION, extra="payload")
+COMMAND = Command(
+    "client", "send one request and print the reply", arguments, run, DESCRIPTION, extra="payload",
+    configurable=True, per_run=("fetch", "no_wait", "file"),
+)  # fmt: skip

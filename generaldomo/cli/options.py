@@ -25,6 +25,8 @@ from generaldomo.io.beacon import BROKER_VARIABLE, locate
 from generaldomo.io.connection import Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the commands' way to stop
+from generaldomo.sansio import knobs
+from generaldomo.sansio.knobs import Knob
 from generaldomo.sansio.settings import PeerSettings
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,16 @@ ALLOWLISTS = {  # the broker's directories of admitted public certificates, by r
     "workers": "GENERALDOMO_CURVE_WORKERS",
     "admins": "GENERALDOMO_CURVE_ADMINS",
 }
+# The variables of options older than the rule GENERALDOMO_ + the option's destination in capitals (by destination)
+VARIABLES = {
+    "connect": BROKER_VARIABLE,
+    "broker_file": BROKER_FILE_VARIABLE,
+    "curve_key": CURVE_KEY,
+    "curve_server_key": CURVE_SERVER_KEY,
+    "trust_announced_key": CURVE_TRUST,
+    "curve_secret": CURVE_SECRET,
+    **ALLOWLISTS,
+}
 
 
 def transport(parser: argparse.ArgumentParser) -> None:
@@ -55,16 +67,47 @@ def timeout(parser: argparse.ArgumentParser, what: str = "the answer") -> None:
 
 
 def heartbeats(parser: argparse.ArgumentParser, peer: str, defaults: PeerSettings = PEER) -> None:
-    """``--heartbeat`` and ``--liveness``; use the same values on the broker and its peers."""
-    parser.add_argument(
-        "--heartbeat", type=float, default=defaults.heartbeat_interval, metavar="SECONDS", help="heartbeat interval"
-    )
-    parser.add_argument(
-        "--liveness",
-        type=int,
-        default=defaults.liveness,
-        metavar="N",
-        help=f"missed heartbeats before {peer} is presumed gone",
+    """``--heartbeat`` and ``--liveness`` (:data:`generaldomo.sansio.knobs.PEER`); use the same values on the
+    broker and its peers."""
+    interval, liveness = knobs.PEER
+    add_knob(parser, interval, default=defaults.heartbeat_interval, help="heartbeat interval")
+    add_knob(parser, liveness, default=defaults.liveness, help=f"missed heartbeats before {peer} is presumed gone")
+
+
+def knob_type(knob: Knob) -> Callable[[str], Any]:
+    """The argparse type of ``knob``'s flag: its text read by :meth:`Knob.parse`."""
+
+    def parse(text: str) -> Any:
+        try:
+            return knob.parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = knob.name  # argparse names the type in some messages
+    return parse
+
+
+def add_knob(
+    parser: argparse.ArgumentParser,
+    knob: Knob,
+    *,
+    default: Any = None,
+    help: str = "",
+    type: Callable[[str], Any] | None = None,
+    **more: Any,
+) -> argparse.Action:
+    """Add ``knob``'s flag (and its older spellings) to ``parser``: destination the knob's name, its type
+    (``type`` instead if given), metavar and help (``help`` instead if given); ``default`` (None: the knob's
+    own)."""
+    return parser.add_argument(
+        knob.option,
+        *knob.aliases,
+        dest=knob.name,
+        type=type or knob_type(knob),
+        default=knob.default if default is None else default,
+        metavar=knob.metavar or None,
+        help=help or knob.help,
+        **more,
     )
 
 

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         args.service,
         echo(args.sleep, args.tag),
         args.transport,
-        heartbeat_interval=args.heartbeat,
+        heartbeat_interval=args.heartbeat_interval,
         liveness=args.liveness,
         **target.curve.kwargs(),
     )
@@ -123,7 +123,7 @@ def _run_pool(args: argparse.Namespace) -> int:
         pool=args.pool,
         stop_grace=args.stop_grace,
         services=services,
-        heartbeat_interval=args.heartbeat,
+        heartbeat_interval=args.heartbeat_interval,
         liveness=args.liveness,
         start_method=args.start_method,
         **target.curve.kwargs(),
@@ -132,10 +132,10 @@ def _run_pool(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace, worker: Worker, curve: Curve | None, stop: threading.Event) -> None:
     """Every heartbeat until the worker is registered, find out why it is not; say so when that changes."""
-    grace = args.heartbeat * args.liveness  # a few heartbeats to register in
-    patience = max(args.heartbeat, probe.TIMEOUT)
+    grace = args.heartbeat_interval * args.liveness  # a few heartbeats to register in
+    patience = max(args.heartbeat_interval, probe.TIMEOUT)
     warned = ""
-    while not stop.wait(grace if not warned else args.heartbeat):
+    while not stop.wait(grace if not warned else args.heartbeat_interval):
         if worker.handshake_failure is not None:
             continue  # the worker logged the cause at once
         problem = None if worker.registered else _why_unregistered(args, worker.endpoint, curve, patience)
@@ -164,4 +164,6 @@ def _why_unregistered(args: argparse.Namespace, endpoint: str, curve: Curve | No
     return None
 
 
-COMMAND = Command("worker", "run a worker app (module:attr) or the built-in echo worker", arguments, run)
+COMMAND = Command(
+    "worker", "run a worker app (module:attr) or the built-in echo worker", arguments, run, configurable=True
+)

@@ -154,7 +154,7 @@ def _broker(report: StatusReport) -> dict[str, Any]:
         "endpoints": [f"{e.transport} {e.endpoint}" for e in broker.endpoints],
         "queued": broker.queued,
         "queued_bytes": broker.queued_bytes,
-        "in_flight": sum(s.in_flight for s in report.services),
+        "in_flight": max(broker.in_flight, sum(s.in_flight for s in report.services)),  # (older brokers: the page's)
         "workers": max(
             broker.worker_count, len(report.workers)
         ),  # the totals, not the page's (older brokers: no count)

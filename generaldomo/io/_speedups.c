@@ -35,6 +35,7 @@ typedef struct {
 #define ZMQ_DONTWAIT 1
 #define ZMQ_SNDMORE 2
 #define ZMQ_POLLIN 1
+#define ZMQ_EVENTS 15 /* zmq.h: the socket option of its ZMQ_POLLIN/ZMQ_POLLOUT state */
 #define MAX_POLL_ITEMS 64
 #define LONG_PREFIX 0xFF /* codec: a length of 255 or more follows as 4 big-endian bytes */
 #define KEEP_MIN 65536   /* the links keep frames this large by reference (below it a copy costs less) */
@@ -59,6 +60,7 @@ static int (*z_msg_set_routing_id)(zmq_msg_t *, uint32_t);
 static int (*z_send)(void *, const void *, size_t, int);
 static int (*z_poll)(zmq_pollitem_t *, int, long);
 static int (*z_errno)(void);
+static int (*z_getsockopt)(void *, int, void *, size_t *);
 static int bound = 0;
 static PyObject *error_class = NULL; /* zmq.ZMQError, given to bind() */
 
@@ -84,6 +86,7 @@ static symbol_t symbols[] = {
     {"zmq_send", (void **)&z_send, 1},
     {"zmq_poll", (void **)&z_poll, 1},
     {"zmq_errno", (void **)&z_errno, 1},
+    {"zmq_getsockopt", (void **)&z_getsockopt, 1},
 };
 
 static PyObject *zmq_error(int code) {
@@ -784,6 +787,22 @@ static PyObject *sp_send_multipart(PyObject *self, PyObject *args) {
     return failed ? NULL : PyLong_FromLong(code);
 }
 
+PyDoc_STRVAR(readable_doc, "readable(handle) -> bool: whether a message waits on the socket (ZMQ_EVENTS has "
+                           "ZMQ_POLLIN): pyzmq's getsockopt(EVENTS) builds an enum member per call.");
+
+static PyObject *sp_readable(PyObject *self, PyObject *handle) {
+    if (!require_bound())
+        return NULL;
+    void *socket = socket_handle(handle);
+    if (socket == NULL)
+        return NULL;
+    int events = 0;
+    size_t size = sizeof events;
+    if (z_getsockopt(socket, ZMQ_EVENTS, &events, &size) < 0)
+        return zmq_error(z_errno());
+    return PyBool_FromLong(events & ZMQ_POLLIN);
+}
+
 /* ----------------------------------------------------------------------------- the frame-packing codec */
 
 /* The size of the packing of `frames` (a fast sequence), or -1 with a Python error. */
@@ -1050,6 +1069,7 @@ static PyMethodDef methods[] = {
     {"router_recv", sp_router_recv, METH_VARARGS, router_recv_doc},
     {"router_send", sp_router_send, METH_VARARGS, router_send_doc},
     {"send_multipart", sp_send_multipart, METH_VARARGS, send_multipart_doc},
+    {"readable", sp_readable, METH_O, readable_doc},
     {"server_recv", sp_server_recv, METH_VARARGS, server_recv_doc},
     {"server_send", sp_server_send, METH_VARARGS, server_send_doc},
     {"router_send_marked", sp_router_send_marked, METH_VARARGS, router_send_marked_doc},

@@ -47,7 +47,7 @@ from generaldomo.io.connection import Curve
 from generaldomo.io.endpoints import FORMS
 from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.failfast import Failure, LoopFailed, OnFailure
-from generaldomo.io.links import Address, ServerLink, label
+from generaldomo.io.links import Address, ServerLink
 from generaldomo.sansio import protocol
 from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.barrier import Barrier
@@ -86,6 +86,10 @@ class Bridge:
         idle_timeout: seconds after which an idle upstream connection is closed.
         security: CURVE for the bridge's own clients (as a broker's, :class:`~generaldomo.io.auth.BrokerSecurity`).
         upstream: CURVE towards the upstream broker (None: plaintext).
+        allow_plaintext: relay plaintext clients to a CURVE upstream with the bridge's key (refused otherwise).
+        max_in_flight: requests relayed at once; those beyond are answered ``429``.
+        on_failure: called with the error, from the loop's thread, if the loop stops because of one (the bridge
+            then serves nothing: :class:`BridgeFailed`).
 
     Example::
 
@@ -283,7 +287,7 @@ class Bridge:
 
     def _warn(self, kind: str, peer: Address | None, now: float, message: str, *args: object) -> None:
         """Log a warning about a client (``peer``; None: the upstream broker), rate-limited per kind and peer."""
-        who = (lambda: label(peer)) if peer is not None else (lambda: f"upstream {self.broker}")
+        who = (lambda: self.link.label(peer)) if peer is not None else (lambda: f"upstream {self.broker}")
         self._warnings.warn(kind, peer, who, now, f"bridge {message}", *args)
 
     def _from_clients(self, now: float) -> None:
@@ -332,7 +336,7 @@ class Bridge:
         self._by_request[client, event.request_id] = dealer
         dealer.send_multipart(protocol.mdp_client_request(event.description, event.body))
         self.forwarded += 1
-        log.debug("bridge forwarded request %s of client %s", event.request_id.hex(), label(client))
+        log.debug("bridge forwarded request %s of client %s", event.request_id.hex(), self.link.label(client))
 
     def _refuse(self, client: Address, event: ClientRequest, status: bytes, reason: str, now: float) -> None:
         if status == protocol.OVER_BUDGET:
@@ -349,7 +353,7 @@ class Bridge:
         if dealer is not None:
             del self._in_flight[dealer]
             self._close_dealer(dealer)
-            log.debug("bridge withdrew request %s of client %s", request_id.hex(), label(client))
+            log.debug("bridge withdrew request %s of client %s", request_id.hex(), self.link.label(client))
 
     def _new_dealer(self) -> zmq.Socket[bytes]:
         dealer = self.context.socket(zmq.DEALER)
@@ -390,7 +394,7 @@ class Bridge:
             del self._last_heard[client]
             for dealer, request in list(self._in_flight.items()):
                 if request.client == client:
-                    log.info("bridge forgot silent client %s and its request %s", label(client),
+                    log.info("bridge forgot silent client %s and its request %s", self.link.label(client),
                              request.request_id.hex())  # fmt: skip
                     del self._in_flight[dealer]
                     del self._by_request[request.client, request.request_id]

@@ -171,7 +171,7 @@ class Broker:
             max_frames=self.core.settings.max_frames,
             security=self.security,
         )
-        link.backlog, link.index = self.backlog, len(self.links)
+        link.backlog, link.index, link.labels = self.backlog, len(self.links), self.core.labels
         self.links.append(link)
         self.core.set_endpoints(self.endpoints)
         return link
@@ -341,7 +341,7 @@ class Broker:
         while True:
             if draining is not None and (not core.tasks or clock() >= draining):
                 return
-            deadline = core.deadline()
+            deadline = due = core.deadline()  # due: when the core's tick next has work
             if draining is not None:
                 deadline = draining if deadline is None else min(deadline, draining)
             if self._snapshot_period is not None:
@@ -360,10 +360,14 @@ class Broker:
                     if ready >> index & 1:
                         self._guarded("a batch of messages", self._serve, index, link)
             now = clock()
-            self._send(core.tick(now))
-            if backlog and now >= backlog.next_poll:
-                self._guarded("the backlog", backlog.poll)
-                backlog.next_poll = now + BACKLOG_POLL
+            # the tick only when its time has come: what serving scheduled is later than the batch's clock read
+            # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
+            if due is not None and now >= due:
+                self._send(core.tick(now))
+            if now >= backlog.next_poll:
+                backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
+                if backlog:
+                    self._guarded("the backlog", backlog.poll)
             if now >= next_refusals:
                 for link in self.links:
                     self._guarded("the refusals", link.log_refusals)

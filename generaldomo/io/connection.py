@@ -1,8 +1,8 @@
-"""A peer's connection to the broker that any thread may send on, and the link a peer's IO thread drives.
+"""A peer's connection to the broker that any thread may send on, and the channel a peer's IO thread drives.
 
 This module owns the client and worker side of the transports, and is the one place a peer's socket lives:
-a :class:`BrokerLink` holds the :class:`Connection` (replaced when the session says Reconnect) and carries
-out the session's Send and Reconnect actions. Each connection is read by exactly one IO thread, which polls
+a :class:`BrokerChannel` holds the :class:`Connection` (replaced when the session says Reconnect) and carries
+out the session's ToBroker and Reconnect actions. Each connection is read by exactly one IO thread, which polls
 :attr:`Connection.poll_items`, and may be written by any thread through :meth:`Connection.send`:
 
 - ``server`` transport: a CLIENT socket (draft API). It is thread-safe, so ``send`` writes to it directly
@@ -47,7 +47,7 @@ from generaldomo.io.locator import Locator, Target, Where
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.sansio import codec
 from generaldomo.sansio.handshake import HandshakeWatch
-from generaldomo.sansio.session import Action, Reconnect, Send
+from generaldomo.sansio.session import Action, Reconnect, ToBroker
 
 log = logging.getLogger(__name__)
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -365,7 +365,9 @@ class DealerConnection(Connection):
             self._polling -= 1
 
     def _readable(self) -> bool:
-        """A message is waiting (lock held)."""
+        """A message is waiting (lock held, socket open)."""
+        if self._native is not None:  # one C call; pyzmq's EVENTS is an enum member made per call
+            return bool(self._native.readable(self._handle))
         return bool(int(_get(self.socket, _EVENTS)) & _POLLIN)
 
     def flush(self, woken: bool = True) -> None:
@@ -433,10 +435,10 @@ def connect(
     return CONNECTIONS[Transport.of(transport)](context or zmq.Context.instance(), endpoint, curve)
 
 
-class BrokerLink:
+class BrokerChannel:
     """A Client's or Worker's connection to its broker, as the thread that has the socket drives it.
 
-    That thread (the IO thread, or one it lent the socket to across a lock) waits on the link, reads it and
+    That thread (the IO thread, or one it lent the socket to across a lock) waits on the channel, reads it and
     carries out the session's actions through :meth:`perform`; any thread may :meth:`send` and :meth:`wake`.
     """
 
@@ -460,7 +462,7 @@ class BrokerLink:
 
     @property
     def endpoint(self) -> str:
-        """The endpoint the link is connected (or connecting) to now."""
+        """The endpoint the channel is connected (or connecting) to now."""
         return self.connection.endpoint
 
     def _curve_for(self, target: Target) -> Curve | None:
@@ -560,10 +562,10 @@ class BrokerLink:
         self.connection.wake()
 
     def perform(self, actions: Iterable[Action[Any]]) -> list[Action[Any]]:
-        """Carry out Send and Reconnect in order (from the thread that has the socket); return the others."""
+        """Carry out ToBroker and Reconnect in order (from the thread that has the socket); return the others."""
         rest: list[Action[Any]] = []
         for action in actions:
-            if isinstance(action, Send):
+            if isinstance(action, ToBroker):
                 self.connection.write(action.frames)
             elif isinstance(action, Reconnect):
                 watch = self.handshake  # a broker never reached is the callers' to report, not one line per peer

@@ -13,7 +13,7 @@ without being kept, and dropped); a send to a peer whose queue is full is droppe
 that has not read too many bytes sent before (:mod:`generaldomo.io.backlog`, shared by a broker's links,
 which tells the links when a message must go out marked). Every drop is counted in
 :attr:`Link.counters` (the broker hands them to the core's status report) and logged at most a few lines per
-interval (:mod:`generaldomo.sansio.ratelimit`). With CURVE (:mod:`generaldomo.io.auth`) each message carries the
+interval (:mod:`generaldomo.sansio.lograte`). With CURVE (:mod:`generaldomo.io.auth`) each message carries the
 credential of the key that sent it, read from the message's ``User-Id`` metadata.
 
 Each link has two paths that behave alike: the C accelerator's (:mod:`generaldomo.io.speedups`: a batch of
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import hashlib
 import itertools
 import logging
 import os
@@ -48,7 +47,8 @@ from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.transport import BindError, Transport, bind, require_draft
 from generaldomo.sansio import codec, envelope
 from generaldomo.sansio.access import Credential
-from generaldomo.sansio.ratelimit import RateLimiter
+from generaldomo.sansio.labels import PeerLabels
+from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,6 @@ _TRIM_AFTER = 65536  # frames drained after which freed memory is handed back to
 _monitors = itertools.count()
 _seeded = False
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-_LABEL_KEY = os.urandom(16)
 
 Address = bytes | int | tuple[bytes, ...]
 Received = tuple[Address, list[bytes], Credential | None]
@@ -89,13 +88,6 @@ def seed_routing_ids() -> None:
         return
     _libc.srand(ctypes.c_uint(int.from_bytes(os.urandom(4), "big")))
     _seeded = True
-
-
-def label(address: object) -> str:
-    """A peer's name in log lines: a keyed hash of its address, the same for the same peer within this process,
-    so that lines can be matched without revealing ids that libzmq generated (they would help a squatter)."""
-    digest = hashlib.blake2b(repr(address).encode(), digest_size=4, key=_LABEL_KEY).hexdigest()
-    return f"peer-{digest}"
 
 
 def _native_drain() -> Any:
@@ -128,6 +120,7 @@ class Link:
     transport: ClassVar[Transport]
     socket_type: ClassVar[int]
     needs_draft: ClassVar[bool] = False  # the socket type is libzmq's draft API (the accelerator's draft part too)
+    frame_bytes: ClassVar[int] = 0  # bytes a frame holds in the socket beyond its own (a packed part's length)
 
     def __init__(
         self,
@@ -151,8 +144,9 @@ class Link:
         self.counters: Counter[str] = Counter()
         self.backlog: Backlog | None = None  # the broker's, shared by its links (None: sends are not tracked)
         self.index = 0  # this link's place among the broker's, which names its connections in the backlog
-        self.limiter = RateLimiter()  # one line per kind of drop per interval, then a count
-        self.refusals = RateLimiter(burst=5)  # refused connections: a few lines, as a scan has a few
+        self.labels = PeerLabels(os.urandom(16))  # how its log lines name peers: the broker gives its core's
+        self.limiter = LogLimiter(log)  # one line per kind of drop per interval, then a count
+        self.refusals = LogLimiter(log, burst=5)  # refused connections: a few lines, as a scan has a few
         self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
         # CURVE needs each message's User-Id, which only the Python path reads
         usable = accelerate and security is None and (speedups.native_draft or not self.needs_draft)
@@ -211,8 +205,11 @@ class Link:
         if backlog is None:
             self._send(address, frames)
             return
-        where = (self.index, address[0] if isinstance(address, tuple) else address)  # ledger.connection, inlined
-        size = self.size(address, frames)
+        where: tuple[int, bytes | int]
+        if isinstance(address, tuple):
+            where, size = (self.index, address[0]), self.size(address, frames)  # ledger.connection, inlined
+        else:  # a direct peer, the common case: self.size inlined
+            where, size = (self.index, address), sum(map(len, frames)) + self.frame_bytes * len(frames)
         step = backlog.route(where, size)
         if step == SEND:
             self._send(address, frames)
@@ -223,12 +220,17 @@ class Link:
         else:
             unread = backlog.unread(where)
             self.drop(
-                "sends_dropped_unread", "dropped a message to %s: %d bytes sent before unread", label(address), unread
+                "sends_dropped_unread",
+                "dropped a message to %s: %d bytes sent before unread",
+                self.label(address),
+                unread,
             )
 
     def size(self, address: Address, frames: Sequence[bytes]) -> int:
-        """Bytes a message of ``frames`` to ``address`` holds in the socket."""
-        return sum(map(len, frames))
+        """Bytes a message of ``frames`` to ``address`` holds in the socket: its frames' and its envelope's, and
+        :attr:`frame_bytes` per frame."""
+        hops = sum(map(len, address[1:])) if isinstance(address, tuple) else 0
+        return hops + sum(map(len, frames)) + self.frame_bytes * len(frames)
 
     def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         """Send ``frames`` to ``address``; False (counted) if the socket refused them."""
@@ -249,7 +251,7 @@ class Link:
     def send_failed(self, code: int, address: Address) -> None:
         """Count (and log, rate-limited) a message to ``address`` that the socket refused with errno ``code``."""
         if code == zmq.EAGAIN:
-            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", label(address))
+            self.drop("sends_dropped_full", "dropped a message to %s: its queue is full", self.label(address))
         else:  # EHOSTUNREACH: the peer is gone
             self.counters["sends_dropped_gone"] += 1
 
@@ -264,19 +266,19 @@ class Link:
         """Whether this link reads and writes through the C accelerator."""
         return self._native is not None
 
+    def label(self, address: object) -> str:
+        """The name of the peer at ``address`` in log lines: the one the core's lines and reports give it."""
+        return self.labels(self.index, address)
+
     def take_counts(self) -> Counter[str]:
         """The drops and refusals counted since the last call."""
         counts, self.counters = self.counters, Counter()
         return counts
 
-    def drop(self, counter: str, message: str, *args: object, limiter: RateLimiter | None = None) -> None:
+    def drop(self, counter: str, message: str, *args: object, limiter: LogLimiter | None = None) -> None:
         """Count a drop and log it, rate-limited for each kind (``counter``)."""
         self.counters[counter] += 1
-        limiter = limiter or self.limiter
-        if limiter.allow(counter, time.monotonic()):
-            suppressed = limiter.suppressed(counter)
-            more = f" ({suppressed} more like it since the last line)" if suppressed else ""
-            log.warning(f"{self.transport} link {message}{more}", *args)
+        (limiter or self.limiter).line(counter, time.monotonic(), f"{self.transport} link {message}", *args)
 
     def credential(self, frame: zmq.Frame, peer: object) -> Credential | None:
         """The credential of the key that sent ``frame`` (None, counted, if it has none we know)."""
@@ -287,7 +289,9 @@ class Link:
             user = None
         found = self.security.credential(user) if isinstance(user, str) else None
         if found is None:
-            self.drop("dropped_unauthenticated", "dropped a message from %s without a known CURVE key", label(peer))
+            self.drop(
+                "dropped_unauthenticated", "dropped a message from %s without a known CURVE key", self.label(peer)
+            )
         return found
 
     def log_refusals(self) -> int:
@@ -345,17 +349,22 @@ class RouterLink(Link):
 
     def _dropped_native(self, kind: int, count: int, address: bytes) -> None:
         if kind == _TOO_MANY_FRAMES:
-            self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, label(address))
+            self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, self.label(address))
             if count > _TRIM_AFTER:
                 _give_back_memory()
         else:
             _give_back_memory()
             self.drop(
-                "dropped_too_large", "dropped a message of more than %d bytes from %s", self.max_bytes, label(address)
+                "dropped_too_large",
+                "dropped a message of more than %d bytes from %s",
+                self.max_bytes,
+                self.label(address),
             )
 
     def _dropped_reserved(self, address: bytes) -> None:
-        self.drop("dropped_reserved_id", "dropped a message from %s: ids starting with 0 are libzmq's", label(address))
+        self.drop(
+            "dropped_reserved_id", "dropped a message from %s: ids starting with 0 are libzmq's", self.label(address)
+        )
 
     def recv(self) -> Received | None:
         recv = self.socket.recv
@@ -390,7 +399,9 @@ class RouterLink(Link):
         while more and room >= 0:
             if left <= 0:
                 count = self.max_frames + self._drain()
-                self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, label(address))
+                self.drop(
+                    "dropped_too_many_frames", "dropped a message of %d frames from %s", count, self.label(address)
+                )
                 return False
             frame = recv(_NOBLOCK, copy=False)
             data = frame.bytes
@@ -403,7 +414,10 @@ class RouterLink(Link):
             self._drain()
             _give_back_memory()
             self.drop(
-                "dropped_too_large", "dropped a message of more than %d bytes from %s", self.max_bytes, label(address)
+                "dropped_too_large",
+                "dropped a message of more than %d bytes from %s",
+                self.max_bytes,
+                self.label(address),
             )
             return False
         return True
@@ -422,10 +436,6 @@ class RouterLink(Link):
         if count > _TRIM_AFTER:
             _give_back_memory()
         return count
-
-    def size(self, address: Address, frames: Sequence[bytes]) -> int:
-        hops = sum(map(len, address[1:])) if isinstance(address, tuple) else 0
-        return hops + sum(map(len, frames))
 
     def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         # The broker never sends a message without frames.
@@ -481,6 +491,7 @@ class ServerLink(Link):
     transport = Transport.SERVER
     socket_type = getattr(zmq, "SERVER", -1)
     needs_draft = True
+    frame_bytes = 1  # about what the packing takes
 
     def prepare(self) -> None:
         self._aliases: list[str] = []  # inproc endpoints carried over ipc (before any bind)
@@ -516,11 +527,13 @@ class ServerLink(Link):
             elif frames == _UNPACK_TOO_MANY:
                 self._dropped_too_many(peer)
             else:
-                self.drop("dropped_undecodable", "dropped a message from %s that does not unpack", label(peer))
+                self.drop("dropped_undecodable", "dropped a message from %s that does not unpack", self.label(peer))
         return batch
 
     def _dropped_too_many(self, peer: int) -> None:
-        self.drop("dropped_too_many_frames", "dropped a message of %d+ frames from %s", self.max_frames, label(peer))
+        self.drop(
+            "dropped_too_many_frames", "dropped a message of %d+ frames from %s", self.max_frames, self.label(peer)
+        )
 
     def recv(self) -> Received | None:
         for _ in range(_SKIPS):
@@ -536,7 +549,7 @@ class ServerLink(Link):
                 continue
             except codec.CodecError as error:
                 self.drop(
-                    "dropped_undecodable", "dropped a message from %s that does not unpack: %s", label(peer), error
+                    "dropped_undecodable", "dropped a message from %s that does not unpack: %s", self.label(peer), error
                 )
                 continue
             if self.security is None:
@@ -545,9 +558,6 @@ class ServerLink(Link):
             if credential is not None:
                 return peer, frames, credential
         return None
-
-    def size(self, address: Address, frames: Sequence[bytes]) -> int:
-        return len(frames) + sum(map(len, frames))  # about what the packing takes
 
     def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         assert isinstance(address, int)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
+from generaldomo.sansio import knobs
 from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
 
 PREFIX = "generaldomo"
@@ -52,15 +53,21 @@ def _backoff_rate(service: ServiceReport) -> float | None:
     return None if backoff is None else backoff.rate
 
 
-# gauges shown for the services that have them (None: not set), by name after the service prefix
+def _flow_field(field: str) -> Callable[[ServiceReport], float | None]:
+    return lambda service: cast(float | None, getattr(service.flow, field))
+
+
+# gauges shown for the services that have them (None: not set), by full name: the flow limits' (their knobs')
+# and the state of the adaptive cap and of the rate adapted to 429s
 _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
-    "rate_limit": ("Dispatches per second allowed", lambda s: s.flow.rate),
-    "burst_limit": ("Dispatches allowed back to back under the rate limit", lambda s: s.flow.burst),
-    "concurrency_limit": ("Tasks in flight allowed", lambda s: s.flow.concurrency),
-    "bytes_in_flight_limit": ("Request bytes in flight allowed", lambda s: s.flow.bytes_in_flight),
-    "adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
-    "adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
-    "backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
+    **{
+        knob.gauge: (f"Per service, the flow limit {knob.name}: {knob.help}", _flow_field(knob.field))
+        for knob in knobs.FLOW
+        if knob.gauge is not None and knob.field is not None
+    },
+    f"{PREFIX}_service_adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
+    f"{PREFIX}_service_adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
+    f"{PREFIX}_service_backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
 }
 
 
@@ -96,6 +103,7 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_services", "Services known, all of them", broker.service_count)
         yield GaugeMetricFamily(f"{PREFIX}_workers", "Registered workers, all of them", broker.worker_count)
         yield from _ledger(report)
+        yield from _settings(report)
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
         for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)
@@ -115,8 +123,8 @@ class StatusCollector:
                 for name, seconds in _percentiles(service, field):
                     family.add_metric([service.name, f"0.{name[1:]}"], seconds)
             yield family
-        for field, (help_text, limit) in _LIMITS.items():
-            family = GaugeMetricFamily(f"{PREFIX}_service_{field}", help_text, labels=["service"])
+        for name, (help_text, limit) in _LIMITS.items():
+            family = GaugeMetricFamily(name, help_text, labels=["service"])
             for service in services:
                 if (allowed := limit(service)) is not None:
                     family.add_metric([service.name], allowed)
@@ -137,6 +145,18 @@ class StatusCollector:
         for host, count in broker.hosts.items() if broker.hosts else workers_by_host(report.workers):
             hosts.add_metric([host], count)
         yield hosts
+
+
+def _settings(report: StatusReport) -> Iterator[Any]:
+    """A gauge per broker setting that has a metric (its knob's), absent while it is None (no limit)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    settings = report.broker.settings
+    for knob in knobs.SETTINGS:
+        value = None if knob.field is None else getattr(settings, knob.field)
+        if knob.gauge is not None and value is not None:
+            unit = f" ({knob.unit})" if knob.unit else ""
+            yield GaugeMetricFamily(knob.gauge, f"The broker setting {knob.name}{unit}: {knob.help}", value)
 
 
 def _ledger(report: StatusReport) -> Iterator[Any]:

@@ -47,7 +47,7 @@ from generaldomo.errors import RequestRejected as RequestRejected
 from generaldomo.errors import RequestTimeout as RequestTimeout
 from generaldomo.errors import ServiceUnavailable as ServiceUnavailable
 from generaldomo.errors import WorkerError as WorkerError
-from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
@@ -55,7 +55,7 @@ from generaldomo.sansio import protocol, wirejson
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.handshake import HandshakeWatch
 from generaldomo.sansio.report import StatusQuery
-from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, Send
+from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
 log = logging.getLogger(__name__)
@@ -267,9 +267,9 @@ class Client:
         self.fail_unknown = fail_unknown
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
-        self._link = BrokerLink(endpoint, self.transport, self.context, Curve.of(server_key, keys))
+        self._channel = BrokerChannel(endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._ids = RandomPool()  # request ids: 16 unpredictable bytes each, drawn under the lock
-        self._lock = threading.Lock()  # guards the session, the reader role, and the link while it reconnects
+        self._lock = threading.Lock()  # guards the session, the reader role, and the channel while it reconnects
         self._released = threading.Condition(self._lock)  # a lent reader left its read loop
         self._reader: int | None = None  # the caller thread the reader role is lent to; None: the IO thread's
         self._reading = False  # that caller is in its read loop
@@ -288,7 +288,7 @@ class Client:
     @property
     def endpoint(self) -> str:
         """The broker endpoint the client is connected (or connecting) to now."""
-        return self._link.endpoint
+        return self._channel.endpoint
 
     @property
     def replies_dropped(self) -> int:
@@ -319,7 +319,7 @@ class Client:
     @property
     def reconnects(self) -> int:
         """New sockets made after the broker went silent."""
-        return self._link.reconnects
+        return self._channel.reconnects
 
     @property
     def broker_answered(self) -> bool:
@@ -329,7 +329,7 @@ class Client:
     @property
     def connection_refused(self) -> bool:
         """True while the latest connection attempts found nothing listening at the endpoint (tcp, ipc)."""
-        watch = self._link.handshake
+        watch = self._channel.handshake
         return watch is not None and watch.refused
 
     def submit(
@@ -385,9 +385,9 @@ class Client:
                 deadline=None if deadline is None else now + deadline, tenant=tenant, priority=priority,
                 flags=flags,
             )  # fmt: skip
-        self._link.send(frames)
+        self._channel.send(frames)
         if idle:
-            self._link.wake()  # the IO thread starts heartbeating
+            self._channel.wake()  # the IO thread starts heartbeating
         return future
 
     def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Reply:
@@ -416,9 +416,9 @@ class Client:
                 raise self._refused
             idle = not self._session.outstanding and self._reader is None
             frames = self._session.fetch(rid, _Call(future, None), time.monotonic())
-        self._link.send(frames)
+        self._channel.send(frames)
         if idle:
-            self._link.wake()
+            self._channel.wake()
         try:
             return future.result(wait)
         except TimeoutError:
@@ -521,7 +521,7 @@ class Client:
             if self._closed:
                 return
             self._closed = True
-        self._link.wake()
+        self._channel.wake()
         self._thread.join()
 
     def __enter__(self) -> Client:
@@ -534,10 +534,10 @@ class Client:
         with self._lock:
             actions = self._session.cancel(request_id)
             if self._reading:
-                self._link.connection.kick()  # a lent reader may be waiting for this one
+                self._channel.connection.kick()  # a lent reader may be waiting for this one
         for action in actions:
-            if isinstance(action, Send):
-                self._link.send(action.frames)
+            if isinstance(action, ToBroker):
+                self._channel.send(action.frames)
 
     def _closed_error(self) -> ClientClosed:
         if self._cause is None:
@@ -604,12 +604,12 @@ class Client:
             if self._closed:
                 self._released.notify_all()
         if back:
-            self._link.wake()
+            self._channel.wake()
 
     def _read_until(self, future: Future[Reply], end: float | None) -> bool:
         """Read and resolve until ``future`` is done (True), ``end``, a tick is due, or the IO thread must take
         over (False)."""
-        link, session, clock = self._link, self._session, time.monotonic
+        channel, session, clock = self._channel, self._session, time.monotonic
         while not future.done():  # (the IO thread may have resolved it before this thread took the role)
             now = clock()
             with self._lock:
@@ -617,13 +617,13 @@ class Client:
             stop = min(deadline or now + LEND_CHECK, end or math.inf)
             if self._closed or stop <= now:
                 return future.done()
-            kicked = link.wait_readable(stop - now)
+            kicked = channel.wait_readable(stop - now)
             with self._lock:
                 if self._closed:
                     return future.done()
                 if kicked:
-                    link.consume_kicks()
-                messages = link.recv_batch(READ_BATCH)
+                    channel.consume_kicks()
+                messages = channel.recv_batch(READ_BATCH)
                 if not messages:
                     continue  # a kick (a cancel, perhaps), or a signal another thread's send took
                 self._reads += 1
@@ -655,7 +655,7 @@ class Client:
         actions: list[Action[_Call]] = []
         for frames in messages:
             actions += self._fed(frames, now)
-        rest = self._link.perform(actions)  # resends; a receive never reconnects
+        rest = self._channel.perform(actions)  # resends; a receive never reconnects
         resolved: list[Resolve[_Call]] = []
         for action in rest:
             if isinstance(action, Resolve):
@@ -669,7 +669,7 @@ class Client:
 
     def _run(self) -> None:
         try:
-            self._link.adopt()
+            self._channel.adopt()
             self._serve()
         except BaseException as error:  # anything: the callers must hear of it
             log.exception("the client's IO thread stopped")
@@ -678,7 +678,7 @@ class Client:
             self._shut()
 
     def _serve(self) -> None:
-        link, session, clock = self._link, self._session, time.monotonic
+        channel, session, clock = self._channel, self._session, time.monotonic
         while not self._closed:
             with self._lock:
                 now = clock()
@@ -686,24 +686,24 @@ class Client:
                 deadline = session.deadline()
             if not reading:
                 deadline = min(deadline or math.inf, now + LEND_CHECK)
-            look = link.next_look  # an address file is looked at now and then, also while idle
+            look = channel.next_look  # an address file is looked at now and then, also while idle
             if look is not None:
                 deadline = look if deadline is None else min(deadline, look)
-            link.wait(deadline, clock(), reading, kicks=False)
+            channel.wait(deadline, clock(), reading, kicks=False)
             now = clock()
-            watch = link.handshake_news()
+            watch = channel.handshake_news()
             with self._lock:  # a reconnect under the lock: a request is in the resend, or goes to the new socket
                 actions, self._handoff = self._handoff, []  # what a lent reader left comes first
                 if watch is not None:
                     actions += self._handshake(watch)
                 if self._reader is None:  # lent: the IO thread neither reads nor ticks
-                    link.consume_kicks()
-                    for frames in link.recv_batch(READ_BATCH):
+                    channel.consume_kicks()
+                    for frames in channel.recv_batch(READ_BATCH):
                         actions += self._fed(frames, now)
                     actions += self._ticked(now)  # heartbeats queue behind a backlog: the broker answers in turn
-                    if link.moved(now):
+                    if channel.moved(now):
                         actions += session.moved("the broker moved", now)
-                    actions = link.perform(actions)
+                    actions = channel.perform(actions)
                 calling = not all(isinstance(a, Resolve) or _silent(a) for a in actions)
                 self._calling = calling  # no lent reader until these callbacks ran: partial results stay in order
             self._deliver(actions)
@@ -800,10 +800,10 @@ class Client:
             for _ in range(SHUT_WAITS):  # a lent reader sees the close at its next step
                 if not self._reading:
                     break
-                self._link.connection.kick()
+                self._channel.connection.kick()
                 self._released.wait(0.1)
             failed = self._session.close("closed")
-        self._link.close(linger_ms=CLOSE_LINGER_MS)
+        self._channel.close(linger_ms=CLOSE_LINGER_MS)
         for action in failed:
             if isinstance(action, Fail):
                 error = self._closed_error() if self._cause else ClientClosed("closed before the reply came")

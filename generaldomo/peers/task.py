@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["TaskContext"]
+_MAKING = threading.Lock()  # makes each context's cancel event once
 
 
 class TaskContext:
@@ -39,7 +40,18 @@ class TaskContext:
         self.task_id = task_id
         self.description = description
         self.deadline = deadline
-        self._cancelled = threading.Event()
+        # made at the first cancel or wait: a threading.Event costs about 30,000 instructions (its Condition
+        # looks for methods a plain lock lacks, raising and catching AttributeError three times), per task
+        self._cancelled: threading.Event | None = None
+
+    def _event(self) -> threading.Event:
+        event = self._cancelled
+        if event is None:
+            with _MAKING:  # the heartbeat thread cancels while the handler may start to wait
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                event = self._cancelled
+        return event
 
     def __repr__(self) -> str:
         left = self.time_left()
@@ -57,15 +69,16 @@ class TaskContext:
     @property
     def cancelled(self) -> bool:
         """True once the broker said nobody waits for this task's result."""
-        return self._cancelled.is_set()
+        event = self._cancelled
+        return event is not None and event.is_set()
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds for a cancel; True if one came (a handler's interruptible sleep)."""
-        return self._cancelled.wait(timeout)
+        return self._event().wait(timeout)
 
     def cancel(self) -> None:
         """Mark the task cancelled (the worker does, when the broker says so)."""
-        self._cancelled.set()
+        self._event().set()
 
 
 def takes_task(handler: Callable[..., Any]) -> bool:

@@ -28,7 +28,7 @@ from typing import Any, Final
 import zmq
 
 from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
-from generaldomo.io.connection import BrokerLink, Curve
+from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
 from generaldomo.peers.client import Keys, as_bytes, as_frames
@@ -111,7 +111,7 @@ class Worker:
         settings = PeerSettings(heartbeat_interval, liveness)
         info = protocol.worker_info(socket.gethostname()[: protocol.MAX_HOST] or None, os.getpid())
         self._session = WorkerSession(self.description, settings, time.monotonic(), info, random.random)
-        self._link = BrokerLink(endpoint, self.transport, self.context, Curve.of(server_key, keys))
+        self._channel = BrokerChannel(endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._stopping = threading.Event()
         # The socket (and the session) belong to the serving thread, except while it runs the handler: then
         # the heartbeat thread may use them, holding this lock (a socket may move between threads across a lock).
@@ -125,7 +125,7 @@ class Worker:
     @property
     def endpoint(self) -> str:
         """The broker endpoint the worker is connected (or connecting) to now."""
-        return self._link.endpoint
+        return self._channel.endpoint
 
     @property
     def busy(self) -> bool:
@@ -169,7 +169,7 @@ class Worker:
     @property
     def reconnects(self) -> int:
         """Times this worker registered again on a new socket (broker silent, or DISCONNECT from it)."""
-        return self._link.reconnects
+        return self._channel.reconnects
 
     def stop(self, *, finish: bool = False) -> None:
         """Make :meth:`serve` return; callable from any thread or a signal handler.
@@ -181,7 +181,7 @@ class Worker:
         self._finish = finish
         self._stopping.set()
         self._poke.set()
-        self._link.wake()
+        self._channel.wake()
 
     def serve(self) -> None:
         """Serve until :meth:`stop`; on return the broker has been told this worker is leaving.
@@ -200,13 +200,13 @@ class Worker:
             self._busy = False
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on
                 self._perform(self._session.stop())
-            self._link.close(linger_ms=500)
+            self._channel.close(linger_ms=500)
             self._socket_lock.release()
             self._poke.set()
 
     def _perform(self, actions: list[Action[Any]]) -> RunTask | None:
         """Carry out the session's actions; the task to run, if one came (the caller has the socket)."""
-        for action in self._link.perform(actions):
+        for action in self._channel.perform(actions):
             if isinstance(action, RunTask):
                 return action
             if isinstance(action, CancelTask) and (task := self._task) is not None and task.task_id == action.task_id:
@@ -214,24 +214,24 @@ class Worker:
         return None
 
     def _serve(self) -> None:
-        link, session, clock = self._link, self._session, time.monotonic
-        link.adopt()
+        channel, session, clock = self._channel, self._session, time.monotonic
+        channel.adopt()
         self._perform(session.start())
         while not self._stopping.is_set():
-            deadline, look = session.deadline(), link.next_look  # an address file is looked at now and then
-            link.wait(look if deadline is None else deadline if look is None else min(deadline, look), clock())
-            if (watch := link.handshake_news()) is not None:
+            deadline, look = session.deadline(), channel.next_look  # an address file is looked at now and then
+            channel.wait(look if deadline is None else deadline if look is None else min(deadline, look), clock())
+            if (watch := channel.handshake_news()) is not None:
                 self._follow(watch.failure)
             task = self._read()
             if task is not None and not self._stopping.is_set():  # a task that came after stop() is not run
                 self._run(task)
             else:
-                self._perform([*self._ticked(link.backlogged), *self._moved()])
+                self._perform([*self._ticked(channel.backlogged), *self._moved()])
 
     def _moved(self) -> list[Action[Any]]:
         """Register where the broker's address file says it is now, if that changed (the socket's holder)."""
         now = time.monotonic()
-        return self._session.moved("the broker moved", now) if self._link.moved(now) else []
+        return self._session.moved("the broker moved", now) if self._channel.moved(now) else []
 
     def _follow(self, failure: HandshakeFailure | None) -> None:
         if failure is not None and failure != self._failure and failure.cause not in _SAID:
@@ -245,7 +245,7 @@ class Worker:
         """Feed the session what arrived, up to the first task (the rest is read after it). One message at a
         time: the wait after the task looks at the socket anyway, so a read needs no look of its own."""
         for _ in range(READ_BATCH):
-            frames = self._link.recv()
+            frames = self._channel.recv()
             if frames is None:
                 break
             task = self._perform(self._received(frames))
@@ -336,7 +336,7 @@ class Worker:
                 leaving = self._session.stop(self._finish) if self._stopping.is_set() else []
                 self._perform([*leaving, *self._ticked(), *self._moved()])
                 for _ in range(READ_BATCH):
-                    frames = self._link.recv()
+                    frames = self._channel.recv()
                     if frames is None:
                         break
                     self._perform(self._received(frames))

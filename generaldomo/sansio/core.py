@@ -43,14 +43,12 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-
-import attrs
+from typing import Any, TypeVar
 
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
@@ -73,6 +71,7 @@ from generaldomo.sansio.events import (
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.kept import KeptAnswers
+from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.ledger import (
     OVERHEAD,
     Connection,
@@ -108,13 +107,12 @@ from generaldomo.sansio.report import (
     StatusQuery,
     StatusReport,
     WorkerReport,
-    build,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
-from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState, WorkerState
+from generaldomo.sansio.states import IN_FLIGHT, TASK, WORKER, Step, TaskState, WorkerState
 from generaldomo.sansio.ticket import Ticket, Tickets, nonce, request_digest
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
@@ -128,14 +126,22 @@ TOP_CONNECTIONS = 10  # connections the status report names, those holding the m
 MAX_HOSTS = 32  # hosts the status report counts workers of by name; the others' are summed as "other"
 _ALL = StatusQuery()
 _UNSET = FlowLimits()
-# The rows of the life-cycle tables the core uses, looked up once.
-_W_DISPATCH, _W_RESULT = WORKER_MOVES[Step.DISPATCH], WORKER_MOVES[Step.RESULT]
-_W_CANCEL, _W_LEAVE = WORKER_MOVES[Step.CANCEL], WORKER_MOVES[Step.LEAVE]
-_T_DISPATCH, _T_REISSUE = TASK_MOVES[Step.DISPATCH], TASK_MOVES[Step.REISSUE]
-_T_CANCEL, _T_FINISH = TASK_MOVES[Step.CANCEL], TASK_MOVES[Step.FINISH]
+# The rows of the life-cycle tables the core uses, looked up once: a move is one dict lookup, and one the table
+# lacks raises IllegalTransition (machine, state, step).
+_W_DISPATCH, _W_RESULT = WORKER.row(Step.DISPATCH), WORKER.row(Step.RESULT)
+_W_CANCEL, _W_LEAVE = WORKER.row(Step.CANCEL), WORKER.row(Step.LEAVE)
+_T_DISPATCH, _T_REISSUE = TASK.row(Step.DISPATCH), TASK.row(Step.REISSUE)
+_T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 
-Handler = Callable[..., None]  # (peer, event, now, credential, out) for the event's own type
+E = TypeVar("E", bound=Event)
+Handler = Callable[[Peer, E, float, Credential | None, list[Send]], None]  # (peer, event, now, credential, out)
+
+
+def _on(kind: type[E], handler: Handler[E]) -> tuple[type, Handler[Any]]:
+    """An entry of a handler table: the handler of events of ``kind``, typed for that kind (the table, keyed by
+    the event's class, cannot say that each value takes its key's events: each entry says it)."""
+    return kind, handler
 
 
 class BrokerCore:
@@ -183,7 +189,7 @@ class BrokerCore:
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
         self._random = random
-        self._label_key = random(16)
+        self.labels = PeerLabels(random(16))  # the links name peers with it too
         settings = self.settings
         self.ledger = Ledger(
             settings.held_bytes,
@@ -219,23 +225,27 @@ class BrokerCore:
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
-        self._handlers: dict[type, Handler] = {
-            ClientRequest: self._on_request,
-            ClientHeartbeat: self._on_client_heartbeat,
-            ClientCancel: self._on_cancel,
-            WorkerReady: self._on_ready,
-            WorkerReply: self._on_reply,
-            WorkerHeartbeat: self._on_heartbeat,
-            WorkerDisconnect: self._on_disconnect,
-            Malformed: self._on_malformed,
-        }
-        self._handlers[WorkerResume] = self._on_resume
-        self._handlers[WorkerHandover] = self._on_handover
-        self._large: dict[type, Handler] = {
-            ClientRequest: self._on_large_request,
-            WorkerReply: self._on_large_reply,
-            WorkerHandover: self._on_large_handover,
-        }
+        self._handlers: dict[type, Handler[Any]] = dict(
+            (
+                _on(ClientRequest, self._on_request),
+                _on(ClientHeartbeat, self._on_client_heartbeat),
+                _on(ClientCancel, self._on_cancel),
+                _on(WorkerReady, self._on_ready),
+                _on(WorkerReply, self._on_reply),
+                _on(WorkerHeartbeat, self._on_heartbeat),
+                _on(WorkerDisconnect, self._on_disconnect),
+                _on(Malformed, self._on_malformed),
+                _on(WorkerResume, self._on_resume),
+                _on(WorkerHandover, self._on_handover),
+            )
+        )
+        self._large: dict[type, Handler[Any]] = dict(  # those over max_message
+            (
+                _on(ClientRequest, self._on_large_request),
+                _on(WorkerReply, self._on_large_reply),
+                _on(WorkerHandover, self._on_large_handover),
+            )
+        )
         self._tickets = None if handover_key is None else Tickets(handover_key, instance)
         self._claims: dict[RequestKey, Worker] = {}  # requests that resumed workers run, until they arrive
         self._hold_until = started + self.settings.recovery_window if recovering and self._tickets else None
@@ -276,7 +286,7 @@ class BrokerCore:
             kind = type(event)
             if credential is None or self._permits(peer, event, credential, now, out):
                 limit = self.settings.max_message
-                if limit is not None and kind in self._large and _size(frames) > limit:
+                if limit is not None and kind in self._large and sum(map(len, frames)) > limit:  # (a call less)
                     self._large[kind](peer, event, now, credential, out)
                 else:
                     self._handlers[kind](peer, event, now, credential, out)
@@ -451,76 +461,71 @@ class BrokerCore:
             query: which page of services and workers.
         """
         expiry = self.settings.expiry
-        services, count, queued = self._service_page(query)
+        services, count, queued, in_flight = self._service_page(query)
         workers = self._worker_page(query)
         broker = BrokerReport(
-            self._instance.hex(),
-            round(now - self.started, 3),
-            [Endpoint(str(transport), endpoint) for transport, endpoint in self._endpoints],
-            dict(self.counters),
-            queued,
-            build(
-                SettingsReport,
-                {
-                    **attrs.asdict(self.settings),
-                    "connection_workers": self.settings.connection_workers,
-                    "field_limits": limits.as_settings(),
-                },
-            ),
-            self._held_total,
-            len(self._kept),
-            self._kept.bytes,
-            self._kept.evicted,
-            self._ledger_report(),
-            count,
-            len(self._workers),
-            self._busiest_hosts(),
+            instance=self._instance.hex(),
+            uptime=round(now - self.started, 3),
+            endpoints=[Endpoint(transport=str(t), endpoint=endpoint) for t, endpoint in self._endpoints],
+            counters=dict(self.counters),
+            queued=queued,
+            settings=SettingsReport.of(self.settings, limits.as_settings()),
+            queued_bytes=self._held_total,
+            kept_answers=len(self._kept),
+            kept_bytes=self._kept.bytes,
+            kept_evicted=self._kept.evicted,
+            ledger=self._ledger_report(),
+            service_count=count,
+            worker_count=len(self._workers),
+            hosts=self._busiest_hosts(),
             internal_errors=self.counters[INTERNAL_ERRORS],
+            in_flight=in_flight,
         )
         limit = query.limit
         del services[limit + 1 :], workers[limit + 1 :]
         next_page = NextPage(  # after the last one listed, when there is one more
-            services[limit - 1].name if len(services) > limit and query.order == "name" else None,
-            workers[limit - 1].serial if len(workers) > limit else None,
+            services_after=services[limit - 1].name if len(services) > limit and query.order == "name" else None,
+            workers_after=workers[limit - 1].serial if len(workers) > limit else None,
         )
         del services[limit:], workers[limit:]
         return StatusReport(
-            broker,
-            [ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
-            [
+            broker=broker,
+            services=[ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
+            workers=[
                 WorkerReport(
-                    worker.label,
-                    worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
-                    worker.service.name,
-                    worker.dialect.value,
-                    worker.state.value,
-                    worker.done,
-                    round(max(0.0, now - (worker.expires - expiry)), 3),
-                    worker.host,
-                    worker.pid,
-                    len(worker.description),
-                    worker.serial,
+                    peer=worker.label,
+                    description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
+                    service=worker.service.name,
+                    dialect=worker.dialect.value,
+                    state=worker.state.value,
+                    tasks_done=worker.done,
+                    last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
+                    host=worker.host,
+                    pid=worker.pid,
+                    description_bytes=len(worker.description),
+                    serial=worker.serial,
                 )
                 for worker in workers
             ],
-            next_page,
+            next=next_page,
         )
 
-    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int]:
+    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int, int]:
         """The services of ``query``'s page and one more if there are more (in its order), the number of
-        services and the tasks queued in all."""
-        count = queued = 0
+        services, and the tasks queued and in flight in all."""
+        count = queued = in_flight = 0
         chosen: list[Service] = []
         name, after = query.service, query.services_after
         for service in self.resolver.services():
             count += 1
             queued += len(service.pending)
+            in_flight += service.flow.in_flight
             if (name is None or service.name == name) and (after is None or service.name > after):
                 chosen.append(service)
         if query.order == "busy":
             busiest = heapq.nsmallest(query.limit, chosen, key=_busy)
-            return busiest, count, queued
-        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued
+            return busiest, count, queued, in_flight
+        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued, in_flight
 
     def _worker_page(self, query: StatusQuery) -> list[Worker]:
         """The workers of ``query``'s page and one more if there are more, in order of registration."""
@@ -543,12 +548,14 @@ class BrokerCore:
         ledger = self.ledger
         top = [
             ConnectionReport(
-                self._connection_label(where), account.bytes, {k.value: n for k, n in account.counts.items()}
+                connection=self._connection_label(where),
+                bytes=account.bytes,
+                holdings={k.value: n for k, n in account.counts.items()},
             )
             for where, account in ledger.top(TOP_CONNECTIONS)
         ]
         held = {kind.value: size for kind, size in ledger.by_kind.items() if size}
-        return LedgerReport(ledger.total, held, len(ledger), top)
+        return LedgerReport(held_bytes=ledger.total, by_kind=held, connections=len(ledger), top=top)
 
     def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
         """Every holding the core keeps on peers' behalf, as ``(connection, kind, bytes)``, recomputed from its
@@ -859,7 +866,7 @@ class BrokerCore:
             for rid in asked
             if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
         ]
-        out.append(Send(peer, protocol.broker_heartbeat(self._instance, self._echo(peer, unknown))))
+        out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
         """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
@@ -1695,9 +1702,8 @@ class BrokerCore:
         return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
 
     def _label(self, peer: Peer) -> str:
-        """An opaque name for ``peer`` in reports and logs: a hash of its address keyed per broker."""
-        digest = hashlib.blake2b(repr(peer.address).encode(), key=self._label_key, digest_size=4).hexdigest()
-        return f"{peer.link}/{digest}"
+        """An opaque name for ``peer`` in reports and logs (see :mod:`generaldomo.sansio.labels`)."""
+        return self.labels(peer.link, peer.address)
 
     def _connection_label(self, where: Connection) -> str:
         """An opaque name for a connection: its link and a keyed hash of its first hop (as its peers' labels
@@ -1714,10 +1720,6 @@ class BrokerCore:
         where = connection(peer.link, peer.address)
         window = where if key is None else key
         self._warnings.warn(kind, window, lambda: self._connection_label(where), now, message, *args, level=level)
-
-
-def _size(frames: Sequence[bytes]) -> int:
-    return sum(map(len, frames))
 
 
 def _digest(task: Task) -> bytes:

@@ -67,6 +67,8 @@ class Kind(enum.Enum):
     KEPT = "kept"  # a final answer kept for the client's re-asks
     UNSENT = "unsent"  # replies handed to the socket that have not left the process
 
+    __hash__ = object.__hash__  # members are singletons compared by identity; Enum's own hash runs in Python
+
 
 # Bytes a holding costs beyond the bytes of its fields (records, dictionary and queue entries, small
 # objects), measured with tracemalloc on CPython 3.11 and rounded up (tests/test_ledger.py checks them).
@@ -91,6 +93,8 @@ class Refusal(enum.Enum):
     CONNECTION_BYTES = "refused_connection_bytes"
     TOTAL_BYTES = "refused_total_bytes"
     CONNECTION_COUNT = "refused_connection_count"
+
+    __hash__ = object.__hash__
 
     def counter(self, kind: Kind) -> str:
         """The counter of this refusal for a holding of ``kind``."""

@@ -3,7 +3,7 @@
 This module owns what each management service means: ``mmi.service`` (RFC 8), ``mmi.status`` (the status
 report, a page of it as its optional JSON body asks, see :mod:`generaldomo.sansio.report`) and ``mmi.flow``
 (read or change a service's flow limits: rate, burst, concurrency, bytes in flight, adaptive cap). It reads
-the broker through the small :class:`Broker` view and changes nothing itself: a change it wants comes back in
+the broker through the small :class:`BrokerView` and changes nothing itself: a change it wants comes back in
 the :class:`Answer` for the core to apply. It knows nothing of sockets, clocks (``now`` is given) or the
 core's records.
 """
@@ -24,7 +24,7 @@ from generaldomo.sansio.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.resolver import ResolveError, Resolver
 
 
-class Broker(Protocol):
+class BrokerView(Protocol):
     """What the management interface may read of the broker."""
 
     @property
@@ -78,7 +78,7 @@ class OverBudget(ManagementError):
     status = protocol.OVER_BUDGET
 
 
-def answer(broker: Broker, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
+def answer(broker: BrokerView, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
     """Answer the management request ``name`` with ``body`` from a sender who may change settings if ``admin``;
     raise :class:`ManagementError` on bad input."""
     handler = _SERVICES.get(name)
@@ -89,7 +89,7 @@ def answer(broker: Broker, name: bytes, body: Sequence[bytes], now: float, admin
     return handler(broker, body, now, admin)
 
 
-def _service(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
+def _service(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
     try:
         service = broker.resolver.find(body[0]) if body else None
         found = service is not None and service.can_serve(body[0])
@@ -98,7 +98,7 @@ def _service(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> 
     return Answer(protocol.OK, [protocol.OK if found else protocol.NOT_FOUND])
 
 
-def _status(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
+def _status(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
     try:
         query = StatusQuery.from_json(body[0]) if body and body[0] else StatusQuery()
     except ValueError as error:
@@ -106,7 +106,7 @@ def _status(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> A
     return Answer(protocol.OK, [status(broker, now, query).to_json().encode()])
 
 
-def _flow(broker: Broker, body: Sequence[bytes], now: float, admin: bool) -> Answer:
+def _flow(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
     if not body:
         raise ManagementError("mmi.flow needs a service name, and JSON limits to change them")
     name = service_name(body[0])
@@ -157,13 +157,13 @@ def _in_force(live: Flow | None, limits: FlowLimits, changed: bool) -> FlowLimit
     return limits_in_force(flow)
 
 
-_SERVICES: dict[bytes, Callable[[Broker, Sequence[bytes], float, bool], Answer]] = {
+_SERVICES: dict[bytes, Callable[[BrokerView, Sequence[bytes], float, bool], Answer]] = {
     b"mmi.service": _service,
     b"mmi.status": _status,
     b"mmi.flow": _flow,
 }
 
 
-def status(broker: Broker, now: float, query: StatusQuery | None = None) -> StatusReport:
+def status(broker: BrokerView, now: float, query: StatusQuery | None = None) -> StatusReport:
     """The broker's state: the ``mmi.status`` report (the page ``query`` asks for; by default the first)."""
     return broker.report(now) if query is None else broker.report(now, query)

@@ -140,6 +140,20 @@ def _byte(dialect: Dialect, command: str, worker: bool) -> bytes:
     return _BYTES[dialect, command, worker]
 
 
+# The GDP commands' bytes that the parsers and builders below compare or send, each named once.
+_GDP_REQUEST = _byte(Dialect.GDP, REQUEST, worker=False)
+_GDP_FIELDS_REQUEST = _byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
+_GDP_PARTIAL = _byte(Dialect.GDP, PARTIAL, worker=False)
+_GDP_FINAL = _byte(Dialect.GDP, FINAL, worker=False)
+_GDP_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, worker=False)
+CANCEL_BYTE: Final = _byte(Dialect.GDP, CANCEL, worker=False)  # a GDP client's CANCEL (no other dialect has one)
+_GDP_CLIENT_CONTROL = (_GDP_HEARTBEAT, CANCEL_BYTE)
+_GDP_WORKER_REQUEST = _byte(Dialect.GDP, REQUEST, worker=True)
+_GDP_WORKER_FIELDS = _byte(Dialect.GDP, FIELDS_REQUEST, worker=True)
+_GDP_WORKER_CANCEL = _byte(Dialect.GDP, CANCEL, worker=True)
+_GDP_WORKER_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, worker=True)
+
+
 # ---------------------------------------------------------------------------------------------------- parsing
 # Every field is checked against its bounds in generaldomo.sansio.limits as it is read: beyond them the message
 # is Malformed. A GDP request whose id is within bounds carries it in the Malformed event (so the broker can
@@ -225,12 +239,6 @@ def _client_request(
     if fields is None:
         return ClientRequest(dialect, request_id, description, tuple(body))
     return ClientRequest(dialect, request_id, description, tuple(body), *fields)
-
-
-_GDP_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, worker=False)
-_GDP_CANCEL = _byte(Dialect.GDP, CANCEL, worker=False)
-_GDP_CLIENT_CONTROL = (_GDP_HEARTBEAT, _GDP_CANCEL)
-_GDP_FIELDS_REQUEST = _byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
 
 
 # ---------------------------------------------------------------------------------------------------- fields
@@ -569,11 +577,6 @@ def worker_cancel(task_id: bytes) -> list[bytes]:
     return [GDP_WORKER, _GDP_WORKER_CANCEL, task_id]
 
 
-_GDP_WORKER_REQUEST = _byte(Dialect.GDP, REQUEST, True)
-_GDP_WORKER_FIELDS = _byte(Dialect.GDP, FIELDS_REQUEST, True)
-_GDP_WORKER_CANCEL = _byte(Dialect.GDP, CANCEL, True)
-
-
 def worker_command(dialect: Dialect, command: str) -> list[bytes]:
     """Frames of an argument-less worker command (HEARTBEAT, DISCONNECT)."""
     return [*PREFIX[dialect, True], _byte(dialect, command, True)]
@@ -585,19 +588,7 @@ def worker_heartbeat(instance: bytes, taken: Sequence[bytes]) -> list[bytes]:
     return [GDP_WORKER, _GDP_WORKER_HEARTBEAT, instance, *taken]
 
 
-def broker_heartbeat(instance: bytes, unknown: Sequence[bytes] = ()) -> list[bytes]:
-    """The broker's answer to a client HEARTBEAT: its instance, then the asked ids it knows nothing of."""
-    return [GDP_CLIENT, _GDP_HEARTBEAT, instance, *unknown]
-
-
 # ------------------------------------------------------------------------------ the generaldomo peers' side
-
-MAX_ASKED: Final = REASKED.high  # request ids one client HEARTBEAT may ask about
-CANCEL_BYTE: Final = b"\x05"  # a GDP client's CANCEL (no other dialect has one)
-_FINAL_BYTE = _byte(Dialect.GDP, FINAL, False)
-_GDP_WORKER_HEARTBEAT = _byte(Dialect.GDP, HEARTBEAT, True)
-_PARTIAL_BYTE = _byte(Dialect.GDP, PARTIAL, False)
-_HEARTBEAT_BYTE = _byte(Dialect.GDP, HEARTBEAT, False)
 
 
 def gdp_request(request_id: bytes, description: bytes, body: Sequence[bytes], fields: bytes = b"") -> list[bytes]:
@@ -605,13 +596,13 @@ def gdp_request(request_id: bytes, description: bytes, body: Sequence[bytes], fi
     :func:`request_fields`) a REQUEST+FIELDS."""
     if fields:
         return [GDP_CLIENT, _GDP_FIELDS_REQUEST, request_id, description, fields, *body]
-    return [GDP_CLIENT, _byte(Dialect.GDP, REQUEST, False), request_id, description, *body]
+    return [GDP_CLIENT, _GDP_REQUEST, request_id, description, *body]
 
 
 def gdp_client_heartbeat(instance: bytes | None = None, ids: Sequence[bytes] = ()) -> list[bytes]:
     """A HEARTBEAT: a client's (no instance), asking about ``ids``; or the broker's answer naming its instance
     and, in ``ids``, the asked request ids it does not know."""
-    frames = [GDP_CLIENT, _byte(Dialect.GDP, HEARTBEAT, False)]
+    frames = [GDP_CLIENT, _GDP_HEARTBEAT]
     return [*frames, *ids] if instance is None else [*frames, instance, *ids]
 
 
@@ -661,20 +652,20 @@ def read_client_message(frames: Sequence[bytes]) -> ToClient:
     if len(frames) < 3 or frames[0] != GDP_CLIENT:
         return Malformed("not a generaldomo client message")
     command = frames[1]
-    if command == _FINAL_BYTE and len(frames) >= 5:
+    if command == _GDP_FINAL and len(frames) >= 5:
         if (wrong := _outside(REQUEST_ID, frames[2])) is not None:
             return Malformed(wrong)
         if not is_status(frames[3]):
             return Malformed(f"a reply's status must be {STATUS.bounds}, not {len(frames[3])} bytes")
         return FinalReply(frames[2], frames[3], frames[4], tuple(frames[5:]))
-    if command == _PARTIAL_BYTE:
+    if command == _GDP_PARTIAL:
         if (wrong := _outside(REQUEST_ID, frames[2])) is not None:
             return Malformed(wrong)
         return PartialReply(frames[2], tuple(frames[3:]))
-    if command == _HEARTBEAT_BYTE:
+    if command == _GDP_HEARTBEAT:
         if (wrong := _outside(INSTANCE, frames[2])) is not None:
             return Malformed(wrong)
-        return HeartbeatAnswer(frames[2], tuple(frames[3 : 3 + MAX_ASKED]))
+        return HeartbeatAnswer(frames[2], tuple(frames[3 : 3 + MAX_REASKED]))
     return Malformed(f"unknown generaldomo client command {bytes(command[:4])!r}")
 
 

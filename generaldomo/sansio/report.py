@@ -1,16 +1,18 @@
 """The broker's status report (``mmi.status``) as types: what the core reports and what readers get back.
 
 This module owns the report's shape and its JSON form: :meth:`StatusReport.to_json` gives the text the broker
-sends, :meth:`StatusReport.from_json` reads it back on the client side (unknown keys are ignored and missing
-ones take defaults, so readers and brokers of other versions get along). The builders read a service's
+sends (attrs' ``asdict``), :meth:`StatusReport.from_json` reads it back on the client side (cattrs: unknown keys
+are ignored and missing ones take defaults, so readers and brokers of other versions get along). Every record is
+built by keyword (``kw_only``), so a field moved or added cannot swap two counters. The builders read a service's
 state; the core builds the rest. It knows nothing of sockets or clocks (``now`` is given).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -20,9 +22,12 @@ from generaldomo.sansio.backoff import Backoff
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.limits import STATUS_PAGE, STATUS_QUERY
 from generaldomo.sansio.service import Service
+from generaldomo.sansio.settings import Settings
 from generaldomo.sansio.stats import ServiceStats, percentiles
 
-R = TypeVar("R")
+if TYPE_CHECKING:
+    import cattrs
+
 PAGE = 100  # services and workers an mmi.status reply lists unless asked for fewer or more
 MAX_PAGE = STATUS_PAGE.high  # the most it lists
 MAX_QUERY = STATUS_QUERY.high  # bytes of an mmi.status request's query
@@ -30,40 +35,19 @@ DESCRIPTION_BYTES = 256  # bytes of a worker's description a report shows (descr
 _QUERY_KEYS = frozenset({"limit", "services_after", "workers_after", "service", "order"})
 
 
-def _of(kind: type[Any]) -> dict[str, Any]:
-    return {"of": kind}
-
-
-def _list_of(kind: type[Any]) -> dict[str, Any]:
-    return {"list_of": kind}
-
-
-def build(kind: type[R], data: Mapping[str, Any]) -> R:
-    """A report class from its JSON-ready data; ValueError when the data does not fit."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"a {kind.__name__} must be a JSON object, not {type(data).__name__}")
-    values: dict[str, Any] = {}
-    for field in attrs.fields(cast(Any, kind)):
-        if field.name not in data:
-            continue
-        value = data[field.name]
-        if value is None:
-            pass  # an optional part that is absent (e.g. no adaptive cap)
-        elif "of" in field.metadata:
-            value = build(field.metadata["of"], value)
-        elif "list_of" in field.metadata:
-            value = [build(field.metadata["list_of"], item) for item in value]
-        values[field.name] = value
-    return kind(**values)
-
-
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Percentiles:
     """Recent times in seconds; None until there are some."""
 
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Percentiles:
+        """The nearest-rank percentiles of ``values`` (see :func:`~generaldomo.sansio.stats.percentiles`)."""
+        p50, p90, p99 = percentiles(values)
+        return cls(p50=p50, p90=p90, p99=p99)
 
 
 def limits_in_force(flow: Flow) -> FlowLimits:
@@ -75,7 +59,7 @@ def limits_in_force(flow: Flow) -> FlowLimits:
     return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive, flow.tenants, backoff)
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class AdaptiveReport:
     """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
 
@@ -94,10 +78,18 @@ class AdaptiveReport:
             return None
         limits, changed = adaptive.limits, adaptive.changed
         since = None if changed is None else round(now - changed, 3)
-        return cls(limits.min, limits.max, adaptive.limit, adaptive.floor, adaptive.latency, since, adaptive.change)
+        return cls(
+            min=limits.min,
+            max=limits.max,
+            cap=adaptive.limit,
+            floor=adaptive.floor,
+            latency=adaptive.latency,
+            changed=since,
+            change=adaptive.change,
+        )
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class BackoffReport:
     """A service's rate adapted to its 429s: its bounds, the rate now (None: no 429 yet), the 429s so far,
     seconds its retry_after still holds it, and when and how the rate last moved."""
@@ -119,10 +111,18 @@ class BackoffReport:
         since = None if changed is None else round(now - changed, 3)
         left = 0.0 if paused is None else round(max(0.0, paused - now), 3)
         rate = None if backoff.rate is None else round(backoff.rate, 3)
-        return cls(limits.min, limits.max, rate, backoff.throttled, left, since, backoff.change)
+        return cls(
+            min=limits.min,
+            max=limits.max,
+            rate=rate,
+            throttled=backoff.throttled,
+            paused=left,
+            changed=since,
+            change=backoff.change,
+        )
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class FlowReport:
     """A service's flow limits in force (see :func:`limits_in_force`), and its tasks (and their request bytes)
     in flight."""
@@ -133,9 +133,9 @@ class FlowReport:
     in_flight: int = 0
     bytes_in_flight: int | None = None  # the limit on request bytes in flight
     in_flight_bytes: int = 0
-    adaptive: AdaptiveReport | None = attrs.field(default=None, metadata=_of(AdaptiveReport))
+    adaptive: AdaptiveReport | None = None
     tenants: dict[str, dict[str, Any]] | None = None  # weights and limits by tenant name ("*": the others')
-    backoff: BackoffReport | None = attrs.field(default=None, metadata=_of(BackoffReport))
+    backoff: BackoffReport | None = None
 
     @classmethod
     def of(cls, flow: Flow, now: float) -> FlowReport:
@@ -143,19 +143,19 @@ class FlowReport:
         limits = limits_in_force(flow)
         tenants = None if limits.tenants is None else {k: attrs.asdict(v) for k, v in limits.tenants.items()}
         return cls(
-            limits.rate,
-            limits.burst,
-            limits.concurrency,
-            flow.in_flight,
-            limits.bytes_in_flight,
-            flow.in_flight_bytes,
-            AdaptiveReport.of(flow.adaptive, now),
-            tenants,
-            BackoffReport.of(flow.backoff, flow.backoff_set, now),
+            rate=limits.rate,
+            burst=limits.burst,
+            concurrency=limits.concurrency,
+            in_flight=flow.in_flight,
+            bytes_in_flight=limits.bytes_in_flight,
+            in_flight_bytes=flow.in_flight_bytes,
+            adaptive=AdaptiveReport.of(flow.adaptive, now),
+            tenants=tenants,
+            backoff=BackoffReport.of(flow.backoff, flow.backoff_set, now),
         )
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class RecentReport:
     """A service's last completed tasks (at most :data:`~generaldomo.sansio.stats.RECENT`), oldest first, as
     three columns: seconds since each ended, its queue time and its service time (s). The last one is the
@@ -171,16 +171,16 @@ class RecentReport:
         """The report of the last completions in ``stats`` at ``now`` (times to 0.1 ms)."""
         recent = stats.recent()
         return cls(
-            [round(now - ended, 4) for ended, _, _ in recent],
-            [round(queued, 4) for _, queued, _ in recent],
-            [round(served, 4) for _, _, served in recent],
+            ended=[round(now - ended, 4) for ended, _, _ in recent],
+            queued=[round(queued, 4) for _, queued, _ in recent],
+            served=[round(served, 4) for _, _, served in recent],
         )
 
 
 REPORTED_TENANTS = 32  # tenants a service report lists, busiest first
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class TenantReport:
     """One tenant of a service with tasks queued or in flight: its weight, queued and in flight, whether a limit
     of its own holds it, and its dispatches (since it last appeared). ``name``: its CURVE key, the name its
@@ -194,7 +194,7 @@ class TenantReport:
     dispatched: int = 0
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class ServiceReport:
     """One service: its workers, queue, limits, tenants and what happened to its tasks."""
 
@@ -203,18 +203,18 @@ class ServiceReport:
     waiting: int = 0
     queued: int = 0
     in_flight: int = 0
-    flow: FlowReport = attrs.field(factory=FlowReport, metadata=_of(FlowReport))
+    flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
     failed: int = 0
     reissued: int = 0
     duplicates_dropped: int = 0
     expired: int = 0
     observed_rate: float = 0.0
-    queue_time: Percentiles = attrs.field(factory=Percentiles, metadata=_of(Percentiles))
-    service_time: Percentiles = attrs.field(factory=Percentiles, metadata=_of(Percentiles))
+    queue_time: Percentiles = attrs.field(factory=Percentiles)
+    service_time: Percentiles = attrs.field(factory=Percentiles)
     queued_bytes: int = 0  # bytes of the requests the broker holds for it (queued or running)
-    recent: RecentReport = attrs.field(factory=RecentReport, metadata=_of(RecentReport))
-    tenants: list[TenantReport] = attrs.field(factory=list, metadata=_list_of(TenantReport))  # the busiest
+    recent: RecentReport = attrs.field(factory=RecentReport)
+    tenants: list[TenantReport] = attrs.field(factory=list)  # the busiest
     busy_tenants: int = 0  # tenants with tasks queued or in flight
     throttled: int = 0  # tasks its workers sent back with 429, queued again
 
@@ -226,33 +226,35 @@ class ServiceReport:
         flow, stats = service.flow, service.stats
         pending = service.pending
         tenants = [
-            TenantReport(name(key), limits.weight, queued, in_flight, held, dispatched)
-            for key, limits, queued, in_flight, held, dispatched in pending.busiest(REPORTED_TENANTS)
+            TenantReport(
+                name=name(key), weight=limits.weight, queued=queued, in_flight=in_flight, held=held, dispatched=done
+            )
+            for key, limits, queued, in_flight, held, done in pending.busiest(REPORTED_TENANTS)
         ]
         return cls(
-            service.name,
-            len(service.workers),
-            len(service.waiting),
-            len(service.pending),
-            flow.in_flight,
-            FlowReport.of(flow, now),
-            stats.completed,
-            stats.failed,
-            stats.reissued,
-            stats.duplicates_dropped,
-            stats.expired,
-            stats.rate(now),
-            Percentiles(*percentiles(stats.queue_times)),
-            Percentiles(*percentiles(stats.service_times)),
-            queued_bytes,
-            RecentReport.of(stats, now),
-            tenants,
-            pending.busy_tenants,
-            stats.throttled,
+            name=service.name,
+            workers=len(service.workers),
+            waiting=len(service.waiting),
+            queued=len(service.pending),
+            in_flight=flow.in_flight,
+            flow=FlowReport.of(flow, now),
+            completed=stats.completed,
+            failed=stats.failed,
+            reissued=stats.reissued,
+            duplicates_dropped=stats.duplicates_dropped,
+            expired=stats.expired,
+            observed_rate=stats.rate(now),
+            queue_time=Percentiles.of(stats.queue_times),
+            service_time=Percentiles.of(stats.service_times),
+            queued_bytes=queued_bytes,
+            recent=RecentReport.of(stats, now),
+            tenants=tenants,
+            busy_tenants=pending.busy_tenants,
+            throttled=stats.throttled,
         )
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class WorkerReport:
     """One registered worker. ``peer`` is an opaque label, never the peer's routing id; ``host`` and ``pid``
     are what the worker said of itself (None: it did not say, as MDP workers cannot); ``description`` is its
@@ -272,7 +274,7 @@ class WorkerReport:
     serial: int = 0
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Endpoint:
     """A bound endpoint of one of the broker's links."""
 
@@ -280,7 +282,7 @@ class Endpoint:
     endpoint: str = ""
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class SettingsReport:
     """The timing and limits the broker enforces (see :class:`~generaldomo.sansio.settings.Settings`)."""
 
@@ -305,9 +307,17 @@ class SettingsReport:
     connection_services: int | None = None
     connection_worker_share: float = 0.0
     connection_workers: int | None = None  # what the share allows
+    served_memory: float = 0.0
+
+    @classmethod
+    def of(cls, settings: Settings, field_limits: dict[str, dict[str, Any]]) -> SettingsReport:
+        """The report of ``settings`` (those of its values this report shows, by name) and of ``field_limits``."""
+        shown = {"connection_workers": settings.connection_workers, "field_limits": field_limits}
+        values = attrs.asdict(settings) | shown
+        return cls(**{field.name: values[field.name] for field in attrs.fields(cls)})
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class ConnectionReport:
     """What one connection holds in the ledger: ``connection`` is an opaque label (link and a keyed hash of
     its routing id), ``holdings`` the number of holdings of each kind (tasks, workers, services, ...)."""
@@ -317,7 +327,7 @@ class ConnectionReport:
     holdings: dict[str, int] = attrs.field(factory=dict)
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class LedgerReport:
     """The ledger (:mod:`generaldomo.sansio.ledger`): bytes held on peers' behalf in all (``held_bytes``) and
     by kind of holding, the connections that hold any, and the :data:`~generaldomo.sansio.core.TOP_CONNECTIONS`
@@ -326,31 +336,32 @@ class LedgerReport:
     held_bytes: int = 0
     by_kind: dict[str, int] = attrs.field(factory=dict)
     connections: int = 0
-    top: list[ConnectionReport] = attrs.field(factory=list, metadata=_list_of(ConnectionReport))
+    top: list[ConnectionReport] = attrs.field(factory=list)
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class BrokerReport:
     """The broker as a whole."""
 
     instance: str = ""
     uptime: float = 0.0
-    endpoints: list[Endpoint] = attrs.field(factory=list, metadata=_list_of(Endpoint))
+    endpoints: list[Endpoint] = attrs.field(factory=list)
     counters: dict[str, int] = attrs.field(factory=dict)
     queued: int = 0
-    settings: SettingsReport = attrs.field(factory=SettingsReport, metadata=_of(SettingsReport))
+    settings: SettingsReport = attrs.field(factory=SettingsReport)
     queued_bytes: int = 0
     kept_answers: int = 0
     kept_bytes: int = 0
     kept_evicted: int = 0  # kept answers dropped for the byte budget before their time was up
-    ledger: LedgerReport = attrs.field(factory=LedgerReport, metadata=_of(LedgerReport))
+    ledger: LedgerReport = attrs.field(factory=LedgerReport)
     service_count: int = 0  # services in all (the report lists a page of them)
     worker_count: int = 0  # registered workers in all (the report lists a page of them)
     hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
+    in_flight: int = 0  # tasks running on workers, all services
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class NextPage:
     """Where the next page of an ``mmi.status`` report starts, as the request body asks for it: after the
     service called ``services_after`` (in name order) and after the worker whose serial is ``workers_after``
@@ -360,7 +371,7 @@ class NextPage:
     workers_after: int | None = None
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class StatusQuery:
     """What an ``mmi.status`` request asks for (its optional JSON body): at most ``limit`` services and
     workers (:data:`PAGE` unless asked; at most :data:`MAX_PAGE`), those after the cursors of a
@@ -406,14 +417,38 @@ class StatusQuery:
         return json.dumps(data).encode()
 
 
-@attrs.frozen
+@functools.cache
+def _converter() -> cattrs.Converter:
+    """cattrs' converter of JSON-ready data into these records, each of which must come as a JSON object
+    (cattrs alone would take a string for a record of defaults). Made at first use: only readers of reports need
+    cattrs, and importing it takes a tenth of a second."""
+    import cattrs
+    from cattrs.gen import make_dict_structure_fn
+
+    converter = cattrs.Converter()
+
+    def record(kind: type[Any]) -> Callable[[Any, type[Any]], Any]:
+        structure = make_dict_structure_fn(kind, converter)
+
+        def strictly(data: Any, _: type[Any]) -> Any:
+            if not isinstance(data, Mapping):
+                raise ValueError(f"a {kind.__name__} is a JSON object, not {type(data).__name__}")
+            return structure(data, kind)
+
+        return strictly
+
+    converter.register_structure_hook_factory(attrs.has, record)
+    return converter
+
+
+@attrs.frozen(kw_only=True)
 class StatusReport:
     """The ``mmi.status`` report: the broker, its services and its workers."""
 
-    broker: BrokerReport = attrs.field(factory=BrokerReport, metadata=_of(BrokerReport))
-    services: list[ServiceReport] = attrs.field(factory=list, metadata=_list_of(ServiceReport))
-    workers: list[WorkerReport] = attrs.field(factory=list, metadata=_list_of(WorkerReport))
-    next: NextPage = attrs.field(factory=NextPage, metadata=_of(NextPage))
+    broker: BrokerReport = attrs.field(factory=BrokerReport)
+    services: list[ServiceReport] = attrs.field(factory=list)
+    workers: list[WorkerReport] = attrs.field(factory=list)
+    next: NextPage = attrs.field(factory=NextPage)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
@@ -426,10 +461,12 @@ class StatusReport:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StatusReport:
         """The report from JSON-ready data; ValueError when it is not a status report."""
+        import cattrs
+
         try:
-            return build(cls, data)
-        except (TypeError, KeyError) as error:
-            raise ValueError(f"not a status report: {error}") from None
+            return _converter().structure(data, cls)
+        except (cattrs.BaseValidationError, TypeError, ValueError, KeyError, AttributeError) as error:
+            raise ValueError(f"not a status report: {error!r}") from None
 
     @classmethod
     def from_json(cls, text: str | bytes) -> StatusReport:

@@ -3,8 +3,8 @@
 Rules:
 - A session is fed what arrives (``receive(frames, now)``), the passing of time (``tick(now)``) and what its
   user does (a client submits and cancels; a worker finishes a task or stops). Each call returns the actions
-  for its IO shell to carry out in order: :class:`Send` these frames; :class:`Reconnect` (a new socket, to
-  where the broker is now as far as the shell knows; later Sends go to it); and for the user:
+  for its IO shell to carry out in order: :class:`ToBroker`: send these frames; :class:`Reconnect` (a new socket, to
+  where the broker is now as far as the shell knows; later frames go to it); and for the user:
   :class:`Resolve`, :class:`Progress` or :class:`Fail` a client's request, :class:`RunTask` in a worker. The
   shell says when the broker moved (its address file changed): ``moved(reason, now)``.
 - Both peers keep a :class:`Pulse`: a heartbeat every interval (a shell may hold them back while its socket
@@ -24,9 +24,9 @@ Rules:
   outstanding without a request to send, asked about at once and whenever a request would be sent again; a
   broker that does not know the id resolves it ``404``.
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
-  time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY (a task's deadline, if the
-  broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed on, and its
-  result still goes back: that is how the broker knows the worker is free); while it runs only
+  time (the transition table :data:`WORKER_SESSION`), whose result goes back inside the next READY (a task's
+  deadline, if the broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed
+  on, and its result still goes back: that is how the broker knows the worker is free); while it runs only
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
   messages after the task); once stopped, one DISCONNECT and nothing more. Stopping mid-task drops the
   result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
@@ -52,12 +52,14 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Malformed
+from generaldomo.sansio.lograte import LogLimiter
+from generaldomo.sansio.machine import Machine
 from generaldomo.sansio.peer_events import (
     BrokerDisconnect,
     BrokerHeartbeat,
@@ -90,7 +92,7 @@ __all__ = ["ClientSession", "WorkerSession"]
 
 
 @attrs.frozen(slots=True)
-class Send:
+class ToBroker:
     """Send these frames to the broker."""
 
     frames: Sequence[bytes]
@@ -157,7 +159,7 @@ class CancelTask:
     task_id: bytes
 
 
-Action = Send | Reconnect | Resolve[T] | Progress[T] | Fail[T] | RunTask | CancelTask
+Action = ToBroker | Reconnect | Resolve[T] | Progress[T] | Fail[T] | RunTask | CancelTask
 
 
 class Pulse:
@@ -202,17 +204,11 @@ class _Drops:
     def __init__(self, what: str) -> None:
         self.what = what
         self.count = 0
-        self._quiet_until = float("-inf")
-        self._unlogged = 0
+        self._lines = LogLimiter(log, LOG_EVERY)
 
     def drop(self, reason: str, now: float) -> None:
         self.count += 1
-        if now < self._quiet_until:
-            self._unlogged += 1
-            return
-        more = f" ({self._unlogged} more since the last line)" if self._unlogged else ""
-        log.warning("%s dropped a message: %s%s", self.what, reason, more)
-        self._quiet_until, self._unlogged = now + LOG_EVERY, 0
+        self._lines.line("dropped", now, "%s dropped a message: %s", self.what, reason)
 
 
 @attrs.define(slots=True)
@@ -326,7 +322,7 @@ class ClientSession(Generic[T]):
         entry = self.outstanding.pop(request_id, None)
         if entry is None or not entry.frames:
             return []
-        return [Send(protocol.gdp_cancel(request_id))]
+        return [ToBroker(protocol.gdp_cancel(request_id))]
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[T]]:
         """Act on a message from the broker.
@@ -355,8 +351,8 @@ class ClientSession(Generic[T]):
         if not self.pulse.beat(now, backlogged):
             return []
         asked = self._ask(now)
-        batches = [asked[n : n + protocol.MAX_ASKED] for n in range(0, len(asked), protocol.MAX_ASKED)] or [[]]
-        return [Send(protocol.gdp_client_heartbeat(ids=batch)) for batch in batches]
+        batches = [asked[n : n + protocol.MAX_REASKED] for n in range(0, len(asked), protocol.MAX_REASKED)] or [[]]
+        return [ToBroker(protocol.gdp_client_heartbeat(ids=batch)) for batch in batches]
 
     def moved(self, reason: str, now: float) -> list[Action[T]]:
         """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): a new socket, and
@@ -424,7 +420,7 @@ class ClientSession(Generic[T]):
         horizon = now - self.reask_after
         asked: list[bytes] = []
         for request_id, entry in self.outstanding.items():
-            if entry.touched > horizon or len(asked) == protocol.MAX_ASKED * ASKING_HEARTBEATS:
+            if entry.touched > horizon or len(asked) == protocol.MAX_REASKED * ASKING_HEARTBEATS:
                 break
             asked.append(request_id)
         self._seq += 1
@@ -438,12 +434,12 @@ class ClientSession(Generic[T]):
     def _resend_all(self, now: float) -> list[Action[T]]:
         return [self._resend(rid, entry, now) for rid, entry in list(self.outstanding.items())]
 
-    def _resend(self, request_id: bytes, entry: _Outstanding[T], now: float) -> Send:
+    def _resend(self, request_id: bytes, entry: _Outstanding[T], now: float) -> ToBroker:
         if not entry.frames:  # a fetch: ask again
             self._seq += 1
             entry.touched, entry.asked_seq = now, self._seq
             self.asked += 1
-            return Send(protocol.gdp_client_heartbeat(ids=[request_id]))
+            return ToBroker(protocol.gdp_client_heartbeat(ids=[request_id]))
         if entry.deadline is not None:  # the time left now, not the time it had when first sent
             fields = protocol.request_fields(entry.deadline - now, *entry.fields)
             entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]
@@ -452,10 +448,13 @@ class ClientSession(Generic[T]):
         del self.outstanding[request_id]
         self.outstanding[request_id] = entry  # order by when last sent
         self.resent += 1
-        return Send(entry.frames)
+        return ToBroker(entry.frames)
 
 
-class WorkerState(enum.Enum):
+class WorkerSessionState(enum.Enum):
+    """Where a worker's session is in its life (the broker's record of a worker has
+    :class:`~generaldomo.sansio.states.WorkerState`)."""
+
     __hash__ = object.__hash__  # members are singletons; Enum's own hashes the name in Python, per lookup
 
     READY = "ready"  # registered, or registering: waiting for a task
@@ -464,19 +463,35 @@ class WorkerState(enum.Enum):
     STOPPED = "stopped"  # said DISCONNECT; sends nothing more
 
 
-# (state, what happens) -> the next state. What is not listed leaves the state as it is and, for a task
-# or a result, is ignored.
-WORKER_TRANSITIONS: dict[tuple[WorkerState, str], WorkerState] = {
-    (WorkerState.READY, "task"): WorkerState.BUSY,
-    (WorkerState.BUSY, "finish"): WorkerState.READY,
-    (WorkerState.READY, "stop"): WorkerState.STOPPED,
-    (WorkerState.BUSY, "stop"): WorkerState.STOPPED,
-    (WorkerState.LEAVING, "stop"): WorkerState.STOPPED,
-    (WorkerState.READY, "stop after the task"): WorkerState.STOPPED,
-    (WorkerState.BUSY, "stop after the task"): WorkerState.LEAVING,
-    (WorkerState.LEAVING, "finish"): WorkerState.STOPPED,
-}
-RUNNING = (WorkerState.BUSY, WorkerState.LEAVING)
+class WorkerSessionEvent(enum.Enum):
+    """What happens to a worker's session: the broker sends a task; its user finishes it or stops."""
+
+    __hash__ = object.__hash__
+
+    TASK = "task"
+    FINISH = "finish"
+    STOP = "stop"
+    STOP_AFTER_TASK = "stop after the task"
+
+
+_WS, _WE = WorkerSessionState, WorkerSessionEvent
+# (state, event) -> the next state. An event the table has no move for in a state is ignored by the session's
+# own choice, said where it comes (a task while one runs is dropped; stopping twice does nothing), never
+# applied: applying it would raise IllegalTransition.
+WORKER_SESSION: Final[Machine[WorkerSessionState, WorkerSessionEvent]] = Machine(
+    "worker session",
+    {
+        (_WS.READY, _WE.TASK): _WS.BUSY,
+        (_WS.BUSY, _WE.FINISH): _WS.READY,
+        (_WS.LEAVING, _WE.FINISH): _WS.STOPPED,
+        (_WS.READY, _WE.STOP): _WS.STOPPED,
+        (_WS.BUSY, _WE.STOP): _WS.STOPPED,
+        (_WS.LEAVING, _WE.STOP): _WS.STOPPED,
+        (_WS.READY, _WE.STOP_AFTER_TASK): _WS.STOPPED,
+        (_WS.BUSY, _WE.STOP_AFTER_TASK): _WS.LEAVING,
+    },
+)
+RUNNING = (_WS.BUSY, _WS.LEAVING)
 
 
 class RetryWait:
@@ -508,9 +523,9 @@ class WorkerSession:
         uniform: draws the jitter of the waits after refusals (a number in [0, 1); the default, 0.5, none).
 
     Example:
-        >>> from generaldomo.sansio.session import Send, WorkerSession
+        >>> from generaldomo.sansio.session import ToBroker, WorkerSession
         >>> session = WorkerSession(b"echo", now=0.0)
-        >>> [list(a.frames) for a in session.start() if isinstance(a, Send)]  # READY
+        >>> [list(a.frames) for a in session.start() if isinstance(a, ToBroker)]  # READY
         [[b'GDPW01', b'\\x01', b'echo']]
     """
 
@@ -527,7 +542,7 @@ class WorkerSession:
         self.plain = False  # the next READY goes without it
         self.pulse = Pulse(settings, now)
         self.pulse.beat(now, backlogged=False)  # READY goes out first; the first heartbeat an interval later
-        self.state = WorkerState.READY
+        self.state = WorkerSessionState.READY
         self.heard = False  # the broker has spoken since this worker last registered
         self.task_id: bytes | None = None
         self.tasks_done = 0
@@ -543,17 +558,16 @@ class WorkerSession:
         self.resume = True  # RESUME may be tried for the running task (a DISCONNECT answering one: no)
         self.unsent = False  # held results this registration has not had yet
 
-    def _move(self, happening: str) -> bool:
-        """Apply the transition table; False if ``happening`` does not apply in this state."""
-        following = WORKER_TRANSITIONS.get((self.state, happening))
-        if following is None:
-            return False
-        self.state = following
-        return True
+    def _can(self, event: WorkerSessionEvent) -> bool:
+        """Whether :data:`WORKER_SESSION` has a move for ``event`` in this state."""
+        return WORKER_SESSION.allows(self.state, event)
+
+    def _apply(self, event: WorkerSessionEvent) -> None:
+        self.state = WORKER_SESSION.apply(self.state, event)
 
     def start(self) -> list[Action[Any]]:
         """READY, to register."""
-        return [Send(self._ready())]
+        return [ToBroker(self._ready())]
 
     def _ready(self) -> list[bytes]:
         return protocol.gdp_ready(self.description, info=None if self.plain else self.info)
@@ -571,9 +585,10 @@ class WorkerSession:
             self.heard, self.retry_at = True, None
             self.wait.reset()  # registered: a later refusal waits the first step again
         if isinstance(message, TaskRequest):
-            if not self._move("task"):
+            if not self._can(_WE.TASK):  # the broker sent a task while one runs, or after DISCONNECT
                 self.drops.drop(f"a task while {self.state.value}", now)
                 return []
+            self._apply(_WE.TASK)
             self.task_id, self.resume = message.task_id, True
             deadline = None if message.deadline is None else now + message.deadline
             return [RunTask(message.task_id, message.description, message.body, deadline)]
@@ -582,12 +597,12 @@ class WorkerSession:
             return [CancelTask(message.task_id)] if running else []
         if isinstance(message, BrokerHeartbeat):
             return self._on_heartbeat(message)
-        if isinstance(message, BrokerDisconnect) and self.state is not WorkerState.STOPPED:
+        if isinstance(message, BrokerDisconnect) and self.state is not WorkerSessionState.STOPPED:
             if self.retry_at is not None:
                 return []  # refused already: the wait goes on
             if not self.heard and self.resumed:  # that RESUME was refused: this task's result goes in READY
                 self.resume = False
-            elif not self.heard and self.state is WorkerState.READY:
+            elif not self.heard and self.state is WorkerSessionState.READY:
                 return self._refused(now)
             return self._register_again("broker sent DISCONNECT", now)
         if isinstance(message, Malformed):
@@ -607,7 +622,7 @@ class WorkerSession:
             if frames is not None:
                 self.held_bytes -= _size(frames)
         previous, self.instance = self.instance, message.instance
-        if self.state is WorkerState.STOPPED:
+        if self.state is WorkerSessionState.STOPPED:
             return []
         if previous is not None and previous != message.instance and self.held:
             log.warning("the broker restarted; handing over %d results it may not have", len(self.held))
@@ -621,18 +636,18 @@ class WorkerSession:
             now: the time.
             backlogged: the socket holds messages it could not send yet (heartbeats wait).
         """
-        if self.state is WorkerState.STOPPED:
+        if self.state is WorkerSessionState.STOPPED:
             return []
         if self.retry_at is not None:
             if now < self.retry_at:
                 return []  # refused: nothing goes out until the wait is over
             self.retry_at = None
             return self._register_again("registering again after the refusal", now)
-        quiet = self.pulse.silence(now) if self.state is WorkerState.READY else None
+        quiet = self.pulse.silence(now) if self.state is WorkerSessionState.READY else None
         if quiet is not None:
             return self._register_again(f"broker silent for {quiet:.1f} s", now, silent=True)
         if self.pulse.beat(now, backlogged):
-            return [Send(protocol.gdp_worker_command(protocol.HEARTBEAT))]
+            return [ToBroker(protocol.gdp_worker_command(protocol.HEARTBEAT))]
         return []
 
     def partial(self, body: Sequence[bytes]) -> list[Action[Any]]:
@@ -643,7 +658,7 @@ class WorkerSession:
         """
         if self.state not in RUNNING or self.task_id is None:
             return []
-        return [Send(protocol.gdp_partial(self.task_id, body))]
+        return [ToBroker(protocol.gdp_partial(self.task_id, body))]
 
     def finish(self, status: bytes, body: Sequence[bytes], now: float) -> list[Action[Any]]:
         """The running task's result, inside READY (nothing once stopped: the broker reissues the task); held
@@ -655,17 +670,20 @@ class WorkerSession:
             now: the time.
         """
         task_id, self.task_id = self.task_id, None
-        leaving = self.state is WorkerState.LEAVING
-        if not self._move("finish") or task_id is None:
+        leaving = self.state is WorkerSessionState.LEAVING
+        if not self._can(_WE.FINISH):  # no task runs (stopped mid-task: the broker reissues it)
+            return []
+        self._apply(_WE.FINISH)
+        if task_id is None:
             return []
         self.tasks_done += 1
         self.resumed = False
         self.pulse.restart(now)  # the broker's messages were not read while the task ran
-        result: list[Action[Any]] = [Send(protocol.gdp_ready(self.description, (task_id, status, body)))]
+        result: list[Action[Any]] = [ToBroker(protocol.gdp_ready(self.description, (task_id, status, body)))]
         result += self._handovers()  # held results a new socket has not had yet (this READY registers it)
         if self.handover is not False:
             self._hold(task_id, status, body)
-        return [*result, Send(protocol.gdp_worker_command(protocol.DISCONNECT))] if leaving else result
+        return [*result, ToBroker(protocol.gdp_worker_command(protocol.DISCONNECT))] if leaving else result
 
     def _handovers(self) -> list[Action[Any]]:
         """HANDOVER each held result, if this registration has not had them yet (and the broker's heartbeats have
@@ -673,7 +691,7 @@ class WorkerSession:
         if not self.unsent or self.handover is False:
             return []
         self.unsent = False
-        return [Send(frames) for frames in self.held.values()]
+        return [ToBroker(frames) for frames in self.held.values()]
 
     def _hold(self, task_id: bytes, status: bytes, body: Sequence[bytes]) -> None:
         frames = protocol.gdp_handover(task_id, status, body)
@@ -687,15 +705,17 @@ class WorkerSession:
 
     def stop(self, finish: bool = False) -> list[Action[Any]]:
         """DISCONNECT, once; with ``finish``, a running task's result goes out first (see :meth:`finish`)."""
-        if not self._move("stop after the task" if finish else "stop"):
+        event = _WE.STOP_AFTER_TASK if finish else _WE.STOP
+        if not self._can(event):  # stopped already, or leaving once its task is done
             return []
-        if self.state is WorkerState.LEAVING:
+        self._apply(event)
+        if self.state is WorkerSessionState.LEAVING:
             return []
-        return [Send(protocol.gdp_worker_command(protocol.DISCONNECT))]
+        return [ToBroker(protocol.gdp_worker_command(protocol.DISCONNECT))]
 
     def deadline(self) -> float | None:
         """When :meth:`tick` next has something to do; None once stopped."""
-        if self.state is WorkerState.STOPPED:
+        if self.state is WorkerSessionState.STOPPED:
             return None
         if self.retry_at is not None:
             return self.retry_at
@@ -719,7 +739,7 @@ class WorkerSession:
     def moved(self, reason: str, now: float) -> list[Action[Any]]:
         """The broker is elsewhere now (its address file changed, says ``reason``, at ``now``): register there
         (nothing once stopped)."""
-        return [] if self.state is WorkerState.STOPPED else self._register_again(reason, now)
+        return [] if self.state is WorkerSessionState.STOPPED else self._register_again(reason, now)
 
     def _register_again(self, reason: str, now: float, silent: bool = False) -> list[Action[Any]]:
         """A new socket: READY (or, while a task runs, RESUME for a hand-over broker, or nothing: the result will
@@ -730,11 +750,11 @@ class WorkerSession:
         self.unsent = bool(self.held)
         actions: list[Action[Any]] = [Reconnect(reason, silent)]
         if self.state not in RUNNING:
-            actions.append(Send(self._ready()))
+            actions.append(ToBroker(self._ready()))
         elif self.handover is not False and self.resume and self.task_id is not None:
             self.resumed = True
             info = None if self.plain else self.info
-            actions.append(Send(protocol.gdp_resume(self.description, self.task_id, info)))
+            actions.append(ToBroker(protocol.gdp_resume(self.description, self.task_id, info)))
         else:
             return actions  # unregistered until the result goes in READY: the held results go after it
         return [*actions, *self._handovers()]
