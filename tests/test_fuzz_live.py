@@ -72,8 +72,11 @@ class LiveBroker:
         self.rss_before = rss(self.process.pid)
 
     def send(self, sender: int, hops: list[bytes], frames: list[bytes]) -> None:
-        """``frames`` from hostile connection ``sender`` (behind ``hops`` on the router transport)."""
-        self.hostiles[sender % HOSTILES].send(frames if self.transport == "server" else [*hops, *frames])
+        """``frames`` from hostile connection ``sender`` (behind ``hops`` on the router transport; a message of no
+        frames at all is one libzmq cannot send)."""
+        message = frames if self.transport == "server" else [*hops, *frames]
+        if message:
+            self.hostiles[sender % HOSTILES].send(message)
 
     def send_part(self, sender: int, part: bytes) -> None:
         """One message part, packed or not, on the server transport."""
