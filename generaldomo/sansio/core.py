@@ -866,7 +866,13 @@ class BrokerCore:
             for rid in asked
             if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
         ]
+        if self._recovering(now):  # workers of the previous instance may still claim them: not "unknown" yet
+            unknown = []
         out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
+
+    def _recovering(self, now: float) -> bool:
+        """Within the recovery window after a restart (see :meth:`_dispatch`)."""
+        return self._hold_until is not None and now < self._hold_until
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
         """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
@@ -1391,7 +1397,7 @@ class BrokerCore:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
         allow, and, after a restart, not before the recovery window ends."""
         if self._hold_until is not None:
-            if now < self._hold_until:
+            if self._recovering(now):
                 if service.pending and service.waiting:
                     self._throttled[service] = self._hold_until
                 return
