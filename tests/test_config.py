@@ -94,7 +94,8 @@ def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_pa
     config.write_text(
         f'heartbeat_interval = 0.5\n\n[broker]\nbind = ["ipc://{tmp_path}/broker.sock"]\nmax_workers = 77\n'
         "[broker.flow.cfg-echo]\nrate = 50\nbackoff = {min = 1, max = 40}\ntenants = {alice = {weight = 3}}\n\n"
-        f'[worker]\nconnect = ["ipc://{tmp_path}/broker.sock"]\nservice = ["cfg-echo"]\n'
+        f'[worker]\nconnect = ["ipc://{tmp_path}/broker.sock"]\nservice = ["cfg-echo"]\n\n'
+        "[client]\nfail_unknown = false\n"  # --wait-for-service: the worker may still be starting
     )
     given = environment(GENERALDOMO_KEEP_ANSWERS="7.5", GENERALDOMO_CONFIG=str(config))
     broker = spawn(processes, "broker", "--max-frames", "99", env=given)
