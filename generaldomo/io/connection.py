@@ -126,6 +126,9 @@ class Connection:
         self._closed = False
         self._polling = 0  # threads (about to be) blocked polling the socket: the reader, or the IO thread
         self._reader_poller: zmq.Poller | None = None
+        # what a reader waits on when it is file descriptors alone (readable, kick), which the accelerator polls:
+        # no socket handle that could outlive its socket
+        self._reader_fds: tuple[int, int] | None = None
 
     def adopt(self) -> zmq.Poller:
         """Make the calling thread this connection's IO thread; return a poller over what that thread watches."""
@@ -153,6 +156,14 @@ class Connection:
     def wait_readable(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a message, or a kick (the reader role's holder, any thread);
         True if kicked (then :meth:`consume_kicks`)."""
+        waited = self._reader_fds
+        if waited is not None and self._native is not None:  # the accelerator's poll: a bit mask, no lists
+            if self.begin_wait():
+                return False
+            try:
+                return bool(self._native.poll((), waited, math.ceil(max(0.0, timeout) * 1000)) & 2)
+            finally:
+                self.end_wait()
         if self._reader_poller is None:
             self._reader_poller = zmq.Poller()
             self._reader_poller.register(self.readable_item, zmq.POLLIN)
@@ -337,6 +348,7 @@ class DealerConnection(Connection):
         super().__init__(context, endpoint, zmq.DEALER, curve)
         self.readable_item = int(self.socket.getsockopt(zmq.FD))
         self.poll_items = [self.readable_item, self._kick_read, self._wake_read]
+        self._reader_fds = (self.readable_item, self._kick_read)
 
     def send(self, frames: Sequence[bytes]) -> None:
         if threading.get_ident() == self._owner:
