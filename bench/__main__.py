@@ -12,7 +12,8 @@ CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x
 1 x 1, ``bench/scale.py``; not part of ``--smoke``), ``openloop`` (11: latency under load, open loop:
 Poisson arrivals at fixed rates from 10 % to past saturation, HDR histograms, ``bench/openloop.py``; not part of
 ``--smoke``), ``shared`` (12: a shared service: fair shares between two tenants, a remote API with a hidden
-limit against the article's actor, goodput with deadlines; ``bench/shared.py``; not part of ``--smoke``).
+limit against the article's actor with Ray tasks as its callers, goodput with deadlines; ``bench/shared.py``;
+not part of ``--smoke``).
 Progress goes to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 

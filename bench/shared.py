@@ -1,17 +1,21 @@
-"""Part ``shared``: flow control for a service many jobs share (issue 23), on one broker with worker threads and
-client threads in this process, over loopback tcp.
+"""Part ``shared``: flow control for a service many jobs share (issue 23), on one broker with worker threads in
+this process, over loopback tcp; the clients are threads in this process, except in (b).
 
 (a) *Fair shares*: two tenants share a service of :data:`WORKERS` workers (:data:`WORK` s a task). One floods it
 at 10x its capacity (open loop), the other sends one request at a time; the light tenant's latency (p50, p99)
 with fair shares (two tenants) against first come, first served (both under one tenant name), in one run. At
 the end of each phase the flood is cancelled, so the next starts empty.
 
-(b) *A remote API with a hidden limit*: the workers call a simulated API that takes :data:`API_LIMIT` calls per
-second (a sliding second) and answers 429 with ``retry_after`` beyond it. generaldomo, with no rate configured,
-against the Ray article's flow-controlled actor (:class:`bench.ray_actor.FlowControlledActorBase`, the same code
-the ``ray`` part runs as a Ray actor; here its callers are client threads) given a guess too high (2x: every
-call over the limit comes back 429 and is tried again) and too low (half: capacity left idle). Timelines of
-calls that got through and of 429s, per second.
+(b) *A remote API with a hidden limit*, Ray tasks as its callers (:data:`TASKS` tasks on a local Ray, the ``ray``
+part's set-up, each keeping one call per thread outstanding on its process's generaldomo client or on the actor):
+the API takes :data:`API_LIMIT` calls per second (a sliding second) and answers 429 with ``retry_after`` beyond
+it (:mod:`bench.hidden_api`). generaldomo, with no rate configured, its :data:`API_WORKERS` worker threads in this
+process calling the one API object (they raise ``Reject(429, retry_after=...)``), against the Ray article's
+flow-controlled actor (:class:`bench.ray_actor.FlowControlledActorBase`) run as a Ray actor of
+:data:`API_WORKERS` threads (``max_concurrency``) that holds the API and calls it, given a guess too high (2x:
+every call over the limit comes back 429 and is tried again by its caller) and too low (half: capacity left
+idle). Both sides have one API in one process, called in-process by as many threads, with the same work per
+call; only who paces the calls differs. Timelines of calls that got through and of 429s, per second.
 
 (c) *Overload with deadlines*: open-loop arrivals at :data:`OVERLOAD` times the capacity for the first half of
 the phase, then at :data:`CALM` times it, each request wanting its answer within :data:`DEADLINE` s; goodput
@@ -24,14 +28,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from bench.config import Config, progress, say
-from bench.ray_actor import FlowControlledActorBase
+from bench.hidden_api import HiddenLimitAPI, LimitedAPIActor
+from bench.procs import ROOT
 from generaldomo import Broker, Client, Reject, RequestFailed, Worker
 from generaldomo.sansio.stats import percentile
 
@@ -39,7 +43,8 @@ WORKERS = 4
 WORK = 0.02  # seconds a task takes: the service does WORKERS / WORK tasks a second
 FLOOD = 10.0  # the heavy tenant's offered load, in capacities
 API_LIMIT = 20.0  # calls per second the simulated API takes
-API_WORKERS = 8
+API_WORKERS = 8  # workers calling the API (the actor's max_concurrency), and callers of the service
+TASKS = 4  # Ray tasks the callers run in, API_WORKERS // TASKS threads each
 DEADLINE = 0.5  # seconds a request of part (c) wants its answer within
 OVERLOAD = 2.0  # part (c)'s offered load in its first half, in capacities
 CALM = 0.5  # and in its second half
@@ -151,39 +156,47 @@ def _fair_phase(endpoint: str, seconds: float, name: str, heavy_tenant: str, lig
 # ------------------------------------------------------------------------------------------ (b) hidden limit
 
 
-class HiddenLimitAPI:
-    """A remote API that takes ``limit`` calls in any second and answers 429 beyond, with the seconds until
-    it would take one more (its calls and refusals are recorded, as (time, ok))."""
-
-    def __init__(self, limit: float) -> None:
-        self.limit = limit
-        self.lock = threading.Lock()
-        self.window: deque[float] = deque()
-        self.calls: list[tuple[float, bool]] = []
-
-    def call(self) -> float | None:
-        """None when the call went through; else the seconds to wait before another would."""
-        with self.lock:
-            now = time.monotonic()
-            while self.window and self.window[0] <= now - 1.0:
-                self.window.popleft()
-            if len(self.window) >= self.limit:
-                self.calls.append((now, False))
-                return self.window[0] + 1.0 - now
-            self.window.append(now)
-            self.calls.append((now, True))
-            return None
-
-
 def hidden_limit(seconds: float) -> dict[str, Any]:
-    """generaldomo (no rate configured) against the actor with a guess too high and one too low."""
-    runs = [_broker_api(seconds)]
-    for guess in (2 * API_LIMIT, API_LIMIT / 2):
-        runs.append(_actor_api(seconds, guess))
-    return {"runs": runs, "limit": API_LIMIT}
+    """generaldomo (no rate configured) against the actor with a guess too high and one too low, Ray tasks the
+    callers of both, on a local Ray started here (loopback, 2 CPUs) and stopped at the end."""
+    result: dict[str, Any] = {"limit": API_LIMIT, "callers": "Ray tasks", "tasks": TASKS, "runs": [], "notes": []}
+    try:
+        import ray
+
+        import generaldomo.ray as gdray
+    except ImportError:
+        result["notes"].append("ray not installed: pip install 'generaldomo[ray]'")
+        return result
+    say("shared: starting a local Ray (loopback, 2 CPUs)")
+    gdray.start_local(num_cpus=2, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}}, log_to_driver=False)
+    try:
+        result["runs"].append(_broker_api(seconds))
+        for guess in (2 * API_LIMIT, API_LIMIT / 2):
+            result["runs"].append(_actor_api(seconds, guess))
+    finally:
+        ray.shutdown()
+    return result
+
+
+def _callers(launch: Callable[[Any], Any], seconds: float) -> tuple[float, int]:
+    """:data:`TASKS` Ray tasks made by ``launch(gate)``, timed together by one gate: their start, calls answered."""
+    import ray
+
+    from bench.ray_clients import GATE_WAIT, RETRY_GRACE, Gate
+
+    gate = Gate.remote(TASKS)
+    try:
+        runs = ray.get([launch(gate) for _ in range(TASKS)], timeout=GATE_WAIT + seconds + RETRY_GRACE + 180)
+    finally:
+        ray.kill(gate)
+    (start,) = {start for start, _ in runs}
+    return start, sum(len(answers) for _, answers in runs)
 
 
 def _broker_api(seconds: float) -> dict[str, Any]:
+    """The API in this process behind :data:`API_WORKERS` worker threads, Ray tasks calling the broker."""
+    from bench.ray_clients import closed_loop
+
     say(f"shared: hidden limit {API_LIMIT:g}/s through the broker, no rate configured, {seconds:g} s")
     progress["last"] = time.monotonic()
     api = HiddenLimitAPI(API_LIMIT)
@@ -196,64 +209,45 @@ def _broker_api(seconds: float) -> dict[str, Any]:
         return payload
 
     service = _Service("api", handler, API_WORKERS)
+    threads = API_WORKERS // TASKS
     try:
         with Client(service.endpoint) as client:
-            start = time.monotonic()
-            done = _closed_loop(lambda: client.request("api", b"x", timeout=120).payload, API_WORKERS, start + seconds)
+            start, done = _callers(
+                lambda gate: closed_loop.remote(service.endpoint, "api", gate, seconds, threads), seconds
+            )
             backoff = next(s for s in client.status()["services"] if s["name"] == "api")["flow"]["backoff"]
     finally:
         service.close()
-    return _api_figures("generaldomo, no rate set", api, start, seconds, done, {"adapted_rate": backoff["rate"]})
+    adapted = None if backoff is None else backoff["rate"]  # None: no 429 ever came, the rate was never adapted
+    return _api_figures("generaldomo, no rate set", api.record(), start, seconds, done, {"adapted_rate": adapted})
 
 
 def _actor_api(seconds: float, guess: float) -> dict[str, Any]:
+    """The API inside the article's actor (a Ray actor of :data:`API_WORKERS` threads), Ray tasks calling it."""
+    import ray
+
+    from bench.ray_clients import actor_loop
+
     say(f"shared: hidden limit {API_LIMIT:g}/s through the article's actor guessing {guess:g}/s, {seconds:g} s")
     progress["last"] = time.monotonic()
-    api = HiddenLimitAPI(API_LIMIT)
-
-    class Caller(FlowControlledActorBase):
-        def process_internal(self, *args: object) -> object:
-            if api.call() is not None:
-                return False  # the caller must try again: the actor has no way to learn from it
-            time.sleep(WORK)
-            return True
-
-    actor = Caller()
-    actor.set_rate_limit(guess)
-
-    def call() -> bool:
-        while not actor.process():
-            pass
-        return True
-
-    start = time.monotonic()
-    done = _closed_loop(call, API_WORKERS, start + seconds)
-    return _api_figures(f"actor guessing {guess:g}/s", api, start, seconds, done, {"guess": guess})
-
-
-def _closed_loop(call: Callable[[], object], threads: int, until: float) -> int:
-    """``threads`` callers, each calling again as soon as its call returns, until ``until``; calls done."""
-    done = [0] * threads
-
-    def loop(n: int) -> None:
-        while time.monotonic() < until:
-            call()
-            done[n] += 1
-
-    callers = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(threads)]
-    for caller in callers:
-        caller.start()
-    for caller in callers:
-        caller.join(until - time.monotonic() + 120)
-    return sum(done)
+    remote: Any = ray.remote(LimitedAPIActor).options(max_concurrency=API_WORKERS, num_cpus=0)
+    actor = remote.remote(API_LIMIT, WORK)
+    threads = API_WORKERS // TASKS
+    try:
+        ray.get(actor.set_rate_limit.remote(guess), timeout=120)
+        start, done = _callers(lambda gate: actor_loop.remote(actor, gate, seconds, threads), seconds)
+        calls = ray.get(actor.calls.remote(), timeout=60)
+    finally:
+        ray.kill(actor)
+    return _api_figures(f"actor guessing {guess:g}/s", calls, start, seconds, done, {"guess": guess})
 
 
 def _api_figures(
-    name: str, api: HiddenLimitAPI, start: float, seconds: float, done: int, extra: dict[str, Any]
+    name: str, calls: list[tuple[float, bool]], start: float, seconds: float, done: int, extra: dict[str, Any]
 ) -> dict[str, Any]:
     """Calls that went through and 429s per second, overall and over the second half."""
-    ok = [t - start for t, passed in api.calls if passed and t - start < seconds]
-    refused = [t - start for t, passed in api.calls if not passed and t - start < seconds]
+    ok = [t - start for t, passed in calls if passed and 0 <= t - start < seconds]
+    refused = [t - start for t, passed in calls if not passed and 0 <= t - start < seconds]
     half = seconds / 2
     return {
         "name": name,
@@ -367,16 +361,19 @@ def markdown(part: dict[str, Any]) -> str:
     out += [
         "",
         f"(b) A remote API that takes {part['api']['limit']:g} calls/s (429 with retry_after beyond), "
-        f"{API_WORKERS} callers; per second, over the whole run and its second half:",
+        f"{API_WORKERS} callers in {part['api'].get('tasks', TASKS)} Ray tasks; per second, over the whole run and "
+        "its second half (generaldomo: the rate it adapted to, at the end):",
         "",
         "| who paces the calls | answered | through/s | through/s, 2nd half | 429s/s | 429s/s, 2nd half |",
         "|---|---|---|---|---|---|",
     ]
     for r in part["api"]["runs"]:
+        adapted = f" (adapted to {r['adapted_rate']:.1f}/s)" if r.get("adapted_rate") is not None else ""
         out.append(
-            f"| {r['name']} | {r['answered']} | {r['through_per_s']:.1f} | {r['through_late_per_s']:.1f} | "
+            f"| {r['name']}{adapted} | {r['answered']} | {r['through_per_s']:.1f} | {r['through_late_per_s']:.1f} | "
             f"{r['refused_per_s']:.1f} | {r['refused_late_per_s']:.1f} |"
         )
+    out += [f"\n{note}" for note in part["api"].get("notes", [])]
     out += [
         "",
         f"(c) Open-loop arrivals at {OVERLOAD:g}x capacity, then (second half) at {CALM:g}x, each wanting its "
@@ -424,7 +421,7 @@ def draw(result: dict[str, Any], path: Path) -> Path:
     middle.set_xlabel("seconds")
     middle.set_ylabel("calls per second")
     middle.set_yscale("symlog", linthresh=10)
-    middle.set_title(f"a remote API taking {result['api_limit']:g} calls/s", fontsize="medium")
+    middle.set_title(f"a remote API taking {result['api_limit']:g} calls/s, Ray tasks calling", fontsize="medium")
     middle.legend(fontsize="x-small")
     deadline_phases = result["deadlines"]["phases"]
     for n, (key, label) in enumerate((("goodput_per_s", "whole run"), ("calm_goodput_per_s", "after the overload"))):

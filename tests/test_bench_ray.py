@@ -1,5 +1,6 @@
 """The Ray part of the bench without Ray: its arithmetic on made-up records, and the article-style actor's pacing
-as a plain object on threads (its lower bounds on start times follow from its logic, not from timing luck)."""
+as a plain object on threads (its lower bounds on start times follow from its logic, not from timing luck); part
+``shared``'s API with a hidden limit and the actor in front of it, as plain objects."""
 
 from __future__ import annotations
 
@@ -82,3 +83,23 @@ def test_the_article_style_actor_gives_each_caller_its_own_turn(bench: Any) -> N
         actor_module.FlowControlledActorBase().process()
     began, ended = struct.unpack(actor_module.SPAN, actor_module.simulated(struct.pack(actor_module.WORK, 0.0)))
     assert began <= ended
+
+
+def test_the_hidden_limit_api_refuses_beyond_its_limit_and_the_actor_passes_it_on(bench: Any) -> None:
+    from bench.hidden_api import HiddenLimitAPI, LimitedAPIActor
+
+    api = HiddenLimitAPI(3)
+    began = time.monotonic()
+    answers = [api.call() for _ in range(4)]
+    if time.monotonic() - began < 1.0:  # all four within one second (else the window moved on: nothing to check)
+        assert answers[:3] == [None, None, None]
+        wait = answers[3]
+        assert wait is not None and 0.0 < wait <= 1.0
+        assert [ok for _, ok in api.record()] == [True, True, True, False]
+    actor = LimitedAPIActor(2, 0.0)
+    began = time.monotonic()
+    passed = [actor.process() for _ in range(3)]  # no rate set: the actor lets each through at once
+    if time.monotonic() - began < 1.0:
+        assert passed == [True, True, False]  # the 429 comes back to the caller, to try again
+        assert [ok for _, ok in actor.calls()] == [True, True, False]
+    assert actor.pending == 0

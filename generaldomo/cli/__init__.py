@@ -3,7 +3,9 @@
 This module owns the top-level parser (``--version``, ``-v``), logging, and turning errors into exit statuses
 (:class:`generaldomo.cli.command.Exit`: set-up errors give ``USAGE``, an endpoint that cannot be bound
 ``BIND_FAILED``, Ctrl-C ``INTERRUPTED``). To add a
-command, write a module with a ``COMMAND`` and list it below. Every command runs the public Python API.
+command, write a module with a ``COMMAND`` and list it below. Every command runs the public Python API. A
+``configurable`` command's settings left out on the command line come from the environment and ``--config``
+(:mod:`generaldomo.cli.config`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,20 @@ from collections.abc import Sequence
 
 import zmq
 
-from generaldomo.cli import bridge, broker, client, dashboard, demo, doctor, flow, keygen, logs, status, worker
+from generaldomo.cli import (
+    bridge,
+    broker,
+    client,
+    config,
+    dashboard,
+    demo,
+    doctor,
+    flow,
+    keygen,
+    logs,
+    status,
+    worker,
+)  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
@@ -45,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"generaldomo: cannot write the log file: {error}", file=sys.stderr)
         return Exit.USAGE
     try:
+        if args.command.configurable and _configure(args, argv):
+            return Exit.OK  # --print-config
         if getattr(args, "transport", None) == "server":
             require_draft()
         return int(args.command.run(args))
@@ -59,6 +76,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         return Exit.USAGE
     except KeyboardInterrupt:  # Ctrl-C on a command that installs no handler of its own (client, status)
         return Exit.INTERRUPTED
+
+
+def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
+    """Fill in the settings the command line leaves out from the environment and the configuration file
+    (:mod:`generaldomo.cli.config`); with ``--print-config``, print them: True then (the command is done)."""
+    command: Command = args.command
+    environ = os.environ
+    options = config.options_of(_SUBPARSERS[command.name], command.per_run)
+    path = config.config_path(args, environ)
+    file: dict[str, tuple[object, str]] = {}
+    if path is not None:
+        known = {
+            c.name: {o.key for o in config.options_of(_SUBPARSERS[c.name], c.per_run)}
+            for c in COMMANDS
+            if c.configurable
+        }
+        file = config.file_values(path, config.read_file(path), command.name, options, known)
+    resolved = config.resolve(options, args, _given(command, argv), file, environ)
+    if args.print_config:
+        print(config.render(command.name, resolved), end="", flush=True)
+        return True
+    return False
+
+
+def settings_table() -> str:
+    """The README's table of every setting of the configurable commands (:func:`generaldomo.cli.config.table`)."""
+    parser()
+    return config.table({c.name: config.options_of(_SUBPARSERS[c.name], c.per_run) for c in COMMANDS if c.configurable})
+
+
+def _given(command: Command, argv: Sequence[str] | None) -> set[str]:
+    """The destinations of the options given on the command line (a parse in which nothing has a default)."""
+    top = parser()
+    sub = _SUBPARSERS[command.name]
+    for action in sub._actions:  # argparse keeps its actions there; it has no public listing of them
+        action.default = argparse.SUPPRESS
+    given = vars(top.parse_known_args(argv)[0])
+    parser()  # the subparsers of the command line's own parser again (for its error messages)
+    return set(given)
 
 
 def _log_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -113,6 +169,8 @@ def parser() -> argparse.ArgumentParser:
         )
         _log_options(sub, argparse.SUPPRESS)
         command.arguments(sub)
+        if command.configurable:
+            config.arguments(sub)
         sub.set_defaults(command=command)
         _SUBPARSERS[command.name] = sub
     return top

@@ -290,4 +290,7 @@ the request queued while nobody waits for it, and its answer for
 that answer, waiting while the request is queued or running. Without CURVE the
 id alone fetches the answer (keep it private); under CURVE only the same key.
 """
-COMMAND = Command("client", "send one request and print the reply", arguments, run, DESCRIPTION, extra="payload")
+COMMAND = Command(
+    "client", "send one request and print the reply", arguments, run, DESCRIPTION, extra="payload",
+    configurable=True, per_run=("fetch", "no_wait", "file"),
+)  # fmt: skip

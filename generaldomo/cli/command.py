@@ -37,6 +37,8 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     description: str = ""  # longer text under the usage line; ``help`` when empty
     extra: str | None = None  # the list argument that takes positionals given after options (options in any order)
+    configurable: bool = False  # its settings may come from GENERALDOMO_* variables and --config (cli.config)
+    per_run: tuple[str, ...] = ()  # options of one run, not settings (neither from the environment nor the file)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

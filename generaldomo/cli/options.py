@@ -46,6 +46,16 @@ ALLOWLISTS = {  # the broker's directories of admitted public certificates, by r
     "workers": "GENERALDOMO_CURVE_WORKERS",
     "admins": "GENERALDOMO_CURVE_ADMINS",
 }
+# The variables of options older than the rule GENERALDOMO_ + the option's destination in capitals (by destination)
+VARIABLES = {
+    "connect": BROKER_VARIABLE,
+    "broker_file": BROKER_FILE_VARIABLE,
+    "curve_key": CURVE_KEY,
+    "curve_server_key": CURVE_SERVER_KEY,
+    "trust_announced_key": CURVE_TRUST,
+    "curve_secret": CURVE_SECRET,
+    **ALLOWLISTS,
+}
 
 
 def transport(parser: argparse.ArgumentParser) -> None:
@@ -86,12 +96,11 @@ def add_knob(
     type: Callable[[str], Any] | None = None,
     **more: Any,
 ) -> argparse.Action:
-    """Add ``knob``'s flag (and its older spellings) to ``parser``: destination the knob's name, its type
+    """Add ``knob``'s flag to ``parser``: destination the knob's name, its type
     (``type`` instead if given), metavar and help (``help`` instead if given); ``default`` (None: the knob's
     own)."""
     return parser.add_argument(
         knob.option,
-        *knob.aliases,
         dest=knob.name,
         type=type or knob_type(knob),
         default=knob.default if default is None else default,

@@ -164,4 +164,6 @@ def _why_unregistered(args: argparse.Namespace, endpoint: str, curve: Curve | No
     return None
 
 
-COMMAND = Command("worker", "run a worker app (module:attr) or the built-in echo worker", arguments, run)
+COMMAND = Command(
+    "worker", "run a worker app (module:attr) or the built-in echo worker", arguments, run, configurable=True
+)

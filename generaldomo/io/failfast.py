@@ -14,10 +14,12 @@ import logging
 import threading
 from collections.abc import Callable
 
+from generaldomo.errors import GeneraldomoError
+
 OnFailure = Callable[[BaseException], None]
 
 
-class LoopFailed(RuntimeError):
+class LoopFailed(GeneraldomoError, RuntimeError):
     """A serving loop stopped because of an error (its ``__cause__``): it serves nothing any more."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import zmq
 
 from generaldomo.errors import DraftUnavailable as DraftUnavailable  # importable from here, as before
+from generaldomo.errors import GeneraldomoError
 from generaldomo.io import inproc
 from generaldomo.io.endpoints import FORMS
 
@@ -69,7 +70,7 @@ def connect_target(transport: Transport, endpoint: str) -> str:
 _MALFORMED = frozenset({errno.EINVAL, zmq.EPROTONOSUPPORT, zmq.ENOCOMPATPROTO})
 
 
-class BindError(zmq.ZMQError):
+class BindError(GeneraldomoError, zmq.ZMQError):
     """An endpoint that could not be bound; the message names it, says why and gives the form endpoints take.
     ``malformed``: the endpoint itself is wrong (a usage error), rather than taken or not allowed."""
 

@@ -48,6 +48,7 @@ import itertools
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
@@ -111,7 +112,7 @@ from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
-from generaldomo.sansio.states import IN_FLIGHT, TASK_MOVES, WORKER_MOVES, Step, TaskState, WorkerState
+from generaldomo.sansio.states import IN_FLIGHT, TASK, WORKER, Step, TaskState, WorkerState
 from generaldomo.sansio.ticket import Ticket, Tickets, nonce, request_digest
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
@@ -125,14 +126,22 @@ TOP_CONNECTIONS = 10  # connections the status report names, those holding the m
 MAX_HOSTS = 32  # hosts the status report counts workers of by name; the others' are summed as "other"
 _ALL = StatusQuery()
 _UNSET = FlowLimits()
-# The rows of the life-cycle tables the core uses, looked up once.
-_W_DISPATCH, _W_RESULT = WORKER_MOVES[Step.DISPATCH], WORKER_MOVES[Step.RESULT]
-_W_CANCEL, _W_LEAVE = WORKER_MOVES[Step.CANCEL], WORKER_MOVES[Step.LEAVE]
-_T_DISPATCH, _T_REISSUE = TASK_MOVES[Step.DISPATCH], TASK_MOVES[Step.REISSUE]
-_T_CANCEL, _T_FINISH = TASK_MOVES[Step.CANCEL], TASK_MOVES[Step.FINISH]
+# The rows of the life-cycle tables the core uses, looked up once: a move is one dict lookup, and one the table
+# lacks raises IllegalTransition (machine, state, step).
+_W_DISPATCH, _W_RESULT = WORKER.row(Step.DISPATCH), WORKER.row(Step.RESULT)
+_W_CANCEL, _W_LEAVE = WORKER.row(Step.CANCEL), WORKER.row(Step.LEAVE)
+_T_DISPATCH, _T_REISSUE = TASK.row(Step.DISPATCH), TASK.row(Step.REISSUE)
+_T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 
-Handler = Callable[..., None]  # (peer, event, now, credential, out) for the event's own type
+E = TypeVar("E", bound=Event)
+Handler = Callable[[Peer, E, float, Credential | None, list[Send]], None]  # (peer, event, now, credential, out)
+
+
+def _on(kind: type[E], handler: Handler[E]) -> tuple[type, Handler[Any]]:
+    """An entry of a handler table: the handler of events of ``kind``, typed for that kind (the table, keyed by
+    the event's class, cannot say that each value takes its key's events: each entry says it)."""
+    return kind, handler
 
 
 class BrokerCore:
@@ -216,23 +225,27 @@ class BrokerCore:
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
-        self._handlers: dict[type, Handler] = {
-            ClientRequest: self._on_request,
-            ClientHeartbeat: self._on_client_heartbeat,
-            ClientCancel: self._on_cancel,
-            WorkerReady: self._on_ready,
-            WorkerReply: self._on_reply,
-            WorkerHeartbeat: self._on_heartbeat,
-            WorkerDisconnect: self._on_disconnect,
-            Malformed: self._on_malformed,
-        }
-        self._handlers[WorkerResume] = self._on_resume
-        self._handlers[WorkerHandover] = self._on_handover
-        self._large: dict[type, Handler] = {
-            ClientRequest: self._on_large_request,
-            WorkerReply: self._on_large_reply,
-            WorkerHandover: self._on_large_handover,
-        }
+        self._handlers: dict[type, Handler[Any]] = dict(
+            (
+                _on(ClientRequest, self._on_request),
+                _on(ClientHeartbeat, self._on_client_heartbeat),
+                _on(ClientCancel, self._on_cancel),
+                _on(WorkerReady, self._on_ready),
+                _on(WorkerReply, self._on_reply),
+                _on(WorkerHeartbeat, self._on_heartbeat),
+                _on(WorkerDisconnect, self._on_disconnect),
+                _on(Malformed, self._on_malformed),
+                _on(WorkerResume, self._on_resume),
+                _on(WorkerHandover, self._on_handover),
+            )
+        )
+        self._large: dict[type, Handler[Any]] = dict(  # those over max_message
+            (
+                _on(ClientRequest, self._on_large_request),
+                _on(WorkerReply, self._on_large_reply),
+                _on(WorkerHandover, self._on_large_handover),
+            )
+        )
         self._tickets = None if handover_key is None else Tickets(handover_key, instance)
         self._claims: dict[RequestKey, Worker] = {}  # requests that resumed workers run, until they arrive
         self._hold_until = started + self.settings.recovery_window if recovering and self._tickets else None
@@ -853,7 +866,13 @@ class BrokerCore:
             for rid in asked
             if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
         ]
+        if self._recovering(now):  # workers of the previous instance may still claim them: not "unknown" yet
+            unknown = []
         out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
+
+    def _recovering(self, now: float) -> bool:
+        """Within the recovery window after a restart (see :meth:`_dispatch`)."""
+        return self._hold_until is not None and now < self._hold_until
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
         """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
@@ -1378,7 +1397,7 @@ class BrokerCore:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
         allow, and, after a restart, not before the recovery window ends."""
         if self._hold_until is not None:
-            if now < self._hold_until:
+            if self._recovering(now):
                 if service.pending and service.waiting:
                     self._throttled[service] = self._hold_until
                 return
@@ -1640,31 +1659,35 @@ class BrokerCore:
             log.info("dropped %d queued requests for %r of clients gone silent", len(tasks), service.name)
 
     def _forget_idle_services(self, now: float) -> None:
-        """Forget services that have had no workers and no tasks for ``service_idle`` (unless the operator set
-        flow limits for their name), and the flow limits peers set for names no busy service had as long."""
+        """Forget services that have had no workers and no tasks for ``service_idle``, and the flow limits peers
+        set for names no busy service had as long. A service idle as long that is kept (the operator set flow
+        limits for its name, or the resolver forgets nothing) is charged to nobody from then on: it is no longer
+        held on the behalf of the peer whose message made it (the next one that uses it is charged for it)."""
         idle_for = self.settings.service_idle
         if idle_for is None:
             return
         forget = getattr(self.resolver, "forget", None)
         flows, charged = self.flows, self._flow_charges
         busy: set[str] = set()
-        for service in list(self.resolver.services()) if forget is not None or charged else ():
+        for service in list(self.resolver.services()) if forget is not None or charged or self._adopted else ():
             name = service.name
             if service.workers or service.pending or service in self._held:
                 busy.add(name)
                 self._idle_since.pop(service, None)
                 continue
-            if forget is None or (name in flows and name not in charged):
-                continue
+            kept = forget is None or (name in flows and name not in charged)
+            if kept and service not in self._adopted:
+                continue  # kept, and charged to nobody already
             since = self._idle_since.setdefault(service, now)
             if now - since >= idle_for:
-                forget(service)
                 del self._idle_since[service]
                 where, charge = self._adopted.pop(service, (None, 0))
                 if where is not None:
                     self.ledger.release(where, Kind.SERVICE, charge)
-                self._throttled.pop(service, None)
-                self.counters["services_forgotten"] += 1
+                if forget is not None and not kept:
+                    forget(service)
+                    self._throttled.pop(service, None)
+                    self.counters["services_forgotten"] += 1
         for name in list(charged):
             if name in busy:
                 self._flow_idle_since.pop(name, None)

@@ -24,9 +24,9 @@ Rules:
   outstanding without a request to send, asked about at once and whenever a request would be sent again; a
   broker that does not know the id resolves it ``404``.
 - Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
-  time (:data:`WORKER_TRANSITIONS`), whose result goes back inside the next READY (a task's deadline, if the
-  broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed on, and its
-  result still goes back: that is how the broker knows the worker is free); while it runs only
+  time (the transition table :data:`WORKER_SESSION`), whose result goes back inside the next READY (a task's
+  deadline, if the broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed
+  on, and its result still goes back: that is how the broker knows the worker is free); while it runs only
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
   messages after the task); once stopped, one DISCONNECT and nothing more. Stopping mid-task drops the
   result (the broker reissues the task at once), unless asked to finish it: then result, then DISCONNECT.
@@ -52,13 +52,14 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Malformed
 from generaldomo.sansio.lograte import LogLimiter
+from generaldomo.sansio.machine import Machine
 from generaldomo.sansio.peer_events import (
     BrokerDisconnect,
     BrokerHeartbeat,
@@ -462,19 +463,35 @@ class WorkerSessionState(enum.Enum):
     STOPPED = "stopped"  # said DISCONNECT; sends nothing more
 
 
-# (state, what happens) -> the next state. What is not listed leaves the state as it is and, for a task
-# or a result, is ignored.
-WORKER_TRANSITIONS: dict[tuple[WorkerSessionState, str], WorkerSessionState] = {
-    (WorkerSessionState.READY, "task"): WorkerSessionState.BUSY,
-    (WorkerSessionState.BUSY, "finish"): WorkerSessionState.READY,
-    (WorkerSessionState.READY, "stop"): WorkerSessionState.STOPPED,
-    (WorkerSessionState.BUSY, "stop"): WorkerSessionState.STOPPED,
-    (WorkerSessionState.LEAVING, "stop"): WorkerSessionState.STOPPED,
-    (WorkerSessionState.READY, "stop after the task"): WorkerSessionState.STOPPED,
-    (WorkerSessionState.BUSY, "stop after the task"): WorkerSessionState.LEAVING,
-    (WorkerSessionState.LEAVING, "finish"): WorkerSessionState.STOPPED,
-}
-RUNNING = (WorkerSessionState.BUSY, WorkerSessionState.LEAVING)
+class WorkerSessionEvent(enum.Enum):
+    """What happens to a worker's session: the broker sends a task; its user finishes it or stops."""
+
+    __hash__ = object.__hash__
+
+    TASK = "task"
+    FINISH = "finish"
+    STOP = "stop"
+    STOP_AFTER_TASK = "stop after the task"
+
+
+_WS, _WE = WorkerSessionState, WorkerSessionEvent
+# (state, event) -> the next state. An event the table has no move for in a state is ignored by the session's
+# own choice, said where it comes (a task while one runs is dropped; stopping twice does nothing), never
+# applied: applying it would raise IllegalTransition.
+WORKER_SESSION: Final[Machine[WorkerSessionState, WorkerSessionEvent]] = Machine(
+    "worker session",
+    {
+        (_WS.READY, _WE.TASK): _WS.BUSY,
+        (_WS.BUSY, _WE.FINISH): _WS.READY,
+        (_WS.LEAVING, _WE.FINISH): _WS.STOPPED,
+        (_WS.READY, _WE.STOP): _WS.STOPPED,
+        (_WS.BUSY, _WE.STOP): _WS.STOPPED,
+        (_WS.LEAVING, _WE.STOP): _WS.STOPPED,
+        (_WS.READY, _WE.STOP_AFTER_TASK): _WS.STOPPED,
+        (_WS.BUSY, _WE.STOP_AFTER_TASK): _WS.LEAVING,
+    },
+)
+RUNNING = (_WS.BUSY, _WS.LEAVING)
 
 
 class RetryWait:
@@ -541,13 +558,12 @@ class WorkerSession:
         self.resume = True  # RESUME may be tried for the running task (a DISCONNECT answering one: no)
         self.unsent = False  # held results this registration has not had yet
 
-    def _move(self, happening: str) -> bool:
-        """Apply the transition table; False if ``happening`` does not apply in this state."""
-        following = WORKER_TRANSITIONS.get((self.state, happening))
-        if following is None:
-            return False
-        self.state = following
-        return True
+    def _can(self, event: WorkerSessionEvent) -> bool:
+        """Whether :data:`WORKER_SESSION` has a move for ``event`` in this state."""
+        return WORKER_SESSION.allows(self.state, event)
+
+    def _apply(self, event: WorkerSessionEvent) -> None:
+        self.state = WORKER_SESSION.apply(self.state, event)
 
     def start(self) -> list[Action[Any]]:
         """READY, to register."""
@@ -569,9 +585,10 @@ class WorkerSession:
             self.heard, self.retry_at = True, None
             self.wait.reset()  # registered: a later refusal waits the first step again
         if isinstance(message, TaskRequest):
-            if not self._move("task"):
+            if not self._can(_WE.TASK):  # the broker sent a task while one runs, or after DISCONNECT
                 self.drops.drop(f"a task while {self.state.value}", now)
                 return []
+            self._apply(_WE.TASK)
             self.task_id, self.resume = message.task_id, True
             deadline = None if message.deadline is None else now + message.deadline
             return [RunTask(message.task_id, message.description, message.body, deadline)]
@@ -654,7 +671,10 @@ class WorkerSession:
         """
         task_id, self.task_id = self.task_id, None
         leaving = self.state is WorkerSessionState.LEAVING
-        if not self._move("finish") or task_id is None:
+        if not self._can(_WE.FINISH):  # no task runs (stopped mid-task: the broker reissues it)
+            return []
+        self._apply(_WE.FINISH)
+        if task_id is None:
             return []
         self.tasks_done += 1
         self.resumed = False
@@ -685,8 +705,10 @@ class WorkerSession:
 
     def stop(self, finish: bool = False) -> list[Action[Any]]:
         """DISCONNECT, once; with ``finish``, a running task's result goes out first (see :meth:`finish`)."""
-        if not self._move("stop after the task" if finish else "stop"):
+        event = _WE.STOP_AFTER_TASK if finish else _WE.STOP
+        if not self._can(event):  # stopped already, or leaving once its task is done
             return []
+        self._apply(event)
         if self.state is WorkerSessionState.LEAVING:
             return []
         return [ToBroker(protocol.gdp_worker_command(protocol.DISCONNECT))]

@@ -1,8 +1,9 @@
 """The life cycles of the core's workers and tasks: their states and the moves between them.
 
-This module owns the transition tables; :mod:`generaldomo.sansio.core` moves its records only through
-these tables, so a record in a state the tables do not allow for a step is a bug that fails loudly. It knows
-nothing of messages, services or clocks.
+This module owns the transition tables (:class:`~generaldomo.sansio.machine.Machine`, keyed by (state,
+step)); :mod:`generaldomo.sansio.core` moves its records only through them, so a record in a state the table
+does not allow for a step is a bug that fails loudly (``IllegalTransition``, naming machine, state and step). It
+knows nothing of messages, services or clocks.
 
 Worker: registers WAITING (queued on its service); a dispatch makes it BUSY (it holds a task); its result
 makes it WAITING again. A cancel of the task it holds makes it FINISHING: it still works on the task, whose
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import enum
 from typing import Final
+
+from generaldomo.sansio.machine import Machine
 
 
 class WorkerState(enum.Enum):
@@ -54,16 +57,28 @@ class Step(enum.Enum):
 
 
 W, T = WorkerState, TaskState
-WORKER_MOVES: Final[dict[Step, dict[WorkerState, WorkerState]]] = {
-    Step.DISPATCH: {W.WAITING: W.BUSY},
-    Step.RESULT: {W.BUSY: W.WAITING, W.FINISHING: W.WAITING},
-    Step.CANCEL: {W.BUSY: W.FINISHING},
-    Step.LEAVE: {W.WAITING: W.GONE, W.BUSY: W.GONE, W.FINISHING: W.GONE},
-}
-TASK_MOVES: Final[dict[Step, dict[TaskState, TaskState]]] = {
-    Step.DISPATCH: {T.QUEUED: T.RUNNING},
-    Step.REISSUE: {T.RUNNING: T.QUEUED},
-    Step.CANCEL: {T.QUEUED: T.DONE, T.RUNNING: T.CANCELLED},
-    Step.FINISH: {T.QUEUED: T.DONE, T.RUNNING: T.DONE, T.CANCELLED: T.DONE},
-}
+WORKER: Final[Machine[WorkerState, Step]] = Machine(
+    "worker",
+    {
+        (W.WAITING, Step.DISPATCH): W.BUSY,
+        (W.BUSY, Step.RESULT): W.WAITING,
+        (W.FINISHING, Step.RESULT): W.WAITING,
+        (W.BUSY, Step.CANCEL): W.FINISHING,
+        (W.WAITING, Step.LEAVE): W.GONE,
+        (W.BUSY, Step.LEAVE): W.GONE,
+        (W.FINISHING, Step.LEAVE): W.GONE,
+    },
+)
+TASK: Final[Machine[TaskState, Step]] = Machine(
+    "task",
+    {
+        (T.QUEUED, Step.DISPATCH): T.RUNNING,
+        (T.RUNNING, Step.REISSUE): T.QUEUED,
+        (T.QUEUED, Step.CANCEL): T.DONE,
+        (T.RUNNING, Step.CANCEL): T.CANCELLED,
+        (T.QUEUED, Step.FINISH): T.DONE,
+        (T.RUNNING, Step.FINISH): T.DONE,
+        (T.CANCELLED, Step.FINISH): T.DONE,
+    },
+)
 IN_FLIGHT: Final = frozenset({T.RUNNING, T.CANCELLED})  # the task occupies a worker and a place in its flow

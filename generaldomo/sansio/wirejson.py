@@ -19,6 +19,7 @@ import re
 from itertools import accumulate
 from typing import Any
 
+from generaldomo.errors import GeneraldomoError
 from generaldomo.sansio.limits import JSON_BYTES, JSON_DEPTH, JSON_INTEGER, JSON_NUMBER
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string, escapes included
@@ -27,7 +28,7 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _INTEGER_DIGITS = len(str(JSON_INTEGER.high)) + 1  # a longer integer is refused before it is converted
 
 
-class WireJSONError(ValueError):
+class WireJSONError(GeneraldomoError, ValueError):
     """JSON text that is malformed or outside the bounds."""
 
 
