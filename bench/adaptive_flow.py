@@ -30,7 +30,7 @@ BASE = 0.05  # seconds a task takes while at most CORES run
 WORKERS = 24
 POLL = 0.25
 Trace = list[tuple[float, float]]  # (monotonic time, service time) of each reply
-Load = Callable[[float], Callable[[], Trace]]  # start the load until a monotonic time; return its gatherer
+Load = Callable[[float], tuple[float, Callable[[], Trace]]]  # start ``seconds`` of load: when it began, its gatherer
 
 
 class Elastic:
@@ -75,7 +75,7 @@ def run(cfg: Config, plot: Path | None = None) -> dict[str, Any]:
         thread.start()
     try:
         with Client(endpoint) as client:
-            result = measure(client, lambda until: _threads(client, until), seconds, "client threads")
+            result = measure(client, lambda length: _threads(client, length), seconds, "client threads")
     finally:
         for worker in workers:
             worker.stop()
@@ -101,9 +101,11 @@ def measure(client: Client, load: Load, seconds: float, clients: str) -> dict[st
     return result
 
 
-def _threads(client: Client, until: float) -> Callable[[], Trace]:
+def _threads(client: Client, seconds: float) -> tuple[float, Callable[[], Trace]]:
     """The load of :data:`WORKERS` client threads in this process, one request each outstanding."""
     replies: Trace = []
+    began = time.monotonic()
+    until = began + seconds
 
     def call() -> None:
         while time.monotonic() < until:
@@ -119,15 +121,15 @@ def _threads(client: Client, until: float) -> Callable[[], Trace]:
             caller.join(60)
         return replies
 
-    return gather
+    return began, gather
 
 
 def _phase(client: Client, load: Load, seconds: float, start: float) -> dict[str, Any]:
     """Drive the service for ``seconds``; each reply's (time, service time) and the cap over time."""
     caps: list[tuple[float, int | None, int]] = []
-    began = time.monotonic()
+    began, gather = load(seconds)
     stop = began + seconds
-    gather = load(stop)
+    time.sleep(max(0.0, began - time.monotonic()))
     while time.monotonic() < stop:
         flow = next(s for s in client.status()["services"] if s["name"] == SERVICE)["flow"]
         cap = flow["adaptive"]["cap"] if flow.get("adaptive") else flow["concurrency"]

@@ -4,7 +4,8 @@ pool, fixed cap of 2, adaptive cap) with Ray tasks as the clients and one pool a
 :data:`TASKS` Ray tasks each run ``WORKERS / TASKS`` threads on their process's shared generaldomo client, one
 request each outstanding until the phase ends; the workers are one :class:`generaldomo.ray.WorkerPool` actor
 with one thread per worker, serving :data:`bench.adaptive_flow.elastic` (whose load counter is per process, so
-the pool is one actor).
+the pool is one actor). A phase starts once its tasks all run (:class:`bench.ray_clients.Gate`): Ray starting
+their worker processes (seconds on a loaded machine) does not eat into it.
 """
 
 from __future__ import annotations
@@ -31,20 +32,25 @@ def run(endpoint: str, client: Client, seconds: float) -> dict[str, Any]:
     try:
         pool.wait()
         ray.get([warm.remote(0.5) for _ in range(TASKS)], timeout=120)
-        return adaptive_flow.measure(client, lambda until: _tasks(endpoint, until), seconds, "Ray tasks")
+        return adaptive_flow.measure(client, lambda length: _tasks(endpoint, length), seconds, "Ray tasks")
     finally:
         pool.close()
 
 
-def _tasks(endpoint: str, until: float) -> Callable[[], Trace]:
+def _tasks(endpoint: str, seconds: float) -> tuple[float, Callable[[], Trace]]:
     import ray
 
-    from bench.ray_clients import closed_loop
+    from bench.ray_clients import GATE_WAIT, Gate, closed_loop
 
-    running = [closed_loop.remote(endpoint, SERVICE, until, WORKERS // TASKS) for _ in range(TASKS)]
+    gate = Gate.remote(TASKS)
+    running = [closed_loop.remote(endpoint, SERVICE, gate, seconds, WORKERS // TASKS) for _ in range(TASKS)]
+    began = float(ray.get(gate.opening.remote(), timeout=GATE_WAIT))
 
     def gather() -> Trace:
-        batches = ray.get(running, timeout=max(0.0, until - time.monotonic()) + 120)
-        return sorted(reply for batch in batches for reply in batch)
+        try:
+            batches = ray.get(running, timeout=max(0.0, began + seconds - time.monotonic()) + 120)
+        finally:
+            ray.kill(gate)
+        return sorted(reply for _, replies in batches for reply in replies)
 
-    return gather
+    return began, gather

@@ -4,10 +4,10 @@ Each client task gets ``(index, when)`` pairs (``when`` on the shared monotonic 
 its time without waiting for earlier ones, and returns one record per request: ``sent``, ``start`` and
 ``end`` of the work (from the service), ``received``. (a) goes through this process's shared generaldomo
 client to the broker, (b) calls the flow-controlled actor. ``probe_*`` measure one request at a time with no
-limit in force and no work: the overhead of each path. ``closed_loop`` keeps one request per thread outstanding
-instead (the adaptive phases' clients, :mod:`bench.ray_adaptive`); ``gated_broker_loop`` and ``gated_actor_loop``
-do the same through the broker and through a flow-controlled actor for a run timed by a :class:`Gate` (part
-``shared``'s remote API with a hidden limit).
+limit in force and no work: the overhead of each path. ``closed_loop`` (through the broker) and ``actor_loop``
+(through a flow-controlled actor) keep one call per thread outstanding instead, for a run that a :class:`Gate`
+starts once all its tasks run: the clients of the adaptive phases (:mod:`bench.ray_adaptive`) and of part
+``shared``'s remote API with a hidden limit.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 
@@ -28,6 +28,7 @@ from bench.ray_actor import SPAN, WORK
 from generaldomo import Reply
 
 Record = dict[str, float]
+T = TypeVar("T")
 
 
 def _stamp(future: Future[Any]) -> Callable[[float], float]:
@@ -133,27 +134,8 @@ def warm(seconds: float) -> int:
     return os.getpid()
 
 
-@ray.remote(num_cpus=0.5)
-def closed_loop(endpoint: str, service: str, until: float, threads: int) -> list[tuple[float, float]]:
-    """``threads`` callers with one request each outstanding until ``until`` (monotonic): each reply's
-    (monotonic time, service time)."""
-    client = gdray.client(endpoint)
-    replies: list[tuple[float, float]] = []
-
-    def call() -> None:
-        while time.monotonic() < until:
-            reply = client.request(service, b"x", timeout=60)
-            replies.append((time.monotonic(), reply.served or 0.0))  # list.append is atomic
-
-    callers = [threading.Thread(target=call, daemon=True) for _ in range(threads)]
-    for caller in callers:
-        caller.start()
-    for caller in callers:
-        caller.join(until - time.monotonic() + 90)
-    return replies
-
-
 GATE_WAIT = 120.0  # seconds a gated task waits for the others to run
+GATE_LEAD = 1.0  # seconds from all of them running to their start
 RETRY_GRACE = 60.0  # seconds past its end a gated run still tries a refused call again
 
 
@@ -162,7 +144,7 @@ class Gate:
     """Holds ``parties`` tasks until all of them run, then lets them go together ``lead`` seconds later: Ray
     starting a worker process for each (seconds on a loaded machine) does not eat into a timed run."""
 
-    def __init__(self, parties: int, lead: float) -> None:
+    def __init__(self, parties: int, lead: float = GATE_LEAD) -> None:
         self.parties = parties
         self.lead = lead
         self.arrived = 0
@@ -178,50 +160,57 @@ class Gate:
         await self.opened.wait()
         return self.start
 
+    async def opening(self) -> float:
+        """Wait until all have arrived (for one not among them, the driver); the time they start at."""
+        await self.opened.wait()
+        return self.start
 
-def _gated_loop(gate: Any, seconds: float, threads: int, call: Callable[[float], bool]) -> tuple[float, int]:
+
+def _gated_loop(gate: Any, seconds: float, threads: int, call: Callable[[float], T | None]) -> tuple[float, list[T]]:
     """Once ``gate`` opens, ``threads`` threads calling ``call(until)`` again as soon as it returns, for
-    ``seconds``; a False ends that thread. The start, and the calls that returned True."""
+    ``seconds``; a None ends that thread. The start, and what the calls returned."""
     start = float(ray.get(gate.arrive.remote(), timeout=GATE_WAIT))
     until = start + seconds
-    answered = [0] * threads
+    results: list[T] = []
     _sleep_until(start)
 
-    def loop(n: int) -> None:
-        while time.monotonic() < until and call(until):
-            answered[n] += 1
+    def loop() -> None:
+        while time.monotonic() < until and (result := call(until)) is not None:
+            results.append(result)  # list.append is atomic
 
-    callers = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(threads)]
+    callers = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
     for caller in callers:
         caller.start()
     for caller in callers:
         caller.join(until - time.monotonic() + RETRY_GRACE + 90)
-    return start, sum(answered)
+    return start, results
 
 
 @ray.remote(num_cpus=0.5)
-def gated_broker_loop(endpoint: str, service: str, gate: Any, seconds: float, threads: int) -> tuple[float, int]:
+def closed_loop(
+    endpoint: str, service: str, gate: Any, seconds: float, threads: int
+) -> tuple[float, list[tuple[float, float]]]:
     """Requests to ``service`` on this process's client, one per thread outstanding, for ``seconds`` once
-    ``gate`` opens: the start, and the requests answered."""
+    ``gate`` opens: the start, and each reply's (monotonic time, service time)."""
     client = gdray.client(endpoint)
 
-    def call(until: float) -> bool:
-        client.request(service, b"x", timeout=60)
-        return True
+    def call(until: float) -> tuple[float, float]:
+        reply = client.request(service, b"x", timeout=60)
+        return time.monotonic(), reply.served or 0.0
 
     return _gated_loop(gate, seconds, threads, call)
 
 
 @ray.remote(num_cpus=0.5)
-def gated_actor_loop(actor: Any, gate: Any, seconds: float, threads: int) -> tuple[float, int]:
+def actor_loop(actor: Any, gate: Any, seconds: float, threads: int) -> tuple[float, list[float]]:
     """Calls of a flow-controlled ``actor`` whose ``process()`` says False when refused, one per thread
     outstanding, for ``seconds`` once ``gate`` opens; a refused call is tried again at once (until
-    :data:`RETRY_GRACE` past the end). The start, and the calls answered."""
+    :data:`RETRY_GRACE` past the end). The start, and when each call was answered (monotonic)."""
 
-    def call(until: float) -> bool:
+    def call(until: float) -> float | None:
         while not ray.get(actor.process.remote(), timeout=60):
             if time.monotonic() > until + RETRY_GRACE:
-                return False
-        return True
+                return None
+        return time.monotonic()
 
     return _gated_loop(gate, seconds, threads, call)

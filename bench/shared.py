@@ -45,7 +45,6 @@ FLOOD = 10.0  # the heavy tenant's offered load, in capacities
 API_LIMIT = 20.0  # calls per second the simulated API takes
 API_WORKERS = 8  # workers calling the API (the actor's max_concurrency), and callers of the service
 TASKS = 4  # Ray tasks the callers run in, API_WORKERS // TASKS threads each
-GATE_LEAD = 1.0  # seconds from all of them running to their first call
 DEADLINE = 0.5  # seconds a request of part (c) wants its answer within
 OVERLOAD = 2.0  # part (c)'s offered load in its first half, in capacities
 CALM = 0.5  # and in its second half
@@ -185,18 +184,18 @@ def _callers(launch: Callable[[Any], Any], seconds: float) -> tuple[float, int]:
 
     from bench.ray_clients import GATE_WAIT, RETRY_GRACE, Gate
 
-    gate = Gate.remote(TASKS, GATE_LEAD)
+    gate = Gate.remote(TASKS)
     try:
         runs = ray.get([launch(gate) for _ in range(TASKS)], timeout=GATE_WAIT + seconds + RETRY_GRACE + 180)
     finally:
         ray.kill(gate)
     (start,) = {start for start, _ in runs}
-    return start, sum(answered for _, answered in runs)
+    return start, sum(len(answers) for _, answers in runs)
 
 
 def _broker_api(seconds: float) -> dict[str, Any]:
     """The API in this process behind :data:`API_WORKERS` worker threads, Ray tasks calling the broker."""
-    from bench.ray_clients import gated_broker_loop
+    from bench.ray_clients import closed_loop
 
     say(f"shared: hidden limit {API_LIMIT:g}/s through the broker, no rate configured, {seconds:g} s")
     progress["last"] = time.monotonic()
@@ -214,7 +213,7 @@ def _broker_api(seconds: float) -> dict[str, Any]:
     try:
         with Client(service.endpoint) as client:
             start, done = _callers(
-                lambda gate: gated_broker_loop.remote(service.endpoint, "api", gate, seconds, threads), seconds
+                lambda gate: closed_loop.remote(service.endpoint, "api", gate, seconds, threads), seconds
             )
             backoff = next(s for s in client.status()["services"] if s["name"] == "api")["flow"]["backoff"]
     finally:
@@ -227,7 +226,7 @@ def _actor_api(seconds: float, guess: float) -> dict[str, Any]:
     """The API inside the article's actor (a Ray actor of :data:`API_WORKERS` threads), Ray tasks calling it."""
     import ray
 
-    from bench.ray_clients import gated_actor_loop
+    from bench.ray_clients import actor_loop
 
     say(f"shared: hidden limit {API_LIMIT:g}/s through the article's actor guessing {guess:g}/s, {seconds:g} s")
     progress["last"] = time.monotonic()
@@ -236,7 +235,7 @@ def _actor_api(seconds: float, guess: float) -> dict[str, Any]:
     threads = API_WORKERS // TASKS
     try:
         ray.get(actor.set_rate_limit.remote(guess), timeout=120)
-        start, done = _callers(lambda gate: gated_actor_loop.remote(actor, gate, seconds, threads), seconds)
+        start, done = _callers(lambda gate: actor_loop.remote(actor, gate, seconds, threads), seconds)
         calls = ray.get(actor.calls.remote(), timeout=60)
     finally:
         ray.kill(actor)

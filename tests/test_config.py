@@ -70,6 +70,12 @@ def test_flags_win_over_the_environment_which_wins_over_the_file(tmp_path: Path)
     client = printed("client", "--config", str(config))
     assert client["heartbeat_interval"] == (1.5, f"{config}:heartbeat_interval") and client["timeout"][0] == 3.0
     assert "max_workers" not in client and "fetch" not in client  # not the client's; one run's, not a setting
+    worker = printed("worker", "--concurrency", "4", env=environment(GENERALDOMO_CONFIG=str(config)))
+    assert worker["concurrency"] == (4, "flag --concurrency") and worker["heartbeat_interval"][0] == 1.5
+    older = environment(GENERALDOMO_BROKER="tcp://127.0.0.1:9", GENERALDOMO_CURVE_TRUST_ANNOUNCED="1")
+    shown = printed("client", env=older)  # the older variables keep their names
+    assert shown["connect"] == (["tcp://127.0.0.1:9"], "GENERALDOMO_BROKER")
+    assert shown["trust_announced_key"] == (True, "GENERALDOMO_CURVE_TRUST_ANNOUNCED")
 
 
 def test_print_config_is_a_file_that_config_reads(tmp_path: Path) -> None:
@@ -87,8 +93,9 @@ def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_pa
     config = tmp_path / "generaldomo.toml"
     config.write_text(
         f'heartbeat_interval = 0.5\n\n[broker]\nbind = ["ipc://{tmp_path}/broker.sock"]\nmax_workers = 77\n'
-        'flow = ["cfg-echo:rate=50,backoff=1..40,tenants.alice.weight=3"]\n\n'
-        f'[worker]\nconnect = ["ipc://{tmp_path}/broker.sock"]\nservice = ["cfg-echo"]\n'
+        "[broker.flow.cfg-echo]\nrate = 50\nbackoff = {min = 1, max = 40}\ntenants = {alice = {weight = 3}}\n\n"
+        f'[worker]\nconnect = ["ipc://{tmp_path}/broker.sock"]\nservice = ["cfg-echo"]\n\n'
+        "[client]\nfail_unknown = false\n"  # --wait-for-service: the worker may still be starting
     )
     given = environment(GENERALDOMO_KEEP_ANSWERS="7.5", GENERALDOMO_CONFIG=str(config))
     broker = spawn(processes, "broker", "--max-frames", "99", env=given)
@@ -117,6 +124,8 @@ def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_pa
         ("", {"GENERALDOMO_LIVENESS": "0"}, "GENERALDOMO_LIVENESS: liveness must be a whole number (at least 1)"),
         ("", {"GENERALDOMO_BEACON": "perhaps"}, "GENERALDOMO_BEACON: true or false expected"),
         ("", {"GENERALDOMO_CONNECTION_WORKER_SHARE": "0.9"}, "connection_worker_share must be a number"),
+        ("[broker.flow.echo]\nrate = 0\n", {}, "{file}:[broker] flow: 'echo:rate=0': rate must be a number"),
+        ('[broker]\nflow = "echo:colour=3"\n', {}, "{file}:[broker] flow: 'echo:colour=3': unknown flow limit"),
     ],
 )
 def test_a_bad_setting_names_its_source_and_exits_2(tmp_path: Path, text: str, variables: dict, message: str) -> None:
@@ -136,3 +145,15 @@ def test_help_names_config_and_print_config() -> None:
     for command in ("broker", "worker", "client"):
         shown = run(command, "--help").stdout
         assert "--config PATH" in shown and "--print-config" in shown, command
+
+
+def test_the_readme_example_file_reads_as_the_readme_says(tmp_path: Path) -> None:
+    start = README.index("    # generaldomo.toml\n")
+    block = README[start : README.index("\n\n``generaldomo broker --config generaldomo.toml", start)]
+    config = tmp_path / "generaldomo.toml"
+    config.write_text("\n".join(line[4:] for line in block.splitlines()) + "\n")
+    shown = printed("broker", "--config", str(config), "--queue-timeout", "10", env=environment())
+    assert shown["flow"] == (["api:rate=20,backoff=1..50,tenants.batch.weight=1"], f"{config}:[broker] flow")
+    assert shown["max_workers"][0] == 5000 and shown["service_idle"][0] == "none"
+    assert shown["queue_timeout"] == (10.0, "flag --queue-timeout") and shown["heartbeat_interval"][0] == 1.0
+    assert printed("client", "--config", str(config), env=environment())["timeout"][0] == 30.0

@@ -9,7 +9,7 @@ from core_harness import Harness, client, worker
 from generaldomo.sansio import protocol
 from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.core import Peer
-from generaldomo.sansio.peer_events import BrokerHeartbeat
+from generaldomo.sansio.peer_events import BrokerHeartbeat, HeartbeatAnswer
 from generaldomo.sansio.ticket import Tickets, nonce, request_digest
 
 KEY = bytes(range(32))
@@ -243,3 +243,28 @@ def test_mdp_workers_keep_todays_behaviour() -> None:
     new.advance(1.5)
     beats = new.inbox[worker(8)]
     assert beats and beats == [[b"", b"MDPW01", b"\x04"]] * len(beats)  # MDP heartbeats carry nothing new
+
+
+def test_a_fetch_in_the_window_is_not_told_unknown_before_the_worker_resumes_and_gets_the_result() -> None:
+    """A detached request's fetch asked just after a restart: its worker may still be coming back, so the new
+    instance does not say it knows nothing of it until the window ends (it said 404 at once, and the result
+    the worker handed over a moment later was never fetched); an id nobody claims is unknown after it."""
+    _, task_id = dispatched(b"rid-1")
+    new = restarted()
+
+    def unknown(rid: bytes) -> tuple[bytes, ...]:
+        new.inbox[client(3)].clear()
+        new.feed(client(3), protocol.gdp_client_heartbeat(ids=[rid]))
+        [answer] = [protocol.read_client_message(m) for m in new.inbox[client(3)]]
+        assert isinstance(answer, HeartbeatAnswer)
+        return answer.unknown
+
+    assert unknown(b"rid-1") == () and unknown(b"never-sent") == ()  # in the window: not known to be unknown
+    wait(new, 1.0)
+    new.feed(worker(1), protocol.gdp_resume(b"echo", task_id))  # the worker comes back within the window
+    wait(new, 2.0, worker(1))  # past the window
+    assert unknown(b"rid-1") == () and unknown(b"never-sent") == (b"never-sent",)  # claimed; nobody's
+    new.answer(worker(1), task_id, b"result")  # handed over: kept for its id
+    new.inbox[client(3)].clear()
+    new.feed(client(3), protocol.gdp_client_heartbeat(ids=[b"rid-1"]))
+    assert new.replies_of(client(3)) == [(b"rid-1", protocol.OK, (b"result",))]

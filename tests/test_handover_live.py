@@ -13,7 +13,7 @@ from cpp.build import build_programs
 from restart_harness import WAIT, BrokerProcess, cpp_runs, cpp_worker, python_runs, python_worker, stop_all
 from waiting import eventually
 
-from generaldomo import Client
+from generaldomo import Client, NotFound
 
 HEARTBEAT = 0.5
 
@@ -77,6 +77,33 @@ def test_a_task_running_at_a_kill_runs_once(
             assert first.result(WAIT).payload in answers
             assert client.request("work", b"t2:0", timeout=WAIT).payload in {b"ran t2", b"t2:0"}  # it serves on
         assert runs("t1") == 1 and runs("t2") == 1
+    finally:
+        broker.stop()
+        stop_all([worker])
+
+
+def test_a_detached_task_running_at_a_kill_is_fetched_after_it_and_a_queued_one_is_gone(tmp_path: Path) -> None:
+    """README's "the broker restarts: detached requests" row: the sender has gone; the running task's result is
+    handed over and fetched by its id (asked at once after the restart, before its worker is back); a request
+    still queued at the kill lived only in the broker, so a fetch says the broker does not know it."""
+    endpoint = f"ipc://{tmp_path}/broker.sock"
+    args = ["--bind", endpoint, "--state-dir", str(tmp_path / "state"), "--heartbeat", str(HEARTBEAT)]
+    broker = BrokerProcess(args, tmp_path / "broker.log").start()
+    broker.wait_serving()
+    worker, runs = start_python(endpoint, "router", tmp_path)  # one task at a time
+    try:
+        with Client(endpoint, heartbeat_interval=HEARTBEAT) as sender:
+            running = sender.submit("work", b"d1:3000", detached=True).request_id
+            eventually(lambda: runs("d1") == 1, WAIT, "the task to start")
+            queued = sender.submit("work", b"d2:0", detached=True).request_id
+            sender.flow("work", timeout=WAIT)  # answered after the broker has read the request before it
+        broker.kill()
+        broker.start().wait_serving()
+        with Client(endpoint, heartbeat_interval=HEARTBEAT) as fetcher:
+            assert fetcher.fetch(running, timeout=WAIT).payload == b"ran d1"
+            with pytest.raises(NotFound):
+                fetcher.fetch(queued, timeout=WAIT)
+        assert runs("d1") == 1 and runs("d2") == 0
     finally:
         broker.stop()
         stop_all([worker])

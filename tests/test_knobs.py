@@ -115,6 +115,9 @@ def test_a_flow_spec_takes_every_limit_that_mmi_flow_takes() -> None:
         }
     )  # fmt: skip
     assert parse_flow("shared:backoff=2..").backoff.max is None
+    changes = {"rate": 5.0, "backoff": {"min": 1.0, "max": None}, "adaptive": {"min": 1, "max": 64},
+               "tenants": {"alice": {"weight": 3, "concurrency": 8}, "bob": None}}  # fmt: skip
+    assert knobs.flow_changes(knobs.flow_text(changes)) == changes
     for bad in ("shared:tenants.alice.colour=3", "shared:tenants.alice.weight=0", "shared:backoff=5..1",
                 "shared:tenants=3", "shared:rate=0"):  # fmt: skip
         with pytest.raises(ValueError, match="--flow"):

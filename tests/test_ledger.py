@@ -268,6 +268,25 @@ def test_a_silent_worker_is_never_handed_a_task_before_its_turn_to_expire() -> N
     assert h.core.counters["workers_expired"] == 1
 
 
+def test_a_service_the_operator_keeps_is_charged_to_nobody_once_idle() -> None:
+    """Found by the fuzzer: a service kept for the operator's flow limits stayed charged to the peer whose
+    request made it, for ever (a slot of its cap and bytes of its budget, after it had gone)."""
+    h = Harness(service_idle=1.0, heartbeat_interval=0.5, connection_services=1)
+    h.core.set_flow("pinned", 5.0, None, None, h.now)
+    h.feed(client(0), protocol.gdp_request(b"r0", b"pinned", [b"x"]))
+    h.feed(client(0), protocol.gdp_cancel(b"r0"))
+    assert h.core.ledger.account(connection(0, b"client-0")).count(Kind.SERVICE) == 1
+    for _ in range(6):
+        h.advance(0.5)
+    assert h.core.resolver.find(b"pinned") is not None and h.core.counters["services_forgotten"] == 0  # kept
+    assert h.core.ledger.by_kind[Kind.SERVICE] == 0
+    assert h.core.ledger.account(connection(0, b"client-0")).count(Kind.SERVICE) == 0
+    h.feed(client(0), protocol.gdp_request(b"r1", b"other", [b"x"]))  # its cap of one service is free again
+    h.feed(client(1), protocol.gdp_request(b"r2", b"pinned", [b"x"]))  # whoever uses it next is charged for it
+    assert h.core.counters["refused_connection_services"] == 0
+    assert h.core.ledger.account(connection(0, b"client-1")).count(Kind.SERVICE) == 1
+
+
 def test_everything_is_released_when_everybody_has_gone() -> None:
     h = Harness(heartbeat_interval=0.5, keep_answers=2.0, service_idle=1.0, client_expiry=1.5, queue_timeout=5.0)
     for n in range(5):

@@ -54,6 +54,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flow",
         action="append",
+        type=FlowSpecs(),
         default=[],
         metavar="SERVICE:KEY=VALUE,...",
         help=f"flow limits of a service, e.g. {FLOW_EXAMPLE}; keys: {', '.join(FLOW_KEYS)}, and a tenant's "
@@ -223,6 +224,29 @@ def parse_flow(spec: str) -> FlowSpec:
         return FlowSpec(service, FlowLimits().merged(knobs.flow_changes(pairs)))
     except ValueError as error:
         raise ValueError(f"--flow {spec!r}: {error}") from None
+
+
+class FlowSpecs:
+    """The type of ``--flow``: a spec, checked by :func:`parse_flow` (kept as text); :meth:`from_table` reads a
+    configuration file's ``[broker.flow]`` table instead (service -> its limits, as ``mmi.flow`` takes them)."""
+
+    __name__ = "flow"  # argparse names the type in some messages
+
+    def __call__(self, text: str) -> str:
+        try:
+            parse_flow(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("--flow ")) from None
+        return text
+
+    def from_table(self, table: dict[str, Any]) -> list[str]:
+        """The specs of ``{service: {limit: value, ...}, ...}`` (ranges as ``{min, max}`` or ``"MIN..MAX"``, tenants
+        as ``{name: {weight: ...}}``); ValueError naming what is wrong."""
+        if not all(isinstance(limits, dict) for limits in table.values()):
+            raise ValueError(
+                "flow is a list of SERVICE:KEY=VALUE,... specs, or a table of services: {echo = {rate = 5}}"
+            )
+        return [self(f"{service}:{knobs.flow_text(limits)}") for service, limits in table.items()]
 
 
 COMMAND = Command("broker", "run a broker", arguments, run, configurable=True)

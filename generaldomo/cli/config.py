@@ -5,7 +5,7 @@ flags, else the ``GENERALDOMO_*`` environment variables, else the TOML file of `
 ``$GENERALDOMO_CONFIG``), else the defaults. Every option of the command's parser is a setting but those the
 command lists as ``per_run`` and its positionals: its configuration key is the option's destination (for the
 knobs of :mod:`generaldomo.sansio.knobs`, the knob's name), its variable ``GENERALDOMO_`` and the key in
-capitals (or the knob's, or the older names of :data:`generaldomo.cli.options.VARIABLES`, which the code that
+capitals (or the older names of :data:`generaldomo.cli.options.VARIABLES`, which the code that
 uses those options reads itself: they are checked and shown here, and a file's value gives way to them). A
 value from the file or the environment goes through the option's own type and choices, so it is checked as a
 flag is; a bad one is a :class:`~generaldomo.errors.SettingsError` naming its source (``FILE:[TABLE] KEY`` or
@@ -14,7 +14,8 @@ the variable).
 The file: top-level keys apply to every configurable command that has the setting (others ignore them); a table
 named after a command (``[broker]``, ``[worker]``, ``[client]``) applies to that command only and wins over the
 top-level keys. Keys may be written with ``_`` or ``-``. A list option takes a TOML list (or one string), in a
-variable items separated by spaces (shell quoting). ``none`` lifts a limit that may be lifted. It knows nothing
+variable items separated by spaces (shell quoting); one whose type has a ``from_table`` (``--flow``) also takes
+a table. ``none`` lifts a limit that may be lifted. It knows nothing
 of what any one command does with its settings.
 """
 
@@ -84,8 +85,7 @@ def options_of(parser: argparse.ArgumentParser, per_run: Iterable[str] = ()) -> 
             by_key.setdefault(action.dest, []).append(action)
     found = []
     for key, actions in by_key.items():
-        knob = _KNOBS.get(key)
-        variable = knob.variable if knob is not None else VARIABLES.get(key, knobs.ENV_PREFIX + key.upper())
+        variable = VARIABLES.get(key, knobs.ENV_PREFIX + key.upper())  # a knob's: Knob.variable, the same rule
         flag = next(s for s in _reading(actions).option_strings if s.startswith("--"))
         found.append(Option(key, flag, variable, tuple(actions), reads_variable=key in VARIABLES))
     return found
@@ -144,6 +144,9 @@ def convert(option: Option, value: Any, source: str) -> Any:
     try:
         if action.nargs == 0:  # a switch: its value is what the flag stores (true/false)
             return _switch(value)
+        from_table = getattr(action.type, "from_table", None)
+        if option.listed and isinstance(value, dict) and from_table is not None:
+            return from_table(value)
         if option.listed:
             items = shlex.split(value) if isinstance(value, str) and source.startswith(knobs.ENV_PREFIX) else value
             items = [items] if isinstance(items, str) else items

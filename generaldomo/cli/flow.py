@@ -28,7 +28,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
             more = f"{knob.help} (repeatable; default: unchanged)"
             options.add_knob(parser, knob, default=unset, type=_tenant, action="append", help=more)
         else:
-            options.add_knob(parser, knob, default=unset, help=f"{knob.help} {knobs.FLOW_UNCHANGED}")
+            options.add_knob(parser, knob, default=unset, help=f"{knob.help} (default: unchanged)")
     options.timeout(parser, "the answer")
     parser.add_argument(
         "--create",

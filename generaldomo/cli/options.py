@@ -96,12 +96,11 @@ def add_knob(
     type: Callable[[str], Any] | None = None,
     **more: Any,
 ) -> argparse.Action:
-    """Add ``knob``'s flag (and its older spellings) to ``parser``: destination the knob's name, its type
+    """Add ``knob``'s flag to ``parser``: destination the knob's name, its type
     (``type`` instead if given), metavar and help (``help`` instead if given); ``default`` (None: the knob's
     own)."""
     return parser.add_argument(
         knob.option,
-        *knob.aliases,
         dest=knob.name,
         type=type or knob_type(knob),
         default=knob.default if default is None else default,

@@ -866,7 +866,13 @@ class BrokerCore:
             for rid in asked
             if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
         ]
+        if self._recovering(now):  # workers of the previous instance may still claim them: not "unknown" yet
+            unknown = []
         out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
+
+    def _recovering(self, now: float) -> bool:
+        """Within the recovery window after a restart (see :meth:`_dispatch`)."""
+        return self._hold_until is not None and now < self._hold_until
 
     def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
         """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
@@ -1391,7 +1397,7 @@ class BrokerCore:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
         allow, and, after a restart, not before the recovery window ends."""
         if self._hold_until is not None:
-            if now < self._hold_until:
+            if self._recovering(now):
                 if service.pending and service.waiting:
                     self._throttled[service] = self._hold_until
                 return
@@ -1653,31 +1659,35 @@ class BrokerCore:
             log.info("dropped %d queued requests for %r of clients gone silent", len(tasks), service.name)
 
     def _forget_idle_services(self, now: float) -> None:
-        """Forget services that have had no workers and no tasks for ``service_idle`` (unless the operator set
-        flow limits for their name), and the flow limits peers set for names no busy service had as long."""
+        """Forget services that have had no workers and no tasks for ``service_idle``, and the flow limits peers
+        set for names no busy service had as long. A service idle as long that is kept (the operator set flow
+        limits for its name, or the resolver forgets nothing) is charged to nobody from then on: it is no longer
+        held on the behalf of the peer whose message made it (the next one that uses it is charged for it)."""
         idle_for = self.settings.service_idle
         if idle_for is None:
             return
         forget = getattr(self.resolver, "forget", None)
         flows, charged = self.flows, self._flow_charges
         busy: set[str] = set()
-        for service in list(self.resolver.services()) if forget is not None or charged else ():
+        for service in list(self.resolver.services()) if forget is not None or charged or self._adopted else ():
             name = service.name
             if service.workers or service.pending or service in self._held:
                 busy.add(name)
                 self._idle_since.pop(service, None)
                 continue
-            if forget is None or (name in flows and name not in charged):
-                continue
+            kept = forget is None or (name in flows and name not in charged)
+            if kept and service not in self._adopted:
+                continue  # kept, and charged to nobody already
             since = self._idle_since.setdefault(service, now)
             if now - since >= idle_for:
-                forget(service)
                 del self._idle_since[service]
                 where, charge = self._adopted.pop(service, (None, 0))
                 if where is not None:
                     self.ledger.release(where, Kind.SERVICE, charge)
-                self._throttled.pop(service, None)
-                self.counters["services_forgotten"] += 1
+                if forget is not None and not kept:
+                    forget(service)
+                    self._throttled.pop(service, None)
+                    self.counters["services_forgotten"] += 1
         for name in list(charged):
             if name in busy:
                 self._flow_idle_since.pop(name, None)

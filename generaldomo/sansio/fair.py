@@ -83,9 +83,10 @@ class TenantLimits:
             return value
         if not isinstance(value, dict):
             raise ValueError('a tenant\'s limits are a JSON object like {"weight": 2, "concurrency": 4}')
-        unknown = set(value) - {"weight", "rate", "burst", "concurrency"}
+        known = attrs.fields_dict(cls)
+        unknown = set(value) - set(known)
         if unknown:
-            raise ValueError(f"unknown tenant limits {sorted(unknown)}; known: weight, rate, burst, concurrency")
+            raise ValueError(f"unknown tenant limits {sorted(unknown)}; known: {', '.join(known)}")
         return cls(**value)
 
 

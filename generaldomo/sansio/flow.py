@@ -25,7 +25,6 @@ from generaldomo.sansio.fair import TenantLimits, merge_tenants, tenants_of
 from generaldomo.sansio.limits import BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
 _ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
-LIMIT_NAMES = ("rate", "burst", "concurrency", "bytes_in_flight", "adaptive", "tenants", "backoff")
 
 
 _BOUNDS = {field.name: field for field in (RATE, BURST, CONCURRENCY, BYTES_IN_FLIGHT)}
@@ -81,6 +80,9 @@ class FlowLimits:
     def unset(self) -> bool:
         """True when nothing is limited: the limits every service starts with."""
         return self == FlowLimits()
+
+
+LIMIT_NAMES = tuple(attrs.fields_dict(FlowLimits))  # mmi.flow's keys (generaldomo.sansio.knobs.FLOW: their knobs)
 
 
 @attrs.define

@@ -11,9 +11,9 @@ field of ``Settings`` (its default) and a knob here; a new flow limit, a field o
 :class:`~generaldomo.sansio.flow.FlowLimits` and a knob in :data:`FLOW`.
 
 Rules: a knob's ``name`` is its Python name (the ``Settings`` or ``FlowLimits`` field), its configuration key and
-the CLI's argparse destination; the flag and the environment variable follow from it unless given. A value read
-from text is checked against the knob's type and bounds, and ``none`` stands for None where the knob allows it
-(``none_means`` says what None means). It knows nothing of sockets, clocks, files or argparse.
+the CLI's argparse destination; the environment variable follows from it, and so does the flag unless given.
+A value read from text is checked against the knob's type and bounds, and ``none`` stands for None where the
+knob allows it (``none_means`` says what None means). It knows nothing of sockets, clocks, files or argparse.
 """
 
 from __future__ import annotations
@@ -60,9 +60,7 @@ class Knob:
     low_open: bool = False
     none_means: str = ""  # what None means (``"no limit"``, ``"never"``); empty: None is not allowed
     flag: str = ""  # the CLI flag; empty: ``--`` and the name with dashes
-    aliases: tuple[str, ...] = ()  # older spellings of the flag, kept working
     metavar: str = ""
-    env: str = ""  # the environment variable; empty: GENERALDOMO_ and the name in capitals
     report: str | None = ""  # the status report's field; empty: the name; None: not reported
     metric: str | None = ""  # the Prometheus gauge; empty: derived from the name and unit; None: none
 
@@ -77,8 +75,8 @@ class Knob:
 
     @property
     def variable(self) -> str:
-        """The environment variable."""
-        return self.env or ENV_PREFIX + self.name.upper()
+        """The environment variable: ``GENERALDOMO_`` and the name in capitals."""
+        return ENV_PREFIX + self.name.upper()
 
     @property
     def key(self) -> str:
@@ -303,7 +301,6 @@ PEER: Final[tuple[Knob, ...]] = tuple(
     if knob.name in ("heartbeat_interval", "liveness")
 )
 
-_UNCHANGED = "(default: unchanged)"
 # The flow limits of a service (FlowLimits, mmi.flow's keys): broker --flow SERVICE:KEY=VALUE, generaldomo flow.
 FLOW: Final[tuple[Knob, ...]] = (
     _flow(
@@ -339,7 +336,6 @@ FLOW: Final[tuple[Knob, ...]] = (
         "'none': the defaults, 0.1..", metavar="MIN..MAX", metric=None,
     ),
 )  # fmt: skip
-FLOW_UNCHANGED: Final = _UNCHANGED  # what leaving a flow limit out of ``generaldomo flow`` means
 
 # A tenant's limits within a service (fair.TenantLimits; keys of a tenant in mmi.flow's "tenants").
 TENANT: Final[tuple[Knob, ...]] = (
@@ -393,6 +389,31 @@ def flow_changes(pairs: str) -> dict[str, Any]:
     if tenants:
         changes["tenants"] = tenants
     return changes
+
+
+def flow_text(changes: dict[str, Any]) -> str:
+    """The ``KEY=VALUE,...`` text :func:`flow_changes` reads as ``changes`` (``mmi.flow``'s JSON form; a range
+    may also be given as its text, ``"1..64"``)."""
+    pairs = []
+    for key, value in changes.items():
+        if key == "tenants" and isinstance(value, dict):
+            for name, limits in value.items():
+                if limits is None:
+                    pairs.append(f"tenants.{name}={NONE}")
+                else:
+                    pairs += [f"tenants.{name}.{k}={_text(v)}" for k, v in dict(limits).items()]
+        else:
+            pairs.append(f"{key}={_text(value)}")
+    return ",".join(pairs)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return NONE
+    if isinstance(value, dict):
+        top = value.get("max")
+        return f"{_text(value.get('min', ''))}..{'' if top is None else _text(top)}"
+    return str(value)
 
 
 def _tenant_change(tenants: dict[str, Any], path: str, value: str) -> None:

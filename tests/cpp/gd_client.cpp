@@ -1,7 +1,7 @@
 // tests/cpp/gd_client.cpp: generaldomo::Client driven the ways the cross-language tests need.
 //
 // gd_client --mode threads|pool|burst|once [--service echo] [--threads T] [--requests N] [--frames]
-//           [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT[,ENDPOINT...]
+//           [--work-ms-max M] [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT[,ENDPOINT...]
 //   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
 //            "<thread> <n> <reply>" per request, thread by thread, in order.
 //   pool     a pool of T threads runs 2N tasks: task k asks "k<k>", and its answer is asked again by a
@@ -11,7 +11,9 @@
 //   once     one request "once"; prints "<reply>", a timeout as "timeout <message>", then the seconds it took
 //            ("took <s>").
 // <reply> is the reply's frames joined by '|', or "error <status> <reason>", or "timeout". --frames sends
-// three frames: the payload, an empty frame and 300 bytes "x" (a long length prefix). Ends with "done".
+// three frames: the payload, an empty frame and 300 bytes "x" (a long length prefix). --work-ms-max M appends
+// ":<ms>" to each payload, 0 to M ms spread over the payloads (the work a --delay-in-payload worker does for
+// it). Ends with "done".
 #include <generaldomo/generaldomo.hpp>
 
 #include <algorithm>
@@ -92,7 +94,7 @@ int main(int argc, char **argv)
 {
     const Options options(argc, argv,
                           {"--mode", "--service", "--threads", "--requests", "--heartbeat-ms", "--liveness",
-                           "--timeout-ms"},
+                           "--timeout-ms", "--work-ms-max"},
                           {"--frames"});
     const std::string mode = options.get("--mode", "threads");
     const std::string service = options.get("--service", "echo");
@@ -100,7 +102,15 @@ int main(int argc, char **argv)
     const long requests = options.number("--requests", 10);
     const milliseconds timeout(options.number("--timeout-ms", 60000));
     const bool frames = options.flag("--frames");
-    auto body = [&](const std::string &payload) {
+    const long work_ms_max = options.number("--work-ms-max", -1);
+    auto body = [&](const std::string &name) {
+        std::string payload = name;
+        if (work_ms_max >= 0) {
+            unsigned long spread = 0;  // the same for a name in every run
+            for (const unsigned char c : name)
+                spread = spread * 131 + c;
+            payload += ":" + std::to_string(spread % static_cast<unsigned long>(work_ms_max + 1));
+        }
         return frames ? Frames{payload, "", std::string(300, 'x')} : Frames{payload};
     };
 
