@@ -791,7 +791,7 @@ class Client:
     @staticmethod
     def _resolve(action: Resolve[_Call]) -> None:
         future = action.token.future
-        with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
+        try:  # (not contextlib.suppress: three Python calls per reply)
             if action.status == protocol.OK:
                 queued, served = action.timing or (None, None)
                 reply = Reply(action.body, queued, served, action.sent, action.received, request_id=action.request_id)
@@ -799,6 +799,8 @@ class Client:
             else:
                 reason = action.body[0].decode(errors="replace") if action.body else ""
                 future.set_exception(RequestFailed.of(action.status, reason))
+        except InvalidStateError:  # the caller may have cancelled it
+            pass
 
     def _shut(self) -> None:
         """Close the socket; fail what is outstanding (IO thread, last)."""
