@@ -25,7 +25,7 @@ from typing import Any
 
 import fuzz_strategies as fs
 import pytest
-from fuzz_profiles import fuzz_settings, rounds
+from fuzz_profiles import fuzz_settings
 from hostile import RawBroker, RawPeer
 from hypothesis import given
 from hypothesis import strategies as st
@@ -179,7 +179,7 @@ def test_a_live_broker_takes_the_corpus(live: LiveBroker) -> None:
 BATCHES = st.lists(st.tuples(st.integers(0, HOSTILES - 1), fs.hops(), fs.messages()), min_size=5, max_size=40)
 
 
-@fuzz_settings(rounds(20), live=True)
+@fuzz_settings(20, live=True)
 @given(batch=BATCHES, parts=st.lists(fs.server_parts(), max_size=10))
 def test_a_live_broker_takes_fuzzed_batches(
     live: LiveBroker, batch: list[tuple[int, list[bytes], list[bytes]]], parts: list[bytes]
@@ -262,7 +262,7 @@ def test_a_bridge_takes_the_corpus(live_bridge: LiveBridge, caplog: pytest.LogCa
     assert "bridge dropped a message" in said and "bridge refused a request" in said, "the corpus never got in"
 
 
-@fuzz_settings(rounds(15), live=True)
+@fuzz_settings(15, live=True)
 @given(batch=BATCHES, parts=st.lists(fs.server_parts(), max_size=10))
 def test_a_bridge_takes_fuzzed_batches(
     live_bridge: LiveBridge, batch: list[tuple[int, list[bytes], list[bytes]]], parts: list[bytes]
@@ -294,7 +294,7 @@ def bridge_facing_a_broker() -> Iterator[tuple[RawBroker, Bridge, Client]]:
             bridge.stop()
 
 
-@fuzz_settings(rounds(15), live=True)
+@fuzz_settings(15, live=True)
 @given(batch=st.lists(to_bridge(), min_size=1, max_size=20))
 def test_a_bridge_facing_a_hostile_broker(
     bridge_facing_a_broker: tuple[RawBroker, Bridge, Client], batch: list[list[bytes]]
@@ -384,7 +384,7 @@ def facing_client(transport: str) -> Iterator[FacingClient]:
         assert client.malformed > 0, "no hostile message reached the client's reader"
 
 
-@fuzz_settings(rounds(15), live=True)
+@fuzz_settings(15, live=True)
 @given(batch=st.lists(to_client(), min_size=1, max_size=30))
 def test_a_client_facing_a_hostile_broker(facing_client: FacingClient, batch: list[list[bytes]]) -> None:
     """An honest request, the batch, then the request's answer: it comes through."""
@@ -427,7 +427,7 @@ def is_ready(frames: list[bytes]) -> bool:
     return frames[:2] == [protocol.GDP_WORKER, b"\x01"]
 
 
-@fuzz_settings(rounds(15), live=True)
+@fuzz_settings(15, live=True)
 @given(batch=st.lists(to_worker(), min_size=1, max_size=30))
 def test_a_worker_facing_a_hostile_broker(facing_worker: FacingWorker, batch: list[list[bytes]]) -> None:
     """The batch, then an honest task: its result comes back (each READY without a result, after a DISCONNECT
