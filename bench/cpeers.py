@@ -68,7 +68,9 @@ def run(cfg: Config, children: Children) -> dict[str, Any]:
     systems: list[tuple[dict[str, Any], Run]] = []
     started = len(children.procs)
     try:
-        router = ("gd", "broker", "--transport", "router")
+        # a pipelining C client holds all its requests at once on one connection: above the broker's default cap
+        # of requests per connection (a hostile-peer bound, answered 429), which the other brokers do not have
+        router = ("gd", "broker", "--transport", "router", "--connection-requests", str(max(cfg.pipe_n, 10_000)))
         systems += _c_system(cfg, children, programs, "generaldomo ROUTER", *router)
         systems += _c_system(cfg, children, programs, "generaldomo ROUTER, pure Python", *router, env=PURE)
         systems += _c_system(cfg, children, programs, "minimal Python loop", "min-broker")

@@ -18,6 +18,7 @@ built from a drawn length rather than drawn byte by byte, so a 4 KiB field costs
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -259,27 +260,33 @@ def corpus() -> Iterator[tuple[str, Frames, Frames]]:
     """``(what, hops, frames)`` of every command of every dialect with each argument in turn at each of its
     edge values (the others typical), every MMI request body in every dialect, and a typical request and READY
     behind every envelope; ``what`` says which, for a failure's message."""
+    serial = itertools.count()
     for dialect, worker, command in commands():
         name = f"{dialect.value} {'worker' if worker else 'client'} {command}"
         for layout in LAYOUTS.get((dialect, worker, command), (("body",),)):
-            yield f"{name} {layout}", [], _message(dialect, worker, command, layout, {})
+            yield f"{name} {layout}", [], _message(dialect, worker, command, layout, {}, next(serial))
             for at, kind in enumerate(layout):
                 for value in EDGES[kind]:
-                    yield f"{name} {layout} {kind}={shown(value)}", [], _message(dialect, worker, command, layout,
-                                                                                   {at: value})  # fmt: skip
+                    frames = _message(dialect, worker, command, layout, {at: value}, next(serial))
+                    yield f"{name} {layout} {kind}={shown(value)}", [], frames
     for dialect, command, layout in mmi_layouts():
         for mmi_name in MMI_NAMES:
             for body in mmi_bodies(mmi_name):
                 parts = {layout.index("desc"): [mmi_name], len(layout) - 1: body}
-                frames = _message(dialect, CLIENT, command, layout, parts)
+                frames = _message(dialect, CLIENT, command, layout, parts, next(serial))
                 yield f"{dialect.value} {command} {mmi_name!r} body={shown(body)}", [], frames
     for route in hop_lists():
-        yield f"hops={shown(route)}", route, protocol.gdp_request(b"r" * 16, b"svc", [b"payload"])
+        yield f"hops={shown(route)}", route, protocol.gdp_request(b"r%015d" % next(serial), b"svc", [b"payload"])
         yield f"hops={shown(route)} READY", route, protocol.gdp_ready(b"svc")
 
 
-def _message(dialect: Dialect, worker: bool, command: str, layout: tuple[str, ...], parts: dict[int, Frames]) -> Frames:
-    args = [frame for at, kind in enumerate(layout) for frame in parts.get(at, TYPICAL[kind])]
+def _message(
+    dialect: Dialect, worker: bool, command: str, layout: tuple[str, ...], parts: dict[int, Frames], serial: int
+) -> Frames:
+    """A message of ``layout`` with ``parts`` at their places and the typical values elsewhere; a typical request
+    id is made unique by ``serial`` (else each request would be a retry of the first one still in flight)."""
+    typical = {**TYPICAL, "rid": [b"r%015d" % serial]}
+    args = [frame for at, kind in enumerate(layout) for frame in parts.get(at, typical[kind])]
     return head(dialect, worker, command) + args
 
 

@@ -70,17 +70,33 @@ def test_the_cli_bridge_answers_429_beyond_its_bound_and_serves_on(brokers, work
     try:
         endpoint = started(process)
         with RawPeer("server", endpoint) as peer:
-            ask(peer, 40)  # 16 wait upstream for a worker that is not there yet
-            assert statuses_of_answers(peer) == {protocol.OVER_BUDGET: 24}
-            assert broker.core.counters["requests"] == 16
+            ask(peer, 40)  # 14 wait upstream for a worker that is not there yet (one connection's share of 16)
+            assert statuses_of_answers(peer) == {protocol.OVER_BUDGET: 26}
+            assert broker.core.counters["requests"] == 14
             workers(broker.endpoint("router"), "router", "nobody")
-            assert statuses_of_answers(peer) == {protocol.OK: 16}  # the places came free
+            assert statuses_of_answers(peer) == {protocol.OK: 14}  # the places came free
         with Client(endpoint, "server") as client:
             assert client.request("nobody", b"later", timeout=30).payload == b"later"
         assert process.poll() is None
     finally:
         stderr = stopped(process)
     assert stderr.count("bridge refused a request") == 1, stderr  # rate-limited: one line, then a count
+
+
+def test_one_client_cannot_take_every_place_in_flight(brokers, workers) -> None:
+    """Found by the fuzzer: one connection's requests for a service nobody serves filled max_in_flight, and every
+    other client of the bridge got 429 until they expired upstream."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=16).start()
+    try:
+        with RawPeer("server", bridge.endpoints[0]) as hog:
+            ask(hog, 40)  # they wait upstream: 14 of the 16 places are its share
+            assert statuses_of_answers(hog) == {protocol.OVER_BUDGET: 26} and bridge.refused_in_flight == 26
+            workers(broker.endpoint("router"), "router", "echo")
+            with Client(bridge.endpoints[0], "server") as client:
+                assert [client.request("echo", b"%d" % n, timeout=30).payload for n in range(3)] == [b"0", b"1", b"2"]
+    finally:
+        bridge.stop()
 
 
 def test_the_bridge_answers_429_when_it_runs_out_of_sockets_and_serves_on(brokers, workers) -> None:

@@ -1,5 +1,5 @@
-"""The fuzzer over real sockets: a live broker process on each transport, and a Client and a Worker facing a
-hostile broker, fed what :mod:`fuzz_strategies` makes (fewer cases than the core's tests: each is real IO).
+"""The fuzzer over real sockets: a live broker process on each transport, the bridge, and a Client and a Worker
+facing a hostile broker, fed what :mod:`fuzz_strategies` makes (fewer cases than the core's tests: real IO).
 
 The broker: a ``generaldomo broker`` process with small budgets, an honest echo worker and an honest client,
 and three hostile connections (DEALERs behind forged envelopes on the router transport, CLIENTs sending packed
@@ -7,9 +7,10 @@ messages and bytes that are not on the server one). First the whole corpus, then
 after each, the honest client's echo is answered (its worst wait is recorded in the test's properties: a
 figure, not an assertion), the process lives, its barrier caught nothing (``internal_errors`` is 0), the
 ledger stays within its budget and the process's RSS within about 1.5 times the budget plus what it held
-before. A Client or a Worker facing a raw broker gets batches of messages of every kind a broker sends, at and
-beyond their bounds, around each honest request or task: its IO thread lives, it catches nothing, and the
-honest answer comes through.
+before. The bridge gets the same from its hostile clients (the honest echo comes through, its loop serves,
+its barrier caught nothing) and odd replies from a hostile MDP broker upstream. A Client or a Worker facing a
+raw broker gets batches of messages of every kind a broker sends, at and beyond their bounds, around each
+honest request or task: its IO thread lives, it catches nothing, and the honest answer comes through.
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import fuzz_strategies as fs
 import pytest
-from fuzz_profiles import fuzz_settings, rounds
+from fuzz_profiles import fuzz_settings
 from hostile import RawBroker, RawPeer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo import Client, Worker
+from generaldomo import Broker, Client, RequestFailed, RequestRejected, Settings, Worker
+from generaldomo.io.bridge import Bridge
 from generaldomo.sansio import limits, protocol
 from generaldomo.sansio.events import Dialect
 
@@ -38,6 +40,39 @@ HELD_BYTES = 16 * MIB  # the broker's ledger budget (--held-bytes)
 RSS_SLACK = 96 * MIB  # what the process may grow by beyond 1.5 times that budget (allocator, caches, pages)
 WAIT = 30.0  # seconds an honest answer may take on a loaded machine (its real wait is recorded, not asserted)
 HOSTILES = 3
+
+
+FINAL = [protocol.GDP_CLIENT, b"\x03"]
+
+
+def settle(hostile: RawPeer, question: list[bytes], is_answer: Callable[[list[bytes]], bool]) -> None:
+    """``hostile`` asks ``question`` and reads until its answer comes: the broker (or bridge) handled whatever
+    it sent before (one connection's messages are handled in order). The question is asked again every
+    second: libzmq disconnects a peer that sent a frame beyond the message size, and what it had queued (the
+    question too) goes with that connection; its socket reconnects by itself."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        assert time.monotonic() < deadline, "a hostile connection that reads got no answer"
+        hostile.send(question)
+        until = time.monotonic() + 1.0
+        while (left := until - time.monotonic()) > 0:
+            frames = hostile.recv(max(1, int(left * 1000)))
+            if frames is not None and is_answer(frames):
+                return
+
+
+def answers(rid: bytes) -> Callable[[list[bytes]], bool]:
+    """Whether a message is the final answer to request ``rid``."""
+    return lambda frames: frames[:3] == [*FINAL, rid]
+
+
+def drain(hostiles: list[RawPeer]) -> None:
+    """The hostile connections read what came for them (what a peer leaves unread beyond its budget is dropped,
+    and a settling answer must not be one of those)."""
+    for hostile in hostiles:
+        for _ in range(100_000):
+            if hostile.recv(0) is None:
+                break
 
 
 def rss(pid: int) -> int:
@@ -91,34 +126,10 @@ class LiveBroker:
         self.waits.append(time.monotonic() - start)
 
     def settle(self) -> None:
-        """Each hostile connection asks ``mmi.service`` and reads until that answer comes: the broker handled
-        whatever it sent before (one connection's messages are handled in order). The question is asked again
-        every second: libzmq disconnects a peer that sent a frame beyond the message size, and what it had
-        queued (the question too) goes with that connection; its socket reconnects by itself."""
+        """Each hostile connection asks ``mmi.service`` and reads until that answer comes (:func:`settle`)."""
         for n, hostile in enumerate(self.hostiles):
             rid = b"settle-%d-%d" % (n, self.serial)
-            deadline = time.monotonic() + WAIT
-            while True:
-                assert time.monotonic() < deadline, "a hostile connection that reads got no answer"
-                hostile.send(protocol.gdp_request(rid, b"mmi.service", [b"echo"]))
-                if self._answered(hostile, rid, time.monotonic() + 1.0):
-                    break
-
-    @staticmethod
-    def _answered(hostile: RawPeer, rid: bytes, until: float) -> bool:
-        while (left := until - time.monotonic()) > 0:
-            frames = hostile.recv(max(1, int(left * 1000)))
-            if frames is not None and frames[:3] == [protocol.GDP_CLIENT, b"\x03", rid]:
-                return True
-        return False
-
-    def drain(self) -> None:
-        """The hostile connections read what came for them (the broker drops what a peer leaves unread beyond its
-        budget, and the settling answer must not be one of those)."""
-        for hostile in self.hostiles:
-            for _ in range(100_000):
-                if hostile.recv(0) is None:
-                    break
+            settle(hostile, protocol.gdp_request(rid, b"mmi.service", [b"echo"]), answers(rid))
 
     def check(self) -> dict[str, Any]:
         """The invariants after a batch: once the broker has handled it, the honest echo, a live process,
@@ -145,42 +156,164 @@ class LiveBroker:
 
 
 @pytest.fixture
-def live(transport: str) -> Iterator[LiveBroker]:
+def live(transport: str, record_property: Any) -> Iterator[LiveBroker]:
     broker = LiveBroker(transport)
     try:
         yield broker
+        record_property("worst_honest_wait_s", round(max(broker.waits), 3))  # a figure, in the JUnit XML
     finally:
         broker.close()
 
 
-def test_a_live_broker_takes_the_corpus(live: LiveBroker, record_property: Any) -> None:
+def test_a_live_broker_takes_the_corpus(live: LiveBroker) -> None:
     """Every message of the corpus, from the hostile connections in turn, with an honest echo every 200."""
     for n, (_, route, message) in enumerate(fs.corpus()):
         live.send(n, route, message)
         if n % 200 == 199:
-            live.drain()
+            drain(live.hostiles)
             live.check()
     counters = live.check()
     assert counters.get("malformed", 0) > 50, sorted(counters.items())  # the corpus reached the parser
-    record_property("worst_honest_wait_s", round(max(live.waits), 3))
 
 
 BATCHES = st.lists(st.tuples(st.integers(0, HOSTILES - 1), fs.hops(), fs.messages()), min_size=5, max_size=40)
 
 
-@fuzz_settings(rounds(20), live=True)
+@fuzz_settings(20, live=True)
 @given(batch=BATCHES, parts=st.lists(fs.server_parts(), max_size=10))
 def test_a_live_broker_takes_fuzzed_batches(
-    live: LiveBroker, batch: list[tuple[int, list[bytes], list[bytes]]], parts: list[bytes], record_property: Any
+    live: LiveBroker, batch: list[tuple[int, list[bytes], list[bytes]]], parts: list[bytes]
 ) -> None:
     for sender, route, message in batch:
         live.send(sender, route, message)
     if live.transport == "server":
         for n, part in enumerate(parts):
             live.send_part(n, part)
-    live.drain()
+    drain(live.hostiles)
     live.check()
-    record_property("worst_honest_wait_s", round(max(live.waits), 3))
+
+
+# ---------------------------------------------------------------------------------------------- the bridge
+
+
+class LiveBridge:
+    """A bridge in front of a broker with an honest echo worker, an honest client of the bridge, and hostile
+    connections to it (the bridge speaks to clients over SERVER sockets only). Several hostile connections
+    can hold every place in flight with requests nobody serves (one connection at most
+    :data:`~generaldomo.io.bridge.CLIENT_SHARE` of them) until they expire upstream: the honest client is
+    answered ``429`` meanwhile, and asks again."""
+
+    def __init__(self, broker: Broker, workers: Callable[..., Worker]) -> None:
+        workers(broker.endpoint("router"), "router")
+        self.bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=32).start()
+        endpoint = self.bridge.endpoints[0]
+        self.client = Client(endpoint, "server")
+        self.hostiles = [RawPeer("server", endpoint) for _ in range(HOSTILES)]
+        self.serial = 0
+        self.waits: list[float] = []
+
+    def check(self) -> None:
+        """Once the bridge has handled every hostile message (each connection's heartbeat is answered), the
+        honest echo comes through, the bridge serves, its barrier caught nothing, its DEALERs are bounded."""
+        drain(self.hostiles)
+        for hostile in self.hostiles:
+            settle(hostile, protocol.gdp_client_heartbeat(), lambda f: f[:2] == [protocol.GDP_CLIENT, b"\x04"])
+        self.serial += 1
+        payload = b"honest-%d" % self.serial
+        start = time.monotonic()
+        while True:  # the hostile connections' requests may hold every place until they expire upstream (1 s)
+            try:
+                assert self.client.request("echo", payload, timeout=WAIT).payload == payload
+                break
+            except RequestRejected:
+                assert time.monotonic() - start < WAIT, "the honest client never got a place in flight"
+                time.sleep(0.2)
+        self.waits.append(time.monotonic() - start)
+        self.bridge.check()  # raises BridgeFailed if its loop died
+        assert self.bridge.internal_errors == 0 and self.bridge.dealers <= self.bridge.max_in_flight
+
+    def close(self) -> None:
+        for hostile in self.hostiles:
+            hostile.close()
+        self.client.close()
+        self.bridge.stop()
+
+
+@pytest.fixture
+def live_bridge(
+    brokers: Callable[..., Broker], workers: Callable[..., Worker], record_property: Any
+) -> Iterator[LiveBridge]:
+    bridge = LiveBridge(brokers("router", ["tcp://127.0.0.1:*"], settings=Settings(queue_timeout=1.0)), workers)
+    try:
+        yield bridge
+        record_property("worst_honest_wait_s", round(max(bridge.waits), 3))
+    finally:
+        bridge.close()
+
+
+def test_a_bridge_takes_the_corpus(live_bridge: LiveBridge, caplog: pytest.LogCaptureFixture) -> None:
+    for n, (_, _, message) in enumerate(fs.corpus()):
+        if message:
+            live_bridge.hostiles[n % HOSTILES].send(message)
+        if n % 500 == 499:
+            live_bridge.check()
+    live_bridge.check()
+    said = caplog.text
+    assert "bridge dropped a message" in said and "bridge refused a request" in said, "the corpus never got in"
+
+
+@fuzz_settings(15, live=True)
+@given(batch=BATCHES, parts=st.lists(fs.server_parts(), max_size=10))
+def test_a_bridge_takes_fuzzed_batches(
+    live_bridge: LiveBridge, batch: list[tuple[int, list[bytes], list[bytes]]], parts: list[bytes]
+) -> None:
+    for sender, _, message in batch:
+        live_bridge.hostiles[sender].send(message)
+    for n, part in enumerate(parts):
+        live_bridge.hostiles[n % HOSTILES].socket.send(part)
+    live_bridge.check()
+
+
+@st.composite
+def to_bridge(draw: st.DrawFn) -> list[bytes]:
+    """What a hostile MDP/0.1 broker sends one of the bridge's DEALERs: replies with the service and body
+    typical or odd, an error status in place of the body, or anything at all; one in five mutated."""
+    service = draw(st.sampled_from([b"echo", b"other", b"", b"x" * 300]))
+    body = draw(st.sampled_from([[b"fuzzed"], *fs.body_lists()[:3], [b"5" * 5000], [protocol.OVER_BUDGET]]))
+    return draw(fs.mutated(draw(st.sampled_from([[b"", b"MDPC01", service, *body]] * 2) | fs.messages())))
+
+
+@pytest.fixture
+def bridge_facing_a_broker() -> Iterator[tuple[RawBroker, Bridge, Client]]:
+    with RawBroker("router") as upstream:
+        bridge = Bridge(["tcp://127.0.0.1:*"], upstream.endpoint, max_in_flight=32).start()
+        try:
+            with Client(bridge.endpoints[0], "server") as client:
+                yield upstream, bridge, client
+        finally:
+            bridge.stop()
+
+
+@fuzz_settings(15, live=True)
+@given(batch=st.lists(to_bridge(), min_size=1, max_size=20))
+def test_a_bridge_facing_a_hostile_broker(
+    bridge_facing_a_broker: tuple[RawBroker, Bridge, Client], batch: list[list[bytes]]
+) -> None:
+    """An honest request through the bridge, the batch to the DEALER that relays it, then an honest reply: the
+    request is answered (MDP has no request id: a well-formed reply in the batch may be its answer), the bridge
+    serves on and its barrier caught nothing."""
+    upstream, bridge, client = bridge_facing_a_broker
+    future = client.submit("echo", b"honest")
+    dealer, _ = upstream.recv_until(lambda frames: frames[1:3] == [b"MDPC01", b"echo"])
+    for message in batch:
+        upstream.send(dealer, message or [b""])
+    upstream.send(dealer, [b"", b"MDPC01", b"echo", b"honest"])
+    try:
+        future.result(WAIT)
+    except RequestFailed:
+        pass  # a reply of the batch that the bridge relays as an error status
+    bridge.check()
+    assert bridge.internal_errors == 0 and bridge.serving
 
 
 # ---------------------------------------------------------------------------------- facing a hostile broker
@@ -251,7 +384,7 @@ def facing_client(transport: str) -> Iterator[FacingClient]:
         assert client.malformed > 0, "no hostile message reached the client's reader"
 
 
-@fuzz_settings(rounds(15), live=True)
+@fuzz_settings(15, live=True)
 @given(batch=st.lists(to_client(), min_size=1, max_size=30))
 def test_a_client_facing_a_hostile_broker(facing_client: FacingClient, batch: list[list[bytes]]) -> None:
     """An honest request, the batch, then the request's answer: it comes through."""
@@ -294,7 +427,7 @@ def is_ready(frames: list[bytes]) -> bool:
     return frames[:2] == [protocol.GDP_WORKER, b"\x01"]
 
 
-@fuzz_settings(rounds(15), live=True)
+@fuzz_settings(15, live=True)
 @given(batch=st.lists(to_worker(), min_size=1, max_size=30))
 def test_a_worker_facing_a_hostile_broker(facing_worker: FacingWorker, batch: list[list[bytes]]) -> None:
     """The batch, then an honest task: its result comes back (each READY without a result, after a DISCONNECT

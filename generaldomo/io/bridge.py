@@ -11,9 +11,11 @@ HEARTBEATs itself, naming its own instance, so clients resend when the bridge re
 client asks about that it has not in flight (it forgot them, or never got them), so that the client sends those
 again; a CANCEL closes the request's DEALER (a late reply is not delivered).
 
-Bounds: at most ``max_in_flight`` requests are in flight at once (so at most that many DEALERs are open); a
-request beyond it, or one for which no DEALER can be opened (the process ran out of sockets or files), gets
-FINAL ``429`` with the reason at once, and the bridge serves on.
+Bounds: at most ``max_in_flight`` requests are in flight at once (so at most that many DEALERs are open), and at
+most a share of them (:data:`CLIENT_SHARE`, at least one) for one client connection, so that one client (a
+multi-threaded application's shared CLIENT socket may have many) cannot take every place; a request beyond
+either, or one for which no DEALER can be opened (the process ran out of sockets or files), gets FINAL ``429``
+with the reason at once, and the bridge serves on.
 
 With ``security`` the SERVER side speaks CURVE only and admits the keys it lists (a ZAP handler on a context of
 the bridge's own); only keys with the client role may send requests (others get ``403``). With ``upstream``
@@ -61,6 +63,7 @@ log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 30.0  # seconds after which an idle DEALER is closed
 MAX_IN_FLIGHT = 512  # requests in flight at once (one DEALER each); libzmq's default allows 1023 sockets
+CLIENT_SHARE = 0.875  # of max_in_flight, what one client connection may have in flight (the rest: the others')
 _DRAIN = 256  # client messages read before looking at the broker's replies
 
 
@@ -87,7 +90,8 @@ class Bridge:
         security: CURVE for the bridge's own clients (as a broker's, :class:`~generaldomo.io.auth.BrokerSecurity`).
         upstream: CURVE towards the upstream broker (None: plaintext).
         allow_plaintext: relay plaintext clients to a CURVE upstream with the bridge's key (refused otherwise).
-        max_in_flight: requests relayed at once; those beyond are answered ``429``.
+        max_in_flight: requests relayed at once; those beyond are answered ``429``, as are a client's beyond
+            :data:`CLIENT_SHARE` of them.
         on_failure: called with the error, from the loop's thread, if the loop stops because of one (the bridge
             then serves nothing: :class:`BridgeFailed`).
 
@@ -132,12 +136,14 @@ class Bridge:
         self.expiry = heartbeat_interval * liveness
         self.idle_timeout = idle_timeout
         self.max_in_flight = max_in_flight
+        self.max_per_client = max(1, int(max_in_flight * CLIENT_SHARE))  # 448 of 512, 14 of 16
         self.instance = os.urandom(4)
         self.forwarded = 0
         self.refused_in_flight = 0  # requests answered 429: at the bound, or no DEALER could be opened
         self._idle: list[tuple[zmq.Socket[bytes], float]] = []  # DEALERs with nothing in flight, and since when
         self._in_flight: dict[zmq.Socket[bytes], _InFlight] = {}
         self._by_request: dict[tuple[Address, bytes], zmq.Socket[bytes]] = {}
+        self._per_client: dict[Address, int] = {}  # requests in flight per client (none: not listed)
         self._last_heard: dict[Address, float] = {}
         self._warnings = LogLimiter(log)
         self._barrier = Barrier(log, "the bridge")
@@ -270,6 +276,8 @@ class Bridge:
         for socket in [*self._in_flight, *(s for s, _ in self._idle)]:
             socket.close(linger=0)
         self._in_flight.clear()
+        self._by_request.clear()
+        self._per_client.clear()
         self._idle.clear()
         link = getattr(self, "link", None)  # none if binding it failed
         if link is not None:
@@ -326,14 +334,17 @@ class Bridge:
             reason = f"the bridge has {self.max_in_flight} requests in flight, its bound (max_in_flight)"
             self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
             return
+        if self._per_client.get(client, 0) >= self.max_per_client:
+            reason = f"this connection has {self.max_per_client} requests in flight, its share of max_in_flight"
+            self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
+            return
         try:
             dealer = self._idle.pop()[0] if self._idle else self._new_dealer()
         except zmq.ZMQError as error:  # out of sockets or files: this request is refused, the bridge serves on
             reason = f"the bridge could not open a connection to the broker: {zmq.strerror(error.errno or 0)}"
             self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
             return
-        self._in_flight[dealer] = _InFlight(client, event.request_id, event.description)
-        self._by_request[client, event.request_id] = dealer
+        self._track(dealer, _InFlight(client, event.request_id, event.description))
         dealer.send_multipart(protocol.mdp_client_request(event.description, event.body))
         self.forwarded += 1
         log.debug("bridge forwarded request %s of client %s", event.request_id.hex(), self.link.label(client))
@@ -348,10 +359,28 @@ class Bridge:
             assert reply is not None  # a final GDP reply always has frames
             self.link.send(client, reply)
 
+    def _track(self, dealer: zmq.Socket[bytes], request: _InFlight) -> None:
+        """``request`` is in flight on ``dealer`` (its client's count too)."""
+        self._in_flight[dealer] = request
+        self._by_request[request.client, request.request_id] = dealer
+        self._per_client[request.client] = self._per_client.get(request.client, 0) + 1
+
+    def _untrack(self, dealer: zmq.Socket[bytes]) -> _InFlight | None:
+        """The request in flight on ``dealer``, no longer in flight (None if there was none)."""
+        request = self._in_flight.pop(dealer, None)
+        if request is not None:
+            del self._by_request[request.client, request.request_id]
+            left = self._per_client[request.client] - 1
+            if left:
+                self._per_client[request.client] = left
+            else:
+                del self._per_client[request.client]
+        return request
+
     def _withdraw(self, client: Address, request_id: bytes) -> None:
-        dealer = self._by_request.pop((client, request_id), None)
+        dealer = self._by_request.get((client, request_id))
         if dealer is not None:
-            del self._in_flight[dealer]
+            self._untrack(dealer)
             self._close_dealer(dealer)
             log.debug("bridge withdrew request %s of client %s", request_id.hex(), self.link.label(client))
 
@@ -370,11 +399,10 @@ class Bridge:
 
     def _from_broker(self, dealer: zmq.Socket[bytes], now: float) -> None:
         frames = dealer.recv_multipart()
-        request = self._in_flight.pop(dealer, None)
+        request = self._untrack(dealer)
         if request is None:
             self._warn("stray reply", None, now, "dropped a reply for no request in flight")
             return
-        del self._by_request[request.client, request.request_id]
         self._idle.append((dealer, now))
         parsed = protocol.parse_mdp_client_reply(frames)
         body: Sequence[bytes]
@@ -396,8 +424,7 @@ class Bridge:
                 if request.client == client:
                     log.info("bridge forgot silent client %s and its request %s", self.link.label(client),
                              request.request_id.hex())  # fmt: skip
-                    del self._in_flight[dealer]
-                    del self._by_request[request.client, request.request_id]
+                    self._untrack(dealer)
                     self._close_dealer(dealer)
         keep = []
         for dealer, idle_since in self._idle:

@@ -26,7 +26,6 @@ from typing import Any
 
 import zmq
 
-from generaldomo.io import speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.backlog import POLL as BACKLOG_POLL
 from generaldomo.io.backlog import Backlog
@@ -36,6 +35,7 @@ from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.state import StateDir
 from generaldomo.io.transport import Transport
+from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.core import BrokerCore, Peer, Send
 from generaldomo.sansio.mmi import status
@@ -56,32 +56,6 @@ REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused c
 
 class BrokerFailed(LoopFailed):
     """The broker's loop stopped because of an error (its ``__cause__``): the broker serves nothing any more."""
-
-
-def waiter(sockets: list[zmq.Socket[bytes]], fds: tuple[int, ...] = ()) -> Callable[[int], int]:
-    """A function that waits up to its argument (ms) for any of ``sockets`` or file descriptors ``fds`` to be
-    readable and returns which are, as a bit mask (bit i: ``sockets[i]``, then one bit per fd): the C
-    accelerator's poll, or pyzmq's."""
-    native = speedups.native
-    if native is not None:
-        poll, handles = native.poll, tuple(socket.underlying for socket in sockets)
-
-        def wait_native(timeout_ms: int) -> int:  # a Python frame, so that profilers see the call
-            return int(poll(handles, fds, timeout_ms))
-
-        return wait_native
-    poller = zmq.Poller()
-    bits: dict[Any, int] = {item: 1 << index for index, item in enumerate([*sockets, *fds])}
-    for item in bits:
-        poller.register(item, zmq.POLLIN)
-
-    def wait(timeout_ms: int) -> int:
-        ready = 0
-        for item, _ in poller.poll(timeout_ms):
-            ready |= bits[item]
-        return ready
-
-    return wait
 
 
 class Broker:

@@ -36,7 +36,7 @@ import os
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, cast
 
 import attrs
@@ -45,6 +45,7 @@ import zmq
 from generaldomo.io import endpoints, monitor, speedups
 from generaldomo.io.locator import Locator, Target, Where
 from generaldomo.io.transport import Transport, connect_target, require_draft
+from generaldomo.io.waiter import waiter
 from generaldomo.sansio import codec
 from generaldomo.sansio.handshake import HandshakeWatch
 from generaldomo.sansio.session import Action, Reconnect, ToBroker
@@ -126,6 +127,9 @@ class Connection:
         self._closed = False
         self._polling = 0  # threads (about to be) blocked polling the socket: the reader, or the IO thread
         self._reader_poller: zmq.Poller | None = None
+        # what a reader waits on when it is file descriptors alone (readable, kick), which the accelerator polls:
+        # no socket handle that could outlive its socket
+        self._reader_fds: tuple[int, int] | None = None
 
     def adopt(self) -> zmq.Poller:
         """Make the calling thread this connection's IO thread; return a poller over what that thread watches."""
@@ -153,6 +157,14 @@ class Connection:
     def wait_readable(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a message, or a kick (the reader role's holder, any thread);
         True if kicked (then :meth:`consume_kicks`)."""
+        waited = self._reader_fds
+        if waited is not None and self._native is not None:  # the accelerator's poll: a bit mask, no lists
+            if self.begin_wait():
+                return False
+            try:
+                return bool(self._native.poll((), waited, math.ceil(max(0.0, timeout) * 1000)) & 2)
+            finally:
+                self.end_wait()
         if self._reader_poller is None:
             self._reader_poller = zmq.Poller()
             self._reader_poller.register(self.readable_item, zmq.POLLIN)
@@ -337,6 +349,7 @@ class DealerConnection(Connection):
         super().__init__(context, endpoint, zmq.DEALER, curve)
         self.readable_item = int(self.socket.getsockopt(zmq.FD))
         self.poll_items = [self.readable_item, self._kick_read, self._wake_read]
+        self._reader_fds = (self.readable_item, self._kick_read)
 
     def send(self, frames: Sequence[bytes]) -> None:
         if threading.get_ident() == self._owner:
@@ -456,8 +469,12 @@ class BrokerChannel:
         target = self.locator.target
         self.connection = connect(target.endpoint, self.transport, context, self._curve_for(target))
         self.reconnects = 0
-        self._poller: zmq.Poller | None = None
-        self._lent_poller: zmq.Poller | None = None
+        # what the IO thread waits on when it reads, and when it lent the reader role: functions of a timeout that
+        # give the ready ones as bits (broker.waiter: the accelerator's poll, or pyzmq's); the bits that matter
+        self._wait: Callable[[int], int] | None = None
+        self._wait_lent: Callable[[int], int] | None = None
+        self._bits: tuple[int, int, int] = (0, 0, 0)  # (kick, wake, monitor)
+        self._bits_lent: tuple[int, int, int] = (0, 0, 0)  # (no kick pipe polled, wake, monitor)
         self._monitored = False  # the last wait saw monitor events
 
     @property
@@ -485,13 +502,19 @@ class BrokerChannel:
 
     def adopt(self) -> None:
         """Make the calling thread the IO thread."""
-        self._poller = self.connection.adopt()
-        self._lent_poller = zmq.Poller()
-        self._lent_poller.register(self.connection.wake_item, zmq.POLLIN)
-        watched = self.connection.monitor
-        if watched is not None:
-            self._poller.register(watched.socket, zmq.POLLIN)
-            self._lent_poller.register(watched.socket, zmq.POLLIN)
+        connection = self.connection
+        connection.adopt()  # (its poller is for simpler users: cli.probe)
+        watched = connection.monitor
+        monitors: list[zmq.Socket[Any]] = [] if watched is None else [watched.socket]
+        items = connection.poll_items
+        sockets = [item for item in items if isinstance(item, zmq.Socket)] + monitors
+        fds = tuple(item for item in items if isinstance(item, int))
+        order: list[object] = [*sockets, *fds]
+        self._wait = waiter(sockets, fds)
+        self._wait_lent = waiter(monitors, (connection.wake_item,))
+        kick, wake = 1 << order.index(connection.kick_item), 1 << order.index(connection.wake_item)
+        self._bits = (kick, wake, 1 << (len(sockets) - 1) if watched is not None else 0)
+        self._bits_lent = (0, 1 << len(monitors), 1 if watched is not None else 0)
 
     @property
     def handshake(self) -> HandshakeWatch | None:
@@ -515,26 +538,27 @@ class BrokerChannel:
     def wait(self, deadline: float | None, now: float, reading: bool = True, kicks: bool = True) -> None:
         """Poll until a message comes (if ``reading``: the IO thread holds the reader role), a wake-up, or
         ``deadline`` (None: no deadline); then flush, and empty the kick pipe if ``kicks`` (IO thread)."""
-        assert self._poller is not None and self._lent_poller is not None, "adopt() first"
+        assert self._wait is not None and self._wait_lent is not None, "adopt() first"
         if self.connection.backlogged:
-            timeout: int | None = 10
+            timeout = 10
         else:
-            timeout = None if deadline is None else math.ceil(max(0.0, deadline - now) * 1000)
+            timeout = -1 if deadline is None else math.ceil(max(0.0, deadline - now) * 1000)
         connection = self.connection
         if not reading:
-            events = self._lent_poller.poll(timeout)
+            ready = self._wait_lent(timeout)
+            kick, wake, monitor = self._bits_lent
         else:
+            kick, wake, monitor = self._bits
             if connection.begin_wait():
                 timeout = 0
             try:
-                events = self._poller.poll(timeout)
+                ready = self._wait(timeout)
             finally:
                 connection.end_wait()
-        fired = {item for item, _ in events}
-        self._monitored = connection.monitor is not None and connection.monitor.socket in fired
-        if kicks and connection.kick_item in fired:
+        self._monitored = bool(ready & monitor)
+        if kicks and ready & kick:
             connection.consume_kicks()
-        connection.flush(connection.wake_item in fired)
+        connection.flush(bool(ready & wake))
 
     def wait_readable(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a message or a kick (the reader role's holder, any thread); True

@@ -278,7 +278,8 @@ class Link:
     def drop(self, counter: str, message: str, *args: object, limiter: LogLimiter | None = None) -> None:
         """Count a drop and log it, rate-limited for each kind (``counter``)."""
         self.counters[counter] += 1
-        (limiter or self.limiter).line(counter, time.monotonic(), f"{self.transport} link {message}", *args)
+        chosen = self.limiter if limiter is None else limiter  # (not `or`: a limiter with no windows is empty)
+        chosen.line(counter, time.monotonic(), f"{self.transport} link {message}", *args)
 
     def credential(self, frame: zmq.Frame, peer: object) -> Credential | None:
         """The credential of the key that sent ``frame`` (None, counted, if it has none we know)."""

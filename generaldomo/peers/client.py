@@ -14,7 +14,8 @@ another thread waits for a reply or a tick is due: then the IO thread takes it b
 looks at a lent role every :data:`LEND_CHECK` seconds and takes it back when its holder has stopped reading
 (nothing read since the last look, or a tick due): a reply nobody waits for in ``result()`` (callbacks,
 ``asyncio``, ``concurrent.futures.wait``) may so wait up to two looks after synchronous use. Only the IO
-thread ticks, and only while it holds the role.
+thread ticks, and only while it holds the role. The role's states and moves are a transition table
+(:mod:`generaldomo.peers.reader_role`), applied under the lock.
 A lent reader resolves futures only: a batch that brings anything else (partial results, callbacks) goes to
 the IO thread whole, in order, and the role with it. Whoever reads feeds the session each message inside a
 barrier (:mod:`generaldomo.sansio.barrier`): one whose handling raises is dropped, counted
@@ -51,6 +52,7 @@ from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
+from generaldomo.peers.reader_role import READER_ROLE, ReaderEvent, ReaderRole
 from generaldomo.sansio import protocol, wirejson
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.handshake import HandshakeWatch
@@ -68,6 +70,9 @@ DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
 CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
 READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
 REQUEST_ID_BYTES: Final = 16  # random bytes per request id: unique across clients, and unpredictable
+# the reader role's moves, each one dict lookup (a move its table lacks raises IllegalTransition)
+_CLAIMED, _KEPT = READER_ROLE.row(ReaderEvent.CLAIM), READER_ROLE.row(ReaderEvent.KEEP)
+_GIVEN_BACK, _TAKEN_BACK = READER_ROLE.row(ReaderEvent.GIVE_BACK), READER_ROLE.row(ReaderEvent.TAKE_BACK)
 LEND_CHECK: Final = 0.005  # seconds between the IO thread's looks at a reader role lent to a caller
 SHUT_WAITS: Final = 50  # tenths of a second the closing IO thread waits for a lent reader to leave
 
@@ -271,8 +276,7 @@ class Client:
         self._ids = RandomPool()  # request ids: 16 unpredictable bytes each, drawn under the lock
         self._lock = threading.Lock()  # guards the session, the reader role, and the channel while it reconnects
         self._released = threading.Condition(self._lock)  # a lent reader left its read loop
-        self._reader: int | None = None  # the caller thread the reader role is lent to; None: the IO thread's
-        self._reading = False  # that caller is in its read loop
+        self._role = ReaderRole.IO  # who reads the socket (see generaldomo.peers.reader_role)
         self._reads = 0  # batches lent readers read (the IO thread sees whether a lent role is still used)
         self._seen = -1  # that count at the IO thread's last look
         self._waiting = 0  # threads waiting for a reply that someone else reads
@@ -284,6 +288,11 @@ class Client:
         self._barrier = Barrier(log, "the client")  # around each message from the broker (lock held)
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
         self._thread.start()
+
+    @property
+    def _reading(self) -> bool:
+        """A caller holds the reader role and is in its read loop."""
+        return self._role is ReaderRole.READING
 
     @property
     def endpoint(self) -> str:
@@ -379,7 +388,7 @@ class Client:
             if self._refused is not None:
                 future.set_exception(self._refused)
                 return future
-            idle = not self._session.outstanding and self._reader is None  # (a lent role is looked at often)
+            idle = not self._session.outstanding and self._role is ReaderRole.IO  # (a lent role is looked at often)
             frames = self._session.submit(
                 request_id, name, body, _Call(future, on_partial), now,
                 deadline=None if deadline is None else now + deadline, tenant=tenant, priority=priority,
@@ -414,7 +423,7 @@ class Client:
                 raise self._closed_error()
             if self._refused is not None:
                 raise self._refused
-            idle = not self._session.outstanding and self._reader is None
+            idle = not self._session.outstanding and self._role is ReaderRole.IO
             frames = self._session.fetch(rid, _Call(future, None), time.monotonic())
         self._channel.send(frames)
         if idle:
@@ -586,8 +595,8 @@ class Client:
     def _claim(self) -> bool:
         """Take the reader role (True), or count this thread among those waiting for another reader (False)."""
         with self._lock:
-            if not (self._closed or self._reading or self._handoff or self._calling):
-                self._reader, self._reading = threading.get_ident(), True
+            if self._role in _CLAIMED and not (self._closed or self._handoff or self._calling):
+                self._role = _CLAIMED[self._role]
                 return True
             self._waiting += 1
             return False
@@ -595,12 +604,10 @@ class Client:
     def _release(self, keep: bool) -> None:
         """Leave the read loop; the role stays lent if ``keep`` and nobody needs the IO thread to read now."""
         with self._lock:
-            self._reading = False
             deadline = self._session.deadline()
             due = deadline is not None and deadline <= time.monotonic()
             back = not keep or due or self._waiting > 0 or self._closed or bool(self._handoff)
-            if back:
-                self._reader = None
+            self._role = (_GIVEN_BACK if back else _KEPT)[self._role]
             if self._closed:
                 self._released.notify_all()
         if back:
@@ -696,7 +703,7 @@ class Client:
                 actions, self._handoff = self._handoff, []  # what a lent reader left comes first
                 if watch is not None:
                     actions += self._handshake(watch)
-                if self._reader is None:  # lent: the IO thread neither reads nor ticks
+                if self._role is ReaderRole.IO:  # lent: the IO thread neither reads nor ticks
                     channel.consume_kicks()
                     for frames in channel.recv_batch(READ_BATCH):
                         actions += self._fed(frames, now)
@@ -741,12 +748,12 @@ class Client:
 
     def _take_back(self, now: float) -> bool:
         """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""
-        if self._reader is not None and not self._reading:
+        if self._role is ReaderRole.LENT:
             deadline = self._session.deadline()
             if self._reads == self._seen or (deadline is not None and deadline <= now):
-                self._reader = None
+                self._role = _TAKEN_BACK[self._role]
         self._seen = self._reads
-        return self._reader is None
+        return self._role is ReaderRole.IO
 
     def _deliver(self, actions: list[Action[_Call]]) -> None:
         """Resolve futures and call back (IO thread, no lock held). A callback's BaseException (not an
@@ -784,7 +791,7 @@ class Client:
     @staticmethod
     def _resolve(action: Resolve[_Call]) -> None:
         future = action.token.future
-        with contextlib.suppress(InvalidStateError):  # the caller may have cancelled it
+        try:  # (not contextlib.suppress: three Python calls per reply)
             if action.status == protocol.OK:
                 queued, served = action.timing or (None, None)
                 reply = Reply(action.body, queued, served, action.sent, action.received, request_id=action.request_id)
@@ -792,6 +799,8 @@ class Client:
             else:
                 reason = action.body[0].decode(errors="replace") if action.body else ""
                 future.set_exception(RequestFailed.of(action.status, reason))
+        except InvalidStateError:  # the caller may have cancelled it
+            pass
 
     def _shut(self) -> None:
         """Close the socket; fail what is outstanding (IO thread, last)."""

@@ -223,6 +223,15 @@ class _Outstanding(Generic[T]):
     fields: tuple[str | None, int, int] = (None, 0, 0)  # tenant, priority, flags: a resend with the time left
 
 
+M = TypeVar("M")
+R = TypeVar("R")
+
+
+def _on(kind: type[M], handler: Callable[[M, float], R]) -> tuple[type, Callable[[Any, float], R]]:
+    """An entry of a handler table: the handler of messages of ``kind``, typed for that kind."""
+    return kind, handler
+
+
 class ClientSession(Generic[T]):
     """One client's requests and its view of the broker; see the module docstring.
 
@@ -255,12 +264,14 @@ class ClientSession(Generic[T]):
         self.asked = 0
         self.drops = _Drops("client")
         self._seq = 0
-        self._handlers: dict[type, Callable[[Any, float], list[Action[T]]]] = {
-            FinalReply: self._on_final,
-            PartialReply: self._on_partial,
-            HeartbeatAnswer: self._on_heartbeat,
-            Malformed: self._on_malformed,
-        }
+        self._handlers: dict[type, Callable[[Any, float], list[Action[T]]]] = dict(
+            (
+                _on(FinalReply, self._on_final),
+                _on(PartialReply, self._on_partial),
+                _on(HeartbeatAnswer, self._on_heartbeat),
+                _on(Malformed, self._on_malformed),
+            )
+        )
 
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
