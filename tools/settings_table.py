@@ -7,11 +7,15 @@ the table as the code makes it.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from generaldomo.cli import settings_table
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's generaldomo, not an installed copy of it
 
-README = Path(__file__).resolve().parents[1] / "README.rst"
+from generaldomo.cli import settings_table  # noqa: E402
+
+README = ROOT / "README.rst"
 BEGIN = ".. the settings table begins (made by tools/settings_table.py)\n"
 END = ".. the settings table ends\n"
 
