@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from cli_processes import run
 from hypothesis import HealthCheck, settings
+from transports import TRANSPORTS
 
 from generaldomo import Broker, Worker
 from generaldomo.io.transport import draft_available
-
-TRANSPORTS = ("router", "server")
 
 # The suite runs on a loaded 2-core machine: no property test fails for the time an example took (time is the
 # benchmarks' business); each test's own settings still say how many examples it runs.
@@ -39,7 +38,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return
     skip = pytest.mark.skip(reason="pyzmq lacks draft sockets and GENERALDOMO_ALLOW_NO_DRAFT is set")
     for item in items:
-        if "server" in item.name:
+        if item.get_closest_marker("needs_draft"):
             item.add_marker(skip)
 
 
