@@ -52,6 +52,7 @@ ENVELOPE_SLACK = 64 * 1024
 # the busiest services, and the first workers, in the snapshot metrics read: its cost does not grow with them
 SNAPSHOT = StatusQuery(limit=200, order="busy")
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
+_peer = tuple.__new__  # a Peer without its named tuple's Python __new__ (1,300 instructions less per message)
 
 
 class BrokerFailed(LoopFailed):
@@ -332,7 +333,12 @@ class Broker:
                     draining = self._begin_drain()
                 for index, link in links:
                     if ready >> index & 1:
-                        self._guarded("a batch of messages", self._serve, index, link)
+                        try:  # self._guarded inlined (a call less per batch)
+                            self._serve(index, link)
+                        except zmq.ZMQError:
+                            raise
+                        except Exception:
+                            self._caught("a batch of messages")
             now = clock()
             # the tick only when its time has come: what serving scheduled is later than the batch's clock read
             # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
@@ -391,25 +397,26 @@ class Broker:
         """Feed the core what ``link`` has (a bounded number of messages), sending what it answers, each message
         inside the barrier. A flow change is in the state directory before its answer goes: from the first
         change on, the batch's answers wait for one write at its end."""
-        core = self.core
-        receive, send, now = core.receive, self._send, time.monotonic()  # one clock read per batch
+        core, links = self.core, self.links
+        receive, now = core.receive, time.monotonic()  # one clock read per batch
         held: list[Send] | None = None
         for address, frames, credential in link.recv_batch(_DRAIN):
             try:
-                out = receive(Peer(index, address), frames, now, credential)
+                out = receive(_peer(Peer, (index, address)), frames, now, credential)
                 if held is not None:
                     held += out
                 elif core.changed:
                     held = out
                 else:
-                    send(out)
+                    for peer, message in out:  # self._send inlined (the hot path)
+                        links[peer.link].send(peer.address, message)
             except zmq.ZMQError:
                 raise
             except Exception:
                 self._caught("a message")
         if held is not None:
             self._record()
-            send(held)
+            self._send(held)
 
     def _record(self) -> None:
         changes = self.core.take_changes()
