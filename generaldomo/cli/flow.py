@@ -1,7 +1,8 @@
 """``generaldomo flow``: show or change a service's flow limits (``mmi.flow``).
 
 This module owns the flow command's flags; only the limits given on the line are changed (``--tenant``: only
-the tenants it names).
+the tenants it names). Its connection settings may also come from ``--config`` and ``GENERALDOMO_*`` variables
+(:mod:`generaldomo.cli.config`); the limits and ``--create`` belong to one run.
 """
 
 from __future__ import annotations
@@ -87,4 +88,7 @@ def _served(client: Client, service: str, timeout: float) -> bool:
         return True
 
 
-COMMAND = Command("flow", "show or change a service's flow limits (mmi.flow)", arguments, run)
+COMMAND = Command(
+    "flow", "show or change a service's flow limits (mmi.flow)", arguments, run,
+    configurable=True, per_run=(*(knob.name for knob in knobs.FLOW), "create"),  # the limits: what this run changes
+)  # fmt: skip
