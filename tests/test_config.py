@@ -16,7 +16,7 @@ from dashboard_harness import latest
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.cli import settings_table
+from generaldomo.cli import _SUBPARSERS, COMMANDS, config, parser, settings_table
 from generaldomo.sansio import knobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -246,3 +246,14 @@ def test_status_flow_dashboard_and_a_server_bridge_run_from_a_file(tmp_path: Pat
     expect(lines(bridge.stdout), f"generaldomo bridge: server ipc://{tmp_path}/bridge.sock -> MDP/0.1 broker")
     with Client(f"ipc://{tmp_path}/bridge.sock", "server") as client:
         assert client.request("cfg-peers", b"through the bridge", timeout=30).payload == b"through the bridge"
+
+
+def test_every_command_with_settings_is_configurable_and_requires_through_the_command() -> None:
+
+    parser()
+    assert {c.name for c in COMMANDS if not c.configurable} == {"demo", "doctor", "keygen"}  # one run's options only
+    for command in COMMANDS:
+        if command.configurable:  # argparse's required=True would refuse a value from the file or the environment
+            assert not [a.dest for a in _SUBPARSERS[command.name]._actions if a.required and a.option_strings]
+            keys = {o.key for o in config.options_of(_SUBPARSERS[command.name], command.per_run)}
+            assert set(command.required) <= keys and set(command.hidden) <= keys, command.name
