@@ -182,7 +182,7 @@ def test_every_command_with_settings_reads_them_the_same_way(tmp_path: Path) -> 
     assert status["find_timeout"] == (3.0, f"{config}:[status] find-timeout")
     assert status["connect"] == (["tcp://127.0.0.1:9"], f"{config}:connect")
     assert "json" not in status and "watch" not in status  # what one run shows, not a setting
-    flow = printed("flow", "svc", "--timeout", "4", env=given)
+    flow = printed("flow", "--timeout", "4", env=given)  # no service needed to print the settings
     assert flow["timeout"] == (4.0, "flag --timeout") and flow["transport"][0] == "server"
     assert "rate" not in flow and "create" not in flow  # the limits one run changes
     dashboard = run("dashboard", "--print-config", env=given)
@@ -211,6 +211,8 @@ def test_the_bridge_needs_its_endpoints_from_somewhere(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--broker (mdp_broker, GENERALDOMO_MDP_BROKER)" in done.stderr, done.stderr
     assert "--server" not in done.stderr.split("required:", 1)[1]
     config = tmp_path / "bad.toml"
+    done = run("flow", "--rate", "3", env=environment())
+    assert done.returncode == 2 and "flow needs the SERVICE" in done.stderr, done.stderr
     config.write_text("[status]\nwatch = 1\n")  # one run's option, not a setting
     done = run("status", "--config", str(config), env=environment())
     assert done.returncode == 2 and "[status] has no setting 'watch'" in done.stderr, done.stderr

@@ -20,7 +20,9 @@ from generaldomo.sansio import knobs, protocol
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
-    parser.add_argument("service")
+    parser.add_argument(
+        "service", nargs="?", help="the service whose limits to show or change (needed but for --print-config)"
+    )
     options.connect(parser)
     options.curve(parser)
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
@@ -53,6 +55,8 @@ FLOW_KEYS = tuple(knob.name for knob in knobs.FLOW if knob.kind is not knobs.Kin
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.service is None:
+        raise ValueError("generaldomo flow needs the SERVICE whose limits to show or change")
     changes: dict[str, object] = {key: getattr(args, key) for key in FLOW_KEYS if hasattr(args, key)}
     if hasattr(args, "tenants"):
         changes["tenants"] = dict(args.tenants)
