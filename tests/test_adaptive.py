@@ -125,7 +125,7 @@ def test_settles_where_latency_stays_near_its_floor(cores: int, base: float, hig
 
 def test_core_adapts_and_reports_its_state() -> None:
     h = Harness(heartbeat_interval=1.0, liveness=1000)
-    h.core.set_flow("echo", None, None, None, h.now, adaptive=AdaptiveLimits(1, 4))
+    h.core.set_flow("echo", h.now, adaptive=AdaptiveLimits(1, 4))
     pool = [worker(n) for n in range(6)]
     for peer in pool:
         h.ready(peer)

@@ -153,7 +153,7 @@ def test_the_default_client_silence_is_generous() -> None:
 
 def test_idle_services_are_forgotten_and_leave_the_report() -> None:
     h = Harness(heartbeat_interval=1.0, queue_timeout=1.0, service_idle=5.0)
-    h.core.set_flow("limited", None, None, 2, h.now)
+    h.core.set_flow("limited", h.now, concurrency=2)
     for n in range(200):
         h.request(client(0), b"r", b"unique-0")  # the same request again: a retry; new ids make new services
         h.request(client(0), b"r%d" % n, b"unique-%d" % n)

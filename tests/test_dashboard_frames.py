@@ -78,11 +78,11 @@ def test_frames_are_bounded_and_say_how_many_there_are() -> None:
 def test_the_cap_is_the_lower_of_the_fixed_and_the_adaptive_one() -> None:
     h = Harness()
     h.ready(worker(1))
-    h.core.set_flow("echo", None, None, 3, h.now)
+    h.core.set_flow("echo", h.now, concurrency=3)
     assert Framer().frame(h.core.report(h.now), 1.0)["services"][0]["cap"] == 3
-    h.core.set_flow("echo", None, None, 3, h.now, adaptive=AdaptiveLimits(1, 2))
+    h.core.set_flow("echo", h.now, concurrency=3, adaptive=AdaptiveLimits(1, 2))
     assert Framer().frame(h.core.report(h.now), 1.0)["services"][0]["cap"] <= 2
-    h.core.set_flow("echo", None, None, None, h.now)
+    h.core.set_flow("echo", h.now)
     assert Framer().frame(h.core.report(h.now), 1.0)["services"][0]["cap"] is None
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.core import Peer
-from generaldomo.sansio.flow import Flow
+from generaldomo.sansio.flow import Flow, FlowLimits
 
 
 def test_bucket_admits_burst_then_one_per_interval() -> None:
@@ -70,7 +70,7 @@ def run_until_idle(h: Harness, workers: list[Peer], seconds: float, step: float 
 @given(rate=st.sampled_from([2.0, 5.0, 10.0]), burst=st.integers(1, 3), requests=st.integers(1, 25))
 def test_core_rate_limit_spreads_a_burst_into_a_steady_stream(rate: float, burst: int, requests: int) -> None:
     h = Harness(heartbeat_interval=1.0, liveness=1000)
-    h.core.set_flow("echo", rate, burst, None, h.now)
+    h.core.set_flow("echo", h.now, rate=rate, burst=burst)
     pool = [worker(n) for n in range(5)]
     for peer in pool:
         h.ready(peer)
@@ -88,7 +88,7 @@ def test_core_rate_limit_spreads_a_burst_into_a_steady_stream(rate: float, burst
 
 def test_core_concurrency_cap_and_reissue_counts() -> None:
     h = Harness(heartbeat_interval=1.0)
-    h.core.set_flow("echo", None, None, 2, h.now)
+    h.core.set_flow("echo", h.now, concurrency=2)
     for n in range(4):
         h.ready(worker(n))
     for n in range(5):
@@ -98,15 +98,41 @@ def test_core_concurrency_cap_and_reissue_counts() -> None:
     h.feed(busy[0], protocol.worker_command(protocol.Dialect.GDP, protocol.DISCONNECT))  # lost: reissued
     now_busy = [p for p in map(worker, range(4)) if p in h.core.workers and h.core.workers[p].task is not None]
     assert len(now_busy) == 2  # the reissued task took the freed place, nothing more
-    h.core.set_flow("echo", None, None, None, h.now)  # lifting the cap at run time dispatches the rest
+    h.core.set_flow("echo", h.now)  # lifting the cap at run time dispatches the rest
     assert sum(1 for w in h.core.workers.values() if w.task is not None) == 3
 
 
 def test_limits_set_before_a_service_exists_apply_when_it_appears() -> None:
     h = Harness()
-    h.core.set_flow("later", None, None, 1, h.now)
+    h.core.set_flow("later", h.now, concurrency=1)
     h.ready(worker(1), b"later")
     h.ready(worker(2), b"later")
     h.request(client(0), b"a", b"later")
     h.request(client(0), b"b", b"later")
     assert sum(1 for w in h.core.workers.values() if w.task is not None) == 1
+
+
+def test_set_flow_takes_every_limit_by_keyword_and_replaces_the_limits() -> None:
+    h = Harness()
+    h.core.set_flow(
+        "shared", h.now, rate=5, burst=2, concurrency=8, bytes_in_flight=1000, adaptive={"min": 1, "max": 4},
+        tenants={"alice": {"weight": 3, "concurrency": 2}}, backoff={"min": 1, "max": 50},
+    )  # fmt: skip
+    limits = h.core.flow_limits("shared")
+    assert (limits.rate, limits.burst, limits.concurrency, limits.bytes_in_flight) == (5, 2, 8, 1000)
+    assert limits.adaptive is not None and (limits.adaptive.min, limits.adaptive.max) == (1, 4)
+    alice = limits.tenants["alice"] if limits.tenants is not None else None
+    assert alice is not None and (alice.weight, alice.concurrency) == (3, 2)
+    assert limits.backoff is not None and (limits.backoff.min, limits.backoff.max) == (1, 50)
+    h.ready(worker(1), b"shared")
+    live = h.core.live_flow("shared")
+    assert live is not None and live.tenants == limits.tenants and live.concurrency == 8
+    h.core.set_flow("shared", h.now, concurrency=3)  # the limits not given are lifted
+    assert h.core.flow_limits("shared") == FlowLimits(concurrency=3)
+    with pytest.raises(ValueError, match="unknown limits"):
+        h.core.set_flow("shared", h.now, concurency=3)
+    with pytest.raises(ValueError, match="concurrency"):
+        h.core.set_flow("shared", h.now, concurrency=0)
+    with pytest.raises(TypeError):
+        h.core.set_flow("shared", None, None, 3, h.now)  # type: ignore[call-arg]  # the positional form is gone
+    assert h.core.flow_limits("shared") == FlowLimits(concurrency=3)  # a refused call changed nothing

@@ -40,7 +40,7 @@ def busy(h: Harness) -> list[tuple[int, int]]:
 
 def test_core_holds_tasks_in_order_until_bytes_come_free() -> None:
     h = Harness(heartbeat_interval=1.0, liveness=1000)
-    h.core.set_flow("echo", None, None, None, h.now, bytes_in_flight=100)
+    h.core.set_flow("echo", h.now, bytes_in_flight=100)
     for n in range(4):
         h.ready(worker(n))
     for n, size in enumerate((40, 50, 30, 10)):  # bodies; sizes are 4 bytes more
@@ -56,7 +56,7 @@ def test_core_holds_tasks_in_order_until_bytes_come_free() -> None:
 
 def test_core_sends_a_task_larger_than_the_limit_alone() -> None:
     h = Harness(heartbeat_interval=1.0, liveness=1000)
-    h.core.set_flow("echo", None, None, None, h.now, bytes_in_flight=50)
+    h.core.set_flow("echo", h.now, bytes_in_flight=50)
     for n in range(3):
         h.ready(worker(n))
     h.request(client(0), b"small", body=b"s" * 10)
@@ -93,7 +93,7 @@ def flight_is_exact(core: BrokerCore, limit: int) -> None:
 @given(limit=st.integers(20, 400), ops=OPS)
 def test_bytes_in_flight_exact_and_bounded_under_reissue_cancel_and_expiry(limit: int, ops: list[Op]) -> None:
     h = Harness(heartbeat_interval=1.0, liveness=3, queue_timeout=4.0, max_attempts=2)
-    h.core.set_flow("echo", None, None, None, h.now, bytes_in_flight=limit)
+    h.core.set_flow("echo", h.now, bytes_in_flight=limit)
     workers, silent, serial = [worker(n) for n in range(3)], set(), 0
     for peer in workers:
         h.ready(peer)

@@ -110,7 +110,7 @@ def test_status_view_shows_the_new_limits_only_when_set() -> None:
     h = Harness()
     h.ready(worker(1))
     h.ready(worker(2), b"plain")
-    h.core.set_flow("echo", None, None, None, h.now, bytes_in_flight=500, adaptive=AdaptiveLimits(2, 6))
+    h.core.set_flow("echo", h.now, bytes_in_flight=500, adaptive=AdaptiveLimits(2, 6))
     h.request(client(0), b"r1", body=b"x" * 10)
     text = render(h.core.report(h.now))
     assert "echo: bytes in flight 14/500, adaptive cap 2 (2..6, floor -)" in text

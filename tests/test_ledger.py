@@ -225,7 +225,7 @@ def test_a_connection_over_its_budget_gets_no_echo_and_no_resend() -> None:
 
 def test_flow_limits_peers_set_are_charged_and_forgotten_when_idle_the_operators_kept() -> None:
     h = Harness(service_idle=1.0, heartbeat_interval=0.5, connection_services=3)
-    h.core.set_flow("pinned", 5.0, None, None, h.now)  # the operator's (the API, the CLI's --flow)
+    h.core.set_flow("pinned", h.now, rate=5.0)  # the operator's (the API, the CLI's --flow)
     for n in range(5):
         h.feed(client(0), protocol.gdp_request(b"f%d" % n, b"mmi.flow", [b"svc-%d" % n, b'{"rate": 2}']))
     statuses = [status for _, status, _ in h.replies_of(client(0))]
@@ -272,7 +272,7 @@ def test_a_service_the_operator_keeps_is_charged_to_nobody_once_idle() -> None:
     """Found by the fuzzer: a service kept for the operator's flow limits stayed charged to the peer whose
     request made it, for ever (a slot of its cap and bytes of its budget, after it had gone)."""
     h = Harness(service_idle=1.0, heartbeat_interval=0.5, connection_services=1)
-    h.core.set_flow("pinned", 5.0, None, None, h.now)
+    h.core.set_flow("pinned", h.now, rate=5.0)
     h.feed(client(0), protocol.gdp_request(b"r0", b"pinned", [b"x"]))
     h.feed(client(0), protocol.gdp_cancel(b"r0"))
     assert h.core.ledger.account(connection(0, b"client-0")).count(Kind.SERVICE) == 1

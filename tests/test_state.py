@@ -100,7 +100,7 @@ def test_a_short_key_is_refused(tmp_path: Path) -> None:
 def test_an_embedded_broker_restores_run_time_limits_from_its_first_request(tmp_path: Path) -> None:
     def broker() -> Broker:
         made = Broker("router", ["tcp://127.0.0.1:*"], settings=LOOSE, state_dir=tmp_path)
-        made.core.set_flow("echo", None, None, 4, 0.0)  # configuration: the base of run-time changes
+        made.core.set_flow("echo", 0.0, concurrency=4)  # configuration: the base of run-time changes
         return made.start()
 
     first = broker()
@@ -195,7 +195,7 @@ def test_the_core_reports_the_latest_change_per_name_in_order() -> None:
     assert not core.changed
     ask = protocol.gdp_request(b"r1", b"mmi.flow", [b"echo", b'{"rate": 2}'])
     core.receive(Peer(0, b"admin"), ask, 0.0)
-    core.set_flow("other", None, None, 3, 0.0)
+    core.set_flow("other", 0.0, concurrency=3)
     core.receive(Peer(0, b"admin"), protocol.gdp_request(b"r2", b"mmi.flow", [b"echo", b'{"rate": 4}']), 0.0)
     core.receive(Peer(0, b"admin"), protocol.gdp_request(b"r3", b"mmi.flow", [b"echo"]), 0.0)  # a read: no change
     assert core.changed

@@ -52,7 +52,6 @@ from typing import Any, TypeVar
 
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
-from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
@@ -342,23 +341,30 @@ class BrokerCore:
                 self._caught("a dispatch", now)
         return out
 
-    def set_flow(
-        self, name: str, rate: float | None, burst: int | None, concurrency: int | None, now: float,
-        *, bytes_in_flight: int | None = None, adaptive: AdaptiveLimits | None = None,
-    ) -> list[Send]:  # fmt: skip
-        """Set the flow limits of the services named ``name`` (ValueError on a bad limit); return what to send.
+    def set_flow(self, name: str, now: float, **limits: object) -> list[Send]:
+        """Set the flow limits of the services named ``name`` to ``limits``, those not given lifted; return what
+        to send. ValueError on an unknown or bad limit.
 
         Args:
             name: the service name.
-            rate: dispatches per second (None: no limit).
-            burst: dispatches a rate allows at once.
-            concurrency: tasks running at once (None: no limit).
             now: the time.
-            bytes_in_flight: request bytes running at once (None: no limit).
-            adaptive: bounds of an adaptive concurrency cap (None: none).
+            limits: by keyword, the fields of :class:`~generaldomo.sansio.flow.FlowLimits` (``LIMIT_NAMES``;
+                their knobs: :data:`generaldomo.sansio.knobs.FLOW`), in the forms it and ``mmi.flow`` take:
+                ``rate`` (dispatches per second), ``burst``, ``concurrency``, ``bytes_in_flight``, ``adaptive``
+                (an ``AdaptiveLimits`` or ``{"min": 1, "max": 64}``), ``tenants`` (tenant name -> a
+                ``TenantLimits`` or ``{"weight": 3, "concurrency": 8}``), ``backoff`` (a ``BackoffLimits`` or
+                ``{"min": 1, "max": 50}``).
+
+        Example:
+            >>> import random
+            >>> from generaldomo import BrokerCore
+            >>> core = BrokerCore(random=random.Random(1).randbytes)
+            >>> core.set_flow("echo", 0.0, rate=5, burst=1, concurrency=10, tenants={"alice": {"weight": 3}})
+            []
+            >>> core.flow_limits("echo").concurrency, core.flow_limits("echo").tenants["alice"].weight
+            (10, 3)
         """
-        limits = FlowLimits(rate, burst, concurrency, bytes_in_flight, adaptive)
-        return self.apply_flow(mmi.FlowChange(name, limits), now)
+        return self.apply_flow(mmi.FlowChange(name, FlowLimits().merged(limits)), now)
 
     def apply_flow(self, change: mmi.FlowChange, now: float, where: Connection | None = None) -> list[Send]:
         """Apply new flow limits to the services named ``change.name``, now and when they appear. The entry is
