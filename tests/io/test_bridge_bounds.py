@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import zmq
 from curve_keys import Keyring
-from hostile import RawPeer
+from hostile import RawPeer, ask, statuses_of_answers
 
 from generaldomo import Broker, Client
 from generaldomo.cli.command import Exit
@@ -46,21 +46,6 @@ def stopped(process: subprocess.Popen[str]) -> str:
     if process.poll() is None:
         process.terminate()
     return process.communicate(timeout=30)[1]
-
-
-def statuses_of_answers(peer: RawPeer, quiet_ms: int = 3000) -> dict[bytes, int]:
-    """How many answers of each status ``peer`` gets until none comes for ``quiet_ms``."""
-    statuses: dict[bytes, int] = {}
-    while (frames := peer.recv(quiet_ms)) is not None:
-        reply = protocol.parse_client_reply(frames)
-        assert reply is not None and reply[1] is not None
-        statuses[reply[1]] = statuses.get(reply[1], 0) + 1
-    return statuses
-
-
-def ask(peer: RawPeer, count: int, service: bytes = b"nobody") -> None:
-    for n in range(count):
-        peer.send(protocol.gdp_request(b"%d" % n, service, [b"%d" % n]))
 
 
 def test_the_cli_bridge_answers_429_beyond_its_bound_and_serves_on(brokers, workers) -> None:
