@@ -1,18 +1,22 @@
 """Settings from a TOML file (--config) and GENERALDOMO_* variables, in real processes: the precedence flags >
-environment > file > defaults, --print-config and its sources, errors naming their source (exit 2), and the
-README's settings table made from the declarations."""
+environment > file > defaults, --print-config and its sources, errors naming their source (exit 2), the
+README's settings table made from the declarations, and every command with settings (status, flow, dashboard,
+bridge too) run from a file and the environment alone."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
 
 import pytest
 from cli_processes import expect, lines, run, spawn
+from dashboard_harness import latest
+from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.cli import settings_table
+from generaldomo.cli import _SUBPARSERS, COMMANDS, config, parser, settings_table
 from generaldomo.sansio import knobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +151,7 @@ def test_a_missing_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_help_names_config_and_print_config() -> None:
-    for command in ("broker", "worker", "client"):
+    for command in ("broker", "worker", "client", "status", "flow", "dashboard", "bridge"):
         shown = run(command, "--help").stdout
         assert "--config PATH" in shown and "--print-config" in shown, command
 
@@ -162,3 +166,96 @@ def test_the_readme_example_file_reads_as_the_readme_says(tmp_path: Path) -> Non
     assert shown["max_workers"][0] == 5000 and shown["service_idle"][0] == "none"
     assert shown["queue_timeout"] == (10.0, "flag --queue-timeout") and shown["heartbeat_interval"][0] == 1.0
     assert printed("client", "--config", str(config), env=environment())["timeout"][0] == 30.0
+
+
+def test_every_command_with_settings_reads_them_the_same_way(tmp_path: Path) -> None:
+    config = tmp_path / "peers.toml"
+    config.write_text(
+        'transport = "server"\ntimeout = 7\nheartbeat_interval = 0.75\nconnect = ["tcp://127.0.0.1:9"]\n\n'
+        '[status]\nfind-timeout = 3\n\n[dashboard]\nhttp = "127.0.0.1:0"\nshown_workers = 12\n'
+        'token = "0123456789abcdef-file"\n\n'
+        '[bridge]\nserver = ["tcp://127.0.0.1:*"]\nmdp_broker = "tcp://127.0.0.1:7"\n'
+    )
+    given = environment(GENERALDOMO_CONFIG=str(config), GENERALDOMO_INTERVAL="2.5")
+    status = printed("status", env=given)
+    assert status["transport"] == ("server", f"{config}:transport") and status["timeout"][0] == 7.0
+    assert status["find_timeout"] == (3.0, f"{config}:[status] find-timeout")
+    assert status["connect"] == (["tcp://127.0.0.1:9"], f"{config}:connect")
+    assert "json" not in status and "watch" not in status  # what one run shows, not a setting
+    flow = printed("flow", "--timeout", "4", env=given)  # no service needed to print the settings
+    assert flow["timeout"] == (4.0, "flag --timeout") and flow["transport"][0] == "server"
+    assert "rate" not in flow and "create" not in flow  # the limits one run changes
+    dashboard = run("dashboard", "--print-config", env=given)
+    assert dashboard.returncode == 0 and "0123456789abcdef-file" not in dashboard.stdout, dashboard.stdout
+    assert f"# token is set (not shown)  # {config}:[dashboard] token" in dashboard.stdout
+    shown = printed("dashboard", env=given)
+    assert shown["interval"] == (2.5, "GENERALDOMO_INTERVAL") and shown["shown_workers"][0] == 12
+    assert shown["http"][0] == "127.0.0.1:0" and shown["timeout"][0] == 7.0
+    secret = run("dashboard", "--print-config", env={**given, "GENERALDOMO_DASHBOARD_TOKEN": "fedcba9876543210-env"})
+    assert (
+        "fedcba9876543210-env" not in secret.stdout
+        and "token is set (not shown)  # GENERALDOMO_DASHBOARD_TOKEN" in (secret.stdout)
+    )
+    bridge = printed("bridge", "--max-in-flight", "9", env={**given, "GENERALDOMO_IDLE_TIMEOUT": "5"})
+    assert bridge["mdp_broker"] == ("tcp://127.0.0.1:7", f"{config}:[bridge] mdp_broker")
+    assert bridge["server"][0] == ["tcp://127.0.0.1:*"] and bridge["heartbeat_interval"][0] == 0.75
+    assert bridge["max_in_flight"] == (9, "flag --max-in-flight") and bridge["idle_timeout"] == (
+        5.0,
+        "GENERALDOMO_IDLE_TIMEOUT",
+    )
+    assert "transport" not in bridge  # the bridge has no such setting: the file's top-level key is not its
+
+
+def test_the_bridge_needs_its_endpoints_from_somewhere(tmp_path: Path) -> None:
+    done = run("bridge", "--server", "tcp://127.0.0.1:*", env=environment())
+    assert done.returncode == 2 and "--broker (mdp_broker, GENERALDOMO_MDP_BROKER)" in done.stderr, done.stderr
+    assert "--server" not in done.stderr.split("required:", 1)[1]
+    config = tmp_path / "bad.toml"
+    done = run("flow", "--rate", "3", env=environment())
+    assert done.returncode == 2 and "flow needs the SERVICE" in done.stderr, done.stderr
+    config.write_text("[status]\nwatch = 1\n")  # one run's option, not a setting
+    done = run("status", "--config", str(config), env=environment())
+    assert done.returncode == 2 and "[status] has no setting 'watch'" in done.stderr, done.stderr
+    config.write_text('[dashboard]\ninterval = "often"\n')
+    done = run("dashboard", "--config", str(config), env=environment())
+    assert done.returncode == 2 and f"{config}:[dashboard] interval" in done.stderr, done.stderr
+
+
+def test_status_flow_dashboard_and_a_server_bridge_run_from_a_file(tmp_path: Path, processes) -> None:
+    config = tmp_path / "generaldomo.toml"
+    config.write_text(
+        f'heartbeat_interval = 0.5\ntimeout = 30\nconnect = ["ipc://{tmp_path}/broker.sock"]\n\n'
+        f'[broker]\nbind = ["ipc://{tmp_path}/broker.sock"]\n\n[worker]\nservice = ["cfg-peers"]\n\n'
+        '[dashboard]\nhttp = "127.0.0.1:0"\ninterval = 0.5\n\n'
+        f'[bridge]\nserver = ["ipc://{tmp_path}/bridge.sock"]\nmdp_broker = "ipc://{tmp_path}/broker.sock"\n'
+    )
+    given = environment(GENERALDOMO_CONFIG=str(config))
+    broker = spawn(processes, "broker", env=given)
+    expect(lines(broker.stdout), f"generaldomo broker: router ipc://{tmp_path}/broker.sock")
+    spawn(processes, "worker", env=given)
+    with Client(f"ipc://{tmp_path}/broker.sock") as client:  # the worker has registered
+        eventually(lambda: client.request("mmi.service", b"cfg-peers", 30).payload == b"200", 60, "the worker")
+    status = run("status", "--json", env=given)
+    assert status.returncode == 0, status.stderr
+    assert any(s["name"] == "cfg-peers" for s in json.loads(status.stdout)["services"])
+    changed = run("flow", "cfg-peers", "--rate", "40", env=given)
+    assert changed.returncode == 0 and '"rate": 40' in changed.stdout, changed.stderr
+    dashboard = spawn(processes, "dashboard", env=given)
+    url = expect(lines(dashboard.stdout), "generaldomo dashboard: http://127.0.0.1:").split()[2]
+    frame = eventually(lambda: latest(url), 60, "the dashboard's first frame")
+    assert any(s["name"] == "cfg-peers" for s in frame["services"]), frame
+    bridge = spawn(processes, "bridge", env=given)
+    expect(lines(bridge.stdout), f"generaldomo bridge: server ipc://{tmp_path}/bridge.sock -> MDP/0.1 broker")
+    with Client(f"ipc://{tmp_path}/bridge.sock", "server") as client:
+        assert client.request("cfg-peers", b"through the bridge", timeout=30).payload == b"through the bridge"
+
+
+def test_every_command_with_settings_is_configurable_and_requires_through_the_command() -> None:
+
+    parser()
+    assert {c.name for c in COMMANDS if not c.configurable} == {"demo", "doctor", "keygen"}  # one run's options only
+    for command in COMMANDS:
+        if command.configurable:  # argparse's required=True would refuse a value from the file or the environment
+            assert not [a.dest for a in _SUBPARSERS[command.name]._actions if a.required and a.option_strings]
+            keys = {o.key for o in config.options_of(_SUBPARSERS[command.name], command.per_run)}
+            assert set(command.required) <= keys and set(command.hidden) <= keys, command.name

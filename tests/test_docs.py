@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import generaldomo
+import generaldomo.io.bridge
 from generaldomo.sansio import codec, protocol
 from generaldomo.sansio.events import ClientRequest, Dialect
 
@@ -49,6 +50,23 @@ def test_every_public_name_is_documented_with_its_parameters_and_an_example() ->
     finally:
         sys.path.pop(0)
     assert apicheck.problems() == []
+
+
+def test_the_broker_and_bridge_pages_show_their_shared_serving_methods() -> None:
+    """Their start/join/check/failure/serving are one mixin's (generaldomo.io.failfast.ServingLoop, no page of
+    its own): their pages show them as their own (docs/_ext/generated.py writes ``:inherited-members:`` where
+    ``apicheck.inherited_up_to`` says), and the API rules check them."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import apicheck
+    finally:
+        sys.path.pop(0)
+    for owner in (generaldomo.Broker, generaldomo.io.bridge.Bridge):
+        assert apicheck.inherited_up_to(owner) == "ABC"
+        shown = {name for name, _ in apicheck.own_members(owner)}
+        assert {"start", "join", "check", "failure", "serving", "run", "stop"} <= shown, shown
+    assert apicheck.inherited_up_to(generaldomo.Client) is None  # no such base: its page as before
+    assert apicheck.inherited_up_to(generaldomo.io.broker.BrokerFailed) is None  # LoopFailed adds no member
 
 
 def docstring_examples() -> list[doctest.DocTest]:

@@ -21,7 +21,9 @@ from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
 from generaldomo.cli.command import Exit
+from generaldomo.io.bridge import Bridge, BridgeFailed
 from generaldomo.io.broker import BrokerFailed
+from generaldomo.io.failfast import ServingLoop
 from generaldomo.sansio import protocol
 
 HERE = Path(__file__).resolve().parent
@@ -231,3 +233,31 @@ def test_a_worker_drops_a_message_whose_handling_raises_and_serves_on(transport:
         finally:
             worker.stop()
             thread.join(20)
+
+
+@pytest.mark.parametrize("owner", ["broker", "server-bridge"])
+def test_the_broker_and_the_bridge_share_one_serving_life(owner: str) -> None:
+    """One piece (failfast.ServingLoop) runs both loops: start once, serving while the loop runs, join and check
+    quiet after a clean stop, each raising its own failure type once the loop has failed."""
+    upstream = Broker("router", ["tcp://127.0.0.1:*"]).start()
+    try:
+        made: ServingLoop
+        if owner == "broker":
+            made, failed = Broker("router", ["tcp://127.0.0.1:*"]), BrokerFailed
+        else:
+            made, failed = Bridge(["tcp://127.0.0.1:*"], upstream.endpoint("router", "tcp")), BridgeFailed
+        assert not made.serving and made.failure is None
+        assert made.start() is made
+        eventually(lambda: made.serving, 30, "the loop to run")
+        with pytest.raises(RuntimeError, match="already started"):
+            made.start()
+        made.stop()  # type: ignore[attr-defined]
+        assert made.join(30) and not made.serving and made.failure is None
+        made.check()
+        made._failure.ended(zmq.ZMQError(zmq.ETERM))  # as the loop records an error that ends it
+        for tell in (made.check, lambda: made.join(1)):
+            with pytest.raises(failed) as raised:
+                tell()
+            assert isinstance(raised.value.__cause__, zmq.ZMQError)
+    finally:
+        upstream.stop()

@@ -78,10 +78,38 @@ def parameters(function: Callable[..., Any]) -> list[str]:
 
 
 def own_members(cls: type) -> Iterator[tuple[str, Any]]:
-    """The public methods and properties a class defines itself (not those of its bases)."""
-    for name, value in vars(cls).items():
-        if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property | classmethod)):
-            yield name, value
+    """The public methods and properties a class's page shows: those it defines itself, and those of its
+    :func:`folded` bases it does not override."""
+    seen: set[str] = set()
+    for owner in (cls, *folded(cls)):
+        for name, value in vars(owner).items():
+            if name.startswith("_") or name in seen:
+                continue
+            seen.add(name)
+            if inspect.isfunction(value) or isinstance(value, property | classmethod):
+                yield name, value
+
+
+def folded(cls: type) -> list[type]:
+    """The bases whose members a class's page shows as its own (Sphinx's ``:inherited-members:``): generaldomo's
+    classes without a page of their own (a mixin such as ``generaldomo.io.failfast.ServingLoop``), up to the
+    first base that has one or is not generaldomo's."""
+    pages = {id(value) for _, _, value in public()}
+    found = []
+    for base in cls.__mro__[1:]:
+        if not base.__module__.startswith("generaldomo") or id(base) in pages:
+            break
+        found.append(base)
+    return found
+
+
+def inherited_up_to(cls: type) -> str | None:
+    """The ``:inherited-members:`` option's class for ``cls``'s page (the first base not :func:`folded`), or None
+    when its folded bases add no public member."""
+    bases = folded(cls)
+    if not any(name for owner in bases for name in vars(owner) if not name.startswith("_")):
+        return None
+    return cls.__mro__[1 + len(bases)].__name__
 
 
 def problems() -> list[str]:

@@ -65,7 +65,11 @@ def api_pages() -> list[tuple[str, str]]:
         page = name if module == "generaldomo" else f"{module}.{name}"
         title = f"``{page}``"
         directive = "autoclass" if inspect.isclass(value) else "autofunction"
-        pages.append((page, f"{title}\n{'=' * len(title)}\n\n.. {directive}:: {module}.{name}\n"))
+        text = f"{title}\n{'=' * len(title)}\n\n.. {directive}:: {module}.{name}\n"
+        up_to = apicheck.inherited_up_to(value) if inspect.isclass(value) else None
+        if up_to is not None:  # a mixin's members (no page of its own) are shown as the class's
+            text += f"   :inherited-members: {up_to}\n"
+        pages.append((page, text))
     return sorted(pages, key=lambda page: ("." in page[0], page[0].lower()))
 
 

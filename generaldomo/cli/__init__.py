@@ -95,8 +95,11 @@ def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
         file = config.file_values(path, config.read_file(path), command.name, options, known)
     resolved = config.resolve(options, args, _given(command, argv), file, environ)
     if args.print_config:
-        print(config.render(command.name, resolved), end="", flush=True)
+        print(config.render(command.name, resolved, command.hidden), end="", flush=True)
         return True
+    missing = config.missing(resolved, command.required)
+    if missing:
+        _SUBPARSERS[command.name].error(f"{missing} (a flag, a GENERALDOMO_* variable or a --config file's key)")
     return False
 
 

@@ -3,8 +3,9 @@
 This module owns the bridge command's flags; it runs :class:`generaldomo.io.bridge.Bridge` until SIGINT or
 SIGTERM and adds no behaviour of its own. CURVE: ``--curve-secret`` with ``--clients``/``--admins`` for its
 SERVER side (as on the broker), ``--curve-key`` and ``--curve-server-key`` for its DEALERs to a CURVE broker;
-a CURVE broker behind plaintext clients needs ``--allow-plaintext``. It exits non-zero (``SERVE_FAILED``) at once
-if its loop stops because of an error.
+a CURVE broker behind plaintext clients needs ``--allow-plaintext``. Its settings may also come from ``--config``
+and ``GENERALDOMO_*`` variables (:mod:`generaldomo.cli.config`; ``--broker``'s key is ``mdp_broker``). It exits
+non-zero (``SERVE_FAILED``) at once if its loop stops because of an error.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server",
         action="append",
-        required=True,
+        default=[],
         metavar="ENDPOINT",
-        help="bind a SERVER endpoint for generaldomo clients (repeatable)",
+        help="bind a SERVER endpoint for generaldomo clients (repeatable; required: no default)",
     )
-    parser.add_argument("--broker", required=True, metavar="ENDPOINT", help="the MDP/0.1 broker's ROUTER endpoint")
+    parser.add_argument(
+        "--broker",
+        dest="mdp_broker",  # its key and variable: GENERALDOMO_BROKER is the peers' broker endpoint (--connect)
+        metavar="ENDPOINT",
+        help="the MDP/0.1 broker's ROUTER endpoint (required: no default)",
+    )
     options.heartbeats(parser, "a client")
     parser.add_argument(
         "--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="SECONDS", help="close DEALERs idle this long"
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     stop = options.stop_on_signals()
     bridge = Bridge(
         args.server,
-        args.broker,
+        args.mdp_broker,
         heartbeat_interval=args.heartbeat_interval,
         liveness=args.liveness,
         idle_timeout=args.idle_timeout,
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         on_failure=lambda error: stop.set(),
     )
     for endpoint in bridge.endpoints:
-        print(f"generaldomo bridge: server {endpoint} -> MDP/0.1 broker {args.broker}", flush=True)
+        print(f"generaldomo bridge: server {endpoint} -> MDP/0.1 broker {args.mdp_broker}", flush=True)
     bridge.start()
     try:
         options.wait_for_signal(stop, lambda: bridge.serving)
@@ -77,4 +83,7 @@ def run(args: argparse.Namespace) -> int:
     return Exit.SERVE_FAILED if bridge.failure is not None else Exit.OK
 
 
-COMMAND = Command("bridge", "let generaldomo CLIENT peers use a standard MDP/0.1 broker", arguments, run)
+COMMAND = Command(
+    "bridge", "let generaldomo CLIENT peers use a standard MDP/0.1 broker", arguments, run,
+    configurable=True, required=("server", "mdp_broker"),
+)  # fmt: skip

@@ -39,6 +39,8 @@ class Command:
     extra: str | None = None  # the list argument that takes positionals given after options (options in any order)
     configurable: bool = False  # its settings may come from GENERALDOMO_* variables and --config (cli.config)
     per_run: tuple[str, ...] = ()  # options of one run, not settings (neither from the environment nor the file)
+    required: tuple[str, ...] = ()  # settings a run needs: from a flag, the environment or the file (checked after)
+    hidden: tuple[str, ...] = ()  # secret settings: --print-config says whether they are set, not their value
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -204,6 +204,16 @@ def resolve(
     return resolved
 
 
+def missing(resolved: Sequence[Resolved], required: Iterable[str]) -> str:
+    """What the ``required`` settings lack, as an error message (empty: nothing)."""
+    needed = set(required)
+    absent = [s.option for s in resolved if s.option.key in needed and s.value in (None, [])]
+    if not absent:
+        return ""
+    shown = ", ".join(f"{o.flag} ({o.key}, {o.variable})" for o in absent)
+    return f"the following settings are required: {shown}"
+
+
 def config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
     """The configuration file: ``--config``, else ``$GENERALDOMO_CONFIG`` (None: no file)."""
     return getattr(args, "config", None) or environ.get(CONFIG_VARIABLE) or None
@@ -224,8 +234,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def render(command: str, resolved: Sequence[Resolved]) -> str:
-    """The settings as TOML for ``--config``, each with its source in a comment; unset ones commented out."""
+def render(command: str, resolved: Sequence[Resolved], hidden: Iterable[str] = ()) -> str:
+    """The settings as TOML for ``--config``, each with its source in a comment; unset ones commented out, and so
+    are the ``hidden`` ones (secrets: whether they are set is shown, not their value)."""
+    secret = set(hidden)
     lines = [
         f"# generaldomo {command}: the settings in force (flags > GENERALDOMO_* variables > --config file > defaults)",
         f"[{command}]",
@@ -233,7 +245,10 @@ def render(command: str, resolved: Sequence[Resolved]) -> str:
     for setting in resolved:
         shown = _toml(setting.option.key, setting.value)
         key = setting.option.key
-        lines.append(f"{key} = {shown}  # {setting.source}" if shown else f"# {key} is not set  # {setting.source}")
+        if shown and key in secret:
+            lines.append(f"# {key} is set (not shown)  # {setting.source}")
+        else:
+            lines.append(f"{key} = {shown}  # {setting.source}" if shown else f"# {key} is not set  # {setting.source}")
     return "\n".join(lines) + "\n"
 
 
@@ -253,16 +268,19 @@ def _toml(key: str, value: Any) -> str:
 
 def table(commands: Mapping[str, Sequence[Option]]) -> str:
     """The README's settings table (reStructuredText): every setting of the commands, once each."""
-    merged: dict[str, tuple[Option, list[str], set[str]]] = {}
+    merged: dict[str, tuple[Option, list[str], set[str], dict[str, list[str]]]] = {}
     for command, options in commands.items():
         for option in options:
-            entry = merged.setdefault(option.key, (option, [], set()))
+            entry = merged.setdefault(option.key, (option, [], set(), {}))
             entry[1].append(command)
             entry[2].add(_shown_default(option.action.default))
+            entry[3].setdefault(option.help, []).append(command)
     rows = []
-    for key, (option, users, defaults) in merged.items():
+    for key, (option, users, defaults, helps) in merged.items():
+        # one help, or each command's where they differ (``timeout``: the reply, the report, ...)
+        told = next(iter(helps)) if len(helps) == 1 else "; ".join(f"{', '.join(c)}: {h}" for h, c in helps.items())
         cells = (f"``{key}``", f"``{option.flag}``", f"``{option.variable}``", ", ".join(users),
-                 " / ".join(sorted(defaults)), option.help.replace("*", r"\*").replace("`", "'"))  # fmt: skip
+                 " / ".join(sorted(defaults)), told.replace("*", r"\*").replace("`", "'"))  # fmt: skip
         rows.append("   " + ", ".join('"' + cell.replace('"', '""') + '"' for cell in cells))
     head = (
         '.. csv-table::\n   :header: "key", "flag", "variable", "commands", "default", "what it sets"\n'

@@ -3,7 +3,8 @@
 This module owns the dashboard command's flags: where the page listens (``--http``, loopback by default), the
 token that anything beyond loopback needs, the host names it answers to, and whether the page may change flow
 limits. The page itself is :mod:`generaldomo.dashboard`'s (the ``generaldomo[dashboard]`` extra); this module
-imports it only when the command runs.
+imports it only when the command runs. Its settings may also come from ``--config`` and ``GENERALDOMO_*``
+variables (:mod:`generaldomo.cli.config`); ``--print-config`` does not show the token.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 
 DEFAULT_HTTP = "127.0.0.1:8077"
-TOKEN_VARIABLE = "GENERALDOMO_DASHBOARD_TOKEN"
+TOKEN_VARIABLE = options.DASHBOARD_TOKEN
 BACKLOG = 128
 DESCRIPTION = """\
 Serve a live web page of a broker's services, workers, queues and flow limits,
@@ -57,8 +58,13 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="seconds between two status requests"
     )
-    parser.add_argument("--services", type=int, default=50, metavar="N", help="services shown at most")
-    parser.add_argument("--workers", type=int, default=200, metavar="N", help="workers shown at most")
+    # keys of their own: ``services`` and ``workers`` would be the broker's (a file's top-level keys are shared)
+    parser.add_argument(
+        "--services", dest="shown_services", type=int, default=50, metavar="N", help="services shown at most"
+    )
+    parser.add_argument(
+        "--workers", dest="shown_workers", type=int, default=200, metavar="N", help="workers shown at most"
+    )
     options.timeout(parser, "each status report")
 
 
@@ -101,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
         allow_control=args.allow_control,
         token=token,
         hosts=hosts,
-        max_services=args.services,
-        max_workers=args.workers,
+        max_services=args.shown_services,
+        max_workers=args.shown_workers,
     )
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if generated else "")
@@ -124,4 +130,7 @@ def run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-COMMAND = Command("dashboard", "serve a live web page of a broker (mmi.status, mmi.flow)", arguments, run, DESCRIPTION)
+COMMAND = Command(
+    "dashboard", "serve a live web page of a broker (mmi.status, mmi.flow)", arguments, run, DESCRIPTION,
+    configurable=True, hidden=("token",),
+)  # fmt: skip

@@ -1,7 +1,8 @@
 """``generaldomo flow``: show or change a service's flow limits (``mmi.flow``).
 
 This module owns the flow command's flags; only the limits given on the line are changed (``--tenant``: only
-the tenants it names).
+the tenants it names). Its connection settings may also come from ``--config`` and ``GENERALDOMO_*`` variables
+(:mod:`generaldomo.cli.config`); the limits and ``--create`` belong to one run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from generaldomo.sansio import knobs, protocol
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
-    parser.add_argument("service")
+    parser.add_argument(
+        "service", nargs="?", help="the service whose limits to show or change (needed but for --print-config)"
+    )
     options.connect(parser)
     options.curve(parser)
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
@@ -52,6 +55,8 @@ FLOW_KEYS = tuple(knob.name for knob in knobs.FLOW if knob.kind is not knobs.Kin
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.service is None:
+        raise ValueError("generaldomo flow needs the SERVICE whose limits to show or change")
     changes: dict[str, object] = {key: getattr(args, key) for key in FLOW_KEYS if hasattr(args, key)}
     if hasattr(args, "tenants"):
         changes["tenants"] = dict(args.tenants)
@@ -87,4 +92,7 @@ def _served(client: Client, service: str, timeout: float) -> bool:
         return True
 
 
-COMMAND = Command("flow", "show or change a service's flow limits (mmi.flow)", arguments, run)
+COMMAND = Command(
+    "flow", "show or change a service's flow limits (mmi.flow)", arguments, run,
+    configurable=True, per_run=(*(knob.name for knob in knobs.FLOW), "create"),  # the limits: what this run changes
+)  # fmt: skip

@@ -41,6 +41,7 @@ CURVE_KEY = "GENERALDOMO_CURVE_KEY"  # a peer's secret certificate file
 CURVE_SERVER_KEY = "GENERALDOMO_CURVE_SERVER_KEY"  # the broker's public key: Z85 text or a certificate file
 CURVE_TRUST = "GENERALDOMO_CURVE_TRUST_ANNOUNCED"  # 1: take the key the address file or beacon announces
 CURVE_SECRET = "GENERALDOMO_CURVE_SECRET"  # the broker's (or bridge's) secret certificate file
+DASHBOARD_TOKEN = "GENERALDOMO_DASHBOARD_TOKEN"  # the secret the dashboard's requests carry
 ALLOWLISTS = {  # the broker's directories of admitted public certificates, by role
     "clients": "GENERALDOMO_CURVE_CLIENTS",
     "workers": "GENERALDOMO_CURVE_WORKERS",
@@ -54,6 +55,7 @@ VARIABLES = {
     "curve_server_key": CURVE_SERVER_KEY,
     "trust_announced_key": CURVE_TRUST,
     "curve_secret": CURVE_SECRET,
+    "token": DASHBOARD_TOKEN,
     **ALLOWLISTS,
 }
 

@@ -2,7 +2,8 @@
 
 This module owns the status command's flags, the width it fits the report in, how it gathers the report's
 pages (every service and worker, up to :data:`MOST` of each) and its exit status; the layout of the report is
-:mod:`generaldomo.cli.status_view`'s.
+:mod:`generaldomo.cli.status_view`'s. Its connection settings may also come from ``--config`` and
+``GENERALDOMO_*`` variables (:mod:`generaldomo.cli.config`); what it shows belongs to one run.
 """
 
 from __future__ import annotations
@@ -117,4 +118,7 @@ def gather(client: Client, timeout: float | None, service: str | None = None, mo
     return {**report, "services": services[:most], "workers": workers[:most]}
 
 
-COMMAND = Command("status", "show a broker's status (mmi.status)", arguments, run)
+COMMAND = Command(
+    "status", "show a broker's status (mmi.status)", arguments, run,
+    configurable=True, per_run=("json", "columns", "wide", "watch", "service"),  # what this run shows, and how
+)  # fmt: skip

@@ -40,7 +40,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import zmq
 
@@ -48,7 +48,7 @@ from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.connection import Curve
 from generaldomo.io.endpoints import FORMS
 from generaldomo.io.endpoints import check as check_endpoint
-from generaldomo.io.failfast import Failure, LoopFailed, OnFailure
+from generaldomo.io.failfast import Failure, LoopFailed, OnFailure, ServingLoop
 from generaldomo.io.links import Address, ServerLink
 from generaldomo.sansio import protocol
 from generaldomo.sansio.access import Credential, Role
@@ -77,8 +77,10 @@ class _InFlight(NamedTuple):
     description: bytes
 
 
-class Bridge:
-    """SERVER endpoints for generaldomo clients, forwarding to the MDP/0.1 broker at ``broker``.
+class Bridge(ServingLoop):
+    """SERVER endpoints for generaldomo clients, forwarding to the MDP/0.1 broker at ``broker``. It runs in the
+    calling thread (:meth:`run`) or a daemon thread (:meth:`start`), and fails fast as a broker does
+    (:meth:`join`, :meth:`check`, :attr:`failure`, :attr:`serving` raise or tell :class:`BridgeFailed`).
 
     Args:
         server: the SERVER endpoints to bind for generaldomo clients.
@@ -189,11 +191,8 @@ class Bridge:
         """Messages whose handling raised an unexpected error: dropped, counted, logged."""
         return self._barrier.count
 
-    def start(self) -> Bridge:
-        """Serve in a daemon thread of this process; return self."""
-        self._thread = threading.Thread(target=self._run_in_thread, name="generaldomo-bridge", daemon=True)
-        self._thread.start()
-        return self
+    # start, join, check, failure and serving: ServingLoop's (generaldomo.io.failfast), raising BridgeFailed
+    _thread_name = "generaldomo-bridge"
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving and close the sockets, waiting up to ``timeout`` seconds for the thread; raises
@@ -209,44 +208,9 @@ class Bridge:
             self._close()
         self.check()
 
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds for the background loop to end; True if it has ended. Raises
-        :class:`BridgeFailed` if it ended because of an error."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self.check()
-        return self._thread is None or not self._thread.is_alive()
-
-    def check(self) -> None:
-        """Raise :class:`BridgeFailed` if the loop stopped because of an error; else nothing."""
-        self._failure.check()
-
-    @property
-    def failure(self) -> BaseException | None:
-        """The error that stopped the loop, if one did."""
-        return self._failure.error
-
-    @property
-    def serving(self) -> bool:
-        """True from :meth:`start` (or :meth:`run`) until the loop ends, unless it failed."""
-        alive = self._thread is not None and self._thread.is_alive()
-        return (alive or self._running) and self._failure.error is None
-
     def run(self) -> None:
         """Forward until :meth:`stop`; an error that stops the loop fails the bridge (module docstring)."""
-        self._running = True
-        try:
-            self._loop()
-        except BaseException as error:
-            self._failure.ended(error)
-            raise
-        finally:
-            self._running = False
-            self._close()
-
-    def _run_in_thread(self) -> None:
-        with contextlib.suppress(BaseException):  # recorded, logged and told by self._failure
-            self.run()
+        self._serve_until_done(self._loop, self._close)
 
     def _loop(self) -> None:
         clock = time.monotonic
@@ -262,15 +226,6 @@ class Bridge:
             if clock() >= next_sweep:
                 self._guarded("the sweep", self._sweep, clock())
                 next_sweep = clock() + self.heartbeat_interval
-
-    def _guarded(self, what: str, job: Any, *args: Any) -> None:
-        """Run ``job(*args)`` inside the barrier: a socket's failure goes through, other errors are counted."""
-        try:
-            job(*args)
-        except zmq.ZMQError:
-            raise
-        except Exception:
-            self._barrier.caught(what, time.monotonic())
 
     def _close(self) -> None:
         for socket in [*self._in_flight, *(s for s, _ in self._idle)]:

@@ -105,6 +105,7 @@ def _native_drain() -> Any:
 _NATIVE_DRAIN = _native_drain()
 # The backend socket's ``send``, called unbound: the same call without the sugar layer's Python wrapper.
 _send = zmq.backend.Socket.send
+_poll = zmq.backend.zmq_poll  # a zero-timeout poll of one socket: whether a batch read goes on (see recv_batch)
 
 
 def _give_back_memory() -> None:
@@ -148,6 +149,7 @@ class Link:
         self.limiter = LogLimiter(log)  # one line per kind of drop per interval, then a count
         self.refusals = LogLimiter(log, burst=5)  # refused connections: a few lines, as a scan has a few
         self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
+        self._poll_items = [(self.socket, int(zmq.POLLIN))]
         # CURVE needs each message's User-Id, which only the Python path reads
         usable = accelerate and security is None and (speedups.native_draft or not self.needs_draft)
         self._native = speedups.native if usable else None
@@ -188,15 +190,27 @@ class Link:
 
     def recv_batch(self, limit: int) -> list[Received]:
         """The acceptable messages waiting, up to ``limit`` (fewer once about :data:`BATCH_BYTES` were read),
-        without blocking; dropped ones are counted and not returned."""
+        without blocking; dropped ones are counted and not returned.
+
+        The pure-Python path reads while a zero-timeout poll of the socket says a message waits: pyzmq's
+        ``EAGAIN`` (a ``zmq.Again`` raised and caught, which would end the batch otherwise) costs about 28,000
+        instructions, the poll about 3,500, and ``ZMQ_EVENTS`` through pyzmq about 10,000 (bench/README.md)."""
+        if self._native is not None:
+            return self._recv_native(self._accelerator(), limit)
         batch: list[Received] = []
-        recv = self.recv
+        recv, items = self.recv, self._poll_items
         for _ in range(limit):
             message = recv()
             if message is None:
                 break
             batch.append(message)
+            if not _poll(items, 0):
+                break
         return batch
+
+    def _recv_native(self, native: Any, limit: int) -> list[Received]:
+        """:meth:`recv_batch` on the accelerator: a batch of whole messages in one call."""
+        raise NotImplementedError
 
     def send(self, address: Address, frames: Sequence[bytes]) -> None:
         """Send ``frames`` to ``address``; a peer that has gone, whose queue is full, or (with a :attr:`backlog`)
@@ -329,10 +343,7 @@ class RouterLink(Link):
     def prepare(self) -> None:
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # so that a full or gone peer is an error we can count
 
-    def recv_batch(self, limit: int) -> list[Received]:
-        native = self._accelerator()
-        if native is None:
-            return super().recv_batch(limit)
+    def _recv_native(self, native: Any, limit: int) -> list[Received]:
         batch: list[Received] = []
         append, split = batch.append, envelope.split
         for message in native.router_recv(self._handle, limit, self.max_frames, self.max_bytes, BATCH_BYTES, KEEP):
@@ -382,7 +393,21 @@ class RouterLink(Link):
                 credential = self.credential(first, address)
                 frames.append(first.bytes)
                 more = first.more
-            if not self._read(address, frames, more) or (credential is None and self.security is not None):
+            # the rest of the message, within the limits (inline: this loop is the pure path's hot spot)
+            append = frames.append
+            left = self.max_frames - len(frames)
+            room = self.max_bytes - len(frames[0]) if frames else self.max_bytes
+            while more and room >= 0 and left > 0:
+                frame = recv(_NOBLOCK, copy=False)
+                data = frame.bytes
+                room -= len(data)
+                append(data)
+                more = frame.more
+                left -= 1
+            if room < 0 or more:
+                self._refused(address, frames, room < 0)
+                continue
+            if credential is None and self.security is not None:
                 continue
             if address[0] == 0 and len(address) != 5:
                 self._dropped_reserved(address)
@@ -391,26 +416,10 @@ class RouterLink(Link):
             return peer, message, credential
         return None
 
-    def _read(self, address: bytes, frames: list[bytes], more: bool) -> bool:
-        """Append the rest of the message to ``frames``; False (counted, logged) if it breaks a limit."""
-        recv = self.socket.recv
-        append = frames.append
-        left = self.max_frames - len(frames)
-        room = self.max_bytes - len(frames[0]) if frames else self.max_bytes
-        while more and room >= 0:
-            if left <= 0:
-                count = self.max_frames + self._drain()
-                self.drop(
-                    "dropped_too_many_frames", "dropped a message of %d frames from %s", count, self.label(address)
-                )
-                return False
-            frame = recv(_NOBLOCK, copy=False)
-            data = frame.bytes
-            room -= len(data)
-            append(data)
-            more = frame.more
-            left -= 1
-        if room < 0:
+    def _refused(self, address: bytes, frames: list[bytes], too_large: bool) -> None:
+        """Drop the message being read, which broke the byte limit (``too_large``) or the frame limit: drain
+        its rest without keeping it, count and log it."""
+        if too_large:
             frames.clear()
             self._drain()
             _give_back_memory()
@@ -420,8 +429,9 @@ class RouterLink(Link):
                 self.max_bytes,
                 self.label(address),
             )
-            return False
-        return True
+        else:
+            count = self.max_frames + self._drain()
+            self.drop("dropped_too_many_frames", "dropped a message of %d frames from %s", count, self.label(address))
 
     def _drain(self) -> int:
         """Read and discard the rest of the current message without copying it; return the frames read."""
@@ -440,15 +450,23 @@ class RouterLink(Link):
 
     def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
         # The broker never sends a message without frames.
-        if self.socket.closed:
-            raise zmq.ZMQError(zmq.ENOTSOCK)
-        if self._native is not None:
-            code = self._native.router_send(self._handle, address, frames)  # a tuple address is its route
+        native = self._native
+        if native is not None:
+            if self.socket.closed:  # (the deep check: the accelerator would use a dangling handle)
+                raise zmq.ZMQError(zmq.ENOTSOCK)
+            code = native.router_send(self._handle, address, frames)  # a tuple address is its route
             if code:
                 self.send_failed(code, address)
             return not code
+        # pure Python: pyzmq's send raises ENOTSOCK itself for a socket closed (ctx.destroy() included)
         socket, send = self.socket, _send
-        if not self._route(address):
+        if type(address) is bytes:  # a direct peer (_route inlined: the common case)
+            try:
+                send(socket, address, _MORE)
+            except zmq.ZMQError as error:
+                self._unsent(error, address)
+                return False
+        elif not self._route(address):
             return False
         for frame in frames[:-1]:
             send(socket, frame, _MORE)
@@ -467,9 +485,15 @@ class RouterLink(Link):
                 for hop in route[1:]:
                     send(socket, hop, _MORE)
         except zmq.ZMQError as error:
-            self.send_failed(error.errno or 0, address)
+            self._unsent(error, address)
             return False
         return True
+
+    def _unsent(self, error: zmq.ZMQError, address: Address) -> None:
+        """Count a message the socket refused to route to ``address``; a closed socket's error goes through."""
+        if error.errno == zmq.ENOTSOCK:
+            raise error
+        self.send_failed(error.errno or 0, address)
 
     def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
         if self.socket.closed:
@@ -517,10 +541,7 @@ class ServerLink(Link):
         for endpoint in self._aliases:
             inproc.release(endpoint)
 
-    def recv_batch(self, limit: int) -> list[Received]:
-        native = self._accelerator()
-        if native is None:
-            return super().recv_batch(limit)
+    def _recv_native(self, native: Any, limit: int) -> list[Received]:
         batch: list[Received] = []
         for peer, frames in native.server_recv(self._handle, limit, self.max_frames, BATCH_BYTES, KEEP):
             if type(frames) is list:

@@ -5,34 +5,68 @@ sends from the loop's thread (sends never block) and wraps the Client's ``concur
 ``asyncio.wrap_future``: the reply wakes the loop through ``call_soon_threadsafe``. Cancelling an await, or a
 ``timeout`` running out, cancels the request. With a ``serializer``, calls take and return Python objects
 (:class:`~generaldomo.peers.typed.TypedClient`); without one, bytes in and :class:`~generaldomo.Reply` out.
-It knows nothing of sockets; async *handlers* are the worker app's (:mod:`generaldomo.peers.app`).
+Later answers as the Client has them: :meth:`AsyncClient.submit` (``detached=True``) gives an
+:class:`AsyncFuture` with the ``request_id``, :meth:`AsyncClient.fetch` awaits the answer by its id (same errors
+as :meth:`Client.fetch`). It knows nothing of sockets; async *handlers* are the worker app's
+(:mod:`generaldomo.peers.app`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any
 
 from generaldomo.errors import RequestTimeout
 from generaldomo.peers.app import Description, wire_description
-from generaldomo.peers.client import Client, Payload, Reply
-from generaldomo.peers.typed import TypedClient
+from generaldomo.peers.client import DEFAULT, Client, Payload, Reply, RequestFuture, _Default, fetch_timeout
+from generaldomo.peers.typed import TypedClient, TypedFuture
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.serializers import Serializer
 
 _DONE = object()
 
 
-async def _reply(client: Client, future: Future[Any], description: Description | bytes, timeout: float | None) -> Any:
-    """The future's result within ``timeout`` seconds, or the :class:`RequestTimeout` that ``Client`` raises."""
+async def _answer(future: Future[Any], timeout: float | None, timed_out: Callable[[], RequestTimeout]) -> Any:
+    """The future's result within ``timeout`` seconds, or ``timed_out()`` (the :class:`RequestTimeout` that
+    ``Client`` raises in that case); the future is cancelled then (a request withdrawn, a fetch no longer
+    waited for)."""
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except TimeoutError:
         if future.done() and not future.cancelled():  # its own error (RequestExpired), or a reply just in time
             return future.result()
-        raise client.timeout_error(description, timeout) from None
+        raise timed_out() from None
+
+
+class AsyncFuture(asyncio.Future[Any]):
+    """The answer to a request :meth:`AsyncClient.submit` sent, to await (a :class:`Reply`, or the decoded value
+    with a serializer), with the request's ``request_id``; cancelling it withdraws the request."""
+
+    def __init__(self, inner: RequestFuture | TypedFuture) -> None:
+        loop = asyncio.get_running_loop()
+        super().__init__(loop=loop)
+        self._request_id = inner.request_id
+        self.add_done_callback(lambda done: inner.cancel() if done.cancelled() else None)
+        inner.add_done_callback(
+            lambda done: None if loop.is_closed() else loop.call_soon_threadsafe(self._settle, done)
+        )
+
+    @property
+    def request_id(self) -> bytes:
+        """The request's id, as :meth:`AsyncClient.fetch` and the broker's kept answers know it."""
+        return self._request_id
+
+    def _settle(self, inner: Future[Any]) -> None:
+        if self.done():  # cancelled meanwhile
+            return
+        if inner.cancelled():
+            self.cancel()
+        elif (error := inner.exception()) is not None:
+            self.set_exception(error)
+        else:
+            self.set_result(inner.result())
 
 
 class AsyncClient:
@@ -68,10 +102,49 @@ class AsyncClient:
 
     def _submit(
         self, description: Description | bytes, payload: Any, on_partial: Any = None, **fields: Any
-    ) -> Future[Any]:
+    ) -> RequestFuture | TypedFuture:
         if self.typed is not None:
             return self.typed.submit(description, payload, on_partial, **fields)
         return self.client.submit(wire_description(description), payload, on_partial, **fields)
+
+    def submit(
+        self, description: Description | bytes, payload: Payload | Any = b"",
+        on_partial: Callable[[Any], None] | None = None, **fields: Any,
+    ) -> AsyncFuture:  # fmt: skip
+        """Send a request from the running loop without waiting, as :meth:`Client.submit` does: the
+        :class:`AsyncFuture` gives its answer when awaited (and raises what :meth:`request` raises but the
+        timeout), its ``request_id`` the request's id; cancelling it withdraws the request. ``on_partial`` gets
+        each partial result on the loop's thread. ``fields``: ``deadline``, ``tenant``, ``priority``,
+        ``fail_unknown``, ``detached`` as for :meth:`Client.submit`: ``detached=True`` asks the broker to keep
+        the request while this client is gone; :meth:`fetch` gets its answer later, from any client of the same
+        CURVE key.
+
+        Args:
+            description: the request description.
+            payload: bytes or frames, or the value to encode with the serializer.
+            on_partial: called with each partial result, on the loop's thread.
+            fields: ``detached``, ``deadline``, ``tenant``, ``priority`` and the other keywords of
+                :meth:`Client.submit`.
+        """
+        loop = asyncio.get_running_loop()
+        partial = None if on_partial is None else (lambda part: loop.call_soon_threadsafe(on_partial, part))
+        return AsyncFuture(self._submit(description, payload, partial, **fields))
+
+    async def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Any:
+        """The answer to the request ``request_id`` (a :class:`Reply`, or the decoded value with a serializer), as
+        :meth:`Client.fetch` gets it, without blocking the loop: the broker's kept answer, or the answer when it
+        comes while the request is queued or running. Raises :class:`~generaldomo.NotFound` when the broker has
+        no such request, :class:`~generaldomo.RequestTimeout` when the wait ends (the request runs on), and what
+        the answer raises (:class:`~generaldomo.RequestFailed`).
+
+        Args:
+            request_id: the request's id (``future.request_id``, or its hex text).
+            timeout: seconds to wait (default: the client's ``default_timeout``; None: no limit).
+        """
+        wait = self.client.default_timeout if isinstance(timeout, _Default) else timeout
+        asked = self.client if self.typed is None else self.typed
+        future = asked.submit_fetch(request_id)
+        return await _answer(future, wait, lambda: fetch_timeout(future.request_id, wait))
 
     async def request(
         self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None,
@@ -91,7 +164,7 @@ class AsyncClient:
         """
         deadline = timeout if self.client.deadlines else None
         future = self._submit(description, payload, deadline=deadline, **fields)
-        return await _reply(self.client, future, description, timeout)
+        return await _answer(future, timeout, lambda: self.client.timeout_error(description, timeout))
 
     async def stream(
         self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None
@@ -124,7 +197,8 @@ class AsyncClient:
         Args:
             timeout: seconds to wait for the report.
         """
-        reply: Reply = await _reply(self.client, self.client.submit("mmi.status", []), "mmi.status", timeout)
+        status = self.client.submit("mmi.status", [])
+        reply: Reply = await _answer(status, timeout, lambda: self.client.timeout_error("mmi.status", timeout))
         answer: dict[str, Any] = wirejson.loads(reply.payload, None)
         return answer
 

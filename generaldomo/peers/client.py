@@ -151,6 +151,11 @@ def _silent(action: Action[Any]) -> bool:
     return isinstance(action, Progress) and action.token.on_partial is None
 
 
+def fetch_timeout(request_id: bytes, timeout: float | None) -> RequestTimeout:
+    """The :class:`RequestTimeout` of a fetch of ``request_id`` left unanswered for ``timeout`` seconds."""
+    return RequestTimeout(f"no answer to request {request_id.hex()} within {timeout} s")
+
+
 class RequestFuture(Future[Reply]):
     """A request's future (a ``concurrent.futures.Future`` of its :class:`Reply`) with its ``request_id``; a
     thread waiting for it reads the socket itself while it may (module docstring)."""
@@ -415,8 +420,27 @@ class Client:
                 give it.
             timeout: seconds to wait (default: ``default_timeout``; None: no limit).
         """
-        rid = bytes.fromhex(request_id) if isinstance(request_id, str) else bytes(request_id)
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
+        future = self.submit_fetch(request_id)
+        try:
+            return future.result(wait)
+        except TimeoutError:
+            if not future.cancel() and future.done():  # the answer came just now
+                return future.result()
+            raise fetch_timeout(future.request_id, wait) from None
+        except BaseException:
+            future.cancel()  # stops waiting; the request runs on
+            raise
+
+    def submit_fetch(self, request_id: bytes | str) -> RequestFuture:
+        """Ask for the answer to the request ``request_id`` as :meth:`fetch` does, without waiting: the future
+        gives it (or raises what :meth:`fetch` raises but the timeout); cancelling it stops waiting, the
+        request runs on (and may be fetched again).
+
+        Args:
+            request_id: the request's id (bytes, or its hex text).
+        """
+        rid = bytes.fromhex(request_id) if isinstance(request_id, str) else bytes(request_id)
         future = RequestFuture(self, rid)
         with self._lock:
             if self._closed:
@@ -428,15 +452,7 @@ class Client:
         self._channel.send(frames)
         if idle:
             self._channel.wake()
-        try:
-            return future.result(wait)
-        except TimeoutError:
-            if not future.cancel() and future.done():  # the answer came just now
-                return future.result()
-            raise RequestTimeout(f"no answer to request {rid.hex()} within {wait} s") from None
-        except BaseException:
-            future.cancel()  # stops waiting; the request runs on
-            raise
+        return future
 
     def request(
         self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT, *,

@@ -6,7 +6,8 @@ out as a typed payload of the serializer (a content-type frame and the body, see
 type, or the caller gets :class:`~generaldomo.sansio.serializers.ContentTypeError` (a worker serving raw
 bytes, or another serializer) rather than a wrong value. A worker that gets the wrong content type answers
 ``415``, raised as :class:`~generaldomo.RequestFailed`. It wraps a :class:`~generaldomo.Client` and shares
-its IO thread; it knows nothing of sockets.
+its IO thread, and has what the Client has for later answers: ``submit(..., detached=True)``, the future's
+``request_id``, :meth:`TypedClient.fetch` (same errors); it knows nothing of sockets.
 """
 
 from __future__ import annotations
@@ -17,9 +18,22 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from generaldomo.peers.app import Description, wire_description
-from generaldomo.peers.client import Client, Reply
+from generaldomo.peers.client import DEFAULT, Client, Reply, RequestFuture, _Default
 from generaldomo.sansio import serializers
 from generaldomo.sansio.serializers import Serializer
+
+
+class TypedFuture(Future[Any]):
+    """A typed request's future (of the decoded value), with the request's ``request_id``."""
+
+    def __init__(self, request_id: bytes) -> None:
+        super().__init__()
+        self._request_id = request_id
+
+    @property
+    def request_id(self) -> bytes:
+        """The request's id, as :meth:`TypedClient.fetch` and the broker's kept answers know it."""
+        return self._request_id
 
 
 class TypedClient:
@@ -59,20 +73,46 @@ class TypedClient:
     def submit(
         self, description: Description | bytes, value: Any = None, on_partial: Callable[[Any], None] | None = None,
         **fields: Any,
-    ) -> Future[Any]:  # fmt: skip
-        """Send ``value``; the future gives the decoded result. ``on_partial`` gets each decoded partial
-        result, on the client's IO thread (a partial that cannot be decoded is passed as the exception).
-        ``fields``: ``deadline``, ``tenant``, ``priority`` as for :meth:`Client.submit`.
+    ) -> TypedFuture:  # fmt: skip
+        """Send ``value``; the future gives the decoded result, and its ``request_id`` the request's id.
+        ``on_partial`` gets each decoded partial result, on the client's IO thread (a partial that cannot be
+        decoded is passed as the exception). ``fields``: ``deadline``, ``tenant``, ``priority``,
+        ``fail_unknown`` and ``detached`` as for :meth:`Client.submit` (``detached=True``: the answer may be
+        fetched later by its id, :meth:`fetch`).
 
         Args:
             description: the request description.
             value: what to send.
             on_partial: called with each decoded partial result.
-            fields: the keywords of :meth:`Client.submit` (``tenant``, ``priority``, ``deadline``, ...).
+            fields: the keywords of :meth:`Client.submit` (``tenant``, ``priority``, ``deadline``, ``detached``, ...).
         """
         partial = None if on_partial is None else self._partial_callback(on_partial)
         inner = self.client.submit(wire_description(description), self.encode(value), on_partial=partial, **fields)
-        outer: Future[Any] = Future()
+        return self._decoding(inner)
+
+    def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Any:
+        """The decoded answer to the request ``request_id``, as :meth:`Client.fetch` gets it (same waiting, same
+        errors: :class:`~generaldomo.NotFound`, :class:`~generaldomo.RequestTimeout`, the answer's
+        :class:`~generaldomo.RequestFailed`), decoded as :meth:`decode` does.
+
+        Args:
+            request_id: the request's id (``future.request_id``, or its hex text).
+            timeout: seconds to wait (default: the client's ``default_timeout``; None: no limit).
+        """
+        return self.decode(self.client.fetch(request_id, timeout))
+
+    def submit_fetch(self, request_id: bytes | str) -> TypedFuture:
+        """Ask for the answer to ``request_id`` without waiting (:meth:`Client.submit_fetch`); the future gives
+        it decoded, and cancelling it stops waiting (the request runs on).
+
+        Args:
+            request_id: the request's id (bytes, or its hex text).
+        """
+        return self._decoding(self.client.submit_fetch(request_id))
+
+    def _decoding(self, inner: RequestFuture) -> TypedFuture:
+        """A future of ``inner``'s decoded result; cancelling it cancels ``inner``."""
+        outer = TypedFuture(inner.request_id)
         outer.add_done_callback(lambda done: inner.cancel() if done.cancelled() else None)
         inner.add_done_callback(lambda done: self._settle(done, outer))
         return outer
