@@ -4,9 +4,37 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 
 from generaldomo.sansio import protocol
+from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
+from generaldomo.sansio.events import Dialect
+
+# the kind of action each command the broker sends is (a REQUEST+FIELDS is a task too)
+_KINDS: dict[str, type[Send]] = {
+    protocol.REQUEST: Dispatch, protocol.FIELDS_REQUEST: Dispatch, protocol.CANCEL: Cancel, protocol.HEARTBEAT: Beat,
+    protocol.DISCONNECT: Dismiss, protocol.FINAL: Respond, protocol.PARTIAL: Forward,
+}  # fmt: skip
+
+
+def kind_of(frames: list[bytes]) -> type[Send]:
+    """The kind of action that a message of ``frames`` from the broker is, read as its peer reads it: the
+    dialect's header (which also says whether it goes to a worker), then the command byte."""
+    empty = frames[0] == b""
+    dialect, to_worker = protocol.HEADERS[empty, bytes(frames[int(empty)])]
+    if dialect is Dialect.MDP01 and not to_worker:
+        return Respond  # an MDP/0.1 client reply has no command byte: always final
+    table = (protocol.WORKER_COMMANDS if to_worker else protocol.CLIENT_COMMANDS)[dialect]
+    command = bytes(frames[len(protocol.PREFIX[dialect, to_worker])])
+    return _KINDS[next(name for name, code in table.items() if code.to_bytes(1, "big") == command)]
+
+
+def checked(out: Iterable[Send]) -> Iterator[Send]:
+    """The core's actions, each checked to be of the kind its frames say it is."""
+    for action in out:
+        assert type(action) is kind_of(action.frames), f"{type(action).__name__} of {action.frames[:3]!r}"
+        yield action
 
 
 class Harness:
@@ -27,12 +55,12 @@ class Harness:
         self.now = 0.0
 
     def feed(self, peer: Peer, frames: list[bytes]) -> None:
-        for to, out in self.core.receive(peer, frames, self.now):
+        for to, out in checked(self.core.receive(peer, frames, self.now)):
             self.inbox[to].append(out)
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-        for to, out in self.core.tick(self.now):
+        for to, out in checked(self.core.tick(self.now)):
             self.inbox[to].append(out)
 
     def request(self, client: Peer, rid: bytes, service: bytes = b"echo", body: bytes = b"") -> None:

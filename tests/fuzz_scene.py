@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 import attrs
+from core_harness import checked
 from fuzz_strategies import shown as _shown
 
 from generaldomo.sansio import envelope, protocol
@@ -263,7 +264,7 @@ class Scene:
         self.route(self.core.tick(self.now))
 
     def route(self, out: Iterable[Send]) -> None:
-        for peer, frames in out:
+        for peer, frames in checked(out):
             size = sum(map(len, frames))
             assert size <= self.reply_bound, f"a reply of {size} bytes: {_shown(frames)}"
             assert len(frames) <= DEFAULT_MAX_FRAMES + REPLY_FRAMES, f"a reply of {len(frames)} frames"

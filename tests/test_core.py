@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo.sansio import protocol
+from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Send
 from generaldomo.sansio.core import Peer
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.resolver import NameResolver, ResolveError
@@ -253,6 +254,24 @@ def test_close_disconnects_every_worker() -> None:
     h.feed(worker(2), [b"", b"MDPW01", b"\x01", b"echo"])
     sent = dict(h.core.close())
     assert sent == {worker(1): [b"GDPW01", b"\x06"], worker(2): [b"", b"MDPW01", b"\x05"]}
+
+
+def test_the_core_returns_typed_actions_each_call_its_own() -> None:
+    """Each message sent is an action of its kind (the harness checks every one against its frames), a
+    ``Send`` that unpacks as ``(peer, frames)``; the list a call returns is its own: later calls leave it be."""
+    h = Harness()
+    ready = h.core.receive(worker(1), protocol.gdp_ready(b"echo", info=protocol.worker_info("host", 1)), h.now)
+    asked = h.core.receive(client(0), protocol.gdp_request(b"r1", b"echo", [b"hi"]), h.now)
+    assert ready == [] and [type(action) for action in asked] == [Dispatch]
+    [(to, frames)] = asked
+    assert to == worker(1) and isinstance(asked[0], Send)
+    cancelled = h.core.receive(client(0), protocol.gdp_cancel(b"r1"), h.now)
+    assert [type(action) for action in cancelled] == [Cancel] and asked == [Dispatch(to, frames)]
+    beat = h.core.receive(client(0), protocol.gdp_client_heartbeat(ids=[b"r1"]), h.now)
+    gone = h.core.receive(worker(9), protocol.worker_command(Dialect.GDP, protocol.HEARTBEAT), h.now)
+    assert [type(action) for action in beat + gone] == [Beat, Dismiss] and gone[0].peer == worker(9)
+    assert [type(action) for action in h.core.close()] == [Dismiss]
+    assert [type(a) for a in asked + cancelled] == [Dispatch, Cancel]  # still as returned
 
 
 def test_queued_requests_expire_with_504_running_ones_do_not() -> None:

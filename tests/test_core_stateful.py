@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from core_harness import checked
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -85,7 +86,7 @@ class BrokerMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------------------------------ plumbing
 
     def deliver(self, out: list) -> None:
-        for peer, frames in out:
+        for peer, frames in checked(out):
             if peer == SCANNER:
                 continue  # whatever garbage gets back is not checked here
             if peer in CLIENTS or peer == THIEF:

@@ -3,29 +3,34 @@
 ``tests/cpp/gd_bridge.cpp`` runs the C++ bridge as a process with the Python bridge command's flags. The Python
 bridge's tests that drive a bridge through the ``bridge`` fixture run here again, against it (imported below:
 pytest runs them with this module's fixture); the others are written again for the C++ bridge: the bound on
-requests in flight (429), a malformed upstream reply (502), a CANCEL, garbage from a client; and one runs against
-both bridges: a request the bridge forgot is sent again when its client asks about it.
+requests in flight and one connection's share of them (429), a malformed upstream reply (502), a CANCEL, garbage
+from a client; and one runs against both bridges: a request the bridge forgot is sent again when its client asks
+about it.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import zmq
+from hostile import RawPeer
 from test_bridge import (  # noqa: F401  (run again here, against the C++ bridge)
     test_dealers_are_reused_and_management_requests_pass_through,
     test_silent_client_is_forgotten,
     test_threads_sharing_a_client_through_the_bridge,
 )
+from test_bridge_bounds import ask, statuses_of_answers
 from test_cpp import WAIT, Programs, tagged
 from waiting import eventually
 
 from generaldomo import Client, RequestFailed
+from generaldomo.io import bridge as bridge_module
 from generaldomo.io.bridge import Bridge
-from generaldomo.sansio import codec, protocol
+from generaldomo.sansio import codec, limits, protocol
 
 
 class CppBridge:
@@ -79,9 +84,9 @@ def bridge(brokers, run: Programs) -> Iterator[tuple[object, CppBridge]]:
 
 def test_requests_beyond_the_bound_get_429_and_the_bridge_serves_on(brokers, workers, run: Programs) -> None:
     broker = brokers("router", ["tcp://127.0.0.1:*"])
-    device = CppBridge(run, broker.endpoint("router"), "--max-in-flight", "2")
-    with Client(device.endpoints[0], "server") as client:
-        held = [client.submit("nobody-serves-this-yet", b"%d" % n) for n in range(2)]
+    device = CppBridge(run, broker.endpoint("router"), "--max-in-flight", "2")  # one place per connection
+    with Client(device.endpoints[0], "server") as client, Client(device.endpoints[0], "server") as other:
+        held = [client.submit("nobody-serves-this-yet", b"0"), other.submit("nobody-serves-this-yet", b"1")]
         eventually(lambda: device.forwarded == 2, WAIT, "two requests forwarded")
         with pytest.raises(RequestFailed) as refused:
             client.request("echo", b"third", timeout=WAIT)
@@ -92,6 +97,25 @@ def test_requests_beyond_the_bound_get_429_and_the_bridge_serves_on(brokers, wor
         assert client.request("echo", b"fourth", timeout=WAIT).payload == b"py:fourth"
     stats = device.stats()
     assert (stats["refused"], stats["forwarded"], stats["errors"]) == (1, 3, 0)
+
+
+def test_one_client_cannot_take_every_place_in_flight(brokers, workers, run: Programs) -> None:
+    """As the Python bridge: one connection's requests for a service nobody serves take at most its share (14 of
+    16 places); another client is served meanwhile."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    device = CppBridge(run, broker.endpoint("router"), "--max-in-flight", "16")
+    with RawPeer("server", device.endpoints[0]) as hog:
+        ask(hog, 40)
+        assert statuses_of_answers(hog) == {protocol.OVER_BUDGET: 26}
+        workers(broker.endpoint("router"), "router", "echo", tagged(b"py:"))
+        with Client(device.endpoints[0], "server") as client:
+            assert [client.request("echo", b"%d" % n, timeout=WAIT).payload for n in range(3)] == [
+                b"py:0",
+                b"py:1",
+                b"py:2",
+            ]
+    stats = device.stats()
+    assert (stats["refused"], stats["forwarded"], stats["errors"]) == (26, 17, 0)
 
 
 def test_malformed_upstream_reply_is_a_502(run: Programs) -> None:
@@ -179,3 +203,19 @@ def test_a_request_the_bridge_forgot_is_sent_again_when_its_client_asks(any_brid
         workers(broker.endpoint("router"), "router", "later", tagged(b"py:"))
         assert future.result(WAIT).payload == b"py:x"
         assert client.resent >= 1 and client.replies_dropped == 0
+
+
+def test_the_cpp_bridge_bounds_are_the_python_ones() -> None:
+    """bridge.hpp restates the field bounds of generaldomo/sansio/limits.py and the bridge's client share (C++
+    cannot import them): the header's constants must be the same values."""
+    header = (Path(__file__).resolve().parents[1] / "cpp/include/generaldomo/bridge.hpp").read_text()
+    stated = dict(
+        re.findall(r"\b(max_request_id|max_description|max_reasked|max_fields|client_share) = ([\d.]+)", header)
+    )
+    assert {name: float(value) for name, value in stated.items()} == {
+        "max_request_id": limits.REQUEST_ID.high,
+        "max_description": limits.DESCRIPTION.high,
+        "max_reasked": limits.REASKED.high,
+        "max_fields": limits.FIELDS_FRAME.high,
+        "client_share": bridge_module.CLIENT_SHARE,
+    }

@@ -5,8 +5,14 @@ Rules of this file:
 - Everything that decides what the broker does lives here: registration, dispatch, heartbeats, expiry,
   reissue, duplicate suppression, kept answers, budgets, roles and MMI answers.
 - It reads no socket, no clock and no random source of its own. It is fed ``(peer, frames, now, credential)``
-  by :meth:`BrokerCore.receive` and clock ticks by :meth:`BrokerCore.tick`, and returns the messages to send
-  as ``Send(peer, frames)``; task ids come from the ``random`` callable it is given.
+  by :meth:`BrokerCore.receive` and clock ticks by :meth:`BrokerCore.tick`, and returns the messages to send,
+  in order, as typed actions (:mod:`generaldomo.sansio.actions`: ``Dispatch``, ``Respond``, ``Forward``,
+  ``Beat``, ``Cancel``, ``Dismiss``, each a ``Send(peer, frames)``, which is all the IO layer reads of them);
+  task ids come from the ``random`` callable it is given.
+- Each kind of event (:mod:`generaldomo.sansio.events`) has one handler, typed for it, in one table keyed by
+  the event's class (another for those over ``max_message``). A handler gets the event and the message's turn
+  (``_Message``: sender, time, credential, and the actions so far); the helpers it calls get that turn, or a
+  tick's (``_Turn``: the time and the actions), rather than each of those one by one.
 - Neither :meth:`BrokerCore.receive` nor :meth:`BrokerCore.tick` raises an ``Exception``: each message and each
   periodic job is handled inside a barrier (:mod:`generaldomo.sansio.barrier`) that counts and logs an
   unexpected error, and returns what was to be sent until then, so that no message stops the broker.
@@ -52,6 +58,7 @@ from typing import Any, TypeVar
 
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
+from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
@@ -87,7 +94,6 @@ from generaldomo.sansio.records import (
     Claim,
     Peer,
     RequestKey,
-    Send,
     Task,
     Worker,
     displaced,
@@ -133,8 +139,39 @@ _T_DISPATCH, _T_REISSUE = TASK.row(Step.DISPATCH), TASK.row(Step.REISSUE)
 _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 
+class _Turn:
+    """One call into the core (a message, a tick, a flow change, a stop): the time it was fed, and the actions it
+    returns, in order, as its handlers and helpers add them."""
+
+    __slots__ = ("now", "out")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.out: list[Send] = []
+
+
+class _Message(_Turn):
+    """The turn of one message: also who sent it, and the credential it came with (None: not authenticated).
+
+    The core keeps one and fills it in for each message (its ``out`` a new list, returned to the caller): the
+    handling of a message is never re-entered, and an object made per message would cost the hot path about 2 %
+    of the core's instructions. Nothing keeps it, or its ``out``, beyond the message's handling."""
+
+    __slots__ = ("credential", "peer")
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.peer: Peer = Peer(-1, b"")
+        self.credential: Credential | None = None
+
+    @property
+    def owner(self) -> str | None:
+        """The sender's key, which scopes its request ids (None: not authenticated)."""
+        return None if self.credential is None else self.credential.key
+
+
 E = TypeVar("E", bound=Event)
-Handler = Callable[[Peer, E, float, Credential | None, list[Send]], None]  # (peer, event, now, credential, out)
+Handler = Callable[[E, _Message], None]  # the handler of one kind of event, given the message's turn
 
 
 def _on(kind: type[E], handler: Handler[E]) -> tuple[type, Handler[Any]]:
@@ -224,6 +261,7 @@ class BrokerCore:
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
+        self._message = _Message()  # the turn of the message being handled (see receive)
         self._handlers: dict[type, Handler[Any]] = dict(
             (
                 _on(ClientRequest, self._on_request),
@@ -279,16 +317,21 @@ class BrokerCore:
             now: the time, on the clock the core is fed.
             credential: the sender's CURVE credential (None: not authenticated).
         """
+        message = self._message  # (one statement per field: no tuple made)
+        message.peer = peer
+        message.now = now
+        message.credential = credential
         out: list[Send] = []
+        message.out = out
         try:
             event = protocol.parse(frames)
             kind = type(event)
-            if credential is None or self._permits(peer, event, credential, now, out):
+            if credential is None or self._permits(event, message, credential):
                 limit = self.settings.max_message
                 if limit is not None and kind in self._large and sum(map(len, frames)) > limit:  # (a call less)
-                    self._large[kind](peer, event, now, credential, out)
+                    self._large[kind](event, message)
                 else:
-                    self._handlers[kind](peer, event, now, credential, out)
+                    self._handlers[kind](event, message)
         except Exception:
             self._caught("a message", now)
         if self._next_sweep is None:
@@ -319,27 +362,27 @@ class BrokerCore:
         Args:
             now: the time, on the clock the core is fed.
         """
-        out: list[Send] = []
+        turn = _Turn(now)
         if self._beats and self._beats[0].beat <= now:
-            self._heartbeat(now, out)
+            self._heartbeat(turn)
         if self._next_sweep is not None and now >= self._next_sweep:
             try:
-                self._sweep(now, out)
+                self._sweep(turn)
             except Exception:  # the next sweep comes an interval later, as after one that succeeded
                 self._next_sweep = now + self.settings.heartbeat_interval
                 self._caught("the periodic sweep", now)
         if self._deadlines:
             try:
-                self._expire_deadlines(now, out)
+                self._expire_deadlines(turn)
             except Exception:
                 self._caught("the deadlines", now)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
             try:
-                self._dispatch(service, now, out)
+                self._dispatch(service, turn)
             except Exception:
                 self._caught("a dispatch", now)
-        return out
+        return turn.out
 
     def set_flow(self, name: str, now: float, **limits: object) -> list[Send]:
         """Set the flow limits of the services named ``name`` to ``limits``, those not given lifted; return what
@@ -401,12 +444,12 @@ class BrokerCore:
             self.flows[name] = change.limits
         self._changed.pop(name, None)
         self._changed[name] = change
-        out: list[Send] = []
+        turn = _Turn(now)
         for service in [s for s in self.resolver.services() if s.name == change.name]:
             service.apply_flow(change.limits)
             self._throttled.pop(service, None)
-            self._dispatch(service, now, out)
-        return out
+            self._dispatch(service, turn)
+        return turn.out
 
     @property
     def changed(self) -> bool:
@@ -591,7 +634,7 @@ class BrokerCore:
         Args:
             now: the time.
         """
-        out: list[Send] = []
+        turn = _Turn(now)
         reason = b"the broker stopped before the request was answered"
         for task in list(self._tasks.values()):
             if task.state is TaskState.CANCELLED:
@@ -600,68 +643,63 @@ class BrokerCore:
             if task.worker is not None:
                 task.worker.task = None
             self.counters["abandoned"] += 1
-            self._complete(task, protocol.UNAVAILABLE, [reason], now, out, dispatch=False)
-        return out
+            self._complete(task, protocol.UNAVAILABLE, [reason], turn, dispatch=False)
+        return turn.out
 
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
-        out = [Send(w.peer, protocol.worker_command(w.dialect, protocol.DISCONNECT)) for w in self._workers.values()]
+        out: list[Send] = [_dismiss(w.peer, w.dialect) for w in self._workers.values()]
         self._workers.clear()
         return out
 
     # ------------------------------------------------------------------------------------------- roles
 
-    def _permits(self, peer: Peer, event: Event, credential: Credential, now: float, out: list[Send]) -> bool:
-        """True when ``credential`` allows ``event``; else refuse it (403 or DISCONNECT), counted and logged."""
+    def _permits(self, event: Event, message: _Message, credential: Credential) -> bool:
+        """True when ``credential`` (the message's) allows ``event``; else refuse it (403 or DISCONNECT), counted
+        and logged."""
         needs = NEEDS.get(type(event))
         if needs is None or credential.may(needs):
             return True
         self.counters["forbidden"] += 1
         self._warn(
-            "forbidden", peer, now, "refused a %s from a key without the %s role", type(event).__name__, needs,
-            key=credential.key,
+            "forbidden", message.peer, message.now, "refused a %s from a key without the %s role",
+            type(event).__name__, needs, key=credential.key,
         )  # fmt: skip
         if isinstance(event, ClientRequest):
-            self._reject(peer, event, protocol.FORBIDDEN, f"this key lacks the {needs} role", now, out)
+            self._reject(event, message, protocol.FORBIDDEN, f"this key lacks the {needs} role")
         elif isinstance(event, WorkerReady | WorkerReply | WorkerHeartbeat):
-            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+            message.out.append(_dismiss(message.peer, event.dialect))
         return False
 
     # ------------------------------------------------------------------------------------------- clients
 
-    def _on_request(
-        self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
+    def _on_request(self, event: ClientRequest, message: _Message) -> None:
         self.counters["requests"] += 1
         if event.description.startswith(MMI_PREFIX):
-            self._answer_mmi(peer, event, now, credential, out)
+            self._answer_mmi(event, message)
             return
+        peer, now, credential = message.peer, message.now, message.credential
         key = None
         owner = credential.key if credential is not None else None
         where = connection(peer.link, peer.address)
         if event.request_id is not None:
             self._refresh(peer, now)
             key = request_key(owner, event.request_id)
-            if self._known(peer, key, now, out, event):
+            if self._known(message, key, event):
                 self._listen(peer, where, now)
                 self.counters["retries_absorbed"] += 1
                 return
         if self._stopping:
-            self._reject(peer, event, protocol.UNAVAILABLE, "the broker is stopping", now, out)
+            self._reject(event, message, protocol.UNAVAILABLE, "the broker is stopping")
             return
-        service = self._resolve_request(peer, event, now, out)
+        service = self._resolve_request(event, message)
         if service is None:
             return
-        if (
-            key is not None
-            and self._claims
-            and key in self._claims
-            and self._attach(peer, event, key, service, now, credential)
-        ):
+        if key is not None and self._claims and key in self._claims and self._attach(event, message, key, service):
             return
         if event.flags & protocol.FLAG_KNOWN_SERVICE and self._unknown(service, now):
             self.counters["unknown_service"] += 1
-            self._reject(peer, event, protocol.NOT_FOUND, self._no_such_service(service.name, now), now, out)
+            self._reject(event, message, protocol.NOT_FOUND, self._no_such_service(service.name, now))
             return
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
@@ -672,14 +710,14 @@ class BrokerCore:
             refusal = self._ledger_refusal(where, Kind.TASK, charge + client)
         if refusal is not None:
             self.counters["over_budget"] += 1
-            self._reject(peer, event, protocol.OVER_BUDGET, refusal, now, out)
+            self._reject(event, message, protocol.OVER_BUDGET, refusal)
             return
         deadline = None
         if event.deadline is not None:
             if event.deadline <= 0:
                 self.counters["past_deadline"] += 1
                 self.counters["expired"] += 1
-                self._reject(peer, event, protocol.EXPIRED, "the request's deadline had passed when it came", now, out)
+                self._reject(event, message, protocol.EXPIRED, "the request's deadline had passed when it came")
                 return
             deadline = now + event.deadline
         if key is not None:
@@ -705,7 +743,7 @@ class BrokerCore:
         if deadline is not None:
             self._deadlines.add(deadline, task)
         service.push(task)
-        self._dispatch(service, now, out)
+        self._dispatch(service, message)
 
     def _listen(self, peer: Peer, where: Connection, now: float) -> None:
         """Note that the generaldomo client at ``peer`` was heard (its queued tasks live while it is not silent);
@@ -734,14 +772,13 @@ class BrokerCore:
             heard[peer] = now
             heard.move_to_end(peer)
 
-    def _known(
-        self, peer: Peer, key: RequestKey, now: float, out: list[Send], request: ClientRequest | None = None
-    ) -> bool:
-        """True when the request ``key`` has a kept answer (sent again to ``peer``) or a live task (whose answer
-        now goes to ``peer``, unless ``peer``'s connection has no room for it). Given the ``request`` (not a
+    def _known(self, message: _Message, key: RequestKey, request: ClientRequest | None = None) -> bool:
+        """True when the request ``key`` has a kept answer (sent again to the message's sender) or a live task
+        (whose answer now goes to the sender, unless its connection has no room for it). Given the ``request`` (not a
         re-ask), a kept answer or a live task counts only if it is for the same description and payload: one for
         another request under the same id (a peer sent the id first) is left to its sender, counted
         (``request_id_conflicts``), and this request is a new task."""
+        peer, now = message.peer, message.now
         digest = None if request is None else lambda: request_digest(request.description, request.body)
         kept = self._kept.get(key, now, digest)
         if kept is None and request is not None and self._kept.get(key, now) is not None:
@@ -751,7 +788,7 @@ class BrokerCore:
                 self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
             else:
                 self.counters["answers_resent"] += 1
-                out.append(Send(peer, kept))
+                message.out.append(Respond(peer, kept))
             return True
         task = self._by_request.get(key)
         if task is None:
@@ -776,16 +813,17 @@ class BrokerCore:
         """True within ``known_service_grace`` of the start, when no service is known to have no workers."""
         return now - self.started < self.settings.known_service_grace
 
-    def _end_grace(self, now: float, out: list[Send]) -> None:
+    def _end_grace(self, turn: _Turn) -> None:
         """Once the grace after start is over, answer ``404`` to the requests that asked to fail fast during it
         and still wait for a service nobody serves, as if they came now (once: one pass over the tasks)."""
         self._graced = True
+        now = turn.now
         unknown = [t for t in self._tasks.values() if t.fail_unknown and t.state is TaskState.QUEUED]
         for task in unknown:
             if self._unknown(task.service, now):
                 self.counters["unknown_service"] += 1
                 reason = self._no_such_service(task.service.name, now)
-                self._complete(task, protocol.NOT_FOUND, [reason.encode()], now, out)
+                self._complete(task, protocol.NOT_FOUND, [reason.encode()], turn)
 
     def _no_such_service(self, name: str, now: float) -> str:
         """The text of a ``404`` for ``name``: the services that have workers, and the nearest name (among the
@@ -818,15 +856,15 @@ class BrokerCore:
         task.charge = charge
         task.client = peer
 
-    def _resolve_request(self, peer: Peer, event: ClientRequest, now: float, out: list[Send]) -> Service | None:
+    def _resolve_request(self, event: ClientRequest, message: _Message) -> Service | None:
         """The service for a request, or None after answering the client with an error."""
         try:
             return self.resolver.for_request(event.description)
         except ResolveError as error:
-            self._reject(peer, event, protocol.BAD_REQUEST, str(error), now, out)
+            self._reject(event, message, protocol.BAD_REQUEST, str(error))
         except Exception as error:  # a faulty resolver plug-in must not stop the broker
             log.exception("resolver failed on request description %r", event.description[:64])
-            self._reject(peer, event, protocol.BAD_REQUEST, f"resolver error: {error!r}", now, out)
+            self._reject(event, message, protocol.BAD_REQUEST, f"resolver error: {error!r}")
         return None
 
     def _over_budget(self, service: Service, size: int) -> str | None:
@@ -860,21 +898,17 @@ class BrokerCore:
             return f"connection budget exceeded: connection_bytes={settings.connection_bytes} bytes held for it"
         return f"this connection holds {self.ledger.caps[kind]} {kind.value}, the most one connection may"
 
-    def _on_client_heartbeat(
-        self, peer: Peer, event: ClientHeartbeat, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
-        self._refresh(peer, now)
-        owner = credential.key if credential is not None else None
+    def _on_client_heartbeat(self, event: ClientHeartbeat, message: _Message) -> None:
+        peer, owner = message.peer, message.owner
+        self._refresh(peer, message.now)
         self.counters["reasked"] += len(event.request_ids)
         asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
         unknown = [
-            rid
-            for rid in asked
-            if not self._known(peer, key := request_key(owner, rid), now, out) and key not in self._claims
+            rid for rid in asked if not self._known(message, key := request_key(owner, rid)) and key not in self._claims
         ]
-        if self._recovering(now):  # workers of the previous instance may still claim them: not "unknown" yet
+        if self._recovering(message.now):  # workers of the previous instance may still claim them: not "unknown" yet
             unknown = []
-        out.append(Send(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
+        message.out.append(Beat(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
 
     def _recovering(self, now: float) -> bool:
         """Within the recovery window after a restart (see :meth:`_dispatch`)."""
@@ -898,19 +932,15 @@ class BrokerCore:
             echoed.append(rid)
         return echoed
 
-    def _on_cancel(
-        self, peer: Peer, event: ClientCancel, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
-        self._refresh(peer, now)
-        task = self._by_request.pop(
-            request_key(credential.key if credential is not None else None, event.request_id), None
-        )
+    def _on_cancel(self, event: ClientCancel, message: _Message) -> None:
+        self._refresh(message.peer, message.now)
+        task = self._by_request.pop(request_key(message.owner, event.request_id), None)
         if task is None:
             return
         self.counters["cancelled"] += 1
-        self._withdraw(task, out)
+        self._withdraw(task, message)
 
-    def _withdraw(self, task: Task, out: list[Send]) -> None:
+    def _withdraw(self, task: Task, turn: _Turn) -> None:
         """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
         worker told, if it understands CANCEL)."""
         state = task.state
@@ -920,34 +950,32 @@ class BrokerCore:
             self._remove(task, state, dequeued=True)
         elif task.worker is not None:
             task.worker.state = _W_CANCEL[task.worker.state]
-            self._tell_cancel(task.worker, task, out)
+            self._tell_cancel(task.worker, task, turn)
 
-    def _tell_cancel(self, worker: Worker, task: Task, out: list[Send]) -> None:
+    def _tell_cancel(self, worker: Worker, task: Task, turn: _Turn) -> None:
         """Tell ``worker`` (if it understands CANCEL) that nobody waits for the result of ``task`` any more."""
         if "cancel" in worker.features:
-            out.append(Send(worker.peer, protocol.worker_cancel(task.id)))
+            turn.out.append(Cancel(worker.peer, protocol.worker_cancel(task.id)))
 
-    def _on_large_request(
-        self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
+    def _on_large_request(self, event: ClientRequest, message: _Message) -> None:
         self.counters["too_large"] += 1
         reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
-        self._reject(peer, event, protocol.TOO_LARGE, reason, now, out)
+        self._reject(event, message, protocol.TOO_LARGE, reason)
 
-    def _reject(
-        self, peer: Peer, event: ClientRequest, status: bytes, reason: str, now: float, out: list[Send]
-    ) -> None:
+    def _reject(self, event: ClientRequest, message: _Message, status: bytes, reason: str) -> None:
+        """Answer the request ``event`` with the error ``status`` saying ``reason`` (counted, and logged)."""
         self.counters["rejected"] += 1
-        self._warn(f"rejected {status.decode()}", peer, now, "rejected a request: %s", reason, level=logging.INFO)
+        peer = message.peer
+        level = logging.INFO
+        self._warn(f"rejected {status.decode()}", peer, message.now, "rejected a request: %s", reason, level=level)
         frames = protocol.client_reply(
             event.dialect, event.request_id, event.description, status, [reason.encode()], final=True
         )
         if frames is not None:
-            out.append(Send(peer, frames))
+            message.out.append(Respond(peer, frames))
 
-    def _answer_mmi(
-        self, peer: Peer, event: ClientRequest, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
+    def _answer_mmi(self, event: ClientRequest, message: _Message) -> None:
+        peer, now, credential = message.peer, message.now, message.credential
         admin = credential is None or credential.may(Role.ADMIN)
         # a change by an authenticated admin is the operator's; one by an unauthenticated peer is that peer's
         where = connection(peer.link, peer.address) if credential is None else None
@@ -957,47 +985,44 @@ class BrokerCore:
         except mmi.ManagementError as error:
             if isinstance(error, mmi.Forbidden):
                 self.counters["forbidden"] += 1
-            self._reject(peer, event, error.status, str(error), now, out)
+            self._reject(event, message, error.status, str(error))
             return
         status, body = answer.status, answer.body
         frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
         if frames is not None:
-            out.append(Send(peer, frames))
-        out.extend(caused)
+            message.out.append(Respond(peer, frames))
+        message.out.extend(caused)
 
     # ------------------------------------------------------------------------------------------- workers
 
-    def _on_ready(
-        self, peer: Peer, event: WorkerReady, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
-        known = self._workers.get(peer)
+    def _on_ready(self, event: WorkerReady, message: _Message) -> None:
+        known = self._workers.get(message.peer)
         if known is not None:
             log.info("worker %s sent READY again; re-registering it", known.label)
-            self._forget(known, now, out)
+            self._forget(known, message)
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
-                out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+                message.out.append(_dismiss(message.peer, event.dialect))
                 return
-        self._register(
-            peer, event.dialect, event.description, now, credential, out, (event.host, event.pid), event.features
-        )
+        self._register(message, event.dialect, event.description, (event.host, event.pid), event.features)
 
     def _register(
-        self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
-        out: list[Send], where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
+        self, message: _Message, dialect: Dialect, description: bytes,
+        where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
         *, busy: bool = False,
     ) -> Worker | None:  # fmt: skip
-        """Register the worker at ``peer``, running on ``where`` = (host, pid) as far as it said and understanding
-        ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond ``max_workers``, or
-        beyond what its connection may hold (one connection may claim many peer addresses through envelopes), is
-        told to go. The worker, or None if it was told to go."""
+        """Register the worker that sent ``message``, running on ``where`` = (host, pid) as far as it said and
+        understanding ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond
+        ``max_workers``, or beyond what its connection may hold (one connection may claim many peer addresses
+        through envelopes), is told to go. The worker, or None if it was told to go."""
+        peer, now = message.peer, message.now
         limit = self.settings.max_workers
         if limit is not None and len(self._workers) >= limit:
             self.counters["workers_refused"] += 1
             # one line per interval for them all: a flood comes from many (claimed) peers
             self._warnings.warn("too many workers", None, lambda: "new workers", now, "refused: %d registered", limit)
-            out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
+            message.out.append(_dismiss(peer, dialect))
             return None
-        service = self._resolve_worker(peer, dialect, description, now, credential, out)
+        service = self._resolve_worker(message, dialect, description)
         if service is None:
             return None
         account = connection(peer.link, peer.address)
@@ -1007,7 +1032,7 @@ class BrokerCore:
         if refusal is not None:
             self.counters["workers_refused"] += 1
             self._warn("refused worker", peer, now, "refused a worker: %s", refusal)
-            out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
+            message.out.append(_dismiss(peer, dialect))
             return None
         state = WorkerState.BUSY if busy else WorkerState.WAITING
         worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer), state)
@@ -1025,14 +1050,12 @@ class BrokerCore:
         self._served.seen(service.name, now)
         self.counters["workers_registered"] += 1
         if not busy:
-            self._wait(worker, now, out)
+            self._wait(worker, message)
         return worker
 
-    def _resolve_worker(
-        self, peer: Peer, dialect: Dialect, description: bytes, now: float, credential: Credential | None,
-        out: list[Send],
-    ) -> Service | None:  # fmt: skip
+    def _resolve_worker(self, message: _Message, dialect: Dialect, description: bytes) -> Service | None:
         """The service for a worker's description, or None after telling the worker to go away."""
+        peer, credential = message.peer, message.credential
         if description.startswith(MMI_PREFIX):
             reason = "mmi. services belong to the broker"
         else:
@@ -1052,50 +1075,44 @@ class BrokerCore:
                 log.exception("resolver failed on service description %r", description[:64])
                 reason = repr(error)
         self._warn(
-            "refused worker", peer, now, "refused worker with description %r: %s", description[:64], reason,
+            "refused worker", peer, message.now, "refused worker with description %r: %s", description[:64], reason,
             key=credential.key if credential is not None else description[:64],
         )  # fmt: skip
         self.counters["workers_refused"] += 1
-        out.append(Send(peer, protocol.worker_command(dialect, protocol.DISCONNECT)))
+        message.out.append(_dismiss(peer, dialect))
         return None
 
-    def _on_reply(
-        self, peer: Peer, event: WorkerReply, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
-        self._result(peer, event, event.status, event.body, now, credential, out)
+    def _on_reply(self, event: WorkerReply, message: _Message) -> None:
+        self._result(event, message, event.status, event.body)
 
-    def _on_large_reply(
-        self, peer: Peer, event: WorkerReply, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
+    def _on_large_reply(self, event: WorkerReply, message: _Message) -> None:
         self.counters["too_large"] += 1
-        self._warn("too large", peer, now, "dropped a result larger than max_message")
+        self._warn("too large", message.peer, message.now, "dropped a result larger than max_message")
         reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
         if event.final:  # the same task would give the same result again: fail it
-            self._result(peer, event, protocol.TOO_LARGE, (reason.encode(),), now, credential, out)
-        elif (worker := self._workers.get(peer)) is not None:
-            worker.expires = now + self.settings.expiry
+            self._result(event, message, protocol.TOO_LARGE, (reason.encode(),))
+        elif (worker := self._workers.get(message.peer)) is not None:
+            worker.expires = message.now + self.settings.expiry
 
-    def _result(
-        self, peer: Peer, event: WorkerReply, status: bytes, body: Sequence[bytes], now: float,
-        credential: Credential | None, out: list[Send],
-    ) -> None:  # fmt: skip
+    def _result(self, event: WorkerReply, message: _Message, status: bytes, body: Sequence[bytes]) -> None:
         """A worker's (partial) result with ``status`` and ``body``: accepted only from the task's holder."""
+        peer, now = message.peer, message.now
         worker = self._workers.get(peer)
         task = self._tasks.get(event.task_id)
         if worker is None or task is None or task.worker is not worker:
             resumed = worker is not None and worker.task is None and worker.state is WorkerState.BUSY
             forgotten = worker is None and event.dialect is Dialect.GDP and self._foreign(event.task_id) is not None
             if event.final and (resumed or forgotten):
-                self._resumed_result(peer, event, status, body, worker, now, credential, out)
+                self._resumed_result(event, message, status, body, worker)
             else:
-                self._refuse_result(peer, event, worker, task, now, out)
+                self._refuse_result(event, message, worker, task)
             return
         worker.expires = now + self.settings.expiry
         if not event.final:
             if task.state is TaskState.RUNNING:
                 frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, False)
                 if frames is not None:
-                    out.append(Send(task.client, frames))
+                    message.out.append(Forward(task.client, frames))
             return
         worker.task = None
         worker.state = _W_RESULT[worker.state]
@@ -1108,15 +1125,14 @@ class BrokerCore:
         elif status == protocol.OVER_BUDGET and event.dialect is Dialect.GDP:  # "slow down": not a failure
             self._slow_down(task, body, now)
             if not same:
-                self._dispatch(task.service, now, out)
+                self._dispatch(task.service, message)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
-            self._complete(task, status, body, now, out, dispatch=not same)
+            self._complete(task, status, body, message, dispatch=not same)
         if not same and event.description is not None:
             self._unregister(worker, now)
-            where = (worker.host, worker.pid)
-            self._register(peer, event.dialect, event.description, now, credential, out, where, worker.features)
+            self._register(message, event.dialect, event.description, (worker.host, worker.pid), worker.features)
             return
-        self._wait(worker, now, out)
+        self._wait(worker, message)
 
     def _slow_down(self, task: Task, body: Sequence[bytes], now: float) -> None:
         """The worker answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt)
@@ -1132,9 +1148,8 @@ class BrokerCore:
         self.counters["throttled"] += 1
         service.push(task, front=True)
 
-    def _refuse_result(
-        self, peer: Peer, event: WorkerReply, worker: Worker | None, task: Task | None, now: float, out: list[Send]
-    ) -> None:
+    def _refuse_result(self, event: WorkerReply, message: _Message, worker: Worker | None, task: Task | None) -> None:
+        peer, now = message.peer, message.now
         if worker is not None:
             worker.expires = now + self.settings.expiry
             if event.final and self._tickets is not None:
@@ -1148,45 +1163,40 @@ class BrokerCore:
             self.counters["results_refused"] += 1
             self._warn("refused result", peer, now, "refused a result from a peer that does not hold the task")
         if worker is None:
-            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+            message.out.append(_dismiss(peer, event.dialect))
 
-    def _on_heartbeat(
-        self, peer: Peer, event: WorkerHeartbeat, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
-        worker = self._workers.get(peer)
+    def _on_heartbeat(self, event: WorkerHeartbeat, message: _Message) -> None:
+        worker = self._workers.get(message.peer)
         if worker is None:
-            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+            message.out.append(_dismiss(message.peer, event.dialect))
         else:
-            worker.expires = now + self.settings.expiry
+            worker.expires = message.now + self.settings.expiry
 
-    def _on_disconnect(
-        self, peer: Peer, event: WorkerDisconnect, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
-        worker = self._workers.get(peer)
+    def _on_disconnect(self, event: WorkerDisconnect, message: _Message) -> None:
+        worker = self._workers.get(message.peer)
         if worker is not None:
             log.info("worker %s disconnected", worker.label)
-            self._forget(worker, now, out)
+            self._forget(worker, message)
 
-    def _on_malformed(
-        self, peer: Peer, event: Malformed, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
+    def _on_malformed(self, event: Malformed, message: _Message) -> None:
         """Count and log it; answer a generaldomo request 400; drop a registered worker that sent it (its task is
         reissued) and tell it DISCONNECT."""
+        peer = message.peer
         self.counters["malformed"] += 1
-        self._warn("malformed", peer, now, "dropped a malformed message: %s", event.reason)
+        self._warn("malformed", peer, message.now, "dropped a malformed message: %s", event.reason)
         if event.request_id is not None:
             frames = protocol.client_reply(
                 Dialect.GDP, event.request_id, b"", protocol.BAD_REQUEST, [event.reason.encode()], final=True
             )
             if frames is not None:
-                out.append(Send(peer, frames))
+                message.out.append(Respond(peer, frames))
         elif event.worker is not None:
             worker = self._workers.get(peer)
             if worker is not None:
                 self.counters["workers_malformed"] += 1
                 log.info("worker %s sent a malformed message; dropping it", worker.label)
-                self._forget(worker, now, out)
-                out.append(Send(peer, protocol.worker_command(event.worker, protocol.DISCONNECT)))
+                self._forget(worker, message)
+                message.out.append(_dismiss(peer, event.worker))
 
     # ------------------------------------------------------------------------------------------- hand-over
 
@@ -1195,20 +1205,17 @@ class BrokerCore:
         ticket = None if self._tickets is None else self._tickets.read(task_id)
         return ticket if ticket is not None and ticket.instance != self._instance else None
 
-    def _on_resume(
-        self, peer: Peer, event: WorkerResume, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
+    def _on_resume(self, event: WorkerResume, message: _Message) -> None:
+        peer, now = message.peer, message.now
         known = self._workers.get(peer)
         if known is not None:  # as a second READY: a new registration
-            self._forget(known, now, out)
+            self._forget(known, message)
         where = (event.host, event.pid)
-        worker = self._register(
-            peer, event.dialect, event.description, now, credential, out, where, event.features, busy=True
-        )
+        worker = self._register(message, event.dialect, event.description, where, event.features, busy=True)
         if worker is None:
             return
         self.counters["workers_resumed"] += 1
-        out.append(Send(peer, self._worker_heartbeat(worker)))  # at once: the worker knows its RESUME was taken
+        message.out.append(Beat(peer, self._worker_heartbeat(worker)))  # at once: the worker knows its RESUME was taken
         ticket = self._foreign(event.task_id)
         if ticket is None or ticket.service != worker.service.name:
             return  # not a task this broker can take over: the worker takes no task until its result comes
@@ -1236,12 +1243,10 @@ class BrokerCore:
         task.attempts += 1
         task.service.started(task, since)
 
-    def _attach(
-        self, peer: Peer, event: ClientRequest, key: RequestKey, service: Service, now: float,
-        credential: Credential | None,
-    ) -> bool:  # fmt: skip
+    def _attach(self, event: ClientRequest, message: _Message, key: RequestKey, service: Service) -> bool:
         """A request a resumed worker runs has arrived: it becomes that worker's task (True); False if it is not
         the same request (another description or payload, or another service)."""
+        peer, credential = message.peer, message.credential
         worker = self._claims[key]
         claim = worker.claim
         if (
@@ -1253,7 +1258,7 @@ class BrokerCore:
         del self._claims[key]
         worker.claim = None
         where = connection(peer.link, peer.address)
-        self._listen(peer, where, now)
+        self._listen(peer, where, message.now)
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
         task = Task(
@@ -1264,7 +1269,7 @@ class BrokerCore:
             event.description,
             event.body,
             service,
-            now,
+            message.now,
             size,
             charge,
             tenant=credential.key if credential is not None else event.tenant or Peer(*where),
@@ -1288,35 +1293,33 @@ class BrokerCore:
             worker.service.flow.finished()
 
     def _resumed_result(
-        self, peer: Peer, event: WorkerReply, status: bytes, body: Sequence[bytes], worker: Worker | None,
-        now: float, credential: Credential | None, out: list[Send],
-    ) -> None:  # fmt: skip
+        self, event: WorkerReply, message: _Message, status: bytes, body: Sequence[bytes], worker: Worker | None
+    ) -> None:
         """The result of a resumed worker's own task, or of a worker this instance does not know (a restart
         forgot it) whose task an earlier instance dispatched: taken over if it can be, and the worker waits."""
         if worker is None:
             description = event.description if event.description is not None else b""
-            worker = self._register(peer, event.dialect, description, now, credential, out, busy=True)
+            worker = self._register(message, event.dialect, description, busy=True)
             if worker is None:
                 return
-        worker.expires = now + self.settings.expiry
+        worker.expires = message.now + self.settings.expiry
         ticket = self._foreign(event.task_id)
         if ticket is not None and ticket.service == worker.service.name:
-            self._hand_over(ticket, status, body, now, out, peer)
+            self._hand_over(ticket, status, body, message)
         else:
             self.counters["duplicates_dropped"] += 1
         self._drop_claim(worker)
         self._taken(worker, event.task_id)
         worker.state = _W_RESULT[worker.state]
         worker.done += 1
-        self._wait(worker, now, out)
+        self._wait(worker, message)
 
-    def _hand_over(
-        self, ticket: Ticket, status: bytes, body: Sequence[bytes], now: float, out: list[Send], by: Peer
-    ) -> None:  # fmt: skip
-        """A result of a task an earlier instance dispatched, from the worker at ``by``: it answers the request if
-        it is live here (whose own run is then let go) and is kept for the client's resend or re-ask (charged to
-        that client's connection, else to the worker's); a request with another description or payload under
-        the same id is not answered by it."""
+    def _hand_over(self, ticket: Ticket, status: bytes, body: Sequence[bytes], message: _Message) -> None:
+        """A result of a task an earlier instance dispatched, from the worker that sent ``message``: it answers the
+        request if it is live here (whose own run is then let go) and is kept for the client's resend or re-ask
+        (charged to that client's connection, else to the worker's); a request with another description or
+        payload under the same id is not answered by it."""
+        now = message.now
         key = request_key(ticket.owner, ticket.request_id)
         live = self._by_request.get(key)
         if live is not None and _digest(live) != ticket.digest:
@@ -1325,37 +1328,34 @@ class BrokerCore:
         frames = protocol.client_reply(Dialect.GDP, ticket.request_id, b"", status, body, True)
         assert frames is not None  # a final reply always has frames
         self.counters["handed_over"] += 1
-        charged = by
+        charged = message.peer
         if live is not None:
-            out.append(Send(live.client, frames))
+            message.out.append(Respond(live.client, frames))
             charged = live.client
             del self._by_request[key]
-            self._withdraw(live, out)
+            self._withdraw(live, message)
         elif self._kept.get(key, now) is not None:
             return  # answered already: the first answer stands
         self._kept.keep(key, frames, now, connection(charged.link, charged.address), ticket.digest)
 
-    def _on_handover(
-        self, peer: Peer, event: WorkerHandover, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
-        worker = self._workers.get(peer)
+    def _on_handover(self, event: WorkerHandover, message: _Message) -> None:
+        worker = self._workers.get(message.peer)
         if worker is None:
-            out.append(Send(peer, protocol.worker_command(event.dialect, protocol.DISCONNECT)))
+            message.out.append(_dismiss(message.peer, event.dialect))
             return
-        worker.expires = now + self.settings.expiry
+        worker.expires = message.now + self.settings.expiry
         ticket = self._foreign(event.task_id)
+        credential = message.credential
         if ticket is not None and (credential is None or credential.may_serve(ticket.service)):
-            self._hand_over(ticket, event.status, event.body, now, out, peer)
+            self._hand_over(ticket, event.status, event.body, message)
         else:
             self.counters["duplicates_dropped"] += 1
         self._taken(worker, event.task_id)
 
-    def _on_large_handover(
-        self, peer: Peer, event: WorkerHandover, now: float, credential: Credential | None, out: list[Send]
-    ) -> None:
+    def _on_large_handover(self, event: WorkerHandover, message: _Message) -> None:
         self.counters["too_large"] += 1
-        self._warn("too large", peer, now, "dropped a handed-over result larger than max_message")
-        if (worker := self._workers.get(peer)) is not None:
+        self._warn("too large", message.peer, message.now, "dropped a handed-over result larger than max_message")
+        if (worker := self._workers.get(message.peer)) is not None:
             self._taken(worker, event.task_id)  # nothing more will come of it
 
     def _worker_heartbeat(self, worker: Worker) -> list[bytes]:
@@ -1394,14 +1394,15 @@ class BrokerCore:
             service.apply_flow(limits)
         return None
 
-    def _wait(self, worker: Worker, now: float, out: list[Send]) -> None:
+    def _wait(self, worker: Worker, turn: _Turn) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
         worker.service.wait(worker)
-        self._dispatch(worker.service, now, out)
+        self._dispatch(worker.service, turn)
 
-    def _dispatch(self, service: Service, now: float, out: list[Send]) -> None:
+    def _dispatch(self, service: Service, turn: _Turn) -> None:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
         allow, and, after a restart, not before the recovery window ends."""
+        now = turn.now
         if self._hold_until is not None:
             if self._recovering(now):
                 if service.pending and service.waiting:
@@ -1432,7 +1433,7 @@ class BrokerCore:
             if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
                 service.put_back(worker)
                 self.counters["past_deadline"] += 1
-                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], now, out, dequeued=True)
+                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], turn, dequeued=True)
                 continue
             if flow.bytes_in_flight is not None and not flow.fits(task.size):
                 service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
@@ -1449,7 +1450,7 @@ class BrokerCore:
                 b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
             )
             frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
-            out.append(Send(worker.peer, frames))
+            turn.out.append(Dispatch(worker.peer, frames))
             if self._trace:
                 log.debug(
                     "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
@@ -1457,11 +1458,12 @@ class BrokerCore:
                 )  # fmt: skip
 
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], now: float, out: list[Send], *,
-        dequeued: bool = False, dispatch: bool = True,
+        self, task: Task, status: bytes, body: Sequence[bytes], turn: _Turn, *, dequeued: bool = False,
+        dispatch: bool = True,
     ) -> None:  # fmt: skip
         """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue); then
         dispatch into the place in flight it freed, unless the caller will (``dispatch=False``)."""
+        now = turn.now
         state = task.state
         self._remove(task, state, dequeued=dequeued)
         self.counters["completed"] += 1
@@ -1478,20 +1480,18 @@ class BrokerCore:
             stats.record(waited, served, now)
             if state in IN_FLIGHT and task.service.flow.adaptive is not None:
                 task.service.flow.answered(now, served)  # a cap that grew is used by the dispatch below
-        self._reply(task, status, body, protocol.timing(waited, served), now, out)
+        self._reply(task, status, body, protocol.timing(waited, served), turn)
         if dispatch and state in IN_FLIGHT:
-            self._dispatch(task.service, now, out)  # a place in flight came free
+            self._dispatch(task.service, turn)  # a place in flight came free
 
-    def _reply(
-        self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, now: float, out: list[Send]
-    ) -> None:
+    def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: _Turn) -> None:
         """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
-            out.append(Send(task.client, frames))
+            turn.out.append(Respond(task.client, frames))
             if task.key is not None and not is_displaced(task.key) and self._kept.seconds > 0:
                 where = connection(task.client.link, task.client.address)  # kept for this request only:
-                self._kept.keep(task.key, frames, now, where, _digest(task))  # another with its id is not it
+                self._kept.keep(task.key, frames, turn.now, where, _digest(task))  # another with its id is not it
 
     def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
         """Forget ``task``, which was in ``state``: off its queue and out of flight, its bytes released."""
@@ -1518,10 +1518,10 @@ class BrokerCore:
         else:
             del self._held[service]
 
-    def _forget(self, worker: Worker, now: float, out: list[Send]) -> None:
+    def _forget(self, worker: Worker, turn: _Turn) -> None:
         """Drop ``worker``; reissue or fail the task it held."""
-        self._unregister(worker, now)
-        self._release(worker, now, out)
+        self._unregister(worker, turn.now)
+        self._release(worker, turn)
 
     def _unregister(self, worker: Worker, now: float) -> None:
         self._served.seen(worker.service.name, now)
@@ -1543,7 +1543,7 @@ class BrokerCore:
         self.counters["workers_expired"] += 1
         self._unregister(worker, now)
 
-    def _release(self, worker: Worker, now: float, out: list[Send]) -> None:
+    def _release(self, worker: Worker, turn: _Turn) -> None:
         """Reissue, fail or (if cancelled) drop the task an unregistered ``worker`` held."""
         task, worker.task = worker.task, None
         if task is None:
@@ -1553,7 +1553,7 @@ class BrokerCore:
             self._remove(task, task.state)
         elif task.attempts >= self.settings.max_attempts:
             reason = f"task lost with its worker {task.attempts} times; giving up"
-            self._complete(task, protocol.UNAVAILABLE, [reason.encode()], now, out)
+            self._complete(task, protocol.UNAVAILABLE, [reason.encode()], turn)
             return
         else:
             task.worker = None
@@ -1563,13 +1563,14 @@ class BrokerCore:
             self.counters["reissued"] += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)
-        self._dispatch(task.service, now, out)
+        self._dispatch(task.service, turn)
 
     # ------------------------------------------------------------------------------------------- periodic work
 
-    def _heartbeat(self, now: float, out: list[Send]) -> None:
+    def _heartbeat(self, turn: _Turn) -> None:
         """Heartbeat the workers whose turn has come, at most :data:`BEATS_PER_TICK`, and expire those silent
         past their expiry: each worker's turn comes once per heartbeat interval."""
+        now, out = turn.now, turn.out
         beats, interval = self._beats, self.settings.heartbeat_interval
         expired = []
         for _ in range(BEATS_PER_TICK):
@@ -1581,18 +1582,18 @@ class BrokerCore:
                 continue
             worker.beat = now + interval
             beats.append(worker)
-            out.append(Send(worker.peer, self._worker_heartbeat(worker)))
+            out.append(Beat(worker.peer, self._worker_heartbeat(worker)))
         for worker in expired:  # unregister them all first, so no reissued task goes to one of them
             self._expire(worker, now)
         for worker in expired:
-            self._release(worker, now, out)
+            self._release(worker, turn)
 
-    def _sweep(self, now: float, out: list[Send]) -> None:
-        settings = self.settings
+    def _sweep(self, turn: _Turn) -> None:
+        settings, now = self.settings, turn.now
         if not self._graced and not self._in_grace(now):
-            self._end_grace(now, out)
+            self._end_grace(turn)
         if settings.queue_timeout is not None:
-            self._expire_queued(now - settings.queue_timeout, now, out)
+            self._expire_queued(now - settings.queue_timeout, turn)
         self._drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
         self._forget_idle_services(now)
@@ -1603,15 +1604,16 @@ class BrokerCore:
         )  # fmt: skip
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 
-    def _expire_deadlines(self, now: float, out: list[Send]) -> None:
+    def _expire_deadlines(self, turn: _Turn) -> None:
         """Answer 504 to the live tasks whose deadline has passed: a queued one leaves its queue; a running one
         is answered now and its worker told (its result will be dropped, as for a cancel)."""
+        now = turn.now
         for task in self._deadlines.due(now):
             if task.state is TaskState.CANCELLED:
                 continue  # nobody waits for it already
             self.counters["past_deadline"] += 1
             if task.state is TaskState.QUEUED:
-                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], now, out)
+                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], turn)
                 continue
             worker = task.worker
             task.service.stats.expired += 1
@@ -1619,15 +1621,15 @@ class BrokerCore:
             self.counters["expired"] += 1
             served = now - task.dispatched if task.dispatched is not None else 0.0
             waited = now - task.enqueued - served
-            self._reply(task, protocol.EXPIRED, [_RAN_PAST_DEADLINE], protocol.timing(waited, served), now, out)
+            self._reply(task, protocol.EXPIRED, [_RAN_PAST_DEADLINE], protocol.timing(waited, served), turn)
             if task.key is not None and self._by_request.get(task.key) is task:
                 del self._by_request[task.key]  # a re-ask gets the kept 504
             task.state = _T_CANCEL[task.state]
             if worker is not None:
                 worker.state = _W_CANCEL[worker.state]
-                self._tell_cancel(worker, task, out)
+                self._tell_cancel(worker, task, turn)
 
-    def _expire_queued(self, enqueued_before: float, now: float, out: list[Send]) -> None:
+    def _expire_queued(self, enqueued_before: float, turn: _Turn) -> None:
         """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
         stale: dict[Service, set[Task]] = {}
         for task in self._tasks.values():  # oldest first
@@ -1639,7 +1641,7 @@ class BrokerCore:
             service.discard(tasks)
             for task in tasks:
                 reason = b"no worker took the request in time"
-                self._complete(task, protocol.EXPIRED, [reason], now, out, dequeued=True)
+                self._complete(task, protocol.EXPIRED, [reason], turn, dequeued=True)
 
     def _drop_silent_clients(self, heard_before: float) -> None:
         """Drop the queued tasks of generaldomo clients last heard before ``heard_before``."""
@@ -1732,6 +1734,11 @@ class BrokerCore:
         where = connection(peer.link, peer.address)
         window = where if key is None else key
         self._warnings.warn(kind, window, lambda: self._connection_label(where), now, message, *args, level=level)
+
+
+def _dismiss(peer: Peer, dialect: Dialect) -> Dismiss:
+    """A DISCONNECT for the worker at ``peer``, in its ``dialect``."""
+    return Dismiss(peer, protocol.worker_command(dialect, protocol.DISCONNECT))
 
 
 def _digest(task: Task) -> bytes:

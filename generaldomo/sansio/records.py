@@ -1,4 +1,4 @@
-"""The broker core's records: where a message came from, what to send, a registered worker, a live task.
+"""The broker core's records: where a message came from, a registered worker, a live task.
 
 This module owns the shape of the state :mod:`generaldomo.sansio.core` keeps per peer and per request; the
 core alone changes these records (services and resolvers read a worker's or task's ``description`` and a
@@ -58,23 +58,6 @@ class Peer(NamedTuple):
 
     link: int
     address: bytes | int | tuple[bytes, ...]
-
-
-class Send(NamedTuple):
-    """A message the broker must send.
-
-    Args:
-        peer: whom to send it to.
-        frames: the message's frames.
-
-    Example::
-
-        for peer, frames in core.receive(peer, frames, time.monotonic()):
-            links[peer.link].send(peer.address, frames)
-    """
-
-    peer: Peer
-    frames: list[bytes]
 
 
 @attrs.frozen(slots=True)

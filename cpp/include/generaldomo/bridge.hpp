@@ -7,8 +7,9 @@
 // to the broker. MDP carries no request id and a broker may answer out of order, so every request in flight gets a
 // DEALER of its own, taken from a pool of idle ones; the reply on that DEALER is the answer to that request, sent to
 // the client as FINAL 200 with its request id (502 if the reply is not an MDP/0.1 reply for that service). At most
-// max_in_flight requests are in flight (so at most that many DEALERs are open): a request beyond it, or one for
-// which no DEALER can be opened, gets FINAL 429 at once. A retry of a request in flight (same client, same id) is
+// max_in_flight requests are in flight (so at most that many DEALERs are open), and at most client_share of them
+// (at least one) for one client connection, so that one client cannot take every place: a request beyond either
+// bound, or one for which no DEALER can be opened, gets FINAL 429 at once. A retry of a request in flight (same client, same id) is
 // not forwarded twice. The bridge answers a client's HEARTBEAT itself, naming its own instance, so that clients
 // send their requests again when the bridge restarts, and the request ids the client asks about that it has not in
 // flight, so that the client sends those again; a CANCEL closes the request's DEALER (a late reply is not
@@ -69,6 +70,7 @@ struct BridgeOptions {
 namespace bridge {  // the bridge's side of the GDP client messages, and MDP/0.1 as a client (docs/protocol.rst)
 
 inline constexpr std::size_t max_request_id = 255, max_description = 4096, max_reasked = 64, max_fields = 256;
+inline constexpr double client_share = 0.875;  // of max_in_flight, what one client connection may have in flight
 inline constexpr char request = 0x01, heartbeat = 0x04, cancel = 0x05, fields_request = 0x06;
 inline constexpr std::string_view mdp_client = "MDPC01";
 
@@ -165,7 +167,10 @@ public:
     // Binds the SERVER endpoints and opens a first DEALER to the broker (so that a bad endpoint throws ZmqError
     // here), then serves on a thread of its own until stop() or destruction.
     Bridge(const std::vector<std::string> &server, std::string broker, BridgeOptions options = {})
-        : options_(options), broker_(std::move(broker)), context_(options.context)
+        : options_(options),
+          max_per_client_(std::max<std::size_t>(1, static_cast<std::size_t>(options.max_in_flight * bridge::client_share))),
+          broker_(std::move(broker)),
+          context_(options.context)
     {
         std::random_device random;
         for (int i = 0; i < 4; ++i)
@@ -290,6 +295,7 @@ private:
             close_dealer(entry.first);
         in_flight_.clear();
         by_request_.clear();
+        per_client_.clear();
         idle_.clear();
         if (poller_)
             zmq_poller_destroy(&poller_);
@@ -403,8 +409,7 @@ private:
             auto found = by_request_.find({client, message.request_id});
             if (found != by_request_.end()) {
                 void *dealer = found->second;
-                in_flight_.erase(dealer);
-                by_request_.erase(found);
+                untrack(in_flight_.find(dealer));
                 close_dealer(dealer);
             }
         } else if (message.long_description) {
@@ -426,6 +431,12 @@ private:
                        " requests in flight, its bound (max_in_flight)");
             return;
         }
+        if (auto held = per_client_.find(client); held != per_client_.end() && held->second >= max_per_client_) {
+            refuse(client, message.request_id, 429,
+                   "this connection has " + std::to_string(max_per_client_) +
+                       " requests in flight, its share of max_in_flight");
+            return;
+        }
         void *dealer = nullptr;
         if (!idle_.empty()) {
             dealer = idle_.back().first;
@@ -444,9 +455,20 @@ private:
             refuse(client, message.request_id, 429, "the bridge could not send the request to the broker");
             return;
         }
-        in_flight_[dealer] = InFlight{client, message.request_id, std::move(message.description)};
         by_request_[{client, message.request_id}] = dealer;
+        in_flight_[dealer] = InFlight{client, std::move(message.request_id), std::move(message.description)};
+        ++per_client_[client];
         ++forwarded_;
+    }
+
+    // The request in flight at `entry`, no longer in flight (its client's count too); the next entry.
+    std::unordered_map<void *, InFlight>::iterator untrack(std::unordered_map<void *, InFlight>::iterator entry)
+    {
+        const std::uint32_t client = entry->second.client;
+        by_request_.erase({client, entry->second.request_id});
+        if (auto held = per_client_.find(client); held != per_client_.end() && --held->second == 0)
+            per_client_.erase(held);
+        return in_flight_.erase(entry);
     }
 
     // "", "MDPC01", service, body...: false if the DEALER does not take it (once its first frame is taken, libzmq
@@ -483,9 +505,8 @@ private:
         auto found = in_flight_.find(dealer);
         if (found == in_flight_.end())
             return;  // a reply for no request in flight (its DEALER is idle): dropped
-        InFlight request = std::move(found->second);
-        in_flight_.erase(found);
-        by_request_.erase({request.client, request.request_id});
+        InFlight request = found->second;
+        untrack(found);
         idle_.emplace_back(dealer, Clock::now());
         if (auto body = bridge::parse_mdp_reply(std::move(frames), request.description))
             reply(request.client, bridge::final_reply(request.request_id, protocol::ok, *body));
@@ -526,9 +547,8 @@ private:
                     ++entry;
                     continue;
                 }
-                by_request_.erase({client, entry->second.request_id});
                 void *dealer = entry->first;
-                entry = in_flight_.erase(entry);
+                entry = untrack(entry);
                 close_dealer(dealer);
             }
         }
@@ -542,6 +562,7 @@ private:
     }
 
     BridgeOptions options_;
+    std::size_t max_per_client_;  // of options_.max_in_flight, one client connection's share (at least 1)
     std::string broker_;
     detail::Context context_;
     std::string instance_;
@@ -551,6 +572,7 @@ private:
     int wake_read_ = -1, wake_write_ = -1;
     std::unordered_map<void *, InFlight> in_flight_;  // the bridge's thread only, from here on
     std::map<std::pair<std::uint32_t, std::string>, void *> by_request_;
+    std::unordered_map<std::uint32_t, std::size_t> per_client_;  // requests in flight per client connection
     std::vector<std::pair<void *, Clock::time_point>> idle_;
     std::unordered_map<std::uint32_t, Clock::time_point> heard_;
     std::atomic<bool> running_{false};
