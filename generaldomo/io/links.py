@@ -106,6 +106,7 @@ _NATIVE_DRAIN = _native_drain()
 # The backend socket's ``send``, called unbound: the same call without the sugar layer's Python wrapper.
 _send = zmq.backend.Socket.send
 _poll = zmq.backend.zmq_poll  # a zero-timeout poll of one socket: whether a batch read goes on (see recv_batch)
+_LOOK_EVERY = 8  # batches of one message in a row, of which one looks for more (pure path: see recv_batch)
 
 
 def _give_back_memory() -> None:
@@ -150,6 +151,7 @@ class Link:
         self.refusals = LogLimiter(log, burst=5)  # refused connections: a few lines, as a scan has a few
         self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
         self._poll_items = [(self.socket, int(zmq.POLLIN))]
+        self._lone = 0  # batches of one message in a row (pure path: see recv_batch)
         # CURVE needs each message's User-Id, which only the Python path reads
         usable = accelerate and security is None and (speedups.native_draft or not self.needs_draft)
         self._native = speedups.native if usable else None
@@ -194,18 +196,30 @@ class Link:
 
         The pure-Python path reads while a zero-timeout poll of the socket says a message waits: pyzmq's
         ``EAGAIN`` (a ``zmq.Again`` raised and caught, which would end the batch otherwise) costs about 28,000
-        instructions, the poll about 3,500, and ``ZMQ_EVENTS`` through pyzmq about 10,000 (bench/README.md)."""
+        instructions, the poll about 3,500 and two system calls, ``ZMQ_EVENTS`` through pyzmq about 10,000
+        (bench/README.md). While batches hold one message each (one request at a time), only one batch in
+        :data:`_LOOK_EVERY` looks: the others end after their first message, and the broker loop's next wait
+        (which it makes anyway) finds any more; a look that finds more makes every batch look again."""
         if self._native is not None:
             return self._recv_native(self._accelerator(), limit)
         batch: list[Received] = []
+        message = self.recv()
+        if message is None:
+            return batch
+        batch.append(message)
+        lone = self._lone
+        if lone % _LOOK_EVERY:  # one message per batch lately: no look (the loop's next wait is one)
+            self._lone = lone + 1
+            return batch
         recv, items = self.recv, self._poll_items
-        for _ in range(limit):
+        for _ in range(limit - 1):
+            if not _poll(items, 0):
+                break
             message = recv()
             if message is None:
                 break
             batch.append(message)
-            if not _poll(items, 0):
-                break
+        self._lone = lone + 1 if len(batch) == 1 else 0
         return batch
 
     def _recv_native(self, native: Any, limit: int) -> list[Received]:

@@ -15,7 +15,6 @@ descriptions.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import random
@@ -23,6 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from types import GeneratorType
 from typing import Any, Final
 
 import zmq
@@ -299,7 +299,7 @@ class Worker:
         try:
             handler: Callable[..., Result] = self.handler
             result = handler(payload, task) if self._takes_task else handler(payload)
-            if inspect.isgenerator(result):
+            if isinstance(result, GeneratorType):  # (inspect.isgenerator's test, without its Python call)
                 result = self._stream(result)
             return protocol.OK, as_frames(result, "handler's result")
         except Reject as rejected:  # the handler chose the status
