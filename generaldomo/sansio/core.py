@@ -170,6 +170,7 @@ class _Message(_Turn):
         return None if self.credential is None else self.credential.key
 
 
+_HANDLED: list[Send] = []  # the reused turn's ``out`` between messages (nothing is added to it)
 E = TypeVar("E", bound=Event)
 Handler = Callable[[E, _Message], None]  # the handler of one kind of event, given the message's turn
 
@@ -334,6 +335,7 @@ class BrokerCore:
                     self._handlers[kind](event, message)
         except Exception:
             self._caught("a message", now)
+        message.out = _HANDLED  # it keeps no frames alive (large ones are received messages, held by reference)
         if self._next_sweep is None:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out
