@@ -34,7 +34,8 @@ The family::
     └── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
 
 It imports nothing of generaldomo (every layer imports it) and knows nothing of sockets; the status codes the
-families stand for are the protocol's (:mod:`generaldomo.sansio.protocol`, tests/test_errors.py checks they agree).
+families stand for are the protocol's (:mod:`generaldomo.sansio.protocol`, tests/package/test_errors.py checks
+they agree).
 """
 
 from __future__ import annotations

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from cli_processes import run
 from hypothesis import HealthCheck, settings
+from transports import TRANSPORTS
 
 from generaldomo import Broker, Worker
 from generaldomo.io.transport import draft_available
-
-TRANSPORTS = ("router", "server")
 
 # The suite runs on a loaded 2-core machine: no property test fails for the time an example took (time is the
 # benchmarks' business); each test's own settings still say how many examples it runs.
@@ -34,12 +33,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    if file_path.parent == Path(__file__).parent and file_path.name.startswith("test_"):
+        raise pytest.UsageError(
+            f"{file_path.name}: a test module goes in the folder of the layer it tests (tests/sansio, tests/io, "
+            "tests/peers, tests/cli, ...: README, Protocol and architecture); tests/ itself holds the shared helpers"
+        )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if draft_available():
         return
     skip = pytest.mark.skip(reason="pyzmq lacks draft sockets and GENERALDOMO_ALLOW_NO_DRAFT is set")
     for item in items:
-        if "server" in item.name:
+        if item.get_closest_marker("needs_draft"):
             item.add_marker(skip)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import zmq
 
-from generaldomo.sansio import codec
+from generaldomo.sansio import codec, protocol
 
 WAIT_MS = 30_000  # a reply the test waits for comes within this long, on a loaded machine
 
@@ -40,6 +40,22 @@ class RawPeer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def statuses_of_answers(peer: RawPeer, quiet_ms: int = 3000) -> dict[bytes, int]:
+    """How many answers of each status ``peer`` gets until none comes for ``quiet_ms``."""
+    statuses: dict[bytes, int] = {}
+    while (frames := peer.recv(quiet_ms)) is not None:
+        reply = protocol.parse_client_reply(frames)
+        assert reply is not None and reply[1] is not None
+        statuses[reply[1]] = statuses.get(reply[1], 0) + 1
+    return statuses
+
+
+def ask(peer: RawPeer, count: int, service: bytes = b"nobody") -> None:
+    """Send ``count`` GDP requests to ``service``, numbered from 0 (ids and bodies alike)."""
+    for n in range(count):
+        peer.send(protocol.gdp_request(b"%d" % n, service, [b"%d" % n]))
 
 
 class RawBroker:

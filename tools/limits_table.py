@@ -1,6 +1,6 @@
 """Write the field-limits table of generaldomo.sansio.limits into docs/protocol.rst (where the old one was).
 
-Run it after changing the table: ``python tools/limits_table.py``; tests/test_field_limits.py checks that the
+Run it after changing the table: ``python tools/limits_table.py``; tests/sansio/test_field_limits.py checks that the
 document shows the table as the code has it.
 """
 

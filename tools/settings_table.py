@@ -1,7 +1,7 @@
 """Write the settings table of the configurable commands into README.rst (between its two marker comments).
 
 Run it after adding or changing a setting (a knob of generaldomo.sansio.knobs, or an option of the broker,
-worker or client command): ``python tools/settings_table.py``; tests/test_config.py checks that the README shows
+worker or client command): ``python tools/settings_table.py``; tests/cli/test_config.py checks that the README shows
 the table as the code makes it.
 """
 

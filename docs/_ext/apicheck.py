@@ -11,7 +11,7 @@ modules whose names README tells users to call). :func:`problems` lists what bre
 - a public method or property without a docstring;
 - a name the README calls (``generaldomo.x.y.name`` or ``from generaldomo.x import name``) that is not public.
 
-``generated.py`` reports them as Sphinx warnings (``tox -e docs`` fails on them) and ``tests/test_docs.py``
+``generated.py`` reports them as Sphinx warnings (``tox -e docs`` fails on them) and ``tests/docs/test_docs.py``
 asserts there are none.
 """
 

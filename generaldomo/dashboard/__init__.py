@@ -10,7 +10,7 @@ Layout: :mod:`~generaldomo.dashboard.frames` (IO-free: what the page is sent), :
 
 The chart library is uPlot 1.6.32 as the npm registry ships it (``npm pack uplot@1.6.32``: its
 ``dist/uPlot.iife.min.js``, ``dist/uPlot.min.css`` and ``LICENSE``, MIT, kept as ``static/uPlot.*``);
-``tests/test_dashboard_frames.py`` checks their digests, so a change to them is a deliberate one.
+``tests/dashboard/test_dashboard_frames.py`` checks their digests, so a change to them is a deliberate one.
 """
 
 from __future__ import annotations

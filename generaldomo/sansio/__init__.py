@@ -2,5 +2,5 @@
 
 Rules of this package: no module here imports zmq, socket, select, threading, time or
 :mod:`generaldomo.io`, reads a clock, or draws randomness; time and ids are given by the caller.
-``tests/test_layers.py`` enforces it.
+``tests/package/test_layers.py`` enforces it.
 """

@@ -1,0 +1,64 @@
+"""The bench's C-peers part (C MDP peers through our broker and the minimal loop; the C++ client next to the
+Python one) runs end to end with tiny counts; no timing checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PURE = os.environ.get("GENERALDOMO_PURE_PYTHON", "") not in ("", "0")
+
+
+def _run(tmp_path: Path, *more: str) -> dict:
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--only", "cpeers", "--out", str(tmp_path), *more],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "### 7. C peers" in run.stdout
+    [path] = tmp_path.glob("*-smoke.json")
+    return json.loads(path.read_text())
+
+
+def test_cpeers_part_measures_every_system(tmp_path: Path) -> None:
+    results = _run(tmp_path)
+    part = results["parts"]["cpeers"]
+    assert not part["errors"], part["errors"]
+    systems = {(r["system"], r["mode"]) for r in part["rows"]}
+    expected = ["generaldomo ROUTER", "generaldomo ROUTER, pure Python", "minimal Python loop"]
+    expected += ["C++ Client", "Python Client"] + ([] if PURE else ["minimal loop on the C accelerator"])
+    for system in expected:
+        for mode in ("sync", "pipelined"):
+            assert (system, mode) in systems
+    for row in part["rows"]:
+        assert row["rounds"] == 1 and row["rps"] > 0 and row["cpu_us_per_req"] > 0
+    assert results["machine"]["links"].startswith("pure Python" if PURE else "C accelerator")
+
+
+def _namespaces_allowed() -> bool:
+    try:
+        return subprocess.run(["unshare", "--net", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _namespaces_allowed(), reason="this kernel refuses a new network namespace (unshare --net)")
+def test_a_reference_broker_with_a_fixed_port_runs_in_a_private_namespace(tmp_path: Path) -> None:
+    # A stand-in for the zguide's mdbroker: the minimal loop bound to the same fixed, all-interfaces endpoint.
+    stand_in = tmp_path / "mdbroker"
+    stand_in.write_text(f"#!/bin/sh\nexec {sys.executable} -m bench.peer min-broker 'tcp://*:5555'\n")
+    stand_in.chmod(0o755)
+    results = _run(tmp_path, "--c-broker", str(stand_in))
+    rows = {(r["system"], r["mode"]): r for r in results["parts"]["cpeers"]["rows"]}
+    for mode in ("sync", "pipelined"):
+        assert rows["zguide mdbroker (C)", mode]["rps"] > 0
+    assert not results["parts"]["cpeers"]["errors"]

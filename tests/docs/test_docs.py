@@ -1,0 +1,118 @@
+"""The documents' examples are true: README's Python runs, protocol.rst's bytes are what the code sends."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import generaldomo
+import generaldomo.io.bridge
+from generaldomo.sansio import codec, protocol
+from generaldomo.sansio.events import ClientRequest, Dialect
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.rst").read_text()
+PROTOCOL = (ROOT / "docs" / "protocol.rst").read_text()
+REQUEST_ID = bytes(range(1, 9))
+
+
+def python_blocks(text: str) -> list[str]:
+    """The bodies of the ``.. code-block:: python`` blocks of a reST text, dedented."""
+    blocks = re.findall(r"^\.\. code-block:: python\n\n((?:(?:    .*)?\n)+)", text, re.MULTILINE)
+    return [re.sub(r"^    ", "", block, flags=re.MULTILINE) for block in blocks]
+
+
+def outside_the_walk_through(text: str) -> str:
+    """README without its "Your first worker" section, whose blocks need the shell commands between them
+    (tests/docs/test_readme.py runs that section as written)."""
+    head, _, rest = text.partition("Your first worker\n-----------------\n")
+    return head + rest[rest.find("\n-----") :] if rest else head
+
+
+@pytest.mark.parametrize("code", python_blocks(outside_the_walk_through(README)))
+def test_the_readme_python_examples_run(code: str, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_public_name_is_documented_with_its_parameters_and_an_example() -> None:
+    """The API reference's rules (docs/_ext/apicheck.py; ``tox -e docs`` fails on them too)."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import apicheck
+    finally:
+        sys.path.pop(0)
+    assert apicheck.problems() == []
+
+
+def test_the_broker_and_bridge_pages_show_their_shared_serving_methods() -> None:
+    """Their start/join/check/failure/serving are one mixin's (generaldomo.io.failfast.ServingLoop, no page of
+    its own): their pages show them as their own (docs/_ext/generated.py writes ``:inherited-members:`` where
+    ``apicheck.inherited_up_to`` says), and the API rules check them."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import apicheck
+    finally:
+        sys.path.pop(0)
+    for owner in (generaldomo.Broker, generaldomo.io.bridge.Bridge):
+        assert apicheck.inherited_up_to(owner) == "ABC"
+        shown = {name for name, _ in apicheck.own_members(owner)}
+        assert {"start", "join", "check", "failure", "serving", "run", "stop"} <= shown, shown
+    assert apicheck.inherited_up_to(generaldomo.Client) is None  # no such base: its page as before
+    assert apicheck.inherited_up_to(generaldomo.io.broker.BrokerFailed) is None  # LoopFailed adds no member
+
+
+def docstring_examples() -> list[doctest.DocTest]:
+    """Every ``>>>`` example in the package's docstrings (``__main__`` modules run the CLI when imported)."""
+    finder = doctest.DocTestFinder()
+    names = [info.name for info in pkgutil.walk_packages(generaldomo.__path__, "generaldomo.")]
+    modules = [importlib.import_module(name) for name in names if not name.endswith(".__main__")]
+    return [test for module in modules for test in finder.find(module) if test.examples]
+
+
+@pytest.mark.parametrize("test", docstring_examples(), ids=lambda test: test.name)
+def test_the_docstring_examples_run(test: doctest.DocTest) -> None:
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+
+
+def in_document(data: bytes) -> bool:
+    """Whether ``data``, written as hex pairs (any spacing or line breaks), appears in protocol.rst."""
+    return data.hex() in re.sub(r"\s+", "", PROTOCOL)
+
+
+def zmtp(frames: list[bytes]) -> bytes:
+    """The ZMTP 3 short frames of one message: flags (more or last), one length byte, the bytes."""
+    return b"".join(bytes([int(i < len(frames) - 1), len(frame)]) + frame for i, frame in enumerate(frames))
+
+
+def example() -> tuple[list[bytes], list[bytes]]:
+    request = protocol.gdp_request(REQUEST_ID, b"echo", [b"hello"])
+    timing = protocol.timing(0.000125, 0.00025)
+    reply = protocol.client_reply(Dialect.GDP, REQUEST_ID, b"echo", protocol.OK, [b"hello"], True, timing)
+    assert reply is not None
+    return request, reply
+
+
+def test_the_worked_example_is_what_the_code_sends() -> None:
+    request, reply = example()
+    assert protocol.parse(request) == ClientRequest(Dialect.GDP, REQUEST_ID, b"echo", (b"hello",))
+    assert protocol.parse_client_reply(reply) == (REQUEST_ID, b"200", reply[4], (b"hello",))
+    for frames in (request, reply):
+        assert in_document(zmtp(frames)), "the ROUTER link's bytes"
+        packed = codec.encode(frames)
+        assert in_document(packed), "the SERVER link's packed message"
+        assert in_document(bytes([0, len(packed)])) and f"is {len(packed)} bytes" in PROTOCOL
+
+
+def test_a_wrong_byte_is_noticed() -> None:
+    request, _ = example()
+    assert not in_document(codec.encode([*request[:-1], b"hellO"]))
