@@ -334,6 +334,7 @@ class BrokerCore:
                     self._handlers[kind](event, message)
         except Exception:
             self._caught("a message", now)
+        del message.out  # the kept turn must not hold what is sent (a large frame's buffer) until the next message
         if self._next_sweep is None:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out
