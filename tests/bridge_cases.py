@@ -1,6 +1,7 @@
 """The bridge's tests that run against both bridges: tests/io/test_bridge.py (the Python bridge) and
 tests/cpp/test_cpp_bridge.py (the C++ one) import them, and pytest runs them with each module's ``bridge`` fixture
-(a broker and a started bridge in front of it)."""
+(a broker and a started bridge in front of it, expecting clients' heartbeats every second: a client forgotten
+after a shorter silence, its IO thread starved on a loaded machine, would send its requests again)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_threads_sharing_a_client_through_the_bridge(bridge, workers) -> None:
     for tag in (b"a:", b"b:", b"c:"):  # replies come back out of order
         workers(broker.endpoint("router"), "router", "echo", jittery(tag))
     errors: list[str] = []
-    with Client(device.endpoints[0], "server", heartbeat_interval=0.2) as client:
+    with Client(device.endpoints[0], "server", heartbeat_interval=1.0) as client:
 
         def ask(n: int) -> None:
             futures = [client.submit("echo", b"%d-%d" % (n, i)) for i in range(50)]
@@ -57,7 +58,7 @@ def test_dealers_are_reused_and_management_requests_pass_through(bridge, workers
 
 def test_silent_client_is_forgotten(bridge) -> None:
     _, device = bridge
-    with Client(device.endpoints[0], "server", heartbeat_interval=0.2) as client:
+    with Client(device.endpoints[0], "server", heartbeat_interval=1.0) as client:
         client.submit("nobody-serves-this", b"x")
         eventually(lambda: device.dealers, what="the request to be forwarded")
     # closed client: no heartbeats; after liveness x interval it is forgotten

@@ -19,6 +19,7 @@ import attrs
 
 T = TypeVar("T")
 NONE: Final = "-"
+DOTTED_CIRCLE: Final = "\u25cc"  # the base Unicode shows a combining mark on when it has none
 GAP: Final = "  "
 MIN_TEXT: Final = 6  # a text column is not shrunk below this many characters (or its header's width)
 MAX_TEXT: Final = 120  # nor shown wider than this
@@ -49,10 +50,16 @@ def cell(kind: Kind, value: object) -> str:
     if value is None:
         return NONE
     if kind is Kind.TEXT:
-        return printable(cut(str(value), MAX_TEXT)) or NONE
+        return printable(cut(_based(str(value)), MAX_TEXT)) or NONE
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return printable(str(value))  # a report from some other version: show it as it is
+        return printable(_based(str(value)))  # a report from some other version: show it as it is
     return _NUMBERS[kind](value)
+
+
+def _based(text: str) -> str:
+    """``text`` with a dotted circle before a leading combining mark (a name may be one), which would otherwise
+    take no column of its own and merge with whatever is shown before the cell."""
+    return DOTTED_CIRCLE + text if text and unicodedata.combining(text[0]) else text
 
 
 def printable(text: str) -> str:

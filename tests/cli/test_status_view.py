@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import zmq
 from core_harness import Harness, client, worker
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from generaldomo import Broker, Client, Worker
@@ -94,6 +94,7 @@ def busy_harness(names: list[str]) -> Harness:
     st.none() | st.integers(40, 240),
 )
 @settings(deadline=None, max_examples=50)
+@example(["\u0300"], None)  # a name that is one combining mark: shown on a dotted circle, the columns kept
 def test_any_report_fits_its_width_and_keeps_its_formats(names: list[str], width: int | None) -> None:
     report = busy_harness(names).core.report(12_345.6)
     text = render(report, width)

@@ -76,7 +76,7 @@ def run(programs: dict[str, Path], tmp_path: Path) -> Iterator[Programs]:
 def bridge(brokers, run: Programs) -> Iterator[tuple[object, CppBridge]]:
     """The Python bridge tests' fixture: an MDP broker (the Python broker's ROUTER link) and a bridge before it."""
     broker = brokers("router", ["tcp://127.0.0.1:*"])
-    device = CppBridge(run, broker.endpoint("router"), "--heartbeat-ms", "200")
+    device = CppBridge(run, broker.endpoint("router"), "--heartbeat-ms", "1000")
     yield broker, device
     assert device.stop()[-1] == "stopped"
 

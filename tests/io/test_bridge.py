@@ -21,7 +21,7 @@ from generaldomo.sansio import protocol
 @pytest.fixture
 def bridge(brokers):
     broker = brokers("router", ["tcp://127.0.0.1:*"])
-    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), heartbeat_interval=0.2).start()
+    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), heartbeat_interval=1.0).start()
     yield broker, bridge
     bridge.stop()
 
