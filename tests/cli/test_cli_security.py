@@ -152,7 +152,7 @@ def test_a_request_the_cli_client_gave_up_on_never_runs(transport: str, how: str
         gave_up = subprocess.run([*argv, "--timeout", "1"], capture_output=True, text=True, timeout=120)
         assert gave_up.returncode == 1 and "no worker serves 'late'" in gave_up.stderr, gave_up.stderr
     else:
-        client = subprocess.Popen([*argv, "--timeout", "600"], stderr=subprocess.PIPE, text=True)
+        client = subprocess.Popen([*argv, "--timeout", "600", "--wait-for-service"], stderr=subprocess.PIPE, text=True)
         eventually(lambda: broker.core.tasks, 60, "the request to be queued")
         client.send_signal(signal.SIGINT)
         assert client.wait(60) == 130, client.stderr.read() if client.stderr else ""

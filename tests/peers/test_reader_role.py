@@ -193,6 +193,7 @@ def test_ctrl_c_in_a_reading_request_withdraws_it(brokers, workers) -> None:
     endpoint = _stack("router", brokers, workers, ("slow", _slow(release)))
     with Client(endpoint, "router", heartbeat_interval=30) as client:  # a reader keeps the role that long
         assert client.request("echo", b"warm", timeout=30).payload == b"warm"
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as Python's default has it
         timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
         timer.start()
         try:
@@ -200,6 +201,7 @@ def test_ctrl_c_in_a_reading_request_withdraws_it(brokers, workers) -> None:
                 client.request("slow", b"interrupted", timeout=30)
         finally:
             timer.cancel()
+            signal.signal(signal.SIGINT, previous)
         assert not client._session.outstanding  # withdrawn
         release.set()
         assert client.request("echo", b"after", timeout=30).payload == b"after"
