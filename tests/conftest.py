@@ -129,7 +129,7 @@ def workers() -> Iterator[Callable[..., Worker]]:
 
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test starts (it appends them); afterwards each gets SIGTERM and 10 s to exit."""
+    """Processes a test starts (it appends them); afterwards each gets SIGTERM and 60 s to exit."""
     started: list[subprocess.Popen[str]] = []
     yield started
     for process in started:
@@ -137,7 +137,7 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
             process.send_signal(signal.SIGTERM)
     for process in started:
         try:
-            process.wait(10)
+            process.wait(60)
         except subprocess.TimeoutExpired:
             process.kill()
             raise
