@@ -5,7 +5,6 @@ and worker apps that say when they are registered, refuse what cannot work and s
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import zmq
 import zmq.auth
+from cli_processes import expect, lines
 from waiting import eventually
 
 from generaldomo import Broker, Client, HandshakeFailed, Worker
@@ -34,26 +34,6 @@ def spawn(processes: list[subprocess.Popen[str]], *args: str, cwd: Path | None =
     process = subprocess.Popen([*COMMAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
     processes.append(process)
     return process
-
-
-def lines(stream) -> queue.Queue[str]:
-    found: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [found.put(line) for line in stream], daemon=True).start()
-    return found
-
-
-def expect(found: queue.Queue[str], text: str, timeout: float = 60) -> str:
-    seen = []
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = found.get(timeout=left)
-        except queue.Empty:
-            break
-        if text in line:
-            return line
-        seen.append(line)
-    raise AssertionError(f"no line with {text!r} within {timeout} s; saw {seen}")
 
 
 def start_broker(processes, *args: str) -> str:
