@@ -55,6 +55,7 @@ static int (*z_msg_close)(zmq_msg_t *);
 static void *(*z_msg_data)(zmq_msg_t *);
 static size_t (*z_msg_size)(const zmq_msg_t *);
 static int (*z_msg_more)(const zmq_msg_t *);
+static const char *(*z_msg_gets)(const zmq_msg_t *, const char *);
 static uint32_t (*z_msg_routing_id)(zmq_msg_t *);
 static int (*z_msg_set_routing_id)(zmq_msg_t *, uint32_t);
 static int (*z_send)(void *, const void *, size_t, int);
@@ -81,6 +82,7 @@ static symbol_t symbols[] = {
     {"zmq_msg_data", (void **)&z_msg_data, 1},
     {"zmq_msg_size", (void **)&z_msg_size, 1},
     {"zmq_msg_more", (void **)&z_msg_more, 1},
+    {"zmq_msg_gets", (void **)&z_msg_gets, 1}, /* libzmq >= 4.1; pyzmq's Frame.get calls it too */
     {"zmq_msg_routing_id", (void **)&z_msg_routing_id, 0}, /* draft API: the SERVER functions need them */
     {"zmq_msg_set_routing_id", (void **)&z_msg_set_routing_id, 0},
     {"zmq_send", (void **)&z_send, 1},
@@ -465,7 +467,18 @@ static Py_ssize_t discard_rest(void *socket, zmq_msg_t *msg, int more) {
 typedef struct {
     Py_ssize_t max_frames, max_bytes; /* after a ROUTER message's identity; SERVER: packed frames */
     Py_ssize_t keep_min;              /* frames of this many bytes or more are kept by reference; 0: none */
+    int user_ids;                     /* report each message's User-Id (a CURVE link's read) */
 } limits_t;
+
+/* The User-Id metadata of `msg` (CURVE: the ZAP handler's user id, the key's Z85 text) as a str, or None when it
+ * has none: what pyzmq's Frame.get("User-Id") gives (undecodable bytes replaced: such an id names no key). Read
+ * before the message may move (read_frame, decode_frames); NULL with a Python error. */
+static PyObject *user_id_of(const zmq_msg_t *msg) {
+    const char *user = z_msg_gets(msg, "User-Id");
+    if (user == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(user, (Py_ssize_t)strlen(user), "replace");
+}
 
 /* A frame of a message being read: kept by reference (the message moved out of `msg`) when limits allow, else a
  * copy; NULL with a Python error. */
@@ -531,7 +544,7 @@ static PyObject *read_router_message(void *socket, zmq_msg_t *msg, const limits_
         *code = z_errno();
         return NULL;
     }
-    PyObject *frames = PyList_New(0);
+    PyObject *frames = PyList_New(0), *user = NULL;
     PyObject *identity = PyBytes_FromStringAndSize(z_msg_data(msg), (Py_ssize_t)z_msg_size(msg));
     if (frames == NULL || identity == NULL || PyList_Append(frames, identity) < 0)
         goto failed;
@@ -543,12 +556,18 @@ static PyObject *read_router_message(void *socket, zmq_msg_t *msg, const limits_
             goto failed;
         }
         more = z_msg_more(msg); /* before read_frame, which may move the frame out of msg */
+        /* libzmq attaches the metadata to the frames the peer sent, not to the identity frame */
+        if (limits->user_ids && user == NULL && (user = user_id_of(msg)) == NULL) {
+            discard_rest(socket, msg, more);
+            goto failed;
+        }
         Py_ssize_t length = (Py_ssize_t)z_msg_size(msg);
         int kind = left <= 0 ? TOO_MANY_FRAMES : (length > room ? TOO_LARGE : 0);
         if (kind) {
             Py_ssize_t read = max_frames - left + 1 + discard_rest(socket, msg, more);
             Py_DECREF(frames);
-            frames = Py_BuildValue("(inO)", kind, read, identity);
+            frames = user == NULL ? Py_BuildValue("(inO)", kind, read, identity)
+                                  : Py_BuildValue("(inON)", kind, read, identity, user);
             Py_DECREF(identity);
             return frames;
         }
@@ -564,27 +583,40 @@ static PyObject *read_router_message(void *socket, zmq_msg_t *msg, const limits_
         *size += length;
     }
     Py_DECREF(identity);
+    if (limits->user_ids) { /* the User-Id last (None: no frame after the identity) */
+        if (user == NULL) {
+            user = Py_None;
+            Py_INCREF(user);
+        }
+        int appended = PyList_Append(frames, user);
+        Py_DECREF(user);
+        if (appended < 0)
+            Py_CLEAR(frames);
+    }
     return frames;
 failed:
     Py_XDECREF(frames);
     Py_XDECREF(identity);
+    Py_XDECREF(user);
     return NULL;
 }
 
 PyDoc_STRVAR(router_recv_doc,
-             "router_recv(handle, max_messages, max_frames, max_bytes, batch_bytes, keep_min=0) -> list: the messages "
-             "waiting on "
+             "router_recv(handle, max_messages, max_frames, max_bytes, batch_bytes, keep_min=0, user_ids=False) -> "
+             "list: the messages waiting on "
              "a ROUTER socket, without blocking: each a list [identity, frame, ...], or a tuple (kind, frames, "
              "identity) for one dropped for more than max_frames frames (kind 1) or max_bytes bytes (kind 2) after "
              "the identity. Stops after max_messages, or once batch_bytes bytes were read. With keep_min (a broker "
-             "link's read), frames of keep_min bytes or more are read-only memoryviews kept by reference.");
+             "link's read), frames of keep_min bytes or more are read-only memoryviews kept by reference. With "
+             "user_ids (a CURVE link's read), each list ends with, and each tuple has a fourth item, the message's "
+             "User-Id (read from its first frame after the identity): a str, or None (none, or no such frame).");
 
 static PyObject *sp_router_recv(PyObject *self, PyObject *args) {
     PyObject *handle;
     Py_ssize_t max_messages, batch_bytes;
-    limits_t limits = {0, 0, 0};
-    if (!PyArg_ParseTuple(args, "Onnnn|n", &handle, &max_messages, &limits.max_frames, &limits.max_bytes,
-                          &batch_bytes, &limits.keep_min) ||
+    limits_t limits = {0, 0, 0, 0};
+    if (!PyArg_ParseTuple(args, "Onnnn|np", &handle, &max_messages, &limits.max_frames, &limits.max_bytes,
+                          &batch_bytes, &limits.keep_min, &limits.user_ids) ||
         !require_bound())
         return NULL;
     return read_batch(handle, max_messages, batch_bytes, read_router_message, &limits);
@@ -951,12 +983,13 @@ static int require_draft(void) {
 }
 
 PyDoc_STRVAR(server_recv_doc,
-             "server_recv(handle, max_messages, max_frames, batch_bytes, keep_min=0) -> list: the messages waiting "
-             "on a SERVER "
+             "server_recv(handle, max_messages, max_frames, batch_bytes, keep_min=0, user_ids=False) -> list: the "
+             "messages waiting on a SERVER "
              "socket, without blocking, each (routing_id, frames) unpacked by the codec, or (routing_id, problem) "
              "when the part does not unpack (1: more than max_frames frames, 2: malformed). Stops after "
              "max_messages, or once batch_bytes bytes were read. With keep_min (a broker link's read), frames of "
-             "keep_min bytes or more are read-only memoryviews kept by reference.");
+             "keep_min bytes or more are read-only memoryviews kept by reference. With user_ids (a CURVE link's "
+             "read), each tuple has a third item, the part's User-Id: a str, or None.");
 
 /* One SERVER part, unpacked: (routing_id, frames), or (routing_id, problem) when it does not unpack. */
 static PyObject *read_server_message(void *socket, zmq_msg_t *msg, const limits_t *limits, Py_ssize_t *size,
@@ -969,8 +1002,19 @@ static PyObject *read_server_message(void *socket, zmq_msg_t *msg, const limits_
     *size += length;
     int problem = 0;
     unsigned long routing_id = (unsigned long)z_msg_routing_id(msg); /* before decode_frames may move msg */
+    PyObject *user = limits->user_ids ? user_id_of(msg) : NULL;
+    if (limits->user_ids && user == NULL)
+        return NULL;
     PyObject *frames = decode_frames(z_msg_data(msg), length, limits->max_frames, &problem, &where, msg,
                                      limits->keep_min);
+    if (user != NULL) {
+        if (frames != NULL)
+            return Py_BuildValue("(kNN)", routing_id, frames, user);
+        if (problem)
+            return Py_BuildValue("(kiN)", routing_id, problem, user);
+        Py_DECREF(user);
+        return NULL;
+    }
     if (frames != NULL)
         return Py_BuildValue("(kN)", routing_id, frames);
     return problem ? Py_BuildValue("(ki)", routing_id, problem) : NULL;
@@ -979,9 +1023,9 @@ static PyObject *read_server_message(void *socket, zmq_msg_t *msg, const limits_
 static PyObject *sp_server_recv(PyObject *self, PyObject *args) {
     PyObject *handle;
     Py_ssize_t max_messages, batch_bytes;
-    limits_t limits = {0, 0, 0};
-    if (!PyArg_ParseTuple(args, "Onnn|n", &handle, &max_messages, &limits.max_frames, &batch_bytes,
-                          &limits.keep_min) ||
+    limits_t limits = {0, 0, 0, 0};
+    if (!PyArg_ParseTuple(args, "Onnn|np", &handle, &max_messages, &limits.max_frames, &batch_bytes,
+                          &limits.keep_min, &limits.user_ids) ||
         !require_bound() || !require_draft())
         return NULL;
     return read_batch(handle, max_messages, batch_bytes, read_server_message, &limits);

@@ -14,10 +14,12 @@ that has not read too many bytes sent before (:mod:`generaldomo.io.backlog`, sha
 which tells the links when a message must go out marked). Every drop is counted in
 :attr:`Link.counters` (the broker hands them to the core's status report) and logged at most a few lines per
 interval (:mod:`generaldomo.sansio.lograte`). With CURVE (:mod:`generaldomo.io.auth`) each message carries the
-credential of the key that sent it, read from the message's ``User-Id`` metadata.
+credential of the key that sent it, read from the message's ``User-Id`` metadata (by either path below; one
+rule, :meth:`Link.credential`, maps it to the credential, and a message without one is dropped and counted).
 
 Each link has two paths that behave alike: the C accelerator's (:mod:`generaldomo.io.speedups`: a batch of
-whole messages per call) when it is built and the link is not CURVE-secured, and pure Python otherwise. On the
+whole messages per call, with each one's ``User-Id`` on a CURVE link) when it is built, and pure Python
+otherwise. On the
 accelerator's path a frame of 64 KiB or more (``KEEP``) is not copied: it arrives as a read-only memoryview of the
 message libzmq received and is sent on by reference (over ROUTER; a SERVER part is one buffer, so its frames are
 copied into it), so a large payload crosses the broker without a copy; ``speedups.native.traffic()`` counts the
@@ -109,6 +111,15 @@ _poll = zmq.backend.zmq_poll  # a zero-timeout poll of one socket: whether a bat
 _LOOK_EVERY = 8  # batches of one message in a row, of which one looks for more (pure path: see recv_batch)
 
 
+def _user_id(frame: zmq.Frame) -> str | None:
+    """The ``User-Id`` metadata of a received frame (the pure path's read; None if it has none)."""
+    try:
+        user = frame.get("User-Id")
+    except zmq.ZMQError:
+        return None
+    return user if isinstance(user, str) else None
+
+
 def _give_back_memory() -> None:
     """Return freed heap to the system (glibc keeps what a huge message's frames took otherwise)."""
     trim = getattr(_libc, "malloc_trim", None)
@@ -152,8 +163,7 @@ class Link:
         self.socket: zmq.Socket[bytes] = context.socket(self.socket_type)
         self._poll_items = [(self.socket, int(zmq.POLLIN))]
         self._lone = 0  # batches of one message in a row (pure path: see recv_batch)
-        # CURVE needs each message's User-Id, which only the Python path reads
-        usable = accelerate and security is None and (speedups.native_draft or not self.needs_draft)
+        usable = accelerate and (speedups.native_draft or not self.needs_draft)
         self._native = speedups.native if usable else None
         self._handle: int = self.socket.underlying
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -309,13 +319,10 @@ class Link:
         chosen = self.limiter if limiter is None else limiter  # (not `or`: a limiter with no windows is empty)
         chosen.line(counter, time.monotonic(), f"{self.transport} link {message}", *args)
 
-    def credential(self, frame: zmq.Frame, peer: object) -> Credential | None:
-        """The credential of the key that sent ``frame`` (None, counted, if it has none we know)."""
+    def credential(self, user: str | None, peer: object) -> Credential | None:
+        """The credential of the key whose ``User-Id`` a message from ``peer`` carried (None, counted, if it has
+        none we know): the one rule of both paths (the accelerator's reads return each message's User-Id)."""
         assert self.security is not None
-        try:
-            user = frame.get("User-Id")
-        except zmq.ZMQError:
-            user = None
         found = self.security.credential(user) if isinstance(user, str) else None
         if found is None:
             self.drop(
@@ -358,6 +365,8 @@ class RouterLink(Link):
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # so that a full or gone peer is an error we can count
 
     def _recv_native(self, native: Any, limit: int) -> list[Received]:
+        if self.security is not None:
+            return self._recv_native_secured(native, limit)
         batch: list[Received] = []
         append, split = batch.append, envelope.split
         for message in native.router_recv(self._handle, limit, self.max_frames, self.max_bytes, BATCH_BYTES, KEEP):
@@ -371,6 +380,33 @@ class RouterLink(Link):
             del message[0]
             peer, frames = split(address, message)
             append((peer, frames, None))
+        return batch
+
+    def _recv_native_secured(self, native: Any, limit: int) -> list[Received]:
+        """:meth:`_recv_native` on a CURVE link: each message comes with its User-Id (last in the list; fourth in
+        a dropped one's tuple), taken in the pure path's order: its credential, then the limits, then the id."""
+        batch: list[Received] = []
+        append, split, credential = batch.append, envelope.split, self.credential
+        messages = native.router_recv(self._handle, limit, self.max_frames, self.max_bytes, BATCH_BYTES, KEEP, True)
+        for message in messages:
+            if type(message) is tuple:
+                kind, count, address, user = message
+                credential(user, address)  # (counted if it has none, as the pure path counts it first)
+                self._dropped_native(kind, count, address)
+                continue
+            user = message.pop()
+            address = message[0]
+            if len(message) == 1:  # no frame after the identity, so no User-Id: the pure path skips it too
+                continue
+            found = credential(user, address)
+            if found is None:
+                continue
+            if address[0] == 0 and len(address) != 5:
+                self._dropped_reserved(address)
+                continue
+            del message[0]
+            peer, frames = split(address, message)
+            append((peer, frames, found))
         return batch
 
     def _dropped_native(self, kind: int, count: int, address: bytes) -> None:
@@ -404,7 +440,7 @@ class RouterLink(Link):
             if self.security is not None and more:
                 # libzmq 4.3.4 attaches the metadata to the frames the peer sent, not to the identity frame
                 first = recv(_NOBLOCK, copy=False)
-                credential = self.credential(first, address)
+                credential = self.credential(_user_id(first), address)
                 frames.append(first.bytes)
                 more = first.more
             # the rest of the message, within the limits (inline: this loop is the pure path's hot spot)
@@ -556,15 +592,36 @@ class ServerLink(Link):
             inproc.release(endpoint)
 
     def _recv_native(self, native: Any, limit: int) -> list[Received]:
+        if self.security is not None:
+            return self._recv_native_secured(native, limit)
         batch: list[Received] = []
         for peer, frames in native.server_recv(self._handle, limit, self.max_frames, BATCH_BYTES, KEEP):
             if type(frames) is list:
                 batch.append((peer, frames, None))
-            elif frames == _UNPACK_TOO_MANY:
-                self._dropped_too_many(peer)
             else:
-                self.drop("dropped_undecodable", "dropped a message from %s that does not unpack", self.label(peer))
+                self._undecodable(peer, frames)
         return batch
+
+    def _recv_native_secured(self, native: Any, limit: int) -> list[Received]:
+        """:meth:`_recv_native` on a CURVE link: each part comes with its User-Id, whose credential is taken (as on
+        the pure path) once the part has unpacked."""
+        batch: list[Received] = []
+        credential = self.credential
+        for peer, frames, user in native.server_recv(self._handle, limit, self.max_frames, BATCH_BYTES, KEEP, True):
+            if type(frames) is list:
+                found = credential(user, peer)
+                if found is not None:
+                    batch.append((peer, frames, found))
+            else:
+                self._undecodable(peer, frames)
+        return batch
+
+    def _undecodable(self, peer: int, problem: int) -> None:
+        """Count a part the accelerator could not unpack (``problem``: too many frames, else malformed)."""
+        if problem == _UNPACK_TOO_MANY:
+            self._dropped_too_many(peer)
+        else:
+            self.drop("dropped_undecodable", "dropped a message from %s that does not unpack", self.label(peer))
 
     def _dropped_too_many(self, peer: int) -> None:
         self.drop(
@@ -590,7 +647,7 @@ class ServerLink(Link):
                 continue
             if self.security is None:
                 return peer, frames, None
-            credential = self.credential(message, peer)
+            credential = self.credential(_user_id(message), peer)
             if credential is not None:
                 return peer, frames, credential
         return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,12 +16,12 @@ from transports import TRANSPORTS
 from waiting import eventually
 
 from generaldomo import Client, RequestFailed
-from generaldomo.io import keys
-from generaldomo.io.auth import ZapHandler
-from generaldomo.io.links import LINKS
+from generaldomo.io import keys, speedups
+from generaldomo.io.auth import BrokerSecurity, ZapHandler
+from generaldomo.io.links import LINKS, Link, Received
 from generaldomo.io.transport import Transport
 from generaldomo.sansio import codec
-from generaldomo.sansio.access import Role
+from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.core import BrokerCore
 
 # Role checks are the core's (BrokerCore.receive's credential); the links hand it over when the core takes it.
@@ -116,6 +118,91 @@ def test_plaintext_and_unknown_keys_are_refused(keyring: Keyring, transport, bro
     assert broker.core.counters["requests"] == 1  # nothing of the intruders reached the core
     assert 2 <= caplog.text.count("refused a connection") <= broker.core.counters["connections_refused"]
     assert "handshake failed: authentication" in caplog.text  # the unknown key, turned away by ZAP
+
+
+def _read_curve(link: Link, ends: int, counted: Callable[[Counter[str]], bool]) -> tuple[list[Received], Counter[str]]:
+    """What ``link`` reads through its batch read (the accelerator's where it is used) until ``ends`` messages whose
+    last frame is ``end`` (not kept) arrived and its counts (summed) satisfy ``counted``; and those counts."""
+    got: list[Received] = []
+    counts: Counter[str] = Counter()
+    for _ in range(300):  # 30 s at most
+        for message in link.recv_batch(64):
+            if message[1][-1:] == [b"end"]:
+                ends -= 1
+            else:
+                got.append(message)
+        counts += link.take_counts()
+        if ends <= 0 and counted(counts):
+            return got, counts
+        link.socket.poll(100)
+    raise AssertionError(f"not all arrived: {len(got)} messages, {ends} ends missing, counted {dict(counts)}")
+
+
+@pytest.mark.pure  # runs again in env pure, on the pure-Python path
+@pytest.mark.parametrize("accelerate", [True, False])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_curve_links_read_each_credential_on_both_paths(
+    keyring: Keyring, transport: str, accelerate: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A CURVE link is accelerated where the accelerator is in use; either path hands over each message's
+    credential, and drops (counts, logs) the messages of a key that ZAP admitted but the link has no credential
+    for, alongside the limits' drops."""
+    security = keyring.security()
+    stranger = keys.load_public(keyring.secret("stranger")).decode()
+    admitted = dict(security.credentials) | {stranger: Credential(stranger, frozenset({Role.CLIENT}))}
+    context = zmq.Context()  # ZAP lets the stranger in; the link's security does not list it
+    zap = ZapHandler(context, BrokerSecurity(security.public_key, security.secret_key, admitted)).start()
+    link = LINKS[Transport.of(transport)](
+        context, ["tcp://127.0.0.1:*"], 2000, max_frames=4, security=security, accelerate=accelerate
+    )
+    pure = os.environ.get(speedups.PURE_PYTHON, "") not in ("", "0")
+    assert link.accelerated == (accelerate and not pure), speedups.description  # built, unless pure Python forced
+    router = transport == "router"
+    peers = {name: keyring.context(name) for name in ("stranger", "client", "admin")}
+    sockets = {}
+    try:
+        for name, peer_context in peers.items():
+            sock = peer_context.socket(zmq.DEALER if router else zmq.CLIENT)
+            sock.setsockopt(zmq.LINGER, 0)
+            if router:
+                sock.setsockopt(zmq.IDENTITY, b"\xff" + name.encode())
+            sock.connect(link.endpoints[0])
+            sockets[name] = sock
+        too_many = [b"GDPC01", *[b"f"] * 5]  # over max_frames
+        too_large = [b"GDPC01", b"x" * 1500, b"y" * 1500]  # over the 2000 bytes (ROUTER: the limit across frames)
+        sent = {
+            "stranger": [[b"GDPC01", b"\x04", b"a"], too_large if router else too_many, [b"GDPC01", b"\x04", b"b"]],
+            "client": [[b"GDPC01", b"\x04", b"client"], too_many],
+            "admin": [too_many, [b"GDPC01", b"\x04", b"admin"]],
+        }
+        for name, messages in sent.items():
+            for frames in [*messages, [b"GDPC01", b"end"]]:
+                sockets[name].send_multipart(frames) if router else sockets[name].send(codec.encode(frames))
+        # the stranger's two greetings and end, and on a ROUTER its oversized message too (counted both ways, its
+        # credential first, as the pure path reads the first frame's User-Id before the limits end the read)
+        expected = Counter(dropped_unauthenticated=4, dropped_too_large=1, dropped_too_many_frames=2)
+        if not router:  # a part that does not unpack is dropped before its credential is looked at
+            expected = Counter(dropped_unauthenticated=3, dropped_too_many_frames=3)
+        with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+            got, counts = _read_curve(link, 2, lambda counts: counts == expected)
+        assert counts == expected
+        assert "without a known CURVE key" in caplog.text
+        credentials = {name: security.credential(keys.load_public(keyring.secret(name)).decode()) for name in peers}
+        assert credentials["stranger"] is None
+        assert sorted((frames, credential.key) for _, frames, credential in got if credential is not None) == sorted(
+            ([b"GDPC01", b"\x04", name.encode()], credentials[name].key) for name in ("client", "admin")
+        )
+        assert all(credential == credentials[frames[-1].decode()] for _, frames, credential in got)
+        if router:
+            assert sorted(address for address, _, _ in got) == [b"\xffadmin", b"\xffclient"]
+    finally:
+        for sock in sockets.values():
+            sock.close()
+        link.close(0)
+        zap.stop()
+        for peer_context in peers.values():
+            peer_context.term()
+        context.term()
 
 
 def raw_peer(keyring: Keyring, name: str, transport: str, endpoint: str) -> zmq.Socket:
