@@ -11,14 +11,17 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import zmq
 from hypothesis import HealthCheck, given, settings
+from curve_keys import Keyring
 from hypothesis import strategies as st
 
 from generaldomo.io import inproc, speedups
+from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.broker import waiter
 from generaldomo.io.links import BATCH_BYTES, Link, Received, RouterLink, ServerLink
 from generaldomo.sansio import codec
@@ -128,12 +131,85 @@ def test_server_paths_agree(parts: list[bytes], max_frames: int) -> None:
     assert [frames for _, frames, _ in got[0]] == [frames for _, frames, _ in got[1]]  # routing ids differ
 
 
+@pytest.fixture(scope="module")
+def curve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[zmq.Context[bytes], BrokerSecurity, Keyring]]:
+    """A context whose ZAP handler admits the test keys, their broker security, and the keys (one per module: the
+    examples below share it)."""
+    keyring = Keyring(Path(tmp_path_factory.mktemp("speedups-curve")))
+    security = keyring.security()
+    context: zmq.Context[bytes] = zmq.Context()
+    zap = ZapHandler(context, security).start()
+    yield context, security, keyring
+    zap.stop()
+    context.term()
+
+
+def _curve_pair(
+    curve: tuple[zmq.Context[bytes], BrokerSecurity, Keyring], kind: type[Link], max_frames: int, max_bytes: int
+) -> tuple[Link, Link]:
+    """An accelerated and a pure-Python CURVE link (tcp: CURVE needs a real connection)."""
+    context, security, _ = curve
+    fast, slow = (
+        kind(context, ["tcp://127.0.0.1:*"], max_bytes, max_frames=max_frames, security=security, accelerate=accelerate)
+        for accelerate in (True, False)
+    )
+    assert fast.accelerated and not slow.accelerated
+    return fast, slow
+
+
+# frames of a CURVE link's messages: below its byte limit's minimum (MAXMSGSIZE must let the handshake through)
+curve_frame = st.one_of(st.binary(max_size=400), st.sampled_from([b"", b"GDPC01", b"\x00\x01"]))
+
+
+@native
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.lists(curve_frame, min_size=1, max_size=12), min_size=1, max_size=10),
+    st.integers(2, 8),
+    st.integers(1000, 3000),
+)
+def test_curve_router_paths_agree(curve, messages: list[list[bytes]], max_frames: int, max_bytes: int) -> None:
+    def feed(peer: zmq.Socket[bytes], link: Link) -> None:
+        peer.setsockopt(zmq.IDENTITY, b"\xffpeer")
+        peer.connect(link.endpoints[0])
+        for frames in [*messages, [b"GDPC01", b"end"]]:
+            peer.send_multipart(frames)
+
+    fast, slow = _curve_pair(curve, RouterLink, max_frames, max_bytes)
+    got = _both_read(fast, slow, zmq.DEALER, feed, curve[2].context("client"))
+    assert got[0] == got[1]
+    assert all(credential is not None and credential.key == got[0][0][2].key for _, _, credential in got[0])
+
+
+@native
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(part, min_size=1, max_size=10), st.integers(1, 8))
+@pytest.mark.needs_draft
+def test_curve_server_paths_agree(curve, parts: list[bytes], max_frames: int) -> None:
+    def feed(peer: zmq.Socket[bytes], link: Link) -> None:
+        peer.connect(link.endpoints[0])
+        for data in [*parts, codec.encode([b"end"])]:
+            peer.send(data)
+
+    fast, slow = _curve_pair(curve, ServerLink, max_frames, -1)
+    got = _both_read(fast, slow, zmq.CLIENT, feed, curve[2].context("admin"))
+    assert [(frames, credential) for _, frames, credential in got[0]] == [
+        (frames, credential) for _, frames, credential in got[1]
+    ]  # routing ids differ
+    assert all(credential is not None for _, _, credential in got[0])
+
+
 def _both_read(
-    fast: Link, slow: Link, kind: int, feed: Callable[[zmq.Socket[bytes], Link], None]
+    fast: Link,
+    slow: Link,
+    kind: int,
+    feed: Callable[[zmq.Socket[bytes], Link], None],
+    context: zmq.Context[bytes] | None = None,
 ) -> list[list[Received]]:
-    """What each link reads from a peer socket of ``kind`` that ``feed`` sends the same messages through; the
-    links count the same drops. Closes everything."""
-    peers = [zmq.Context.instance().socket(kind) for _ in range(2)]
+    """What each link reads from a peer socket of ``kind`` (in ``context``, which it then ends; default: the
+    shared one) that ``feed`` sends the same messages through; the links count the same drops. Closes
+    everything."""
+    peers = [(context or zmq.Context.instance()).socket(kind) for _ in range(2)]
     try:
         for peer, link in zip(peers, (fast, slow), strict=True):
             feed(peer, link)
@@ -145,6 +221,8 @@ def _both_read(
             peer.close(0)
         fast.close(0)
         slow.close(0)
+        if context is not None:
+            context.term()
 
 
 @pytest.mark.parametrize("accelerate", [True, False])
