@@ -6,7 +6,9 @@
  * constants it uses are libzmq's stable ABI, declared below. Every read is bounded: at most `max_messages`
  * messages and about `batch_bytes` bytes per call, no frame kept beyond a message's frame or byte limit (the
  * rest of such a message is read and discarded at C speed). It never blocks except in poll(), which releases
- * the GIL. It knows nothing of the protocol: what the frames mean is decided in Python.
+ * the GIL. It knows nothing of the protocol: what the frames mean is decided in Python. A CURVE link's read also
+ * returns each message's User-Id metadata (the sender's key, set by the ZAP handler); what it allows is decided
+ * in Python too (generaldomo/io/links.py, Link.credential).
  *
  * Frames kept by reference: a link's read may be asked to keep frames of `keep_min` bytes or more in the message
  * libzmq received instead of copying them into bytes objects; such a frame is a read-only memoryview of a
