@@ -148,7 +148,8 @@ class Connection:
 
     def begin_wait(self) -> bool:
         """A thread is about to poll the socket (:attr:`poll_items`): True if it must not block (a message may
-        be waiting that the poll would not show)."""
+        be waiting that the poll would not show); otherwise it is counted as blocked until :meth:`end_wait`,
+        which only a False answer calls for (an unmatched call would hide the next blocked poll from senders)."""
         return False
 
     def end_wait(self) -> None:
@@ -554,12 +555,13 @@ class BrokerChannel:
             kick, wake, monitor = self._bits_lent
         else:
             kick, wake, monitor = self._bits
-            if connection.begin_wait():
-                timeout = 0
-            try:
-                ready = self._wait(timeout)
-            finally:
-                connection.end_wait()
+            if connection.begin_wait():  # a message waits: look without blocking (and without end_wait)
+                ready = self._wait(0)
+            else:
+                try:
+                    ready = self._wait(timeout)
+                finally:
+                    connection.end_wait()
         self._monitored = bool(ready & monitor)
         if kicks and ready & kick:
             connection.consume_kicks()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 
@@ -117,3 +118,42 @@ def test_client_and_worker_curve_arguments_against_a_curve_broker(transport: str
     public, secret = keys.load_secret(made["client"])
     with Client(endpoint, transport, server_key=server_key.decode(), keys=(public.decode(), secret)) as client:
         assert client.request("echo", b"secret", timeout=30).payload == b"secret"
+
+
+def test_a_wait_that_found_a_message_leaves_later_waits_woken_by_senders() -> None:
+    """ROUTER transport: a wait that returns at once because a message was already waiting must leave the count of
+    blocked readers as it was; otherwise a later blocked wait is not counted, and a sender whose write took the
+    edge-triggered signal of an arriving reply does not kick it: the reader sleeps until its deadline (clients
+    stalled for a heartbeat interval, 2.5 s, in bench part ``scale``)."""
+    context = zmq.Context.instance()
+    broker = context.socket(zmq.ROUTER)
+    broker.bind("tcp://127.0.0.1:*")
+    channel = BrokerChannel(broker.getsockopt(zmq.LAST_ENDPOINT).decode(), "router", context, None)
+    channel.adopt()  # this thread is the IO thread
+    connection = channel.connection
+    signal = connection.readable_item  # the socket's ZMQ_FD: readable once a command waits (select takes none)
+    try:
+        channel.send([b"hello"])
+        assert broker.poll(30_000)
+        peer = broker.recv_multipart()[0]
+        broker.send_multipart([peer, b"early"])
+        deadline = time.monotonic() + 30
+        while not connection.begin_wait() and time.monotonic() < deadline:  # until it waits (begin_wait says so)
+            connection.end_wait()
+            time.sleep(0.01)
+        channel.wait(time.monotonic() + 30, time.monotonic())  # returns at once: a message waits
+        assert channel.recv_batch(1) == [[b"early"]]
+        assert not connection.begin_wait()  # the IO thread is about to block: nothing waits (its pipe sleeps now)
+        try:
+            broker.send_multipart([peer, b"reply"])
+            assert select.select([signal], [], [], 30)[0]  # the reply's signal is in the socket's mailbox
+            sender = threading.Thread(target=channel.send, args=([b"another request"],))  # a caller's send
+            sender.start()
+            sender.join(30)
+            assert select.select([connection.kick_item], [], [], 0)[0], "the sender did not kick the blocked reader"
+        finally:
+            connection.end_wait()
+        assert channel.recv_batch(1) == [[b"reply"]]
+    finally:
+        connection.close()
+        broker.close(0)
