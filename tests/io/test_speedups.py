@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import zmq
-from hypothesis import HealthCheck, given, settings
 from curve_keys import Keyring
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generaldomo.io import inproc, speedups
