@@ -1403,6 +1403,8 @@ class BrokerCore:
     def _dispatch(self, service: Service, turn: _Turn) -> None:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
         allow, and, after a restart, not before the recovery window ends."""
+        if not service.pending:  # (most answers free a worker of a service with nothing queued: no pair to make)
+            return
         now = turn.now
         if self._hold_until is not None:
             if self._recovering(now):
