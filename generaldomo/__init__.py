@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 from generaldomo import compat as _compat
 from generaldomo.errors import (
     AppImportError,
+    BrokerUnreachable,
     ClientClosed,
     ContentTypeError,
     DecodeError,
@@ -60,6 +61,7 @@ __all__ = [
     "AsyncClient",
     "Broker",
     "BrokerCore",
+    "BrokerUnreachable",
     "Client",
     "ClientClosed",
     "ContentTypeError",

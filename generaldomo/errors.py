@@ -23,6 +23,7 @@ The family::
     ├── RequestTimeout                  (TimeoutError) no reply within the time
     ├── ClientClosed                    (RuntimeError) the client closed before the reply came
     ├── HandshakeFailed                 (ConnectionError) the broker refuses this peer's connection
+    │   └── BrokerUnreachable           nothing accepts connections at the endpoint
     ├── WorkerStopped                   (RuntimeError) Worker.serve stopped by itself
     ├── DiscoveryError                  (LookupError) no broker found
     ├── DraftUnavailable                (RuntimeError) this pyzmq lacks CLIENT/SERVER sockets
@@ -214,6 +215,28 @@ class HandshakeFailed(GeneraldomoError, ConnectionError):
     def __init__(self, kind: str, cause: str) -> None:
         super().__init__(cause)
         self.kind = kind
+
+
+class BrokerUnreachable(HandshakeFailed):
+    """Nothing accepts connections at the endpoint (``.kind`` ``unreachable``): no broker runs there, or the
+    host, port or path is wrong. A :class:`~generaldomo.Client` that never reached a broker fails its requests
+    with it within about a second (libzmq's refused connection attempts), unless made with
+    ``fail_unreachable=False`` (a client that starts before its broker); the message names the endpoint.
+
+    Example::
+
+        with Client("tcp://127.0.0.1:5999") as client:  # nothing listens there
+            try:
+                client.request("echo", b"hi", timeout=60)
+            except BrokerUnreachable as error:  # within about a second
+                print(error)  # nothing accepts connections at tcp://127.0.0.1:5999: is a broker running there...
+    """
+
+    @staticmethod
+    def of(kind: str, cause: str) -> HandshakeFailed:
+        """The exception for a failure of ``kind`` (see :mod:`generaldomo.sansio.handshake`): this class for
+        ``unreachable``, :class:`HandshakeFailed` for the others."""
+        return BrokerUnreachable(kind, cause) if kind == "unreachable" else HandshakeFailed(kind, cause)
 
 
 class WorkerStopped(GeneraldomoError, RuntimeError):

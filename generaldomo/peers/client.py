@@ -40,6 +40,7 @@ from typing import Any, Final, TypeVar
 import attrs
 import zmq
 
+from generaldomo.errors import BrokerUnreachable
 from generaldomo.errors import ClientClosed as ClientClosed  # the client's errors import from here, as before
 from generaldomo.errors import HandshakeFailed as HandshakeFailed
 from generaldomo.errors import NotFound as NotFound
@@ -56,7 +57,7 @@ from generaldomo.io.transport import Transport
 from generaldomo.peers.reader_role import READER_ROLE, ReaderEvent, ReaderRole
 from generaldomo.sansio import protocol, wirejson
 from generaldomo.sansio.barrier import Barrier
-from generaldomo.sansio.handshake import HandshakeWatch
+from generaldomo.sansio.handshake import UNREACHABLE, HandshakeWatch
 from generaldomo.sansio.report import StatusQuery
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
@@ -219,16 +220,21 @@ class Client:
     broker as :func:`generaldomo.io.beacon.find_broker` does, in this order: the ``GENERALDOMO_BROKER``
     environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for, and
     followed); a broker's UDP beacon (5 s; listened for again when the broker falls silent). A refused
-    handshake fails requests with :class:`HandshakeFailed` within about a second. Each future has its
+    handshake fails requests with :class:`HandshakeFailed` within about a second, and so does an endpoint where
+    nothing accepts connections (:class:`~generaldomo.BrokerUnreachable`, a wrong host, port or path, or no broker
+    running) while no broker has answered this client yet, unless ``fail_unreachable=False`` (a client that starts
+    before its broker; a client given several endpoints or a :class:`~generaldomo.io.locator.Where` waits
+    too). Each future has its
     ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the broker's CURVE public key,
     Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
 
     Each request may carry a deadline, a tenant and a priority (see :meth:`submit`): :meth:`request` sends its
     timeout as the deadline (unless ``deadlines=False``: for a broker older than request fields, which drops
     such requests), and ``tenant`` is the default tenant of this client's requests (without one, and without
-    CURVE, the broker shares its queues fairly per connection). ``fail_unknown=True`` makes requests fail at
-    once with :class:`NotFound` when the broker has no worker for their service and had none recently, instead
-    of waiting for one (per request: ``submit(fail_unknown=...)``). :meth:`fetch` gets the answer to a request
+    CURVE, the broker shares its queues fairly per connection). Requests fail at once with :class:`NotFound`
+    (whose message lists the services that have workers and the nearest name) when the broker has no worker for
+    their service and had none recently; ``fail_unknown=False`` makes them wait for one instead (a client that
+    starts before its workers; per request: ``submit(fail_unknown=...)``). :meth:`fetch` gets the answer to a request
     by its id later, from this client or another one with the same CURVE key.
 
     Args:
@@ -244,7 +250,10 @@ class Client:
         keys: this client's CURVE key pair ``(public, secret)`` (default: a fresh one).
         tenant: the tenant of this client's requests (see :meth:`submit`).
         deadlines: send :meth:`request`'s timeout as the request's deadline (False for a broker older than fields).
-        fail_unknown: fail requests at once for a service nobody serves (:class:`NotFound`).
+        fail_unknown: fail requests at once for a service nobody serves (:class:`NotFound`); False: wait for a
+            worker.
+        fail_unreachable: fail requests within about a second when nothing accepts connections at the endpoint
+            and no broker has answered yet (:class:`~generaldomo.BrokerUnreachable`); False: wait for a broker.
 
     Example:
         >>> from generaldomo import Broker, Client, Worker
@@ -272,7 +281,8 @@ class Client:
         keys: Keys | None = None,
         tenant: str | None = None,
         deadlines: bool = True,
-        fail_unknown: bool = False,
+        fail_unknown: bool = True,
+        fail_unreachable: bool = True,
     ) -> None:
         self.transport = Transport.of(transport)
         self.context = context or zmq.Context.instance()
@@ -283,6 +293,7 @@ class Client:
         self.tenant = tenant
         self.deadlines = deadlines
         self.fail_unknown = fail_unknown
+        self.fail_unreachable = fail_unreachable
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
         self._channel = BrokerChannel(endpoint, self.transport, self.context, Curve.of(server_key, keys))
@@ -762,13 +773,21 @@ class Client:
         """Follow the socket monitor (lock held): a failed handshake fails what is outstanding, and what is
         submitted until a handshake succeeds, with :class:`HandshakeFailed`."""
         failure = watch.failure
+        if failure is not None and failure.kind == UNREACHABLE and not self._fails_unreachable():
+            failure = None  # waited for: libzmq goes on trying
         if failure is None:
             self._refused = None
             return []
         if self._refused is None or str(self._refused) != failure.cause:
             log.info("%s", failure.cause)  # the callers' HandshakeFailed says it
-        self._refused = HandshakeFailed(failure.kind, failure.cause)
+        self._refused = BrokerUnreachable.of(failure.kind, failure.cause)
         return self._session.close(failure.cause)
+
+    def _fails_unreachable(self) -> bool:
+        """Whether nothing accepting connections fails requests: asked for, no broker answered yet, and one
+        endpoint given (several, an address file or a beacon: the client moves on or waits)."""
+        where = self._channel.locator.where
+        return self.fail_unreachable and not self.broker_answered and len(where.endpoints) == 1
 
     def _take_back(self, now: float) -> bool:
         """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""

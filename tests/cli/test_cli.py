@@ -185,13 +185,13 @@ def _client(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_client_says_when_no_broker_answers(transport: str) -> None:
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
-    result = _client("--transport", transport, "--connect", endpoint, "--timeout", "0.3", "echo")
+    result = _client("--transport", transport, "--connect", endpoint, "--timeout", "0.3", "--wait-for-broker", "echo")
     assert result.returncode == 3, result.stderr
     assert f"no broker answered at {endpoint} over {transport} within" in result.stderr
     assert "nothing accepts connections there" in result.stderr and "Traceback" not in result.stderr
     for command in (["status", endpoint], ["flow", "echo", "--connect", endpoint]):
         result = subprocess.run(
-            [*COMMAND, *command, "--transport", transport, "--timeout", "0.3"],
+            [*COMMAND, *command, "--transport", transport, "--timeout", "0.3", "--wait-for-broker"],
             capture_output=True,
             text=True,
             timeout=60,
