@@ -62,6 +62,8 @@ class RequestFailed(GeneraldomoError):
     Args:
         status: the status code (``b"404"`` or ``404``).
         reason: the broker's or worker's text.
+        retry_after: for a ``429``, the seconds after which the refusing side expects room again, when it said
+            (:class:`~generaldomo.Client` waits that long and sends the request again, within its timeout).
 
     Example::
 
@@ -71,7 +73,8 @@ class RequestFailed(GeneraldomoError):
             print(error.status, error.reason)  # 500 "ValueError: ..."
     """
 
-    def __init__(self, status: bytes | int, reason: str) -> None:
+    def __init__(self, status: bytes | int, reason: str, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
         self.status_bytes = status if isinstance(status, bytes) else str(status).encode()
         digits = self.status_bytes  # exactly 3 ASCII digits, as a status is on the wire (else 0)
         self.status = int(digits) if len(digits) == 3 and digits.isdigit() and digits.isascii() else 0
@@ -79,15 +82,16 @@ class RequestFailed(GeneraldomoError):
         super().__init__(f"{self.status_bytes.decode(errors='replace')}: {reason}")
 
     @staticmethod
-    def of(status: bytes, reason: str) -> RequestFailed:
+    def of(status: bytes, reason: str, retry_after: float | None = None) -> RequestFailed:
         """The exception for ``status``: the subclass of its family, or this class for other codes.
 
         Args:
             status: the status as the broker sent it (ASCII digits).
             reason: the text that came with it.
+            retry_after: a 429's seconds to wait before sending again, if it gave them.
         """
         family = _FAMILIES.get(status) or (RequestRejected if status[:1] == b"4" else RequestFailed)
-        return family(status, reason)
+        return family(status, reason, retry_after)
 
 
 class RequestRejected(RequestFailed):

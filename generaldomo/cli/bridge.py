@@ -15,7 +15,7 @@ import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT, Bridge, BridgeFailed
+from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT, QUEUE_BYTES, Bridge, BridgeFailed
 
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
@@ -43,7 +43,16 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=MAX_IN_FLIGHT,
         metavar="N",
-        help="requests in flight at once (one connection to the broker each); more get status 429",
+        help="requests in flight at once (one connection to the broker each), and 7/8 of them for one client "
+        "connection; more wait in the connection's queue",
+    )
+    parser.add_argument(
+        "--queue-bytes",
+        type=int,
+        default=QUEUE_BYTES,
+        metavar="BYTES",
+        help="bytes of requests one client connection may have waiting for a place in flight; more get status "
+        "429 with a retry_after, which a generaldomo Client waits out and sends again",
     )
     options.curve_server(parser, BRIDGE_ROLES)
     options.curve(parser, announced=False)
@@ -68,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         upstream=options.peer_curve(args).curve(),
         allow_plaintext=args.allow_plaintext,
         max_in_flight=args.max_in_flight,
+        queue_bytes=args.queue_bytes,
         on_failure=lambda error: stop.set(),
     )
     for endpoint in bridge.endpoints:

@@ -69,6 +69,10 @@ Payload = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryvi
 OnPartial = Callable[["Reply"], None]
 Keys = tuple[str | bytes, str | bytes]
 DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
+MAX_RESENDS: Final = 10_000  # times request() sends a request again after a 429 with retry_after, at most
+DEADLINE_PASSED: Final = "the request's deadline"  # how the broker's 504 for a passed deadline begins (core)
+WAIT_HINT: Final = " (to wait for a broker that starts later: Client(..., fail_unreachable=False), --wait-for-broker)"
+MAX_PAUSE: Final = 30.0  # seconds request() waits after a 429 at most, whatever its retry_after says
 CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
 READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
 REQUEST_ID_BYTES: Final = 16  # random bytes per request id: unique across clients, and unpredictable
@@ -254,6 +258,8 @@ class Client:
             worker.
         fail_unreachable: fail requests within about a second when nothing accepts connections at the endpoint
             and no broker has answered yet (:class:`~generaldomo.BrokerUnreachable`); False: wait for a broker.
+        backpressure: :meth:`request` waits and sends again a request answered ``429`` with a ``retry_after``,
+            within its timeout; False: raise the ``429`` (:class:`RequestRejected`) at once.
 
     Example:
         >>> from generaldomo import Broker, Client, Worker
@@ -283,6 +289,7 @@ class Client:
         deadlines: bool = True,
         fail_unknown: bool = True,
         fail_unreachable: bool = True,
+        backpressure: bool = True,
     ) -> None:
         self.transport = Transport.of(transport)
         self.context = context or zmq.Context.instance()
@@ -294,6 +301,7 @@ class Client:
         self.deadlines = deadlines
         self.fail_unknown = fail_unknown
         self.fail_unreachable = fail_unreachable
+        self.backpressure = backpressure
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
         self._channel = BrokerChannel(endpoint, self.transport, self.context, Curve.of(server_key, keys))
@@ -481,8 +489,16 @@ class Client:
         which is also the request's deadline (see :meth:`submit`) unless the client was made with
         ``deadlines=False``.
 
-        Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request; an interrupted
-        wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed.
+        A ``429`` that says when to try again (its ``retry_after``: the broker's or a bridge's bound is reached
+        for now) is backpressure, not a failure: the request is sent again after that many seconds, as often as
+        the timeout allows (unless the client was made with ``backpressure=False``); the ``429`` is raised when
+        the next try would come after the timeout.
+
+        Raises :class:`RequestTimeout` (a ``TimeoutError``) when the timeout passes, after withdrawing the
+        request, whether the client's wait ended first or the broker's ``504`` for the deadline came first (its
+        reason is then in the message, the :class:`RequestExpired` the ``__cause__``); an interrupted wait
+        (Ctrl-C) withdraws it too; :class:`RequestExpired` for the broker's other ``504`` (its
+        ``queue_timeout``).
 
         Args:
             description: the request description (a service name with the default resolver).
@@ -493,19 +509,26 @@ class Client:
             fail_unknown: as for :meth:`submit`.
         """
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
-        deadline = wait if self.deadlines else None
-        future = self.submit(
-            description, payload, deadline=deadline, tenant=tenant, priority=priority, fail_unknown=fail_unknown
-        )
-        try:
-            return future.result(wait)
-        except TimeoutError:
-            if not future.cancel() and future.done():  # the reply came just now
-                return future.result()
-            raise self.timeout_error(description, wait) from None
-        except BaseException:
-            future.cancel()
-            raise
+        end = None if wait is None else time.monotonic() + wait
+        left = wait
+        for _ in range(MAX_RESENDS + 1):
+            future = self.submit(
+                description, payload, deadline=left if self.deadlines else None, tenant=tenant, priority=priority,
+                fail_unknown=fail_unknown,
+            )  # fmt: skip
+            try:
+                return future.result(left)
+            except TimeoutError:
+                if not future.cancel() and future.done():  # the reply came just now
+                    return future.result()
+                raise self.timeout_error(description, wait) from None
+            except RequestFailed as error:
+                time.sleep(self.pause_after(error, description, wait, end))  # backpressure: then send it again
+                left = None if end is None else end - time.monotonic()
+            except BaseException:
+                future.cancel()
+                raise
+        raise self.timeout_error(description, wait)
 
     def stream(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Iterator[Reply]:
         """Send a request and yield its partial results as they come, then the final :class:`Reply`.
@@ -590,11 +613,28 @@ class Client:
         error.__cause__ = self._cause
         return error
 
-    def timeout_error(self, description: object, timeout: float | None) -> RequestTimeout:
+    def pause_after(self, error: RequestFailed, description: object, timeout: float | None, end: float | None) -> float:
+        """What :meth:`request` (and :class:`~generaldomo.AsyncClient`) does with an error answer to a request
+        sent with ``timeout`` (ending at ``end``, monotonic): a ``429`` with a ``retry_after`` the timeout leaves
+        room for gives the seconds to wait before sending the request again; the broker's ``504`` for the
+        deadline (which is the timeout) raises the :class:`RequestTimeout` the client's own wait would; anything
+        else raises ``error``."""
+        deadline = self.deadlines and end is not None
+        if isinstance(error, RequestExpired) and deadline and error.reason.startswith(DEADLINE_PASSED):
+            raise self.timeout_error(description, timeout, error.reason) from error
+        pause = error.retry_after if self.backpressure and error.status == 429 else None
+        if pause is None or (end is not None and time.monotonic() + pause >= end):
+            raise error
+        return min(pause, MAX_PAUSE)
+
+    def timeout_error(self, description: object, timeout: float | None, said: str | None = None) -> RequestTimeout:
         """The :class:`RequestTimeout` for a request to ``description`` left unanswered for ``timeout`` seconds,
         as :meth:`request` raises it (and :class:`~generaldomo.AsyncClient`): its message says when no broker
-        ever answered at the endpoint, or that nothing accepts connections there."""
+        ever answered at the endpoint, or that nothing accepts connections there; ``said``: the broker's reason,
+        when its ``504`` for the deadline came first."""
         message = f"no reply to {description!r} within {timeout} s"
+        if said is not None:
+            return RequestTimeout(f"{message} (the broker: {said})")
         if self.broker_answered:
             return RequestTimeout(message)
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
@@ -780,7 +820,8 @@ class Client:
             return []
         if self._refused is None or str(self._refused) != failure.cause:
             log.info("%s", failure.cause)  # the callers' HandshakeFailed says it
-        self._refused = BrokerUnreachable.of(failure.kind, failure.cause)
+        cause = failure.cause + (WAIT_HINT if failure.kind == UNREACHABLE else "")
+        self._refused = BrokerUnreachable.of(failure.kind, cause)
         return self._session.close(failure.cause)
 
     def _fails_unreachable(self) -> bool:
@@ -841,7 +882,8 @@ class Client:
                 future.set_result(reply)
             else:
                 reason = action.body[0].decode(errors="replace") if action.body else ""
-                future.set_exception(RequestFailed.of(action.status, reason))
+                retry = protocol.parse_retry_after(action.body) if action.status == protocol.OVER_BUDGET else None
+                future.set_exception(RequestFailed.of(action.status, reason, retry))
         except InvalidStateError:  # the caller may have cancelled it
             pass
 

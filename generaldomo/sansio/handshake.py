@@ -68,12 +68,11 @@ UNREACHABLE: Final = "unreachable"  # the kind of failure when nothing accepts c
 
 
 def unreachable(endpoint: str, transport: str) -> HandshakeFailure:
-    """The failure ``unreachable`` at ``endpoint``: its sentence says what to check, and how to wait instead."""
+    """The failure ``unreachable`` at ``endpoint``: its sentence says what to check."""
     return HandshakeFailure(
         UNREACHABLE,
-        f"nothing accepts connections at {endpoint}: is a broker running there, and are the host, port or path "
-        f"its {transport} endpoint? (to wait for a broker that starts later: --wait-for-broker, or "
-        "Client(..., fail_unreachable=False))",
+        f"nothing accepts connections at {endpoint}: is a broker running, and is this the endpoint (host and "
+        f"port, or ipc path) it binds for the {transport} transport?",
     )
 
 

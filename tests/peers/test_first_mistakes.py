@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from generaldomo import (
     Client,
     HandshakeFailed,
     NotFound,
+    RequestExpired,
     RequestTimeout,
     Settings,
     Worker,
@@ -176,3 +178,25 @@ def test_no_draft_support_is_answered_at_once_with_the_install_command() -> None
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=NEVER)
     assert result.returncode == 0, result.stderr
     assert "draft" in result.stdout and "-m generaldomo.draft ensure" in result.stdout
+
+
+def test_a_stopped_worker_s_service_times_out_one_way_whichever_side_gives_up_first(tmp_path: Path) -> None:
+    """With its only worker stopped, a request to a service that had one waits (the worker may come back); when
+    its timeout (which is also its deadline) passes, the broker's 504 and the client's own wait end at the same
+    moment: ``request`` raises RequestTimeout either way, with the broker's reason when its 504 came first."""
+    endpoint = f"ipc://{tmp_path}/stopped.sock"
+    with Broker("router", [endpoint], settings=QUICK).start():
+        worker, thread = _serve(endpoint, "echo")
+        with Client(endpoint, heartbeat_interval=0.2) as client:
+            assert client.request("echo", b"hi", timeout=NEVER).payload == b"hi"
+            worker.stop()
+            thread.join(30)
+            eventually(lambda: client.request("mmi.service", b"echo", timeout=NEVER).payload == b"404")
+            expired = client.submit("echo", b"x", deadline=0.3).exception(NEVER)  # the broker's 504, first
+            assert isinstance(expired, RequestExpired) and expired.reason.startswith("the request's deadline")
+            with pytest.raises(RequestTimeout, match="the broker: the request's deadline") as caught:
+                client.pause_after(expired, "echo", 0.3, time.monotonic())
+            assert caught.value.__cause__ is expired
+            for _ in range(4):  # whichever side gives up first
+                with pytest.raises(RequestTimeout, match=r"no reply to 'echo' within 0\.3 s"):
+                    client.request("echo", b"x", timeout=0.3)
