@@ -16,7 +16,8 @@ most a share of them (:data:`CLIENT_SHARE`, at least one) for one client connect
 multi-threaded application's shared CLIENT socket may have many) cannot take every place. A request beyond
 either waits in its connection's queue, in order, until a place frees; the places that free go to the
 connections with waiting requests in turn (round robin). A connection's queue holds at most ``queue_bytes``
-bytes of requests (charged to it, freed when they leave the queue); a request beyond that, or one for which no
+bytes of requests (charged to it, freed when they leave the queue), and all queues together at most
+:data:`TOTAL_QUEUE_BYTES` (or ``queue_bytes``, if more); a request beyond that, or one for which no
 DEALER can be opened (the process ran out of sockets or files), gets FINAL ``429`` with the reason and a
 ``retry_after`` (:data:`RETRY_AFTER`) at once, which a generaldomo :class:`~generaldomo.Client` takes as
 backpressure (it waits and sends the request again), and the bridge serves on. A queued request is withdrawn by
@@ -44,7 +45,7 @@ import math
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -72,6 +73,7 @@ MAX_IN_FLIGHT = 512  # requests in flight at once (one DEALER each); libzmq's de
 CLIENT_SHARE = 0.875  # of max_in_flight, what one client connection may have in flight (the rest: the others')
 QUEUE_BYTES = 16 << 20  # bytes of requests one connection may have waiting for a place (429 beyond)
 RETRY_AFTER = 0.25  # seconds a 429 of the bridge asks the client to wait before sending the request again
+TOTAL_QUEUE_BYTES = 128 << 20  # bytes of requests all connections together may have waiting (429 beyond)
 QUEUED_OVERHEAD = 64  # bytes a waiting request is charged beyond its description and payload
 _DRAIN = 256  # client messages read before looking at the broker's replies
 
@@ -158,8 +160,11 @@ class Bridge(ServingLoop):
         self.queue_bytes = queue_bytes
         self.refused_in_flight = 0  # requests answered 429: a full queue, or no DEALER could be opened
         self.queued_total = 0  # requests that waited in a queue for a place
-        self._queues: dict[Address, deque[tuple[ClientRequest, int]]] = {}  # waiting requests and their charge
+        self.total_queue_bytes = max(TOTAL_QUEUE_BYTES, queue_bytes)
+        # each connection's waiting requests by id, in order, with their charge (a CANCEL finds its own at once)
+        self._queues: dict[Address, OrderedDict[bytes, tuple[ClientRequest, int]]] = {}
         self._queued_bytes: dict[Address, int] = {}  # bytes charged to each connection with waiting requests
+        self._queued_all = 0  # bytes charged to all of them
         self._queued_ids: set[tuple[Address, bytes]] = set()
         self._turns: deque[Address] = deque()  # connections with waiting requests, in the order places go to them
         self._idle: list[tuple[zmq.Socket[bytes], float]] = []  # DEALERs with nothing in flight, and since when
@@ -319,18 +324,19 @@ class Bridge(ServingLoop):
             return
         charge = QUEUED_OVERHEAD + len(event.description) + sum(len(frame) for frame in event.body)
         held = self._queued_bytes.get(client, 0)
-        if held + charge > self.queue_bytes:
+        if held + charge > self.queue_bytes or self._queued_all + charge > self.total_queue_bytes:
             reason = (
-                f"this connection has {self.max_per_client} requests in flight (its share of max_in_flight) and "
-                f"{held} bytes of requests waiting, its bound (queue_bytes)"
+                f"this connection has {self._per_client.get(client, 0)} requests in flight and {held} bytes of "
+                f"requests waiting, and the bridge {self._queued_all} (its bounds: queue_bytes, and the total)"
             )
             self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
             return
         if client not in self._queues:
-            self._queues[client] = deque()
+            self._queues[client] = OrderedDict()
             self._turns.append(client)
-        self._queues[client].append((event, charge))
+        self._queues[client][event.request_id] = (event, charge)
         self._queued_bytes[client] = held + charge
+        self._queued_all += charge
         self._queued_ids.add(key)
         self.queued_total += 1
 
@@ -348,7 +354,7 @@ class Bridge(ServingLoop):
                 passed += 1
                 continue
             passed = 0
-            event, charge = self._queues[client].popleft()
+            event, charge = self._queues[client].popitem(last=False)[1]
             self._unqueue(client, event, charge)
             self._start(client, event, now)
 
@@ -356,6 +362,7 @@ class Bridge(ServingLoop):
         """``event`` left ``client``'s queue: its charge is freed (the queue goes when it is empty)."""
         assert event.request_id is not None
         self._queued_ids.discard((client, event.request_id))
+        self._queued_all -= charge
         left = self._queued_bytes[client] - charge
         if self._queues[client]:
             self._queued_bytes[client] = left
@@ -364,9 +371,9 @@ class Bridge(ServingLoop):
 
     def _drop_queue(self, client: Address) -> None:
         """Forget ``client``'s queue and what it holds."""
-        for event, _ in self._queues.pop(client, ()):
-            assert event.request_id is not None
-            self._queued_ids.discard((client, event.request_id))
+        for request_id, (_, charge) in self._queues.pop(client, OrderedDict()).items():
+            self._queued_ids.discard((client, request_id))
+            self._queued_all -= charge
         self._queued_bytes.pop(client, None)
         with contextlib.suppress(ValueError):
             self._turns.remove(client)
@@ -423,10 +430,7 @@ class Bridge(ServingLoop):
             log.debug("bridge withdrew request %s of client %s", request_id.hex(), self.link.label(client))
             self._pump(now)
         elif (client, request_id) in self._queued_ids:
-            queue = self._queues[client]
-            found = next(item for item in queue if item[0].request_id == request_id)
-            queue.remove(found)
-            self._unqueue(client, *found)
+            self._unqueue(client, *self._queues[client].pop(request_id))
 
     def _new_dealer(self) -> zmq.Socket[bytes]:
         dealer = self.context.socket(zmq.DEALER)

@@ -20,7 +20,7 @@ from waiting import eventually
 from generaldomo import Broker, Client, RequestRejected
 from generaldomo.cli.command import Exit
 from generaldomo.io import keys
-from generaldomo.io.bridge import Bridge, BridgeFailed
+from generaldomo.io.bridge import QUEUED_OVERHEAD, Bridge, BridgeFailed
 from generaldomo.io.connection import Curve
 from generaldomo.sansio import protocol
 
@@ -296,4 +296,29 @@ def test_a_429_with_retry_after_is_backpressure_for_the_client(brokers, workers)
                 assert len(refused) == 9 and all(r.status == 429 and r.retry_after == 0.25 for r in refused)
     finally:
         gate.set()
+        bridge.stop()
+
+
+def test_a_connection_s_queue_is_bounded_in_bytes_and_freed_by_cancels_and_silence(brokers) -> None:
+    """What waits in a connection's queue is charged to it: beyond queue_bytes a request gets 429 with a
+    retry_after; a CANCEL takes its request out of the queue (and frees its bytes); a silent client's queue goes."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])  # nobody serves "nobody": the first places stay taken
+    charge = QUEUED_OVERHEAD + len(b"nobody") + 2  # a queued request's bytes (bodies "14".."39")
+    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=16, heartbeat_interval=0.2,
+                    queue_bytes=20 * charge).start()  # fmt: skip
+    try:
+        with RawPeer("server", bridge.endpoints[0]) as hog:
+            ask(hog, 40)  # 14 in flight (its share of 16), 20 queued, 6 refused
+            refusals = []
+            while len(refusals) < 6 and (frames := hog.recv(30_000)) is not None:
+                refusals.append(frames)
+            assert len(refusals) == 6 and bridge.queued == 20 and bridge.refused_in_flight == 6
+            assert all(protocol.parse_retry_after(protocol.parse_client_reply(r)[3]) == 0.25 for r in refusals)
+            for n in range(14, 24):  # ten queued ones withdrawn
+                hog.send(protocol.gdp_cancel(b"%d" % n))
+            eventually(lambda: bridge.queued == 10, what="the cancelled requests out of the queue")
+            assert bridge._queued_all == 10 * charge
+        eventually(lambda: bridge.queued == 0, what="the silent client's queue forgotten")  # the peer closed
+        assert bridge._queued_all == 0 and not bridge._queued_bytes
+    finally:
         bridge.stop()
