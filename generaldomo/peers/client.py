@@ -614,11 +614,11 @@ class Client:
         return error
 
     def pause_after(self, error: RequestFailed, description: object, timeout: float | None, end: float | None) -> float:
-        """What :meth:`request` (and :class:`~generaldomo.AsyncClient`) does with an error answer to a request
-        sent with ``timeout`` (ending at ``end``, monotonic): a ``429`` with a ``retry_after`` the timeout leaves
-        room for gives the seconds to wait before sending the request again; the broker's ``504`` for the
-        deadline (which is the timeout) raises the :class:`RequestTimeout` the client's own wait would; anything
-        else raises ``error``."""
+        """What :meth:`request` (and :class:`~generaldomo.AsyncClient`) does with an error answer to a request to
+        ``description`` sent with ``timeout`` (ending at ``end``, monotonic): a ``429`` with a ``retry_after``
+        the timeout leaves room for gives the seconds to wait before sending the request again; the broker's
+        ``504`` for the deadline (which is the timeout) raises the :class:`RequestTimeout` the client's own wait
+        would; anything else raises ``error``."""
         deadline = self.deadlines and end is not None
         if isinstance(error, RequestExpired) and deadline and error.reason.startswith(DEADLINE_PASSED):
             raise self.timeout_error(description, timeout, error.reason) from error
