@@ -16,6 +16,7 @@ from generaldomo.io.broker import Broker
 from generaldomo.io.transport import draft_available, require_draft
 from generaldomo.peers.client import Client
 from generaldomo.peers.worker import Worker
+from generaldomo.sansio import knobs
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         default="both",
         help="socket type to show",
     )
-    parser.add_argument("--requests", type=int, default=1000, metavar="N", help="pipelined requests per transport")
+    options.add_knob(parser, knobs.COMMANDS["requests"], default=1000)
 
 
 def run(args: argparse.Namespace) -> int:

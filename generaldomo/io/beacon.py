@@ -36,7 +36,7 @@ import attrs
 from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
 from generaldomo.io import address_file
 from generaldomo.io.endpoints import announced, announced_key
-from generaldomo.sansio import wirejson
+from generaldomo.sansio import knobs, wirejson
 
 __all__ = ["Announcement", "DiscoveryError", "discover", "find_broker"]
 
@@ -47,6 +47,7 @@ VERSION = 1
 DEFAULT_PORT = 5670
 BROADCAST = "255.255.255.255"
 BROKER_VARIABLE = "GENERALDOMO_BROKER"
+PORT_VARIABLE = "GENERALDOMO_BEACON_PORT"
 _MAX_DATAGRAM = 65507
 
 
@@ -149,8 +150,8 @@ class Beacon:
         interval: float = 1.0,
         public_key: str | None = None,
     ) -> None:
-        self.destination = (destination, port)
-        self.interval = interval
+        self.destination = (destination, knobs.COMMANDS["beacon_port"].check(port))
+        self.interval = knobs.COMMANDS["beacon_interval"].check(interval)  # never a flood of datagrams
         self.datagram = encode(name, instance, announceable(endpoints, destination), public_key)
         if len(self.datagram) > _MAX_DATAGRAM:
             raise ValueError("too many endpoints to announce in one datagram")
@@ -181,7 +182,11 @@ class Listener:
 
     def __init__(self, port: int | None = None, bind: str | None = None) -> None:
         if port is None:
-            port = int(os.environ.get("GENERALDOMO_BEACON_PORT", DEFAULT_PORT))
+            text = os.environ.get(PORT_VARIABLE, "")
+            try:
+                port = knobs.COMMANDS["beacon_port"].parse(text) if text else DEFAULT_PORT
+            except ValueError as error:
+                raise DiscoveryError(f"{PORT_VARIABLE}: {error}") from None
         if bind is None:
             bind = os.environ.get("GENERALDOMO_BEACON_BIND", "")
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
