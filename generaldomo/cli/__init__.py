@@ -32,7 +32,7 @@ from generaldomo.cli import (
     worker,
 )  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
-from generaldomo.errors import AppSpecError, DiscoveryError
+from generaldomo.errors import AppSpecError, DiscoveryError, HandshakeFailed
 from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
 
 COMMANDS: tuple[Command, ...] = tuple(
@@ -78,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BindError as error:
         print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
         return Exit.USAGE if error.malformed else Exit.BIND_FAILED
+    except HandshakeFailed as error:  # the other transport, or CURVE missing, unwanted or with the wrong key
+        print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
+        return Exit.NO_BROKER
     except BrokenPipeError:  # the reader went away (`generaldomo status --watch 1 | head`): end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
         return Exit.OK

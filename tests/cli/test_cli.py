@@ -287,3 +287,21 @@ def test_the_public_names_are_imported_when_first_used() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.needs_draft
+def test_a_refused_handshake_exits_3_from_every_client_command(processes: list[subprocess.Popen]) -> None:
+    """The exit status table: the broker refusing the handshake (here: the other transport) is 3 for ``status``
+    and ``flow`` as for ``client``, with the message naming the transport to use."""
+    broker = spawn(processes, "broker", "--bind", "tcp://127.0.0.1:*")
+    endpoint = broker.stdout.readline().split()[-1]
+    for argv in (
+        ["status", endpoint],
+        ["flow", "echo", "--connect", endpoint],
+        ["client", "--connect", endpoint, "echo", "x"],
+    ):
+        done = subprocess.run(
+            [*COMMAND, *argv, "--transport", "server", "--timeout", "30"], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 3, (argv, done.returncode, done.stderr)
+        assert "--transport router" in done.stderr, done.stderr
