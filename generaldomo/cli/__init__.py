@@ -118,7 +118,7 @@ def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
 
 
 def settings_table() -> str:
-    """The README's table of every setting of the configurable commands (:func:`generaldomo.cli.config.table`)."""
+    """The guide's table of every setting of the configurable commands (:func:`generaldomo.cli.config.table`)."""
     parser()
     return config.table({c.name: config.options_of(_SUBPARSERS[c.name], c.per_run) for c in COMMANDS if c.configurable})
 
