@@ -196,8 +196,9 @@ class Listener:
         self.socket.bind((bind, port))
         self.port: int = self.socket.getsockname()[1]
 
-    def wait(self, timeout: float, name: str | None = None) -> Announcement:
-        """The first beacon (of broker ``name``, if given) heard within ``timeout`` seconds."""
+    def wait(self, timeout: float, name: str | None = None, transport: str | None = None) -> Announcement:
+        """The first beacon (of broker ``name``, if given; with an endpoint of ``transport``, if given: others are
+        passed over) heard within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             self.socket.settimeout(left)
@@ -207,7 +208,8 @@ class Listener:
                 break
             heard = decode(datagram, sender)
             if heard is not None and (name is None or heard.name == name):
-                return heard
+                if transport is None or any(kind == transport for kind, _ in heard.endpoints):
+                    return heard
         wanted = f"broker {name!r}" if name else "a broker"
         raise DiscoveryError(f"heard no beacon from {wanted} on UDP port {self.port} within {timeout} s")
 
@@ -222,7 +224,11 @@ class Listener:
 
 
 def discover(
-    timeout: float = 5.0, name: str | None = None, port: int | None = None, bind: str | None = None
+    timeout: float = 5.0,
+    name: str | None = None,
+    port: int | None = None,
+    bind: str | None = None,
+    transport: str | None = None,
 ) -> Announcement:
     """Listen for a broker's beacon (port and bind address default to ``GENERALDOMO_BEACON_PORT`` /
     ``GENERALDOMO_BEACON_BIND``, else 5670 on all interfaces).
@@ -232,6 +238,7 @@ def discover(
         name: only a broker announcing this name (None: any).
         port: the UDP port to listen on.
         bind: the address to listen on.
+        transport: only a beacon with an endpoint of this transport (``router``, ``server``; None: any).
 
     Example::
 
@@ -239,7 +246,7 @@ def discover(
         print(announcement.endpoints, announcement.public_key)
     """
     with Listener(port, bind) as listener:
-        return listener.wait(timeout, name)
+        return listener.wait(timeout, name, transport)
 
 
 @attrs.frozen
@@ -292,7 +299,7 @@ def locate(
     broker_file = broker_file or os.environ.get(address_file.BROKER_FILE_VARIABLE)
     if broker_file:
         return _from_file(broker_file, transport, timeout)
-    heard = discover(timeout, name)
+    heard = discover(timeout, name, transport=transport)
     log.debug("broker %r (instance %s) heard by beacon from %s", heard.name, heard.instance, heard.sender)
     return Found(heard.endpoint(transport), heard.public_key)
 

@@ -99,8 +99,8 @@ def outcome(argv: list[str]) -> tuple[int, str]:
         printed = tomllib.loads(out.getvalue())[argv[0]]
         for key, value in printed.items():
             knob = NUMBERS.get(key)
-            if knob is not None and value != knobs.NONE:
-                knob.check(value)  # ValueError: a number out of its bounds was taken
+            if knob is not None:  # ValueError: a number out of its bounds was taken
+                knob.parse(value) if isinstance(value, str) else knob.check(value)  # (text: none, auto)
     return status, err.getvalue()
 
 
