@@ -16,7 +16,7 @@ import wsgiref.simple_server
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
 from cli_processes import run
@@ -192,6 +192,38 @@ def test_a_token_guards_every_request(processes, broker: str) -> None:
     post = {**signed_in, "Origin": origin(url), "X-CSRF-Token": csrf}
     assert request(url, "/api/flow", "POST", post, CHANGE)[0] == 403  # signed in, but controls are off
     assert run("dashboard", "--connect", broker, "--http", "127.0.0.1:0", "--token", "short").returncode == 2
+
+
+def test_a_token_with_spaces_and_any_printable_characters_signs_in(processes, broker: str) -> None:
+    token = "correct horse, battery staple; ü=€"  # spaces, a comma, a semicolon, an equals sign, non-ASCII
+    url = start_dashboard(processes, broker, "--token", token)
+    assert request(url, "/")[0] == 401
+    status, headers, _ = request(url, f"/?token={quote(token, safe='')}")
+    assert status == 303 and headers["location"] == "/"
+    assert quote(token, safe="") not in headers["set-cookie"] and "horse" not in headers["set-cookie"]
+    signed_in = {"Cookie": headers["set-cookie"].split(";")[0]}
+    frame_where(url, lambda f: f["workers_total"] == 1, "a frame through the cookie", signed_in)
+    assert request(url, "/", headers={"Authorization": f"Bearer {token}".encode()})[0] == 200  # type: ignore[dict-item]
+    assert request(url, f"/api/status?token={quote(token[:-1], safe='')}")[0] == 401
+    for refused in (" a token with a space first", "a token with a tab\there", "a token with a space last "):
+        answer = run("dashboard", "--connect", broker, "--http", "127.0.0.1:0", "--token", refused)
+        assert answer.returncode == 2 and "printable characters" in answer.stderr, answer.stderr
+
+
+def test_redirects_go_to_the_dashboards_own_paths_only(processes, broker: str) -> None:
+    token = "a-token-of-twenty-chars"
+    url = start_dashboard(processes, broker, "--token", token)
+    signed_in = {"Cookie": request(url, f"/?token={token}")[1]["set-cookie"].split(";")[0]}
+    for path, expected in [
+        ("//evil.example/?token=anything", "/evil.example/"),
+        ("///evil.example/x?token=anything&a=1", "/evil.example/x?a=1"),
+        ("/\\evil.example/?token=anything", "/evil.example/"),
+        ("/%5Cevil.example/?token=anything", "/evil.example/"),
+        ("/static/dashboard.js?token=anything", "/static/dashboard.js"),
+    ]:
+        status, headers, _ = request(url, path, headers=signed_in)
+        assert status == 303 and headers["location"] == expected, (path, headers.get("location"))
+        assert urlsplit(urljoin(url, headers["location"])).netloc == urlsplit(url).netloc, path
 
 
 def test_under_curve_the_controls_follow_the_keys_role(keydir: Path, processes) -> None:
