@@ -16,6 +16,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import tomllib
 import uuid
 from pathlib import Path
@@ -30,7 +31,7 @@ from waiting import eventually
 
 from generaldomo import Broker, Settings, Worker
 from generaldomo.cli import _SUBPARSERS, COMMANDS, main, parser
-from generaldomo.io import address_file, endpoints
+from generaldomo.io import address_file, endpoints, files
 from generaldomo.io.beacon import MAGIC, VERSION, Listener, decode
 from generaldomo.io.locator import Where
 from generaldomo.sansio import knobs
@@ -259,6 +260,7 @@ def test_a_listening_worker_survives_any_beacons_and_finds_its_broker_after(monk
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
                 for body in bodies:
                     sender.sendto(_datagram({**body, "name": name} if named else body), ("127.0.0.1", port))
+                sender.sendto(MAGIC + bytes([VERSION]) + os.urandom(64), ("127.0.0.1", port))
             assert serving.is_alive()
 
         feed()
@@ -271,6 +273,47 @@ def test_a_listening_worker_survives_any_beacons_and_finds_its_broker_after(monk
         serving.join(WAIT)
         if second is not None:
             second.stop()
+
+
+def test_a_worker_following_an_address_file_survives_any_content_and_finds_its_broker_after(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+    address_file.write(path, address_file.BrokerAddress("b", "1", (("router", first.endpoint("router", "tcp")),)))
+    where = Where(broker_file=str(path), timeout=WAIT)
+    worker = Worker(where, "echo", lambda p: p, "router", heartbeat_interval=0.25, liveness=4)
+    serving = threading.Thread(target=worker.serve, daemon=True)
+    serving.start()
+    second = None
+    try:
+        eventually(lambda: bool(first.core.workers), WAIT)
+        first.core.close()
+        first.stop()  # silent: the worker reads the file again
+
+        @fuzz_settings(10, live=True)
+        @given(
+            content=st.one_of(
+                ANNOUNCEMENT.map(lambda body: json.dumps({"version": 1, **body}).encode()), st.binary(max_size=200)
+            )
+        )
+        def feed(content: bytes) -> None:
+            files.atomic_write(path, content)
+            time.sleep(0.3)  # the worker looks at the file every second, and when the broker is silent
+            assert serving.is_alive()
+
+        feed()
+        second = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+        address_file.write(path, address_file.BrokerAddress("b", "2", (("router", second.endpoint("router", "tcp")),)))
+        eventually(lambda: bool(second.core.workers), WAIT, "the worker registering with the real broker")
+        assert serving.is_alive()
+    finally:
+        worker.stop()
+        serving.join(WAIT)
+        if second is not None:
+            second.stop()
+
+
+def _address_text(body: dict[str, Any]) -> bytes:
+    return json.dumps({"version": 1, **body}).encode()
 
 
 def _toml(data: dict[str, Any]) -> str:

@@ -148,3 +148,10 @@ def test_print_config_writes_a_file_config_reads_whatever_the_text(capsys) -> No
 
     status, out, _ = outcome(capsys, "worker", "--tag", "a\x7fb\x1bc", "--print-config")
     assert status == 0 and tomllib.loads(out)["worker"]["tag"] == "a\x7fb\x1bc"
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "70000", "nan", "port"])
+def test_a_bad_beacon_port_variable_exits_2_naming_it(capsys, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("GENERALDOMO_BEACON_PORT", value)
+    status, _, err = outcome(capsys, "client", "--discover", "--find-timeout", "1", "echo", "x")
+    assert status == 2 and one_line_naming(err, "GENERALDOMO_BEACON_PORT"), err
