@@ -39,7 +39,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.heartbeats(parser, "a client")
     options.add_knob(parser, knobs.COMMANDS["idle_timeout"], default=IDLE_TIMEOUT)
     options.add_knob(parser, knobs.COMMANDS["max_in_flight"], default=MAX_IN_FLIGHT)
-    options.add_knob(parser, knobs.COMMANDS["queue_bytes"], default=QUEUE_BYTES)
+    options.add_knob(parser, knobs.COMMANDS["connection_queue_bytes"], default=QUEUE_BYTES)
     options.curve_server(parser, BRIDGE_ROLES)
     options.curve(parser, announced=False)
     parser.add_argument(
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         upstream=options.peer_curve(args).curve(),
         allow_plaintext=args.allow_plaintext,
         max_in_flight=args.max_in_flight,
-        queue_bytes=args.queue_bytes,
+        connection_queue_bytes=args.connection_queue_bytes,
         on_failure=lambda error: stop.set(),
     )
     for endpoint in bridge.endpoints:

@@ -15,9 +15,9 @@ Bounds: at most ``max_in_flight`` requests are in flight at once (so at most tha
 most a share of them (:data:`CLIENT_SHARE`, at least one) for one client connection, so that one client (a
 multi-threaded application's shared CLIENT socket may have many) cannot take every place. A request beyond
 either waits in its connection's queue, in order, until a place frees; the places that free go to the
-connections with waiting requests in turn (round robin). A connection's queue holds at most ``queue_bytes``
+connections with waiting requests in turn (round robin). A connection's queue holds at most ``connection_queue_bytes``
 bytes of requests (charged to it, freed when they leave the queue), and all queues together at most
-:data:`TOTAL_QUEUE_BYTES` (or ``queue_bytes``, if more); a request beyond that, or one for which no
+:data:`TOTAL_QUEUE_BYTES` (or ``connection_queue_bytes``, if more); a request beyond that, or one for which no
 DEALER can be opened (the process ran out of sockets or files), gets FINAL ``429`` with the reason and a
 ``retry_after`` (:data:`RETRY_AFTER`) at once, which a generaldomo :class:`~generaldomo.Client` takes as
 backpressure (it waits and sends the request again), and the bridge serves on. A queued request is withdrawn by
@@ -105,8 +105,8 @@ class Bridge(ServingLoop):
         allow_plaintext: relay plaintext clients to a CURVE upstream with the bridge's key (refused otherwise).
         max_in_flight: requests relayed at once; those beyond, and a connection's beyond :data:`CLIENT_SHARE` of
             them, wait in the connection's queue.
-        queue_bytes: bytes of requests one connection may have waiting; those beyond are answered ``429`` with a
-            ``retry_after``.
+        connection_queue_bytes: bytes of requests one connection may have waiting; those beyond are answered
+            ``429`` with a ``retry_after``.
         on_failure: called with the error, from the loop's thread, if the loop stops because of one (the bridge
             then serves nothing: :class:`BridgeFailed`).
 
@@ -131,7 +131,7 @@ class Bridge(ServingLoop):
         upstream: Curve | None = None,
         allow_plaintext: bool = False,
         max_in_flight: int = MAX_IN_FLIGHT,
-        queue_bytes: int = QUEUE_BYTES,
+        connection_queue_bytes: int = QUEUE_BYTES,
         on_failure: OnFailure | None = None,
     ) -> None:
         if upstream is not None and security is None:
@@ -144,8 +144,8 @@ class Bridge(ServingLoop):
             log.warning("bridge: relaying plaintext clients to a CURVE broker with the bridge's key (allow_plaintext)")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
-        if queue_bytes < 0:
-            raise ValueError(f"queue_bytes must be at least 0, not {queue_bytes}")
+        if connection_queue_bytes < 0:
+            raise ValueError(f"connection_queue_bytes must be at least 0, not {connection_queue_bytes}")
         self._own_context = security is not None and context is None  # one ZAP handler per context
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.upstream = upstream
@@ -157,10 +157,10 @@ class Bridge(ServingLoop):
         self.max_per_client = max(1, int(max_in_flight * CLIENT_SHARE))  # 448 of 512, 14 of 16
         self.instance = os.urandom(4)
         self.forwarded = 0
-        self.queue_bytes = queue_bytes
+        self.connection_queue_bytes = connection_queue_bytes
         self.refused_in_flight = 0  # requests answered 429: a full queue, or no DEALER could be opened
         self.queued_total = 0  # requests that waited in a queue for a place
-        self.total_queue_bytes = max(TOTAL_QUEUE_BYTES, queue_bytes)
+        self.total_queue_bytes = max(TOTAL_QUEUE_BYTES, connection_queue_bytes)
         # each connection's waiting requests by id, in order, with their charge (a CANCEL finds its own at once)
         self._queues: dict[Address, OrderedDict[bytes, tuple[ClientRequest, int]]] = {}
         self._queued_bytes: dict[Address, int] = {}  # bytes charged to each connection with waiting requests
@@ -324,10 +324,11 @@ class Bridge(ServingLoop):
             return
         charge = QUEUED_OVERHEAD + len(event.description) + sum(len(frame) for frame in event.body)
         held = self._queued_bytes.get(client, 0)
-        if held + charge > self.queue_bytes or self._queued_all + charge > self.total_queue_bytes:
+        if held + charge > self.connection_queue_bytes or self._queued_all + charge > self.total_queue_bytes:
             reason = (
                 f"this connection has {self._per_client.get(client, 0)} requests in flight and {held} bytes of "
-                f"requests waiting, and the bridge {self._queued_all} (its bounds: queue_bytes, and the total)"
+                f"requests waiting, and the bridge {self._queued_all} (its bounds: connection_queue_bytes, and the "
+                "total)"
             )
             self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
             return

@@ -517,17 +517,10 @@ class Client:
                 fail_unknown=fail_unknown,
             )  # fmt: skip
             try:
-                return future.result(left)
-            except TimeoutError:
-                if not future.cancel() and future.done():  # the reply came just now
-                    return future.result()
-                raise self.timeout_error(description, wait) from None
-            except RequestFailed as error:
+                return self._answer(future, description, left, wait)
+            except RequestFailed as error:  # (RequestExpired is a TimeoutError too: this comes first)
                 time.sleep(self.pause_after(error, description, wait, end))  # backpressure: then send it again
                 left = None if end is None else end - time.monotonic()
-            except BaseException:
-                future.cancel()
-                raise
         raise self.timeout_error(description, wait)
 
     def stream(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Iterator[Reply]:
@@ -612,6 +605,21 @@ class Client:
         error = ClientClosed(f"the client's IO thread stopped: {self._cause!r}")
         error.__cause__ = self._cause
         return error
+
+    def _answer(self, future: RequestFuture, description: object, left: float | None, wait: float | None) -> Reply:
+        """``future``'s reply within ``left`` seconds (it raises what the reply raises), else the request is
+        withdrawn and :class:`RequestTimeout` raised (for a request that waited ``wait``)."""
+        try:
+            return future.result(left)
+        except RequestFailed:
+            raise
+        except TimeoutError:
+            if not future.cancel() and future.done():  # the answer came just now (it may raise RequestFailed)
+                return future.result()
+            raise self.timeout_error(description, wait) from None
+        except BaseException:
+            future.cancel()
+            raise
 
     def pause_after(self, error: RequestFailed, description: object, timeout: float | None, end: float | None) -> float:
         """What :meth:`request` (and :class:`~generaldomo.AsyncClient`) does with an error answer to a request to

@@ -375,7 +375,7 @@ COMMAND: Final[tuple[Knob, ...]] = (
         low=1, high=100_000, metavar="N",
     ),
     command(
-        "queue_bytes", Kind.INT,
+        "connection_queue_bytes", Kind.INT,
         "bytes of requests one client connection may have waiting for a place in flight; more get status 429 "
         "with a retry_after, which a generaldomo Client waits out and sends again",
         unit="bytes", low=0, high=1 << 40, metavar="BYTES",

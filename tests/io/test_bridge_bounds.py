@@ -52,7 +52,7 @@ def stopped(process: subprocess.Popen[str]) -> str:
 def test_the_cli_bridge_answers_429_beyond_its_bound_and_serves_on(brokers, workers) -> None:
     broker = brokers("router", ["tcp://127.0.0.1:*"])
     process = bridge_process("--server", "tcp://127.0.0.1:*", "--broker", broker.endpoint("router"),
-                             "--max-in-flight", "16", "--queue-bytes", "0")  # fmt: skip
+                             "--max-in-flight", "16", "--connection-queue-bytes", "0")  # fmt: skip
     try:
         endpoint = started(process)
         with RawPeer("server", endpoint) as peer:
@@ -265,7 +265,7 @@ def test_a_429_with_retry_after_is_backpressure_for_the_client(brokers, workers)
 
     broker = brokers("router", ["tcp://127.0.0.1:*"])
     workers(broker.endpoint("router"), "router", "echo", held)
-    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=4, queue_bytes=0).start()
+    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=4, connection_queue_bytes=0).start()
     try:
         for backpressure in (False, True):
             gate.clear()
@@ -300,12 +300,12 @@ def test_a_429_with_retry_after_is_backpressure_for_the_client(brokers, workers)
 
 
 def test_a_connection_s_queue_is_bounded_in_bytes_and_freed_by_cancels_and_silence(brokers) -> None:
-    """What waits in a connection's queue is charged to it: beyond queue_bytes a request gets 429 with a
+    """What waits in a connection's queue is charged to it: beyond connection_queue_bytes a request gets 429 with a
     retry_after; a CANCEL takes its request out of the queue (and frees its bytes); a silent client's queue goes."""
     broker = brokers("router", ["tcp://127.0.0.1:*"])  # nobody serves "nobody": the first places stay taken
     charge = QUEUED_OVERHEAD + len(b"nobody") + 2  # a queued request's bytes (bodies "14".."39")
     bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=16, heartbeat_interval=0.2,
-                    queue_bytes=20 * charge).start()  # fmt: skip
+                    connection_queue_bytes=20 * charge).start()  # fmt: skip
     try:
         with RawPeer("server", bridge.endpoints[0]) as hog:
             ask(hog, 40)  # 14 in flight (its share of 16), 20 queued, 6 refused
