@@ -154,3 +154,13 @@ def test_no_document_holds_a_merge_leftover_and_each_protocol_table_is_there_onc
     for header in ("GDPC01", "GDPW01"):
         section = PROTOCOL.split(f"(header ``{header}``", 1)[1].split("\n\n- ", 1)[0]
         assert len(re.findall(r"^message +code +frames$", section, re.MULTILINE)) == 1, header
+
+
+def test_the_draft_build_time_is_one_figure_wherever_it_is_said() -> None:
+    """tox.ini, the README and the install guide give the same time for the first draft build."""
+    said = {
+        name: re.findall(r"draft-enabled pyzmq[^(]*\((about [^):]+)", (ROOT / name).read_text().replace("\n#", ""))
+        for name in ("tox.ini", "README.rst", "docs/howto/install.rst")
+    }
+    assert all(len(figures) == 1 for figures in said.values()), said
+    assert len({figures[0] for figures in said.values()}) == 1, said
