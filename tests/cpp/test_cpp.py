@@ -186,6 +186,23 @@ def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -
     assert f'set(PACKAGE_VERSION "{generaldomo.__version__}")' in cmake
 
 
+def test_the_library_paths_are_all_it_prints(tmp_path: Path) -> None:
+    """``--pkg-config-path`` and ``--libs`` print the answer alone, nothing on stderr (used in ``$(...)`` and by
+    build scripts): the draft installer's progress lines only come when it builds."""
+    for flag in ("--pkg-config-path", "--libs", "--cflags"):
+        shown = subprocess.run(
+            [sys.executable, "-m", "generaldomo.cpp", flag], cwd=tmp_path, capture_output=True, text=True, timeout=900
+        )
+        assert shown.returncode == 0, shown.stderr
+        again = subprocess.run(
+            [sys.executable, "-m", "generaldomo.cpp", flag], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert (again.returncode, again.stderr, again.stdout) == (0, "", shown.stdout), again.stderr
+        assert len(again.stdout.splitlines()) == 1, again.stdout
+    paths = again.stdout  # the last: --cflags
+    assert "-I" in paths
+
+
 def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
     """Built by the guide's own commands: pkg-config on the headers installed with the package."""
     readme = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
