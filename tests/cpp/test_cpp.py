@@ -221,6 +221,37 @@ def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path
     assert sorted(proc.stdout.splitlines()) == [f"py:hello {t}" for t in range(4)]
 
 
+def test_the_guides_worker_example_builds_serves_and_stops_on_sigterm(brokers, endpoint_for, tmp_path: Path) -> None:
+    """The guide's C++ worker, built by the guide's own commands (``worker.cpp`` for ``example.cpp``): it serves
+    ``upper``, its ``Reject`` reaches the Python client as 400, and SIGTERM stops it, saying so, status 0."""
+    guide = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
+    (tmp_path / "worker.cpp").write_text(literal_block(guide, "A worker serving ``upper`` until SIGINT or SIGTERM"))
+    commands = literal_block(guide, "Build it with the\nflags pkg-config gives").replace("example", "worker")
+    build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    built = subprocess.run(["bash", "-euc", build], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    _, endpoint = server_broker(brokers, endpoint_for, "tcp")
+    worker = subprocess.Popen(
+        [tmp_path / "worker", endpoint], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None and worker.stdout.readline() == "serving 'upper'\n"
+        with Client(endpoint, "server") as client:
+            assert client.request("upper", b"hello worker", timeout=WAIT).payload == b"HELLO WORKER"
+            with pytest.raises(RequestFailed) as refused:
+                client.request("upper", b"", timeout=WAIT)
+            assert (refused.value.status, refused.value.reason) == (400, "nothing to upper-case")
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=WAIT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(WAIT)
+    assert worker.returncode == 0, err
+    assert out == "stopped after 2 tasks\n", (out, err)
+
+
 def test_cpp_client_names_a_refused_handshake_at_once(run: Programs, brokers) -> None:
     """Against a ROUTER broker (the router transport) and a CURVE SERVER link, a request with a 60 s timeout
     fails within seconds with HandshakeFailed naming the cause (the socket monitor), not with a timeout."""
