@@ -31,7 +31,7 @@ from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from
 from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
-from generaldomo.peers.client import Keys, as_bytes, as_frames
+from generaldomo.peers.client import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio import protocol
@@ -195,7 +195,7 @@ class Worker:
             self._serve()
         except Exception as error:
             log.exception("the worker stopped serving %r", self.description)
-            raise WorkerStopped(f"the worker stopped serving {self.description!r}: {error!r}") from error
+            raise WorkerStopped(f"the worker stopped serving {named(self.description)}: {error!r}") from error
         finally:
             self._busy = False
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on
