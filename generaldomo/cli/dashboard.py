@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from urllib.parse import quote
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
@@ -41,8 +42,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--token",
-        help=f"a secret every request must carry (at least 16 characters; default: ${TOKEN_VARIABLE}; else none "
-        "on loopback and a fresh one elsewhere)",
+        help="a secret every request must carry (at least 16 printable characters, spaces allowed but not at its "
+        f"ends; default: ${TOKEN_VARIABLE}; else none on loopback and a fresh one elsewhere)",
     )
     parser.add_argument(
         "--allow-host",
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         max_workers=args.shown_workers,
     )
     shown = f"[{host}]" if ":" in host else host
-    address = f"http://{shown}:{port}/" + (f"?token={token}" if generated else "")
+    address = f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if generated and token else "")
     print(f"generaldomo dashboard: {address} (broker {target.endpoint})", flush=True)
     config = uvicorn.Config(
         dashboard.asgi(), log_level="warning", timeout_graceful_shutdown=2, access_log=False, lifespan="on"
