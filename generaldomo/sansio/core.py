@@ -112,6 +112,7 @@ from generaldomo.sansio.report import (
     StatusQuery,
     StatusReport,
     WorkerReport,
+    page,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
@@ -503,8 +504,9 @@ class BrokerCore:
 
     def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
         """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
-        asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, and with the number of
-        services and workers only by a look at each (no report is built for those left out).
+        asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, which is bounded in bytes
+        (:data:`~generaldomo.sansio.report.PAGE_BYTES`), and with the number of services and workers only by a
+        look at each (no report is built for those left out).
 
         Args:
             now: the time.
@@ -531,34 +533,31 @@ class BrokerCore:
             internal_errors=self.counters[INTERNAL_ERRORS],
             in_flight=in_flight,
         )
-        limit = query.limit
-        del services[limit + 1 :], workers[limit + 1 :]
+        service_reports, more_services = page(
+            services, query.limit, lambda s: ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name)
+        )
+        worker_reports, more_workers = page(
+            workers,
+            query.limit,
+            lambda worker: WorkerReport(
+                peer=worker.label,
+                description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
+                service=worker.service.name,
+                dialect=worker.dialect.value,
+                state=worker.state.value,
+                tasks_done=worker.done,
+                last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
+                host=worker.host,
+                pid=worker.pid,
+                description_bytes=len(worker.description),
+                serial=worker.serial,
+            ),
+        )
         next_page = NextPage(  # after the last one listed, when there is one more
-            services_after=services[limit - 1].name if len(services) > limit and query.order == "name" else None,
-            workers_after=workers[limit - 1].serial if len(workers) > limit else None,
+            services_after=service_reports[-1].name if more_services and query.order == "name" else None,
+            workers_after=worker_reports[-1].serial if more_workers else None,
         )
-        del services[limit:], workers[limit:]
-        return StatusReport(
-            broker=broker,
-            services=[ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
-            workers=[
-                WorkerReport(
-                    peer=worker.label,
-                    description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
-                    service=worker.service.name,
-                    dialect=worker.dialect.value,
-                    state=worker.state.value,
-                    tasks_done=worker.done,
-                    last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
-                    host=worker.host,
-                    pid=worker.pid,
-                    description_bytes=len(worker.description),
-                    serial=worker.serial,
-                )
-                for worker in workers
-            ],
-            next=next_page,
-        )
+        return StatusReport(broker=broker, services=service_reports, workers=worker_reports, next=next_page)
 
     def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int, int]:
         """The services of ``query``'s page and one more if there are more (in its order), the number of
