@@ -311,7 +311,10 @@ class Broker(ServingLoop):
             # the tick only when its time has come: what serving scheduled is later than the batch's clock read
             # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
             if due is not None and now >= due:
-                self._send(core.tick(now))
+                out = core.tick(now)
+                if core.changed:  # a flow change that waited its turn (pacing): in the state directory first
+                    self._record()
+                self._send(out)
             if now >= backlog.next_poll:
                 backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
                 if backlog:

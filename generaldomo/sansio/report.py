@@ -155,7 +155,7 @@ class FlowReport:
         """The report of ``flow`` at ``now``: of its tenants' limits, those of "*" and the first others set, up
         to :data:`REPORTED_TENANTS` (their number in ``tenant_limits``)."""
         limits = limits_in_force(flow)
-        tenants = None if limits.tenants is None else _first_tenants(limits.tenants)
+        tenants = None if limits.tenants is None else first_tenants(limits.tenants)
         return cls(
             rate=limits.rate,
             burst=limits.burst,
@@ -175,7 +175,7 @@ class FlowReport:
         return sum(TENANT_BYTES + ESCAPED * len(name) for name in self.tenants or ())
 
 
-def _first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The limits of "*" and of the first other tenants set, :data:`REPORTED_TENANTS` in all, in JSON form."""
     shown = dict.fromkeys(
         itertools.islice(itertools.chain(("*",) if "*" in tenants else (), tenants), REPORTED_TENANTS + 1)
