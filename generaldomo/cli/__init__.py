@@ -32,6 +32,7 @@ from generaldomo.cli import (
     worker,
 )  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
+from generaldomo.errors import AppSpecError
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
 
@@ -47,7 +48,17 @@ Run "generaldomo COMMAND --help" for the options of one command. -v logs more
 --log-format json and --log-file PATH change how and where. They may be
 given before or after the command.
 """
-_ERRORS = (DraftUnavailable, ValueError, TypeError, ImportError, AttributeError, OSError, zmq.ZMQError, DiscoveryError)
+_ERRORS = (
+    DraftUnavailable,
+    AppSpecError,
+    ValueError,
+    TypeError,
+    ImportError,
+    AttributeError,
+    OSError,
+    zmq.ZMQError,
+    DiscoveryError,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,7 +115,7 @@ def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
 
 
 def settings_table() -> str:
-    """The README's table of every setting of the configurable commands (:func:`generaldomo.cli.config.table`)."""
+    """The guide's table of every setting of the configurable commands (:func:`generaldomo.cli.config.table`)."""
     parser()
     return config.table({c.name: config.options_of(_SUBPARSERS[c.name], c.per_run) for c in COMMANDS if c.configurable})
 

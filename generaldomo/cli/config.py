@@ -267,7 +267,7 @@ def _toml(key: str, value: Any) -> str:
 
 
 def table(commands: Mapping[str, Sequence[Option]]) -> str:
-    """The README's settings table (reStructuredText): every setting of the commands, once each."""
+    """The guide's settings table (reStructuredText): every setting of the commands, once each."""
     merged: dict[str, tuple[Option, list[str], set[str], dict[str, list[str]]]] = {}
     for command, options in commands.items():
         for option in options:

@@ -6,7 +6,7 @@ key, the field of the status report and the Prometheus metric. The CLI makes its
 (:mod:`generaldomo.cli.broker`, :mod:`generaldomo.cli.flow`), reads values given as text through
 :meth:`Knob.parse` (flags, environment, configuration file alike), and the metrics name their gauges by it;
 tests check that :class:`~generaldomo.sansio.settings.Settings`, the settings and flow reports,
-``docs/status.schema.json``, the CLI's help and the README's settings table agree with it. A new setting is a
+``docs/status.schema.json``, the CLI's help and the guide's settings table agree with it. A new setting is a
 field of ``Settings`` (its default) and a knob here; a new flow limit, a field of
 :class:`~generaldomo.sansio.flow.FlowLimits` and a knob in :data:`FLOW`.
 
