@@ -148,7 +148,7 @@ class FlowReport:
     adaptive: AdaptiveReport | None = None
     tenants: dict[str, dict[str, Any]] | None = None  # weights and limits by tenant name ("*": the others')
     backoff: BackoffReport | None = None
-    tenant_limits: int = 0  # tenants with limits in all ("*" too): ``tenants`` lists REPORTED_TENANTS of them
+    tenant_limits: int | None = None  # tenants with limits ("*" too), of which ``tenants`` lists 32; None: none
 
     @classmethod
     def of(cls, flow: Flow, now: float) -> FlowReport:
@@ -166,7 +166,7 @@ class FlowReport:
             adaptive=AdaptiveReport.of(flow.adaptive, now),
             tenants=tenants,
             backoff=BackoffReport.of(flow.backoff, flow.backoff_set, now),
-            tenant_limits=0 if limits.tenants is None else len(limits.tenants),
+            tenant_limits=None if limits.tenants is None else len(limits.tenants),
         )
 
     @property
