@@ -103,6 +103,7 @@ from generaldomo.sansio.records import (
 )  # fmt: skip
 from generaldomo.sansio.report import (
     DESCRIPTION_BYTES,
+    PAGE_BYTES,
     BrokerReport,
     ConnectionReport,
     Endpoint,
@@ -511,7 +512,7 @@ class BrokerCore:
         self.counters[INTERNAL_ERRORS] += 1
         self._barrier.caught(handling, now)
 
-    def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
+    def report(self, now: float, query: StatusQuery = _ALL, page_bytes: int = PAGE_BYTES) -> StatusReport:
         """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
         asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, which is bounded in bytes
         (:data:`~generaldomo.sansio.report.PAGE_BYTES`), and with the number of services and workers only by a
@@ -520,6 +521,7 @@ class BrokerCore:
         Args:
             now: the time.
             query: which page of services and workers.
+            page_bytes: the page's bytes (by the records' estimates), at most.
         """
         expiry = self.settings.expiry
         services, count, queued, in_flight = self._service_page(query)
@@ -543,7 +545,10 @@ class BrokerCore:
             in_flight=in_flight,
         )
         service_reports, more_services = page(
-            services, query.limit, lambda s: ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name)
+            services,
+            query.limit,
+            lambda s: ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name),
+            page_bytes,
         )
         worker_reports, more_workers = page(
             workers,
@@ -561,6 +566,7 @@ class BrokerCore:
                 description_bytes=len(worker.description),
                 serial=worker.serial,
             ),
+            page_bytes,
         )
         next_page = NextPage(  # after the last one listed, when there is one more
             services_after=service_reports[-1].name if more_services and query.order == "name" else None,

@@ -322,12 +322,12 @@ Record = TypeVar("Record", bound=_Record)
 
 
 def page(
-    candidates: Sequence[Candidate], limit: int, build: Callable[[Candidate], Record]
+    candidates: Sequence[Candidate], limit: int, build: Callable[[Candidate], Record], page_bytes: int = PAGE_BYTES
 ) -> tuple[list[Record], bool]:
-    """The records ``build`` makes of the first ``candidates``, up to ``limit`` of them and half of
-    :data:`PAGE_BYTES` by their estimates (at least one), and whether some candidates were left out."""
+    """The records ``build`` makes of the first ``candidates``, up to ``limit`` of them and half of ``page_bytes``
+    by their estimates (at least one), and whether some candidates were left out."""
     records: list[Record] = []
-    spent, budget = 0, PAGE_BYTES // 2
+    spent, budget = 0, page_bytes // 2
     for candidate in itertools.islice(candidates, limit):
         record = build(candidate)
         spent += record.estimated_bytes
