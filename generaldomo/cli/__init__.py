@@ -32,6 +32,7 @@ from generaldomo.cli import (
     worker,
 )  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
+from generaldomo.io import files
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
 
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
         return Exit.USAGE if error.malformed else Exit.BIND_FAILED
     except BrokenPipeError:  # the reader went away (`generaldomo status --watch 1 | head`): end quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        files.discard(sys.stdout.fileno())  # the exit's flush must not fail again
         return Exit.OK
     except _ERRORS as error:
         print(f"generaldomo: {error}", file=sys.stderr)

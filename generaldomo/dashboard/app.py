@@ -37,6 +37,7 @@ import generaldomo
 from generaldomo.dashboard.feed import INTERVAL, TIMEOUT, Feed
 from generaldomo.dashboard.frames import MAX_SERVICES, MAX_WORKERS, Framer
 from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
+from generaldomo.io import files
 from generaldomo.peers.client import Client, Keys, RequestFailed
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.flow import LIMIT_NAMES
@@ -44,6 +45,7 @@ from generaldomo.sansio.flow import LIMIT_NAMES
 log = logging.getLogger(__name__)
 
 STATIC: Final = Path(__file__).parent / "static"
+PAGE: Final = files.Kind("dashboard page template", 1024 * 1024)
 MAX_BODY: Final = 4096  # bytes of a POST body
 MAX_NAME: Final = 1024  # characters of a service name to change
 KEEPALIVE: Final = 15.0  # seconds of silence after which the stream sends a comment
@@ -103,7 +105,7 @@ class Dashboard:
         self.feed = Feed(
             self.client, framer, interval=interval, timeout=timeout, allow_control=allow_control, curve=curve
         )
-        self._page = Template((STATIC / "index.html").read_text())
+        self._page = Template(files.read(STATIC / "index.html", PAGE).decode("utf-8"))
 
     def close(self) -> None:
         """Stop polling, end the pages' streams and close the client."""

@@ -33,6 +33,7 @@ import logging
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 
 import attrs
@@ -238,3 +239,17 @@ def sync_directory(path: str | os.PathLike[str]) -> None:
 def atomic_write(path: str | os.PathLike[str], data: bytes, what: str = "file") -> None:
     """:func:`write` with mode 0600 (the name earlier versions had)."""
     write(path, data, what)
+
+
+def temporary_directory(prefix: str) -> str:
+    """A new directory only this user may enter (mode 0700, ``tempfile.mkdtemp``'s), for sockets of this process."""
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def discard(descriptor: int) -> None:
+    """Point ``descriptor`` (stdout whose reader went away) at ``/dev/null``, so that writes to it succeed."""
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(null, descriptor)
+    finally:
+        os.close(null)

@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from cli_processes import COMMAND, expect, lines, spawn
+from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
 from generaldomo.io import state
@@ -20,8 +22,6 @@ from generaldomo.io.state import StateDir, StateError
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.mmi import FlowChange
 from generaldomo.sansio.settings import Settings
-from tests.cli_processes import COMMAND, expect, lines, spawn
-from tests.waiting import eventually
 
 LOOSE = Settings(heartbeat_interval=1.0, liveness=6)
 NOBODY = 65534
