@@ -15,12 +15,13 @@ import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT, Bridge, BridgeFailed
 
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
+    from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT  # here: only `generaldomo bridge` builds these
+
     parser.add_argument(
         "--server",
         action="append",
@@ -57,6 +58,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generaldomo.io.bridge import Bridge, BridgeFailed  # here: the other commands do not load the bridge
+
     stop = options.stop_on_signals()
     bridge = Bridge(
         args.server,

@@ -15,8 +15,8 @@ The file: top-level keys apply to every configurable command that has the settin
 named after a command (``[broker]``, ``[worker]``, ``[client]``) applies to that command only and wins over the
 top-level keys. Keys may be written with ``_`` or ``-``. A list option takes a TOML list (or one string), in a
 variable items separated by spaces (shell quoting); one whose type has a ``from_table`` (``--flow``) also takes
-a table. ``none`` lifts a limit that may be lifted. It knows nothing
-of what any one command does with its settings.
+a table. ``none`` lifts a limit that may be lifted, ``auto`` asks for a default worked out from other settings.
+It knows nothing of what any one command does with its settings.
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ def _toml(key: str, value: Any) -> str:
     """``value`` as a TOML value a file may give ``key`` (empty: nothing to write, the setting is unset)."""
     if value is None:
         knob = _KNOBS.get(key)
-        return json.dumps(knobs.NONE) if knob is not None and knob.nullable else ""
+        return json.dumps(knob.word) if knob is not None and knob.nullable else ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -270,7 +270,7 @@ def _toml(key: str, value: Any) -> str:
 
 
 def table(commands: Mapping[str, Sequence[Option]]) -> str:
-    """The README's settings table (reStructuredText): every setting of the commands, once each."""
+    """The guide's settings table (reStructuredText): every setting of the commands, once each."""
     merged: dict[str, tuple[Option, list[str], set[str], dict[str, list[str]]]] = {}
     for command, options in commands.items():
         for option in options:

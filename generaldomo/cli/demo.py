@@ -12,10 +12,7 @@ import time
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.broker import Broker
 from generaldomo.io.transport import draft_available, require_draft
-from generaldomo.peers.client import Client
-from generaldomo.peers.worker import Worker
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _show(transport: str, requests: int) -> bool:
     """Run the demo on one transport; True if every reply was right."""
+    from generaldomo.io.broker import Broker  # here: the other commands do not load the broker
+    from generaldomo.peers.client import Client
+    from generaldomo.peers.worker import Worker
+
     inproc = f"inproc://generaldomo-demo-{transport}"
     with Broker(transport, [inproc, "tcp://127.0.0.1:*"]) as broker:
         broker.start()

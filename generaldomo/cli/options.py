@@ -14,13 +14,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from generaldomo.io import keys
 from generaldomo.io.address_file import BROKER_FILE_VARIABLE
-from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.beacon import BROKER_VARIABLE, locate
 from generaldomo.io.connection import Curve
 from generaldomo.io.locator import Where
@@ -28,6 +27,9 @@ from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the com
 from generaldomo.sansio import knobs
 from generaldomo.sansio.knobs import Knob
 from generaldomo.sansio.settings import PeerSettings
+
+if TYPE_CHECKING:
+    from generaldomo.io.auth import BrokerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +280,8 @@ def curve_server(parser: argparse.ArgumentParser, roles: tuple[str, ...] = tuple
 
 def security(args: argparse.Namespace, roles: tuple[str, ...] = tuple(ALLOWLISTS)) -> BrokerSecurity | None:
     """The :class:`BrokerSecurity` the flags of :func:`curve_server` (or their variables) ask for; None: plaintext."""
+    from generaldomo.io.auth import BrokerSecurity  # here: the clients' commands do not load the ZAP handler
+
     secret = args.curve_secret or os.environ.get(CURVE_SECRET)
     lists = {role: getattr(args, role, None) or os.environ.get(ALLOWLISTS[role]) for role in roles}
     if secret is None:

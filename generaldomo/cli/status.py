@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return Exit.NO_BROKER
+            if args.service is not None and not any(s["name"] == args.service for s in report["services"]):
+                print(f"generaldomo status: {_unknown(client, args.service, endpoint, args.timeout)}", file=sys.stderr)
+                return Exit.FAILED
             print(json.dumps(report, indent=2) if args.json else render(report, fit), flush=True)
             if args.watch is None:
                 return Exit.OK
@@ -89,6 +92,15 @@ def run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 return Exit.OK
             print()
+
+
+def _unknown(client: Client, service: str, endpoint: str, timeout: float | None) -> str:
+    """What to say of a ``--service`` the broker does not know: the services it knows, and the nearest name."""
+    known = [s["name"] for s in gather(client, timeout)["services"]]
+    nearest = probe.nearest(service, known)
+    hint = f"; did you mean {nearest!r}?" if nearest else ""
+    listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "") or "none"
+    return f"the broker at {endpoint} has no service {service!r} (its services: {listed}){hint}"
 
 
 def gather(client: Client, timeout: float | None, service: str | None = None, most: int = MOST) -> dict[str, Any]:

@@ -15,18 +15,21 @@ import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.connection import Curve
-from generaldomo.peers.app import App
-from generaldomo.peers.pool import DEFAULT_GRACE, POOLS, START_METHODS, run_app
-from generaldomo.peers.worker import Handler, Worker
+
+if TYPE_CHECKING:  # imported where used: the other commands do not load the pools
+    from generaldomo.io.connection import Curve
+    from generaldomo.peers.worker import Handler, Worker
 
 ECHO = "echo"
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
+    from generaldomo.peers.pool import DEFAULT_GRACE, POOLS, START_METHODS
+
     parser.add_argument(
         "app",
         nargs="?",
@@ -71,6 +74,8 @@ def echo(sleep: float, tag: str) -> Handler:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generaldomo.peers.worker import Worker
+
     if args.app is not None or args.concurrency > 1:
         return _run_pool(args)
     if args.service and len(args.service) > 1:
@@ -108,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_pool(args: argparse.Namespace) -> int:
     """Serve the app (or the echo handler) in ``--concurrency`` slots of a ``--pool``."""
+    from generaldomo.peers.app import App
+    from generaldomo.peers.pool import run_app
+
     spec: str | App = args.app
     services = args.service
     if spec is None:

@@ -84,7 +84,7 @@ def seed_routing_ids() -> None:
 
     libzmq starts each ROUTER's generated peer ids (``0x00`` + a 4-byte counter) at ``rand()``'s value and never
     seeds it, so every process would hand out the same ids; a peer that picks the next one as its own id makes
-    an unpatched libzmq abort when that id is generated (see README.rst, threat model)."""
+    an unpatched libzmq abort when that id is generated (see docs/explanation/threat-model.rst)."""
     global _seeded
     if _seeded:
         return

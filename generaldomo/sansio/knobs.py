@@ -6,14 +6,16 @@ key, the field of the status report and the Prometheus metric. The CLI makes its
 (:mod:`generaldomo.cli.broker`, :mod:`generaldomo.cli.flow`), reads values given as text through
 :meth:`Knob.parse` (flags, environment, configuration file alike), and the metrics name their gauges by it;
 tests check that :class:`~generaldomo.sansio.settings.Settings`, the settings and flow reports,
-``docs/status.schema.json``, the CLI's help and the README's settings table agree with it. A new setting is a
+``docs/status.schema.json``, the CLI's help and the guide's settings table agree with it. A new setting is a
 field of ``Settings`` (its default) and a knob here; a new flow limit, a field of
 :class:`~generaldomo.sansio.flow.FlowLimits` and a knob in :data:`FLOW`.
 
 Rules: a knob's ``name`` is its Python name (the ``Settings`` or ``FlowLimits`` field), its configuration key and
 the CLI's argparse destination; the environment variable follows from it, and so does the flag unless given.
-A value read from text is checked against the knob's type and bounds, and ``none`` stands for None where the
-knob allows it (``none_means`` says what None means). It knows nothing of sockets, clocks, files or argparse.
+A value read from text is checked against the knob's type and bounds. Where a knob allows None
+(``none_means`` says what it means), one word stands for it: ``none`` where None lifts a limit (no limit, never,
+off), ``auto`` where it means a default worked out from other settings (``derived``); ``none`` is read for
+those too, as files written before ``auto`` say. It knows nothing of sockets, clocks, files or argparse.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from generaldomo.sansio.settings import PeerSettings, Settings
 
 ENV_PREFIX: Final = "GENERALDOMO_"
 METRIC_PREFIX: Final = "generaldomo"
-NONE: Final = "none"  # the text that stands for None (no limit) where a knob allows it
+NONE: Final = "none"  # the text that stands for None where None lifts a limit (no limit, never, off)
+AUTO: Final = "auto"  # the text that stands for None where None means a default worked out from other settings
 
 
 class Kind(enum.Enum):
@@ -59,6 +62,7 @@ class Knob:
     high: float | None = None
     low_open: bool = False
     none_means: str = ""  # what None means (``"no limit"``, ``"never"``); empty: None is not allowed
+    derived: bool = False  # None means a default worked out from other settings: written AUTO, not NONE
     flag: str = ""  # the CLI flag; empty: ``--`` and the name with dashes
     metavar: str = ""
     report: str | None = ""  # the status report's field; empty: the name; None: not reported
@@ -67,6 +71,11 @@ class Knob:
     @property
     def nullable(self) -> bool:
         return bool(self.none_means)
+
+    @property
+    def word(self) -> str:
+        """The text that stands for None: :data:`AUTO` for a derived default, else :data:`NONE`."""
+        return AUTO if self.derived else NONE
 
     @property
     def option(self) -> str:
@@ -131,7 +140,7 @@ class Knob:
         """The value ``text`` stands for, in the form ``Settings``, ``FlowLimits`` and ``mmi.flow`` take (ranges
         as JSON objects); ValueError saying what is expected."""
         text = text.strip()
-        if self.nullable and text.lower() == NONE:
+        if self.nullable and text.lower() in (self.word, NONE):
             return None
         if self.kind is Kind.TEXT:
             return text
@@ -165,13 +174,13 @@ class Knob:
     def _expected(self) -> str:
         what = {Kind.INT: "a whole number", Kind.FLOAT: "a number"}.get(self.kind, self.kind.value)
         bounds = f" ({self.bounds})" if self.bounds else ""
-        lifted = f" or {NONE} ({self.none_means})" if self.nullable else ""
+        lifted = f" or {self.word} ({self.none_means})" if self.nullable else ""
         return f"{what}{bounds}{lifted}"
 
     def _range(self, text: str) -> dict[str, float | None]:
         low, sep, high = text.partition("..")
         kind = Kind.INT if self.kind is Kind.RANGE else Kind.FLOAT
-        expected = f"MIN..MAX{' (MAX may be left out)' if self.kind is Kind.RATE_RANGE else ''} or {NONE}"
+        expected = f"MIN..MAX{' (MAX may be left out)' if self.kind is Kind.RATE_RANGE else ''} or {self.word}"
         try:
             if not sep or (not high and self.kind is Kind.RANGE):
                 raise ValueError
@@ -257,9 +266,10 @@ SETTINGS: Final[tuple[Knob, ...]] = (
     ),
     setting(
         "client_expiry", Kind.FLOAT,
-        "drop the queued requests of a client silent this long (default: twice the liveness expiry, at least 10 s)",
+        "drop the queued requests of a client silent this long (default 'auto': twice the liveness expiry, at least "
+        "10 s)",
         unit="seconds", low=0, low_open=True, none_means="twice the liveness expiry, at least 10 s",
-        metavar="SECONDS",
+        derived=True, metavar="SECONDS",
     ),
     setting(
         "max_workers", Kind.INT, "registered workers at most, more are refused; 'none': no limit",
@@ -267,9 +277,9 @@ SETTINGS: Final[tuple[Knob, ...]] = (
     ),
     setting(
         "recovery", Kind.FLOAT,
-        "restarted on a --state-dir, hold dispatch this long for workers resuming tasks (default: twice the "
-        "heartbeat; 0: off)",
-        unit="seconds", low=0, none_means="twice the heartbeat interval", metavar="SECONDS",
+        "restarted on a --state-dir, hold dispatch this long for workers resuming tasks (default 'auto': twice "
+        "the heartbeat; 0: off)",
+        unit="seconds", low=0, none_means="twice the heartbeat interval", derived=True, metavar="SECONDS",
     ),
     setting(
         "held_bytes", Kind.INT, "bytes held for all peers (the ledger); 'none': no limit",
@@ -333,7 +343,7 @@ FLOW: Final[tuple[Knob, ...]] = (
     Knob(
         name="backoff", kind=Kind.RATE_RANGE, default=None, unit="per second", none_means="the defaults, 0.1..",
         help="bounds (per second; MAX may be left out) of the dispatch rate adapted to the workers' 429 answers; "
-        "'none': the defaults, 0.1..", metavar="MIN..MAX", metric=None,
+        "'auto': the defaults, 0.1..", derived=True, metavar="MIN..MAX", metric=None,
     ),
 )  # fmt: skip
 
@@ -344,7 +354,7 @@ TENANT: Final[tuple[Knob, ...]] = (
     Knob(name="rate", kind=Kind.FLOAT, default=None, help="dispatches per second", low=0, low_open=True,
          none_means=_NO_LIMIT, report=None, metric=None),
     Knob(name="burst", kind=Kind.INT, default=None, help="back to back under the rate (default 1)", low=1,
-         none_means="1", report=None, metric=None),
+         none_means="1", derived=True, report=None, metric=None),
     Knob(name="concurrency", kind=Kind.INT, default=None, help="tasks in flight", low=1, none_means=_NO_LIMIT,
          report=None, metric=None),
 )  # fmt: skip
@@ -401,15 +411,18 @@ def flow_text(changes: dict[str, Any]) -> str:
                 if limits is None:
                     pairs.append(f"tenants.{name}={NONE}")
                 else:
-                    pairs += [f"tenants.{name}.{k}={_text(v)}" for k, v in dict(limits).items()]
+                    pairs += [
+                        f"tenants.{name}.{k}={_text(v, by_name(TENANT)[k].word)}" for k, v in dict(limits).items()
+                    ]
         else:
-            pairs.append(f"{key}={_text(value)}")
+            pairs.append(f"{key}={_text(value, by_name(FLOW)[key].word if key in by_name(FLOW) else NONE)}")
     return ",".join(pairs)
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, word: str = NONE) -> str:
+    """``value`` as :meth:`Knob.parse` reads it; ``word`` for None (the knob's)."""
     if value is None:
-        return NONE
+        return word
     if isinstance(value, dict):
         top = value.get("max")
         return f"{_text(value.get('min', ''))}..{'' if top is None else _text(top)}"

@@ -187,8 +187,8 @@ def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -
 
 
 def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
-    """Built by the README's own commands: pkg-config on the headers installed with the package."""
-    readme = (ROOT / "README.rst").read_text()
+    """Built by the guide's own commands: pkg-config on the headers installed with the package."""
+    readme = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
     (tmp_path / "example.cpp").write_text(literal_block(readme, "A client submitting from several threads"))
     commands = literal_block(readme, "Build it with the\nflags pkg-config gives")
     build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))

@@ -193,8 +193,8 @@ def test_two_copies_of_libzmq_are_refused(run: Programs, endpoint_for, tmp_path:
 
 
 def readme_example(after: str, source: Path) -> Path:
-    """Write the README's code block that follows ``after`` to ``source``."""
-    block = (ROOT / "README.rst").read_text().split(after, 1)[1].splitlines()
+    """Write the guide's code block (docs/howto/cpp.rst) that follows ``after`` to ``source``."""
+    block = (ROOT / "docs" / "howto" / "cpp.rst").read_text().split(after, 1)[1].splitlines()
     end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
     source.write_text("\n".join(line[4:] for line in block[:end]) + "\n")
     return source

@@ -1,4 +1,5 @@
-"""The documents' examples are true: README's Python runs, protocol.rst's bytes are what the code sends."""
+"""The documents' examples are true: the Python of README and the guide runs, protocol.rst's bytes are what the
+code sends."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from generaldomo.sansio.events import ClientRequest, Dialect
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.rst").read_text()
+GUIDE = sorted(
+    path for path in (ROOT / "docs").rglob("*.rst") if path.relative_to(ROOT / "docs").parts[0] not in ("_build", "api")
+)
 PROTOCOL = (ROOT / "docs" / "protocol.rst").read_text()
 REQUEST_ID = bytes(range(1, 9))
 
@@ -36,8 +40,15 @@ def outside_the_walk_through(text: str) -> str:
     return head + rest[rest.find("\n-----") :] if rest else head
 
 
-@pytest.mark.parametrize("code", python_blocks(outside_the_walk_through(README)))
-def test_the_readme_python_examples_run(code: str, tmp_path: Path) -> None:
+def examples() -> list[str]:
+    """The Python blocks of README (but its walk-through) and of the guide's pages."""
+    return python_blocks(outside_the_walk_through(README)) + [
+        b for page in GUIDE for b in python_blocks(page.read_text())
+    ]
+
+
+@pytest.mark.parametrize("code", examples())
+def test_the_python_examples_run(code: str, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 
