@@ -227,20 +227,6 @@ def lock(directory: int, name: str) -> int | None:
     return descriptor
 
 
-def sync_directory(path: str | os.PathLike[str]) -> None:
-    """Flush a directory's entries (a rename in it) to disk."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def atomic_write(path: str | os.PathLike[str], data: bytes, what: str = "file") -> None:
-    """:func:`write` with mode 0600 (the name earlier versions had)."""
-    write(path, data, what)
-
-
 def temporary_directory(prefix: str) -> str:
     """A new directory only this user may enter (mode 0700, ``tempfile.mkdtemp``'s), for sockets of this process."""
     return tempfile.mkdtemp(prefix=prefix)

@@ -28,11 +28,15 @@ NOBODY = 65534
 
 
 def start(processes: list[subprocess.Popen[str]], directory: Path) -> subprocess.Popen[str]:
-    """A CLI broker on ``directory``, once it serves (a start that hangs fails here, after a bounded wait)."""
+    """A CLI broker on ``directory``, once it serves (a start that hangs fails here, after a bounded wait); its
+    endpoint in :data:`ENDPOINTS`."""
     process = spawn(processes, "broker", "--bind", "tcp://127.0.0.1:*", "--state-dir", str(directory))
     assert process.stdout is not None
-    expect(lines(process.stdout), "tcp://127.0.0.1:", timeout=60)
+    ENDPOINTS[id(process)] = expect(lines(process.stdout), "tcp://127.0.0.1:", timeout=60).split()[-1]
     return process
+
+
+ENDPOINTS: dict[int, str] = {}  # id of a process started by start() -> its endpoint
 
 
 def stop(process: subprocess.Popen[str]) -> str:
@@ -195,3 +199,24 @@ def test_changes_made_during_a_write_are_coalesced(tmp_path: Path) -> None:
         release.set()
         store.close()
     assert json.loads((tmp_path / "state" / state.STATE_FILE).read_text())["flows"]["a"]["limits"]["concurrency"] == 49
+
+
+def test_a_state_file_too_large_does_not_stop_the_broker(tmp_path: Path, processes) -> None:
+    directory = private(tmp_path)
+    with open(directory / state.STATE_FILE, "wb") as file:
+        file.truncate(state.MAX_STATE_BYTES + 1)  # sparse: what a peer's limits grew it to, without the disk
+    errors = stop(start(processes, directory))
+    assert "state.json is unusable" in errors and "larger than" in errors
+    assert len(list(directory.glob("state.json.unusable-*"))) == 1
+
+
+def test_a_state_write_that_fails_stops_the_broker_unanswered(tmp_path: Path, processes) -> None:
+    directory = private(tmp_path)
+    broker = start(processes, directory)
+    (directory / state.STATE_FILE).mkdir()  # the rename over it fails (EISDIR), as a full disk would fail it
+    endpoint = ENDPOINTS[id(broker)]
+    flow = subprocess.run([*COMMAND, "flow", "echo", "--create", "--concurrency", "3", "--connect", endpoint,
+                           "--timeout", "10"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert flow.returncode != 0 and '"concurrency": 3' not in flow.stdout
+    _, errors = broker.communicate(timeout=60)
+    assert broker.returncode == 6 and "cannot write the broker state file" in errors
