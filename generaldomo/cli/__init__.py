@@ -32,6 +32,7 @@ from generaldomo.cli import (
     worker,
 )  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
+from generaldomo.cli.options import scrub, secrets
 from generaldomo.errors import AppSpecError, DiscoveryError, HandshakeFailed
 from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
 
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             require_draft()
         return int(args.command.run(args))
     except BindError as error:
-        print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
+        print(scrub(f"generaldomo {args.command.name}: {error}", args), file=sys.stderr)
         return Exit.USAGE if error.malformed else Exit.BIND_FAILED
     except HandshakeFailed as error:  # the other transport, or CURVE missing, unwanted or with the wrong key
         print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
@@ -85,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
         return Exit.OK
     except _ERRORS as error:
-        print(f"generaldomo: {error}", file=sys.stderr)
+        print(scrub(f"generaldomo: {error}", args), file=sys.stderr)
         return Exit.USAGE
     except KeyboardInterrupt:  # Ctrl-C on a command that installs no handler of its own (client, status)
         return Exit.INTERRUPTED
@@ -109,7 +110,8 @@ def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
         file = config.file_values(path, config.read_file(path), command.name, options, known)
     resolved = config.resolve(options, args, _given(command, argv), file, environ)
     if args.print_config:
-        print(config.render(command.name, resolved, command.hidden), end="", flush=True)
+        hidden = (*command.hidden, *secrets(args))
+        print(config.render(command.name, resolved, hidden), end="", flush=True)
         return True
     missing = config.missing(resolved, command.required)
     if missing:

@@ -15,6 +15,7 @@ import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
+from generaldomo.sansio import knobs
 
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
@@ -36,16 +37,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="the MDP/0.1 broker's ROUTER endpoint (required: no default)",
     )
     options.heartbeats(parser, "a client")
-    parser.add_argument(
-        "--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="SECONDS", help="close DEALERs idle this long"
-    )
-    parser.add_argument(
-        "--max-in-flight",
-        type=int,
-        default=MAX_IN_FLIGHT,
-        metavar="N",
-        help="requests in flight at once (one connection to the broker each); more get status 429",
-    )
+    options.add_knob(parser, knobs.COMMANDS["idle_timeout"], default=IDLE_TIMEOUT)
+    options.add_knob(parser, knobs.COMMANDS["max_in_flight"], default=MAX_IN_FLIGHT)
     options.curve_server(parser, BRIDGE_ROLES)
     options.curve(parser, announced=False)
     parser.add_argument(

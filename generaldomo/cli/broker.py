@@ -99,10 +99,8 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
     """Ways peers learn where the broker is: beacon, address file; and the metrics endpoint."""
     parser.add_argument("--beacon", action="store_true", help="announce the endpoints by UDP beacon")
     parser.add_argument("--beacon-to", default=BROADCAST, metavar="ADDRESS", help="beacon destination")
-    parser.add_argument("--beacon-port", type=int, default=DEFAULT_PORT, metavar="PORT", help="beacon UDP port")
-    parser.add_argument(
-        "--beacon-interval", type=float, default=BEACON_INTERVAL, metavar="SECONDS", help="seconds between beacons"
-    )
+    options.add_knob(parser, knobs.COMMANDS["beacon_port"], default=DEFAULT_PORT)
+    options.add_knob(parser, knobs.COMMANDS["beacon_interval"], default=BEACON_INTERVAL)
     parser.add_argument(
         "--beacon-name",
         "--name",
@@ -117,12 +115,7 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
         help="write the concrete endpoints to PATH as JSON (atomically) for peers' --broker-file; removed on "
         "exit (default: no file)",
     )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        help="serve Prometheus metrics over HTTP (0: any free port; default: no metrics)",
-    )
+    options.add_knob(parser, knobs.COMMANDS["metrics_port"])
     parser.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDRESS", help="metrics HTTP address")
 
 

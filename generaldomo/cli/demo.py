@@ -13,6 +13,7 @@ import time
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io.transport import draft_available, require_draft
+from generaldomo.sansio import knobs
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +24,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         default="both",
         help="socket type to show",
     )
-    parser.add_argument("--requests", type=int, default=1000, metavar="N", help="pipelined requests per transport")
+    options.add_knob(parser, knobs.COMMANDS["requests"], default=1000)
 
 
 def run(args: argparse.Namespace) -> int:

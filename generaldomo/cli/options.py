@@ -49,6 +49,10 @@ ALLOWLISTS = {  # the broker's directories of admitted public certificates, by r
     "workers": "GENERALDOMO_CURVE_WORKERS",
     "admins": "GENERALDOMO_CURVE_ADMINS",
 }
+# Settings that are secrets (``token``) or name a file holding one (a key pasted in place of its file's path is a
+# secret too): no error message and no --print-config shows them (see :func:`secrets` and :func:`scrub`).
+SECRETS = ("token", "curve_key", "curve_secret")
+_SECRET_TEXT = ("token",)  # secrets themselves; the others are paths, shown while they name an existing file
 # The variables of options older than the rule GENERALDOMO_ + the option's destination in capitals (by destination)
 VARIABLES = {
     "connect": BROKER_VARIABLE,
@@ -62,12 +66,31 @@ VARIABLES = {
 }
 
 
+def secrets(args: argparse.Namespace | None, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The secret values the options of :data:`SECRETS` (flags or variables) carry, by key: the token always, a
+    key file's path only when it is not the path of an existing file (then it may be the key itself)."""
+    environ = dict(os.environ) if environ is None else environ
+    found: dict[str, str] = {}
+    for key in SECRETS:
+        for value in (getattr(args, key, None), environ.get(VARIABLES[key])):
+            if isinstance(value, str) and value and (key in _SECRET_TEXT or not os.path.isfile(value)):
+                found.setdefault(key, value)
+    return found
+
+
+def scrub(text: str, args: argparse.Namespace | None = None) -> str:
+    """``text`` (an error message) with every secret of :func:`secrets` replaced by ``<secret not shown>``."""
+    for value in sorted(set(secrets(args).values()), key=len, reverse=True):
+        text = text.replace(value, "<secret not shown>")
+    return text
+
+
 def transport(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=TRANSPORTS, default="router", help="socket type")
 
 
 def timeout(parser: argparse.ArgumentParser, what: str = "the answer") -> None:
-    parser.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS", help=f"wait for {what}")
+    add_knob(parser, knobs.COMMANDS["timeout"], default=REQUEST_TIMEOUT, help=f"wait for {what}")
 
 
 def heartbeats(parser: argparse.ArgumentParser, peer: str, defaults: PeerSettings = PEER) -> None:
@@ -139,13 +162,7 @@ def connect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--name", metavar="NAME", help="with --discover: only a broker announcing this name (default: any)"
     )
-    parser.add_argument(
-        "--find-timeout",
-        type=float,
-        default=FIND_TIMEOUT,
-        metavar="SECONDS",
-        help="wait this long for the broker file to appear or a beacon to be heard",
-    )
+    add_knob(parser, knobs.COMMANDS["find_timeout"], default=FIND_TIMEOUT)
 
 
 def endpoint(args: argparse.Namespace) -> str:

@@ -19,6 +19,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.cli.status_view import WIDTH, render
 from generaldomo.peers.client import Client
+from generaldomo.sansio import knobs
 
 MIN_COLUMNS = 40  # narrower than this, tables would be mostly cut
 PAGE_SIZE = 500  # services and workers asked for per mmi.status request
@@ -39,9 +40,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help=f"fit the report in N columns (default: the terminal's width, or {WIDTH} when not a terminal)",
     )
     width.add_argument("--wide", action="store_true", help="as wide as the report takes: nothing cut")
-    parser.add_argument(
-        "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted (default: print once)"
-    )
+    options.add_knob(parser, knobs.COMMANDS["watch"])
     parser.add_argument("--service", metavar="NAME", help="only this service and its workers (default: all)")
     options.timeout(parser, "the report")
 

@@ -129,8 +129,8 @@ class Knob:
         return schema
 
     def admits(self, value: float) -> bool:
-        """True when a number is within the bounds (NaN never is)."""
-        if math.isnan(value):
+        """True when a number is finite and within the bounds (NaN and the infinities never are)."""
+        if not math.isfinite(value):
             return False
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
@@ -156,7 +156,8 @@ class Knob:
 
     def check(self, value: Any) -> Any:
         """``value`` (a parsed or configured one: a number, None, a range's JSON) if this knob admits it, else
-        ValueError saying what is expected."""
+        ValueError saying what is expected. Numbers are finite: NaN and the infinities never are admitted (``none``
+        says "no limit" or "never" where a knob allows it)."""
         if value is None:
             if self.nullable:
                 return None
@@ -184,13 +185,21 @@ class Knob:
         try:
             if not sep or (not high and self.kind is Kind.RANGE):
                 raise ValueError
-            return {"min": _number(kind, low), "max": None if not high else _number(kind, high)}
+            bounds = {"min": _number(kind, low), "max": None if not high else _number(kind, high)}
+            if not all(math.isfinite(bound) for bound in bounds.values() if bound is not None):
+                raise ValueError
+            return bounds
         except ValueError:
             raise ValueError(f"{self.name} bounds are {expected}, not {text!r}") from None
 
 
 def _number(kind: Kind, text: str) -> float:
+    if len(text) > _MAX_DIGITS:  # int() of a long text takes a while (and Python refuses beyond 4,300 digits)
+        raise ValueError(f"{len(text)} characters")
     return int(text) if kind is Kind.INT else float(text)
+
+
+_MAX_DIGITS = 64
 
 
 def _shown(value: float) -> str:
@@ -200,9 +209,29 @@ def _shown(value: float) -> str:
 _SETTINGS = attrs.fields_dict(Settings)
 
 
+MAX_SECONDS: Final = 1_000_000.0  # about 11.6 days: the longest wait or interval any knob takes
+MAX_COUNT: Final = 2**31 - 1  # the most of anything counted
+MAX_BYTES: Final = 2**62  # the most bytes of anything
+
+
+def _bounded(kind: Kind, unit: str, more: dict[str, Any]) -> dict[str, Any]:
+    """``more`` with an upper bound where none is given: every number is finite and bounded."""
+    if more.get("high") is None and kind in (Kind.INT, Kind.FLOAT):
+        more["high"] = MAX_SECONDS if unit == "seconds" else MAX_BYTES if unit == "bytes" else MAX_COUNT
+    return more
+
+
 def setting(name: str, kind: Kind, help: str, **more: Any) -> Knob:
     """The knob of the broker setting ``name``: a field of ``Settings``, whose default it takes."""
+    more = _bounded(kind, more.get("unit", ""), more)
     return Knob(name=name, kind=kind, default=_SETTINGS[name].default, help=help, **more)
+
+
+def command(name: str, kind: Kind, help: str, **more: Any) -> Knob:
+    """The knob of a command's own number (not a broker setting: no report, no metric); its default is the
+    command's (given where the flag is added)."""
+    more = _bounded(kind, more.get("unit", ""), more)
+    return Knob(name=name, kind=kind, default=None, help=help, report=None, metric=None, **more)
 
 
 def _flow(field: limits.Field, kind: Kind, help: str, **more: Any) -> Knob:
@@ -223,7 +252,7 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         unit="seconds", low=0, low_open=True, flag="--heartbeat", metavar="SECONDS",
     ),
     setting(
-        "liveness", Kind.INT, "missed heartbeats before a peer is presumed gone", low=1, metavar="N"
+        "liveness", Kind.INT, "missed heartbeats before a peer is presumed gone", low=1, high=1000, metavar="N"
     ),
     setting(
         "max_attempts", Kind.INT, "workers a task may be lost with before the client gets 503", low=1, metavar="N",
@@ -311,6 +340,48 @@ PEER: Final[tuple[Knob, ...]] = tuple(
     if knob.name in ("heartbeat_interval", "liveness")
 )
 
+# The commands' own numbers (flags, GENERALDOMO_* variables, configuration files alike): each read by its knob.
+COMMAND: Final[tuple[Knob, ...]] = (
+    command("timeout", Kind.FLOAT, "wait for the answer", unit="seconds", low=0, low_open=True, metavar="SECONDS"),
+    command(
+        "find_timeout", Kind.FLOAT, "wait this long for the broker file to appear or a beacon to be heard",
+        unit="seconds", low=0, metavar="SECONDS",
+    ),
+    command("beacon_port", Kind.INT, "beacon UDP port", low=1, high=65535, metavar="PORT"),
+    command(
+        "beacon_interval", Kind.FLOAT, "seconds between beacons", unit="seconds", low=0.05, metavar="SECONDS"
+    ),
+    command(
+        "metrics_port", Kind.INT, "serve Prometheus metrics over HTTP (0: any free port; default: no metrics)",
+        low=0, high=65535, metavar="PORT",
+    ),
+    command(
+        "interval", Kind.FLOAT, "seconds between two status requests", unit="seconds", low=0.1, metavar="SECONDS"
+    ),
+    command("shown_services", Kind.INT, "services shown at most", low=1, high=100_000, metavar="N", flag="--services"),
+    command("shown_workers", Kind.INT, "workers shown at most", low=1, high=100_000, metavar="N", flag="--workers"),
+    command(
+        "watch", Kind.FLOAT, "refresh every SECONDS until interrupted (default: print once)",
+        unit="seconds", low=0.1, metavar="SECONDS",
+    ),
+    command(
+        "idle_timeout", Kind.FLOAT, "close DEALERs idle this long", unit="seconds", low=0, low_open=True,
+        metavar="SECONDS",
+    ),
+    command(
+        "max_in_flight", Kind.INT,
+        "requests in flight at once (one connection to the broker each); more get status 429",
+        low=1, high=100_000, metavar="N",
+    ),
+    command("concurrency", Kind.INT, "tasks at once, per service", low=1, high=10_000, metavar="N"),
+    command(
+        "stop_grace", Kind.FLOAT, "time running tasks get on stop", unit="seconds", low=0, metavar="SECONDS"
+    ),
+    command("sleep", Kind.FLOAT, "simulated work per request", unit="seconds", low=0, metavar="SECONDS"),
+    command("requests", Kind.INT, "pipelined requests per transport", low=1, high=10_000_000, metavar="N"),
+)  # fmt: skip
+COMMANDS: Final = {knob.name: knob for knob in COMMAND}
+
 # The flow limits of a service (FlowLimits, mmi.flow's keys): broker --flow SERVICE:KEY=VALUE, generaldomo flow.
 FLOW: Final[tuple[Knob, ...]] = (
     _flow(
@@ -352,11 +423,11 @@ TENANT: Final[tuple[Knob, ...]] = (
     Knob(name="weight", kind=Kind.INT, default=1, help="its quantum in the rotation", low=limits.WEIGHT.low,
          high=limits.WEIGHT.high, report=None, metric=None),
     Knob(name="rate", kind=Kind.FLOAT, default=None, help="dispatches per second", low=0, low_open=True,
-         none_means=_NO_LIMIT, report=None, metric=None),
+         high=limits.RATE.high, none_means=_NO_LIMIT, report=None, metric=None),
     Knob(name="burst", kind=Kind.INT, default=None, help="back to back under the rate (default 1)", low=1,
-         none_means="1", derived=True, report=None, metric=None),
-    Knob(name="concurrency", kind=Kind.INT, default=None, help="tasks in flight", low=1, none_means=_NO_LIMIT,
-         report=None, metric=None),
+         high=limits.BURST.high, none_means="1", derived=True, report=None, metric=None),
+    Knob(name="concurrency", kind=Kind.INT, default=None, help="tasks in flight", low=1,
+         high=limits.CONCURRENCY.high, none_means=_NO_LIMIT, report=None, metric=None),
 )  # fmt: skip
 
 

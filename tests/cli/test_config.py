@@ -155,7 +155,11 @@ def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_pa
         ("colour = 3\n", {}, "{file}: unknown setting 'colour'"),
         ('[broker]\ntransport = "tcp"\n', {}, "{file}:[broker] transport: 'tcp' is not one of router, server"),
         ("[broker\n", {}, "{file}: not a TOML file"),
-        ("", {"GENERALDOMO_LIVENESS": "0"}, "GENERALDOMO_LIVENESS: liveness must be a whole number (at least 1)"),
+        (
+            "",
+            {"GENERALDOMO_LIVENESS": "0"},
+            "GENERALDOMO_LIVENESS: liveness must be a whole number (at least 1, at most 1000)",
+        ),
         ("", {"GENERALDOMO_BEACON": "perhaps"}, "GENERALDOMO_BEACON: true or false expected"),
         ("", {"GENERALDOMO_CONNECTION_WORKER_SHARE": "0.9"}, "connection_worker_share must be a number"),
         ("[broker.flow.echo]\nrate = 0\n", {}, "{file}:[broker] flow: 'echo:rate=0': rate must be a number"),
