@@ -101,13 +101,17 @@ def read(path: str | os.PathLike[str]) -> BrokerAddress:
     return decode(Path(path).read_bytes())
 
 
-def wait(path: str | os.PathLike[str], timeout: float) -> BrokerAddress:
-    """The address in the file at ``path``, waiting up to ``timeout`` seconds for it to appear."""
+def wait(path: str | os.PathLike[str], timeout: float, transport: str | None = None) -> BrokerAddress:
+    """The address in the file at ``path``, waiting up to ``timeout`` seconds for it to appear (and, with
+    ``transport``, to name an endpoint of it: a file without one is waited past as a missing one is)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return read(path)
-        except (OSError, ValueError) as error:
+            address = read(path)
+            if transport is not None:
+                address.endpoint(transport)  # LookupError: none (or none usable) yet
+            return address
+        except (OSError, ValueError, LookupError) as error:
             if time.monotonic() >= deadline:
                 raise TimeoutError(_why(os.fspath(path), timeout, error)) from error
         time.sleep(_POLL)

@@ -253,3 +253,19 @@ def test_a_peer_starting_passes_over_beacons_it_cannot_use(monkeypatch: pytest.M
     finally:
         spoofing.join(WAIT)
         broker.stop()
+
+
+def test_a_peer_starting_waits_past_an_address_file_without_a_usable_endpoint(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    path.write_text('{"version": 1, "name": "b", "instance": "1", "endpoints": [{"transport": "router", '
+                    '"endpoint": "tcp://127.0.0.1:notaport"}]}')  # fmt: skip
+    found: list[str] = []
+    starting = threading.Thread(
+        target=lambda: found.append(Locator(Where(broker_file=str(path), timeout=WAIT), "router").target.endpoint)
+    )
+    starting.start()
+    time.sleep(0.5)  # it has read the file and waits past it
+    assert not found
+    address_file.write(path, BrokerAddress("b", "2", (("router", "tcp://127.0.0.1:7"),)))
+    starting.join(WAIT)
+    assert found == ["tcp://127.0.0.1:7"]
