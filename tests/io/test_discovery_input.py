@@ -269,3 +269,13 @@ def test_a_peer_starting_waits_past_an_address_file_without_a_usable_endpoint(tm
     address_file.write(path, BrokerAddress("b", "2", (("router", "tcp://127.0.0.1:7"),)))
     starting.join(WAIT)
     assert found == ["tcp://127.0.0.1:7"]
+
+
+def test_a_flood_of_bad_beacons_is_one_log_line_with_the_count(caplog: pytest.LogCaptureFixture) -> None:
+    sender = f"10.{uuid.uuid4().int % 250}.0.1"  # a source of its own: the limiter's window is per source
+    caplog.set_level("WARNING", logger="generaldomo.io.endpoints")
+    datagram = encode("b", "1", [("router", "bogus://x")])
+    for _ in range(500):
+        assert decode(datagram, sender) is not None
+    told = [r.getMessage() for r in caplog.records if sender in r.getMessage()]
+    assert len(told) == 1 and "bogus://x" in told[0] and "ignored in all" in told[0], told
