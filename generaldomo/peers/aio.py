@@ -30,6 +30,7 @@ from generaldomo.peers.client import (
     RequestFuture,
     _Default,
     fetch_timeout,
+    named,
 )
 from generaldomo.peers.typed import TypedClient, TypedFuture
 from generaldomo.sansio import wirejson
@@ -207,7 +208,7 @@ class AsyncClient:
                 yield item
         except TimeoutError:
             future.cancel()
-            raise RequestTimeout(f"nothing from {description!r} for {timeout} s") from None
+            raise RequestTimeout(f"nothing from {named(description)} for {timeout} s") from None
         yield future.result()
 
     async def status(self, timeout: float | None = 10.0) -> dict[str, Any]:
