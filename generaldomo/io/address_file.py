@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 BROKER_FILE_VARIABLE = "GENERALDOMO_BROKER_FILE"
+KIND = files.Kind("broker address file", 4 * 1024 * 1024)  # hundreds of bytes; thousands of endpoints fit
 _POLL = 0.1  # seconds between looks for a file that is not there yet
 
 
@@ -92,13 +93,13 @@ def decode(data: bytes) -> BrokerAddress:
 
 def write(path: str | os.PathLike[str], address: BrokerAddress) -> None:
     """Write ``address`` to ``path`` atomically: readers see the old file, no file, or all of the new one."""
-    files.atomic_write(path, encode(address), "broker address file")
+    files.write(path, encode(address), "broker address file", 0o600)
     log.debug("wrote broker address file %s", path)
 
 
 def read(path: str | os.PathLike[str]) -> BrokerAddress:
     """The address in the file at ``path`` (OSError if unreadable, ValueError if malformed)."""
-    return decode(Path(path).read_bytes())
+    return decode(files.read(path, KIND))
 
 
 def wait(path: str | os.PathLike[str], timeout: float, transport: str | None = None) -> BrokerAddress:
