@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import zmq
+from doc_blocks import named
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
@@ -158,13 +159,6 @@ def test_cpp_protocol_header_follows_the_documented_layouts(programs: dict[str, 
     assert (proc.returncode, proc.stdout) == (0, "protocol: 27 checks, 0 failed\n"), proc.stdout + proc.stderr
 
 
-def literal_block(text: str, after: str) -> str:
-    """The first reST literal block (``::`` then indented lines) that follows the words ``after``, dedented."""
-    block = text.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
-    end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    return "\n".join(line[4:] for line in block[:end]).strip() + "\n"
-
-
 def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -> None:
     """``python -m generaldomo.cpp`` names the installed headers; the pkg-config and CMake files carry the
     package's version."""
@@ -187,10 +181,10 @@ def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -
 
 
 def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
-    """Built by the guide's own commands: pkg-config on the headers installed with the package."""
-    readme = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
-    (tmp_path / "example.cpp").write_text(literal_block(readme, "A client submitting from several threads"))
-    commands = literal_block(readme, "Build it with the\nflags pkg-config gives")
+    """The guide's example (docs/examples/client.cpp), built by the guide's own commands: pkg-config on the
+    headers installed with the package."""
+    (tmp_path / "example.cpp").write_text((ROOT / "docs" / "examples" / "client.cpp").read_text())
+    commands = named("cpp-build-pkg-config")
     build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
     assert "pkg-config --cflags --libs generaldomo" in build
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
