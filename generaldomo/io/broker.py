@@ -38,8 +38,7 @@ from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.core import BrokerCore, Peer, Send
-from generaldomo.sansio.mmi import status
-from generaldomo.sansio.report import StatusQuery, StatusReport
+from generaldomo.sansio.report import PAGE_BYTES, StatusQuery, StatusReport
 from generaldomo.sansio.resolver import Resolver
 from generaldomo.sansio.settings import Settings
 
@@ -49,8 +48,10 @@ _DRAIN = 256  # messages read from one link before looking at the others
 # libzmq's hard size limit sits this far above the core's, so that a request a little too large gets a 413
 # answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
 ENVELOPE_SLACK = 64 * 1024
-# the busiest services, and the first workers, in the snapshot metrics read: its cost does not grow with them
+# the busiest services, and the first workers, in the snapshot metrics read: its cost does not grow with them,
+# nor with what they hold (a quarter of a status page's bytes: the loop builds it every period)
 SNAPSHOT = StatusQuery(limit=200, order="busy")
+SNAPSHOT_BYTES = PAGE_BYTES // 4
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
 _peer = tuple.__new__  # a Peer without its named tuple's Python __new__ (1,300 instructions less per message)
 
@@ -311,7 +312,10 @@ class Broker(ServingLoop):
             # the tick only when its time has come: what serving scheduled is later than the batch's clock read
             # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
             if due is not None and now >= due:
-                self._send(core.tick(now))
+                out = core.tick(now)
+                if core.changed:  # a flow change that waited its turn (pacing): in the state directory first
+                    self._record()
+                self._send(out)
             if now >= backlog.next_poll:
                 backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
                 if backlog:
@@ -330,7 +334,7 @@ class Broker(ServingLoop):
         super()._caught(what)
 
     def _snapshot(self) -> None:
-        self.snapshot = status(self.core, time.monotonic(), SNAPSHOT)
+        self.snapshot = self.core.report(time.monotonic(), SNAPSHOT, SNAPSHOT_BYTES)
 
     def _begin_drain(self) -> float:
         """Stop accepting requests and return when the draining stop ends (the stop request is consumed)."""

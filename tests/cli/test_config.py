@@ -103,6 +103,26 @@ def test_print_config_is_a_file_that_config_reads(tmp_path: Path) -> None:
     assert again["flow"][0] == ["a:rate=1"] and again["queue_bytes"][0] == "none"
 
 
+def test_one_word_one_meaning_none_lifts_a_limit_auto_is_a_worked_out_default(tmp_path: Path) -> None:
+    """``--print-config`` writes ``auto`` for a default worked out from other settings (client_expiry,
+    recovery) and ``none`` only for a lifted limit (max_workers); files that say ``none`` for those still read."""
+    shown = printed("broker", "--max-workers", "none")
+    assert shown["max_workers"] == ("none", "flag --max-workers")
+    assert shown["client_expiry"] == ("auto", "default") and shown["recovery"] == ("auto", "default")
+    for knob in knobs.SETTINGS:
+        if knob.nullable and shown[knob.name][0] in ("none", "auto"):
+            assert shown[knob.name][0] == ("auto" if knob.derived else "none"), knob.name
+    older = tmp_path / "older.toml"
+    older.write_text('[broker]\nclient_expiry = "none"\nrecovery = "none"\n')
+    again = printed("broker", "--config", str(older), "--client-expiry", "auto")
+    assert again["client_expiry"] == ("auto", "flag --client-expiry")
+    assert again["recovery"] == ("auto", f"{older}:[broker] recovery")
+    refused = run("broker", "--max-workers", "auto", "--print-config", env=environment())
+    assert refused.returncode == 2 and "or none (no limit)" in refused.stderr, refused.stderr
+    assert knobs.flow_text({"rate": None, "backoff": None}) == "rate=none,backoff=auto"
+    assert knobs.flow_changes("rate=none,backoff=auto") == {"rate": None, "backoff": None}
+
+
 def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_path: Path, processes) -> None:
     config = tmp_path / "generaldomo.toml"
     config.write_text(
@@ -135,7 +155,11 @@ def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_pa
         ("colour = 3\n", {}, "{file}: unknown setting 'colour'"),
         ('[broker]\ntransport = "tcp"\n', {}, "{file}:[broker] transport: 'tcp' is not one of router, server"),
         ("[broker\n", {}, "{file}: not a TOML file"),
-        ("", {"GENERALDOMO_LIVENESS": "0"}, "GENERALDOMO_LIVENESS: liveness must be a whole number (at least 1)"),
+        (
+            "",
+            {"GENERALDOMO_LIVENESS": "0"},
+            "GENERALDOMO_LIVENESS: liveness must be a whole number (at least 1, at most 1000)",
+        ),
         ("", {"GENERALDOMO_BEACON": "perhaps"}, "GENERALDOMO_BEACON: true or false expected"),
         ("", {"GENERALDOMO_CONNECTION_WORKER_SHARE": "0.9"}, "connection_worker_share must be a number"),
         ("[broker.flow.echo]\nrate = 0\n", {}, "{file}:[broker] flow: 'echo:rate=0': rate must be a number"),

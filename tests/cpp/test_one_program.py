@@ -177,7 +177,7 @@ def test_settings_come_from_the_broker_command(run: Programs, endpoint_for) -> N
     assert process.popen.wait(WAIT) == 3
     assert process.output() == (
         "broker error: the broker did not start: SettingsError: argument --max-frames: max_frames must be a whole "
-        "number (at least 1), not 'many'\n"
+        "number (at least 1, at most 2147483647), not 'many'\n"
     )
 
 

@@ -10,6 +10,7 @@
 (function () {
   const WINDOW_MAX = 300; // seconds the charts may show (the dashboard keeps as much history)
   const STALE_AFTER = 4; // seconds without a frame before the page says so
+  const REFUSED_RETRY = 10; // seconds before a page whose stream was refused asks again
   const COLOURS = { queued: "#1f77b4", processing: "#ff7f0e", inFlight: "#2ca02c", cap: "#d62728" };
   const LIMITS = ["rate", "burst", "concurrency", "bytes_in_flight", "adaptive_min", "adaptive_max"];
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
@@ -69,7 +70,15 @@
     source.addEventListener("history", (event) => history(JSON.parse(event.data)));
     source.addEventListener("frame", (event) => frame(JSON.parse(event.data)));
     source.addEventListener("trouble", (event) => trouble(JSON.parse(event.data).error));
-    source.onerror = () => setState("disconnected", "the dashboard does not answer; retrying…");
+    source.onerror = () => {
+      if (source.readyState !== EventSource.CLOSED) {
+        setState("disconnected", "the dashboard does not answer; retrying…");
+        return;
+      }
+      // refused (too many pages open at once, or a token that no longer holds): ask again later
+      setState("disconnected", "the dashboard refused this page's stream (too many pages open?); retrying in " + REFUSED_RETRY + " s…");
+      setTimeout(connect, REFUSED_RETRY * 1000);
+    };
   }
 
   function history(data) {
