@@ -137,12 +137,12 @@ class Feed:
     ) -> None:
         if not (0 < interval < math.inf and 0 < timeout < math.inf):
             raise ValueError("the interval and the timeout must be positive and finite")
-        if not 0 < max_streams_per_client <= max_streams:
-            raise ValueError("the stream caps must be positive, the one per client at most the one in all")
+        if max_streams < 1 or max_streams_per_client < 1:
+            raise ValueError("the caps on event streams must be positive")
         self.client = client
         self.interval, self.timeout = interval, timeout
         self.allow_control = allow_control
-        self.max_streams, self.max_streams_per_client = max_streams, max_streams_per_client
+        self.max_streams, self.max_streams_per_client = max_streams, min(max_streams_per_client, max_streams)
         self._admin: bool | None = None if curve else False  # None: not asked yet
         self._framer = framer or Framer()
         self._lock = threading.Lock()

@@ -361,6 +361,14 @@ COMMAND: Final[tuple[Knob, ...]] = (
     command("shown_services", Kind.INT, "services shown at most", low=1, high=100_000, metavar="N", flag="--services"),
     command("shown_workers", Kind.INT, "workers shown at most", low=1, high=100_000, metavar="N", flag="--workers"),
     command(
+        "max_streams", Kind.INT, "pages (event streams) open at once, all clients together", low=1, high=10_000,
+        metavar="N", flag="--streams",
+    ),
+    command(
+        "max_streams_per_client", Kind.INT, "pages (event streams) open at once from one client address", low=1,
+        high=10_000, metavar="N", flag="--streams-per-client",
+    ),
+    command(
         "watch", Kind.FLOAT, "refresh every SECONDS until interrupted (default: print once)",
         unit="seconds", low=0.1, metavar="SECONDS",
     ),
