@@ -83,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
         return Exit.NO_BROKER
     except BrokenPipeError:  # the reader went away (`generaldomo status --watch 1 | head`): end quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        from generaldomo.io import files  # on first use: short commands import little
+
+        files.discard(sys.stdout.fileno())  # the exit's flush must not fail again
         return Exit.OK
     except _ERRORS as error:
         print(scrub(f"generaldomo: {error}", args), file=sys.stderr)

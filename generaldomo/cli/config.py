@@ -33,9 +33,11 @@ import attrs
 
 from generaldomo.cli.options import SECRETS, VARIABLES
 from generaldomo.errors import SettingsError
+from generaldomo.io import files
 from generaldomo.sansio import knobs
 
 CONFIG_VARIABLE = "GENERALDOMO_CONFIG"
+CONFIG_FILE = files.Kind("configuration file", 1024 * 1024)  # a configuration of a few hundred lines is 10 KiB
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 _NOT_SETTINGS = {"help", "more_verbose", "log_format", "log_file", "config", "print_config", "version"}
 _KNOBS = knobs.by_name((*knobs.SETTINGS, *knobs.PEER))
@@ -101,8 +103,9 @@ def _reading(actions: Sequence[argparse.Action]) -> argparse.Action:
 def read_file(path: str) -> dict[str, Any]:
     """The TOML file at ``path``; SettingsError if it cannot be read or parsed."""
     try:
-        with open(path, "rb") as file:
-            return tomllib.load(file)
+        return tomllib.loads(files.read(path, CONFIG_FILE).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not a TOML file (not UTF-8 text)") from None
     except OSError as error:
         raise SettingsError(f"cannot read the configuration file {path}: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:

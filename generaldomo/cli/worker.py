@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         worker.serve()
     finally:
         stop.set()
+    print(f"generaldomo worker: stopped serving {args.service!r} after {worker.tasks_done} tasks", flush=True)
     return Exit.OK
 
 

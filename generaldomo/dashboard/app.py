@@ -45,6 +45,7 @@ from generaldomo.dashboard.feed import (
 )
 from generaldomo.dashboard.frames import MAX_SERVICES, MAX_WORKERS, Framer
 from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
+from generaldomo.io import files
 from generaldomo.peers.client import Client, Keys, RequestFailed
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.flow import LIMIT_NAMES
@@ -52,6 +53,7 @@ from generaldomo.sansio.flow import LIMIT_NAMES
 log = logging.getLogger(__name__)
 
 STATIC: Final = Path(__file__).parent / "static"
+PAGE: Final = files.Kind("dashboard page template", 1024 * 1024)
 MAX_BODY: Final = 4096  # bytes of a POST body
 MAX_NAME: Final = 1024  # characters of a service name to change
 RETRY: Final = {"retry-after": "10"}  # seconds a page refused a stream waits before it asks again
@@ -122,7 +124,7 @@ class Dashboard:
             max_streams=max_streams,
             max_streams_per_client=max_streams_per_client,
         )
-        self._page = Template((STATIC / "index.html").read_text())
+        self._page = Template(files.read(STATIC / "index.html", PAGE).decode("utf-8"))
 
     def close(self) -> None:
         """Stop polling, end the pages' streams and close the client."""

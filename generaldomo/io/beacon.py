@@ -306,7 +306,7 @@ def locate(
 
 def _from_file(path: str | os.PathLike[str], transport: str, timeout: float) -> Found:
     try:
-        address = address_file.wait(path, timeout)
+        address = address_file.wait(path, timeout, transport)
         found = address.endpoint(transport)
     except (TimeoutError, LookupError) as error:
         raise DiscoveryError(str(error)) from error

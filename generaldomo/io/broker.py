@@ -16,6 +16,7 @@ on. What ends the loop otherwise (a socket that fails: ``zmq.ZMQError``; a ``Bas
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -33,7 +34,7 @@ from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.failfast import Failure, LoopFailed, OnFailure, ServingLoop
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.randomness import RandomPool
-from generaldomo.io.state import StateDir
+from generaldomo.io.state import StateDir, StateError
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
@@ -133,6 +134,9 @@ class Broker(ServingLoop):
         self._stop_read, self._stop_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # no write to the pipe once its descriptors are closed (and maybe reused); reentrant for signal handlers
         self._stop_lock = threading.RLock()
+        # answers held until the flow changes they report are on disk (the generation), in order; their peers
+        self._pending: collections.deque[tuple[int, list[Send]]] = collections.deque()
+        self._held_peers: set[Peer] = set()
         try:
             if transport is not None:
                 self.add_link(transport, bind)
@@ -275,6 +279,7 @@ class Broker(ServingLoop):
 
     def _finish(self) -> None:
         with contextlib.suppress(zmq.ZMQError):  # failed sockets take no goodbye
+            self._flush_state()
             if self._drain is not None:
                 self._send(self.core.abandon(time.monotonic()))
             self._send(self.core.close())
@@ -283,8 +288,12 @@ class Broker(ServingLoop):
 
     def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
-        wait = waiter([link.socket for link in self.links], (self._stop_read,))
+        state = self.state
+        wait = waiter(
+            [link.socket for link in self.links], (self._stop_read, *(() if state is None else (state.ready,)))
+        )
         stop_bit = 1 << len(self.links)
+        state_bit = stop_bit << 1  # the state directory's writer wrote changes to disk
         links = list(enumerate(self.links))
         core, backlog = self.core, self.backlog
         clock = time.monotonic
@@ -308,6 +317,9 @@ class Broker(ServingLoop):
                     if self._drain is None or draining is not None or not core.tasks:
                         return
                     draining = self._begin_drain()
+                if ready & state_bit and state is not None:
+                    state.drain()
+                    self._release()
                 for index, link in links:
                     if ready >> index & 1:
                         try:  # self._guarded inlined (a call less per batch)
@@ -322,8 +334,9 @@ class Broker(ServingLoop):
             if due is not None and now >= due:
                 out = core.tick(now)
                 if core.changed:  # a flow change that waited its turn (pacing): in the state directory first
-                    self._record()
-                self._send(out)
+                    self._hold(out)
+                else:
+                    self._send(out)
             if now >= backlog.next_poll:
                 backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
                 if backlog:
@@ -367,18 +380,18 @@ class Broker(ServingLoop):
     def _serve(self, index: int, link: Link) -> None:
         """Feed the core what ``link`` has (a bounded number of messages: see :data:`TURN_SECONDS`), sending what it
         answers, each message inside the barrier. A flow change is in the state directory before its answer goes:
-        from the first change on, the batch's answers wait for one write at its end."""
-        core, links = self.core, self.links
+        the answers of a message that changed the flow limits, and what follows them to the same peers, wait for
+        the state directory's writer (:meth:`_release`); other peers are served meanwhile."""
+        core, links, held = self.core, self.links, self._held_peers
         receive, now = core.receive, time.monotonic()  # one clock read per batch (and one at its end)
-        held: list[Send] | None = None
         drains = self._drains
         for address, frames, credential in link.recv_batch(drains[index]):
             try:
                 out = receive(_peer(Peer, (index, address)), frames, now, credential)
-                if held is not None:
-                    held += out
-                elif core.changed:
-                    held = out
+                if core.changed:
+                    self._hold(out)
+                elif held:
+                    self._send(out)
                 else:
                     for peer, message in out:  # self._send inlined (the hot path)
                         links[peer.link].send(peer.address, message)
@@ -386,24 +399,62 @@ class Broker(ServingLoop):
                 raise
             except Exception:
                 self._caught("a message")
-        if held is not None:
-            self._record()
-            self._send(held)
         took = time.monotonic() - now
         if took > TURN_SECONDS:
             drains[index] = max(MIN_DRAIN, drains[index] // 2)
         elif took < TURN_SECONDS / 4 and drains[index] < _DRAIN:
             drains[index] = min(_DRAIN, drains[index] * 2)
 
-    def _record(self) -> None:
+    def _hold(self, out: list[Send]) -> None:
+        """Record the core's flow changes and hold ``out`` (the answers of the message that made them) until the
+        state directory has them on disk."""
         changes = self.core.take_changes()
-        if self.state is not None:
-            self.state.record(changes)
+        if self.state is None:
+            self._send(out)
+            return
+        generation = self.state.record(changes)
+        self._pending.append((generation, out))
+        self._held_peers.update(peer for peer, _ in out)
+        self._release()
+
+    def _release(self) -> None:
+        """Send the held answers whose changes are on disk, in order (raises if the state file cannot be written:
+        the broker fails)."""
+        assert self.state is not None
+        durable, pending = self.state.durable, self._pending
+        if pending and pending[0][0] <= durable:
+            while pending and pending[0][0] <= durable:
+                self._send_now(pending.popleft()[1])
+            self._held_peers.clear()
+            self._held_peers.update(peer for _, out in pending for peer, _ in out)
 
     def _send(self, messages: list[Send]) -> None:
+        """Send ``messages``; those to peers with held answers wait behind them."""
+        held = self._held_peers
+        if not held:
+            self._send_now(messages)
+            return
+        links, pending = self.links, self._pending
+        for message in messages:
+            peer = message[0]
+            if peer in held:
+                pending.append((pending[-1][0], [message]))
+            else:
+                links[peer.link].send(peer.address, message[1])
+
+    def _send_now(self, messages: list[Send]) -> None:
         links = self.links
         for peer, frames in messages:
             links[peer.link].send(peer.address, frames)
+
+    def _flush_state(self) -> None:
+        """Wait until every recorded change is on disk, and send what waited for it."""
+        if self.state is not None:
+            try:
+                self.state.flush()
+                self._release()
+            except StateError:
+                pass  # the loop failed with it: what waited for the write is never sent
 
     def _close_sockets(self) -> None:
         if self._beacon is not None:

@@ -305,3 +305,22 @@ def test_a_refused_handshake_exits_3_from_every_client_command(processes: list[s
         )
         assert done.returncode == 3, (argv, done.returncode, done.stderr)
         assert "--transport router" in done.stderr, done.stderr
+
+
+def test_doctor_on_a_router_only_install_warns_and_succeeds(tmp_path: Path) -> None:
+    """With PyPI's pyzmq (no draft API) ``generaldomo doctor`` reports the missing server transport as a warning
+    saying how to add it, and exits 0: the router transport works."""
+    stock = tmp_path / "stock"
+    got = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--only-binary", ":all:", "--target", str(stock),
+         "pyzmq==27.2.0"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if got.returncode != 0:
+        pytest.skip(f"no stock pyzmq wheel to install here: {got.stderr.strip()[-300:]}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(stock), str(Path(__file__).resolve().parents[2])])}
+    doctor = subprocess.run([*COMMAND, "doctor"], capture_output=True, text=True, timeout=60, env=env)
+    assert "draft sockets (CLIENT/SERVER): no" in doctor.stdout, doctor.stdout + doctor.stderr
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "warning: the server transport (CLIENT/SERVER sockets) is not available" in doctor.stdout
+    assert "generaldomo.draft ensure" in doctor.stdout.splitlines()[-1]

@@ -33,7 +33,7 @@ from generaldomo import Broker, Settings, Worker
 from generaldomo.cli import _SUBPARSERS, COMMANDS, main, parser
 from generaldomo.io import address_file, endpoints, files
 from generaldomo.io.beacon import MAGIC, VERSION, Listener, decode
-from generaldomo.io.locator import Where
+from generaldomo.io.locator import Where, _Beacons
 from generaldomo.sansio import knobs
 
 parser()
@@ -252,7 +252,8 @@ def test_a_listening_worker_survives_any_beacons_and_finds_its_broker_after(monk
     try:
         eventually(lambda: bool(first.core.workers), WAIT)
         first.core.close()
-        first.stop()  # silent: the worker listens for beacons now
+        first.stop()  # silent: the worker listens for beacons once it notices
+        eventually(lambda: _Beacons._shared, WAIT, "the worker listening for beacons again")
 
         @fuzz_settings(10, live=True)
         @given(bodies=st.lists(ANNOUNCEMENT, min_size=1, max_size=15), named=st.booleans())

@@ -192,6 +192,17 @@ def test_two_copies_of_libzmq_are_refused(run: Programs, endpoint_for, tmp_path:
     assert "broker error: this program and pyzmq use two copies of libzmq" in process.output()
 
 
+def test_without_generaldomo_python_the_error_names_the_variable_to_set(run: Programs, endpoint_for) -> None:
+    """Started without ``GENERALDOMO_PYTHON`` (nor ``PYTHONPATH``), the program's Python is the one libpython
+    finds by default, without generaldomo: the error says which Python that is and what to set."""
+    bare = {k: v for k, v in os.environ.items() if k not in ("GENERALDOMO_PYTHON", "PYTHONPATH", "VIRTUAL_ENV")}
+    process = run.start(run.programs["gd_embedded"], endpoint_for("inproc"), stdin=True, env=bare)
+    assert process.popen.wait(WAIT) == 3
+    said = process.output()
+    assert "broker error: cannot import generaldomo in the Python this program runs" in said, said
+    assert "GENERALDOMO_PYTHON is not set" in said and "set GENERALDOMO_PYTHON to the python of the environment" in said
+
+
 def readme_example(after: str, source: Path) -> Path:
     """Write the guide's code block (docs/howto/cpp.rst) that follows ``after`` to ``source``."""
     block = (ROOT / "docs" / "howto" / "cpp.rst").read_text().split(after, 1)[1].splitlines()

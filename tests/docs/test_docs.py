@@ -127,3 +127,40 @@ def test_the_worked_example_is_what_the_code_sends() -> None:
 def test_a_wrong_byte_is_noticed() -> None:
     request, _ = example()
     assert not in_document(codec.encode([*request[:-1], b"hellO"]))
+
+
+def merge_leftovers(text: str) -> list[int]:
+    """The line numbers of what a merge leaves when its conflict is not resolved: ``<<<<<<<``, ``>>>>>>>``, and
+    ``=======`` standing alone (not the underline of a title of at most seven characters)."""
+    lines = text.splitlines()
+    found = []
+    for number, line in enumerate(lines, 1):
+        if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line in ("<<<<<<<", ">>>>>>>"):
+            found.append(number)
+        elif line == "=======":
+            above = lines[number - 2] if number > 1 else ""
+            below = lines[number] if number < len(lines) else ""
+            if not above.strip() or above.startswith("=") or below.startswith("="):
+                found.append(number)
+    return found
+
+
+def test_no_document_holds_a_merge_leftover_and_each_protocol_table_is_there_once() -> None:
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    texts = [ROOT / name for name in tracked if name.endswith((".rst", ".md", ".py", ".toml", ".ini", ".cfg", ".hpp"))]
+    leftovers = {str(path.relative_to(ROOT)): merge_leftovers(path.read_text()) for path in texts if path.exists()}
+    assert {name: lines for name, lines in leftovers.items() if lines} == {}
+    assert merge_leftovers("Title\n=======\n") == [] and merge_leftovers("a\n\n=======\n\nb\n") == [3]
+    for header in ("GDPC01", "GDPW01"):
+        section = PROTOCOL.split(f"(header ``{header}``", 1)[1].split("\n\n- ", 1)[0]
+        assert len(re.findall(r"^message +code +frames$", section, re.MULTILINE)) == 1, header
+
+
+def test_the_draft_build_time_is_one_figure_wherever_it_is_said() -> None:
+    """tox.ini, the README and the install guide give the same time for the first draft build."""
+    said = {
+        name: re.findall(r"draft-enabled pyzmq[^(]*\((about [^):]+)", (ROOT / name).read_text().replace("\n#", ""))
+        for name in ("tox.ini", "README.rst", "docs/howto/install.rst")
+    }
+    assert all(len(figures) == 1 for figures in said.values()), said
+    assert len({figures[0] for figures in said.values()}) == 1, said

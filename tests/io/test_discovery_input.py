@@ -253,3 +253,29 @@ def test_a_peer_starting_passes_over_beacons_it_cannot_use(monkeypatch: pytest.M
     finally:
         spoofing.join(WAIT)
         broker.stop()
+
+
+def test_a_peer_starting_waits_past_an_address_file_without_a_usable_endpoint(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    path.write_text('{"version": 1, "name": "b", "instance": "1", "endpoints": [{"transport": "router", '
+                    '"endpoint": "tcp://127.0.0.1:notaport"}]}')  # fmt: skip
+    found: list[str] = []
+    starting = threading.Thread(
+        target=lambda: found.append(Locator(Where(broker_file=str(path), timeout=WAIT), "router").target.endpoint)
+    )
+    starting.start()
+    time.sleep(0.5)  # it has read the file and waits past it
+    assert not found
+    address_file.write(path, BrokerAddress("b", "2", (("router", "tcp://127.0.0.1:7"),)))
+    starting.join(WAIT)
+    assert found == ["tcp://127.0.0.1:7"]
+
+
+def test_a_flood_of_bad_beacons_is_one_log_line_with_the_count(caplog: pytest.LogCaptureFixture) -> None:
+    sender = f"10.{uuid.uuid4().int % 250}.0.1"  # a source of its own: the limiter's window is per source
+    caplog.set_level("WARNING", logger="generaldomo.io.endpoints")
+    datagram = encode("b", "1", [("router", "bogus://x")])
+    for _ in range(500):
+        assert decode(datagram, sender) is not None
+    told = [r.getMessage() for r in caplog.records if sender in r.getMessage()]
+    assert len(told) == 1 and "bogus://x" in told[0] and "ignored in all" in told[0], told
