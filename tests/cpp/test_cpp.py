@@ -269,22 +269,50 @@ def test_cpp_client_names_a_refused_handshake_at_once(run: Programs, brokers) ->
 
 
 def test_cpp_client_timeout_says_whether_a_broker_answered(run: Programs, brokers, endpoint_for) -> None:
-    """Nothing listening: the timeout says so; a broker that answers but has no worker for the service: a plain
-    timeout (or the broker's 504 at the request's deadline, which is the same moment)."""
+    """Told to wait for its broker, with nothing listening: the timeout says so; a broker that answers but has no
+    worker for the service: a timeout, whether the client's wait or the broker's 504 at the request's deadline
+    (the same moment) ends first."""
     with zmq.Context.instance().socket(zmq.SERVER) as placeholder:  # a port nobody listens on once closed
         port = placeholder.bind_to_random_port("tcp://127.0.0.1")
     nowhere = f"tcp://127.0.0.1:{port}"
-    said, _, _ = run.start(run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", nowhere).finish()
+    once = (run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", "--wait-for-broker")
+    said, _, _ = run.start(*once, nowhere).finish()
     assert said == (
         f"timeout no reply to echo within 3000 ms; no broker has answered at {nowhere} over the server transport: "
         "nothing accepts connections there (is a broker running?)"
     )
     _, endpoint = server_broker(brokers, endpoint_for, "tcp")
-    said, _, _ = run.start(run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", endpoint).finish()
-    assert said in (
-        "timeout no reply to echo within 3000 ms",
-        "error 504 the request's deadline passed before a worker took it",
-    )
+    said, _, _ = run.start(*once, endpoint).finish()
+    assert said.startswith("timeout no reply to echo within 3000 ms"), said
+
+
+def test_cpp_client_says_at_once_that_nothing_accepts_connections(run: Programs, tmp_path: Path) -> None:
+    """A wrong endpoint: a request with a 60 s timeout fails within about a second with BrokerUnreachable, which
+    names the endpoint and how to wait instead (the old client waited the whole timeout)."""
+    with zmq.Context.instance().socket(zmq.SERVER) as placeholder:  # a port nobody listens on once closed
+        port = placeholder.bind_to_random_port("tcp://127.0.0.1")
+    for nowhere in (f"ipc://{tmp_path}/nobody.sock", f"tcp://127.0.0.1:{port}"):
+        said, took, done = run.client(nowhere, "once").finish()
+        assert said.startswith(f"handshake unreachable nothing accepts connections at {nowhere}"), said
+        assert "fail_unreachable = false" in said and done == "done"
+        assert float(took.split()[1]) < WAIT / 2  # a generous bound (TIMEOUT_MS is not reached): the cause counts
+
+
+def test_cpp_client_answers_a_service_typo_at_once_with_the_nearest_name(
+    run: Programs, brokers, workers, endpoint_for
+) -> None:
+    broker, endpoint = server_broker(brokers, endpoint_for, "tcp", settings=Settings(heartbeat_interval=0.2))
+    worker = workers(endpoint, "server", "shout", tagged(b"py:"), heartbeat_interval=0.2)
+    eventually(lambda: worker.registered, what="the worker's registration")
+    said, took, _ = run.client(endpoint, "once", "--service", "shuot", "--heartbeat-ms", "200").finish()
+    assert said.startswith("error 404 ") and "did you mean 'shout'?" in said, said
+    assert float(took.split()[1]) < WAIT / 2
+    before = broker.core.counters["requests"]
+    waits = run.client(endpoint, "once", "--service", "later", "--wait-for-service", "--heartbeat-ms", "200")
+    eventually(lambda: broker.core.counters["requests"] > before, what="the request, queued for a worker to come")
+    workers(endpoint, "server", "later", tagged(b"py:"), heartbeat_interval=0.2)
+    said, _, _ = waits.finish()
+    assert said == "py:once", said
 
 
 # ------------------------------------------------------------------------------------------ C++ client, Python workers

@@ -67,8 +67,8 @@ def test_the_first_worker_walk_through_runs_as_written(tmp_path: Path) -> None:
             log = (tmp_path / f"{len(started)}.log").open("wb")
             started.append(subprocess.Popen(command(line, port), cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT))
             if len(started) == 1:
-                with Client(f"tcp://127.0.0.1:{port}") as probe:
-                    probe.status(timeout=60)  # the broker is up
+                with Client(f"tcp://127.0.0.1:{port}", fail_unreachable=False) as probe:
+                    probe.status(timeout=60)  # the broker is up (it may not listen yet)
         with Client(f"tcp://127.0.0.1:{port}") as probe:
             wait_for_workers(probe, {"square": 4, "shout": 12})
         run = subprocess.run([sys.executable, "client.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
