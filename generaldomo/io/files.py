@@ -8,7 +8,8 @@ This module owns how files are opened; no other module opens a file (a test grep
   refused (``O_NOFOLLOW``: files in a directory the package manages, such as the state directory) or followed
   (paths the operator names, e.g. a key mounted by a container runtime), and whether it holds a secret or state
   (``private``): then it must belong to the user the process runs as (or root), and a file others may read or
-  write is refused (``strict``) or accepted with a warning naming it.
+  write is refused (``strict``) or accepted with a warning naming it; a link to it that is followed must be
+  this user's or root's too (a container runtime's mounted secrets are root's links).
 - **Writing** (:func:`write`): the bytes go to a new temporary file ``.NAME.XXXX.tmp`` created exclusively
   (``O_EXCL | O_NOFOLLOW``) with its final mode from the start (never wider, whatever the umask), in a directory
   whose owner and mode are checked first (:func:`check_directory`); it is flushed to disk (``fsync``), renamed
@@ -73,9 +74,23 @@ def _refused(code: int, reason: str) -> OSError:
 
 
 def read(path: str | os.PathLike[str], kind: Kind, *, directory: int | None = None) -> bytes:
-    """The bytes of the regular file at ``path`` under ``kind``'s rules; OSError (``strerror`` in words) if it is
-    not one, is too large, or is not private enough. ``directory``: a descriptor ``path`` is relative to."""
+    """The bytes of the regular file at ``path`` under ``kind``'s rules; OSError (``strerror`` in words, the path
+    as its ``filename``) if it is not one, is too large, or is not private enough. ``directory``: a descriptor
+    ``path`` is relative to."""
+    try:
+        return _read(path, kind, directory)
+    except OSError as error:
+        if error.filename is None:
+            error.filename = os.fspath(path)
+        raise
+
+
+def _read(path: str | os.PathLike[str], kind: Kind, directory: int | None) -> bytes:
     flags = _READ_FLAGS | (0 if kind.follow else os.O_NOFOLLOW)
+    if kind.private and kind.follow:  # a link to a secret: only one its user (or root, as a container's) made
+        link = os.lstat(path, dir_fd=directory)
+        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (os.geteuid(), 0):
+            raise _refused(errno.EPERM, f"a symbolic link of another user (uid {link.st_uid})")
     try:
         descriptor = os.open(path, flags, dir_fd=directory)
     except OSError as error:
