@@ -19,6 +19,8 @@ from generaldomo.cli.command import Command, Exit
 from generaldomo.sansio import knobs
 
 DEFAULT_HTTP = "127.0.0.1:8077"
+MAX_STREAMS = 64  # generaldomo.dashboard.feed's (that module needs the extra; this one is imported by every command)
+MAX_STREAMS_PER_CLIENT = 8
 TOKEN_VARIABLE = options.DASHBOARD_TOKEN
 BACKLOG = 128
 DESCRIPTION = """\
@@ -63,6 +65,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     # keys of their own: ``services`` and ``workers`` would be the broker's (a file's top-level keys are shared)
     options.add_knob(parser, knobs.COMMANDS["shown_services"], default=50)
     options.add_knob(parser, knobs.COMMANDS["shown_workers"], default=200)
+    options.add_knob(parser, knobs.COMMANDS["max_streams"], default=MAX_STREAMS)
+    options.add_knob(parser, knobs.COMMANDS["max_streams_per_client"], default=MAX_STREAMS_PER_CLIENT)
     options.timeout(parser, "each status report")
 
 
@@ -107,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         hosts=hosts,
         max_services=args.shown_services,
         max_workers=args.shown_workers,
+        max_streams=args.max_streams,
+        max_streams_per_client=args.max_streams_per_client,
     )
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if generated and token else "")

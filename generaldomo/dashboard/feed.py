@@ -44,7 +44,8 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from generaldomo.dashboard.frames import Framer
-from generaldomo.peers.client import Client, RequestFailed
+from generaldomo.errors import GeneraldomoError
+from generaldomo.peers.client import Client, HandshakeFailed, RequestFailed
 from generaldomo.sansio.protocol import FORBIDDEN
 from generaldomo.sansio.report import MAX_PAGE, StatusReport
 
@@ -70,7 +71,7 @@ def event(kind: str, text: str) -> bytes:
     return f"event: {kind}\ndata: {text}\n\n".encode()
 
 
-class TooManyStreams(Exception):
+class TooManyStreams(GeneraldomoError, RuntimeError):
     """The event streams are at their cap (in all, or from this client)."""
 
 
@@ -137,12 +138,12 @@ class Feed:
     ) -> None:
         if not (0 < interval < math.inf and 0 < timeout < math.inf):
             raise ValueError("the interval and the timeout must be positive and finite")
-        if not 0 < max_streams_per_client <= max_streams:
-            raise ValueError("the stream caps must be positive, the one per client at most the one in all")
+        if max_streams < 1 or max_streams_per_client < 1:
+            raise ValueError("the caps on event streams must be positive")
         self.client = client
         self.interval, self.timeout = interval, timeout
         self.allow_control = allow_control
-        self.max_streams, self.max_streams_per_client = max_streams, max_streams_per_client
+        self.max_streams, self.max_streams_per_client = max_streams, min(max_streams_per_client, max_streams)
         self._admin: bool | None = None if curve else False  # None: not asked yet
         self._framer = framer or Framer()
         self._lock = threading.Lock()
@@ -254,7 +255,7 @@ class Feed:
         except TimeoutError:
             self._publish("trouble", {"error": f"the broker did not answer mmi.status within {self.timeout:g} s"})
             return
-        except (RequestFailed, ValueError) as error:
+        except (RequestFailed, HandshakeFailed, ValueError) as error:  # HandshakeFailed: e.g. nothing listens there
             self._publish("trouble", {"error": f"the broker's status could not be read: {error}"})
             return
         arrived = time.time()

@@ -361,6 +361,14 @@ COMMAND: Final[tuple[Knob, ...]] = (
     command("shown_services", Kind.INT, "services shown at most", low=1, high=100_000, metavar="N", flag="--services"),
     command("shown_workers", Kind.INT, "workers shown at most", low=1, high=100_000, metavar="N", flag="--workers"),
     command(
+        "max_streams", Kind.INT, "pages (event streams) open at once, all clients together", low=1, high=10_000,
+        metavar="N", flag="--streams",
+    ),
+    command(
+        "max_streams_per_client", Kind.INT, "pages (event streams) open at once from one client address", low=1,
+        high=10_000, metavar="N", flag="--streams-per-client",
+    ),
+    command(
         "watch", Kind.FLOAT, "refresh every SECONDS until interrupted (default: print once)",
         unit="seconds", low=0.1, metavar="SECONDS",
     ),
@@ -370,8 +378,15 @@ COMMAND: Final[tuple[Knob, ...]] = (
     ),
     command(
         "max_in_flight", Kind.INT,
-        "requests in flight at once (one connection to the broker each); more get status 429",
+        "requests in flight at once (one connection to the broker each), and 7/8 of them for one client "
+        "connection; more wait in the connection's queue",
         low=1, high=100_000, metavar="N",
+    ),
+    command(
+        "connection_queue_bytes", Kind.INT,
+        "bytes of requests one client connection may have waiting for a place in flight; more get status 429 "
+        "with a retry_after, which a generaldomo Client waits out and sends again",
+        unit="bytes", low=0, high=1 << 40, metavar="BYTES",
     ),
     command("concurrency", Kind.INT, "tasks at once, per service", low=1, high=10_000, metavar="N"),
     command(
