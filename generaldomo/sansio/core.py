@@ -36,7 +36,10 @@ unique request id in every request, scoped to their key when they have one; a re
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
 for ``client_silence`` are dropped, unless the request is *detached* (its answer is fetched later by its id, a
-re-ask); services with nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
+re-ask); a queued request without a request id (every MDP request: nobody is heard waiting for it) is answered
+``504`` after ``anonymous_queue_timeout``. So every queued request has an owner whose silence or departure frees
+it, and one connection's requests hold at most ``connection_queue_share`` of ``queue_bytes``. Services with
+nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
 for an unknown service is answered ``404`` at once when its service has no worker now and had none within
 ``served_memory`` (:mod:`generaldomo.sansio.served`), once the broker has run ``known_service_grace`` (one that
 came within it is answered so when it ends, if its service still has nobody). A broker
@@ -86,6 +89,7 @@ from generaldomo.sansio.ledger import (
     Refusal,
     address_bytes,
     connection,
+    exceeds,
     request_charge,
 )
 from generaldomo.sansio.lograte import LogLimiter
@@ -704,7 +708,7 @@ class BrokerCore:
             return
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
-        refusal = self._adopt(service, where) or self._over_budget(service, charge)
+        refusal = self._adopt(service, where) or self._over_budget(service, where, charge)
         if refusal is None:
             listening = key is None or peer in self._heard
             client = 0 if listening else OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
@@ -868,13 +872,20 @@ class BrokerCore:
             self._reject(event, message, protocol.BAD_REQUEST, f"resolver error: {error!r}")
         return None
 
-    def _over_budget(self, service: Service, size: int) -> str | None:
-        """Why a request charged ``size`` bytes for ``service`` would exceed a queue budget, or None if it fits."""
+    def _over_budget(self, service: Service, where: Connection, size: int) -> str | None:
+        """Why a request charged ``size`` bytes for ``service`` from ``where`` would exceed a queue budget, or None
+        if it fits: the connection's share of the queue, then the queue's and the service's budgets, by the
+        small-request rule (:func:`~generaldomo.sansio.ledger.exceeds`) as the ledger's total."""
         settings = self.settings
-        if settings.queue_bytes is not None and self._held_total + size > settings.queue_bytes:
+        held = self.ledger.account(where).tasks + size
+        limit = settings.connection_queue_bytes
+        if limit is not None and held > limit:
+            share = settings.connection_queue_share
+            return f"connection queue budget exceeded: connection_queue_share={share} of queue_bytes held for it"
+        if exceeds(settings.queue_bytes, self._held_total + size, held):
             return f"broker queue budget exceeded: queue_bytes={settings.queue_bytes} bytes of requests held"
         limit = settings.service_queue_bytes
-        if limit is not None and self._held.get(service, 0) + size > limit:
+        if exceeds(limit, self._held.get(service, 0) + size, held):
             return f"service queue budget exceeded: service_queue_bytes={limit} bytes held for {service.name!r}"
         return None
 
@@ -1595,8 +1606,11 @@ class BrokerCore:
         settings, now = self.settings, turn.now
         if not self._graced and not self._in_grace(now):
             self._end_grace(turn)
-        if settings.queue_timeout is not None:
-            self._expire_queued(now - settings.queue_timeout, turn)
+        timeout, anonymous = settings.queue_timeout, settings.anonymous_queue_timeout
+        if timeout is not None:
+            self._expire_queued(now - timeout, turn)
+        if anonymous is not None and (timeout is None or anonymous < timeout):
+            self._expire_queued(now - anonymous, turn, anonymous=True)
         self._drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
         self._forget_idle_services(now)
@@ -1632,13 +1646,14 @@ class BrokerCore:
                 worker.state = _W_CANCEL[worker.state]
                 self._tell_cancel(worker, task, turn)
 
-    def _expire_queued(self, enqueued_before: float, turn: _Turn) -> None:
-        """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
+    def _expire_queued(self, enqueued_before: float, turn: _Turn, *, anonymous: bool = False) -> None:
+        """Answer 504 to queued requests that have waited since before ``enqueued_before`` (``anonymous``: only
+        those without a request id)."""
         stale: dict[Service, set[Task]] = {}
         for task in self._tasks.values():  # oldest first
             if task.enqueued >= enqueued_before:
                 break
-            if task.state is TaskState.QUEUED:
+            if task.state is TaskState.QUEUED and not (anonymous and task.key is not None):
                 stale.setdefault(task.service, set()).add(task)
         for service, tasks in stale.items():
             service.discard(tasks)
