@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 from generaldomo import compat as _compat
 from generaldomo.errors import (
     AppImportError,
+    AppSpecError,
     ClientClosed,
     ContentTypeError,
     DecodeError,
@@ -57,6 +58,7 @@ if not _TYPE_CHECKING:  # (type checkers see only the names below, not the depre
 __all__ = [
     "App",
     "AppImportError",
+    "AppSpecError",
     "AsyncClient",
     "Broker",
     "BrokerCore",

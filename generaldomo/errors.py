@@ -29,6 +29,7 @@ The family::
     ├── ResolveError                    (ValueError) a description the resolver refuses
     ├── ContentTypeError, DecodeError   (ValueError) a typed payload of the wrong type, or undecodable
     ├── AppImportError                  (ImportError) a worker app's module raised while imported
+    ├── AppSpecError                    (LookupError) a worker app spec names no attribute or service there
     ├── KeyFileError                    (ValueError) a CURVE certificate file that cannot be used
     ├── StateError                      (ValueError) a broker state directory that cannot be used
     └── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
@@ -317,6 +318,19 @@ class AppImportError(GeneraldomoError, ImportError):
             run_app("mymodule:app", "tcp://127.0.0.1:5555")
         except AppImportError as error:  # mymodule raised while imported
             print(error)  # with the file, line and code of each frame
+    """
+
+
+class AppSpecError(GeneraldomoError, LookupError):
+    """A ``module:attr`` spec, or a service selected from its app, names nothing there; the message names the
+    nearest that is (``did you mean ...?``) and what there is.
+
+    Example::
+
+        try:
+            run_app("tasks:ap", "tcp://127.0.0.1:5555")
+        except AppSpecError as error:
+            print(error)  # 'tasks' has no attribute 'ap' (from 'tasks:ap'); did you mean 'app'?
     """
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from generaldomo import App, Reject
+from generaldomo.peers.task import TaskContext
 
 app = App("tests")
 
@@ -87,3 +88,12 @@ def work(payload: bytes) -> bytes:
     run.touch()
     time.sleep(int(milliseconds) / 1000)
     return b"ran " + task
+
+
+deadlines = App("deadlines")
+
+
+@deadlines.service("fft", serializer="json")
+def fft(signal: list[float], task: TaskContext) -> dict[str, Any]:
+    """The Deadlines section's app handler: it takes the task's context as its second argument."""
+    return {"n": len(signal), "time_left": task.time_left(), "cancelled": task.cancelled, "pid": os.getpid()}

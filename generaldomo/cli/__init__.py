@@ -32,6 +32,7 @@ from generaldomo.cli import (
     worker,
 )  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
+from generaldomo.errors import AppSpecError
 from generaldomo.io.beacon import DiscoveryError
 from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
 
@@ -47,7 +48,17 @@ Run "generaldomo COMMAND --help" for the options of one command. -v logs more
 --log-format json and --log-file PATH change how and where. They may be
 given before or after the command.
 """
-_ERRORS = (DraftUnavailable, ValueError, TypeError, ImportError, AttributeError, OSError, zmq.ZMQError, DiscoveryError)
+_ERRORS = (
+    DraftUnavailable,
+    AppSpecError,
+    ValueError,
+    TypeError,
+    ImportError,
+    AttributeError,
+    OSError,
+    zmq.ZMQError,
+    DiscoveryError,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,8 @@ The file is UTF-8 JSON::
      "endpoints": [{"transport": "router", "endpoint": "tcp://10.0.0.5:5555"}], "public_key": null}
 
 ``endpoints`` are concrete (no wildcard address, no ``inproc://``); ``public_key`` is the broker's CURVE
-public key (Z85 text) once it has one, else null. Readers ignore fields they do not know.
+public key (Z85 text) once it has one, else null. Readers ignore fields they do not know, and endpoints that are
+not well-formed ``tcp://`` or ``ipc://`` ones (counted, logged rate limited: a bad one is never used).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import attrs
 
 from generaldomo.io import files
+from generaldomo.io.endpoints import announced, announced_key
 from generaldomo.sansio import wirejson
 
 log = logging.getLogger(__name__)
@@ -74,17 +76,17 @@ def decode(data: bytes) -> BrokerAddress:
         body: dict[str, Any] = wirejson.loads(data, None)
         if body.get("version") != VERSION:
             raise ValueError(f"address file version {body.get('version')!r}, not {VERSION}")
-        endpoints = tuple((str(e["transport"]), str(e["endpoint"])) for e in body["endpoints"])
-        key = body.get("public_key")
+        endpoints = announced(body["endpoints"], "the broker address file")
+        key = announced_key(body.get("public_key"), "the broker address file")
         return BrokerAddress(
             str(body["name"]),
             str(body["instance"]),
             endpoints,
             str(body.get("host", "")),
             int(body.get("pid", 0)),
-            None if key is None else str(key),
+            key,
         )
-    except (KeyError, TypeError, AttributeError) as error:
+    except (KeyError, TypeError, AttributeError, OverflowError) as error:
         raise ValueError(f"not a broker address file: {error!r}") from error
 
 

@@ -12,7 +12,9 @@ It knows nothing of the broker's protocol or state.
 
 A beacon is one UDP datagram: the magic bytes ``GDBEACON``, a version byte (1), then UTF-8 JSON
 ``{"name": ..., "instance": ..., "endpoints": [{"transport": "router", "endpoint": "tcp://10.0.0.5:5555"}],
-"public_key": ...}``; ``public_key`` (a CURVE broker's public key, Z85 text; absent or null without CURVE) is
+"public_key": ...}``; an endpoint that is not a well-formed ``tcp://`` or ``ipc://`` one is ignored (counted,
+logged rate limited: :func:`generaldomo.io.endpoints.announced`), so a spoofed beacon cannot make a peer use
+it; ``public_key`` (a CURVE broker's public key, Z85 text; absent or null without CURVE) is
 never a secret, and peers use it only when told to trust it (:func:`locate` reports it, nothing more).
 Wildcard binds (``tcp://*:5555``, ``tcp://0.0.0.0:5555``) are announced with the address of the interface
 that faces the beacon's destination; ``inproc://`` endpoints, reachable only inside the broker's process,
@@ -33,6 +35,7 @@ import attrs
 
 from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
 from generaldomo.io import address_file
+from generaldomo.io.endpoints import announced, announced_key
 from generaldomo.sansio import wirejson
 
 __all__ = ["Announcement", "DiscoveryError", "discover", "find_broker"]
@@ -99,11 +102,10 @@ def decode(datagram: bytes, sender: str = "") -> Announcement | None:
         return None
     try:
         body: dict[str, Any] = wirejson.loads(datagram[len(MAGIC) + 1 :], None)
-        endpoints = tuple((str(e["transport"]), str(e["endpoint"])) for e in body["endpoints"])
-        key = body.get("public_key")
-        return Announcement(
-            str(body["name"]), str(body.get("instance", "")), endpoints, sender, None if key is None else str(key)
-        )
+        source = f"a beacon from {sender or 'somewhere'}"
+        endpoints = announced(body["endpoints"], source)
+        key = announced_key(body.get("public_key"), source)
+        return Announcement(str(body["name"]), str(body.get("instance", "")), endpoints, sender, key)
     except (ValueError, KeyError, TypeError):
         return None
 

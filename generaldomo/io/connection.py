@@ -601,7 +601,12 @@ class BrokerChannel:
             elif isinstance(action, Reconnect):
                 watch = self.handshake  # a broker never reached is the callers' to report, not one line per peer
                 level = logging.INFO if watch is not None and not watch.ever_succeeded else logging.WARNING
-                target = self.locator.advance() if action.silent else self.locator.target
+                proven = watch is None or watch.ever_succeeded  # (inproc is not monitored: nothing to prove)
+                if action.silent:
+                    target = self.locator.advance(proven)
+                else:
+                    self.locator.left(proven)
+                    target = self.locator.target
                 log.log(level, "%s; reconnecting to %s", action.reason, target.endpoint)
                 self.reconnects += 1
                 self.connection = self.connection.reopen(target.endpoint, self._curve_for(target))

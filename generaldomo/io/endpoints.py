@@ -6,21 +6,35 @@ network interface's name; connect: a host name too, and no ``*``), ``ipc://PATH`
 :data:`MAX_IPC_PATH` bytes, libzmq's limit from ``sockaddr_un``), ``inproc://NAME``. Other libzmq transports
 (``pgm://``, ``tipc://``...) are left to libzmq. :func:`check` raises ``ValueError`` naming the endpoint, what
 is wrong and the forms expected; libzmq's own errors ("No such device", "Invalid argument") never reach a user
-for these cases. It knows nothing of sockets or of the protocol.
+for these cases. An endpoint a broker *announces* (its beacon, its address file) is input from whoever can send
+a UDP datagram or write that file: :func:`announced` keeps only the well-formed ``tcp://`` and ``ipc://`` ones
+that a peer can connect to, so that what a peer adopts on the word of a beacon or file is always one it can use.
+It knows nothing of sockets or of the protocol.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
-from typing import Final
+import struct
+import threading
+import time
+from typing import Any, Final
+
+import zmq.utils.z85
+
+from generaldomo.sansio.lograte import LogLimiter
+
+log = logging.getLogger(__name__)
 
 MAX_IPC_PATH: Final = 107  # bytes of an ipc:// path (sun_path less its terminating zero)
 FORMS: Final = {
     True: "tcp://IP:PORT, tcp://IP:* (any free port), tcp://*:PORT (every interface), ipc://PATH or inproc://NAME",
     False: "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
 }
+ANNOUNCED: Final = ("tcp://", "ipc://")  # the transports a beacon or an address file may name
 _LEFT_TO_LIBZMQ = ("pgm://", "epgm://", "tipc://", "vmci://", "udp://", "ws://", "wss://")
 
 
@@ -31,6 +45,66 @@ def check(endpoint: str, bind: bool) -> str:
         verb = "bind to" if bind else "connect to"
         raise ValueError(f"cannot {verb} {endpoint!r}: {problem}; expected {FORMS[bind]}")
     return endpoint
+
+
+def announced_problem(endpoint: object) -> str | None:
+    """What is wrong with ``endpoint`` as an announced one (None: nothing): a well-formed ``tcp://HOST:PORT`` or
+    ``ipc://PATH`` to connect to; anything else (another transport, a malformed text, not text) is refused."""
+    if not isinstance(endpoint, str) or not endpoint.startswith(ANNOUNCED):
+        return f"not a tcp:// or ipc:// endpoint: {str(endpoint)[:80]!r}"
+    return _problem(endpoint, bind=False)
+
+
+class Refused:
+    """The announced endpoints refused in this process: counted (:attr:`count`), and logged at most once per
+    interval for each source (a flood of spoofed beacons is one line every ten seconds, with its count)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+        self._lines = LogLimiter(log, max_keys=64)
+
+    def add(self, source: str, problem: str) -> None:
+        with self._lock:
+            self.count += 1
+            self._lines.line(source, time.monotonic(), "ignored an endpoint from %s: %s", source, problem)
+
+
+REFUSED: Final = Refused()
+
+
+def announced(pairs: Any, source: str) -> tuple[tuple[str, str], ...]:
+    """The usable ``(transport, endpoint)`` pairs of an announcement's ``endpoints`` (JSON: a list of
+    ``{"transport": ..., "endpoint": ...}``); the others are refused (:data:`REFUSED`: counted, logged rate
+    limited, naming ``source``). ValueError if ``pairs`` is not such a list at all."""
+    if not isinstance(pairs, list):
+        raise ValueError(f"endpoints must be a list, not {type(pairs).__name__}")
+    kept = []
+    for pair in pairs:
+        transport = pair.get("transport") if isinstance(pair, dict) else None
+        endpoint = pair.get("endpoint") if isinstance(pair, dict) else pair
+        problem = announced_problem(endpoint)
+        if problem is None and not isinstance(transport, str):
+            problem = f"no transport named for {endpoint!r}"
+        if problem is None:
+            kept.append((str(transport), str(endpoint)))
+        else:
+            REFUSED.add(source, problem)
+    return tuple(kept)
+
+
+def announced_key(key: Any, source: str) -> str | None:
+    """An announcement's ``public_key`` if it is one (40 characters of Z85 text: a CURVE public key), else None;
+    anything else is refused as an endpoint is (counted, logged), and the announcement counts as keyless."""
+    if key is None:
+        return None
+    try:
+        if isinstance(key, str) and len(key) == 40 and len(zmq.utils.z85.decode(key.encode("ascii"))) == 32:
+            return key
+    except (ValueError, UnicodeError, struct.error):
+        pass
+    REFUSED.add(source, f"not a CURVE public key: {str(key)[:80]!r}")
+    return None
 
 
 def _problem(endpoint: str, bind: bool) -> str | None:

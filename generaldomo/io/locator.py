@@ -15,9 +15,13 @@ This module owns the rules by which a Client or Worker finds its broker again af
   name) announces.
 
 With ``trust_announced_key`` (``--trust-announced-key``) the broker key the file or beacon announces comes with
-each new endpoint. :class:`Where` is the picklable description (it travels to process pools);
-:class:`Locator` is the live one of a peer. It knows nothing of the protocol; the peers' sessions decide when
-to reconnect, this says where to.
+each new endpoint. What a file or beacon names is only a candidate: a peer that moved there and found no broker
+that completes the handshake (under CURVE with a pinned key: one that proves it holds that key) goes back to its
+last good broker when the candidate is silent, and listens again from there; endpoints a file or beacon names are
+checked first (:func:`generaldomo.io.endpoints.announced`), so a bad one is never adopted.
+
+:class:`Where` is the picklable description (it travels to process pools); :class:`Locator` is the live one of
+a peer. It knows nothing of the protocol; the peers' sessions decide when to reconnect, this says where to.
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ class Locator:
         self._looked = time.monotonic()
         self._listening = False  # a thread listens for a beacon (after a silence)
         self._pending: Announcement | None = None  # what it heard, for the next look
+        self._good: Target | None = None  # the last target whose broker completed a handshake
         self.target = self._first()
 
     # ------------------------------------------------------------------------------------------ the start
@@ -127,12 +132,19 @@ class Locator:
                 return self._from_address(address)
             except (TimeoutError, LookupError) as error:
                 raise DiscoveryError(str(error)) from error
-        beacons = _Beacons.join()
+        beacons = _Beacons.join(where.name)
+        deadline = time.monotonic() + where.timeout
         try:
             heard = beacons.wait(where.timeout, where.name)
+            while True:
+                try:
+                    return self._from_announcement(heard)
+                except DiscoveryError:  # no usable endpoint of this transport: wait for a beacon that has one
+                    if time.monotonic() >= deadline:
+                        raise
+                    heard = beacons.wait(max(0.0, deadline - time.monotonic()), where.name, fresh=True)
         finally:
-            beacons.leave()
-        return self._from_announcement(heard)
+            beacons.leave(where.name)
 
     def _from_address(self, address: address_file.BrokerAddress) -> Target:
         key = address.public_key if self.where.trust_announced_key else None
@@ -173,10 +185,25 @@ class Locator:
             return False
         return self._reread(stamp, "the broker address file changed")
 
-    def advance(self) -> Target:
+    def left(self, proven: bool) -> None:
+        """The peer leaves :attr:`target` (to reconnect); ``proven``: the broker there completed a handshake (under
+        CURVE: proved it holds the key the peer pinned), which makes it the last good broker."""
+        if proven:
+            self._good = self.target
+
+    def advance(self, proven: bool = True) -> Target:
         """Where to connect after the broker went silent: the next endpoint, what the address file says now, or
-        the latest beacon's endpoint (the same one when nothing says otherwise)."""
+        the latest beacon's endpoint (the same one when nothing says otherwise). ``proven``: as :meth:`left`; a
+        target the address file or a beacon named that never proved itself is given up for the last good broker
+        (so a spoofed endpoint cannot keep a peer away from its broker)."""
+        self.left(proven)
         where = self.where
+        good = self._good
+        if not where.endpoints and not proven and good is not None and self.target != good:
+            log.warning("%s never completed a handshake; back to %s", self.target.endpoint, good.endpoint)
+            self.target = good
+            self._stamp = None if where.broker_file is None else _stamp(where.broker_file)
+            return self.target
         if where.endpoints:
             self.target = Target(where.endpoints[self._next])
             self._next = (self._next + 1) % len(where.endpoints)
@@ -189,13 +216,13 @@ class Locator:
 
     def _listen_again(self) -> None:
         """Hear the next beacon (up to ``where.timeout``) for :meth:`moved`."""
-        beacons = _Beacons.join()
+        beacons = _Beacons.join(self.where.name)
         try:
             self._pending = beacons.wait(self.where.timeout, self.where.name, fresh=True)
         except DiscoveryError:
             log.debug("heard no beacon after the broker went silent; staying at %s", self.target.endpoint)
         finally:
-            beacons.leave()
+            beacons.leave(self.where.name)
             self._listening = False
 
     def _reread(self, stamp: tuple[int, int, int] | None, why: str) -> bool:
@@ -226,7 +253,8 @@ class _Beacons:
     one process that listen at the same time share it, so that they never take each other's datagrams (the
     kernel hands a unicast datagram to one of the sockets bound to its port; peers of several processes on one
     host listening at once can, which the broadcast default avoids). A thread keeps the latest announcement of
-    each name."""
+    each name a peer listens for (and of any name, if one listens for any), and nothing else: however many names
+    beacons bring, it holds one datagram's worth per name listened for."""
 
     _shared: dict[tuple[str, str], _Beacons] = {}
     _lock = threading.Lock()
@@ -234,26 +262,31 @@ class _Beacons:
     def __init__(self, key: tuple[str, str]) -> None:
         self._key = key
         self._listener = Listener()
-        self._users = 0
-        self._heard: dict[str | None, Announcement] = {}  # the latest by name (None: of any name)
+        self._users: dict[str | None, int] = {}  # the names listened for (None: any), by how many peers
+        self._heard: dict[str | None, Announcement] = {}  # the latest by name listened for (None: of any name)
         self._news = threading.Condition(threading.Lock())
         self._stop = threading.Event()
         threading.Thread(target=self._listen, name="generaldomo-beacon-listener", daemon=True).start()
 
     @classmethod
-    def join(cls) -> _Beacons:
+    def join(cls, name: str | None) -> _Beacons:
+        """The process's listener, listening for broker ``name`` (None: any) until :meth:`leave`."""
         key = (os.environ.get("GENERALDOMO_BEACON_PORT", ""), os.environ.get("GENERALDOMO_BEACON_BIND", ""))
         with cls._lock:
             beacons = cls._shared.get(key)
             if beacons is None:
                 beacons = cls._shared[key] = cls(key)
-            beacons._users += 1
+            with beacons._news:
+                beacons._users[name] = beacons._users.get(name, 0) + 1
             return beacons
 
-    def leave(self) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
+    def leave(self, name: str | None) -> None:
+        with self._lock, self._news:
+            self._users[name] -= 1
+            if not self._users[name]:
+                del self._users[name]
+                self._heard.pop(name, None)
+            if not self._users:
                 del self._shared[self._key]
                 self._stop.set()
 
@@ -278,8 +311,10 @@ class _Beacons:
                     heard = listener.wait(_LISTEN)
                 except DiscoveryError:
                     continue  # nothing within the wait: listen on
-                with self._news:
-                    self._heard[None] = self._heard[heard.name] = heard
+                with self._news:  # kept only for a name listened for: what beacons leave here is bounded
+                    for name in (None, heard.name):
+                        if name in self._users:
+                            self._heard[name] = heard
                     self._news.notify_all()
         finally:
             listener.close()

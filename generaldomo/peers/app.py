@@ -22,6 +22,7 @@ It knows nothing of sockets, processes or threads: :mod:`generaldomo.peers.pool`
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib
 import inspect
 import json
@@ -30,11 +31,13 @@ import pkgutil
 import sys
 import traceback
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from types import ModuleType
 from typing import Any, TypeVar
 
 import attrs
 
 from generaldomo.errors import AppImportError as AppImportError  # importable from here, as before
+from generaldomo.errors import AppSpecError
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio import serializers
@@ -141,18 +144,21 @@ class App:
         return tuple(self._services.values())
 
     def select(self, names: Sequence[str] | None) -> tuple[ServiceSpec, ...]:
-        """The named services (all when ``names`` is None or empty); raises ``LookupError`` naming the choices.
+        """The named services (all when ``names`` is None or empty); raises :class:`AppSpecError` naming the choices.
 
         Of a one-service app made by :meth:`of`, one name is the description to serve the handler under."""
         if not names:
             return self.services
         if self.from_handler:
             if len(names) != 1:
-                raise LookupError(f"a handler function serves one description, not {list(names)!r}")
+                raise AppSpecError(f"a handler function serves one description, not {list(names)!r}")
             return App.of(self.services[0].handler, names[0]).services
         unknown = [name for name in names if name not in self._services]
         if unknown:
-            raise LookupError(f"app {self.name!r} has no service {unknown!r}; it has {list(self._services)!r}")
+            hint = _nearest(unknown[0], list(self._services))
+            raise AppSpecError(
+                f"app {self.name!r} has no service {unknown[0]!r} (it has {list(self._services)!r}){hint}"
+            )
         return tuple(self._services[name] for name in names)
 
     def __repr__(self) -> str:
@@ -168,11 +174,14 @@ def load(spec: str) -> App:
         raise ValueError(f"not a module:attr spec: {spec!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
-    _import(module_name, spec)  # first alone, so that its failures are told as the user's code's
+    module = _import(module_name, spec)  # first alone, so that its failures are told as the user's code's
     try:
         target = pkgutil.resolve_name(f"{module_name}:{attr or 'app'}")
     except AttributeError:
-        raise LookupError(f"{module_name!r} has no attribute {attr or 'app'!r} (from {spec!r})") from None
+        name = attr or "app"
+        apps = [key for key, value in vars(module).items() if isinstance(value, App)]
+        hint = _nearest(name.rpartition(".")[2], apps) or _nearest(name.rpartition(".")[2], _public(module))
+        raise AppSpecError(f"{module_name!r} has no attribute {name!r} (from {spec!r}){hint}") from None
     if isinstance(target, App):
         return target
     if callable(target):
@@ -180,14 +189,38 @@ def load(spec: str) -> App:
     raise TypeError(f"{spec!r} is a {type(target).__name__}, not an App or a handler function")
 
 
-def _import(module_name: str, spec: str) -> None:
+def _nearest(name: str, names: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` for the name of ``names`` nearest ``name``, or nothing when none is near."""
+    close = difflib.get_close_matches(name, names, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _public(module: ModuleType) -> list[str]:
+    """The names a spec could mean in ``module``: its public callables (handler functions, apps are above)."""
+    return [key for key, value in vars(module).items() if not key.startswith("_") and callable(value)]
+
+
+def _siblings(missing: str) -> list[str]:
+    """The modules that could have been meant by the missing dotted name ``missing``: its package's."""
+    parent, _, _ = missing.rpartition(".")
+    if not parent:
+        return [found.name for found in pkgutil.iter_modules([os.getcwd()])]
     try:
-        importlib.import_module(module_name)
+        package = importlib.import_module(parent)
+    except ImportError:
+        return []
+    return [f"{parent}.{found.name}" for found in pkgutil.iter_modules(getattr(package, "__path__", []))]
+
+
+def _import(module_name: str, spec: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name is not None and module_name.startswith(error.name):  # the spec's module itself is missing
+            hint = _nearest(error.name, _siblings(error.name))
             raise ModuleNotFoundError(
-                f"no module named {error.name!r} (from {spec!r}); looked in the current folder ({os.getcwd()}) "
-                "and sys.path",
+                f"no module named {error.name!r} (from {spec!r}; looked in the current folder, {os.getcwd()}, "
+                f"and sys.path){hint}",
                 name=error.name,
             ) from None
         raise AppImportError(_failed(module_name, spec, error)) from error

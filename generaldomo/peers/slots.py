@@ -27,6 +27,7 @@ import attrs
 
 from generaldomo.io.locator import Place
 from generaldomo.peers.app import Bound, ServiceSpec
+from generaldomo.peers.task import TaskContext
 from generaldomo.peers.worker import Worker
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
 
@@ -94,11 +95,12 @@ class Slot:
         finally:
             self.bound.close()
 
-    def _handle(self, payload: bytes | tuple[bytes, ...]) -> Any:
+    def _handle(self, payload: bytes | tuple[bytes, ...], task: TaskContext) -> Any:
+        # takes the task's context, as Bound does, so that a handler that asks for it gets it
         if self._stopping.is_set():
             self.worker.stop()  # leave without answering: the broker reissues the task
             return b""
-        return self.bound(payload)
+        return self.bound(payload, task)
 
 
 class SlotGroup:

@@ -234,6 +234,25 @@ def test_an_empty_app_and_a_broken_module_are_refused_with_the_reason(tmp_path: 
     assert missing.returncode == 2 and "no module named 'no_such_module'" in missing.stderr
 
 
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_a_typo_in_a_worker_spec_is_one_line_exit_2_with_a_suggestion(tmp_path: Path, pool: str) -> None:
+    """A mistyped attribute, service or module: one line naming the nearest there is, exit 2, no traceback."""
+    (tmp_path / "tasks.py").write_text(TASKS)
+    cases = {
+        ("tasks:ap",): "'tasks' has no attribute 'ap' (from 'tasks:ap'); did you mean 'app'?",
+        ("tasks:app", "--service", "sqare"): "has no service 'sqare' (it has ['square', 'count', 'size']); "
+        "did you mean 'square'?",
+        ("taks:app",): "no module named 'taks'",
+    }
+    for spec, message in cases.items():
+        done = run("worker", *spec, "--pool", pool, "--connect", "tcp://127.0.0.1:9", cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    misspelt = run("worker", "taks:app", "--connect", "tcp://127.0.0.1:9", cwd=tmp_path)
+    assert misspelt.stderr.rstrip().endswith("did you mean 'tasks'?"), misspelt.stderr
+
+
 SLOW = """\
 import time
 

@@ -35,6 +35,7 @@ STDLIB_BASES = {
     "ContentTypeError": ValueError,
     "DecodeError": ValueError,
     "AppImportError": ImportError,
+    "AppSpecError": LookupError,
     "KeyFileError": ValueError,
     "StateError": ValueError,
     "SettingsError": ValueError,

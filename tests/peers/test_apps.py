@@ -37,8 +37,10 @@ def test_services_are_declared_by_name_or_attributes() -> None:
     ]
     assert app.services[1].serializer is serializers.JSON and app.services[0].serializer is None
     assert app.select(["fft-gpu"]) == (app.services[1],)
-    with pytest.raises(LookupError, match="no service \\['fttf'\\]; it has \\['fft', 'fft-gpu'\\]"):
+    with pytest.raises(LookupError, match=r"no service 'fttf' \(it has \['fft', 'fft-gpu'\]\)$"):
         app.select(["fttf"])
+    with pytest.raises(LookupError, match=r"no service 'fft-gpy' .*; did you mean 'fft-gpu'\?"):
+        app.select(["fft", "fft-gpy"])
     with pytest.raises(ValueError, match="already has a service named 'fft'"):
         app.add("fft", fft)
 

@@ -167,3 +167,23 @@ def test_pool_processes_leave_and_say_so_when_the_parent_is_killed(transport: st
         wait_until(lambda: not any(running(pid) for pid in pids), "the pool's processes to leave")
         wait_until(lambda: not client.status()["workers"], "the broker to forget them")
     assert broker.core.counters["workers_expired"] == 0  # they said goodbye
+
+
+@pytest.mark.parametrize("pool_kind", ["thread", "process"])
+def test_app_handlers_get_the_task_context_under_generaldomo_worker(pool_kind: str, brokers, tmp_path: Path) -> None:
+    """The Deadlines section's ``def fft(signal, task)`` served by ``generaldomo worker`` in either pool: the
+    handler gets the task's context, with the request's deadline in it."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    log = tmp_path / "pool.log"
+    pool = start_pool("tests.apps:deadlines", endpoint, "router", log, "--concurrency", "2", "--pool", pool_kind)
+    try:
+        with Client(endpoint, "router") as client:
+            wait_for_workers(client, {"fft": 2})
+            answer = TypedClient(client, "json").request("fft", [0.0, 1.0, 0.5], timeout=60)
+            assert answer["n"] == 3
+            assert answer["cancelled"] is False
+            assert answer["time_left"] is not None and 0 < answer["time_left"] <= 60, answer
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(60) == 0, log.read_text()

@@ -1,0 +1,206 @@
+"""Discovery is input from whoever can send a UDP datagram or write the address file: a bad endpoint is ignored
+(never kills a peer), what beacons leave in a listener is bounded, and a peer with a pinned CURVE key keeps its
+last good broker until another proves the key. Real brokers and workers on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from curve_keys import Keyring
+from restart_harness import WAIT
+from waiting import eventually
+
+from generaldomo import Broker, Client, Settings, Worker
+from generaldomo.io import address_file, endpoints, keys
+from generaldomo.io.address_file import BrokerAddress
+from generaldomo.io.beacon import Listener, decode, encode
+from generaldomo.io.locator import Locator, Where, _Beacons
+
+FAST = Settings(heartbeat_interval=0.25, liveness=4)
+PEER = {"heartbeat_interval": 0.25, "liveness": 4}
+BAD = ("bogus://x", "tcp://127.0.0.1:notaport", "inproc://inside", "tcp://*:5555", "ipc://", 7, None)
+
+
+def test_bad_announced_endpoints_and_keys_are_ignored_and_counted() -> None:
+    before = endpoints.REFUSED.count
+    pairs = [("router", e) for e in BAD] + [("router", "tcp://127.0.0.1:5555"), ("server", "ipc:///tmp/b.sock")]
+    datagram = encode("b", "1", pairs, public_key="not a key")  # type: ignore[arg-type]
+    heard = decode(datagram, "127.0.0.1")
+    assert heard is not None and heard.public_key is None
+    assert heard.endpoints == (("router", "tcp://127.0.0.1:5555"), ("server", "ipc:///tmp/b.sock"))
+    assert endpoints.REFUSED.count == before + len(BAD) + 1
+    text = address_file.encode(BrokerAddress("b", "1", tuple(pairs), public_key="#" * 40))  # type: ignore[arg-type]
+    address = address_file.decode(text)
+    assert address.endpoints == heard.endpoints and address.public_key is None
+
+
+def test_spoofed_beacons_neither_kill_nor_redirect_a_discovering_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    port = _beacon_port(monkeypatch)
+    name = f"spoof-{uuid.uuid4().hex[:8]}"
+    first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+    first.announce(name, destination="127.0.0.1", port=port, interval=0.1)
+    worker = Worker(Where(beacon=True, name=name, timeout=WAIT), "echo", lambda payload: payload, "router", **PEER)
+    serving = _serve(worker)
+    second = None
+    try:
+        with Client(Where(beacon=True, name=name, timeout=WAIT), "router", **PEER) as client:
+            assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
+            _silence(first)
+            _spoof(port, name, [("router", endpoint) for endpoint in BAD[:2]], until=lambda: not serving.is_alive())
+            assert serving.is_alive()
+            second = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+            second.announce(name, destination="127.0.0.1", port=port, interval=0.1)
+            assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
+            assert worker.endpoint == second.endpoint("router", "tcp")
+            assert serving.is_alive()
+    finally:
+        worker.stop()
+        serving.join(WAIT)
+        if second is not None:
+            second.stop()
+
+
+def test_a_bad_endpoint_in_the_broker_file_never_kills_a_worker(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+    address_file.write(path, BrokerAddress("b", "1", (("router", first.endpoint("router", "tcp")),)))
+    worker = Worker(Where(broker_file=str(path), timeout=WAIT), "echo", lambda payload: payload, "router", **PEER)
+    serving = _serve(worker)
+    second = None
+    try:
+        with Client(Where(broker_file=str(path), timeout=WAIT), "router", **PEER) as client:
+            assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
+            _silence(first)
+            for bad in BAD[:2]:
+                path.write_text(
+                    '{"version": 1, "name": "b", "instance": "2", "endpoints": '
+                    f'[{{"transport": "router", "endpoint": "{bad}"}}]}}'
+                )
+                time.sleep(2.5)  # the worker looks at the file every second, and on silence (1 s)
+                assert serving.is_alive()
+            second = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+            address_file.write(path, BrokerAddress("b", "3", (("router", second.endpoint("router", "tcp")),)))
+            assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
+            assert serving.is_alive()
+    finally:
+        worker.stop()
+        serving.join(WAIT)
+        if second is not None:
+            second.stop()
+
+
+def test_beacons_of_many_names_leave_nothing_in_a_listener(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beacons of distinct long names (a flood of them once grew a listening worker by a gigabyte in 20 s) are
+    not kept: the listener holds the latest beacon of each name listened for, nothing else."""
+    port = _beacon_port(monkeypatch)
+    beacons = _Beacons.join("wanted")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            for number in range(300):
+                name = f"{number:06d}" + "x" * 1000
+                sender.sendto(encode(name, "1", [("router", "tcp://127.0.0.1:1")]), ("127.0.0.1", port))
+                time.sleep(0.001)
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:  # until the listener has read past the flood (bounded by WAIT)
+                sender.sendto(encode("wanted", "1", [("router", "tcp://127.0.0.1:2")]), ("127.0.0.1", port))
+                try:
+                    beacons.wait(0.2, "wanted")
+                    break
+                except Exception:
+                    continue
+        assert set(beacons._heard) <= {"wanted"}
+    finally:
+        beacons.leave("wanted")
+
+
+def test_a_pinned_worker_keeps_its_last_good_broker_until_another_proves_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spoofed beacon names another broker (plaintext: it cannot prove the pinned key): the worker tries it,
+    goes back to its last good endpoint, and serves the real broker there when it comes back."""
+    port = _beacon_port(monkeypatch)
+    name = f"pinned-{uuid.uuid4().hex[:8]}"
+    keyring = Keyring(tmp_path)
+    server_key = keys.load_public(keyring.secret("broker"))
+    pair = keys.load_secret(keyring.secret("worker"))
+    first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST, security=keyring.security()).start()
+    good = first.endpoint("router", "tcp")
+    first.announce(name, destination="127.0.0.1", port=port, interval=0.1)
+    impostor = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+    where = Where(beacon=True, name=name, timeout=WAIT)
+    worker = Worker(where, "echo", lambda payload: payload, "router", server_key=server_key, keys=pair, **PEER)
+    serving = _serve(worker)
+    back = None
+    try:
+        eventually(lambda: bool(first.core.workers), WAIT)
+        _silence(first)
+        _spoof(port, name, [("router", impostor.endpoint("router", "tcp"))], until=lambda: worker.endpoint != good)
+        back = _bind_curve(good, keyring)  # the real broker again, where it was; it sends no beacon
+        eventually(lambda: bool(back.core.workers), WAIT)
+        assert worker.endpoint == good and not impostor.core.workers and serving.is_alive()
+    finally:
+        worker.stop()
+        serving.join(WAIT)
+        impostor.stop()
+        if back is not None:
+            back.stop()
+
+
+def test_a_locator_goes_back_to_its_last_good_target_from_one_that_never_proved_itself(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    address_file.write(path, BrokerAddress("b", "1", (("router", "tcp://127.0.0.1:1"),)))
+    locator = Locator(Where(broker_file=str(path)), "router")
+    locator.left(proven=True)
+    address_file.write(path, BrokerAddress("b", "2", (("router", "tcp://127.0.0.1:2"),)))
+    assert locator.moved(time.monotonic() + 2) and locator.target.endpoint == "tcp://127.0.0.1:2"
+    assert locator.advance(proven=False).endpoint == "tcp://127.0.0.1:1"  # the candidate never proved itself
+    assert not locator.moved(time.monotonic() + 4)  # the file is unchanged: no move back to the candidate
+    assert locator.advance(proven=False).endpoint == "tcp://127.0.0.1:2"  # the good one silent too: try again
+
+
+def _beacon_port(monkeypatch: pytest.MonkeyPatch) -> int:
+    with Listener(port=0, bind="127.0.0.1") as probe:
+        port = probe.port
+    monkeypatch.setenv("GENERALDOMO_BEACON_PORT", str(port))
+    monkeypatch.setenv("GENERALDOMO_BEACON_BIND", "127.0.0.1")
+    for variable in ("GENERALDOMO_BROKER", "GENERALDOMO_BROKER_FILE"):
+        monkeypatch.delenv(variable, raising=False)
+    return port
+
+
+def _spoof(port: int, name: str, pairs: list[tuple[str, object]], until: object) -> None:
+    """Spoofed beacons of broker ``name`` every 0.1 s for six seconds, or until ``until()``."""
+    datagram = encode(name, "f" * 8, pairs)  # type: ignore[arg-type]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        for _ in range(60):
+            sender.sendto(datagram, ("127.0.0.1", port))
+            if callable(until) and until():
+                return
+            time.sleep(0.1)
+
+
+def _serve(worker: Worker) -> threading.Thread:
+    thread = threading.Thread(target=worker.serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def _silence(broker: Broker) -> None:
+    """A broker that goes away without a word (as kill -9 would: no DISCONNECT to its workers)."""
+    broker.core.close()
+    broker.stop()
+
+
+def _bind_curve(endpoint: str, keyring: Keyring) -> Broker:
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            return Broker("router", [endpoint], settings=FAST, security=keyring.security()).start()
+        except Exception:
+            assert time.monotonic() < deadline, f"nothing could bind {endpoint} again"
+            time.sleep(0.2)
