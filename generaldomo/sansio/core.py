@@ -62,6 +62,7 @@ from typing import Any, TypeVar
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
+from generaldomo.sansio.backoff import rest
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
@@ -256,6 +257,7 @@ class BrokerCore:
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
         self._graced = False  # True once the requests that asked to fail fast within the grace were looked at
         self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
+        self._resting: Deadlines[Worker] = Deadlines(_awake)  # workers a 429's retry_after holds back, until when
         self._adopted: dict[Service, tuple[Connection, int]] = {}  # services seen -> who made them, at what charge
         self._flow_charges: dict[str, tuple[Connection, int]] = {}  # flow entries peers set -> who, at what charge
         self._flow_idle_since: dict[str, float] = {}
@@ -357,6 +359,10 @@ class BrokerCore:
             due = min(self._throttled.values())
             if soonest is None or due < soonest:
                 soonest = due
+        if self._resting:
+            due = self._resting.soonest()
+            if due is not None and (soonest is None or due < soonest):
+                soonest = due
         return soonest
 
     def tick(self, now: float) -> list[Send]:
@@ -381,6 +387,11 @@ class BrokerCore:
                 self._expire_deadlines(turn)
             except Exception:
                 self._caught("the deadlines", now)
+        if self._resting:
+            try:
+                self._wake(turn)
+            except Exception:
+                self._caught("the resting workers", now)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
             try:
@@ -1135,8 +1146,8 @@ class BrokerCore:
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
         elif status == protocol.OVER_BUDGET and event.dialect is Dialect.GDP:  # "slow down": not a failure
-            self._slow_down(task, body, now)
-            if not same:
+            self._slow_down(task, worker, body, now)
+            if not same or worker.rests is not None:
                 self._dispatch(task.service, message)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             self._complete(task, status, body, message, dispatch=not same)
@@ -1144,18 +1155,23 @@ class BrokerCore:
             self._unregister(worker, now)
             self._register(message, event.dialect, event.description, (worker.host, worker.pid), worker.features)
             return
-        self._wait(worker, message)
+        if worker.rests is None:
+            self._wait(worker, message)
 
-    def _slow_down(self, task: Task, body: Sequence[bytes], now: float) -> None:
-        """The worker answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt)
-        and its service's dispatch rate adapts (and holds for the answer's retry_after, if any)."""
+    def _slow_down(self, task: Task, worker: Worker, body: Sequence[bytes], now: float) -> None:
+        """``worker`` answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt),
+        the worker rests for the answer's retry_after (bounded both ways: :func:`~generaldomo.sansio.backoff.rest`)
+        and its service's dispatch rate adapts, as far as the 429s of its workers justify."""
         service = task.service
         task.worker = None
         task.state = _T_REISSUE[task.state]
         task.attempts -= 1
         service.flow.finished(task.size)
         service.stopped(task)
-        service.flow.slow_down(now, task.dispatched, protocol.parse_retry_after(body))
+        retry_after = protocol.parse_retry_after(body)
+        worker.rests = now + rest(retry_after)
+        self._resting.add(worker.rests, worker)
+        service.flow.slow_down(now, task.dispatched, retry_after, worker.serial, len(service.workers))
         service.stats.throttled += 1
         self.counters["throttled"] += 1
         service.push(task, front=True)
@@ -1548,8 +1564,18 @@ class BrokerCore:
         else:
             del self._hosts[host]
         self.ledger.release(connection(peer.link, peer.address), Kind.WORKER, worker.charge)
+        if worker.rests is not None:
+            worker.rests = None
+            self._resting.forget()
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
+
+    def _wake(self, turn: _Turn) -> None:
+        """Let the workers whose rest (a 429's retry_after) is over wait for tasks again."""
+        for worker in self._resting.due(turn.now):
+            worker.rests = None
+            self._resting.forget()
+            self._wait(worker, turn)
 
     def _expire(self, worker: Worker, now: float) -> None:
         """Unregister ``worker``, silent past its expiry (the caller releases its task)."""
@@ -1770,6 +1796,10 @@ def _name(service: Service) -> str:
 def _busy(service: Service) -> tuple[int, str]:
     """Sort key of the busiest services first: most workers, queued tasks and tasks in flight, then by name."""
     return (-(len(service.workers) + len(service.pending) + service.flow.in_flight), service.name)
+
+
+def _awake(worker: Worker) -> bool:
+    return worker.rests is None
 
 
 def _finished(task: Task) -> bool:

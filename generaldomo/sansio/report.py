@@ -92,7 +92,7 @@ class AdaptiveReport:
 @attrs.frozen(kw_only=True)
 class BackoffReport:
     """A service's rate adapted to its 429s: its bounds, the rate now (None: no 429 yet), the 429s so far,
-    seconds its retry_after still holds it, and when and how the rate last moved."""
+    seconds the latest 429 still holds back the worker that said it, and when and how the rate last moved."""
 
     min: float = 0.0
     max: float | None = None

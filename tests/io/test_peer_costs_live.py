@@ -8,7 +8,7 @@ import zmq
 from raw_peers import RawClient, start_broker
 from waiting import eventually
 
-from generaldomo import Client
+from generaldomo import Client, Reject
 from generaldomo.sansio import protocol
 from generaldomo.sansio.report import StatusReport
 
@@ -65,6 +65,32 @@ def test_abandoned_mdp_requests_are_answered_504_after_the_anonymous_queue_timeo
         eventually(lambda: status(endpoint, transport).broker.queued_bytes == 0, 120, "the queue freed")
         counters = status(endpoint, transport).broker.counters
         assert counters.get("expired", 0) >= 2, counters
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_one_worker_saying_429_does_not_pause_its_whole_service(transport: str, workers) -> None:  # type: ignore[no-untyped-def]
+    """A worker that answers every task 429 with retry_after=300 held every dispatch of its service for 300 s
+    (four honest workers idle, most requests timed out at 5 s): now it holds back itself alone."""
+
+    def pausing(payload: bytes) -> bytes:
+        raise Reject(429, "hold the whole service", retry_after=300)
+
+    process, endpoint = start_broker(transport)
+    try:
+        workers(endpoint, transport, "echo", pausing)  # registered first: it waits longest, gets the first task
+        eventually(lambda: status(endpoint, transport).broker.worker_count == 1, 60, "the pausing worker")
+        for _ in range(4):
+            workers(endpoint, transport)
+        eventually(lambda: status(endpoint, transport).broker.worker_count == 5, 60, "the honest workers")
+        with Client(endpoint, transport) as client:
+            for n in range(10):
+                assert client.request("echo", b"%d" % n, timeout=30).frames == (b"%d" % n,)
+        report = status(endpoint, transport)
+        (service,) = [s for s in report.services if s.name == "echo"]
+        assert service.throttled >= 1 and service.flow.backoff is not None
+        assert service.flow.backoff.rate is None  # one worker of five: the rate did not fall
     finally:
         process.terminate()
         process.wait(30)
