@@ -30,6 +30,26 @@ default budgets or those of ``--budget BYTES`` (``--held-bytes``, and a quarter 
 
 These report the broker's RSS (before, when the attack is done, the peak), what its ledger holds then, and
 the honest client's round trips from the attack's start to a second after it is done.
+
+The cases of issue 31 ("hostile peers over time") send only valid messages, which add up over time or cost
+much each; each reports the honest echo client's worst wait during the attack against its baseline (its worst
+over the quiet seconds before), and the broker's RSS growth against what its ledger holds. The goal: under any
+of them, the worst wait within 100 ms of the baseline.
+
+- ``mdp-abandoned``: two connections send MDP/0.1 requests (31 MiB each, then a top-up) to services nobody
+  serves, and leave; the honest client's requests come after (its failures are counted).
+- ``state-bloat``: tenant limits of 4-byte characters set by ``mmi.flow`` on many names, back to back, for
+  ``--seconds``, against a broker with ``--state-dir`` (the size its ``state.json`` reaches).
+- ``status-pages`` (and ``status-pages-server``): one connection makes 999 services, then pipelines 40
+  ``mmi.status {"limit": 1000}`` (how many were answered now, later, or 429).
+- ``tenant-pages``: ten connections set 1,023 tenants' limits on each of 100 services for ``--seconds``, then
+  five default status pages (their bytes and times).
+- ``metrics-snapshot``: as ``tenant-pages`` with 200 services, against a broker with ``--metrics-port``; the
+  wait measured over the ten quiet seconds after (the broker's own snapshot is the only work).
+- ``untracked-memory``: at ``--held-bytes 16MiB``, request+CANCEL pairs with a one-off tenant name each, on
+  200 services, for ``--seconds`` (RSS against the ledger).
+- ``worker-429``: one worker of a service answers ``429`` with ``retry_after=300`` (not measured here yet: the
+  fix and its figures are the worker backpressure's).
 """
 
 from __future__ import annotations
@@ -148,6 +168,147 @@ elif kind == "status":
 print(json.dumps({"start": t, "sent": time.monotonic(), **extra}), flush=True)
 time.sleep(600)  # its connections stay (the one that does not read, too) until the bench is done measuring
 """
+OVER_TIME_ATTACKER = """\
+import json, sys, time, zmq
+from generaldomo.sansio import codec, protocol
+kind, endpoint, transport, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+MIB = 1024 * 1024
+ctx = zmq.Context()
+server = transport == "server"
+
+
+def sock():
+    s = ctx.socket(zmq.CLIENT if server else zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVHWM, 0)
+    s.connect(endpoint)
+    return s
+
+
+def send(s, frames):
+    s.send(codec.encode(frames)) if server else s.send_multipart(frames)
+
+
+def recv(s, ms=120_000):
+    if not s.poll(ms):
+        return None
+    return codec.decode(s.recv()) if server else s.recv_multipart()
+
+
+def answer(s, ms=120_000):
+    frames = recv(s, ms)
+    return None if frames is None else protocol.parse_client_reply(frames)
+
+
+def tenants(connections, services, until):
+    # each connection sets the limits of 40 tenants at a time (mmi.flow takes 4 KiB of JSON), names of 4-byte
+    # characters, one request in flight each, round the services, until the time is up or all are set
+    socks = [sock() for _ in range(connections)]
+    work = [(n, start) for n in range(services) for start in range(0, 1023, 40)]
+    calls = refused = 0
+    poller = zmq.Poller()
+    for s in socks:
+        poller.register(s, zmq.POLLIN)
+    todo = iter(work)
+
+    def next_call(s):
+        item = next(todo, None)
+        if item is None:
+            return False
+        n, start = item
+        names = {"%04d" % k + "\U0001f600" * 14: {"weight": 2} for k in range(start, min(start + 40, 1023))}
+        body = json.dumps({"tenants": names}, ensure_ascii=False, separators=(",", ":")).encode()
+        send(s, protocol.gdp_request(b"f%d-%d" % (n, start), b"mmi.flow", [b"victim-%03d" % n, body]))
+        return True
+
+    busy = sum(next_call(s) for s in socks)
+    while busy and time.monotonic() < until:
+        for s, _ in poller.poll(1000):
+            reply = answer(s, 0)
+            calls += 1
+            refused += reply is not None and reply[1] == b"429"
+            busy -= 1
+            if time.monotonic() < until and next_call(s):
+                busy += 1
+    return {"flow_calls": calls, "flow_429": refused, "flow_calls_left": len(list(todo))}
+
+
+s = sock()
+time.sleep(0.2)
+t = time.monotonic()
+extra = {}
+if kind == "mdp-abandoned":
+    part = bytes(31 * MIB)
+    for c in range(2):
+        a = sock()
+        send(a, protocol.mdp_client_request(b"nobody-%d" % c, [part]))
+        if c == 0:
+            send(a, protocol.mdp_client_request(b"nobody-top", [bytes(2 * MIB)]))
+        time.sleep(1)
+        a.close()
+elif kind == "state-bloat":
+    n = 0
+    until = t + seconds
+    while time.monotonic() < until:
+        first = 40 * (n // 1000) % 1000  # each name's tenants merge, call after call
+        limits = {"%04d" % k + "\U0001f600" * 14: {"weight": 2} for k in range(first, first + 40)}
+        body = json.dumps({"tenants": limits}, ensure_ascii=False, separators=(",", ":")).encode()
+        send(s, protocol.gdp_request(b"b%d" % n, b"mmi.flow", [b"bloat-%03d" % (n % 1000), body]))
+        answer(s)
+        n += 1
+    extra = {"flow_calls": n}
+elif kind.startswith("status-pages"):
+    for n in range(999):
+        send(s, protocol.gdp_request(b"s%d" % n, b"svc-%04d" % n, [b"x"]))
+    query = json.dumps({"limit": 1000}).encode()
+    for n in range(40):
+        send(s, protocol.gdp_request(b"p%d" % n, b"mmi.status", [query]))
+    got = [answer(s) for _ in range(40)]
+    statuses = [r[1] for r in got if r is not None]
+    extra = {"pages_200": statuses.count(b"200"), "pages_429": statuses.count(b"429")}
+elif kind in ("tenant-pages", "metrics-snapshot"):
+    services = 100 if kind == "tenant-pages" else 200
+    for n in range(services):
+        send(s, protocol.gdp_request(b"s%d" % n, b"victim-%03d" % n, [b"x"]))
+    extra = tenants(10, services, t + seconds)
+    if kind == "tenant-pages":
+        times, sizes = [], []
+        for n in range(5):
+            start = time.monotonic()
+            send(s, protocol.gdp_request(b"page%d" % n, b"mmi.status", []))
+            reply = answer(s)
+            while reply is not None and not reply[0].startswith(b"page"):
+                reply = answer(s)
+            sizes.append(len(reply[3][0]) if reply else 0)
+            times.append(time.monotonic() - start)
+        extra |= {"status_bytes": max(sizes), "status_s": max(times)}
+elif kind == "untracked-memory":
+    n = 0
+    until = t + seconds
+    while time.monotonic() < until and n < 200 * 1030:
+        rid = b"u%d" % n
+        fields = protocol.request_fields(tenant="t-%d" % n)
+        send(s, protocol.gdp_request(rid, b"svc-%03d" % (n % 200), [b"x"], fields))
+        send(s, protocol.gdp_cancel(rid))
+        n += 1
+        if n % 1000 == 0:
+            while recv(s, 0) is not None:
+                pass
+    extra = {"pairs": n}
+print(json.dumps({"start": t, "sent": time.monotonic(), **extra}), flush=True)
+time.sleep(600)  # its connections stay until the bench is done measuring
+"""
+# case -> (transport, the broker's extra flags, seconds of quiet measured after the attack's end)
+OVER_TIME: dict[str, tuple[str, list[str], float]] = {
+    "mdp-abandoned": ("router", [], 30.0),
+    "state-bloat": ("router", ["--state-dir", "{tmp}"], 1.0),
+    "status-pages": ("router", [], 1.0),
+    "status-pages-server": ("server", [], 1.0),
+    "tenant-pages": ("router", [], 1.0),
+    "metrics-snapshot": ("router", ["--metrics-port", "{port}"], 10.0),
+    "untracked-memory": ("router", ["--held-bytes", str(16 * MIB)], 1.0),
+}
+GOAL_MS = 100.0  # the honest client's worst wait under attack, beyond its baseline
 # case -> (transport, the counters the broker shows once it has taken the whole attack)
 HELD: dict[str, tuple[str, Callable[[dict[str, int]], bool]]] = {
     "big-ids": ("router", lambda c: c.get("requests", 0) + c.get("malformed", 0) >= 201),
@@ -160,18 +321,23 @@ HELD: dict[str, tuple[str, Callable[[dict[str, int]], bool]]] = {
 
 
 class Probe(threading.Thread):
-    """Round trips of another client, timestamped."""
+    """Round trips of another client, timestamped; its failed requests counted."""
 
     def __init__(self, endpoint: str, transport: str) -> None:
         super().__init__(daemon=True)
         self.client = Client(endpoint, transport)
         self.trips: list[tuple[float, float]] = []  # (start, seconds)
+        self.failures = 0
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while not self.stopping.is_set() and len(self.trips) < 1_000_000:
             start = time.monotonic()
-            self.client.request("echo", b"x" * 16, timeout=120)
+            try:
+                self.client.request("echo", b"x" * 16, timeout=120)
+            except Exception:  # a 429 or a timeout: counted, and the wait is its trip
+                self.failures += 1
+                time.sleep(0.1)
             self.trips.append((start, time.monotonic() - start))
 
     def stop(self) -> None:
@@ -295,13 +461,109 @@ def run_held(kind: str, budget: int | None) -> dict[str, float]:
                 proc.wait(10)
 
 
+def run_over_time(kind: str, seconds: float) -> dict[str, float]:
+    """One of issue 31's attacks (the module docstring), for at most ``seconds`` where it is open-ended."""
+    import tempfile
+
+    transport, extra_flags, quiet = OVER_TIME[kind]
+    state = tempfile.TemporaryDirectory(prefix="bombs-")
+    flags = [flag.format(tmp=state.name, port=free_port()) for flag in extra_flags]
+    endpoint, broker, worker = start(transport, flags)
+    attacker: subprocess.Popen[str] | None = None
+    try:
+        with Client(endpoint, transport) as watcher:
+            watcher.request("echo", b"up", timeout=60)
+            probe = Probe(endpoint, transport)
+            probe.start()
+            time.sleep(3.0)  # the baseline: the probe's quiet seconds before the attack
+            cpu0, mem0 = cpu_seconds(broker.pid), memory(broker.pid)
+            attacker = subprocess.Popen(
+                [sys.executable, "-c", OVER_TIME_ATTACKER, kind, endpoint, transport, str(seconds)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert attacker.stdout is not None
+            line = attacker.stdout.readline()
+            sent = json.loads(line) if line else {"start": time.monotonic(), "sent": time.monotonic()}
+            time.sleep(quiet)
+            finished = time.monotonic()
+            probe.stop()
+            cpu, mem = cpu_seconds(broker.pid) - cpu0, memory(broker.pid)
+            held = json.loads(watcher.request("mmi.status", timeout=120).payload)["broker"].get("ledger", {})
+        state_bytes = sum(path.stat().st_size for path in __import__("pathlib").Path(state.name).glob("*"))
+        baseline = [rtt for start, rtt in probe.trips if start < sent["start"]]
+        during = [rtt for start, rtt in probe.trips if sent["start"] <= start <= finished]
+        if kind == "metrics-snapshot":  # the quiet seconds after the tenants were set: the snapshot's work only
+            during = [rtt for start, rtt in probe.trips if sent["sent"] <= start <= finished]
+        return {
+            "attack_s": sent["sent"] - sent["start"],
+            "baseline_ms": max(baseline) * 1e3 if baseline else float("nan"),
+            "round_trips": len(during),
+            "rtt_p50_ms": statistics.median(during) * 1e3 if during else float("nan"),
+            "rtt_max_ms": max(during) * 1e3 if during else float("nan"),
+            "failures": probe.failures,
+            "broker_cpu_s": cpu,
+            "rss_grown_mib": mem["VmRSS"] - mem0["VmRSS"],
+            "held_mib": held.get("held_bytes", 0) / MIB,
+            "state_mib": state_bytes / MIB,
+            **{key: value for key, value in sent.items() if key not in ("start", "sent")},
+        }
+    finally:
+        for proc in (attacker, worker, broker):
+            if proc is not None:
+                proc.kill()
+                proc.wait(10)
+        state.cleanup()
+
+
+def over_time_table(kinds: list[str], seconds: float) -> None:
+    """The table of issue 31's cases: each attack's worst honest wait against its baseline, and RSS against
+    the ledger; the verdict against :data:`GOAL_MS`."""
+    print(
+        "| case | attack (s) | honest baseline worst (ms) | worst under attack (ms) | p50 (ms) | within 100 ms "
+        "| honest failures | broker CPU (s) | RSS grown (MiB) | ledger holds (MiB) | state (MiB) | notes |"
+    )
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|")
+    for kind in kinds:
+        r = run_over_time(kind, seconds)
+        within = r["rtt_max_ms"] - r["baseline_ms"] <= GOAL_MS
+        notes = ", ".join(
+            f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+            for key, value in r.items()
+            if key
+            not in (
+                "attack_s", "baseline_ms", "round_trips", "rtt_p50_ms", "rtt_max_ms", "failures", "broker_cpu_s",
+                "rss_grown_mib", "held_mib", "state_mib",
+            )
+        )  # fmt: skip
+        print(
+            f"| {kind} | {r['attack_s']:.1f} | {r['baseline_ms']:.0f} | {r['rtt_max_ms']:.0f} | {r['rtt_p50_ms']:.1f} "
+            f"| {'yes' if within else 'no'} | {r['failures']} | {r['broker_cpu_s']:.2f} | {r['rss_grown_mib']:.0f} "
+            f"| {r['held_mib']:.1f} | {r['state_mib']:.1f} | {notes} |",
+            flush=True,
+        )
+    print("| worker-429 | | | | | not measured here yet | | | | | | the worker backpressure's case |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--only", default=",".join(CASES), help=f"cases, comma-separated, of {', '.join([*CASES, *HELD])}"
+        "--only",
+        default=",".join(CASES),
+        help=f"cases, comma-separated, of {', '.join([*CASES, *HELD, *OVER_TIME])} (over-time: all of the last)",
     )
     parser.add_argument("--budget", type=int, help="the held cases' --held-bytes (a quarter per connection)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="the longest an open-ended attack goes on")
     args = parser.parse_args(argv)
+    wanted = args.only.split(",")
+    if "over-time" in wanted:
+        wanted = [kind for kind in wanted if kind != "over-time"] + list(OVER_TIME)
+    over_time = [kind for kind in wanted if kind in OVER_TIME]
+    if over_time:
+        over_time_table(over_time, args.seconds)
+        if len(over_time) == len(wanted):
+            return 0
+    args.only = ",".join(kind for kind in wanted if kind not in OVER_TIME)
     held = [kind for kind in args.only.split(",") if kind in HELD]
     if held:
         budget = "default" if args.budget is None else f"{args.budget / MIB:.0f} MiB"

@@ -1,7 +1,8 @@
-"""Sphinx configuration: the user guide (README.rst split into pages), the protocol and an API reference.
+"""Sphinx configuration: the guide (tutorial, how-to guides, reference, explanation), the protocol and the API.
 
-``tox -e docs`` builds it with warnings as errors. ``_ext/generated.py`` writes the guide and API pages at
-build time (from README.rst's sections and ``generaldomo.__all__``), so they follow those sources.
+``tox -e docs`` builds it with warnings as errors. ``_ext/generated.py`` writes the API pages at build time (from
+``generaldomo.__all__``) and gives the directives that make the settings table, the commands' options and the
+status report's fields from the code, so they follow it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"
 exclude_patterns = ["_build"]
 html_theme = "furo"
 html_title = f"generaldomo {release}"
-html_extra_path = ["status.schema.json"]  # linked from protocol.rst, beside it in the source tree
+html_extra_path = ["status.schema.json"]  # linked from protocol.rst and reference/status.rst
 highlight_language = "none"  # literal blocks are bytes and shell commands; Python examples say so
 
 autodoc_member_order = "bysource"

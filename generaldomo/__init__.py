@@ -7,6 +7,7 @@ Layout: :mod:`generaldomo.sansio` holds the IO-free state machines, :mod:`genera
 and clocks around them, :mod:`generaldomo.peers` the client and worker, :mod:`generaldomo.cli` the command.
 """
 
+import importlib as _importlib
 import sys as _sys
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
@@ -36,24 +37,60 @@ from generaldomo.errors import (
     WorkerError,
     WorkerStopped,
 )
-from generaldomo.io.broker import Broker
-from generaldomo.io.locator import Where
-from generaldomo.io.transport import Transport
-from generaldomo.peers.aio import AsyncClient
-from generaldomo.peers.app import App
-from generaldomo.peers.client import Client, Reply
-from generaldomo.peers.reject import Reject
-from generaldomo.peers.typed import TypedClient
-from generaldomo.peers.worker import Worker
-from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
-from generaldomo.sansio.resolver import NameResolver, Resolver
-from generaldomo.sansio.service import Service
+
+if _TYPE_CHECKING:
+    from generaldomo.io.broker import Broker
+    from generaldomo.io.locator import Where
+    from generaldomo.io.transport import Transport
+    from generaldomo.peers.aio import AsyncClient
+    from generaldomo.peers.app import App
+    from generaldomo.peers.client import Client, Reply
+    from generaldomo.peers.reject import Reject
+    from generaldomo.peers.typed import TypedClient
+    from generaldomo.peers.worker import Worker
+    from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
+    from generaldomo.sansio.resolver import NameResolver, Resolver
+    from generaldomo.sansio.service import Service
+
+# The public names below are imported when first used, so that ``import generaldomo.cli`` (every command, even
+# ``--version``) does not load the broker, the dashboard and the rest that one command does not need.
+_LAZY: dict[str, str] = {
+    "Broker": "generaldomo.io.broker",
+    "Where": "generaldomo.io.locator",
+    "Transport": "generaldomo.io.transport",
+    "AsyncClient": "generaldomo.peers.aio",
+    "App": "generaldomo.peers.app",
+    "Client": "generaldomo.peers.client",
+    "Reply": "generaldomo.peers.client",
+    "Reject": "generaldomo.peers.reject",
+    "TypedClient": "generaldomo.peers.typed",
+    "Worker": "generaldomo.peers.worker",
+    "BrokerCore": "generaldomo.sansio.core",
+    "Peer": "generaldomo.sansio.core",
+    "Send": "generaldomo.sansio.core",
+    "Settings": "generaldomo.sansio.core",
+    "NameResolver": "generaldomo.sansio.resolver",
+    "Resolver": "generaldomo.sansio.resolver",
+    "Service": "generaldomo.sansio.service",
+}
 
 # The module paths of releases before the layers (generaldomo.core, generaldomo.client...): lazy, deprecated.
 if not any(isinstance(finder, _compat.MovedFinder) for finder in _sys.meta_path):
     _sys.meta_path.insert(0, _compat.MovedFinder())
 if not _TYPE_CHECKING:  # (type checkers see only the names below, not the deprecated ones)
-    __getattr__ = _compat.moved_attribute
+
+    def __getattr__(name: str) -> object:
+        """A public name, imported at its first use; else a moved module (deprecated)."""
+        home = _LAZY.get(name)
+        if home is None:
+            return _compat.moved_attribute(name)
+        value = getattr(_importlib.import_module(home), name)
+        globals()[name] = value  # later uses find it without this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "App",

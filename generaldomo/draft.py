@@ -560,7 +560,8 @@ def libzmq_prefix() -> Path:
     """The prefix of the static draft libzmq the wheel was built with (building it if absent), with a
     ``lib/pkgconfig/libzmq.pc`` that points at it (written when missing or stale), so that ``pkg-config
     libzmq`` and CMake's ``pkg_check_modules`` find it."""
-    prefix = get_wheel().parent / "libzmq"
+    wheel = cached_wheel(cache_dir()) or get_wheel()  # a cached one silently: its callers print paths and flags
+    prefix = wheel.parent / "libzmq"
     header = (prefix / "include" / "zmq.h").read_text()
     parts = [re.search(rf"#define ZMQ_VERSION_{part} (\d+)", header) for part in ("MAJOR", "MINOR", "PATCH")]
     version = ".".join(found[1] if found else "0" for found in parts)

@@ -37,7 +37,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
     if file_path.parent == Path(__file__).parent and file_path.name.startswith("test_"):
         raise pytest.UsageError(
             f"{file_path.name}: a test module goes in the folder of the layer it tests (tests/sansio, tests/io, "
-            "tests/peers, tests/cli, ...: README, Protocol and architecture); tests/ itself holds the shared helpers"
+            "tests/peers, tests/cli, ...: docs/explanation/architecture.rst); tests/ itself holds the shared helpers"
         )
 
 

@@ -4,8 +4,8 @@ Builds the sdist and, from it, the wheel (``python -m build``); checks what the 
 alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor``, the
 server transport without draft sockets (whose error must name this environment's install command), that
 command's plan, ``generaldomo doctor --install-draft``, ``generaldomo doctor`` again and ``generaldomo demo``
-on each transport; then builds the README's C++ example with the headers installed with the wheel, by the
-README's pkg-config commands and by its CMake project, and runs both against a broker and a worker of the
+on each transport; then builds the guide's C++ example with the headers installed with the wheel, by the
+guide's pkg-config commands and by its CMake project, and runs both against a broker and a worker of the
 environment. Exits non-zero on the first failure.
 """
 
@@ -33,7 +33,7 @@ IN_WHEEL = (
     "generaldomo/cpp/lib/cmake/generaldomo/generaldomoConfig.cmake",
     *(f"generaldomo/patches/{path.name}" for path in sorted((ROOT / "generaldomo" / "patches").glob("*.patch"))),
 )
-README = (ROOT / "README.rst").read_text()
+CPP_PAGE = (ROOT / "docs" / "howto" / "cpp.rst").read_text()  # the guide's C++ page
 DEMO_TRANSPORTS = ("router", "server")
 
 
@@ -78,21 +78,21 @@ def fresh_venv(work: Path, wheel: Path) -> Path:
 
 
 def literal_block(after: str) -> str:
-    """The README's first literal block (``::`` then indented lines) after the words ``after``, dedented."""
-    block = README.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
+    """The C++ page's first literal block (``::`` then indented lines) after the words ``after``, dedented."""
+    block = CPP_PAGE.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
     end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
     return "\n".join(line[4:] for line in block[:end]).strip() + "\n"
 
 
 def shell(script: str, cwd: Path, bin_dir: Path) -> str:
-    """Run the README's shell lines (but those that run the program) with the environment's ``python``."""
+    """Run the guide's shell lines (but those that run the program) with the environment's ``python``."""
     lines = "\n".join(line for line in script.splitlines() if not line.startswith("./"))
     path = f"{bin_dir}:{os.environ['PATH']}"
     return step(["env", f"PATH={path}", "bash", "-euc", lines], cwd, timeout=900)
 
 
 def cpp_example(work: Path, bin_dir: Path) -> None:
-    """The README's C++ example, built with pkg-config and with CMake from the installed headers, run against
+    """The guide's C++ example, built with pkg-config and with CMake from the installed headers, run against
     a broker and an echo worker of the environment: four threads, four answers."""
     folder = work / "cpp-example"
     shutil.rmtree(folder, ignore_errors=True)
@@ -101,7 +101,7 @@ def cpp_example(work: Path, bin_dir: Path) -> None:
     (folder / "CMakeLists.txt").write_text(literal_block("gives the target ``generaldomo::generaldomo``"))
     commands = literal_block("Build it with the\nflags pkg-config gives")
     if "pkg-config --cflags --libs generaldomo" not in commands:
-        raise CheckFailed("the README's compile line does not use pkg-config")
+        raise CheckFailed("the guide's compile line does not use pkg-config")
     shell(commands, folder, bin_dir)
     shell(literal_block("generaldomo::generaldomo)\n\nbuilt with"), folder, bin_dir)
     programs = [folder / "example", folder / "build" / "example"]
@@ -162,7 +162,7 @@ def main(argv: list[str]) -> int:
         return 1
     print(
         "check_wheel: the wheel installs alone, installs draft support, runs the demo on both transports, and its "
-        "C++ headers build the README's example with pkg-config and CMake"
+        "C++ headers build the guide's example with pkg-config and CMake"
     )
     return 0
 

@@ -1,7 +1,7 @@
 """The API reference's rules, checked: every public name documented, with its parameters and an example.
 
 The public names are the ``__all__`` of each module in :data:`PUBLIC_MODULES` (``generaldomo`` itself, and the
-modules whose names README tells users to call). :func:`problems` lists what breaks a rule:
+modules whose names the guide tells users to call). :func:`problems` lists what breaks a rule:
 
 - a public class or function without a docstring, or without an example (a ``>>>`` line or an ``Example``
   section);
@@ -9,7 +9,8 @@ modules whose names README tells users to call). :func:`problems` lists what bre
   docstring does not describe: an entry of its ``Args:`` section, or its name in double backquotes in the text
   (the class's or its ``__init__``'s docstring describes the constructor's, both shown);
 - a public method or property without a docstring;
-- a name the README calls (``generaldomo.x.y.name`` or ``from generaldomo.x import name``) that is not public.
+- a name the README or the guide calls (``generaldomo.x.y.name`` or ``from generaldomo.x import name``) that is
+  not public.
 
 ``generated.py`` reports them as Sphinx warnings (``tox -e docs`` fails on them) and ``tests/docs/test_docs.py``
 asserts there are none.
@@ -38,7 +39,7 @@ PUBLIC_MODULES = (
     "generaldomo.cpp",
 )
 OPTIONAL = ("ray", "starlette", "uvicorn", "a2wsgi")  # the extras' imports, mocked where they are missing
-README = Path(__file__).resolve().parents[2] / "README.rst"
+ROOT = Path(__file__).resolve().parents[2]
 _ARGS = re.compile(r"^\s*(?:Args|Arguments|Parameters|Keyword Args|Keyword Arguments):\s*$", re.MULTILINE)
 _ENTRY = re.compile(r"^\s+\*{0,2}(\w+)(?:\s*\(.*\))?:", re.MULTILINE)
 _EXAMPLE = re.compile(r"^\s*(?:>>> |Examples?:|Example::)", re.MULTILINE)
@@ -157,9 +158,18 @@ def problems() -> list[str]:
     return found + undocumented_in_readme(documented)
 
 
+def user_documents() -> list[Path]:
+    """README.rst and the guide's pages: not the generated API pages, nor the protocol (which names the modules
+    that implement each rule, for implementers in other languages)."""
+    docs = ROOT / "docs"
+    skip = ("_build", "api", "protocol.rst")
+    guide = [path for path in sorted(docs.rglob("*.rst")) if path.relative_to(docs).parts[0] not in skip]
+    return [ROOT / "README.rst", *guide]
+
+
 def undocumented_in_readme(documented: set[str]) -> list[str]:
-    """The classes and functions README tells users to call that are not public names."""
-    readme = README.read_text()
+    """The classes and functions the README or the guide tells users to call that are not public names."""
+    readme = "\n".join(path.read_text() for path in user_documents())
     named = {(f"generaldomo{path}", name) for path, name in _DOTTED.findall(readme)}
     for module, names in _FROM.findall(readme):
         named.update((module, name.strip()) for name in names.split(","))
@@ -172,6 +182,6 @@ def undocumented_in_readme(documented: set[str]) -> list[str]:
         if (inspect.isclass(value) or inspect.isfunction(value)) and f"{module}.{name}" not in documented:
             if f"{value.__module__}.{name}" not in documented:
                 found.append(
-                    f"README calls {module}.{name}, which is not a public name (add it to an __all__ of PUBLIC_MODULES)"
+                    f"the guide calls {module}.{name}, not a public name (add it to an __all__ of PUBLIC_MODULES)"
                 )
     return found

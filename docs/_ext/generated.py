@@ -1,36 +1,40 @@
-"""Write the pages that follow other sources: one guide page per README.rst section, one API page per class.
+"""The parts of the guide made from the code at build time, so that they cannot disagree with it.
 
-At ``config-inited`` it (re)writes ``guide/`` from README.rst's level-2 sections (``----`` underlines) and
-``api/`` from the public names (:mod:`apicheck`: ``generaldomo.__all__`` and the modules the guide names), and
-warns of every rule of the API reference that is broken (``-W`` makes that an error); both folders are
-generated, not kept in git. A page is rewritten only
-when its text changes, so incremental builds stay incremental.
+- ``api/``: one page per public class or function (:mod:`apicheck`: ``generaldomo.__all__`` and the modules the
+  guide names), written at ``config-inited``; every rule of the API reference that is broken is a warning (``-W``
+  makes it an error). The folder is generated, not kept in git; a page is rewritten only when its text changes, so
+  incremental builds stay incremental.
+- ``.. generaldomo-settings::``: the table of every setting of the configurable commands (their knobs and options:
+  :func:`generaldomo.cli.settings_table`).
+- ``.. generaldomo-cli::``: every command's ``--help``, from its own parser.
+- ``.. generaldomo-status-fields::``: the fields of the ``mmi.status`` report, from ``docs/status.schema.json``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
-import re
+import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apicheck
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.ext.autodoc.mock import mock
 from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
 
 log = logging.getLogger(__name__)
 
 DOCS = Path(__file__).resolve().parents[1]
-README = DOCS.parent / "README.rst"
+SCHEMA = DOCS / "status.schema.json"
 DRAFT_PAGE = "``generaldomo.draft``\n======================\n\n.. automodule:: generaldomo.draft\n"
-HEADING = re.compile(r"^(?P<title>\S.*)\n(?P<line>-{3,})$", re.MULTILINE)
-
-
-def slug(title: str) -> str:
-    """A file name for a section title."""
-    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+HELP_COLUMNS = "100"  # the width the commands' help is formatted for in the guide
 
 
 def write(path: Path, text: str) -> None:
@@ -38,23 +42,6 @@ def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
-
-
-def guide_pages(readme: str) -> list[tuple[str, str]]:
-    """``(slug, page text)`` per level-2 section of the README, images relative to the docs folder."""
-    marks = list(HEADING.finditer(readme))
-    pages = []
-    for mark, after in zip(marks, [*marks[1:], None], strict=True):
-        body = readme[mark.start() : after.start() if after else len(readme)]
-        body = body.replace(".. image:: docs/", ".. image:: /").replace(mark["line"], "=" * len(mark["line"]), 1)
-        pages.append((slug(mark["title"]), body))
-    return pages
-
-
-def overview(readme: str) -> str:
-    """The README's text between its title and its first section."""
-    first = HEADING.search(readme)
-    return readme[readme.index("\n\n") : first.start() if first else len(readme)].lstrip()
 
 
 def api_pages() -> list[tuple[str, str]]:
@@ -85,12 +72,7 @@ def toctree(title: str, names: list[str], intro: str = "") -> str:
 
 
 def generate(app: Sphinx, config: Config) -> None:
-    """Write ``guide/`` and ``api/``."""
-    readme = README.read_text()
-    guide = guide_pages(readme)
-    for name, text in guide:
-        write(DOCS / "guide" / f"{name}.rst", text)
-    write(DOCS / "guide" / "index.rst", toctree("User guide", [name for name, _ in guide], overview(readme)))
+    """Write ``api/``."""
     with mock(missing(apicheck.OPTIONAL)):  # the extras' modules (ray, the dashboard's) need not be installed
         api = api_pages()
         for problem in apicheck.problems():
@@ -103,13 +85,117 @@ def generate(app: Sphinx, config: Config) -> None:
         write(DOCS / "api" / f"{name}.rst", text)
     intro = (
         "The public classes and functions: those importable from ``generaldomo``, then those of the modules the "
-        "user guide names (each with its parameters and an example); and the draft-socket installer.\n\n"
+        "guide names (each with its parameters and an example); and the draft-socket installer.\n\n"
     )
-    write(DOCS / "api" / "index.rst", toctree("API reference", [*(name for name, _ in api), "draft"], intro))
+    write(DOCS / "api" / "index.rst", toctree("API", [*(name for name, _ in api), "draft"], intro))
     write(DOCS / "api" / "draft.rst", DRAFT_PAGE)
 
 
+@contextlib.contextmanager
+def columns(width: str) -> Iterator[None]:
+    """argparse formats help for ``$COLUMNS`` characters: this width while the block runs."""
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = width
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
+
+
+def literal(text: str) -> str:
+    """``text`` as a reST literal block."""
+    return "::\n\n" + "".join(f"    {line}\n" if line.strip() else "\n" for line in text.splitlines()) + "\n"
+
+
+def cli_text() -> str:
+    """A section per command: its one-line purpose and its ``--help``, as its parser prints it."""
+    from generaldomo import cli
+
+    with columns(HELP_COLUMNS):
+        top = cli.parser()
+        parts = ["``generaldomo``\n~~~~~~~~~~~~~~~\n\n", literal(top.format_help())]
+        for command in cli.COMMANDS:
+            title = f"``generaldomo {command.name}``"
+            parts.append(f"{title}\n{'~' * len(title)}\n\n{command.help}\n\n")
+            parts.append(literal(cli._SUBPARSERS[command.name].format_help()))
+    return "".join(parts)
+
+
+def status_fields(schema: dict[str, Any]) -> str:
+    """A table of every field of the status report: its path, JSON type and description."""
+    defs = schema.get("$defs", {})
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(node: dict[str, Any], path: str, seen: tuple[str, ...]) -> None:
+        ref = node.get("$ref")
+        if ref is not None:
+            name = ref.rsplit("/", 1)[1]
+            if name in seen:
+                return
+            walk({**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}, path, (*seen, name))
+            return
+        kind = node.get("type", "")
+        shown = " or ".join(kind) if isinstance(kind, list) else str(kind)
+        if path:
+            rows.append((path, shown, " ".join(str(node.get("description", "")).split())))
+        for key, child in node.get("properties", {}).items():
+            walk(child, f"{path}.{key}" if path else key, seen)
+        items = node.get("items")
+        if isinstance(items, dict):
+            walk(items, f"{path}[]", seen)
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            walk(extra, f"{path}.*", seen)
+
+    walk(schema, "", ())
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 30 12 58", "", "   * - field", "     - type"]
+    lines.append("     - what it is")
+    for path, kind, description in rows:
+        lines += [f"   * - ``{path}``", f"     - {kind or '-'}", f"     - {description or '-'}"]
+    return "\n".join(lines) + "\n"
+
+
+class Generated(SphinxDirective):
+    """A directive whose content is reST made by :meth:`text`."""
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def run(self) -> list[nodes.Node]:
+        return list(self.parse_text_to_nodes(self.text(), allow_section_headings=True))
+
+
+class Settings(Generated):
+    """``.. generaldomo-settings::``"""
+
+    def text(self) -> str:
+        from generaldomo.cli import settings_table
+
+        return settings_table()
+
+
+class CommandLine(Generated):
+    """``.. generaldomo-cli::``"""
+
+    def text(self) -> str:
+        return cli_text()
+
+
+class StatusFields(Generated):
+    """``.. generaldomo-status-fields::``"""
+
+    def text(self) -> str:
+        self.env.note_dependency(str(SCHEMA))
+        return status_fields(json.loads(SCHEMA.read_text()))
+
+
 def setup(app: Sphinx) -> dict[str, bool]:
-    """Register the generator."""
+    """Register the generator and the directives."""
     app.connect("config-inited", generate)
+    app.add_directive("generaldomo-settings", Settings)
+    app.add_directive("generaldomo-cli", CommandLine)
+    app.add_directive("generaldomo-status-fields", StatusFields)
     return {"parallel_read_safe": True}

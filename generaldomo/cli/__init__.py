@@ -32,8 +32,8 @@ from generaldomo.cli import (
     worker,
 )  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
-from generaldomo.errors import AppSpecError
-from generaldomo.io.beacon import DiscoveryError
+from generaldomo.cli.options import scrub, secrets
+from generaldomo.errors import AppSpecError, DiscoveryError, HandshakeFailed
 from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
 
 COMMANDS: tuple[Command, ...] = tuple(
@@ -63,7 +63,7 @@ _ERRORS = (
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    args = parse(parser(), argv)
+    args = parse(parser(_chosen(sys.argv[1:] if argv is None else argv)), argv)
     verbosity = args.verbose + getattr(args, "more_verbose", 0)
     try:
         logs.configure(verbosity, args.log_format, args.log_file)
@@ -77,13 +77,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             require_draft()
         return int(args.command.run(args))
     except BindError as error:
-        print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
+        print(scrub(f"generaldomo {args.command.name}: {error}", args), file=sys.stderr)
         return Exit.USAGE if error.malformed else Exit.BIND_FAILED
+    except HandshakeFailed as error:  # the other transport, or CURVE missing, unwanted or with the wrong key
+        print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
+        return Exit.NO_BROKER
     except BrokenPipeError:  # the reader went away (`generaldomo status --watch 1 | head`): end quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        from generaldomo.io import files  # on first use: short commands import little
+
+        files.discard(sys.stdout.fileno())  # the exit's flush must not fail again
         return Exit.OK
     except _ERRORS as error:
-        print(f"generaldomo: {error}", file=sys.stderr)
+        print(scrub(f"generaldomo: {error}", args), file=sys.stderr)
         return Exit.USAGE
     except KeyboardInterrupt:  # Ctrl-C on a command that installs no handler of its own (client, status)
         return Exit.INTERRUPTED
@@ -98,6 +103,7 @@ def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
     path = config.config_path(args, environ)
     file: dict[str, tuple[object, str]] = {}
     if path is not None:
+        parser()  # every command's settings, to tell a key of another command's from a mistake
         known = {
             c.name: {o.key for o in config.options_of(_SUBPARSERS[c.name], c.per_run)}
             for c in COMMANDS
@@ -106,7 +112,8 @@ def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
         file = config.file_values(path, config.read_file(path), command.name, options, known)
     resolved = config.resolve(options, args, _given(command, argv), file, environ)
     if args.print_config:
-        print(config.render(command.name, resolved, command.hidden), end="", flush=True)
+        hidden = (*command.hidden, *secrets(args))
+        print(config.render(command.name, resolved, hidden), end="", flush=True)
         return True
     missing = config.missing(resolved, command.required)
     if missing:
@@ -115,19 +122,19 @@ def _configure(args: argparse.Namespace, argv: Sequence[str] | None) -> bool:
 
 
 def settings_table() -> str:
-    """The README's table of every setting of the configurable commands (:func:`generaldomo.cli.config.table`)."""
+    """The guide's table of every setting of the configurable commands (:func:`generaldomo.cli.config.table`)."""
     parser()
     return config.table({c.name: config.options_of(_SUBPARSERS[c.name], c.per_run) for c in COMMANDS if c.configurable})
 
 
 def _given(command: Command, argv: Sequence[str] | None) -> set[str]:
     """The destinations of the options given on the command line (a parse in which nothing has a default)."""
-    top = parser()
+    top = parser(command.name)
     sub = _SUBPARSERS[command.name]
     for action in sub._actions:  # argparse keeps its actions there; it has no public listing of them
         action.default = argparse.SUPPRESS
     given = vars(top.parse_known_args(argv)[0])
-    parser()  # the subparsers of the command line's own parser again (for its error messages)
+    parser(command.name)  # the subparsers of the command line's own parser again (for its error messages)
     return set(given)
 
 
@@ -156,8 +163,23 @@ def parse(top: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.
 _SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
-def parser() -> argparse.ArgumentParser:
-    """The parser of the whole command line, with one subparser per entry of COMMANDS."""
+def _chosen(argv: Sequence[str]) -> str:
+    """The command ``argv`` runs: its first word that names one and is no option's value ("" when none does:
+    ``--version``, ``--help`` or a mistyped command need no command's arguments)."""
+    names = {command.name for command in COMMANDS}
+    for before, word in zip([None, *argv], argv, strict=False):
+        if before in _VALUED or word.startswith("-"):
+            continue
+        return word if word in names else ""
+    return ""
+
+
+_VALUED = ("--log-format", "--log-file")  # the options before the command that take a value
+
+
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of the whole command line, with one subparser per entry of COMMANDS; with ``only``, the
+    others without their arguments (so that a command loads only what its own arguments need)."""
     top = argparse.ArgumentParser(prog="generaldomo", description=DESCRIPTION, formatter_class=HelpFormatter)
     top.add_argument("--version", action="version", version=doctor.versions())
     top.add_argument(
@@ -182,9 +204,10 @@ def parser() -> argparse.ArgumentParser:
             help="log more: -v info, -vv debug (default: warnings only)",
         )
         _log_options(sub, argparse.SUPPRESS)
-        command.arguments(sub)
-        if command.configurable:
-            config.arguments(sub)
+        if only is None or command.name == only:
+            command.arguments(sub)
+            if command.configurable:
+                config.arguments(sub)
         sub.set_defaults(command=command)
         _SUBPARSERS[command.name] = sub
     return top

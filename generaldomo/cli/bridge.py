@@ -15,12 +15,14 @@ import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT, Bridge, BridgeFailed
+from generaldomo.sansio import knobs
 
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
+    from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT  # here: only `generaldomo bridge` builds these
+
     parser.add_argument(
         "--server",
         action="append",
@@ -35,16 +37,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="the MDP/0.1 broker's ROUTER endpoint (required: no default)",
     )
     options.heartbeats(parser, "a client")
-    parser.add_argument(
-        "--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="SECONDS", help="close DEALERs idle this long"
-    )
-    parser.add_argument(
-        "--max-in-flight",
-        type=int,
-        default=MAX_IN_FLIGHT,
-        metavar="N",
-        help="requests in flight at once (one connection to the broker each); more get status 429",
-    )
+    options.add_knob(parser, knobs.COMMANDS["idle_timeout"], default=IDLE_TIMEOUT)
+    options.add_knob(parser, knobs.COMMANDS["max_in_flight"], default=MAX_IN_FLIGHT)
     options.curve_server(parser, BRIDGE_ROLES)
     options.curve(parser, announced=False)
     parser.add_argument(
@@ -57,6 +51,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generaldomo.io.bridge import Bridge, BridgeFailed  # here: the other commands do not load the bridge
+
     stop = options.stop_on_signals()
     bridge = Bridge(
         args.server,

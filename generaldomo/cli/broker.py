@@ -11,22 +11,22 @@ import contextlib
 import importlib.util
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import zmq
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.address_file import Published
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
-from generaldomo.io.broker import Broker, BrokerFailed
-from generaldomo.io.failfast import OnFailure
 from generaldomo.io.transport import require_draft
-from generaldomo.sansio import knobs, mmi
+from generaldomo.sansio import knobs
 from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.resolver import load_resolver
 from generaldomo.sansio.settings import PeerSettings, Settings
+
+if TYPE_CHECKING:  # imported where used: the other commands do not load the broker
+    from generaldomo.io.broker import Broker
+    from generaldomo.io.failfast import OnFailure
 
 DEFAULTS = Settings()
 _HEARTBEATS = {knob.name for knob in knobs.PEER}  # flags of their own (options.heartbeats)
@@ -99,10 +99,8 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
     """Ways peers learn where the broker is: beacon, address file; and the metrics endpoint."""
     parser.add_argument("--beacon", action="store_true", help="announce the endpoints by UDP beacon")
     parser.add_argument("--beacon-to", default=BROADCAST, metavar="ADDRESS", help="beacon destination")
-    parser.add_argument("--beacon-port", type=int, default=DEFAULT_PORT, metavar="PORT", help="beacon UDP port")
-    parser.add_argument(
-        "--beacon-interval", type=float, default=BEACON_INTERVAL, metavar="SECONDS", help="seconds between beacons"
-    )
+    options.add_knob(parser, knobs.COMMANDS["beacon_port"], default=DEFAULT_PORT)
+    options.add_knob(parser, knobs.COMMANDS["beacon_interval"], default=BEACON_INTERVAL)
     parser.add_argument(
         "--beacon-name",
         "--name",
@@ -117,12 +115,7 @@ def _announcing(parser: argparse.ArgumentParser) -> None:
         help="write the concrete endpoints to PATH as JSON (atomically) for peers' --broker-file; removed on "
         "exit (default: no file)",
     )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        help="serve Prometheus metrics over HTTP (0: any free port; default: no metrics)",
-    )
+    options.add_knob(parser, knobs.COMMANDS["metrics_port"])
     parser.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDRESS", help="metrics HTTP address")
 
 
@@ -143,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _stopped(broker: Broker) -> None:
     """Stop the broker; say so if it had stopped serving because of an error (the exit status says it too)."""
+    from generaldomo.io.broker import BrokerFailed
+
     try:
         broker.stop()
     except BrokerFailed as failed:
@@ -164,6 +159,8 @@ def announce(
     if args.beacon:
         broker.announce(args.beacon_name, args.beacon_to, args.beacon_port, args.beacon_interval)
     if args.address_file:
+        from generaldomo.io.address_file import Published
+
         endpoints = announceable(broker.endpoints, BROADCAST)
         key = None if broker.security is None else broker.security.public_key.decode()
         instance = broker.core.instance.hex()
@@ -176,6 +173,10 @@ def make_broker(
 ) -> Broker:
     """A broker with the links, resolver, settings and flow limits the flags ask for (not started), on
     ``context`` if given, telling ``on_failure`` if its loop stops on an error."""
+    from generaldomo.io.broker import Broker
+    from generaldomo.sansio import mmi
+    from generaldomo.sansio.resolver import load_resolver
+
     settings = Settings(**{knob.name: getattr(args, knob.name) for knob in knobs.SETTINGS})
     resolver_options = dict(option.split("=", 1) for option in args.resolver_opt)
     resolver = load_resolver(args.resolver, resolver_options) if args.resolver else None

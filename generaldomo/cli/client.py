@@ -28,6 +28,7 @@ from typing import Any
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
+from generaldomo.io import files
 from generaldomo.io.connection import Curve
 from generaldomo.peers.client import Client, HandshakeFailed, NotFound, Reply, RequestFailed
 from generaldomo.sansio import serializers
@@ -35,6 +36,7 @@ from generaldomo.sansio.serializers import Serializer
 
 PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
 STDIN = "-"
+PAYLOAD_FILE = files.Kind("payload file", 1 << 31)  # larger than any message a broker takes by default
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,8 +100,7 @@ def payload_frames(args: argparse.Namespace) -> list[bytes]:
         if path == STDIN:
             frames.append(sys.stdin.buffer.read())
         else:
-            with open(path, "rb") as file:
-                frames.append(file.read())
+            frames.append(files.read(path, PAYLOAD_FILE))
     return frames
 
 

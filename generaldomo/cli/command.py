@@ -15,7 +15,7 @@ import attrs
 
 
 class Exit(enum.IntEnum):
-    """Exit statuses of every command (README, "The command line")."""
+    """Exit statuses of every command (docs/reference/cli.rst)."""
 
     OK = 0
     FAILED = 1  # the broker answered the request with an error status, or no worker serves the service

@@ -15,8 +15,8 @@ The file: top-level keys apply to every configurable command that has the settin
 named after a command (``[broker]``, ``[worker]``, ``[client]``) applies to that command only and wins over the
 top-level keys. Keys may be written with ``_`` or ``-``. A list option takes a TOML list (or one string), in a
 variable items separated by spaces (shell quoting); one whose type has a ``from_table`` (``--flow``) also takes
-a table. ``none`` lifts a limit that may be lifted. It knows nothing
-of what any one command does with its settings.
+a table. ``none`` lifts a limit that may be lifted, ``auto`` asks for a default worked out from other settings.
+It knows nothing of what any one command does with its settings.
 """
 
 from __future__ import annotations
@@ -31,14 +31,17 @@ from typing import Any
 
 import attrs
 
-from generaldomo.cli.options import VARIABLES
+from generaldomo.cli.options import SECRETS, VARIABLES
 from generaldomo.errors import SettingsError
+from generaldomo.io import files
 from generaldomo.sansio import knobs
 
 CONFIG_VARIABLE = "GENERALDOMO_CONFIG"
+CONFIG_FILE = files.Kind("configuration file", 1024 * 1024)  # a configuration of a few hundred lines is 10 KiB
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 _NOT_SETTINGS = {"help", "more_verbose", "log_format", "log_file", "config", "print_config", "version"}
 _KNOBS = knobs.by_name((*knobs.SETTINGS, *knobs.PEER))
+_NUMBERS = knobs.by_name((*knobs.SETTINGS, *knobs.PEER, *knobs.COMMAND))  # every number's knob, for its bounds
 
 
 @attrs.frozen
@@ -50,6 +53,7 @@ class Option:
     variable: str
     actions: tuple[argparse.Action, ...]
     reads_variable: bool = False  # the option's own code reads the variable (an older one): it is left to it
+    secret: bool = False  # a secret, or the path of a file holding one: an error never shows its value
 
     @property
     def action(self) -> argparse.Action:
@@ -87,7 +91,8 @@ def options_of(parser: argparse.ArgumentParser, per_run: Iterable[str] = ()) -> 
     for key, actions in by_key.items():
         variable = VARIABLES.get(key, knobs.ENV_PREFIX + key.upper())  # a knob's: Knob.variable, the same rule
         flag = next(s for s in _reading(actions).option_strings if s.startswith("--"))
-        found.append(Option(key, flag, variable, tuple(actions), reads_variable=key in VARIABLES))
+        secret = key in SECRETS
+        found.append(Option(key, flag, variable, tuple(actions), reads_variable=key in VARIABLES, secret=secret))
     return found
 
 
@@ -98,12 +103,15 @@ def _reading(actions: Sequence[argparse.Action]) -> argparse.Action:
 def read_file(path: str) -> dict[str, Any]:
     """The TOML file at ``path``; SettingsError if it cannot be read or parsed."""
     try:
-        with open(path, "rb") as file:
-            return tomllib.load(file)
+        return tomllib.loads(files.read(path, CONFIG_FILE).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not a TOML file (not UTF-8 text)") from None
     except OSError as error:
         raise SettingsError(f"cannot read the configuration file {path}: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise SettingsError(f"{path}: not a TOML file: {error}") from None
+    except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+        raise SettingsError(f"{path}: not a TOML file this reads: values nested too deeply") from None
 
 
 def file_values(
@@ -155,6 +163,8 @@ def convert(option: Option, value: Any, source: str) -> Any:
             return [_one(action, item) for item in items]
         return _one(action, value)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
+        if option.secret:  # what is wrong, never the value
+            raise SettingsError(f"{source}: a string is expected (the value is a secret: not shown)") from None
         raise SettingsError(f"{source}: {error}") from None
 
 
@@ -255,19 +265,21 @@ def render(command: str, resolved: Sequence[Resolved], hidden: Iterable[str] = (
 def _toml(key: str, value: Any) -> str:
     """``value`` as a TOML value a file may give ``key`` (empty: nothing to write, the setting is unset)."""
     if value is None:
-        knob = _KNOBS.get(key)
-        return json.dumps(knobs.NONE) if knob is not None and knob.nullable else ""
+        knob = _NUMBERS.get(key)
+        return json.dumps(knob.word) if knob is not None and knob.nullable else ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml(key, item) or '""' for item in value) + "]"
-    return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string reads JSON's escapes
+    # a TOML basic string reads JSON's escapes; DEL, which JSON leaves as it is, TOML refuses bare
+    return json.dumps(str(value), ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def table(commands: Mapping[str, Sequence[Option]]) -> str:
-    """The README's settings table (reStructuredText): every setting of the commands, once each."""
+    """The guide's settings table (reStructuredText): every setting of the commands, once each, with the bounds of
+    a number (its knob's: every number is finite)."""
     merged: dict[str, tuple[Option, list[str], set[str], dict[str, list[str]]]] = {}
     for command, options in commands.items():
         for option in options:
@@ -279,12 +291,14 @@ def table(commands: Mapping[str, Sequence[Option]]) -> str:
     for key, (option, users, defaults, helps) in merged.items():
         # one help, or each command's where they differ (``timeout``: the reply, the report, ...)
         told = next(iter(helps)) if len(helps) == 1 else "; ".join(f"{', '.join(c)}: {h}" for h, c in helps.items())
+        knob = _NUMBERS.get(key)
+        bounds = knob.bounds if knob is not None else ""
         cells = (f"``{key}``", f"``{option.flag}``", f"``{option.variable}``", ", ".join(users),
-                 " / ".join(sorted(defaults)), told.replace("*", r"\*").replace("`", "'"))  # fmt: skip
+                 " / ".join(sorted(defaults)), bounds or "--", told.replace("*", r"\*").replace("`", "'"))  # fmt: skip
         rows.append("   " + ", ".join('"' + cell.replace('"', '""') + '"' for cell in cells))
     head = (
-        '.. csv-table::\n   :header: "key", "flag", "variable", "commands", "default", "what it sets"\n'
-        "   :widths: 16 16 22 10 10 26\n\n"
+        '.. csv-table::\n   :header: "key", "flag", "variable", "commands", "default", "bounds", "what it sets"\n'
+        "   :widths: 14 14 20 10 8 12 22\n\n"
     )
     return head + "\n".join(rows) + "\n"
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from urllib.parse import quote
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
+from generaldomo.sansio import knobs
 
 DEFAULT_HTTP = "127.0.0.1:8077"
+MAX_STREAMS = 64  # generaldomo.dashboard.feed's (that module needs the extra; this one is imported by every command)
+MAX_STREAMS_PER_CLIENT = 8
 TOKEN_VARIABLE = options.DASHBOARD_TOKEN
 BACKLOG = 128
 DESCRIPTION = """\
@@ -41,8 +45,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--token",
-        help=f"a secret every request must carry (at least 16 characters; default: ${TOKEN_VARIABLE}; else none "
-        "on loopback and a fresh one elsewhere)",
+        help="a secret every request must carry (at least 16 printable characters, spaces allowed but not at its "
+        f"ends; default: ${TOKEN_VARIABLE}; else none on loopback and a fresh one elsewhere); a flag is seen by "
+        f"every local user (ps, /proc/PID/cmdline): prefer ${TOKEN_VARIABLE} or token in a --config file only you "
+        "can read",
     )
     parser.add_argument(
         "--allow-host",
@@ -55,16 +61,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-control", action="store_true", help="let the page change flow limits (needs the admin role)"
     )
-    parser.add_argument(
-        "--interval", type=float, default=1.0, metavar="SECONDS", help="seconds between two status requests"
-    )
+    options.add_knob(parser, knobs.COMMANDS["interval"], default=1.0)
     # keys of their own: ``services`` and ``workers`` would be the broker's (a file's top-level keys are shared)
-    parser.add_argument(
-        "--services", dest="shown_services", type=int, default=50, metavar="N", help="services shown at most"
-    )
-    parser.add_argument(
-        "--workers", dest="shown_workers", type=int, default=200, metavar="N", help="workers shown at most"
-    )
+    options.add_knob(parser, knobs.COMMANDS["shown_services"], default=50)
+    options.add_knob(parser, knobs.COMMANDS["shown_workers"], default=200)
+    options.add_knob(parser, knobs.COMMANDS["max_streams"], default=MAX_STREAMS)
+    options.add_knob(parser, knobs.COMMANDS["max_streams_per_client"], default=MAX_STREAMS_PER_CLIENT)
     options.timeout(parser, "each status report")
 
 
@@ -109,9 +111,11 @@ def run(args: argparse.Namespace) -> int:
         hosts=hosts,
         max_services=args.shown_services,
         max_workers=args.shown_workers,
+        max_streams=args.max_streams,
+        max_streams_per_client=args.max_streams_per_client,
     )
     shown = f"[{host}]" if ":" in host else host
-    address = f"http://{shown}:{port}/" + (f"?token={token}" if generated else "")
+    address = f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if generated and token else "")
     print(f"generaldomo dashboard: {address} (broker {target.endpoint})", flush=True)
     config = uvicorn.Config(
         dashboard.asgi(), log_level="warning", timeout_graceful_shutdown=2, access_log=False, lifespan="on"

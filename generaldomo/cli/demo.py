@@ -12,10 +12,8 @@ import time
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.broker import Broker
 from generaldomo.io.transport import draft_available, require_draft
-from generaldomo.peers.client import Client
-from generaldomo.peers.worker import Worker
+from generaldomo.sansio import knobs
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +24,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         default="both",
         help="socket type to show",
     )
-    parser.add_argument("--requests", type=int, default=1000, metavar="N", help="pipelined requests per transport")
+    options.add_knob(parser, knobs.COMMANDS["requests"], default=1000)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _show(transport: str, requests: int) -> bool:
     """Run the demo on one transport; True if every reply was right."""
+    from generaldomo.io.broker import Broker  # here: the other commands do not load the broker
+    from generaldomo.peers.client import Client
+    from generaldomo.peers.worker import Worker
+
     inproc = f"inproc://generaldomo-demo-{transport}"
     with Broker(transport, [inproc, "tcp://127.0.0.1:*"]) as broker:
         broker.start()

@@ -32,7 +32,9 @@ import zmq
 
 from generaldomo import cpp
 from generaldomo.cli import broker as command
+from generaldomo.cli.config import CONFIG_FILE
 from generaldomo.errors import SettingsError as SettingsError  # importable from here, as before
+from generaldomo.io import files
 from generaldomo.io.broker import Broker
 
 log = logging.getLogger(__name__)
@@ -59,7 +61,13 @@ def parser() -> argparse.ArgumentParser:
 def read_config(path: str | Path) -> list[tuple[str, str]]:
     """The ``(key, value)`` pairs of a configuration file (see the module docstring)."""
     pairs = []
-    for number, raw in enumerate(Path(path).read_text().splitlines(), 1):
+    try:
+        text = files.read(path, CONFIG_FILE).decode("utf-8")
+    except OSError as error:
+        raise SettingsError(f"cannot read the configuration file {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not a configuration file (not UTF-8 text)") from None
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

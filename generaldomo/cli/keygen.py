@@ -1,17 +1,19 @@
 """``generaldomo keygen NAME``: make a CURVE key pair as ZeroMQ certificate files.
 
 This module owns the keygen command's flags; the files are :func:`generaldomo.io.keys.keygen`'s
-(``DIR/NAME.key`` public, ``DIR/NAME.key_secret`` secret, mode 0600), with ``--services`` as the certificate's
-metadata and ``--role`` copying the public certificate into the broker's allowlist directories.
+(``DIR/NAME.key`` public, ``DIR/NAME.key_secret`` secret, mode 0600 from its creation), with ``--services``
+as the certificate's metadata and ``--role`` copying the public certificate into the broker's allowlist
+directories.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 from pathlib import Path
 
 from generaldomo.cli.command import Command, Exit
+from generaldomo.io import files, keys
 from generaldomo.io.keys import keygen
 
 ROLES = ("clients", "workers", "admins")
@@ -38,15 +40,17 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
-    existing = [p for p in (directory / f"{args.name}.key", directory / f"{args.name}.key_secret") if p.exists()]
+    names = (directory / f"{args.name}.key", directory / f"{args.name}.key_secret")
+    existing = [p for p in names if os.path.lexists(p)]  # a link, even dangling, is replaced, never written through
     if existing and not args.force:
         raise ValueError(f"{existing[0]} exists; use --force to replace it")
     public, secret = keygen(directory, args.name, {"services": args.services} if args.services else None)
     print(f"generaldomo keygen: public {public}", flush=True)
     print(f"generaldomo keygen: secret {secret} (keep it private)", flush=True)
     for role in args.role:
-        (directory / role).mkdir(exist_ok=True)
-        copy = shutil.copyfile(public, directory / role / public.name)
+        files.make_directory(directory / role, 0o755)
+        copy = directory / role / public.name
+        files.write(copy, files.read(public, keys.PUBLIC), "CURVE certificate", 0o644)
         print(f"generaldomo keygen: {role} {copy}", flush=True)
     return Exit.OK
 

@@ -14,13 +14,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from generaldomo.io import keys
 from generaldomo.io.address_file import BROKER_FILE_VARIABLE
-from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.beacon import BROKER_VARIABLE, locate
 from generaldomo.io.connection import Curve
 from generaldomo.io.locator import Where
@@ -28,6 +27,9 @@ from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the com
 from generaldomo.sansio import knobs
 from generaldomo.sansio.knobs import Knob
 from generaldomo.sansio.settings import PeerSettings
+
+if TYPE_CHECKING:
+    from generaldomo.io.auth import BrokerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,10 @@ ALLOWLISTS = {  # the broker's directories of admitted public certificates, by r
     "workers": "GENERALDOMO_CURVE_WORKERS",
     "admins": "GENERALDOMO_CURVE_ADMINS",
 }
+# Settings that are secrets (``token``) or name a file holding one (a key pasted in place of its file's path is a
+# secret too): no error message and no --print-config shows them (see :func:`secrets` and :func:`scrub`).
+SECRETS = ("token", "curve_key", "curve_secret")
+_SECRET_TEXT = ("token",)  # secrets themselves; the others are paths, shown while they name an existing file
 # The variables of options older than the rule GENERALDOMO_ + the option's destination in capitals (by destination)
 VARIABLES = {
     "connect": BROKER_VARIABLE,
@@ -60,12 +66,31 @@ VARIABLES = {
 }
 
 
+def secrets(args: argparse.Namespace | None, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The secret values the options of :data:`SECRETS` (flags or variables) carry, by key: the token always, a
+    key file's path only when it is not the path of an existing file (then it may be the key itself)."""
+    environ = dict(os.environ) if environ is None else environ
+    found: dict[str, str] = {}
+    for key in SECRETS:
+        for value in (getattr(args, key, None), environ.get(VARIABLES[key])):
+            if isinstance(value, str) and value and (key in _SECRET_TEXT or not os.path.isfile(value)):
+                found.setdefault(key, value)
+    return found
+
+
+def scrub(text: str, args: argparse.Namespace | None = None) -> str:
+    """``text`` (an error message) with every secret of :func:`secrets` replaced by ``<secret not shown>``."""
+    for value in sorted(set(secrets(args).values()), key=len, reverse=True):
+        text = text.replace(value, "<secret not shown>")
+    return text
+
+
 def transport(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=TRANSPORTS, default="router", help="socket type")
 
 
 def timeout(parser: argparse.ArgumentParser, what: str = "the answer") -> None:
-    parser.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS", help=f"wait for {what}")
+    add_knob(parser, knobs.COMMANDS["timeout"], default=REQUEST_TIMEOUT, help=f"wait for {what}")
 
 
 def heartbeats(parser: argparse.ArgumentParser, peer: str, defaults: PeerSettings = PEER) -> None:
@@ -137,13 +162,7 @@ def connect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--name", metavar="NAME", help="with --discover: only a broker announcing this name (default: any)"
     )
-    parser.add_argument(
-        "--find-timeout",
-        type=float,
-        default=FIND_TIMEOUT,
-        metavar="SECONDS",
-        help="wait this long for the broker file to appear or a beacon to be heard",
-    )
+    add_knob(parser, knobs.COMMANDS["find_timeout"], default=FIND_TIMEOUT)
 
 
 def endpoint(args: argparse.Namespace) -> str:
@@ -278,6 +297,8 @@ def curve_server(parser: argparse.ArgumentParser, roles: tuple[str, ...] = tuple
 
 def security(args: argparse.Namespace, roles: tuple[str, ...] = tuple(ALLOWLISTS)) -> BrokerSecurity | None:
     """The :class:`BrokerSecurity` the flags of :func:`curve_server` (or their variables) ask for; None: plaintext."""
+    from generaldomo.io.auth import BrokerSecurity  # here: the clients' commands do not load the ZAP handler
+
     secret = args.curve_secret or os.environ.get(CURVE_SECRET)
     lists = {role: getattr(args, role, None) or os.environ.get(ALLOWLISTS[role]) for role in roles}
     if secret is None:

@@ -19,6 +19,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.cli.status_view import WIDTH, render
 from generaldomo.peers.client import Client
+from generaldomo.sansio import knobs
 
 MIN_COLUMNS = 40  # narrower than this, tables would be mostly cut
 PAGE_SIZE = 500  # services and workers asked for per mmi.status request
@@ -39,9 +40,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help=f"fit the report in N columns (default: the terminal's width, or {WIDTH} when not a terminal)",
     )
     width.add_argument("--wide", action="store_true", help="as wide as the report takes: nothing cut")
-    parser.add_argument(
-        "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted (default: print once)"
-    )
+    options.add_knob(parser, knobs.COMMANDS["watch"])
     parser.add_argument("--service", metavar="NAME", help="only this service and its workers (default: all)")
     options.timeout(parser, "the report")
 
@@ -81,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return Exit.NO_BROKER
+            if args.service is not None and not any(s["name"] == args.service for s in report["services"]):
+                print(f"generaldomo status: {_unknown(client, args.service, endpoint, args.timeout)}", file=sys.stderr)
+                return Exit.FAILED
             print(json.dumps(report, indent=2) if args.json else render(report, fit), flush=True)
             if args.watch is None:
                 return Exit.OK
@@ -89,6 +91,15 @@ def run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 return Exit.OK
             print()
+
+
+def _unknown(client: Client, service: str, endpoint: str, timeout: float | None) -> str:
+    """What to say of a ``--service`` the broker does not know: the services it knows, and the nearest name."""
+    known = [s["name"] for s in gather(client, timeout)["services"]]
+    nearest = probe.nearest(service, known)
+    hint = f"; did you mean {nearest!r}?" if nearest else ""
+    listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "") or "none"
+    return f"the broker at {endpoint} has no service {service!r} (its services: {listed}){hint}"
 
 
 def gather(client: Client, timeout: float | None, service: str | None = None, most: int = MOST) -> dict[str, Any]:

@@ -66,8 +66,7 @@ def render(report: StatusReport | Mapping[str, Any], width: int | None = WIDTH) 
         services = [table([*COUNTS, *FLOW], report.services, width)]
     else:
         services = [table(COUNTS, report.services, width), table([NAME, *FLOW], report.services, width)]
-    flow = _flow_lines(report)
-    services[-1] += "".join(_wrap(printable(line), width) for line in flow.splitlines(keepends=True))
+    services[-1] += "".join("\n" + _wrap(printable(line), width) for line in _flow_lines(report))
     return "\n\n".join([_head(report, width), *services, table(WORKERS, report.workers, width)])
 
 
@@ -116,8 +115,8 @@ def _wrap(line: str, width: int | None) -> str:
     return "\n".join(cut(part, width) for part in wrapped)
 
 
-def _flow_lines(report: StatusReport) -> str:
-    """One line per service with a byte limit or an adaptive cap (none: nothing)."""
+def _flow_lines(report: StatusReport) -> list[str]:
+    """One line per service with a byte limit or an adaptive cap (none: nothing), each without its newline."""
     lines = []
     for s in report.services:
         parts = []
@@ -127,5 +126,5 @@ def _flow_lines(report: StatusReport) -> str:
             floor = "-" if adaptive.floor is None else f"{adaptive.floor * 1000:.1f} ms"
             parts.append(f"adaptive cap {adaptive.cap} ({adaptive.min}..{adaptive.max}, floor {floor})")
         if parts:
-            lines.append(f"\n{s.name}: " + ", ".join(parts))
-    return "".join(lines)
+            lines.append(f"{s.name}: " + ", ".join(parts))
+    return lines

@@ -15,18 +15,22 @@ import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.io.connection import Curve
-from generaldomo.peers.app import App
-from generaldomo.peers.pool import DEFAULT_GRACE, POOLS, START_METHODS, run_app
-from generaldomo.peers.worker import Handler, Worker
+from generaldomo.sansio import knobs
+
+if TYPE_CHECKING:  # imported where used: the other commands do not load the pools
+    from generaldomo.io.connection import Curve
+    from generaldomo.peers.worker import Handler, Worker
 
 ECHO = "echo"
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
+    from generaldomo.peers.pool import DEFAULT_GRACE, POOLS, START_METHODS
+
     parser.add_argument(
         "app",
         nargs="?",
@@ -42,15 +46,13 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help=f"service description to announce (echo worker; default {ECHO}), or, with APP, a service of the app "
         "to serve (repeatable; default: all of them)",
     )
-    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="tasks at once, per service")
+    options.add_knob(parser, knobs.COMMANDS["concurrency"], default=1)
     parser.add_argument("--pool", choices=POOLS, default="thread", help="where the N slots run")
-    parser.add_argument(
-        "--stop-grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS", help="time running tasks get on stop"
-    )
+    options.add_knob(parser, knobs.COMMANDS["stop_grace"], default=DEFAULT_GRACE)
     parser.add_argument(
         "--start-method", choices=START_METHODS, default="spawn", help="how the process pool starts its processes"
     )
-    parser.add_argument("--sleep", type=float, default=0.0, metavar="SECONDS", help="simulated work per request")
+    options.add_knob(parser, knobs.COMMANDS["sleep"], default=0.0)
     parser.add_argument("--tag", default="", help="prefix every reply with TAG: (to tell workers apart; default: none)")
     options.heartbeats(parser, "the broker")
     options.curve(parser)
@@ -71,6 +73,8 @@ def echo(sleep: float, tag: str) -> Handler:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generaldomo.peers.worker import Worker
+
     if args.app is not None or args.concurrency > 1:
         return _run_pool(args)
     if args.service and len(args.service) > 1:
@@ -103,11 +107,15 @@ def run(args: argparse.Namespace) -> int:
         worker.serve()
     finally:
         stop.set()
+    print(f"generaldomo worker: stopped serving {args.service!r} after {worker.tasks_done} tasks", flush=True)
     return Exit.OK
 
 
 def _run_pool(args: argparse.Namespace) -> int:
     """Serve the app (or the echo handler) in ``--concurrency`` slots of a ``--pool``."""
+    from generaldomo.peers.app import App
+    from generaldomo.peers.pool import run_app
+
     spec: str | App = args.app
     services = args.service
     if spec is None:

@@ -1,6 +1,6 @@
 """The broker's live dashboard: a web page of its services, workers, queues and flow, fed by ``mmi.status``.
 
-``generaldomo dashboard --connect ENDPOINT`` serves it (README, "Dashboard"); to mount it in an ASGI or WSGI
+``generaldomo dashboard --connect ENDPOINT`` serves it (docs/howto/dashboard.rst); to mount it in an ASGI or WSGI
 server of your own, use :func:`create_app` or :func:`create_wsgi_app` (or :class:`Dashboard` for both and
 its :meth:`~Dashboard.close`). It needs the ``generaldomo[dashboard]`` extra (Starlette, uvicorn, a2wsgi).
 

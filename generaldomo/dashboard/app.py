@@ -5,7 +5,8 @@ Routes (all behind :class:`~generaldomo.dashboard.guard.Guard`):
 - ``GET /``: the page (its CSRF token in a ``<meta>`` tag; no inline script or style);
 - ``GET /static/...``: the page's script and style, and the chart library shipped with the package;
 - ``GET /events``: server-sent events: ``history`` first, then a ``frame`` per status report (or ``trouble``
-  when the broker does not answer), about once a second;
+  when the broker does not answer), about once a second; ``503`` beyond the feed's caps on open streams (in
+  all and per client address);
 - ``GET /api/status``: the last frame as JSON, for scripts;
 - ``POST /api/flow``: ``{"service": NAME, "limits": {...}}`` changes a service's flow limits (``mmi.flow``; the
   keys are ``mmi.flow``'s, ``null`` lifts a limit), only when the controls are on; the answer is the limits in
@@ -17,7 +18,6 @@ It owns how the routes answer; what a frame holds is :mod:`generaldomo.dashboard
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import html
 import logging
@@ -34,9 +34,18 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import generaldomo
-from generaldomo.dashboard.feed import INTERVAL, TIMEOUT, Feed
+from generaldomo.dashboard.feed import (
+    INTERVAL,
+    MAX_STREAMS,
+    MAX_STREAMS_PER_CLIENT,
+    TIMEOUT,
+    Feed,
+    Stream,
+    TooManyStreams,
+)
 from generaldomo.dashboard.frames import MAX_SERVICES, MAX_WORKERS, Framer
 from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
+from generaldomo.io import files
 from generaldomo.peers.client import Client, Keys, RequestFailed
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.flow import LIMIT_NAMES
@@ -44,9 +53,10 @@ from generaldomo.sansio.flow import LIMIT_NAMES
 log = logging.getLogger(__name__)
 
 STATIC: Final = Path(__file__).parent / "static"
+PAGE: Final = files.Kind("dashboard page template", 1024 * 1024)
 MAX_BODY: Final = 4096  # bytes of a POST body
 MAX_NAME: Final = 1024  # characters of a service name to change
-KEEPALIVE: Final = 15.0  # seconds of silence after which the stream sends a comment
+RETRY: Final = {"retry-after": "10"}  # seconds a page refused a stream waits before it asks again
 NO_STORE: Final = {"cache-control": "no-store"}
 CONTROLS_OFF: Final = "the controls are off: start the dashboard with --allow-control, or with an admin key under CURVE"
 
@@ -73,6 +83,8 @@ class Dashboard:
         hosts: see above.
         max_services: services shown at most (the totals count them all).
         max_workers: workers shown at most.
+        max_streams: event streams (pages) open at once, all clients together.
+        max_streams_per_client: event streams open at once from one client address.
 
     Example::
 
@@ -95,15 +107,24 @@ class Dashboard:
         hosts: Iterable[str] = (),
         max_services: int = MAX_SERVICES,
         max_workers: int = MAX_WORKERS,
+        max_streams: int = MAX_STREAMS,
+        max_streams_per_client: int = MAX_STREAMS_PER_CLIENT,
     ) -> None:
         self.policy = Policy.of(hosts, token)
         self.client = Client(endpoint, transport, server_key=server_key, keys=keys)
         curve = server_key is not None
         framer = Framer(max_services, max_workers)
         self.feed = Feed(
-            self.client, framer, interval=interval, timeout=timeout, allow_control=allow_control, curve=curve
+            self.client,
+            framer,
+            interval=interval,
+            timeout=timeout,
+            allow_control=allow_control,
+            curve=curve,
+            max_streams=max_streams,
+            max_streams_per_client=max_streams_per_client,
         )
-        self._page = Template((STATIC / "index.html").read_text())
+        self._page = Template(files.read(STATIC / "index.html", PAGE).decode("utf-8"))
 
     def close(self) -> None:
         """Stop polling, end the pages' streams and close the client."""
@@ -151,31 +172,11 @@ class Dashboard:
 
     async def _events(self, request: Request) -> Response:
         self.feed.start()
-        first, subscription = self.feed.subscribe(asyncio.get_running_loop())
-        feed = self.feed
-
-        async def stream() -> AsyncIterator[str]:
-            try:
-                sent, kind, text = first
-                yield _event(kind, text)
-                while True:
-                    try:
-                        seq, kind, text = await asyncio.wait_for(subscription.queue.get(), KEEPALIVE)
-                    except TimeoutError:
-                        yield ": keep-alive\n\n"
-                        continue
-                    if subscription.ended:
-                        return
-                    if subscription.overrun:
-                        seq, kind, text = feed.resync(subscription)
-                    elif seq <= sent:  # already in the history this page got
-                        continue
-                    sent = seq
-                    yield _event(kind, text)
-            finally:
-                feed.unsubscribe(subscription)
-
-        return StreamingResponse(stream(), media_type="text/event-stream", headers=NO_STORE)
+        try:
+            stream = self.feed.open_stream(request.client.host if request.client else "?")
+        except TooManyStreams as error:
+            return _error(503, f"{error}: close another page of this dashboard, or try again later", RETRY)
+        return _EventStream(stream)
 
     async def _flow(self, request: Request) -> Response:
         if not self.feed.control:
@@ -215,12 +216,22 @@ def _flow_change(data: Any) -> tuple[str, dict[str, Any]]:
     return service, limits
 
 
-def _event(kind: str, text: str) -> str:
-    return f"event: {kind}\ndata: {text}\n\n"  # JSON text has no newline in it
+def _error(status: int, text: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": text}, status, headers={**NO_STORE, **(headers or {})})
 
 
-def _error(status: int, text: str) -> Response:
-    return JSONResponse({"error": text}, status, headers=NO_STORE)
+class _EventStream(StreamingResponse):
+    """A page's event stream: its place among the feed's streams is freed when the response ends, however."""
+
+    def __init__(self, stream: Stream) -> None:
+        super().__init__(stream.events(), media_type="text/event-stream", headers=NO_STORE)
+        self._stream = stream
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._stream.close()
 
 
 def create_app(endpoint: str | None = None, transport: str = "router", **options: Any) -> ASGIApp:

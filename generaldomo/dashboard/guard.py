@@ -8,7 +8,11 @@ Rules of this module (an ASGI middleware in front of the whole app):
 - **Token**: when the dashboard has one (always when it listens beyond loopback), every request carries it:
   ``Authorization: Bearer TOKEN``, or the cookie that opening ``/?token=TOKEN`` sets (``HttpOnly``,
   ``SameSite=Strict``; the address is then redirected to ``/`` so that the token leaves the location bar).
-  Otherwise ``401``. Tokens are compared in constant time.
+  Otherwise ``401``. Tokens are compared in constant time. A token is any printable text of at least
+  :data:`MIN_TOKEN` characters (spaces and non-ASCII letters too, UTF-8 on the wire), without spaces at its
+  ends; the cookie holds a value derived from it (an HMAC), never the token, so any such token signs in.
+- **Redirects** go to this dashboard's own paths only: the address that carried the token is answered with
+  its own path (leading slashes collapsed, percent-encoded), never another site's.
 - **Cross-site requests**: a request that changes something (any method but GET and HEAD) must come from the
   page itself: its ``Origin`` equal to the dashboard's own, ``Sec-Fetch-Site`` (when the browser sends it)
   ``same-origin``, and an ``X-CSRF-Token`` header equal to the token the page was served with. Otherwise
@@ -21,13 +25,14 @@ It knows nothing of the broker or of what the routes do.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 import attrs
 
@@ -78,8 +83,37 @@ def host_name(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
-def _same(given: str | None, expected: str) -> bool:
-    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+def _same(given: str | bytes | None, expected: str) -> bool:
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode() if isinstance(given, str) else given, expected.encode())
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be a dashboard token (None: it can)."""
+    if len(token) < MIN_TOKEN:
+        return f"a dashboard token needs at least {MIN_TOKEN} characters"
+    if not token.isprintable() or token != token.strip():
+        return (
+            "a dashboard token may hold any printable characters (spaces inside it too), but no control "
+            "characters and no spaces at its ends"
+        )
+    return None
+
+
+def cookie_value(token: str) -> str:
+    """What the sign-in cookie holds for ``token``: derived from it, cookie-safe whatever its characters."""
+    return hmac.new(token.encode(), b"generaldomo-dashboard-cookie", hashlib.sha256).hexdigest()
+
+
+def own_path(path: str) -> str:
+    """``path`` as a redirect target that stays on this site: one leading slash, percent-encoded."""
+    return quote("/" + path.lstrip("/\\"), safe="/")
+
+
+def _query(scope: Scope) -> dict[str, str]:
+    """The request's query parameters (percent-escapes read as UTF-8)."""
+    return dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace")))
 
 
 @attrs.frozen
@@ -92,9 +126,10 @@ class Policy:
 
     @classmethod
     def of(cls, hosts: Iterable[str] = (), token: str | None = None) -> Policy:
-        """The policy for the loopback names and ``hosts``; ValueError for a token too short to be one."""
-        if token is not None and len(token) < MIN_TOKEN:
-            raise ValueError(f"a dashboard token needs at least {MIN_TOKEN} characters")
+        """The policy for the loopback names and ``hosts``; ValueError for a token that cannot be one."""
+        problem = None if token is None else token_problem(token)
+        if problem is not None:
+            raise ValueError(problem)
         return cls(LOOPBACK_HOSTS | {host_name(h) for h in hosts}, token)
 
 
@@ -117,12 +152,12 @@ class Guard:
         if refusal is not None:
             await _answer(send, *refusal)
             return
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        query = _query(scope)
         if self.policy.token is not None and "token" in query:  # a good token in the address: keep it in a cookie
             rest = urlencode({k: v for k, v in query.items() if k != "token"})
-            cookie = f"{self._cookie(scope)}={self.policy.token}; Path=/; HttpOnly; SameSite=Strict"
+            cookie = f"{self._cookie(scope)}={cookie_value(self.policy.token)}; Path=/; HttpOnly; SameSite=Strict"
             extra = [
-                (b"location", (scope["path"] + (f"?{rest}" if rest else "")).encode()),
+                (b"location", (own_path(scope["path"]) + (f"?{rest}" if rest else "")).encode()),
                 (b"set-cookie", cookie.encode()),
             ]
             await _answer(send, 303, "signed in", extra)
@@ -154,7 +189,8 @@ class Guard:
         token = self.policy.token
         assert token is not None
         authorization = headers.get("authorization", "")
-        if authorization.lower().startswith("bearer ") and _same(authorization[7:].strip(), token):
+        given = authorization[7:].strip().encode("latin-1")  # the header's bytes: the token's UTF-8
+        if authorization.lower().startswith("bearer ") and _same(given, token):
             return True
         cookie = SimpleCookie()
         try:
@@ -162,10 +198,9 @@ class Guard:
         except CookieError:  # a malformed Cookie header signs nobody in
             return False
         morsel = cookie.get(self._cookie(scope))
-        if morsel is not None and _same(morsel.value, token):
+        if morsel is not None and _same(morsel.value, cookie_value(token)):
             return True
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        return _same(query.get("token"), token)
+        return _same(_query(scope).get("token"), token)
 
     @staticmethod
     def _cookie(scope: Scope) -> str:

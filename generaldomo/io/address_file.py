@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 BROKER_FILE_VARIABLE = "GENERALDOMO_BROKER_FILE"
+KIND = files.Kind("broker address file", 4 * 1024 * 1024)  # hundreds of bytes; thousands of endpoints fit
 _POLL = 0.1  # seconds between looks for a file that is not there yet
 
 
@@ -92,22 +93,26 @@ def decode(data: bytes) -> BrokerAddress:
 
 def write(path: str | os.PathLike[str], address: BrokerAddress) -> None:
     """Write ``address`` to ``path`` atomically: readers see the old file, no file, or all of the new one."""
-    files.atomic_write(path, encode(address), "broker address file")
+    files.write(path, encode(address), "broker address file", 0o600)
     log.debug("wrote broker address file %s", path)
 
 
 def read(path: str | os.PathLike[str]) -> BrokerAddress:
     """The address in the file at ``path`` (OSError if unreadable, ValueError if malformed)."""
-    return decode(Path(path).read_bytes())
+    return decode(files.read(path, KIND))
 
 
-def wait(path: str | os.PathLike[str], timeout: float) -> BrokerAddress:
-    """The address in the file at ``path``, waiting up to ``timeout`` seconds for it to appear."""
+def wait(path: str | os.PathLike[str], timeout: float, transport: str | None = None) -> BrokerAddress:
+    """The address in the file at ``path``, waiting up to ``timeout`` seconds for it to appear (and, with
+    ``transport``, to name an endpoint of it: a file without one is waited past as a missing one is)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return read(path)
-        except (OSError, ValueError) as error:
+            address = read(path)
+            if transport is not None:
+                address.endpoint(transport)  # LookupError: none (or none usable) yet
+            return address
+        except (OSError, ValueError, LookupError) as error:
             if time.monotonic() >= deadline:
                 raise TimeoutError(_why(os.fspath(path), timeout, error)) from error
         time.sleep(_POLL)

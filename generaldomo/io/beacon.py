@@ -36,7 +36,7 @@ import attrs
 from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
 from generaldomo.io import address_file
 from generaldomo.io.endpoints import announced, announced_key
-from generaldomo.sansio import wirejson
+from generaldomo.sansio import knobs, wirejson
 
 __all__ = ["Announcement", "DiscoveryError", "discover", "find_broker"]
 
@@ -47,6 +47,7 @@ VERSION = 1
 DEFAULT_PORT = 5670
 BROADCAST = "255.255.255.255"
 BROKER_VARIABLE = "GENERALDOMO_BROKER"
+PORT_VARIABLE = "GENERALDOMO_BEACON_PORT"
 _MAX_DATAGRAM = 65507
 
 
@@ -149,8 +150,8 @@ class Beacon:
         interval: float = 1.0,
         public_key: str | None = None,
     ) -> None:
-        self.destination = (destination, port)
-        self.interval = interval
+        self.destination = (destination, knobs.COMMANDS["beacon_port"].check(port))
+        self.interval = knobs.COMMANDS["beacon_interval"].check(interval)  # never a flood of datagrams
         self.datagram = encode(name, instance, announceable(endpoints, destination), public_key)
         if len(self.datagram) > _MAX_DATAGRAM:
             raise ValueError("too many endpoints to announce in one datagram")
@@ -181,7 +182,11 @@ class Listener:
 
     def __init__(self, port: int | None = None, bind: str | None = None) -> None:
         if port is None:
-            port = int(os.environ.get("GENERALDOMO_BEACON_PORT", DEFAULT_PORT))
+            text = os.environ.get(PORT_VARIABLE, "")
+            try:
+                port = knobs.COMMANDS["beacon_port"].parse(text) if text else DEFAULT_PORT
+            except ValueError as error:
+                raise DiscoveryError(f"{PORT_VARIABLE}: {error}") from None
         if bind is None:
             bind = os.environ.get("GENERALDOMO_BEACON_BIND", "")
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -191,8 +196,9 @@ class Listener:
         self.socket.bind((bind, port))
         self.port: int = self.socket.getsockname()[1]
 
-    def wait(self, timeout: float, name: str | None = None) -> Announcement:
-        """The first beacon (of broker ``name``, if given) heard within ``timeout`` seconds."""
+    def wait(self, timeout: float, name: str | None = None, transport: str | None = None) -> Announcement:
+        """The first beacon (of broker ``name``, if given; with an endpoint of ``transport``, if given: others are
+        passed over) heard within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             self.socket.settimeout(left)
@@ -202,7 +208,8 @@ class Listener:
                 break
             heard = decode(datagram, sender)
             if heard is not None and (name is None or heard.name == name):
-                return heard
+                if transport is None or any(kind == transport for kind, _ in heard.endpoints):
+                    return heard
         wanted = f"broker {name!r}" if name else "a broker"
         raise DiscoveryError(f"heard no beacon from {wanted} on UDP port {self.port} within {timeout} s")
 
@@ -217,7 +224,11 @@ class Listener:
 
 
 def discover(
-    timeout: float = 5.0, name: str | None = None, port: int | None = None, bind: str | None = None
+    timeout: float = 5.0,
+    name: str | None = None,
+    port: int | None = None,
+    bind: str | None = None,
+    transport: str | None = None,
 ) -> Announcement:
     """Listen for a broker's beacon (port and bind address default to ``GENERALDOMO_BEACON_PORT`` /
     ``GENERALDOMO_BEACON_BIND``, else 5670 on all interfaces).
@@ -227,6 +238,7 @@ def discover(
         name: only a broker announcing this name (None: any).
         port: the UDP port to listen on.
         bind: the address to listen on.
+        transport: only a beacon with an endpoint of this transport (``router``, ``server``; None: any).
 
     Example::
 
@@ -234,7 +246,7 @@ def discover(
         print(announcement.endpoints, announcement.public_key)
     """
     with Listener(port, bind) as listener:
-        return listener.wait(timeout, name)
+        return listener.wait(timeout, name, transport)
 
 
 @attrs.frozen
@@ -287,14 +299,14 @@ def locate(
     broker_file = broker_file or os.environ.get(address_file.BROKER_FILE_VARIABLE)
     if broker_file:
         return _from_file(broker_file, transport, timeout)
-    heard = discover(timeout, name)
+    heard = discover(timeout, name, transport=transport)
     log.debug("broker %r (instance %s) heard by beacon from %s", heard.name, heard.instance, heard.sender)
     return Found(heard.endpoint(transport), heard.public_key)
 
 
 def _from_file(path: str | os.PathLike[str], transport: str, timeout: float) -> Found:
     try:
-        address = address_file.wait(path, timeout)
+        address = address_file.wait(path, timeout, transport)
         found = address.endpoint(transport)
     except (TimeoutError, LookupError) as error:
         raise DiscoveryError(str(error)) from error

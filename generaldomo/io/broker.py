@@ -16,6 +16,7 @@ on. What ends the loop otherwise (a socket that fails: ``zmq.ZMQError``; a ``Bas
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -33,13 +34,12 @@ from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.failfast import Failure, LoopFailed, OnFailure, ServingLoop
 from generaldomo.io.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.randomness import RandomPool
-from generaldomo.io.state import StateDir
+from generaldomo.io.state import StateDir, StateError
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.core import BrokerCore, Peer, Send
-from generaldomo.sansio.mmi import status
-from generaldomo.sansio.report import StatusQuery, StatusReport
+from generaldomo.sansio.report import PAGE_BYTES, StatusQuery, StatusReport
 from generaldomo.sansio.resolver import Resolver
 from generaldomo.sansio.settings import Settings
 
@@ -49,8 +49,10 @@ _DRAIN = 256  # messages read from one link before looking at the others
 # libzmq's hard size limit sits this far above the core's, so that a request a little too large gets a 413
 # answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
 ENVELOPE_SLACK = 64 * 1024
-# the busiest services, and the first workers, in the snapshot metrics read: its cost does not grow with them
+# the busiest services, and the first workers, in the snapshot metrics read: its cost does not grow with them,
+# nor with what they hold (a quarter of a status page's bytes: the loop builds it every period)
 SNAPSHOT = StatusQuery(limit=200, order="busy")
+SNAPSHOT_BYTES = PAGE_BYTES // 4
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
 _peer = tuple.__new__  # a Peer without its named tuple's Python __new__ (1,300 instructions less per message)
 
@@ -125,6 +127,9 @@ class Broker(ServingLoop):
         self._stop_read, self._stop_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # no write to the pipe once its descriptors are closed (and maybe reused); reentrant for signal handlers
         self._stop_lock = threading.RLock()
+        # answers held until the flow changes they report are on disk (the generation), in order; their peers
+        self._pending: collections.deque[tuple[int, list[Send]]] = collections.deque()
+        self._held_peers: set[Peer] = set()
         try:
             if transport is not None:
                 self.add_link(transport, bind)
@@ -266,6 +271,7 @@ class Broker(ServingLoop):
 
     def _finish(self) -> None:
         with contextlib.suppress(zmq.ZMQError):  # failed sockets take no goodbye
+            self._flush_state()
             if self._drain is not None:
                 self._send(self.core.abandon(time.monotonic()))
             self._send(self.core.close())
@@ -274,8 +280,12 @@ class Broker(ServingLoop):
 
     def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
-        wait = waiter([link.socket for link in self.links], (self._stop_read,))
+        state = self.state
+        wait = waiter(
+            [link.socket for link in self.links], (self._stop_read, *(() if state is None else (state.ready,)))
+        )
         stop_bit = 1 << len(self.links)
+        state_bit = stop_bit << 1  # the state directory's writer wrote changes to disk
         links = list(enumerate(self.links))
         core, backlog = self.core, self.backlog
         clock = time.monotonic
@@ -299,6 +309,9 @@ class Broker(ServingLoop):
                     if self._drain is None or draining is not None or not core.tasks:
                         return
                     draining = self._begin_drain()
+                if ready & state_bit and state is not None:
+                    state.drain()
+                    self._release()
                 for index, link in links:
                     if ready >> index & 1:
                         try:  # self._guarded inlined (a call less per batch)
@@ -311,7 +324,11 @@ class Broker(ServingLoop):
             # the tick only when its time has come: what serving scheduled is later than the batch's clock read
             # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
             if due is not None and now >= due:
-                self._send(core.tick(now))
+                out = core.tick(now)
+                if core.changed:  # a flow change that waited its turn (pacing): in the state directory first
+                    self._hold(out)
+                else:
+                    self._send(out)
             if now >= backlog.next_poll:
                 backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
                 if backlog:
@@ -330,7 +347,7 @@ class Broker(ServingLoop):
         super()._caught(what)
 
     def _snapshot(self) -> None:
-        self.snapshot = status(self.core, time.monotonic(), SNAPSHOT)
+        self.snapshot = self.core.report(time.monotonic(), SNAPSHOT, SNAPSHOT_BYTES)
 
     def _begin_drain(self) -> float:
         """Stop accepting requests and return when the draining stop ends (the stop request is consumed)."""
@@ -354,18 +371,18 @@ class Broker(ServingLoop):
 
     def _serve(self, index: int, link: Link) -> None:
         """Feed the core what ``link`` has (a bounded number of messages), sending what it answers, each message
-        inside the barrier. A flow change is in the state directory before its answer goes: from the first
-        change on, the batch's answers wait for one write at its end."""
-        core, links = self.core, self.links
+        inside the barrier. A flow change is in the state directory before its answer goes: the answers of a
+        message that changed the flow limits, and what follows them to the same peers, wait for the state
+        directory's writer (:meth:`_release`); other peers are served meanwhile."""
+        core, links, held = self.core, self.links, self._held_peers
         receive, now = core.receive, time.monotonic()  # one clock read per batch
-        held: list[Send] | None = None
         for address, frames, credential in link.recv_batch(_DRAIN):
             try:
                 out = receive(_peer(Peer, (index, address)), frames, now, credential)
-                if held is not None:
-                    held += out
-                elif core.changed:
-                    held = out
+                if core.changed:
+                    self._hold(out)
+                elif held:
+                    self._send(out)
                 else:
                     for peer, message in out:  # self._send inlined (the hot path)
                         links[peer.link].send(peer.address, message)
@@ -373,19 +390,57 @@ class Broker(ServingLoop):
                 raise
             except Exception:
                 self._caught("a message")
-        if held is not None:
-            self._record()
-            self._send(held)
 
-    def _record(self) -> None:
+    def _hold(self, out: list[Send]) -> None:
+        """Record the core's flow changes and hold ``out`` (the answers of the message that made them) until the
+        state directory has them on disk."""
         changes = self.core.take_changes()
-        if self.state is not None:
-            self.state.record(changes)
+        if self.state is None:
+            self._send(out)
+            return
+        generation = self.state.record(changes)
+        self._pending.append((generation, out))
+        self._held_peers.update(peer for peer, _ in out)
+        self._release()
+
+    def _release(self) -> None:
+        """Send the held answers whose changes are on disk, in order (raises if the state file cannot be written:
+        the broker fails)."""
+        assert self.state is not None
+        durable, pending = self.state.durable, self._pending
+        if pending and pending[0][0] <= durable:
+            while pending and pending[0][0] <= durable:
+                self._send_now(pending.popleft()[1])
+            self._held_peers.clear()
+            self._held_peers.update(peer for _, out in pending for peer, _ in out)
 
     def _send(self, messages: list[Send]) -> None:
+        """Send ``messages``; those to peers with held answers wait behind them."""
+        held = self._held_peers
+        if not held:
+            self._send_now(messages)
+            return
+        links, pending = self.links, self._pending
+        for message in messages:
+            peer = message[0]
+            if peer in held:
+                pending.append((pending[-1][0], [message]))
+            else:
+                links[peer.link].send(peer.address, message[1])
+
+    def _send_now(self, messages: list[Send]) -> None:
         links = self.links
         for peer, frames in messages:
             links[peer.link].send(peer.address, frames)
+
+    def _flush_state(self) -> None:
+        """Wait until every recorded change is on disk, and send what waited for it."""
+        if self.state is not None:
+            try:
+                self.state.flush()
+                self._release()
+            except StateError:
+                pass  # the loop failed with it: what waited for the write is never sent
 
     def _close_sockets(self) -> None:
         if self._beacon is not None:

@@ -16,8 +16,10 @@ import os
 
 import zmq
 
+from generaldomo.io import files
 from generaldomo.io.speedups import _pyzmq_extension
 
+MAPS = files.Kind("memory map", 16 * 1024 * 1024)  # /proc/self/maps: a line per mapping
 SODIUM_ONLY = "crypto_box_easy_afternm"
 TWEETNACL = "tweetnacl (libzmq's bundled reference code: large CURVE messages are about 10x slower)"
 
@@ -25,8 +27,8 @@ TWEETNACL = "tweetnacl (libzmq's bundled reference code: large CURVE messages ar
 def _mapped(word: str) -> list[str]:
     """Paths of the shared objects mapped into this process whose file name contains ``word``."""
     try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split(None, 5)[-1].strip() for line in maps if line.count(" ") >= 5}
+        maps = files.read("/proc/self/maps", MAPS).decode("utf-8", "replace").splitlines()
+        paths = {line.split(None, 5)[-1].strip() for line in maps if line.count(" ") >= 5}
     except OSError:
         return []
     return sorted(p for p in paths if p.startswith("/") and word in os.path.basename(p))

@@ -67,7 +67,10 @@ class Refused:
     def add(self, source: str, problem: str) -> None:
         with self._lock:
             self.count += 1
-            self._lines.line(source, time.monotonic(), "ignored an endpoint from %s: %s", source, problem)
+            self._lines.line(
+                source, time.monotonic(), "ignored an endpoint from %s: %s (%d ignored in all)", source, problem,
+                self.count,
+            )  # fmt: skip
 
 
 REFUSED: Final = Refused()

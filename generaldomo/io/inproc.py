@@ -19,8 +19,9 @@ import atexit
 import ctypes
 import hashlib
 import shutil
-import tempfile
 import threading
+
+from generaldomo.io import files
 
 MAILBOX_SYMBOL = "zmq_generaldomo_mailbox_lock"  # generaldomo.draft.MAILBOX_SYMBOL (that module imports no zmq)
 
@@ -50,7 +51,7 @@ def carried(secure: bool) -> bool:
 def _private_directory() -> str:
     global _directory
     if _directory is None:
-        _directory = tempfile.mkdtemp(prefix="generaldomo-")
+        _directory = files.temporary_directory("generaldomo-")
         atexit.register(shutil.rmtree, _directory, True)
     return _directory
 

@@ -84,7 +84,7 @@ def seed_routing_ids() -> None:
 
     libzmq starts each ROUTER's generated peer ids (``0x00`` + a 4-byte counter) at ``rand()``'s value and never
     seeds it, so every process would hand out the same ids; a peer that picks the next one as its own id makes
-    an unpatched libzmq abort when that id is generated (see README.rst, threat model)."""
+    an unpatched libzmq abort when that id is generated (see docs/explanation/threat-model.rst)."""
     global _seeded
     if _seeded:
         return
@@ -166,11 +166,15 @@ class Link:
         usable = accelerate and (speedups.native_draft or not self.needs_draft)
         self._native = speedups.native if usable else None
         self._handle: int = self.socket.underlying
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)  # per frame; the reading loop bounds the sum
-        if security is not None:
-            security.apply(self.socket)
-        self.prepare()
+        try:  # a socket left open would keep the context's termination waiting for ever
+            self.socket.setsockopt(zmq.LINGER, 0)
+            self.socket.setsockopt(zmq.MAXMSGSIZE, max_message)  # per frame; the reading loop bounds the sum
+            if security is not None:
+                security.apply(self.socket)
+            self.prepare()
+        except BaseException:
+            self.socket.close(0)
+            raise
         self.endpoints: list[str] = []
         # libzmq turns away peers that do not speak ZMTP (port scans, garbage) without telling the
         # application; its monitor does, so that each refusal gets a log line.

@@ -127,7 +127,7 @@ class Locator:
             return Target(where.endpoints[0])
         if where.broker_file is not None:
             try:
-                address = address_file.wait(where.broker_file, where.timeout)
+                address = address_file.wait(where.broker_file, where.timeout, self.transport.value)
                 self._stamp = _stamp(where.broker_file)
                 return self._from_address(address)
             except (TimeoutError, LookupError) as error:

@@ -20,7 +20,7 @@ from typing import Any
 
 from generaldomo.errors import RequestTimeout
 from generaldomo.peers.app import Description, wire_description
-from generaldomo.peers.client import DEFAULT, Client, Payload, Reply, RequestFuture, _Default, fetch_timeout
+from generaldomo.peers.client import DEFAULT, Client, Payload, Reply, RequestFuture, _Default, fetch_timeout, named
 from generaldomo.peers.typed import TypedClient, TypedFuture
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.serializers import Serializer
@@ -188,7 +188,7 @@ class AsyncClient:
                 yield item
         except TimeoutError:
             future.cancel()
-            raise RequestTimeout(f"nothing from {description!r} for {timeout} s") from None
+            raise RequestTimeout(f"nothing from {named(description)} for {timeout} s") from None
         yield future.result()
 
     async def status(self, timeout: float | None = 10.0) -> dict[str, Any]:

@@ -143,6 +143,17 @@ def as_frames(payload: object, what: str = "payload") -> tuple[bytes, ...]:
     return tuple(bytes(frame) for frame in frames)
 
 
+def named(description: object) -> str:
+    """A description as messages name it, whether given as text or bytes: ``'square'`` (bytes that are not
+    UTF-8 keep their ``b'...'`` form)."""
+    if isinstance(description, bytes):
+        try:
+            return repr(description.decode())
+        except UnicodeDecodeError:
+            return repr(description)
+    return repr(description)
+
+
 def as_bytes(text: str | bytes) -> bytes:
     """UTF-8 for text; bytes as they are (descriptions)."""
     return text.encode() if isinstance(text, str) else text
@@ -514,7 +525,7 @@ class Client:
                 yield item
         except queue.Empty:
             future.cancel()
-            raise RequestTimeout(f"nothing from {description!r} for {timeout} s") from None
+            raise RequestTimeout(f"nothing from {named(description)} for {timeout} s") from None
         finally:
             future.cancel()  # the caller stopped reading (or a timeout): withdraw the request, if still open
         yield future.result()
@@ -583,7 +594,7 @@ class Client:
         """The :class:`RequestTimeout` for a request to ``description`` left unanswered for ``timeout`` seconds,
         as :meth:`request` raises it (and :class:`~generaldomo.AsyncClient`): its message says when no broker
         ever answered at the endpoint, or that nothing accepts connections there."""
-        message = f"no reply to {description!r} within {timeout} s"
+        message = f"no reply to {named(description)} within {timeout} s"
         if self.broker_answered:
             return RequestTimeout(message)
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"

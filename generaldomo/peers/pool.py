@@ -250,8 +250,8 @@ def run_app(
 
     Call it from the main thread (it installs the signal handlers). ``endpoint`` is found and followed by each
     slot as :class:`generaldomo.Worker` says (None: ``GENERALDOMO_BROKER``, the broker file, a beacon). Prints
-    one line saying what it serves to ``out``. ``server_key`` and ``keys`` turn on CURVE for every slot, as for
-    :class:`generaldomo.Worker`.
+    one line saying what it serves to ``out``, one per service once registered, and one when it stopped.
+    ``server_key`` and ``keys`` turn on CURVE for every slot, as for :class:`generaldomo.Worker`.
 
     Args:
         spec: ``module:attr`` (an App or a handler function) or an App object.
@@ -303,6 +303,7 @@ def run_app(
     if cut_short := running.stop(stop_grace):
         units = "slots" if pool == "thread" else "processes"
         print(f"generaldomo worker: {cut_short} {units} left tasks past the grace; they are reissued", file=out)
+    print(f"generaldomo worker: stopped serving {served}", file=out, flush=True)
     return 0
 
 

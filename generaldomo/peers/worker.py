@@ -31,13 +31,13 @@ from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from
 from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
-from generaldomo.peers.client import Keys, as_bytes, as_frames
+from generaldomo.peers.client import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio import protocol
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.handshake import HandshakeFailure
-from generaldomo.sansio.session import Action, CancelTask, RunTask, WorkerSession
+from generaldomo.sansio.session import Action, CancelTask, Reconnect, RunTask, WorkerSession
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ class Worker:
             self._serve()
         except Exception as error:
             log.exception("the worker stopped serving %r", self.description)
-            raise WorkerStopped(f"the worker stopped serving {self.description!r}: {error!r}") from error
+            raise WorkerStopped(f"the worker stopped serving {named(self.description)}: {error!r}") from error
         finally:
             self._busy = False
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on
@@ -205,7 +205,10 @@ class Worker:
             self._poke.set()
 
     def _perform(self, actions: list[Action[Any]]) -> RunTask | None:
-        """Carry out the session's actions; the task to run, if one came (the caller has the socket)."""
+        """Carry out the session's actions; the task to run, if one came (the caller has the socket). A worker
+        told to stop does not reconnect: a broker's DISCONNECT then (it stopped too) is no news to log."""
+        if self._stopping.is_set():
+            actions = [action for action in actions if not isinstance(action, Reconnect)]
         for action in self._channel.perform(actions):
             if isinstance(action, RunTask):
                 return action

@@ -94,6 +94,7 @@ from generaldomo.sansio.ledger import (
     request_charge,
 )
 from generaldomo.sansio.lograte import LogLimiter
+from generaldomo.sansio.pacing import Pacer, resend_cost
 from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.records import (
     Claim,
@@ -107,6 +108,7 @@ from generaldomo.sansio.records import (
 )  # fmt: skip
 from generaldomo.sansio.report import (
     DESCRIPTION_BYTES,
+    PAGE_BYTES,
     BrokerReport,
     ConnectionReport,
     Endpoint,
@@ -117,6 +119,7 @@ from generaldomo.sansio.report import (
     StatusQuery,
     StatusReport,
     WorkerReport,
+    page,
 )
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
@@ -268,6 +271,9 @@ class BrokerCore:
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
         self._message = _Message()  # the turn of the message being handled (see receive)
+        # expensive management requests: each connection's work per second, and those waiting for it
+        self._pacer: Pacer[tuple[Peer, ClientRequest, Credential | None]] = Pacer()
+        self._paced_due: float | None = None  # when the next waiting one may go
         self._handlers: dict[type, Handler[Any]] = dict(
             (
                 _on(ClientRequest, self._on_request),
@@ -363,6 +369,9 @@ class BrokerCore:
             due = self._resting.soonest()
             if due is not None and (soonest is None or due < soonest):
                 soonest = due
+        due = self._paced_due
+        if due is not None and (soonest is None or due < soonest):
+            soonest = due
         return soonest
 
     def tick(self, now: float) -> list[Send]:
@@ -398,6 +407,8 @@ class BrokerCore:
                 self._dispatch(service, turn)
             except Exception:
                 self._caught("a dispatch", now)
+        if self._paced_due is not None and now >= self._paced_due:
+            self._answer_waiting(turn)
         return turn.out
 
     def set_flow(self, name: str, now: float, **limits: object) -> list[Send]:
@@ -516,14 +527,16 @@ class BrokerCore:
         self.counters[INTERNAL_ERRORS] += 1
         self._barrier.caught(handling, now)
 
-    def report(self, now: float, query: StatusQuery = _ALL) -> StatusReport:
+    def report(self, now: float, query: StatusQuery = _ALL, page_bytes: int = PAGE_BYTES) -> StatusReport:
         """The status report at ``now``: the broker's totals, and the page of services and workers ``query``
-        asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, and with the number of
-        services and workers only by a look at each (no report is built for those left out).
+        asks for (see :mod:`generaldomo.sansio.report`). Its cost grows with the page, which is bounded in bytes
+        (:data:`~generaldomo.sansio.report.PAGE_BYTES`), and with the number of services and workers only by a
+        look at each (no report is built for those left out).
 
         Args:
             now: the time.
             query: which page of services and workers.
+            page_bytes: the page's bytes (by the records' estimates), at most.
         """
         expiry = self.settings.expiry
         services, count, queued, in_flight = self._service_page(query)
@@ -546,34 +559,35 @@ class BrokerCore:
             internal_errors=self.counters[INTERNAL_ERRORS],
             in_flight=in_flight,
         )
-        limit = query.limit
-        del services[limit + 1 :], workers[limit + 1 :]
+        service_reports, more_services = page(
+            services,
+            query.limit,
+            lambda s: ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name),
+            page_bytes,
+        )
+        worker_reports, more_workers = page(
+            workers,
+            query.limit,
+            lambda worker: WorkerReport(
+                peer=worker.label,
+                description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
+                service=worker.service.name,
+                dialect=worker.dialect.value,
+                state=worker.state.value,
+                tasks_done=worker.done,
+                last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
+                host=worker.host,
+                pid=worker.pid,
+                description_bytes=len(worker.description),
+                serial=worker.serial,
+            ),
+            page_bytes,
+        )
         next_page = NextPage(  # after the last one listed, when there is one more
-            services_after=services[limit - 1].name if len(services) > limit and query.order == "name" else None,
-            workers_after=workers[limit - 1].serial if len(workers) > limit else None,
+            services_after=service_reports[-1].name if more_services and query.order == "name" else None,
+            workers_after=worker_reports[-1].serial if more_workers else None,
         )
-        del services[limit:], workers[limit:]
-        return StatusReport(
-            broker=broker,
-            services=[ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name) for s in services],
-            workers=[
-                WorkerReport(
-                    peer=worker.label,
-                    description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
-                    service=worker.service.name,
-                    dialect=worker.dialect.value,
-                    state=worker.state.value,
-                    tasks_done=worker.done,
-                    last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
-                    host=worker.host,
-                    pid=worker.pid,
-                    description_bytes=len(worker.description),
-                    serial=worker.serial,
-                )
-                for worker in workers
-            ],
-            next=next_page,
-        )
+        return StatusReport(broker=broker, services=service_reports, workers=worker_reports, next=next_page)
 
     def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int, int]:
         """The services of ``query``'s page and one more if there are more (in its order), the number of
@@ -800,10 +814,14 @@ class BrokerCore:
         if kept is None and request is not None and self._kept.get(key, now) is not None:
             self.counters["request_id_conflicts"] += 1  # kept for another request: this one is a new task
         if kept is not None:
-            if self._over_connection_budget(peer, sum(map(len, kept))):
+            size, where = sum(map(len, kept)), connection(peer.link, peer.address)
+            if self._over_connection_budget(peer, size):
                 self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
+            elif not self._pacer.may_go(where, now):
+                self.counters["resends_paced"] += 1  # it asks again later, when its connection's work allows
             else:
                 self.counters["answers_resent"] += 1
+                self._pacer.charge(where, resend_cost(size), now)
                 message.out.append(Respond(peer, kept))
             return True
         task = self._by_request.get(key)
@@ -998,23 +1016,71 @@ class BrokerCore:
             message.out.append(Respond(peer, frames))
 
     def _answer_mmi(self, event: ClientRequest, message: _Message) -> None:
+        """Answer a management request now, or, for an expensive one (:data:`~generaldomo.sansio.mmi.PACED`)
+        beyond its connection's or the broker's work per second, when its turn comes (a tick), or ``429`` beyond
+        the waiting lines (:mod:`generaldomo.sansio.pacing`)."""
+        if event.description in mmi.PACED:
+            peer, now = message.peer, message.now
+            where = connection(peer.link, peer.address)
+            pacer = self._pacer
+            if not pacer.may_go(where, now):
+                size = len(event.description) + sum(map(len, event.body)) + address_bytes(peer.address)
+                later = pacer.wait(where, (peer, event, message.credential), size, now)
+                if later is None:
+                    self.counters["paced"] += 1
+                    self._paced_due = pacer.due(now)
+                else:
+                    self.counters["paced_refused"] += 1
+                    self._slow_down_peer(event, message, later)
+                return
+        self._answer_mmi_now(event, message)
+
+    def _slow_down_peer(self, event: ClientRequest, message: _Message, later: float) -> None:
+        """Answer ``event`` ``429``: its connection's expensive requests wait beyond their line; ``later``: the
+        seconds after which one may go."""
+        reason = "too many expensive requests waiting: this connection's work per second is spent"
+        self.counters["rejected"] += 1
+        self._warn("paced 429", message.peer, message.now, "rejected a request: %s", reason, level=logging.INFO)
+        body = [reason.encode(), protocol.retry_after_frame(round(later, 3))]
+        frames = protocol.client_reply(
+            event.dialect, event.request_id, event.description, protocol.OVER_BUDGET, body, final=True
+        )
+        if frames is not None:
+            message.out.append(Respond(message.peer, frames))
+
+    def _answer_mmi_now(self, event: ClientRequest, message: _Message) -> None:
         peer, now, credential = message.peer, message.now, message.credential
         admin = credential is None or credential.may(Role.ADMIN)
         # a change by an authenticated admin is the operator's; one by an unauthenticated peer is that peer's
-        where = connection(peer.link, peer.address) if credential is None else None
+        where = connection(peer.link, peer.address)
         try:
             answer = mmi.answer(self, event.description, event.body, now, admin)
-            caused = self.apply_flow(answer.change, now, where) if answer.change is not None else []
+            owner = where if credential is None else None
+            caused = self.apply_flow(answer.change, now, owner) if answer.change is not None else []
         except mmi.ManagementError as error:
             if isinstance(error, mmi.Forbidden):
                 self.counters["forbidden"] += 1
             self._reject(event, message, error.status, str(error))
             return
+        if answer.work:
+            self._pacer.charge(where, answer.work, now)
         status, body = answer.status, answer.body
         frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
         if frames is not None:
             message.out.append(Respond(peer, frames))
         message.out.extend(caused)
+
+    def _answer_waiting(self, turn: _Turn) -> None:
+        """Answer the expensive management requests whose turn has come (see :meth:`_answer_mmi`)."""
+        now = turn.now
+        for _, (peer, event, credential) in self._pacer.ready(now):
+            message = _Message()
+            message.peer, message.now, message.credential, message.out = peer, now, credential, turn.out
+            try:
+                self._answer_mmi_now(event, message)
+            except Exception:
+                self._caught("a management request", now)
+        self._paced_due = self._pacer.due(now)
 
     # ------------------------------------------------------------------------------------------- workers
 

@@ -6,14 +6,16 @@ key, the field of the status report and the Prometheus metric. The CLI makes its
 (:mod:`generaldomo.cli.broker`, :mod:`generaldomo.cli.flow`), reads values given as text through
 :meth:`Knob.parse` (flags, environment, configuration file alike), and the metrics name their gauges by it;
 tests check that :class:`~generaldomo.sansio.settings.Settings`, the settings and flow reports,
-``docs/status.schema.json``, the CLI's help and the README's settings table agree with it. A new setting is a
+``docs/status.schema.json``, the CLI's help and the guide's settings table agree with it. A new setting is a
 field of ``Settings`` (its default) and a knob here; a new flow limit, a field of
 :class:`~generaldomo.sansio.flow.FlowLimits` and a knob in :data:`FLOW`.
 
 Rules: a knob's ``name`` is its Python name (the ``Settings`` or ``FlowLimits`` field), its configuration key and
 the CLI's argparse destination; the environment variable follows from it, and so does the flag unless given.
-A value read from text is checked against the knob's type and bounds, and ``none`` stands for None where the
-knob allows it (``none_means`` says what None means). It knows nothing of sockets, clocks, files or argparse.
+A value read from text is checked against the knob's type and bounds. Where a knob allows None
+(``none_means`` says what it means), one word stands for it: ``none`` where None lifts a limit (no limit, never,
+off), ``auto`` where it means a default worked out from other settings (``derived``); ``none`` is read for
+those too, as files written before ``auto`` say. It knows nothing of sockets, clocks, files or argparse.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from generaldomo.sansio.settings import PeerSettings, Settings
 
 ENV_PREFIX: Final = "GENERALDOMO_"
 METRIC_PREFIX: Final = "generaldomo"
-NONE: Final = "none"  # the text that stands for None (no limit) where a knob allows it
+NONE: Final = "none"  # the text that stands for None where None lifts a limit (no limit, never, off)
+AUTO: Final = "auto"  # the text that stands for None where None means a default worked out from other settings
 
 
 class Kind(enum.Enum):
@@ -59,6 +62,7 @@ class Knob:
     high: float | None = None
     low_open: bool = False
     none_means: str = ""  # what None means (``"no limit"``, ``"never"``); empty: None is not allowed
+    derived: bool = False  # None means a default worked out from other settings: written AUTO, not NONE
     flag: str = ""  # the CLI flag; empty: ``--`` and the name with dashes
     metavar: str = ""
     report: str | None = ""  # the status report's field; empty: the name; None: not reported
@@ -67,6 +71,11 @@ class Knob:
     @property
     def nullable(self) -> bool:
         return bool(self.none_means)
+
+    @property
+    def word(self) -> str:
+        """The text that stands for None: :data:`AUTO` for a derived default, else :data:`NONE`."""
+        return AUTO if self.derived else NONE
 
     @property
     def option(self) -> str:
@@ -120,8 +129,8 @@ class Knob:
         return schema
 
     def admits(self, value: float) -> bool:
-        """True when a number is within the bounds (NaN never is)."""
-        if math.isnan(value):
+        """True when a number is finite and within the bounds (NaN and the infinities never are)."""
+        if not math.isfinite(value):
             return False
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
@@ -131,7 +140,7 @@ class Knob:
         """The value ``text`` stands for, in the form ``Settings``, ``FlowLimits`` and ``mmi.flow`` take (ranges
         as JSON objects); ValueError saying what is expected."""
         text = text.strip()
-        if self.nullable and text.lower() == NONE:
+        if self.nullable and text.lower() in (self.word, NONE):
             return None
         if self.kind is Kind.TEXT:
             return text
@@ -147,7 +156,8 @@ class Knob:
 
     def check(self, value: Any) -> Any:
         """``value`` (a parsed or configured one: a number, None, a range's JSON) if this knob admits it, else
-        ValueError saying what is expected."""
+        ValueError saying what is expected. Numbers are finite: NaN and the infinities never are admitted (``none``
+        says "no limit" or "never" where a knob allows it)."""
         if value is None:
             if self.nullable:
                 return None
@@ -165,23 +175,31 @@ class Knob:
     def _expected(self) -> str:
         what = {Kind.INT: "a whole number", Kind.FLOAT: "a number"}.get(self.kind, self.kind.value)
         bounds = f" ({self.bounds})" if self.bounds else ""
-        lifted = f" or {NONE} ({self.none_means})" if self.nullable else ""
+        lifted = f" or {self.word} ({self.none_means})" if self.nullable else ""
         return f"{what}{bounds}{lifted}"
 
     def _range(self, text: str) -> dict[str, float | None]:
         low, sep, high = text.partition("..")
         kind = Kind.INT if self.kind is Kind.RANGE else Kind.FLOAT
-        expected = f"MIN..MAX{' (MAX may be left out)' if self.kind is Kind.RATE_RANGE else ''} or {NONE}"
+        expected = f"MIN..MAX{' (MAX may be left out)' if self.kind is Kind.RATE_RANGE else ''} or {self.word}"
         try:
             if not sep or (not high and self.kind is Kind.RANGE):
                 raise ValueError
-            return {"min": _number(kind, low), "max": None if not high else _number(kind, high)}
+            bounds = {"min": _number(kind, low), "max": None if not high else _number(kind, high)}
+            if not all(math.isfinite(bound) for bound in bounds.values() if bound is not None):
+                raise ValueError
+            return bounds
         except ValueError:
             raise ValueError(f"{self.name} bounds are {expected}, not {text!r}") from None
 
 
 def _number(kind: Kind, text: str) -> float:
+    if len(text) > _MAX_DIGITS:  # int() of a long text takes a while (and Python refuses beyond 4,300 digits)
+        raise ValueError(f"{len(text)} characters")
     return int(text) if kind is Kind.INT else float(text)
+
+
+_MAX_DIGITS = 64
 
 
 def _shown(value: float) -> str:
@@ -191,9 +209,29 @@ def _shown(value: float) -> str:
 _SETTINGS = attrs.fields_dict(Settings)
 
 
+MAX_SECONDS: Final = 1_000_000.0  # about 11.6 days: the longest wait or interval any knob takes
+MAX_COUNT: Final = 2**31 - 1  # the most of anything counted
+MAX_BYTES: Final = 2**62  # the most bytes of anything
+
+
+def _bounded(kind: Kind, unit: str, more: dict[str, Any]) -> dict[str, Any]:
+    """``more`` with an upper bound where none is given: every number is finite and bounded."""
+    if more.get("high") is None and kind in (Kind.INT, Kind.FLOAT):
+        more["high"] = MAX_SECONDS if unit == "seconds" else MAX_BYTES if unit == "bytes" else MAX_COUNT
+    return more
+
+
 def setting(name: str, kind: Kind, help: str, **more: Any) -> Knob:
     """The knob of the broker setting ``name``: a field of ``Settings``, whose default it takes."""
+    more = _bounded(kind, more.get("unit", ""), more)
     return Knob(name=name, kind=kind, default=_SETTINGS[name].default, help=help, **more)
+
+
+def command(name: str, kind: Kind, help: str, **more: Any) -> Knob:
+    """The knob of a command's own number (not a broker setting: no report, no metric); its default is the
+    command's (given where the flag is added)."""
+    more = _bounded(kind, more.get("unit", ""), more)
+    return Knob(name=name, kind=kind, default=None, help=help, report=None, metric=None, **more)
 
 
 def _flow(field: limits.Field, kind: Kind, help: str, **more: Any) -> Knob:
@@ -214,7 +252,7 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         unit="seconds", low=0, low_open=True, flag="--heartbeat", metavar="SECONDS",
     ),
     setting(
-        "liveness", Kind.INT, "missed heartbeats before a peer is presumed gone", low=1, metavar="N"
+        "liveness", Kind.INT, "missed heartbeats before a peer is presumed gone", low=1, high=1000, metavar="N"
     ),
     setting(
         "max_attempts", Kind.INT, "workers a task may be lost with before the client gets 503", low=1, metavar="N",
@@ -262,9 +300,10 @@ SETTINGS: Final[tuple[Knob, ...]] = (
     ),
     setting(
         "client_expiry", Kind.FLOAT,
-        "drop the queued requests of a client silent this long (default: twice the liveness expiry, at least 10 s)",
+        "drop the queued requests of a client silent this long (default 'auto': twice the liveness expiry, at least "
+        "10 s)",
         unit="seconds", low=0, low_open=True, none_means="twice the liveness expiry, at least 10 s",
-        metavar="SECONDS",
+        derived=True, metavar="SECONDS",
     ),
     setting(
         "max_workers", Kind.INT, "registered workers at most, more are refused; 'none': no limit",
@@ -272,9 +311,9 @@ SETTINGS: Final[tuple[Knob, ...]] = (
     ),
     setting(
         "recovery", Kind.FLOAT,
-        "restarted on a --state-dir, hold dispatch this long for workers resuming tasks (default: twice the "
-        "heartbeat; 0: off)",
-        unit="seconds", low=0, none_means="twice the heartbeat interval", metavar="SECONDS",
+        "restarted on a --state-dir, hold dispatch this long for workers resuming tasks (default 'auto': twice "
+        "the heartbeat; 0: off)",
+        unit="seconds", low=0, none_means="twice the heartbeat interval", derived=True, metavar="SECONDS",
     ),
     setting(
         "held_bytes", Kind.INT, "bytes held for all peers (the ledger); 'none': no limit",
@@ -310,6 +349,56 @@ PEER: Final[tuple[Knob, ...]] = tuple(
     if knob.name in ("heartbeat_interval", "liveness")
 )
 
+# The commands' own numbers (flags, GENERALDOMO_* variables, configuration files alike): each read by its knob.
+COMMAND: Final[tuple[Knob, ...]] = (
+    command("timeout", Kind.FLOAT, "wait for the answer", unit="seconds", low=0, low_open=True, metavar="SECONDS"),
+    command(
+        "find_timeout", Kind.FLOAT, "wait this long for the broker file to appear or a beacon to be heard",
+        unit="seconds", low=0, metavar="SECONDS",
+    ),
+    command("beacon_port", Kind.INT, "beacon UDP port", low=1, high=65535, metavar="PORT"),
+    command(
+        "beacon_interval", Kind.FLOAT, "seconds between beacons", unit="seconds", low=0.05, metavar="SECONDS"
+    ),
+    command(
+        "metrics_port", Kind.INT, "serve Prometheus metrics over HTTP (0: any free port; default: no metrics)",
+        low=0, high=65535, metavar="PORT",
+    ),
+    command(
+        "interval", Kind.FLOAT, "seconds between two status requests", unit="seconds", low=0.1, metavar="SECONDS"
+    ),
+    command("shown_services", Kind.INT, "services shown at most", low=1, high=100_000, metavar="N", flag="--services"),
+    command("shown_workers", Kind.INT, "workers shown at most", low=1, high=100_000, metavar="N", flag="--workers"),
+    command(
+        "max_streams", Kind.INT, "pages (event streams) open at once, all clients together", low=1, high=10_000,
+        metavar="N", flag="--streams",
+    ),
+    command(
+        "max_streams_per_client", Kind.INT, "pages (event streams) open at once from one client address", low=1,
+        high=10_000, metavar="N", flag="--streams-per-client",
+    ),
+    command(
+        "watch", Kind.FLOAT, "refresh every SECONDS until interrupted (default: print once)",
+        unit="seconds", low=0.1, metavar="SECONDS",
+    ),
+    command(
+        "idle_timeout", Kind.FLOAT, "close DEALERs idle this long", unit="seconds", low=0, low_open=True,
+        metavar="SECONDS",
+    ),
+    command(
+        "max_in_flight", Kind.INT,
+        "requests in flight at once (one connection to the broker each); more get status 429",
+        low=1, high=100_000, metavar="N",
+    ),
+    command("concurrency", Kind.INT, "tasks at once, per service", low=1, high=10_000, metavar="N"),
+    command(
+        "stop_grace", Kind.FLOAT, "time running tasks get on stop", unit="seconds", low=0, metavar="SECONDS"
+    ),
+    command("sleep", Kind.FLOAT, "simulated work per request", unit="seconds", low=0, metavar="SECONDS"),
+    command("requests", Kind.INT, "pipelined requests per transport", low=1, high=10_000_000, metavar="N"),
+)  # fmt: skip
+COMMANDS: Final = {knob.name: knob for knob in COMMAND}
+
 # The flow limits of a service (FlowLimits, mmi.flow's keys): broker --flow SERVICE:KEY=VALUE, generaldomo flow.
 FLOW: Final[tuple[Knob, ...]] = (
     _flow(
@@ -342,7 +431,7 @@ FLOW: Final[tuple[Knob, ...]] = (
     Knob(
         name="backoff", kind=Kind.RATE_RANGE, default=None, unit="per second", none_means="the defaults, 0.1..",
         help="bounds (per second; MAX may be left out) of the dispatch rate adapted to the workers' 429 answers; "
-        "'none': the defaults, 0.1..", metavar="MIN..MAX", metric=None,
+        "'auto': the defaults, 0.1..", derived=True, metavar="MIN..MAX", metric=None,
     ),
 )  # fmt: skip
 
@@ -351,11 +440,11 @@ TENANT: Final[tuple[Knob, ...]] = (
     Knob(name="weight", kind=Kind.INT, default=1, help="its quantum in the rotation", low=limits.WEIGHT.low,
          high=limits.WEIGHT.high, report=None, metric=None),
     Knob(name="rate", kind=Kind.FLOAT, default=None, help="dispatches per second", low=0, low_open=True,
-         none_means=_NO_LIMIT, report=None, metric=None),
+         high=limits.RATE.high, none_means=_NO_LIMIT, report=None, metric=None),
     Knob(name="burst", kind=Kind.INT, default=None, help="back to back under the rate (default 1)", low=1,
-         none_means="1", report=None, metric=None),
-    Knob(name="concurrency", kind=Kind.INT, default=None, help="tasks in flight", low=1, none_means=_NO_LIMIT,
-         report=None, metric=None),
+         high=limits.BURST.high, none_means="1", derived=True, report=None, metric=None),
+    Knob(name="concurrency", kind=Kind.INT, default=None, help="tasks in flight", low=1,
+         high=limits.CONCURRENCY.high, none_means=_NO_LIMIT, report=None, metric=None),
 )  # fmt: skip
 
 
@@ -410,15 +499,18 @@ def flow_text(changes: dict[str, Any]) -> str:
                 if limits is None:
                     pairs.append(f"tenants.{name}={NONE}")
                 else:
-                    pairs += [f"tenants.{name}.{k}={_text(v)}" for k, v in dict(limits).items()]
+                    pairs += [
+                        f"tenants.{name}.{k}={_text(v, by_name(TENANT)[k].word)}" for k, v in dict(limits).items()
+                    ]
         else:
-            pairs.append(f"{key}={_text(value)}")
+            pairs.append(f"{key}={_text(value, by_name(FLOW)[key].word if key in by_name(FLOW) else NONE)}")
     return ",".join(pairs)
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, word: str = NONE) -> str:
+    """``value`` as :meth:`Knob.parse` reads it; ``word`` for None (the knob's)."""
     if value is None:
-        return NONE
+        return word
     if isinstance(value, dict):
         top = value.get("max")
         return f"{_text(value.get('min', ''))}..{'' if top is None else _text(top)}"

@@ -17,10 +17,10 @@ from typing import Protocol
 import attrs
 
 from generaldomo.errors import GeneraldomoError
-from generaldomo.sansio import protocol, wirejson
+from generaldomo.sansio import pacing, protocol, wirejson
 from generaldomo.sansio.flow import LIMIT_NAMES, Flow, FlowLimits
 from generaldomo.sansio.limits import MMI_FRAMES, SERVICE_NAME
-from generaldomo.sansio.report import StatusQuery, StatusReport, limits_in_force
+from generaldomo.sansio.report import StatusQuery, StatusReport, first_tenants, limits_in_force
 from generaldomo.sansio.resolver import ResolveError, Resolver
 
 
@@ -53,11 +53,16 @@ class FlowChange:
 
 @attrs.frozen(slots=True)
 class Answer:
-    """The reply to a management request, and the change the core must apply before it is sent."""
+    """The reply to a management request, the change the core must apply before it is sent, and the work it
+    costs its sender's budget (bytes, :mod:`generaldomo.sansio.pacing`; 0: not paced)."""
 
     status: bytes
     body: list[bytes]
     change: FlowChange | None = None
+    work: int = 0
+
+
+PACED = frozenset({b"mmi.status", b"mmi.flow"})  # the management requests paced per connection
 
 
 class ManagementError(GeneraldomoError, ValueError):
@@ -103,7 +108,9 @@ def _status(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) 
         query = StatusQuery.from_json(body[0]) if body and body[0] else StatusQuery()
     except ValueError as error:
         raise ManagementError(f"bad status query: {error}") from None
-    return Answer(protocol.OK, [status(broker, now, query).to_json().encode()])
+    report = status(broker, now, query)
+    text = report.to_json().encode()
+    return Answer(protocol.OK, [text], work=pacing.status_cost(len(text), report.broker.service_count))
 
 
 def _flow(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
@@ -124,7 +131,8 @@ def _flow(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) ->
             raise ManagementError(f"bad flow limits: {error}") from None
         change = FlowChange(name, limits)
     in_force = _in_force(broker.live_flow(name), limits, change is not None)
-    return Answer(protocol.OK, [json.dumps({"service": name, **shown(in_force)}).encode()], change)
+    text = json.dumps({"service": name, **shown(in_force)}).encode()
+    return Answer(protocol.OK, [text], change, pacing.flow_cost(sum(map(len, body)), len(text), change is not None))
 
 
 def service_name(frame: bytes) -> str:
@@ -140,9 +148,15 @@ def service_name(frame: bytes) -> str:
 
 def shown(limits: FlowLimits) -> dict[str, object]:
     """The JSON form of ``limits`` in an ``mmi.flow`` answer: rate, burst and concurrency always, the newer
-    limits (bytes in flight, adaptive) only when set, so older readers see what they always saw."""
-    data = attrs.asdict(limits)
-    return {key: value for key, value in data.items() if value is not None or key in _ALWAYS_SHOWN}
+    limits (bytes in flight, adaptive) only when set, so older readers see what they always saw; of the tenants'
+    limits, as the status report shows them, those of "*" and the first others set, and their number
+    (``tenant_limits``)."""
+    tenants = limits.tenants
+    data = attrs.asdict(attrs.evolve(limits, tenants=None))
+    shown = {key: value for key, value in data.items() if value is not None or key in _ALWAYS_SHOWN}
+    if tenants is not None:
+        shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}
+    return shown
 
 
 _ALWAYS_SHOWN = frozenset({"rate", "burst", "concurrency"})

@@ -10,9 +10,10 @@ state; the core builds the rest. It knows nothing of sockets or clocks (``now`` 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -32,6 +33,17 @@ PAGE = 100  # services and workers an mmi.status reply lists unless asked for fe
 MAX_PAGE = STATUS_PAGE.high  # the most it lists
 MAX_QUERY = STATUS_QUERY.high  # bytes of an mmi.status request's query
 DESCRIPTION_BYTES = 256  # bytes of a worker's description a report shows (description_bytes: all of them)
+REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tenant limits its flow report lists
+# A page's bytes and work, whatever the broker holds: each record it lists is bounded (names, tenants and
+# completions listed are), and the page lists services, then workers, each up to half of PAGE_BYTES by the
+# records' estimates below, which are at least their JSON's bytes (at least one record of each), the rest left
+# to the next page (``next``).
+PAGE_BYTES = 512 * 1024
+SERVICE_BYTES = 1536  # a service's record, besides its name, tenants and completions
+TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
+COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
+WORKER_BYTES = 512  # a worker's record, besides its texts
+ESCAPED = 12  # bytes of JSON text a character of a name may take (a character beyond U+FFFF: two \\uXXXX)
 _QUERY_KEYS = frozenset({"limit", "services_after", "workers_after", "service", "order"})
 
 
@@ -136,12 +148,14 @@ class FlowReport:
     adaptive: AdaptiveReport | None = None
     tenants: dict[str, dict[str, Any]] | None = None  # weights and limits by tenant name ("*": the others')
     backoff: BackoffReport | None = None
+    tenant_limits: int | None = None  # tenants with limits ("*" too), of which ``tenants`` lists 32; None: none
 
     @classmethod
     def of(cls, flow: Flow, now: float) -> FlowReport:
-        """The report of ``flow`` at ``now``."""
+        """The report of ``flow`` at ``now``: of its tenants' limits, those of "*" and the first others set, up
+        to :data:`REPORTED_TENANTS` (their number in ``tenant_limits``)."""
         limits = limits_in_force(flow)
-        tenants = None if limits.tenants is None else {k: attrs.asdict(v) for k, v in limits.tenants.items()}
+        tenants = None if limits.tenants is None else first_tenants(limits.tenants)
         return cls(
             rate=limits.rate,
             burst=limits.burst,
@@ -152,7 +166,21 @@ class FlowReport:
             adaptive=AdaptiveReport.of(flow.adaptive, now),
             tenants=tenants,
             backoff=BackoffReport.of(flow.backoff, flow.backoff_set, now),
+            tenant_limits=None if limits.tenants is None else len(limits.tenants),
         )
+
+    @property
+    def estimated_bytes(self) -> int:
+        """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
+        return sum(TENANT_BYTES + ESCAPED * len(name) for name in self.tenants or ())
+
+
+def first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The limits of "*" and of the first other tenants set, :data:`REPORTED_TENANTS` in all, in JSON form."""
+    shown = dict.fromkeys(
+        itertools.islice(itertools.chain(("*",) if "*" in tenants else (), tenants), REPORTED_TENANTS + 1)
+    )
+    return {name: attrs.asdict(tenants[name]) for name in itertools.islice(shown, REPORTED_TENANTS)}
 
 
 @attrs.frozen(kw_only=True)
@@ -175,9 +203,6 @@ class RecentReport:
             queued=[round(queued, 4) for _, queued, _ in recent],
             served=[round(served, 4) for _, _, served in recent],
         )
-
-
-REPORTED_TENANTS = 32  # tenants a service report lists, busiest first
 
 
 @attrs.frozen(kw_only=True)
@@ -253,6 +278,13 @@ class ServiceReport:
             throttled=stats.throttled,
         )
 
+    @property
+    def estimated_bytes(self) -> int:
+        """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
+        completions = COMPLETION_BYTES * len(self.recent.ended)
+        tenants = sum(TENANT_BYTES + ESCAPED * len(tenant.name) for tenant in self.tenants)
+        return SERVICE_BYTES + ESCAPED * len(self.name) + tenants + self.flow.estimated_bytes + completions
+
 
 @attrs.frozen(kw_only=True)
 class WorkerReport:
@@ -272,6 +304,37 @@ class WorkerReport:
     pid: int | None = None
     description_bytes: int = 0
     serial: int = 0
+
+    @property
+    def estimated_bytes(self) -> int:
+        """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
+        texts = len(self.peer) + len(self.description) + len(self.service) + len(self.host or "")
+        return WORKER_BYTES + ESCAPED * texts
+
+
+class _Record(Protocol):
+    @property
+    def estimated_bytes(self) -> int: ...
+
+
+Candidate = TypeVar("Candidate")
+Record = TypeVar("Record", bound=_Record)
+
+
+def page(
+    candidates: Sequence[Candidate], limit: int, build: Callable[[Candidate], Record], page_bytes: int = PAGE_BYTES
+) -> tuple[list[Record], bool]:
+    """The records ``build`` makes of the first ``candidates``, up to ``limit`` of them and half of ``page_bytes``
+    by their estimates (at least one), and whether some candidates were left out."""
+    records: list[Record] = []
+    spent, budget = 0, page_bytes // 2
+    for candidate in itertools.islice(candidates, limit):
+        record = build(candidate)
+        spent += record.estimated_bytes
+        if spent > budget and records:
+            break
+        records.append(record)
+    return records, len(records) < len(candidates)
 
 
 @attrs.frozen(kw_only=True)

@@ -249,3 +249,78 @@ def test_the_installed_entry_point_runs_the_same_command_line() -> None:
         pytest.skip("generaldomo is not installed in this environment (run the tests with tox)")
     result = subprocess.run([str(script), "doctor", "-v"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "draft sockets (CLIENT/SERVER): yes" in result.stdout, result.stderr
+
+
+# What only the broker, the bridge, the worker pools, the dashboard and Ray need: the short commands load none.
+HEAVY = (
+    "generaldomo.io.broker", "generaldomo.io.bridge", "generaldomo.io.state", "generaldomo.io.auth",
+    "generaldomo.sansio.core", "generaldomo.peers.pool", "generaldomo.peers.app", "generaldomo.dashboard",
+    "generaldomo.ray", "multiprocessing", "asyncio", "ray",
+)  # fmt: skip
+LOADED = """\
+import atexit, sys
+atexit.register(lambda: print(" ".join(sorted(sys.modules))))
+from generaldomo.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["--version"], ["client", "--help"], ["status", "--help"], ["flow", "--help"], ["-v", "status", "-h"]]
+)
+def test_the_short_commands_load_neither_the_broker_nor_the_dashboard(argv: list[str]) -> None:
+    """``import generaldomo.cli`` and the commands of clients load none of :data:`HEAVY` (what makes start-up
+    slow): each is imported where the command that needs it runs."""
+    script = LOADED if argv else 'import sys, generaldomo.cli; print(" ".join(sorted(sys.modules)))'
+    done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=60)
+    loaded = set(done.stdout.split()[-1000:] if not argv else done.stdout.splitlines()[-1].split())
+    assert "generaldomo.cli" in loaded, done.stderr
+    heavy = sorted(name for name in loaded if name.split(".")[0] == "ray" or name.startswith(HEAVY))
+    assert heavy == [], f"generaldomo {' '.join(argv)} loaded {heavy}"
+
+
+def test_the_public_names_are_imported_when_first_used() -> None:
+    script = (
+        "import sys, generaldomo; assert 'generaldomo.io.broker' not in sys.modules; "
+        "from generaldomo import Broker, Client; assert Broker.__module__ == 'generaldomo.io.broker'; "
+        "assert generaldomo.Client is Client and 'Worker' in dir(generaldomo); print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.needs_draft
+def test_a_refused_handshake_exits_3_from_every_client_command(processes: list[subprocess.Popen]) -> None:
+    """The exit status table: the broker refusing the handshake (here: the other transport) is 3 for ``status``
+    and ``flow`` as for ``client``, with the message naming the transport to use."""
+    broker = spawn(processes, "broker", "--bind", "tcp://127.0.0.1:*")
+    endpoint = broker.stdout.readline().split()[-1]
+    for argv in (
+        ["status", endpoint],
+        ["flow", "echo", "--connect", endpoint],
+        ["client", "--connect", endpoint, "echo", "x"],
+    ):
+        done = subprocess.run(
+            [*COMMAND, *argv, "--transport", "server", "--timeout", "30"], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 3, (argv, done.returncode, done.stderr)
+        assert "--transport router" in done.stderr, done.stderr
+
+
+def test_doctor_on_a_router_only_install_warns_and_succeeds(tmp_path: Path) -> None:
+    """With PyPI's pyzmq (no draft API) ``generaldomo doctor`` reports the missing server transport as a warning
+    saying how to add it, and exits 0: the router transport works."""
+    stock = tmp_path / "stock"
+    got = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--only-binary", ":all:", "--target", str(stock),
+         "pyzmq==27.2.0"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if got.returncode != 0:
+        pytest.skip(f"no stock pyzmq wheel to install here: {got.stderr.strip()[-300:]}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(stock), str(Path(__file__).resolve().parents[2])])}
+    doctor = subprocess.run([*COMMAND, "doctor"], capture_output=True, text=True, timeout=60, env=env)
+    assert "draft sockets (CLIENT/SERVER): no" in doctor.stdout, doctor.stdout + doctor.stderr
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "warning: the server transport (CLIENT/SERVER sockets) is not available" in doctor.stdout
+    assert "generaldomo.draft ensure" in doctor.stdout.splitlines()[-1]

@@ -216,9 +216,8 @@ def test_curve_set_up_mistakes_are_usage_errors(keydir: Path) -> None:
 
 
 def readme_security_commands() -> list[list[str]]:
-    """The shell commands of README's Security set-up (its first two literal blocks), continuation lines joined."""
-    text = (Path(__file__).resolve().parents[2] / "README.rst").read_text()
-    section = text.split("Security: CURVE, roles and the threat model\n", 1)[1]
+    """The shell commands of the guide's CURVE set-up (its first two literal blocks), continuation lines joined."""
+    section = (Path(__file__).resolve().parents[2] / "docs" / "howto" / "security.rst").read_text()
     blocks = re.findall(r"::\n\n((?:(?:    .*)?\n)+)", section)[:2]
     joined = "\n".join(blocks).replace("\\\n", " ")
     return [shlex.split(line.split("#", 1)[0]) for line in joined.splitlines() if line.strip()]

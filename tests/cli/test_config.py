@@ -1,6 +1,6 @@
 """Settings from a TOML file (--config) and GENERALDOMO_* variables, in real processes: the precedence flags >
 environment > file > defaults, --print-config and its sources, errors naming their source (exit 2), the
-README's settings table made from the declarations, and every command with settings (status, flow, dashboard,
+guide's settings table made from the declarations, and every command with settings (status, flow, dashboard,
 bridge too) run from a file and the environment alone."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from generaldomo.cli import _SUBPARSERS, COMMANDS, config, parser, settings_tabl
 from generaldomo.sansio import knobs
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.rst").read_text()
+GUIDE = ROOT / "docs"
+CONFIGURATION = (GUIDE / "howto" / "configuration.rst").read_text()
 
 
 def environment(**variables: str) -> dict[str, str]:
@@ -46,12 +47,16 @@ def printed(*args: str, env: dict[str, str] | None = None) -> dict[str, tuple[ob
     return sources
 
 
-def test_the_readme_table_is_made_from_the_declarations() -> None:
-    assert settings_table().strip() in README, "run: python tools/settings_table.py"
+def test_the_guide_table_is_made_from_the_declarations() -> None:
+    """The settings page shows the table the docs build makes from the commands' parsers (its directive), which
+    has every knob; the flow limits are told on the flow-control page."""
+    assert ".. generaldomo-settings::" in (GUIDE / "reference" / "settings.rst").read_text()
+    table = settings_table()
     for knob in (*knobs.SETTINGS, *knobs.PEER):
-        assert f'"``{knob.name}``", "``{knob.option}``", "``{knob.variable}``"' in README, knob.name
+        assert f'"``{knob.name}``", "``{knob.option}``", "``{knob.variable}``"' in table, knob.name
+    flow = (GUIDE / "howto" / "flow-control.rst").read_text()
     for knob in knobs.FLOW:
-        assert f"``{knob.option}" in README or f"{knob.name}=" in README, knob.name
+        assert f"``{knob.option}" in flow or f"{knob.name}=" in flow, knob.name
 
 
 def test_flags_win_over_the_environment_which_wins_over_the_file(tmp_path: Path) -> None:
@@ -98,6 +103,26 @@ def test_print_config_is_a_file_that_config_reads(tmp_path: Path) -> None:
     assert again["flow"][0] == ["a:rate=1"] and again["queue_bytes"][0] == "none"
 
 
+def test_one_word_one_meaning_none_lifts_a_limit_auto_is_a_worked_out_default(tmp_path: Path) -> None:
+    """``--print-config`` writes ``auto`` for a default worked out from other settings (client_expiry,
+    recovery) and ``none`` only for a lifted limit (max_workers); files that say ``none`` for those still read."""
+    shown = printed("broker", "--max-workers", "none")
+    assert shown["max_workers"] == ("none", "flag --max-workers")
+    assert shown["client_expiry"] == ("auto", "default") and shown["recovery"] == ("auto", "default")
+    for knob in knobs.SETTINGS:
+        if knob.nullable and shown[knob.name][0] in ("none", "auto"):
+            assert shown[knob.name][0] == ("auto" if knob.derived else "none"), knob.name
+    older = tmp_path / "older.toml"
+    older.write_text('[broker]\nclient_expiry = "none"\nrecovery = "none"\n')
+    again = printed("broker", "--config", str(older), "--client-expiry", "auto")
+    assert again["client_expiry"] == ("auto", "flag --client-expiry")
+    assert again["recovery"] == ("auto", f"{older}:[broker] recovery")
+    refused = run("broker", "--max-workers", "auto", "--print-config", env=environment())
+    assert refused.returncode == 2 and "or none (no limit)" in refused.stderr, refused.stderr
+    assert knobs.flow_text({"rate": None, "backoff": None}) == "rate=none,backoff=auto"
+    assert knobs.flow_changes("rate=none,backoff=auto") == {"rate": None, "backoff": None}
+
+
 def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_path: Path, processes) -> None:
     config = tmp_path / "generaldomo.toml"
     config.write_text(
@@ -130,7 +155,11 @@ def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_pa
         ("colour = 3\n", {}, "{file}: unknown setting 'colour'"),
         ('[broker]\ntransport = "tcp"\n', {}, "{file}:[broker] transport: 'tcp' is not one of router, server"),
         ("[broker\n", {}, "{file}: not a TOML file"),
-        ("", {"GENERALDOMO_LIVENESS": "0"}, "GENERALDOMO_LIVENESS: liveness must be a whole number (at least 1)"),
+        (
+            "",
+            {"GENERALDOMO_LIVENESS": "0"},
+            "GENERALDOMO_LIVENESS: liveness must be a whole number (at least 1, at most 1000)",
+        ),
         ("", {"GENERALDOMO_BEACON": "perhaps"}, "GENERALDOMO_BEACON: true or false expected"),
         ("", {"GENERALDOMO_CONNECTION_WORKER_SHARE": "0.9"}, "connection_worker_share must be a number"),
         ("[broker.flow.echo]\nrate = 0\n", {}, "{file}:[broker] flow: 'echo:rate=0': rate must be a number"),
@@ -156,9 +185,9 @@ def test_help_names_config_and_print_config() -> None:
         assert "--config PATH" in shown and "--print-config" in shown, command
 
 
-def test_the_readme_example_file_reads_as_the_readme_says(tmp_path: Path) -> None:
-    start = README.index("    # generaldomo.toml\n")
-    block = README[start : README.index("\n\n``generaldomo broker --config generaldomo.toml", start)]
+def test_the_guide_example_file_reads_as_the_guide_says(tmp_path: Path) -> None:
+    start = CONFIGURATION.index("    # generaldomo.toml\n")
+    block = CONFIGURATION[start : CONFIGURATION.index("\n\n``generaldomo broker --config generaldomo.toml", start)]
     config = tmp_path / "generaldomo.toml"
     config.write_text("\n".join(line[4:] for line in block.splitlines()) + "\n")
     shown = printed("broker", "--config", str(config), "--queue-timeout", "10", env=environment())

@@ -5,6 +5,7 @@ and worker apps that say when they are registered, refuse what cannot work and s
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -251,6 +252,28 @@ def test_a_typo_in_a_worker_spec_is_one_line_exit_2_with_a_suggestion(tmp_path: 
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     misspelt = run("worker", "taks:app", "--connect", "tcp://127.0.0.1:9", cwd=tmp_path)
     assert misspelt.stderr.rstrip().endswith("did you mean 'tasks'?"), misspelt.stderr
+
+
+def test_a_worker_stopped_by_ctrl_c_says_it_stopped(tmp_path: Path, processes) -> None:
+    """SIGINT (Ctrl-C) on ``generaldomo worker``, the echo worker and an app in either pool: exit 0, and a last
+    line saying it stopped."""
+    (tmp_path / "tasks.py").write_text(TASKS)
+    endpoint = start_broker(processes)
+    for argv, said in (
+        (["--service", "size"], "stopped serving 'size' after 1 tasks"),
+        (["tasks:app"], "stopped serving 'square' x1, 'count' x1, 'size' x1"),
+        (["tasks:app", "--pool", "process"], "stopped serving 'square' x1, 'count' x1, 'size' x1"),
+    ):
+        worker = spawn(processes, "worker", *argv, "--connect", endpoint, cwd=tmp_path)
+        out = lines(worker.stdout)
+        expect(out, "serving")
+        if argv[0] == "tasks:app":
+            expect(out, "registered 'size'")
+        with Client(endpoint) as client:
+            assert client.request("size", b"abc", timeout=60).payload == (b"abc" if argv[0] != "tasks:app" else b"3")
+        worker.send_signal(signal.SIGINT)
+        assert worker.wait(60) == 0, worker.stderr.read() if worker.stderr else ""
+        assert said in expect(out, "stopped serving")
 
 
 SLOW = """\

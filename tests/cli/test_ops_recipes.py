@@ -1,4 +1,4 @@
-"""README's ops recipes ("Restarts: running the broker under systemd or in a container"), as written: the
+"""The guide's ops recipes (docs/howto/production.rst: systemd and a container), as written: the
 systemd unit's and the container's command lines run (their paths and ports replaced by the test's own), under
 a restart as the unit describes it: kill -9, started again, the limits and the address file followed; exit 2
 where the unit says a restart cannot help; exit 0 on SIGTERM."""
@@ -23,9 +23,8 @@ HEARTBEAT = ["--heartbeat", "0.25", "--liveness", "4"]
 
 
 def block(language: str) -> str:
-    """The README's ``.. code-block:: LANGUAGE`` of the recipes' section."""
-    text = (ROOT / "README.rst").read_text()
-    section = text.split("Restarts: running the broker under systemd or in a container\n", 1)[1]
+    """The ``.. code-block:: LANGUAGE`` of the recipes' page."""
+    section = (ROOT / "docs" / "howto" / "production.rst").read_text()
     lines = section.split(f".. code-block:: {language}\n\n", 1)[1].splitlines()
     body = []
     for line in lines:

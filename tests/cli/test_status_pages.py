@@ -26,6 +26,7 @@ from generaldomo.sansio.settings import Settings
 
 
 def ask(h: Harness, body: list[bytes]) -> tuple[bytes | None, bytes]:
+    h.now += 1.0  # status pages are paced: a second apart, each goes at once (no tick: nobody expires)
     h.feed(client(0), protocol.gdp_request(b"s", b"mmi.status", body))
     _, status, _, payload = protocol.parse_client_reply(h.inbox[client(0)].pop())
     return status, payload[0]

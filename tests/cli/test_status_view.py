@@ -242,3 +242,27 @@ def test_on_a_terminal_the_status_fits_its_width(
     wide = run_on_a_terminal(command, 250)
     assert max(map(width_of, wide.splitlines())) > WIDTH  # one services table, wider than the default
     assert len(tables(wide)) == 2 and "a-service-with-a-name-long-enough-to-need-cutting-at-seventy-columns" in wide
+
+
+def test_per_service_flow_lines_start_lines_and_an_unknown_service_is_answered_with_the_nearest(
+    brokers: Callable[..., Broker], workers: Callable[..., Worker]
+) -> None:
+    """``generaldomo status`` puts each service's byte-limit line on a line of its own (not joined to the table
+    by a "?"); ``--service`` with a name the broker does not know exits 1 naming the nearest, printing no table."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router", "echo")
+    with Client(endpoint, "router") as client_:
+        wait_for_workers(client_, 1)
+        client_.flow("echo", bytes_in_flight=1_000_000, timeout=10)
+    for flags in ([], ["--service", "echo"], ["--wide"]):
+        text = status_cli(endpoint, "router", *flags)
+        assert "echo: bytes in flight 0/1000000" in text.splitlines(), text
+        assert "?" not in text, text
+    typo = subprocess.run(
+        [sys.executable, "-m", "generaldomo", "status", endpoint, "--service", "ehco"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert typo.returncode == 1, typo.stderr
+    assert typo.stdout == ""
+    assert "has no service 'ehco' (its services: echo); did you mean 'echo'?" in typo.stderr, typo.stderr

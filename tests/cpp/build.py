@@ -71,7 +71,7 @@ def _compile_embedded(
 
 
 def build_source(source: Path, target: Path) -> Path:
-    """Compile one C++ program (e.g. the README's example) as the test programs are; return ``target``."""
+    """Compile one C++ program (e.g. the guide's example) as the test programs are; return ``target``."""
     _compile(shlex.split(os.environ.get("CXX") or "c++"), source, target, libzmq_prefix())
     return target
 
@@ -87,7 +87,7 @@ def build_programs(out_dir: Path | str) -> dict[str, Path]:
 
 
 def build_embedded(source: Path, target: Path, libzmq: list[str] | None = None) -> Path:
-    """Compile one program using ``embedded.hpp`` (e.g. the README's example; ``libzmq``: other flags than pyzmq's
+    """Compile one program using ``embedded.hpp`` (e.g. the guide's example; ``libzmq``: other flags than pyzmq's
     extension, to show what a second libzmq does); return ``target``."""
     _compile_embedded(shlex.split(os.environ.get("CXX") or "c++"), source, target, libzmq_prefix(), libzmq)
     return target

@@ -186,9 +186,26 @@ def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -
     assert f'set(PACKAGE_VERSION "{generaldomo.__version__}")' in cmake
 
 
+def test_the_library_paths_are_all_it_prints(tmp_path: Path) -> None:
+    """``--pkg-config-path`` and ``--libs`` print the answer alone, nothing on stderr (used in ``$(...)`` and by
+    build scripts): the draft installer's progress lines only come when it builds."""
+    for flag in ("--pkg-config-path", "--libs", "--cflags"):
+        shown = subprocess.run(
+            [sys.executable, "-m", "generaldomo.cpp", flag], cwd=tmp_path, capture_output=True, text=True, timeout=900
+        )
+        assert shown.returncode == 0, shown.stderr
+        again = subprocess.run(
+            [sys.executable, "-m", "generaldomo.cpp", flag], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert (again.returncode, again.stderr, again.stdout) == (0, "", shown.stdout), again.stderr
+        assert len(again.stdout.splitlines()) == 1, again.stdout
+    paths = again.stdout  # the last: --cflags
+    assert "-I" in paths
+
+
 def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
-    """Built by the README's own commands: pkg-config on the headers installed with the package."""
-    readme = (ROOT / "README.rst").read_text()
+    """Built by the guide's own commands: pkg-config on the headers installed with the package."""
+    readme = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
     (tmp_path / "example.cpp").write_text(literal_block(readme, "A client submitting from several threads"))
     commands = literal_block(readme, "Build it with the\nflags pkg-config gives")
     build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
@@ -202,6 +219,37 @@ def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path
     proc = subprocess.run([example, endpoint], capture_output=True, text=True, timeout=WAIT, check=False)
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.splitlines()) == [f"py:hello {t}" for t in range(4)]
+
+
+def test_the_guides_worker_example_builds_serves_and_stops_on_sigterm(brokers, endpoint_for, tmp_path: Path) -> None:
+    """The guide's C++ worker, built by the guide's own commands (``worker.cpp`` for ``example.cpp``): it serves
+    ``upper``, its ``Reject`` reaches the Python client as 400, and SIGTERM stops it, saying so, status 0."""
+    guide = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
+    (tmp_path / "worker.cpp").write_text(literal_block(guide, "A worker serving ``upper`` until SIGINT or SIGTERM"))
+    commands = literal_block(guide, "Build it with the\nflags pkg-config gives").replace("example", "worker")
+    build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    built = subprocess.run(["bash", "-euc", build], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    _, endpoint = server_broker(brokers, endpoint_for, "tcp")
+    worker = subprocess.Popen(
+        [tmp_path / "worker", endpoint], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None and worker.stdout.readline() == "serving 'upper'\n"
+        with Client(endpoint, "server") as client:
+            assert client.request("upper", b"hello worker", timeout=WAIT).payload == b"HELLO WORKER"
+            with pytest.raises(RequestFailed) as refused:
+                client.request("upper", b"", timeout=WAIT)
+            assert (refused.value.status, refused.value.reason) == (400, "nothing to upper-case")
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=WAIT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(WAIT)
+    assert worker.returncode == 0, err
+    assert out == "stopped after 2 tasks\n", (out, err)
 
 
 def test_cpp_client_names_a_refused_handshake_at_once(run: Programs, brokers) -> None:

@@ -177,7 +177,7 @@ def test_settings_come_from_the_broker_command(run: Programs, endpoint_for) -> N
     assert process.popen.wait(WAIT) == 3
     assert process.output() == (
         "broker error: the broker did not start: SettingsError: argument --max-frames: max_frames must be a whole "
-        "number (at least 1), not 'many'\n"
+        "number (at least 1, at most 2147483647), not 'many'\n"
     )
 
 
@@ -192,9 +192,20 @@ def test_two_copies_of_libzmq_are_refused(run: Programs, endpoint_for, tmp_path:
     assert "broker error: this program and pyzmq use two copies of libzmq" in process.output()
 
 
+def test_without_generaldomo_python_the_error_names_the_variable_to_set(run: Programs, endpoint_for) -> None:
+    """Started without ``GENERALDOMO_PYTHON`` (nor ``PYTHONPATH``), the program's Python is the one libpython
+    finds by default, without generaldomo: the error says which Python that is and what to set."""
+    bare = {k: v for k, v in os.environ.items() if k not in ("GENERALDOMO_PYTHON", "PYTHONPATH", "VIRTUAL_ENV")}
+    process = run.start(run.programs["gd_embedded"], endpoint_for("inproc"), stdin=True, env=bare)
+    assert process.popen.wait(WAIT) == 3
+    said = process.output()
+    assert "broker error: cannot import generaldomo in the Python this program runs" in said, said
+    assert "GENERALDOMO_PYTHON is not set" in said and "set GENERALDOMO_PYTHON to the python of the environment" in said
+
+
 def readme_example(after: str, source: Path) -> Path:
-    """Write the README's code block that follows ``after`` to ``source``."""
-    block = (ROOT / "README.rst").read_text().split(after, 1)[1].splitlines()
+    """Write the guide's code block (docs/howto/cpp.rst) that follows ``after`` to ``source``."""
+    block = (ROOT / "docs" / "howto" / "cpp.rst").read_text().split(after, 1)[1].splitlines()
     end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
     source.write_text("\n".join(line[4:] for line in block[:end]) + "\n")
     return source

@@ -10,13 +10,15 @@ import http.client
 import json
 import os
 import re
+import socket
 import socketserver
 import threading
+import time
 import wsgiref.simple_server
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
 from cli_processes import run
@@ -24,6 +26,7 @@ from dashboard_harness import latest, origin, request, start_broker, start_dashb
 from waiting import eventually
 
 from generaldomo import Broker, Client
+from generaldomo.cli import dashboard as cli_dashboard
 from generaldomo.io import keys
 
 if os.environ.get("CI"):
@@ -33,8 +36,8 @@ else:
 
 from generaldomo.dashboard import Dashboard
 from generaldomo.dashboard.app import CONTROLS_OFF
-from generaldomo.dashboard.feed import END, QUEUED, Feed
-from generaldomo.dashboard.frames import MAX_SERVICES
+from generaldomo.dashboard.feed import KEPT, MAX_STREAMS, MAX_STREAMS_PER_CLIENT, SHARE, Feed, TooManyStreams
+from generaldomo.dashboard.frames import MAX_SERVICES, Framer
 from generaldomo.dashboard.guard import is_loopback
 
 CHANGE = {"service": "echo", "limits": {"concurrency": 2}}
@@ -194,6 +197,38 @@ def test_a_token_guards_every_request(processes, broker: str) -> None:
     assert run("dashboard", "--connect", broker, "--http", "127.0.0.1:0", "--token", "short").returncode == 2
 
 
+def test_a_token_with_spaces_and_any_printable_characters_signs_in(processes, broker: str) -> None:
+    token = "correct horse, battery staple; ü=€"  # spaces, a comma, a semicolon, an equals sign, non-ASCII
+    url = start_dashboard(processes, broker, "--token", token)
+    assert request(url, "/")[0] == 401
+    status, headers, _ = request(url, f"/?token={quote(token, safe='')}")
+    assert status == 303 and headers["location"] == "/"
+    assert quote(token, safe="") not in headers["set-cookie"] and "horse" not in headers["set-cookie"]
+    signed_in = {"Cookie": headers["set-cookie"].split(";")[0]}
+    frame_where(url, lambda f: f["workers_total"] == 1, "a frame through the cookie", signed_in)
+    assert request(url, "/", headers={"Authorization": f"Bearer {token}".encode()})[0] == 200  # type: ignore[dict-item]
+    assert request(url, f"/api/status?token={quote(token[:-1], safe='')}")[0] == 401
+    for refused in (" a token with a space first", "a token with a tab\there", "a token with a space last "):
+        answer = run("dashboard", "--connect", broker, "--http", "127.0.0.1:0", "--token", refused)
+        assert answer.returncode == 2 and "printable characters" in answer.stderr, answer.stderr
+
+
+def test_redirects_go_to_the_dashboards_own_paths_only(processes, broker: str) -> None:
+    token = "a-token-of-twenty-chars"
+    url = start_dashboard(processes, broker, "--token", token)
+    signed_in = {"Cookie": request(url, f"/?token={token}")[1]["set-cookie"].split(";")[0]}
+    for path, expected in [
+        ("//evil.example/?token=anything", "/evil.example/"),
+        ("///evil.example/x?token=anything&a=1", "/evil.example/x?a=1"),
+        ("/\\evil.example/?token=anything", "/evil.example/"),
+        ("/%5Cevil.example/?token=anything", "/evil.example/"),
+        ("/static/dashboard.js?token=anything", "/static/dashboard.js"),
+    ]:
+        status, headers, _ = request(url, path, headers=signed_in)
+        assert status == 303 and headers["location"] == expected, (path, headers.get("location"))
+        assert urlsplit(urljoin(url, headers["location"])).netloc == urlsplit(url).netloc, path
+
+
 def test_under_curve_the_controls_follow_the_keys_role(keydir: Path, processes) -> None:
     endpoint = start_broker(
         processes,
@@ -258,30 +293,203 @@ def test_the_wsgi_app_serves_the_same(wsgi_server: tuple[str, str]) -> None:
     assert [kind for kind, _ in read_events(url, 2)] == ["history", "frame"]
 
 
-def test_a_page_that_falls_behind_gets_a_fresh_history(brokers, workers) -> None:
+def test_every_stream_reads_one_shared_feed_and_one_behind_gets_the_history(brokers, workers) -> None:
     broker: Broker = brokers("router", ["tcp://127.0.0.1:*"])
     endpoint = broker.endpoint("router", "tcp")
     workers(endpoint, "router")
-    loop = asyncio.new_event_loop()
+
+    def events(chunks: list[bytes]) -> list[tuple[str, dict[str, Any]]]:
+        found = []
+        for block in b"".join(chunks).decode().split("\n\n"):
+            if block.startswith("event: "):
+                kind, data = block.split("\n", 1)
+                found.append((kind[7:], json.loads(data[6:])))
+        return found
+
+    async def take(stream, count: int) -> list[bytes]:
+        taken: list[bytes] = []
+
+        async def read() -> None:
+            async for piece in stream.events():
+                taken.append(piece)
+                if piece.endswith(b"\n\n") and len(events(taken)) == count:
+                    return
+
+        await asyncio.wait_for(read(), 30)
+        return taken
+
+    async def scene(feed: Feed) -> None:
+        feed.poll()
+        late, prompt = feed.open_stream("127.0.0.1"), feed.open_stream("127.0.0.1")
+        assert feed.streams() == 2
+        first = events(await take(prompt, 1))
+        assert [kind for kind, _ in first] == ["history"] and first[0][1]["last"]["kind"] == "frame"
+        assert feed.since(prompt.sent) == []
+        feed.poll()
+        feed.poll()
+        assert [kind for kind, _ in events(await take(prompt, 2))] == ["frame", "frame"]  # nothing twice, none lost
+        assert feed.since(-1) == feed.since(-1) and feed.since(-1)[0] is feed.since(-1)[0]  # one history, shared
+        for _ in range(KEPT - 1):
+            feed.poll()
+        caught_up = events(await take(prompt, KEPT - 1))  # a little behind: each frame kept for it
+        assert [kind for kind, _ in caught_up] == ["frame"] * (KEPT - 1) and prompt.sent == KEPT + 2
+        (kind, _), *rest = events(await take(late, 1))
+        assert kind == "history" and not rest and late.sent == KEPT + 2
+        for _ in range(KEPT + 1):
+            feed.poll()
+        (kind, _), *rest = events(await take(late, 1))  # too far behind: the history again, not KEPT frames
+        assert kind == "history" and not rest and late.sent == 2 * KEPT + 3
+        late.close()
+        prompt.close()
+        assert feed.streams() == 0 and not feed._bells
+
     with Client(endpoint) as client:
         feed = Feed(client)  # polled by hand here: its thread is never started
-        feed.poll()
-        (seq, kind, _), subscription = feed.subscribe(loop)
-        assert kind == "history" and seq == 1
-        for _ in range(QUEUED + 3):
-            feed.poll()
-        loop.run_until_complete(asyncio.sleep(0))  # the offers the feed scheduled on the page's loop
-        assert subscription.overrun and subscription.queue.full()
-        ((seq, kind, text),) = [feed.resync(subscription)]
-        assert kind == "history" and seq == QUEUED + 4 and json.loads(text)["last"]["kind"] == "frame"
-        assert not subscription.overrun and subscription.queue.empty()
-        feed.poll()
-        loop.run_until_complete(asyncio.sleep(0))
-        assert subscription.queue.get_nowait()[0] == seq + 1  # and on from there, nothing lost or twice
+        asyncio.run(scene(feed))
         feed.stop()
-        loop.run_until_complete(asyncio.sleep(0))
-        assert subscription.ended and subscription.queue.get_nowait() == END
-    loop.close()
+
+
+def test_event_streams_are_capped_per_client_and_in_all(brokers, workers) -> None:
+    broker: Broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router")
+
+    async def scene(feed: Feed) -> None:
+        feed.poll()
+        mine = [feed.open_stream("127.0.0.1") for _ in range(3)]
+        with pytest.raises(TooManyStreams, match=r"from 127\.0\.0\.1"):
+            feed.open_stream("127.0.0.1")
+        others = [feed.open_stream(f"127.0.0.{n}") for n in (2, 2, 3)]
+        with pytest.raises(TooManyStreams, match="6 event streams are open"):
+            feed.open_stream("127.0.0.4")
+        mine.pop().close()
+        mine.append(feed.open_stream("127.0.0.4"))  # a place freed is a place again
+        for stream in mine + others:
+            stream.close()
+            stream.close()  # once only
+        assert feed.streams() == 0
+
+    with Client(endpoint) as client:
+        feed = Feed(client, max_streams=6, max_streams_per_client=3)
+        asyncio.run(scene(feed))
+        feed.stop()
+
+
+def rss(pid: int) -> int:
+    """The resident memory of process ``pid``, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def open_stream(url: str, source: str) -> tuple[socket.socket, int]:
+    """A raw connection from the loopback address ``source`` asking for the event stream, never reading beyond
+    its status line: the socket and the status."""
+    parts = urlsplit(url)
+    connection = socket.create_connection((parts.hostname, parts.port), timeout=30, source_address=(source, 0))
+    connection.sendall(f"GET /events HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode())
+    status = b""
+    while b"\r\n" not in status and len(status) < 100:
+        piece = connection.recv(1)
+        assert piece, "the dashboard closed the connection"
+        status += piece
+    return connection, int(status.split()[1])
+
+
+def test_a_local_process_cannot_hold_more_than_its_share_of_event_streams(processes, broker: str) -> None:
+    url = start_dashboard(processes, broker, "--interval", "0.2")
+    dashboard = processes[-1]
+    frame_where(url, lambda f: f["workers_total"] == 1, "a first frame")
+    before = rss(dashboard.pid)
+    opened: list[socket.socket] = []
+    try:
+        answers: dict[str, list[int]] = {}
+        for n in range(1, 11):  # 10 loopback addresses, 12 streams from each
+            source = f"127.0.0.{n}"
+            for _ in range(12):
+                connection, status = open_stream(url, source)
+                opened.append(connection)
+                answers.setdefault(source, []).append(status)
+        assert answers["127.0.0.1"] == [200] * MAX_STREAMS_PER_CLIENT + [503] * (12 - MAX_STREAMS_PER_CLIENT)
+        assert sum(a.count(200) for a in answers.values()) == MAX_STREAMS
+        assert all(set(a) <= {200, 503} for a in answers.values())
+        assert frame_where(url, lambda f: True, "an honest /api/status while the streams are open")
+        assert rss(dashboard.pid) - before < 64 * 2**20  # nothing per stream grows while nobody reads
+    finally:
+        for connection in opened:
+            connection.close()
+
+    def place_freed() -> bool:
+        connection, status = open_stream(url, "127.0.0.1")
+        connection.close()
+        return status == 200
+
+    eventually(place_freed, 30, "a place freed when the streams closed")
+    assert [kind for kind, _ in read_events(url, 2)] == ["history", "frame"]
+
+
+def test_the_caps_on_event_streams_are_flags(processes, broker: str) -> None:
+    assert (cli_dashboard.MAX_STREAMS, cli_dashboard.MAX_STREAMS_PER_CLIENT) == (MAX_STREAMS, MAX_STREAMS_PER_CLIENT)
+    url = start_dashboard(processes, broker, "--streams", "3", "--streams-per-client", "2")
+    frame_where(url, lambda f: f["workers_total"] == 1, "a first frame")
+    opened = [open_stream(url, source) for source in ("127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    try:
+        assert [status for _, status in opened] == [200, 200, 503, 200, 503]
+    finally:
+        for connection, _ in opened:
+            connection.close()
+    for flags in (["--streams", "0"], ["--streams-per-client", "-1"], ["--streams", "nan"]):
+        answer = run("dashboard", "--connect", broker, "--http", "127.0.0.1:0", *flags)
+        assert answer.returncode == 2 and "at least 1" in answer.stderr.splitlines()[-1], (flags, answer.stderr)
+
+
+HICCUP = 1.0  # seconds of one pause of the dashboard's process
+
+
+class _PausedFramer(Framer):
+    """A framer that pauses once while building its fifth frame (as a process waiting for the GIL does)."""
+
+    def frame(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.made = getattr(self, "made", 0) + 1
+        if self.made == 5:
+            time.sleep(HICCUP)
+        return super().frame(*args, **kwargs)
+
+
+class _PausedClient(Client):
+    """A client whose tenth status report comes back after a pause of this process."""
+
+    def status(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.asked = getattr(self, "asked", 0) + 1
+        report = super().status(*args, **kwargs)
+        if self.asked == 10:
+            time.sleep(HICCUP)
+        return report
+
+
+def test_one_slow_poll_does_not_stop_the_frames(brokers, workers) -> None:
+    broker: Broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router")
+    with _PausedClient(endpoint) as client:
+        feed = Feed(client, _PausedFramer(), interval=0.1)
+        feed.start()
+        try:
+            seen: list[dict[str, Any]] = []
+
+            def frames(count: int) -> bool:
+                latest = feed.latest()
+                if latest is not None and latest["kind"] == "frame" and (not seen or seen[-1] is not latest):
+                    seen.append(latest)
+                return len(seen) >= count
+
+            # one pause while framing (the 5th) and one in a round trip (the 10th): the frames go on at the
+            # interval's pace (before, each pause alone meant 50 times it without a frame: 50 s)
+            eventually(lambda: frames(12), 120, "twelve frames, past both pauses")
+            assert max(frame["every"] for frame in seen) < SHARE * HICCUP / 2, [f["every"] for f in seen]
+        finally:
+            feed.close()
 
 
 def test_a_broker_with_many_services_is_asked_less_often(brokers, workers) -> None:

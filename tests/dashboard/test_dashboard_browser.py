@@ -17,6 +17,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +188,134 @@ def test_the_page_follows_the_broker_and_changes_its_flow(page: Page, processes)
         # three callers, one task at a time of 0.2 s: each waits for the other two (about 0.4 s)
         assert held > max(0.25, 2 * free), (free, held)
         assert echo(client)["flow"]["concurrency"] == 1
+
+
+# Every uPlot chart the page makes, kept in window.__plots (the test's own hook: the page has none)
+RECORD_PLOTS = """
+(() => {
+  let wrapped;
+  Object.defineProperty(window, "uPlot", {
+    configurable: true,
+    get: () => wrapped,
+    set: (real) => {
+      wrapped = function (...args) {
+        const made = new real(...args);
+        (window.__plots = window.__plots || []).push(made);
+        return made;
+      };
+      Object.assign(wrapped, real);
+    },
+  });
+})();
+"""
+
+# What is wrong with the charts on the page now: a chart wider than its card, or two time labels that overlap
+LAYOUT_PROBLEMS = """
+() => {
+  const problems = [];
+  for (const panel of document.querySelectorAll(".chart")) {
+    const card = panel.getBoundingClientRect();
+    for (const canvas of panel.querySelectorAll("canvas")) {
+      const box = canvas.getBoundingClientRect();
+      if (box.left < card.left - 0.5 || box.right > card.right + 0.5) {
+        problems.push(panel.dataset.chart + ": a chart " + box.width + " px wide in a card of " + card.width);
+      }
+    }
+  }
+  for (const u of window.__plots || []) {
+    if (!u.root.isConnected) continue;
+    const name = u.root.closest(".chart").dataset.chart, axis = u.axes[0];
+    u.ctx.save();
+    u.ctx.font = axis.font[0];
+    const ratio = window.devicePixelRatio || 1, left = u.bbox.left / ratio, wide = u.over.parentNode.clientWidth;
+    const labels = [];
+    (axis._values || []).forEach((text, k) => {
+      if (text === null || text === undefined || text === "") return;
+      const x = left + u.valToPos(axis._splits[k], "x");
+      const w = Math.max(...String(text).split("\\n").map((line) => u.ctx.measureText(line).width)) / ratio;
+      labels.push([x - w / 2, x + w / 2, String(text)]);
+    });
+    u.ctx.restore();
+    labels.sort((a, b) => a[0] - b[0]);
+    for (let k = 1; k < labels.length; k++) {
+      if (labels[k][0] < labels[k - 1][1] + 2) {
+        const pair = JSON.stringify([labels[k - 1][2], labels[k][2]]);
+        problems.push(name + ": time labels overlap: " + pair);
+      }
+    }
+    if (!labels.length) problems.push(name + ": no time labels");
+  }
+  return problems;
+}
+"""
+
+
+def test_the_charts_fit_their_cards_and_read_well_with_idle_sparse_and_busy_services(
+    page: Page, processes, tmp_path
+) -> None:
+    endpoint = start_broker(processes)
+    for _ in range(2):
+        start_worker(processes, endpoint, "--service", "busy", "--sleep", "0.05")
+    url = start_dashboard(processes, endpoint, "--interval", "0.5", "--allow-control")  # the form in the picture
+    page.add_init_script(RECORD_PLOTS)
+    page.goto(url)
+    page.wait_for_selector('#state[data-state="live"]', timeout=30_000)
+    with Client(endpoint) as client:
+        client.flow("busy", concurrency=1)  # a queue forms: both parts of the bars, and a cap
+        stop = threading.Event()
+
+        def call(service: str, pause: float) -> None:
+            with Client(endpoint) as caller:
+                while not stop.is_set():
+                    caller.request(service, b"task", timeout=60)
+                    stop.wait(pause)
+
+        callers = [threading.Thread(target=call, args=("busy", 0), daemon=True) for _ in range(3)]
+        # services that appear while the page is open, one that never works, names a plain object has
+        start_worker(processes, endpoint, "--service", "sparse", "--sleep", "0.3")
+        start_worker(processes, endpoint, "--service", "idle")
+        for name in ("constructor", "__proto__"):
+            start_worker(processes, endpoint, "--service", name)
+        callers += [threading.Thread(target=call, args=("sparse", 4.0), daemon=True)]
+        callers += [
+            threading.Thread(target=call, args=(name, 6.0), daemon=True) for name in ("constructor", "__proto__")
+        ]
+        for caller in callers:
+            caller.start()
+        try:
+            names = ["__proto__", "busy", "constructor", "idle", "sparse"]
+            eventually(lambda: len(page.query_selector_all("#services tbody tr")) == 5, 30, "five services shown")
+            for name in names:  # chart them all (the first four are charted unless one chooses): a click in the
+                # page itself, as the table is drawn again with each frame
+                page.evaluate(
+                    "(name) => { const box = [...document.querySelectorAll('#services tbody tr')]"
+                    ".find((row) => row.dataset.service === name).querySelector('input');"
+                    " if (!box.checked) box.click(); }",
+                    name,
+                )
+            eventually(lambda: len(page.query_selector_all(".chart")) == 5, 30, "a chart per service")
+            eventually(lambda: (number(cell(page, "sparse", "completed")) or 0) >= 2, 60, "sparse completions")
+            eventually(lambda: (number(cell(page, "constructor", "completed")) or 0) >= 1, 60, "one constructor task")
+            for width in (1400, 900, 1920):
+                size = {"width": width, "height": 1000}
+                page.set_viewport_size(size)
+                page.wait_for_timeout(1500)  # a few frames at this size
+                assert page.evaluate(LAYOUT_PROBLEMS) == [], size
+            captions = {
+                chart.get_attribute("data-chart"): chart.query_selector(".caption").inner_text()
+                for chart in page.query_selector_all(".chart")
+            }
+            assert set(captions) == set(names)
+            for name, caption in captions.items():
+                assert caption.startswith(f"{name}: ") and "function" not in caption and "[object" not in caption
+                assert "completions not drawn" not in caption, caption  # none of them has more than 32 a second
+            page.set_viewport_size({"width": 1400, "height": 1000})
+            page.wait_for_timeout(1500)
+            assert page.evaluate(LAYOUT_PROBLEMS) == []
+            shot = Path(os.environ.get("GENERALDOMO_SCREENSHOT") or tmp_path / "dashboard.png")
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        finally:
+            stop.set()
+            for caller in callers:
+                caller.join(60)

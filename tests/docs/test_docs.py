@@ -1,4 +1,5 @@
-"""The documents' examples are true: README's Python runs, protocol.rst's bytes are what the code sends."""
+"""The documents' examples are true: the Python of README and the guide runs, protocol.rst's bytes are what the
+code sends."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from generaldomo.sansio.events import ClientRequest, Dialect
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.rst").read_text()
+GUIDE = sorted(
+    path for path in (ROOT / "docs").rglob("*.rst") if path.relative_to(ROOT / "docs").parts[0] not in ("_build", "api")
+)
 PROTOCOL = (ROOT / "docs" / "protocol.rst").read_text()
 REQUEST_ID = bytes(range(1, 9))
 
@@ -36,8 +40,15 @@ def outside_the_walk_through(text: str) -> str:
     return head + rest[rest.find("\n-----") :] if rest else head
 
 
-@pytest.mark.parametrize("code", python_blocks(outside_the_walk_through(README)))
-def test_the_readme_python_examples_run(code: str, tmp_path: Path) -> None:
+def examples() -> list[str]:
+    """The Python blocks of README (but its walk-through) and of the guide's pages."""
+    return python_blocks(outside_the_walk_through(README)) + [
+        b for page in GUIDE for b in python_blocks(page.read_text())
+    ]
+
+
+@pytest.mark.parametrize("code", examples())
+def test_the_python_examples_run(code: str, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 
@@ -116,3 +127,40 @@ def test_the_worked_example_is_what_the_code_sends() -> None:
 def test_a_wrong_byte_is_noticed() -> None:
     request, _ = example()
     assert not in_document(codec.encode([*request[:-1], b"hellO"]))
+
+
+def merge_leftovers(text: str) -> list[int]:
+    """The line numbers of what a merge leaves when its conflict is not resolved: ``<<<<<<<``, ``>>>>>>>``, and
+    ``=======`` standing alone (not the underline of a title of at most seven characters)."""
+    lines = text.splitlines()
+    found = []
+    for number, line in enumerate(lines, 1):
+        if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line in ("<<<<<<<", ">>>>>>>"):
+            found.append(number)
+        elif line == "=======":
+            above = lines[number - 2] if number > 1 else ""
+            below = lines[number] if number < len(lines) else ""
+            if not above.strip() or above.startswith("=") or below.startswith("="):
+                found.append(number)
+    return found
+
+
+def test_no_document_holds_a_merge_leftover_and_each_protocol_table_is_there_once() -> None:
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    texts = [ROOT / name for name in tracked if name.endswith((".rst", ".md", ".py", ".toml", ".ini", ".cfg", ".hpp"))]
+    leftovers = {str(path.relative_to(ROOT)): merge_leftovers(path.read_text()) for path in texts if path.exists()}
+    assert {name: lines for name, lines in leftovers.items() if lines} == {}
+    assert merge_leftovers("Title\n=======\n") == [] and merge_leftovers("a\n\n=======\n\nb\n") == [3]
+    for header in ("GDPC01", "GDPW01"):
+        section = PROTOCOL.split(f"(header ``{header}``", 1)[1].split("\n\n- ", 1)[0]
+        assert len(re.findall(r"^message +code +frames$", section, re.MULTILINE)) == 1, header
+
+
+def test_the_draft_build_time_is_one_figure_wherever_it_is_said() -> None:
+    """tox.ini, the README and the install guide give the same time for the first draft build."""
+    said = {
+        name: re.findall(r"draft-enabled pyzmq[^(]*\((about [^):]+)", (ROOT / name).read_text().replace("\n#", ""))
+        for name in ("tox.ini", "README.rst", "docs/howto/install.rst")
+    }
+    assert all(len(figures) == 1 for figures in said.values()), said
+    assert len({figures[0] for figures in said.values()}) == 1, said

@@ -4,6 +4,7 @@ last good broker until another proves the key. Real brokers and workers on loopb
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -11,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cli_processes import expect, lines, run, spawn
 from curve_keys import Keyring
 from restart_harness import WAIT
 from waiting import eventually
@@ -18,7 +20,7 @@ from waiting import eventually
 from generaldomo import Broker, Client, Settings, Worker
 from generaldomo.io import address_file, endpoints, keys
 from generaldomo.io.address_file import BrokerAddress
-from generaldomo.io.beacon import Listener, decode, encode
+from generaldomo.io.beacon import Listener, decode, encode, find_broker
 from generaldomo.io.locator import Locator, Where, _Beacons
 
 FAST = Settings(heartbeat_interval=0.25, liveness=4)
@@ -204,3 +206,76 @@ def _bind_curve(endpoint: str, keyring: Keyring) -> Broker:
         except Exception:
             assert time.monotonic() < deadline, f"nothing could bind {endpoint} again"
             time.sleep(0.2)
+
+
+def test_a_discover_worker_process_survives_spoofed_beacons_after_a_kill_9(processes) -> None:
+    """``generaldomo worker --discover``: its broker killed with SIGKILL, spoofed beacons of its name naming
+    ``bogus://x`` and ``tcp://127.0.0.1:notaport`` arrive; it serves the broker started again afterwards."""
+    with Listener(port=0, bind="127.0.0.1") as probe:
+        port = probe.port
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALDOMO_") or k in _KEPT}
+    env |= {"GENERALDOMO_BEACON_PORT": str(port), "GENERALDOMO_BEACON_BIND": "127.0.0.1"}
+    beacon = ["--beacon", "--beacon-to", "127.0.0.1", "--beacon-port", str(port), "--beacon-interval", "0.1"]
+    fast = ["--heartbeat", "0.25", "--liveness", "4"]
+    first = spawn(processes, "broker", "--bind", "tcp://127.0.0.1:*", "--name", name, *beacon, *fast, env=env)
+    expect(lines(first.stdout), "generaldomo broker:")
+    worker = spawn(processes, "worker", "--discover", "--name", name, "--find-timeout", "60", *fast, env=env)
+    before = run("client", "--discover", "--name", name, "--wait-for-service", "--timeout", "60", "echo", "1", env=env)
+    assert before.returncode == 0 and before.stdout.strip() == "1", before.stderr
+    first.kill()
+    first.wait(WAIT)
+    _spoof(port, name, [("router", "bogus://x"), ("router", "tcp://127.0.0.1:notaport")], until=lambda: False)
+    assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+    second = spawn(processes, "broker", "--bind", "tcp://127.0.0.1:*", "--name", name, *beacon, *fast, env=env)
+    endpoint = expect(lines(second.stdout), "generaldomo broker:").split()[-1]
+    done = run("client", "--connect", endpoint, "--wait-for-service", "--timeout", "60", "echo", "hi", env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
+    assert worker.poll() is None
+
+
+_KEPT = {"GENERALDOMO_CACHE", "GENERALDOMO_PURE_PYTHON", "GENERALDOMO_ALLOW_NO_DRAFT"}
+
+
+def test_a_peer_starting_passes_over_beacons_it_cannot_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At start, a spoofed beacon with no usable endpoint is passed over for the broker's own."""
+    port = _beacon_port(monkeypatch)
+    name = f"start-{uuid.uuid4().hex[:8]}"
+    spoofing = threading.Thread(target=_spoof, args=(port, name, [("router", "bogus://x")], lambda: False))
+    spoofing.start()
+    broker = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
+    try:
+        broker.announce(name, destination="127.0.0.1", port=port, interval=0.5)
+        assert find_broker("router", name=name, timeout=WAIT) == broker.endpoint("router", "tcp")
+        assert Locator(Where(beacon=True, name=name, timeout=WAIT), "router").target.endpoint == broker.endpoint(
+            "router", "tcp"
+        )
+    finally:
+        spoofing.join(WAIT)
+        broker.stop()
+
+
+def test_a_peer_starting_waits_past_an_address_file_without_a_usable_endpoint(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    path.write_text('{"version": 1, "name": "b", "instance": "1", "endpoints": [{"transport": "router", '
+                    '"endpoint": "tcp://127.0.0.1:notaport"}]}')  # fmt: skip
+    found: list[str] = []
+    starting = threading.Thread(
+        target=lambda: found.append(Locator(Where(broker_file=str(path), timeout=WAIT), "router").target.endpoint)
+    )
+    starting.start()
+    time.sleep(0.5)  # it has read the file and waits past it
+    assert not found
+    address_file.write(path, BrokerAddress("b", "2", (("router", "tcp://127.0.0.1:7"),)))
+    starting.join(WAIT)
+    assert found == ["tcp://127.0.0.1:7"]
+
+
+def test_a_flood_of_bad_beacons_is_one_log_line_with_the_count(caplog: pytest.LogCaptureFixture) -> None:
+    sender = f"10.{uuid.uuid4().int % 250}.0.1"  # a source of its own: the limiter's window is per source
+    caplog.set_level("WARNING", logger="generaldomo.io.endpoints")
+    datagram = encode("b", "1", [("router", "bogus://x")])
+    for _ in range(500):
+        assert decode(datagram, sender) is not None
+    told = [r.getMessage() for r in caplog.records if sender in r.getMessage()]
+    assert len(told) == 1 and "bogus://x" in told[0] and "ignored in all" in told[0], told

@@ -79,22 +79,39 @@ def test_one_broker_per_directory_and_the_key_is_made_once(tmp_path: Path) -> No
         b'{"version": 1, "flows": {"echo": {"limits": {}}}}',
         b'{"version": 1, "flows": {"echo": 7}}',
         b"[" * 100_000,
+        b"\xff\xfe",
     ],
 )
-def test_an_unusable_state_file_stops_the_start_naming_it(tmp_path: Path, content: bytes) -> None:
+def test_an_unusable_state_file_is_set_aside_and_the_broker_serves(tmp_path: Path, content: bytes, caplog) -> None:
     (tmp_path / state.STATE_FILE).write_bytes(content)
-    with pytest.raises(StateError, match=r"state\.json is unusable"):
-        StateDir(tmp_path)
-    (tmp_path / state.STATE_FILE).unlink()
-    StateDir(tmp_path).close()  # the failed one released its lock
+    os.chmod(tmp_path, 0o700)
+    store = StateDir(tmp_path)
+    assert store.entries == {}
+    store.close()
+    (aside,) = tmp_path.glob("state.json.unusable-*")
+    assert aside.read_bytes() == content and not (tmp_path / state.STATE_FILE).exists()
+    assert "state.json is unusable" in caplog.text and aside.name in caplog.text
 
 
-def test_a_short_key_is_refused(tmp_path: Path) -> None:
+def test_a_state_file_too_large_is_set_aside_unread(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o700)
+    with open(tmp_path / state.STATE_FILE, "wb") as file:
+        file.truncate(state.MAX_STATE_BYTES + 1)  # sparse: no disk used
+    store = StateDir(tmp_path)
+    assert store.entries == {}
+    store.close()
+    assert len(list(tmp_path.glob("state.json.unusable-*"))) == 1
+
+
+def test_a_short_key_is_set_aside_and_a_new_one_made(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o700)
     (tmp_path / state.KEY_FILE).write_bytes(b"short")
-    with pytest.raises(StateError, match="hand-over key"):
-        StateDir(tmp_path)
-    (tmp_path / state.KEY_FILE).unlink()
-    StateDir(tmp_path).close()
+    os.chmod(tmp_path / state.KEY_FILE, 0o600)
+    store = StateDir(tmp_path)
+    assert len(store.handover_key) == state.KEY_BYTES and not store.reused
+    store.close()
+    (aside,) = tmp_path.glob("handover.key.unusable-*")
+    assert aside.read_bytes() == b"short"
 
 
 def test_an_embedded_broker_restores_run_time_limits_from_its_first_request(tmp_path: Path) -> None:

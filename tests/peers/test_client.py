@@ -9,7 +9,17 @@ import pytest
 import zmq
 from waiting import eventually
 
-from generaldomo import Client, ClientClosed, RequestFailed, RequestRejected, RequestTimeout, WorkerError
+from generaldomo import (
+    AsyncClient,
+    Client,
+    ClientClosed,
+    NotFound,
+    RequestFailed,
+    RequestRejected,
+    RequestTimeout,
+    TypedClient,
+    WorkerError,
+)
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 
@@ -199,3 +209,39 @@ def test_a_callback_that_raises_past_exception_stops_the_io_thread_loudly(transp
         assert isinstance(closed.value.__cause__, Fatal)
         with pytest.raises(ClientClosed):
             client.submit("stream", b"y")
+
+
+def test_errors_name_a_service_the_same_whether_it_was_given_as_text_or_bytes(brokers) -> None:
+    """``TypedClient`` sends descriptions as bytes; its errors name ``'square'`` as ``Client``'s do, not
+    ``b'square'`` (bytes that are not UTF-8 keep their form)."""
+    import asyncio
+    import uuid
+
+    from generaldomo.peers.client import named
+
+    endpoint = f"inproc://named-{uuid.uuid4().hex}"
+    brokers("router", [endpoint])
+    with Client(endpoint, deadlines=False) as client:  # (a deadline would answer 504 first)
+        typed = TypedClient(client, "json")
+        for ask in (
+            lambda: client.request("square", b"", timeout=0.3, fail_unknown=False),
+            lambda: client.request(b"square", b"", timeout=0.3, fail_unknown=False),
+            lambda: typed.request("square", [1], timeout=0.3, fail_unknown=False),
+        ):
+            with pytest.raises(RequestTimeout) as waited:
+                ask()
+            assert str(waited.value).startswith("no reply to 'square' within 0.3 s"), waited.value
+        with pytest.raises(NotFound) as unknown:
+            typed.request("square", [1], timeout=30, fail_unknown=True)
+        assert "'square'" in str(unknown.value) and "b'square'" not in str(unknown.value)
+    assert named(b"\xff") == "b'\\xff'"  # (the broker refuses such a name with 400: nothing waits for it)
+
+    async def wait_async() -> str:
+        async with AsyncClient(endpoint, deadlines=False) as aio:
+            try:
+                await aio.request(b"square", b"", timeout=0.3, fail_unknown=False)
+            except RequestTimeout as error:
+                return str(error)
+        return ""
+
+    assert asyncio.run(wait_async()).startswith("no reply to 'square'")

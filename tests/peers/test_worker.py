@@ -139,3 +139,25 @@ def test_stop_with_finish_sends_the_running_tasks_result_then_leaves(transport: 
         assert not thread.is_alive()
         eventually(lambda: not broker.core.workers, what="the worker to leave")
     assert broker.core.counters["reissued"] == 0
+
+
+def test_a_worker_stopped_before_its_broker_says_nothing_of_the_brokers_disconnect(brokers, caplog) -> None:
+    """The guide's examples end ``worker.stop(); broker.stop()``: the broker's DISCONNECT may reach the worker
+    while it leaves, which is no reason to reconnect nor to warn (it did, about one run in three)."""
+    import logging
+    import uuid
+
+    caplog.set_level(logging.INFO, logger="generaldomo")
+    for _ in range(20):
+        endpoint = f"inproc://leaving-{uuid.uuid4().hex}"
+        broker = brokers("router", [endpoint])
+        worker = Worker(endpoint, "report", lambda payload: payload)
+        serving = threading.Thread(target=worker.serve, daemon=True)
+        serving.start()
+        with Client(endpoint) as client:
+            assert client.request("report", b"x", timeout=30).payload == b"x"
+        worker.stop()
+        broker.stop()
+        serving.join(30)
+        assert not serving.is_alive()
+    assert [r.getMessage() for r in caplog.records if "reconnecting" in r.getMessage()] == []

@@ -271,8 +271,8 @@ private:
             throw ZmqError("zmq_socket(ZMQ_CLIENT)", zmq_errno());
         int linger = 0;
         zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof linger);
-        // Socket options that must precede connect go here; the CURVE client keys will, once the broker
-        // supports them (a later issue).
+        // Socket options that must precede connect go here (the CURVE client keys, once the C++ peers
+        // speak CURVE).
         void *monitor = monitored_ ? open_monitor(socket) : nullptr;
         if (zmq_connect(socket, endpoint_.c_str()) != 0) {
             const int error = zmq_errno();

@@ -180,6 +180,21 @@ inline void ensure_python(const std::string &python)
     PyEval_SaveThread();  // from now on a thread takes the GIL when it runs Python
 }
 
+// What to say when generaldomo cannot be imported (GIL held): the Python in use, and the variable that chooses it.
+inline std::string not_importable()
+{
+    PyObject *executable = PySys_GetObject("executable");  // borrowed
+    std::string python = executable && PyUnicode_Check(executable) ? text_of(executable) : "";
+    if (python.empty())
+        python = "Python's default";
+    const char *variable = std::getenv("GENERALDOMO_PYTHON");
+    const std::string chosen = variable && *variable ? "GENERALDOMO_PYTHON=" + std::string(variable) + " chose it"
+                                                     : "GENERALDOMO_PYTHON is not set";
+    return "cannot import generaldomo in the Python this program runs (" + python + "; " + chosen +
+           "): set GENERALDOMO_PYTHON to the python of the environment where generaldomo is installed, e.g. "
+           "GENERALDOMO_PYTHON=$(command -v python) before the program (or EmbeddedOptions::python)";
+}
+
 // BrokerError unless the zmq_ctx_new this program calls is the one in pyzmq's extension module (GIL held).
 inline void require_one_libzmq()
 {
@@ -316,7 +331,7 @@ private:
         }
         try {
             detail::Ref module = detail::checked(PyImport_ImportModule("generaldomo.cli.embedded"),
-                                                 "cannot import generaldomo (is it installed for this Python?)");
+                                                 detail::not_importable());
             detail::require_one_libzmq();
             detail::Ref settings = detail::checked(PyList_New(0), "settings");
             for (const auto &[key, value] : options_.settings) {

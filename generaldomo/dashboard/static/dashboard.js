@@ -2,14 +2,21 @@
  *
  * Rules: no build step and no network beyond this page's own origin (uPlot ships beside this file); every
  * text from the broker goes into the page as text (textContent), never as markup; each number shown keeps
- * the broker's raw value in a data-value attribute. The flow form sends only the limits changed in it, with
- * the page's CSRF token. Memory is bounded: WINDOW_MAX seconds of samples and bars per service charted.
+ * the broker's raw value in a data-value attribute. Names from the broker (services) are keys of Map objects
+ * only, never of plain objects (where "constructor" or "__proto__" would find the object's own machinery).
+ * The flow form sends only the limits changed in it, with the page's CSRF token. Memory is bounded:
+ * WINDOW_MAX seconds of samples and bars per service charted. Each chart is as wide as its card, whenever
+ * the card's width changes (a ResizeObserver), and its time axis keeps TICK_SPACE pixels between two
+ * labels, wider than any label, so labels never overlap.
  */
 "use strict";
 
 (function () {
   const WINDOW_MAX = 300; // seconds the charts may show (the dashboard keeps as much history)
   const STALE_AFTER = 4; // seconds without a frame before the page says so
+  const REFUSED_RETRY = 10; // seconds before a page whose stream was refused asks again
+  const MIN_ROWS = 20; // rows a timeline has at least (one per task in the window)
+  const TICK_SPACE = 90; // pixels at least between two time labels (a label, "23:59:59", is about 55)
   const COLOURS = { queued: "#1f77b4", processing: "#ff7f0e", inFlight: "#2ca02c", cap: "#d62728" };
   const LIMITS = ["rate", "burst", "concurrency", "bytes_in_flight", "adaptive_min", "adaptive_max"];
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
@@ -26,6 +33,7 @@
   };
 
   const $ = (selector) => document.querySelector(selector);
+  const mapOf = (object) => new Map(Object.entries(object || {})); // JSON keyed by names, as a Map
 
   function element(tag, attributes, text) {
     const made = document.createElement(tag);
@@ -69,16 +77,24 @@
     source.addEventListener("history", (event) => history(JSON.parse(event.data)));
     source.addEventListener("frame", (event) => frame(JSON.parse(event.data)));
     source.addEventListener("trouble", (event) => trouble(JSON.parse(event.data).error));
-    source.onerror = () => setState("disconnected", "the dashboard does not answer; retrying…");
+    source.onerror = () => {
+      if (source.readyState !== EventSource.CLOSED) {
+        setState("disconnected", "the dashboard does not answer; retrying…");
+        return;
+      }
+      // refused (too many pages open at once, or a token that no longer holds): ask again later
+      setState("disconnected", "the dashboard refused this page's stream (too many pages open?); retrying in " + REFUSED_RETRY + " s…");
+      setTimeout(connect, REFUSED_RETRY * 1000);
+    };
   }
 
   function history(data) {
     state.services.clear();
-    for (const [name, samples] of Object.entries(data.samples || {})) {
+    for (const [name, samples] of mapOf(data.samples)) {
       const service = known(name);
       service.samples = samples;
     }
-    for (const [name, bars] of Object.entries(data.bars || {})) addBars(known(name), bars);
+    for (const [name, bars] of mapOf(data.bars)) addBars(known(name), bars);
     if (data.last && data.last.kind === "frame") frame(data.last, true);
     else if (data.last) trouble(data.last.error);
   }
@@ -103,7 +119,7 @@
       for (const s of data.services) {
         known(s.name).samples.push([data.at, s.queued, s.in_flight, s.cap, s.observed_rate]);
       }
-      for (const [name, bars] of Object.entries(data.bars || {})) addBars(known(name), bars);
+      for (const [name, bars] of mapOf(data.bars)) addBars(known(name), bars);
     }
     const shown = new Set(data.services.map((s) => s.name));
     for (const name of [...state.services.keys()]) if (!shown.has(name)) state.services.delete(name);
@@ -366,33 +382,51 @@
     const names = data.services.map((s) => s.name).filter((n) => state.charted.has(n));
     for (const [name, chart] of [...state.charts]) {
       if (!names.includes(name)) {
+        chart.resized.disconnect();
         chart.timeline.destroy();
         chart.flow.destroy();
         chart.panel.remove();
         state.charts.delete(name);
       }
     }
-    const hi = data.at, lo = hi - state.window;
+    const hi = data.at, lo = hi - state.window, missed = mapOf(data.bars_missed);
     for (const name of names) {
       const service = known(name), s = current(name);
       const chart = state.charts.get(name) || makeChart(name, { lo, hi, service });
       chart.view = { lo, hi, service };
-      chart.caption.textContent = captionText(name, s, service, data);
+      chart.caption.textContent = captionText(name, s, missed.get(name));
       const samples = service.samples.filter((p) => p[0] >= lo - 1);
       chart.flow.setData([samples.map((p) => p[0]), samples.map((p) => p[1]), samples.map((p) => p[2]), samples.map((p) => p[3])]);
       chart.timeline.setData([[lo, hi], [null, null]]);
     }
   }
 
-  function captionText(name, s, service, data) {
-    const missed = (data.bars_missed || {})[name];
+  function captionText(name, s, missed) {
     const parts = [name + ": " + fmt.count(s.in_flight) + " in flight" + (s.cap !== null ? " of " + s.cap : " (no cap)"), fmt.count(s.queued) + " queued", fmt.rate(s.observed_rate) + " done/s"];
     if (missed) parts.push("last second: " + missed + " completions not drawn");
     return parts.join(" · ");
   }
 
   function width(panel) {
-    return Math.max(300, panel.clientWidth - 16);
+    const style = getComputedStyle(panel);
+    return Math.max(100, Math.floor(panel.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)));
+  }
+
+  function clock(seconds) {
+    const t = new Date(seconds * 1000), two = (n) => String(n).padStart(2, "0");
+    return two(t.getHours()) + ":" + two(t.getMinutes()) + ":" + two(t.getSeconds());
+  }
+
+  function timeAxis() {
+    return { space: TICK_SPACE, values: (u, splits) => splits.map((t) => (t === null ? null : clock(t))) };
+  }
+
+  function fit(chart) {
+    const now = width(chart.panel);
+    if (now === chart.width) return;
+    chart.width = now;
+    chart.timeline.setSize({ width: now, height: 200 });
+    chart.flow.setSize({ width: now, height: 130 });
   }
 
   function makeChart(name, view) {
@@ -409,21 +443,21 @@
     const timelineBox = element("div"), flowBox = element("div");
     panel.append(caption, legend, timelineBox, flowBox);
     $("#charts").append(panel);
-    const chart = { panel, caption, view };
+    const chart = { panel, caption, view, width: width(panel) };
     const range = () => [chart.view.lo, chart.view.hi];
     chart.timeline = new uPlot({
-      width: width(panel), height: 200,
+      width: chart.width, height: 200,
       legend: { show: false }, cursor: { show: false },
       scales: { x: { time: true, range }, y: { range: [0, 1] } },
-      axes: [{}, { show: true, label: "tasks (by end)", values: () => [] , size: 40}],
+      axes: [timeAxis(), { show: true, label: "tasks (by end)", values: () => [], size: 40 }],
       series: [{}, { stroke: "transparent", points: { show: false } }],
       hooks: { draw: [(u) => drawBars(u, chart)] },
     }, [[0, 1], [null, null]], timelineBox);
     chart.flow = new uPlot({
-      width: width(panel), height: 130,
+      width: chart.width, height: 130,
       legend: { show: false },
       scales: { x: { time: true, range }, y: { range: (u, min, max) => [0, Math.max(1, (max || 0) * 1.2)] } },
-      axes: [{}, { label: "tasks", size: 40 }],
+      axes: [timeAxis(), { label: "tasks", size: 40 }],
       series: [
         {},
         { label: "queued", stroke: COLOURS.queued, width: 1.5, points: { show: false } },
@@ -431,6 +465,8 @@
         { label: "cap", stroke: COLOURS.cap, width: 1.5, dash: [6, 4], paths: uPlot.paths.stepped({ align: 1 }), points: { show: false } },
       ],
     }, [[], [], [], []], flowBox);
+    chart.resized = new ResizeObserver(() => fit(chart)); // a card's width changes with the others and the window
+    chart.resized.observe(panel);
     state.charts.set(name, chart);
     return chart;
   }
@@ -443,7 +479,7 @@
     const first = visible[0][3], last = visible[visible.length - 1][3];
     const rows = last - first + 1;
     const { left, top, width: w, height: h } = u.bbox;
-    const rowHeight = h / Math.max(rows, 1);
+    const rowHeight = h / Math.max(rows, MIN_ROWS); // a few tasks are thin bars too, not blocks
     const ctx = u.ctx;
     ctx.save();
     ctx.beginPath();
@@ -460,13 +496,6 @@
     }
     ctx.restore();
   }
-
-  window.addEventListener("resize", () => {
-    for (const chart of state.charts.values()) {
-      chart.timeline.setSize({ width: width(chart.panel), height: 200 });
-      chart.flow.setSize({ width: width(chart.panel), height: 130 });
-    }
-  });
 
   // ------------------------------------------------------------------------------------- start
 
