@@ -17,6 +17,7 @@ from generaldomo import compat as _compat
 from generaldomo.errors import (
     AppImportError,
     AppSpecError,
+    BrokerUnreachable,
     ClientClosed,
     ContentTypeError,
     DecodeError,
@@ -99,6 +100,7 @@ __all__ = [
     "AsyncClient",
     "Broker",
     "BrokerCore",
+    "BrokerUnreachable",
     "Client",
     "ClientClosed",
     "ContentTypeError",

@@ -23,6 +23,7 @@ The family::
     ├── RequestTimeout                  (TimeoutError) no reply within the time
     ├── ClientClosed                    (RuntimeError) the client closed before the reply came
     ├── HandshakeFailed                 (ConnectionError) the broker refuses this peer's connection
+    │   └── BrokerUnreachable           nothing accepts connections at the endpoint
     ├── WorkerStopped                   (RuntimeError) Worker.serve stopped by itself
     ├── DiscoveryError                  (LookupError) no broker found
     ├── DraftUnavailable                (RuntimeError) this pyzmq lacks CLIENT/SERVER sockets
@@ -62,6 +63,8 @@ class RequestFailed(GeneraldomoError):
     Args:
         status: the status code (``b"404"`` or ``404``).
         reason: the broker's or worker's text.
+        retry_after: for a ``429``, the seconds after which the refusing side expects room again, when it said
+            (:class:`~generaldomo.Client` waits that long and sends the request again, within its timeout).
 
     Example::
 
@@ -71,7 +74,8 @@ class RequestFailed(GeneraldomoError):
             print(error.status, error.reason)  # 500 "ValueError: ..."
     """
 
-    def __init__(self, status: bytes | int, reason: str) -> None:
+    def __init__(self, status: bytes | int, reason: str, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
         self.status_bytes = status if isinstance(status, bytes) else str(status).encode()
         digits = self.status_bytes  # exactly 3 ASCII digits, as a status is on the wire (else 0)
         self.status = int(digits) if len(digits) == 3 and digits.isdigit() and digits.isascii() else 0
@@ -79,15 +83,16 @@ class RequestFailed(GeneraldomoError):
         super().__init__(f"{self.status_bytes.decode(errors='replace')}: {reason}")
 
     @staticmethod
-    def of(status: bytes, reason: str) -> RequestFailed:
+    def of(status: bytes, reason: str, retry_after: float | None = None) -> RequestFailed:
         """The exception for ``status``: the subclass of its family, or this class for other codes.
 
         Args:
             status: the status as the broker sent it (ASCII digits).
             reason: the text that came with it.
+            retry_after: a 429's seconds to wait before sending again, if it gave them.
         """
         family = _FAMILIES.get(status) or (RequestRejected if status[:1] == b"4" else RequestFailed)
-        return family(status, reason)
+        return family(status, reason, retry_after)
 
 
 class RequestRejected(RequestFailed):
@@ -215,6 +220,28 @@ class HandshakeFailed(GeneraldomoError, ConnectionError):
     def __init__(self, kind: str, cause: str) -> None:
         super().__init__(cause)
         self.kind = kind
+
+
+class BrokerUnreachable(HandshakeFailed):
+    """Nothing accepts connections at the endpoint (``.kind`` ``unreachable``): no broker runs there, or the
+    host, port or path is wrong. A :class:`~generaldomo.Client` that never reached a broker fails its requests
+    with it within about a second (libzmq's refused connection attempts), unless made with
+    ``fail_unreachable=False`` (a client that starts before its broker); the message names the endpoint.
+
+    Example::
+
+        with Client("tcp://127.0.0.1:5999") as client:  # nothing listens there
+            try:
+                client.request("echo", b"hi", timeout=60)
+            except BrokerUnreachable as error:  # within about a second
+                print(error)  # nothing accepts connections at tcp://127.0.0.1:5999: is a broker running there...
+    """
+
+    @staticmethod
+    def of(kind: str, cause: str) -> HandshakeFailed:
+        """The exception for a failure of ``kind`` (see :mod:`generaldomo.sansio.handshake`): this class for
+        ``unreachable``, :class:`HandshakeFailed` for the others."""
+        return BrokerUnreachable(kind, cause) if kind == "unreachable" else HandshakeFailed(kind, cause)
 
 
 class WorkerStopped(GeneraldomoError, RuntimeError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +97,44 @@ deadlines = App("deadlines")
 def fft(signal: list[float], task: TaskContext) -> dict[str, Any]:
     """The Deadlines section's app handler: it takes the task's context as its second argument."""
     return {"n": len(signal), "time_left": task.time_left(), "cancelled": task.cancelled, "pid": os.getpid()}
+
+
+documented = App("documented")  # each kind of handler the worker apps guide lists, served by `generaldomo worker`
+
+
+@documented.service("steps", serializer="json")
+def steps(n: int) -> Generator[dict[str, int], None, str]:
+    """A generator: each yield a partial result, its return value the final one."""
+    for i in range(n):
+        yield {"step": i}
+    return "done"
+
+
+@documented.service("later", serializer="json")
+async def later(value: Any) -> dict[str, Any]:
+    """An async def, on the slot's own event loop."""
+    await asyncio.sleep(0)
+    return {"echo": value}
+
+
+@documented.service("ticks", serializer="msgpack")
+async def ticks(n: int) -> AsyncIterator[int]:
+    """An async generator: partials, and None as the final result."""
+    for i in range(n):
+        await asyncio.sleep(0)
+        yield i
+
+
+@documented.service("frames")
+def frames(payload: bytes | tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """No serializer: bytes or a tuple of frames in and out, as a Worker handler."""
+    parts = (payload,) if isinstance(payload, bytes) else payload
+    return tuple(part.upper() for part in reversed(parts))
+
+
+@documented.service("picky", serializer="json")
+def picky(item: str) -> str:
+    """Reject answers with a status of its choice; any other exception is a 500 with its type and message."""
+    if item == "missing":
+        raise Reject(404, "no such item")
+    raise KeyError(item)

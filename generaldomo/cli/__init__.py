@@ -79,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BindError as error:
         print(scrub(f"generaldomo {args.command.name}: {error}", args), file=sys.stderr)
         return Exit.USAGE if error.malformed else Exit.BIND_FAILED
-    except HandshakeFailed as error:  # the other transport, or CURVE missing, unwanted or with the wrong key
+    except HandshakeFailed as error:  # nothing accepts connections there, the other transport, or CURVE missing,
+        # unwanted or with the wrong key
         print(f"generaldomo {args.command.name}: {error}", file=sys.stderr)
         return Exit.NO_BROKER
     except BrokenPipeError:  # the reader went away (`generaldomo status --watch 1 | head`): end quietly

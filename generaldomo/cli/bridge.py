@@ -21,7 +21,7 @@ BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no worker
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT  # here: only `generaldomo bridge` builds these
+    from generaldomo.io.bridge import IDLE_TIMEOUT, MAX_IN_FLIGHT, QUEUE_BYTES  # only `generaldomo bridge` needs them
 
     parser.add_argument(
         "--server",
@@ -39,6 +39,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.heartbeats(parser, "a client")
     options.add_knob(parser, knobs.COMMANDS["idle_timeout"], default=IDLE_TIMEOUT)
     options.add_knob(parser, knobs.COMMANDS["max_in_flight"], default=MAX_IN_FLIGHT)
+    options.add_knob(parser, knobs.COMMANDS["connection_queue_bytes"], default=QUEUE_BYTES)
     options.curve_server(parser, BRIDGE_ROLES)
     options.curve(parser, announced=False)
     parser.add_argument(
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         upstream=options.peer_curve(args).curve(),
         allow_plaintext=args.allow_plaintext,
         max_in_flight=args.max_in_flight,
+        connection_queue_bytes=args.connection_queue_bytes,
         on_failure=lambda error: stop.set(),
     )
     for endpoint in bridge.endpoints:

@@ -42,6 +42,7 @@ PAYLOAD_FILE = files.Kind("payload file", 1 << 31)  # larger than any message a 
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
     options.connect(parser)
+    options.wait_for_broker(parser)
     options.timeout(parser, "the reply")
     options.heartbeats(parser, "the broker")
     options.curve(parser)
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with Client(
         target.where, args.transport, heartbeat_interval=args.heartbeat_interval, liveness=args.liveness,
-        fail_unknown=args.fail_unknown, **curve.kwargs(),
+        fail_unknown=args.fail_unknown, fail_unreachable=args.fail_unreachable, **curve.kwargs(),
     ) as client:  # fmt: skip
         if args.fetch is not None:
             return _fetch(client, args, typed)

@@ -24,6 +24,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         "service", nargs="?", help="the service whose limits to show or change (needed but for --print-config)"
     )
     options.connect(parser)
+    options.wait_for_broker(parser)
     options.curve(parser)
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
     for knob in knobs.FLOW:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         changes["tenants"] = dict(args.tenants)
     target = options.peer(args)
     endpoint = target.endpoint
-    with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
+    with Client(endpoint, args.transport, fail_unreachable=args.fail_unreachable, **target.curve.kwargs()) as client:
         try:
             if changes and not args.create and not _served(client, args.service, args.timeout):
                 known = probe.services(endpoint, args.transport, probe.TIMEOUT, target.curve.curve())

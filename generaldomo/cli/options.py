@@ -165,6 +165,17 @@ def connect(parser: argparse.ArgumentParser) -> None:
     add_knob(parser, knobs.COMMANDS["find_timeout"], default=FIND_TIMEOUT)
 
 
+def wait_for_broker(parser: argparse.ArgumentParser) -> None:
+    """``--wait-for-broker``: a client command waits for a broker where nothing accepts connections yet."""
+    parser.add_argument(
+        "--wait-for-broker",
+        dest="fail_unreachable",
+        action="store_false",
+        help="wait (up to --timeout) for a broker to start at the endpoint (default: when nothing accepts "
+        "connections there, say so within about a second and exit 3)",
+    )
+
+
 def endpoint(args: argparse.Namespace) -> str:
     """The broker endpoint the options of :func:`connect` name: the first of --connect, $GENERALDOMO_BROKER,
     --broker-file or $GENERALDOMO_BROKER_FILE, a beacon (only with --discover); else the default endpoint.

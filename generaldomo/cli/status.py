@@ -29,6 +29,7 @@ MOST = 10_000  # services and workers shown at most (the header says how many th
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
     options.connect(parser)
+    options.wait_for_broker(parser)
     options.curve(parser)
     parser.add_argument("endpoint", nargs="?", help="broker endpoint (same as --connect)")
     parser.add_argument("--json", action="store_true", help="print the raw JSON report")
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     target = options.peer(args)
     endpoint = target.endpoint
     fit = width(args)
-    with Client(endpoint, args.transport, **target.curve.kwargs()) as client:
+    with Client(endpoint, args.transport, fail_unreachable=args.fail_unreachable, **target.curve.kwargs()) as client:
         while True:
             try:
                 report = gather(client, args.timeout, args.service)

@@ -145,7 +145,8 @@ def _watch(args: argparse.Namespace, worker: Worker, curve: Curve | None, stop: 
     warned = ""
     while not stop.wait(grace if not warned else args.heartbeat_interval):
         if worker.handshake_failure is not None:
-            continue  # the worker logged the cause at once
+            warned = worker.handshake_failure.cause  # the worker logged it at once
+            continue
         problem = None if worker.registered else _why_unregistered(args, worker.endpoint, curve, patience)
         if problem is None:
             if warned:

@@ -44,7 +44,8 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from generaldomo.dashboard.frames import Framer
-from generaldomo.peers.client import Client, RequestFailed
+from generaldomo.errors import GeneraldomoError
+from generaldomo.peers.client import Client, HandshakeFailed, RequestFailed
 from generaldomo.sansio.protocol import FORBIDDEN
 from generaldomo.sansio.report import MAX_PAGE, StatusReport
 
@@ -70,7 +71,7 @@ def event(kind: str, text: str) -> bytes:
     return f"event: {kind}\ndata: {text}\n\n".encode()
 
 
-class TooManyStreams(Exception):
+class TooManyStreams(GeneraldomoError, RuntimeError):
     """The event streams are at their cap (in all, or from this client)."""
 
 
@@ -254,7 +255,7 @@ class Feed:
         except TimeoutError:
             self._publish("trouble", {"error": f"the broker did not answer mmi.status within {self.timeout:g} s"})
             return
-        except (RequestFailed, ValueError) as error:
+        except (RequestFailed, HandshakeFailed, ValueError) as error:  # HandshakeFailed: e.g. nothing listens there
             self._publish("trouble", {"error": f"the broker's status could not be read: {error}"})
             return
         arrived = time.time()

@@ -13,9 +13,15 @@ again; a CANCEL closes the request's DEALER (a late reply is not delivered).
 
 Bounds: at most ``max_in_flight`` requests are in flight at once (so at most that many DEALERs are open), and at
 most a share of them (:data:`CLIENT_SHARE`, at least one) for one client connection, so that one client (a
-multi-threaded application's shared CLIENT socket may have many) cannot take every place; a request beyond
-either, or one for which no DEALER can be opened (the process ran out of sockets or files), gets FINAL ``429``
-with the reason at once, and the bridge serves on.
+multi-threaded application's shared CLIENT socket may have many) cannot take every place. A request beyond
+either waits in its connection's queue, in order, until a place frees; the places that free go to the
+connections with waiting requests in turn (round robin). A connection's queue holds at most ``connection_queue_bytes``
+bytes of requests (charged to it, freed when they leave the queue), and all queues together at most
+:data:`TOTAL_QUEUE_BYTES` (or ``connection_queue_bytes``, if more); a request beyond that, or one for which no
+DEALER can be opened (the process ran out of sockets or files), gets FINAL ``429`` with the reason and a
+``retry_after`` (:data:`RETRY_AFTER`) at once, which a generaldomo :class:`~generaldomo.Client` takes as
+backpressure (it waits and sends the request again), and the bridge serves on. A queued request is withdrawn by
+its CANCEL and forgotten with its silent client, as one in flight is.
 
 With ``security`` the SERVER side speaks CURVE only and admits the keys it lists (a ZAP handler on a context of
 the bridge's own); only keys with the client role may send requests (others get ``403``). With ``upstream``
@@ -39,6 +45,7 @@ import math
 import os
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -64,6 +71,10 @@ log = logging.getLogger(__name__)
 IDLE_TIMEOUT = 30.0  # seconds after which an idle DEALER is closed
 MAX_IN_FLIGHT = 512  # requests in flight at once (one DEALER each); libzmq's default allows 1023 sockets
 CLIENT_SHARE = 0.875  # of max_in_flight, what one client connection may have in flight (the rest: the others')
+QUEUE_BYTES = 16 << 20  # bytes of requests one connection may have waiting for a place (429 beyond)
+RETRY_AFTER = 0.25  # seconds a 429 of the bridge asks the client to wait before sending the request again
+TOTAL_QUEUE_BYTES = 128 << 20  # bytes of requests all connections together may have waiting (429 beyond)
+QUEUED_OVERHEAD = 64  # bytes a waiting request is charged beyond its description and payload
 _DRAIN = 256  # client messages read before looking at the broker's replies
 
 
@@ -92,8 +103,10 @@ class Bridge(ServingLoop):
         security: CURVE for the bridge's own clients (as a broker's, :class:`~generaldomo.io.auth.BrokerSecurity`).
         upstream: CURVE towards the upstream broker (None: plaintext).
         allow_plaintext: relay plaintext clients to a CURVE upstream with the bridge's key (refused otherwise).
-        max_in_flight: requests relayed at once; those beyond are answered ``429``, as are a client's beyond
-            :data:`CLIENT_SHARE` of them.
+        max_in_flight: requests relayed at once; those beyond, and a connection's beyond :data:`CLIENT_SHARE` of
+            them, wait in the connection's queue.
+        connection_queue_bytes: bytes of requests one connection may have waiting; those beyond are answered
+            ``429`` with a ``retry_after``.
         on_failure: called with the error, from the loop's thread, if the loop stops because of one (the bridge
             then serves nothing: :class:`BridgeFailed`).
 
@@ -118,6 +131,7 @@ class Bridge(ServingLoop):
         upstream: Curve | None = None,
         allow_plaintext: bool = False,
         max_in_flight: int = MAX_IN_FLIGHT,
+        connection_queue_bytes: int = QUEUE_BYTES,
         on_failure: OnFailure | None = None,
     ) -> None:
         if upstream is not None and security is None:
@@ -130,6 +144,8 @@ class Bridge(ServingLoop):
             log.warning("bridge: relaying plaintext clients to a CURVE broker with the bridge's key (allow_plaintext)")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        if connection_queue_bytes < 0:
+            raise ValueError(f"connection_queue_bytes must be at least 0, not {connection_queue_bytes}")
         self._own_context = security is not None and context is None  # one ZAP handler per context
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.upstream = upstream
@@ -141,7 +157,16 @@ class Bridge(ServingLoop):
         self.max_per_client = max(1, int(max_in_flight * CLIENT_SHARE))  # 448 of 512, 14 of 16
         self.instance = os.urandom(4)
         self.forwarded = 0
-        self.refused_in_flight = 0  # requests answered 429: at the bound, or no DEALER could be opened
+        self.connection_queue_bytes = connection_queue_bytes
+        self.refused_in_flight = 0  # requests answered 429: a full queue, or no DEALER could be opened
+        self.queued_total = 0  # requests that waited in a queue for a place
+        self.total_queue_bytes = max(TOTAL_QUEUE_BYTES, connection_queue_bytes)
+        # each connection's waiting requests by id, in order, with their charge (a CANCEL finds its own at once)
+        self._queues: dict[Address, OrderedDict[bytes, tuple[ClientRequest, int]]] = {}
+        self._queued_bytes: dict[Address, int] = {}  # bytes charged to each connection with waiting requests
+        self._queued_all = 0  # bytes charged to all of them
+        self._queued_ids: set[tuple[Address, bytes]] = set()
+        self._turns: deque[Address] = deque()  # connections with waiting requests, in the order places go to them
         self._idle: list[tuple[zmq.Socket[bytes], float]] = []  # DEALERs with nothing in flight, and since when
         self._in_flight: dict[zmq.Socket[bytes], _InFlight] = {}
         self._by_request: dict[tuple[Address, bytes], zmq.Socket[bytes]] = {}
@@ -185,6 +210,11 @@ class Bridge(ServingLoop):
     def dealers(self) -> int:
         """DEALER sockets open towards the broker (in flight or idle)."""
         return len(self._in_flight) + len(self._idle)
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting in the connections' queues for a place in flight."""
+        return len(self._queued_ids)
 
     @property
     def internal_errors(self) -> int:
@@ -234,6 +264,8 @@ class Bridge(ServingLoop):
         self._by_request.clear()
         self._per_client.clear()
         self._idle.clear()
+        for client in list(self._queues):
+            self._drop_queue(client)
         link = getattr(self, "link", None)  # none if binding it failed
         if link is not None:
             with contextlib.suppress(zmq.ZMQError):
@@ -272,27 +304,84 @@ class Bridge(ServingLoop):
         if isinstance(event, ClientRequest) and not _may_ask(credential):
             self._refuse(client, event, protocol.FORBIDDEN, "forbidden: this key may not send requests", now)
         elif isinstance(event, ClientHeartbeat):  # asked-about ids not in flight here: the client resends them
-            unknown = [rid for rid in event.request_ids if (client, rid) not in self._by_request]
+            held = self._by_request.keys() | self._queued_ids
+            unknown = [rid for rid in event.request_ids if (client, rid) not in held]
             self.link.send(client, protocol.gdp_client_heartbeat(self.instance, unknown))
         elif isinstance(event, ClientRequest) and event.dialect is Dialect.GDP and event.request_id is not None:
             self._forward(client, event, now)
         elif isinstance(event, ClientCancel):
-            self._withdraw(client, event.request_id)
+            self._withdraw(client, event.request_id, now)
         else:
             self._warn("dropped", client, now, "dropped a message that is not a generaldomo client request")
 
     def _forward(self, client: Address, event: ClientRequest, now: float) -> None:
         assert event.request_id is not None
-        if (client, event.request_id) in self._by_request:
-            return  # a retry of a request in flight
-        if len(self._in_flight) >= self.max_in_flight:
-            reason = f"the bridge has {self.max_in_flight} requests in flight, its bound (max_in_flight)"
+        key = (client, event.request_id)
+        if key in self._by_request or key in self._queued_ids:
+            return  # a retry of a request in flight, or waiting
+        if client not in self._queues and self._has_place(client):
+            self._start(client, event, now)
+            return
+        charge = QUEUED_OVERHEAD + len(event.description) + sum(len(frame) for frame in event.body)
+        held = self._queued_bytes.get(client, 0)
+        if held + charge > self.connection_queue_bytes or self._queued_all + charge > self.total_queue_bytes:
+            reason = (
+                f"this connection has {self._per_client.get(client, 0)} requests in flight and {held} bytes of "
+                f"requests waiting, and the bridge {self._queued_all} (its bounds: connection_queue_bytes, and the "
+                "total)"
+            )
             self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
             return
-        if self._per_client.get(client, 0) >= self.max_per_client:
-            reason = f"this connection has {self.max_per_client} requests in flight, its share of max_in_flight"
-            self._refuse(client, event, protocol.OVER_BUDGET, reason, now)
-            return
+        if client not in self._queues:
+            self._queues[client] = OrderedDict()
+            self._turns.append(client)
+        self._queues[client][event.request_id] = (event, charge)
+        self._queued_bytes[client] = held + charge
+        self._queued_all += charge
+        self._queued_ids.add(key)
+        self.queued_total += 1
+
+    def _has_place(self, client: Address) -> bool:
+        """True when one more request of ``client`` may be in flight now."""
+        return len(self._in_flight) < self.max_in_flight and self._per_client.get(client, 0) < self.max_per_client
+
+    def _pump(self, now: float) -> None:
+        """Give the places in flight that freed to the waiting requests, one connection after the other."""
+        passed = 0  # connections looked at since one last got a place
+        while self._turns and len(self._in_flight) < self.max_in_flight and passed < len(self._turns):
+            client = self._turns[0]
+            self._turns.rotate(-1)
+            if self._per_client.get(client, 0) >= self.max_per_client:
+                passed += 1
+                continue
+            passed = 0
+            event, charge = self._queues[client].popitem(last=False)[1]
+            self._unqueue(client, event, charge)
+            self._start(client, event, now)
+
+    def _unqueue(self, client: Address, event: ClientRequest, charge: int) -> None:
+        """``event`` left ``client``'s queue: its charge is freed (the queue goes when it is empty)."""
+        assert event.request_id is not None
+        self._queued_ids.discard((client, event.request_id))
+        self._queued_all -= charge
+        left = self._queued_bytes[client] - charge
+        if self._queues[client]:
+            self._queued_bytes[client] = left
+        else:
+            self._drop_queue(client)
+
+    def _drop_queue(self, client: Address) -> None:
+        """Forget ``client``'s queue and what it holds."""
+        for request_id, (_, charge) in self._queues.pop(client, OrderedDict()).items():
+            self._queued_ids.discard((client, request_id))
+            self._queued_all -= charge
+        self._queued_bytes.pop(client, None)
+        with contextlib.suppress(ValueError):
+            self._turns.remove(client)
+
+    def _start(self, client: Address, event: ClientRequest, now: float) -> None:
+        """Send ``event`` upstream on a DEALER of its own (429 if none can be opened)."""
+        assert event.request_id is not None
         try:
             dealer = self._idle.pop()[0] if self._idle else self._new_dealer()
         except zmq.ZMQError as error:  # out of sockets or files: this request is refused, the bridge serves on
@@ -309,8 +398,10 @@ class Bridge(ServingLoop):
             self.refused_in_flight += 1
         self._warn(f"refused {status.decode()}", client, now, "refused a request: %s", reason)
         if event.request_id is not None:
-            reply = protocol.client_reply(Dialect.GDP, event.request_id, event.description, status,
-                                          [reason.encode()], True)  # fmt: skip
+            body = [reason.encode()]
+            if status == protocol.OVER_BUDGET:  # room comes as requests in flight end: try again shortly
+                body.append(protocol.retry_after_frame(RETRY_AFTER))
+            reply = protocol.client_reply(Dialect.GDP, event.request_id, event.description, status, body, True)
             assert reply is not None  # a final GDP reply always has frames
             self.link.send(client, reply)
 
@@ -332,12 +423,15 @@ class Bridge(ServingLoop):
                 del self._per_client[request.client]
         return request
 
-    def _withdraw(self, client: Address, request_id: bytes) -> None:
+    def _withdraw(self, client: Address, request_id: bytes, now: float) -> None:
         dealer = self._by_request.get((client, request_id))
         if dealer is not None:
             self._untrack(dealer)
             self._close_dealer(dealer)
             log.debug("bridge withdrew request %s of client %s", request_id.hex(), self.link.label(client))
+            self._pump(now)
+        elif (client, request_id) in self._queued_ids:
+            self._unqueue(client, *self._queues[client].pop(request_id))
 
     def _new_dealer(self) -> zmq.Socket[bytes]:
         dealer = self.context.socket(zmq.DEALER)
@@ -359,6 +453,7 @@ class Bridge(ServingLoop):
             self._warn("stray reply", None, now, "dropped a reply for no request in flight")
             return
         self._idle.append((dealer, now))
+        self._pump(now)
         parsed = protocol.parse_mdp_client_reply(frames)
         body: Sequence[bytes]
         if parsed is None or parsed[0] != request.description:
@@ -381,6 +476,8 @@ class Bridge(ServingLoop):
                              request.request_id.hex())  # fmt: skip
                     self._untrack(dealer)
                     self._close_dealer(dealer)
+            self._drop_queue(client)
+        self._pump(now)
         keep = []
         for dealer, idle_since in self._idle:
             if now - idle_since > self.idle_timeout:

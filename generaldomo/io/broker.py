@@ -45,7 +45,13 @@ from generaldomo.sansio.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_DRAIN = 256  # messages read from one link before looking at the others
+_DRAIN = 256  # messages read from one link before looking at the others, at most
+# A turn of the loop serves a batch of one link's messages: libzmq takes them from its connections in turn, one
+# message each. A batch that took longer than TURN_SECONDS (messages that cost much each: new services, ...)
+# makes that link's next batches half as long, down to MIN_DRAIN, so that the loop comes round to the others'
+# messages (an honest answer among them) sooner; a batch that took less than a quarter of it doubles them again.
+TURN_SECONDS = 0.01
+MIN_DRAIN = 8
 # libzmq's hard size limit sits this far above the core's, so that a request a little too large gets a 413
 # answer from the core, while a huge one is cut off by libzmq before it fills the broker's memory.
 ENVELOPE_SLACK = 64 * 1024
@@ -120,6 +126,7 @@ class Broker(ServingLoop):
         self._failure = Failure(log, "broker", BrokerFailed, on_failure)
         self._barrier = Barrier(log, "the broker loop")
         self._drain: float | None = None  # set by stop(drain=...): serve what is held that long, then fail it
+        self._drains: list[int] = []  # messages each link's next batch reads at most (see TURN_SECONDS)
         self._beacon: Beacon | None = None
         self._snapshot_period: float | None = None
         self.snapshot: StatusReport | None = None  # the latest status report, when metrics are served
@@ -155,6 +162,7 @@ class Broker(ServingLoop):
         )
         link.backlog, link.index, link.labels = self.backlog, len(self.links), self.core.labels
         self.links.append(link)
+        self._drains.append(_DRAIN)
         self.core.set_endpoints(self.endpoints)
         return link
 
@@ -370,13 +378,14 @@ class Broker(ServingLoop):
             core.take_changes()
 
     def _serve(self, index: int, link: Link) -> None:
-        """Feed the core what ``link`` has (a bounded number of messages), sending what it answers, each message
-        inside the barrier. A flow change is in the state directory before its answer goes: the answers of a
-        message that changed the flow limits, and what follows them to the same peers, wait for the state
-        directory's writer (:meth:`_release`); other peers are served meanwhile."""
+        """Feed the core what ``link`` has (a bounded number of messages: see :data:`TURN_SECONDS`), sending what it
+        answers, each message inside the barrier. A flow change is in the state directory before its answer goes:
+        the answers of a message that changed the flow limits, and what follows them to the same peers, wait for
+        the state directory's writer (:meth:`_release`); other peers are served meanwhile."""
         core, links, held = self.core, self.links, self._held_peers
-        receive, now = core.receive, time.monotonic()  # one clock read per batch
-        for address, frames, credential in link.recv_batch(_DRAIN):
+        receive, now = core.receive, time.monotonic()  # one clock read per batch (and one at its end)
+        drains = self._drains
+        for address, frames, credential in link.recv_batch(drains[index]):
             try:
                 out = receive(_peer(Peer, (index, address)), frames, now, credential)
                 if core.changed:
@@ -390,6 +399,11 @@ class Broker(ServingLoop):
                 raise
             except Exception:
                 self._caught("a message")
+        took = time.monotonic() - now
+        if took > TURN_SECONDS:
+            drains[index] = max(MIN_DRAIN, drains[index] // 2)
+        elif took < TURN_SECONDS / 4 and drains[index] < _DRAIN:
+            drains[index] = min(_DRAIN, drains[index] * 2)
 
     def _hold(self, out: list[Send]) -> None:
         """Record the core's flow changes and hold ``out`` (the answers of the message that made them) until the

@@ -14,13 +14,24 @@ as :meth:`Client.fetch`). It knows nothing of sockets; async *handlers* are the 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any
 
-from generaldomo.errors import RequestTimeout
+from generaldomo.errors import RequestFailed, RequestTimeout
 from generaldomo.peers.app import Description, wire_description
-from generaldomo.peers.client import DEFAULT, Client, Payload, Reply, RequestFuture, _Default, fetch_timeout, named
+from generaldomo.peers.client import (
+    DEFAULT,
+    MAX_RESENDS,
+    Client,
+    Payload,
+    Reply,
+    RequestFuture,
+    _Default,
+    fetch_timeout,
+    named,
+)
 from generaldomo.peers.typed import TypedClient, TypedFuture
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.serializers import Serializer
@@ -162,9 +173,18 @@ class AsyncClient:
             timeout: seconds to wait (None: no limit).
             fields: ``tenant``, ``priority`` and the other keywords of :meth:`Client.submit`.
         """
-        deadline = timeout if self.client.deadlines else None
-        future = self._submit(description, payload, deadline=deadline, **fields)
-        return await _answer(future, timeout, lambda: self.client.timeout_error(description, timeout))
+        client = self.client
+        end = None if timeout is None else time.monotonic() + timeout
+        left = timeout
+        for _ in range(MAX_RESENDS + 1):  # a 429 with retry_after is backpressure: wait, send again (as Client)
+            deadline = left if client.deadlines else None
+            future = self._submit(description, payload, deadline=deadline, **fields)
+            try:
+                return await _answer(future, left, lambda: client.timeout_error(description, timeout))
+            except RequestFailed as error:
+                await asyncio.sleep(client.pause_after(error, description, timeout, end))
+                left = None if end is None else end - time.monotonic()
+        raise client.timeout_error(description, timeout)
 
     async def stream(
         self, description: Description | bytes, payload: Payload | Any = b"", timeout: float | None = None

@@ -40,6 +40,7 @@ from typing import Any, Final, TypeVar
 import attrs
 import zmq
 
+from generaldomo.errors import BrokerUnreachable
 from generaldomo.errors import ClientClosed as ClientClosed  # the client's errors import from here, as before
 from generaldomo.errors import HandshakeFailed as HandshakeFailed
 from generaldomo.errors import NotFound as NotFound
@@ -56,7 +57,7 @@ from generaldomo.io.transport import Transport
 from generaldomo.peers.reader_role import READER_ROLE, ReaderEvent, ReaderRole
 from generaldomo.sansio import protocol, wirejson
 from generaldomo.sansio.barrier import Barrier
-from generaldomo.sansio.handshake import HandshakeWatch
+from generaldomo.sansio.handshake import UNREACHABLE, HandshakeWatch
 from generaldomo.sansio.report import StatusQuery
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
@@ -68,6 +69,10 @@ Payload = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryvi
 OnPartial = Callable[["Reply"], None]
 Keys = tuple[str | bytes, str | bytes]
 DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
+MAX_RESENDS: Final = 10_000  # times request() sends a request again after a 429 with retry_after, at most
+DEADLINE_PASSED: Final = "the request's deadline"  # how the broker's 504 for a passed deadline begins (core)
+WAIT_HINT: Final = " (to wait for a broker that starts later: Client(..., fail_unreachable=False), --wait-for-broker)"
+MAX_PAUSE: Final = 30.0  # seconds request() waits after a 429 at most, whatever its retry_after says
 CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
 READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
 REQUEST_ID_BYTES: Final = 16  # random bytes per request id: unique across clients, and unpredictable
@@ -230,16 +235,21 @@ class Client:
     broker as :func:`generaldomo.io.beacon.find_broker` does, in this order: the ``GENERALDOMO_BROKER``
     environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for, and
     followed); a broker's UDP beacon (5 s; listened for again when the broker falls silent). A refused
-    handshake fails requests with :class:`HandshakeFailed` within about a second. Each future has its
+    handshake fails requests with :class:`HandshakeFailed` within about a second, and so does an endpoint where
+    nothing accepts connections (:class:`~generaldomo.BrokerUnreachable`, a wrong host, port or path, or no broker
+    running) while no broker has answered this client yet, unless ``fail_unreachable=False`` (a client that starts
+    before its broker; a client given several endpoints or a :class:`~generaldomo.io.locator.Where` waits
+    too). Each future has its
     ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the broker's CURVE public key,
     Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
 
     Each request may carry a deadline, a tenant and a priority (see :meth:`submit`): :meth:`request` sends its
     timeout as the deadline (unless ``deadlines=False``: for a broker older than request fields, which drops
     such requests), and ``tenant`` is the default tenant of this client's requests (without one, and without
-    CURVE, the broker shares its queues fairly per connection). ``fail_unknown=True`` makes requests fail at
-    once with :class:`NotFound` when the broker has no worker for their service and had none recently, instead
-    of waiting for one (per request: ``submit(fail_unknown=...)``). :meth:`fetch` gets the answer to a request
+    CURVE, the broker shares its queues fairly per connection). Requests fail at once with :class:`NotFound`
+    (whose message lists the services that have workers and the nearest name) when the broker has no worker for
+    their service and had none recently; ``fail_unknown=False`` makes them wait for one instead (a client that
+    starts before its workers; per request: ``submit(fail_unknown=...)``). :meth:`fetch` gets the answer to a request
     by its id later, from this client or another one with the same CURVE key.
 
     Args:
@@ -255,7 +265,12 @@ class Client:
         keys: this client's CURVE key pair ``(public, secret)`` (default: a fresh one).
         tenant: the tenant of this client's requests (see :meth:`submit`).
         deadlines: send :meth:`request`'s timeout as the request's deadline (False for a broker older than fields).
-        fail_unknown: fail requests at once for a service nobody serves (:class:`NotFound`).
+        fail_unknown: fail requests at once for a service nobody serves (:class:`NotFound`); False: wait for a
+            worker.
+        fail_unreachable: fail requests within about a second when nothing accepts connections at the endpoint
+            and no broker has answered yet (:class:`~generaldomo.BrokerUnreachable`); False: wait for a broker.
+        backpressure: :meth:`request` waits and sends again a request answered ``429`` with a ``retry_after``,
+            within its timeout; False: raise the ``429`` (:class:`RequestRejected`) at once.
 
     Example:
         >>> from generaldomo import Broker, Client, Worker
@@ -283,7 +298,9 @@ class Client:
         keys: Keys | None = None,
         tenant: str | None = None,
         deadlines: bool = True,
-        fail_unknown: bool = False,
+        fail_unknown: bool = True,
+        fail_unreachable: bool = True,
+        backpressure: bool = True,
     ) -> None:
         self.transport = Transport.of(transport)
         self.context = context or zmq.Context.instance()
@@ -294,6 +311,8 @@ class Client:
         self.tenant = tenant
         self.deadlines = deadlines
         self.fail_unknown = fail_unknown
+        self.fail_unreachable = fail_unreachable
+        self.backpressure = backpressure
         settings = PeerSettings(heartbeat_interval, liveness)
         self._session: ClientSession[_Call] = ClientSession(settings, time.monotonic(), reask_after)
         self._channel = BrokerChannel(endpoint, self.transport, self.context, Curve.of(server_key, keys))
@@ -481,8 +500,16 @@ class Client:
         which is also the request's deadline (see :meth:`submit`) unless the client was made with
         ``deadlines=False``.
 
-        Raises :class:`RequestTimeout` (a ``TimeoutError``), after withdrawing the request; an interrupted
-        wait (Ctrl-C) withdraws it too; :class:`RequestExpired` if the broker found the deadline passed.
+        A ``429`` that says when to try again (its ``retry_after``: the broker's or a bridge's bound is reached
+        for now) is backpressure, not a failure: the request is sent again after that many seconds, as often as
+        the timeout allows (unless the client was made with ``backpressure=False``); the ``429`` is raised when
+        the next try would come after the timeout.
+
+        Raises :class:`RequestTimeout` (a ``TimeoutError``) when the timeout passes, after withdrawing the
+        request, whether the client's wait ended first or the broker's ``504`` for the deadline came first (its
+        reason is then in the message, the :class:`RequestExpired` the ``__cause__``); an interrupted wait
+        (Ctrl-C) withdraws it too; :class:`RequestExpired` for the broker's other ``504`` (its
+        ``queue_timeout``).
 
         Args:
             description: the request description (a service name with the default resolver).
@@ -493,19 +520,19 @@ class Client:
             fail_unknown: as for :meth:`submit`.
         """
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
-        deadline = wait if self.deadlines else None
-        future = self.submit(
-            description, payload, deadline=deadline, tenant=tenant, priority=priority, fail_unknown=fail_unknown
-        )
-        try:
-            return future.result(wait)
-        except TimeoutError:
-            if not future.cancel() and future.done():  # the reply came just now
-                return future.result()
-            raise self.timeout_error(description, wait) from None
-        except BaseException:
-            future.cancel()
-            raise
+        end = None if wait is None else time.monotonic() + wait
+        left = wait
+        for _ in range(MAX_RESENDS + 1):
+            future = self.submit(
+                description, payload, deadline=left if self.deadlines else None, tenant=tenant, priority=priority,
+                fail_unknown=fail_unknown,
+            )  # fmt: skip
+            try:
+                return self._answer(future, description, left, wait)
+            except RequestFailed as error:  # (RequestExpired is a TimeoutError too: this comes first)
+                time.sleep(self.pause_after(error, description, wait, end))  # backpressure: then send it again
+                left = None if end is None else end - time.monotonic()
+        raise self.timeout_error(description, wait)
 
     def stream(self, description: str | bytes, payload: Payload = b"", timeout: float | None = None) -> Iterator[Reply]:
         """Send a request and yield its partial results as they come, then the final :class:`Reply`.
@@ -590,11 +617,43 @@ class Client:
         error.__cause__ = self._cause
         return error
 
-    def timeout_error(self, description: object, timeout: float | None) -> RequestTimeout:
+    def _answer(self, future: RequestFuture, description: object, left: float | None, wait: float | None) -> Reply:
+        """``future``'s reply within ``left`` seconds (it raises what the reply raises), else the request is
+        withdrawn and :class:`RequestTimeout` raised (for a request that waited ``wait``)."""
+        try:
+            return future.result(left)
+        except RequestFailed:
+            raise
+        except TimeoutError:
+            if not future.cancel() and future.done():  # the answer came just now (it may raise RequestFailed)
+                return future.result()
+            raise self.timeout_error(description, wait) from None
+        except BaseException:
+            future.cancel()
+            raise
+
+    def pause_after(self, error: RequestFailed, description: object, timeout: float | None, end: float | None) -> float:
+        """What :meth:`request` (and :class:`~generaldomo.AsyncClient`) does with an error answer to a request to
+        ``description`` sent with ``timeout`` (ending at ``end``, monotonic): a ``429`` with a ``retry_after``
+        the timeout leaves room for gives the seconds to wait before sending the request again; the broker's
+        ``504`` for the deadline (which is the timeout) raises the :class:`RequestTimeout` the client's own wait
+        would; anything else raises ``error``."""
+        deadline = self.deadlines and end is not None
+        if isinstance(error, RequestExpired) and deadline and error.reason.startswith(DEADLINE_PASSED):
+            raise self.timeout_error(description, timeout, error.reason) from error
+        pause = error.retry_after if self.backpressure and error.status == 429 else None
+        if pause is None or (end is not None and time.monotonic() + pause >= end):
+            raise error
+        return min(pause, MAX_PAUSE)
+
+    def timeout_error(self, description: object, timeout: float | None, said: str | None = None) -> RequestTimeout:
         """The :class:`RequestTimeout` for a request to ``description`` left unanswered for ``timeout`` seconds,
         as :meth:`request` raises it (and :class:`~generaldomo.AsyncClient`): its message says when no broker
-        ever answered at the endpoint, or that nothing accepts connections there."""
+        ever answered at the endpoint, or that nothing accepts connections there; ``said``: the broker's reason,
+        when its ``504`` for the deadline came first."""
         message = f"no reply to {named(description)} within {timeout} s"
+        if said is not None:
+            return RequestTimeout(f"{message} (the broker: {said})")
         if self.broker_answered:
             return RequestTimeout(message)
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
@@ -773,13 +832,22 @@ class Client:
         """Follow the socket monitor (lock held): a failed handshake fails what is outstanding, and what is
         submitted until a handshake succeeds, with :class:`HandshakeFailed`."""
         failure = watch.failure
+        if failure is not None and failure.kind == UNREACHABLE and not self._fails_unreachable():
+            failure = None  # waited for: libzmq goes on trying
         if failure is None:
             self._refused = None
             return []
         if self._refused is None or str(self._refused) != failure.cause:
             log.info("%s", failure.cause)  # the callers' HandshakeFailed says it
-        self._refused = HandshakeFailed(failure.kind, failure.cause)
+        cause = failure.cause + (WAIT_HINT if failure.kind == UNREACHABLE else "")
+        self._refused = BrokerUnreachable.of(failure.kind, cause)
         return self._session.close(failure.cause)
+
+    def _fails_unreachable(self) -> bool:
+        """Whether nothing accepting connections fails requests: asked for, no broker answered yet, and one
+        endpoint given (several, an address file or a beacon: the client moves on or waits)."""
+        where = self._channel.locator.where
+        return self.fail_unreachable and not self.broker_answered and len(where.endpoints) == 1
 
     def _take_back(self, now: float) -> bool:
         """True if the IO thread holds the reader role, taking back a lent one nobody uses (lock held)."""
@@ -833,7 +901,8 @@ class Client:
                 future.set_result(reply)
             else:
                 reason = action.body[0].decode(errors="replace") if action.body else ""
-                future.set_exception(RequestFailed.of(action.status, reason))
+                retry = protocol.parse_retry_after(action.body) if action.status == protocol.OVER_BUDGET else None
+                future.set_exception(RequestFailed.of(action.status, reason, retry))
         except InvalidStateError:  # the caller may have cancelled it
             pass
 

@@ -14,7 +14,11 @@ Rules:
     so the cause names both (the CLI asks the other transport to tell them apart).
 
 - ``HANDSHAKE_SUCCEEDED`` clears the failure; ``refused`` says that the last attempts found nothing
-  listening (connection refused), which is not a failure: a broker may start later.
+  listening (connection refused). :data:`UNREACHABLE_AFTER` refused attempts in a row on a socket that never
+  completed a handshake (about half a second: libzmq retries every 100 ms or so) are the failure ``unreachable``
+  (a wrong endpoint or port, or no broker running); the next connection that is accepted clears it. A broker may
+  start later, so what is done about it is the peer's: a client fails its requests unless told to wait for a
+  broker, a worker logs it once and keeps trying.
 
 It knows nothing of sockets, threads or clocks: the IO layer reads the monitor and feeds it.
 """
@@ -44,6 +48,7 @@ WATCHED: Final = (
     | HANDSHAKE_FAILED_PROTOCOL
     | HANDSHAKE_FAILED_AUTH
 )
+UNREACHABLE_AFTER: Final = 4  # refused connection attempts in a row that make the failure "unreachable"
 MECHANISM_MISMATCH: Final = 0x11000002  # ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
 CRYPTOGRAPHIC: Final = 0x11000001  # ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
 
@@ -52,11 +57,23 @@ CRYPTOGRAPHIC: Final = 0x11000001  # ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
 class HandshakeFailure:
     """Why a connection to the broker cannot work as configured: ``kind`` (``curve``: CURVE on one side only;
     ``key``: the broker refused this peer's key; ``handshake``: the broker dropped the handshake, as one of the
-    other transport does, or a CURVE broker facing plaintext or a wrong broker key) and a sentence naming the
-    causes and their fixes."""
+    other transport does, or a CURVE broker facing plaintext or a wrong broker key; ``unreachable``: nothing
+    accepts connections at the endpoint) and a sentence naming the causes and their fixes."""
 
     kind: str
     cause: str
+
+
+UNREACHABLE: Final = "unreachable"  # the kind of failure when nothing accepts connections at the endpoint
+
+
+def unreachable(endpoint: str, transport: str) -> HandshakeFailure:
+    """The failure ``unreachable`` at ``endpoint``: its sentence says what to check."""
+    return HandshakeFailure(
+        UNREACHABLE,
+        f"nothing accepts connections at {endpoint}: is a broker running, and is this the endpoint (host and "
+        f"port, or ipc path) it binds for the {transport} transport?",
+    )
 
 
 @attrs.define
@@ -70,15 +87,20 @@ class HandshakeWatch:
     succeeded: bool = False  # a handshake has succeeded on the current connection
     ever_succeeded: bool = False
     refused: bool = False  # the last attempt found nothing listening
+    refusals: int = 0  # refused attempts since the last accepted connection
     _greeting: bool = False  # connected, handshake not finished yet
 
     def feed(self, event: int, value: int) -> HandshakeFailure | None:
         """Take one monitor event; the failure it reveals, if it reveals one."""
         if event == CONNECTED:
-            self._greeting, self.refused, self.succeeded = True, False, False
+            self._greeting, self.refused, self.succeeded, self.refusals = True, False, False, 0
+            if self.failure is not None and self.failure.kind == UNREACHABLE:
+                self.failure = None  # something accepts connections there now
             return None
         if event in (CONNECT_RETRIED, CLOSED):
             self.refused = not self._greeting
+            if event == CONNECT_RETRIED and self.refused:
+                return self._refused()
             return None
         if event == HANDSHAKE_SUCCEEDED:
             self._greeting, self.failure = False, None
@@ -91,6 +113,15 @@ class HandshakeWatch:
         if failure is not None:
             self.failure = failure
         return failure
+
+    def _refused(self) -> HandshakeFailure | None:
+        """One more refused attempt: the failure ``unreachable`` once they are :data:`UNREACHABLE_AFTER` in a row
+        on a socket that never completed a handshake (returned once, when it begins)."""
+        self.refusals += 1
+        if self.ever_succeeded or self.failure is not None or self.refusals < UNREACHABLE_AFTER:
+            return None
+        self.failure = unreachable(self.endpoint, self.transport)
+        return self.failure
 
     def _failure(self, event: int, value: int) -> HandshakeFailure | None:
         at = f"the broker at {self.endpoint}"

@@ -387,8 +387,15 @@ COMMAND: Final[tuple[Knob, ...]] = (
     ),
     command(
         "max_in_flight", Kind.INT,
-        "requests in flight at once (one connection to the broker each); more get status 429",
+        "requests in flight at once (one connection to the broker each), and 7/8 of them for one client "
+        "connection; more wait in the connection's queue",
         low=1, high=100_000, metavar="N",
+    ),
+    command(
+        "connection_queue_bytes", Kind.INT,
+        "bytes of requests one client connection may have waiting for a place in flight; more get status 429 "
+        "with a retry_after, which a generaldomo Client waits out and sends again",
+        unit="bytes", low=0, high=1 << 40, metavar="BYTES",
     ),
     command("concurrency", Kind.INT, "tasks at once, per service", low=1, high=10_000, metavar="N"),
     command(

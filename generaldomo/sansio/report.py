@@ -38,8 +38,10 @@ REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tena
 # completions listed are), and the page lists services, then workers, each up to half of PAGE_BYTES by the
 # records' estimates below, which are at least their JSON's bytes (at least one record of each), the rest left
 # to the next page (``next``).
-PAGE_BYTES = 512 * 1024
-SERVICE_BYTES = 1536  # a service's record, besides its name, tenants and completions
+PAGE_BYTES = 384 * 1024
+SERVICE_BYTES = 1152  # a service's record, besides its name, tenants, completions, adaptive cap and backoff
+ADAPTIVE_BYTES = 256  # its adaptive cap's report
+BACKOFF_BYTES = 288  # its backoff's report
 TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
 COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
 WORKER_BYTES = 512  # a worker's record, besides its texts
@@ -172,7 +174,10 @@ class FlowReport:
     @property
     def estimated_bytes(self) -> int:
         """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
-        return sum(TENANT_BYTES + ESCAPED * len(name) for name in self.tenants or ())
+        parts = (ADAPTIVE_BYTES if self.adaptive is not None else 0) + (
+            BACKOFF_BYTES if self.backoff is not None else 0
+        )
+        return parts + sum(TENANT_BYTES + ESCAPED * len(name) for name in self.tenants or ())
 
 
 def first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

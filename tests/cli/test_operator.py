@@ -134,7 +134,7 @@ def test_a_worker_names_the_refusal_at_once(caplog: pytest.LogCaptureFixture) ->
 
 def test_nothing_listening_is_said_with_the_real_time(tmp_path: Path) -> None:
     endpoint = f"ipc://{tmp_path}/nobody.sock"
-    result = run("client", "--connect", endpoint, "--timeout", "0.5", "echo", "x")
+    result = run("client", "--connect", endpoint, "--timeout", "0.5", "--wait-for-broker", "echo", "x")
     assert result.returncode == 3 and "nothing accepts connections there" in result.stderr, result.stderr
     waited = float(result.stderr.split("within ")[1].split(" s")[0])
     assert 0.5 <= waited < 30

@@ -1,7 +1,8 @@
 // tests/cpp/gd_client.cpp: generaldomo::Client driven the ways the cross-language tests need.
 //
 // gd_client --mode threads|pool|burst|once [--service echo] [--threads T] [--requests N] [--frames]
-//           [--work-ms-max M] [--heartbeat-ms H] [--liveness L] [--timeout-ms W] ENDPOINT[,ENDPOINT...]
+//           [--work-ms-max M] [--heartbeat-ms H] [--liveness L] [--timeout-ms W] [--wait-for-broker]
+//           [--wait-for-service] ENDPOINT[,ENDPOINT...]
 //   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
 //            "<thread> <n> <reply>" per request, thread by thread, in order.
 //   pool     a pool of T threads runs 2N tasks: task k asks "k<k>", and its answer is asked again by a
@@ -13,7 +14,8 @@
 // <reply> is the reply's frames joined by '|', or "error <status> <reason>", or "timeout". --frames sends
 // three frames: the payload, an empty frame and 300 bytes "x" (a long length prefix). --work-ms-max M appends
 // ":<ms>" to each payload, 0 to M ms spread over the payloads (the work a --delay-in-payload worker does for
-// it). Ends with "done".
+// it). --wait-for-broker and --wait-for-service turn off ClientOptions::fail_unreachable and fail_unknown. A
+// refused or unreachable broker is "handshake <kind> <cause>". Ends with "done".
 #include <generaldomo/generaldomo.hpp>
 
 #include <algorithm>
@@ -95,7 +97,7 @@ int main(int argc, char **argv)
     const Options options(argc, argv,
                           {"--mode", "--service", "--threads", "--requests", "--heartbeat-ms", "--liveness",
                            "--timeout-ms", "--work-ms-max"},
-                          {"--frames"});
+                          {"--frames", "--wait-for-broker", "--wait-for-service"});
     const std::string mode = options.get("--mode", "threads");
     const std::string service = options.get("--service", "echo");
     const int threads = static_cast<int>(options.number("--threads", 4));
@@ -117,6 +119,8 @@ int main(int argc, char **argv)
     generaldomo::ClientOptions settings;
     settings.heartbeat_interval = milliseconds(options.number("--heartbeat-ms", 2500));
     settings.liveness = static_cast<int>(options.number("--liveness", 3));
+    settings.fail_unreachable = !options.flag("--wait-for-broker");
+    settings.fail_unknown = !options.flag("--wait-for-service");
     generaldomo::Client client(options.endpoints(), settings);
 
     if (mode == "threads") {

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import zmq
+from doc_blocks import named
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
@@ -158,13 +159,6 @@ def test_cpp_protocol_header_follows_the_documented_layouts(programs: dict[str, 
     assert (proc.returncode, proc.stdout) == (0, "protocol: 27 checks, 0 failed\n"), proc.stdout + proc.stderr
 
 
-def literal_block(text: str, after: str) -> str:
-    """The first reST literal block (``::`` then indented lines) that follows the words ``after``, dedented."""
-    block = text.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
-    end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    return "\n".join(line[4:] for line in block[:end]).strip() + "\n"
-
-
 def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -> None:
     """``python -m generaldomo.cpp`` names the installed headers; the pkg-config and CMake files carry the
     package's version."""
@@ -204,10 +198,10 @@ def test_the_library_paths_are_all_it_prints(tmp_path: Path) -> None:
 
 
 def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
-    """Built by the guide's own commands: pkg-config on the headers installed with the package."""
-    readme = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
-    (tmp_path / "example.cpp").write_text(literal_block(readme, "A client submitting from several threads"))
-    commands = literal_block(readme, "Build it with the\nflags pkg-config gives")
+    """The guide's example (docs/examples/client.cpp), built by the guide's own commands: pkg-config on the
+    headers installed with the package."""
+    (tmp_path / "example.cpp").write_text((ROOT / "docs" / "examples" / "client.cpp").read_text())
+    commands = named("cpp-build-pkg-config")
     build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
     assert "pkg-config --cflags --libs generaldomo" in build
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -222,11 +216,11 @@ def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path
 
 
 def test_the_guides_worker_example_builds_serves_and_stops_on_sigterm(brokers, endpoint_for, tmp_path: Path) -> None:
-    """The guide's C++ worker, built by the guide's own commands (``worker.cpp`` for ``example.cpp``): it serves
+    """The guide's C++ worker (docs/examples/worker.cpp), built by the guide's own commands (``worker.cpp`` for
+    ``example.cpp``): it serves
     ``upper``, its ``Reject`` reaches the Python client as 400, and SIGTERM stops it, saying so, status 0."""
-    guide = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
-    (tmp_path / "worker.cpp").write_text(literal_block(guide, "A worker serving ``upper`` until SIGINT or SIGTERM"))
-    commands = literal_block(guide, "Build it with the\nflags pkg-config gives").replace("example", "worker")
+    (tmp_path / "worker.cpp").write_text((ROOT / "docs" / "examples" / "worker.cpp").read_text())
+    commands = named("cpp-build-pkg-config").replace("example", "worker")
     build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     built = subprocess.run(["bash", "-euc", build], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -269,22 +263,50 @@ def test_cpp_client_names_a_refused_handshake_at_once(run: Programs, brokers) ->
 
 
 def test_cpp_client_timeout_says_whether_a_broker_answered(run: Programs, brokers, endpoint_for) -> None:
-    """Nothing listening: the timeout says so; a broker that answers but has no worker for the service: a plain
-    timeout (or the broker's 504 at the request's deadline, which is the same moment)."""
+    """Told to wait for its broker, with nothing listening: the timeout says so; a broker that answers but has no
+    worker for the service: a timeout, whether the client's wait or the broker's 504 at the request's deadline
+    (the same moment) ends first."""
     with zmq.Context.instance().socket(zmq.SERVER) as placeholder:  # a port nobody listens on once closed
         port = placeholder.bind_to_random_port("tcp://127.0.0.1")
     nowhere = f"tcp://127.0.0.1:{port}"
-    said, _, _ = run.start(run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", nowhere).finish()
+    once = (run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", "--wait-for-broker")
+    said, _, _ = run.start(*once, nowhere).finish()
     assert said == (
         f"timeout no reply to echo within 3000 ms; no broker has answered at {nowhere} over the server transport: "
         "nothing accepts connections there (is a broker running?)"
     )
     _, endpoint = server_broker(brokers, endpoint_for, "tcp")
-    said, _, _ = run.start(run.programs["gd_client"], "--mode", "once", "--timeout-ms", "3000", endpoint).finish()
-    assert said in (
-        "timeout no reply to echo within 3000 ms",
-        "error 504 the request's deadline passed before a worker took it",
-    )
+    said, _, _ = run.start(*once, endpoint).finish()
+    assert said.startswith("timeout no reply to echo within 3000 ms"), said
+
+
+def test_cpp_client_says_at_once_that_nothing_accepts_connections(run: Programs, tmp_path: Path) -> None:
+    """A wrong endpoint: a request with a 60 s timeout fails within about a second with BrokerUnreachable, which
+    names the endpoint and how to wait instead (the old client waited the whole timeout)."""
+    with zmq.Context.instance().socket(zmq.SERVER) as placeholder:  # a port nobody listens on once closed
+        port = placeholder.bind_to_random_port("tcp://127.0.0.1")
+    for nowhere in (f"ipc://{tmp_path}/nobody.sock", f"tcp://127.0.0.1:{port}"):
+        said, took, done = run.client(nowhere, "once").finish()
+        assert said.startswith(f"handshake unreachable nothing accepts connections at {nowhere}"), said
+        assert "fail_unreachable = false" in said and done == "done"
+        assert float(took.split()[1]) < WAIT / 2  # a generous bound (TIMEOUT_MS is not reached): the cause counts
+
+
+def test_cpp_client_answers_a_service_typo_at_once_with_the_nearest_name(
+    run: Programs, brokers, workers, endpoint_for
+) -> None:
+    broker, endpoint = server_broker(brokers, endpoint_for, "tcp", settings=Settings(heartbeat_interval=0.2))
+    worker = workers(endpoint, "server", "shout", tagged(b"py:"), heartbeat_interval=0.2)
+    eventually(lambda: worker.registered, what="the worker's registration")
+    said, took, _ = run.client(endpoint, "once", "--service", "shuot", "--heartbeat-ms", "200").finish()
+    assert said.startswith("error 404 ") and "did you mean 'shout'?" in said, said
+    assert float(took.split()[1]) < WAIT / 2
+    before = broker.core.counters["requests"]
+    waits = run.client(endpoint, "once", "--service", "later", "--wait-for-service", "--heartbeat-ms", "200")
+    eventually(lambda: broker.core.counters["requests"] > before, what="the request, queued for a worker to come")
+    workers(endpoint, "server", "later", tagged(b"py:"), heartbeat_interval=0.2)
+    said, _, _ = waits.finish()
+    assert said == "py:once", said
 
 
 # ------------------------------------------------------------------------------------------ C++ client, Python workers

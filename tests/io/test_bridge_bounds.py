@@ -15,11 +15,12 @@ import pytest
 import zmq
 from curve_keys import Keyring
 from hostile import RawPeer, ask, statuses_of_answers
+from waiting import eventually
 
-from generaldomo import Broker, Client
+from generaldomo import Broker, Client, RequestRejected
 from generaldomo.cli.command import Exit
 from generaldomo.io import keys
-from generaldomo.io.bridge import Bridge, BridgeFailed
+from generaldomo.io.bridge import QUEUED_OVERHEAD, Bridge, BridgeFailed
 from generaldomo.io.connection import Curve
 from generaldomo.sansio import protocol
 
@@ -51,12 +52,12 @@ def stopped(process: subprocess.Popen[str]) -> str:
 def test_the_cli_bridge_answers_429_beyond_its_bound_and_serves_on(brokers, workers) -> None:
     broker = brokers("router", ["tcp://127.0.0.1:*"])
     process = bridge_process("--server", "tcp://127.0.0.1:*", "--broker", broker.endpoint("router"),
-                             "--max-in-flight", "16")  # fmt: skip
+                             "--max-in-flight", "16", "--connection-queue-bytes", "0")  # fmt: skip
     try:
         endpoint = started(process)
         with RawPeer("server", endpoint) as peer:
             ask(peer, 40)  # 14 wait upstream for a worker that is not there yet (one connection's share of 16)
-            assert statuses_of_answers(peer) == {protocol.OVER_BUDGET: 26}
+            assert statuses_of_answers(peer) == {protocol.OVER_BUDGET: 26}  # and none may wait in its queue
             assert broker.core.counters["requests"] == 14
             workers(broker.endpoint("router"), "router", "nobody")
             assert statuses_of_answers(peer) == {protocol.OK: 14}  # the places came free
@@ -75,8 +76,9 @@ def test_one_client_cannot_take_every_place_in_flight(brokers, workers) -> None:
     bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=16).start()
     try:
         with RawPeer("server", bridge.endpoints[0]) as hog:
-            ask(hog, 40)  # they wait upstream: 14 of the 16 places are its share
-            assert statuses_of_answers(hog) == {protocol.OVER_BUDGET: 26} and bridge.refused_in_flight == 26
+            ask(hog, 40)  # they wait upstream: 14 of the 16 places are its share; 26 wait in its queue
+            assert statuses_of_answers(hog) == {} and bridge.refused_in_flight == 0
+            assert bridge.queued == 26 and broker.core.counters["requests"] == 14
             workers(broker.endpoint("router"), "router", "echo")
             with Client(bridge.endpoints[0], "server") as client:
                 assert [client.request("echo", b"%d" % n, timeout=30).payload for n in range(3)] == [b"0", b"1", b"2"]
@@ -210,3 +212,113 @@ def test_a_bridge_that_cannot_start_says_why(flags: tuple[str, ...], code: int, 
     process = bridge_process(*flags)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == code and text in stderr, stderr
+
+
+def _slow_echo(payload: bytes) -> bytes:
+    time.sleep(0.005)  # requests pile up in flight while the workers are busy
+    return payload
+
+
+def test_one_client_s_threads_burst_through_the_cli_bridge_without_a_429(brokers, workers) -> None:
+    """The first users' own pattern: threads of one SERVER-transport Client submit many requests each through
+    ``generaldomo bridge`` in front of an MDP broker. A connection's requests beyond its share of max_in_flight
+    wait in its queue instead of being refused."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    for _ in range(4):
+        workers(broker.endpoint("router"), "router", "echo", _slow_echo)
+    process = bridge_process("--server", "tcp://127.0.0.1:*", "--broker", broker.endpoint("router"),
+                             "--max-in-flight", "16")  # fmt: skip
+    failures: list[BaseException] = []
+    try:
+        endpoint = started(process)
+        with Client(endpoint, "server", backpressure=False) as client:  # the bridge alone must not refuse them
+
+            def burst(n: int) -> None:
+                futures = [client.submit("echo", b"%d-%d" % (n, i)) for i in range(100)]
+                for i, future in enumerate(futures):
+                    try:
+                        assert future.result(120).payload == b"%d-%d" % (n, i)
+                    except BaseException as error:
+                        failures.append(error)
+
+            threads = [threading.Thread(target=burst, args=(n,)) for n in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(180)
+        assert not failures, f"{len(failures)} of 800 failed, e.g. {failures[0]!r}"
+        assert process.poll() is None
+    finally:
+        stderr = stopped(process)
+    assert "bridge refused a request" not in stderr, stderr
+
+
+def test_a_429_with_retry_after_is_backpressure_for_the_client(brokers, workers) -> None:
+    """A bridge that may queue nothing answers a connection's requests beyond its share (3 of 4) 429 with a
+    retry_after: with ``backpressure=False`` ``Client.request`` raises it; by default it waits and sends the
+    request again, within its timeout, until there is room."""
+    gate = threading.Event()
+
+    def held(payload: bytes) -> bytes:
+        gate.wait(60)
+        return payload
+
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    workers(broker.endpoint("router"), "router", "echo", held)
+    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=4, connection_queue_bytes=0).start()
+    try:
+        for backpressure in (False, True):
+            gate.clear()
+            refused_before = bridge.refused_in_flight
+            outcomes: list[object] = []
+            with Client(bridge.endpoints[0], "server", backpressure=backpressure) as client:
+
+                def ask(n: int, client: Client = client, outcomes: list[object] = outcomes) -> None:
+                    try:
+                        outcomes.append(client.request("echo", b"%d" % n, timeout=120).payload)
+                    except RequestRejected as error:
+                        outcomes.append(error)
+
+                threads = [threading.Thread(target=ask, args=(n,)) for n in range(12)]
+                for thread in threads:
+                    thread.start()
+                eventually(lambda before=refused_before: bridge.refused_in_flight >= before + 9, what="9 refusals")
+                if backpressure:  # they are sent again while the first ones hold every place
+                    eventually(lambda before=refused_before: bridge.refused_in_flight > before + 9, what="resends")
+                gate.set()
+                for thread in threads:
+                    thread.join(240)
+            refused = [o for o in outcomes if isinstance(o, RequestRejected)]
+            assert len(outcomes) == 12
+            if backpressure:
+                assert not refused and sorted(outcomes) == sorted(b"%d" % n for n in range(12))  # type: ignore
+            else:
+                assert len(refused) == 9 and all(r.status == 429 and r.retry_after == 0.25 for r in refused)
+    finally:
+        gate.set()
+        bridge.stop()
+
+
+def test_a_connection_s_queue_is_bounded_in_bytes_and_freed_by_cancels_and_silence(brokers) -> None:
+    """What waits in a connection's queue is charged to it: beyond connection_queue_bytes a request gets 429 with a
+    retry_after; a CANCEL takes its request out of the queue (and frees its bytes); a silent client's queue goes."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])  # nobody serves "nobody": the first places stay taken
+    charge = QUEUED_OVERHEAD + len(b"nobody") + 2  # a queued request's bytes (bodies "14".."39")
+    bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=16, heartbeat_interval=0.2,
+                    connection_queue_bytes=20 * charge).start()  # fmt: skip
+    try:
+        with RawPeer("server", bridge.endpoints[0]) as hog:
+            ask(hog, 40)  # 14 in flight (its share of 16), 20 queued, 6 refused
+            refusals = []
+            while len(refusals) < 6 and (frames := hog.recv(30_000)) is not None:
+                refusals.append(frames)
+            assert len(refusals) == 6 and bridge.queued == 20 and bridge.refused_in_flight == 6
+            assert all(protocol.parse_retry_after(protocol.parse_client_reply(r)[3]) == 0.25 for r in refusals)
+            for n in range(14, 24):  # ten queued ones withdrawn
+                hog.send(protocol.gdp_cancel(b"%d" % n))
+            eventually(lambda: bridge.queued == 10, what="the cancelled requests out of the queue")
+            assert bridge._queued_all == 10 * charge
+        eventually(lambda: bridge.queued == 0, what="the silent client's queue forgotten")  # the peer closed
+        assert bridge._queued_all == 0 and not bridge._queued_bytes
+    finally:
+        bridge.stop()

@@ -175,7 +175,10 @@ def test_a_client_drops_a_message_whose_handling_raises_and_serves_on(transport:
 
     from generaldomo.sansio.peer_events import FinalReply
 
-    with RawBroker(transport) as broker, Client(broker.endpoint, transport, heartbeat_interval=60) as client:
+    with (
+        RawBroker(transport) as broker,
+        Client(broker.endpoint, transport, heartbeat_interval=60, fail_unknown=False) as client,
+    ):
         handlers = client._session._handlers
         on_final = handlers[FinalReply]
 

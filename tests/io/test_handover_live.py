@@ -65,7 +65,7 @@ def test_a_task_running_at_a_kill_runs_once(
     broker.wait_serving()
     worker, runs = kinds(programs)[kind](endpoint, transport, tmp_path)
     try:
-        with Client(endpoint, transport, heartbeat_interval=HEARTBEAT) as client:
+        with Client(endpoint, transport, heartbeat_interval=HEARTBEAT, fail_unknown=False) as client:
             work = 4000 if finish_while_down else 3000
             first = client.submit("work", b"t1:%d" % work)
             eventually(lambda: runs("t1") == 1, WAIT, "the task to start")
@@ -92,7 +92,7 @@ def test_a_detached_task_running_at_a_kill_is_fetched_after_it_and_a_queued_one_
     broker.wait_serving()
     worker, runs = start_python(endpoint, "router", tmp_path)  # one task at a time
     try:
-        with Client(endpoint, heartbeat_interval=HEARTBEAT) as sender:
+        with Client(endpoint, heartbeat_interval=HEARTBEAT, fail_unknown=False) as sender:
             running = sender.submit("work", b"d1:3000", detached=True).request_id
             eventually(lambda: runs("d1") == 1, WAIT, "the task to start")
             queued = sender.submit("work", b"d2:0", detached=True).request_id

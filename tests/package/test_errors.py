@@ -28,6 +28,7 @@ STDLIB_BASES = {
     "RequestTimeout": TimeoutError,
     "ClientClosed": RuntimeError,
     "HandshakeFailed": ConnectionError,
+    "BrokerUnreachable": ConnectionError,
     "WorkerStopped": RuntimeError,
     "DiscoveryError": LookupError,
     "DraftUnavailable": RuntimeError,
@@ -146,7 +147,8 @@ def trickle(payload: bytes) -> Any:
 # case: (what the call is, Client options, the service it asks, its payload, its timeout, a serializer)
 CASES: dict[str, tuple[str, dict[str, Any], str, Any, float, str | None]] = {
     "RequestTimeout": ("request", {"deadlines": False}, "stuck", b"x", 0.3, None),
-    "RequestTimeout-no-broker": ("request", {}, "echo", b"x", 0.3, None),
+    "RequestTimeout-no-broker": ("request", {"fail_unreachable": False}, "echo", b"x", 0.3, None),
+    "BrokerUnreachable": ("request", {}, "echo", b"x", 30, None),
     "RequestTimeout-stream-gap": ("stream", {}, "trickle", b"x", 0.5, None),
     "WorkerError": ("request", {}, "failing", b"x", 30, None),
     "RequestRejected": ("request", {}, "rejecting", b"409", 30, None),
@@ -197,11 +199,15 @@ def test_async_client_raises_what_client_raises(case: str, brokers, workers, tmp
         workers(served, "router", name, handler)
     workers(served, "router", "echo")
     workers(served, "router", "trickle", Bound(streams.services[0]))
-    endpoint = f"ipc://{tmp_path}/nobody.sock" if case == "RequestTimeout-no-broker" else served
+    nobody = case in ("RequestTimeout-no-broker", "BrokerUnreachable")
+    endpoint = f"ipc://{tmp_path}/nobody.sock" if nobody else served
     found = []
     try:
         for style in ("Client", "AsyncClient"):
-            client = Client(endpoint, options.get("transport", "router"), deadlines=options.get("deadlines", True))
+            client = Client(
+                endpoint, options.get("transport", "router"), deadlines=options.get("deadlines", True),
+                fail_unreachable=options.get("fail_unreachable", True),
+            )  # fmt: skip
             closing = client if case == "ClientClosed" else None
             with client:
                 args = (client, kind, service, payload, timeout, serializer)

@@ -187,3 +187,34 @@ def test_app_handlers_get_the_task_context_under_generaldomo_worker(pool_kind: s
     finally:
         pool.send_signal(signal.SIGTERM)
         assert pool.wait(60) == 0, log.read_text()
+
+
+@pytest.mark.parametrize("pool_kind", ["thread", "process"])
+def test_every_kind_of_handler_the_guide_lists_under_generaldomo_worker(
+    pool_kind: str, brokers, tmp_path: Path
+) -> None:
+    """docs/howto/worker-apps.rst, through ``generaldomo worker`` in either pool: a generator streams partials
+    and returns the final result, an ``async def`` and an async generator run on the slot's loop, a handler
+    without a serializer takes and returns frames, ``Reject`` answers its status and an exception a 500."""
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    log = tmp_path / "pool.log"
+    pool = start_pool("tests.apps:documented", endpoint, "router", log, "--pool", pool_kind)
+    try:
+        with Client(endpoint, "router") as client:
+            wait_for_workers(client, {"steps": 1, "later": 1, "ticks": 1, "frames": 1, "picky": 1})
+            as_json, as_msgpack = TypedClient(client, "json"), TypedClient(client, "msgpack")
+            assert list(as_json.stream("steps", 3, timeout=60)) == [{"step": 0}, {"step": 1}, {"step": 2}, "done"]
+            assert as_json.request("later", [1, "a"], timeout=60) == {"echo": [1, "a"]}
+            assert list(as_msgpack.stream("ticks", 3, timeout=60)) == [0, 1, 2, None]
+            assert client.request("frames", [b"a", b"", b"bc"], timeout=60).frames == (b"BC", b"", b"A")
+            with pytest.raises(RequestFailed) as missing:
+                as_json.request("picky", "missing", timeout=60)
+            assert (missing.value.status, missing.value.reason) == (404, "no such item")
+            with pytest.raises(RequestFailed) as broken:
+                as_json.request("picky", "other", timeout=60)
+            assert broken.value.status == 500 and "KeyError" in broken.value.reason
+            assert as_json.request("later", "still serving", timeout=60) == {"echo": "still serving"}
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(60) == 0, log.read_text()

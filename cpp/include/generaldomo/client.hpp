@@ -81,19 +81,23 @@ struct Reply {
     }
 };
 
-// The broker or the worker answered with an error status (400, 413, 500, 503, 504...).
+// The broker or the worker answered with an error status (400, 404, 413, 429, 500, 503, 504...); a 429 may
+// say after how long to send the request again (retry_after(): Client::request() waits and does so).
 class RequestFailed : public std::runtime_error {
 public:
-    RequestFailed(int status, std::string reason)
-        : std::runtime_error(std::to_string(status) + ": " + reason), status_(status), reason_(std::move(reason))
+    RequestFailed(int status, std::string reason, std::optional<double> retry_after = std::nullopt)
+        : std::runtime_error(std::to_string(status) + ": " + reason), status_(status), reason_(std::move(reason)),
+          retry_after_(retry_after)
     {
     }
     int status() const { return status_; }
     const std::string &reason() const { return reason_; }
+    std::optional<double> retry_after() const { return retry_after_; }
 
 private:
     int status_;
     std::string reason_;
+    std::optional<double> retry_after_;
 };
 
 // The client was closed before the request was answered (or a request was made after close()).
@@ -123,12 +127,24 @@ private:
     std::string kind_;
 };
 
+// Nothing accepts connections at the endpoint (kind() "unreachable"): no broker runs there, or the host, port or
+// path is wrong. A client that never reached a broker fails its requests with it within about a second, unless
+// ClientOptions::fail_unreachable is false (a client that starts before its broker).
+class BrokerUnreachable : public HandshakeFailed {
+public:
+    using HandshakeFailed::HandshakeFailed;
+};
+
 struct ClientOptions {
     std::chrono::milliseconds heartbeat_interval{2500};
     int liveness = 3;          // silent heartbeat intervals before the client reconnects
     void *context = nullptr;   // a libzmq context to use; by default the client makes its own
     std::string tenant;        // the tenant of this client's requests (empty: the broker's default, per connection)
     bool deadlines = true;     // request() sends its timeout as the request's deadline (off: for an older broker)
+    bool fail_unknown = true;  // 404 at once for a service nobody serves (off: wait for a worker that starts later)
+    bool fail_unreachable = true;  // BrokerUnreachable within about a second when nothing accepts connections at
+                                   // the one endpoint and no broker answered yet (off: wait for a broker)
+    bool backpressure = true;  // request() waits out a 429's retry_after and sends again, within its timeout
 };
 
 // What a request may carry besides its payload (docs/protocol.rst, "Request fields"): a deadline (the broker
@@ -138,6 +154,7 @@ struct RequestFields {
     std::optional<std::chrono::milliseconds> deadline;
     std::string tenant;
     int priority = 0;
+    std::optional<bool> fail_unknown;  // 404 at once for a service nobody serves (default: the client's option)
 };
 
 class Client {
@@ -170,18 +187,41 @@ public:
     }
 
     // Send a request and wait up to timeout for its reply (the timeout is also its deadline, unless the options
-    // say deadlines = false or fields give one); throws Timeout, RequestFailed or ClientClosed.
+    // say deadlines = false or fields give one); throws Timeout (also when the broker's 504 for that deadline
+    // comes first: the same moment), RequestFailed, HandshakeFailed (BrokerUnreachable) or ClientClosed. A 429
+    // with a retry_after is backpressure: the request is sent again after that long, while the timeout allows
+    // (unless ClientOptions::backpressure is false).
     Reply request(std::string_view description, const Frames &frames, std::chrono::milliseconds timeout,
                   RequestFields fields = {})
     {
-        if (!fields.deadline && options_.deadlines)
-            fields.deadline = timeout;
-        auto [id, future] = start(description, frames, {}, std::move(fields));
-        if (future.wait_for(timeout) != std::future_status::ready) {
-            forget(id);
-            throw Timeout(timeout_message(description, timeout));
+        const bool own_deadline = !fields.deadline && options_.deadlines;
+        const auto end = Clock::now() + timeout;
+        for (int attempt = 0;; ++attempt) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - Clock::now());
+            if (own_deadline)
+                fields.deadline = left;
+            auto [id, future] = start(description, frames, {}, fields);
+            if (future.wait_for(left) != std::future_status::ready) {
+                forget(id);
+                throw Timeout(timeout_message(description, timeout));
+            }
+            try {
+                return future.get();
+            } catch (const RequestFailed &error) {
+                if (error.status() == protocol::expired && own_deadline &&
+                    error.reason().rfind("the request's deadline", 0) == 0)
+                    throw Timeout("no reply to " + std::string(description) + " within " +
+                                  std::to_string(timeout.count()) + " ms (the broker: " + error.reason() + ")");
+                const auto pause = error.retry_after();
+                if (error.status() != protocol::too_many || !options_.backpressure || !pause || attempt >= 10000)
+                    throw;
+                const auto wait = std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(std::min(*pause, 30.0)));
+                if (Clock::now() + wait >= end)
+                    throw;
+                std::this_thread::sleep_for(wait);  // then the same request again, once there is room
+            }
         }
-        return future.get();
     }
 
     // Stop the IO thread; requests still waiting fail with ClientClosed. Idempotent.
@@ -221,6 +261,7 @@ private:
         std::string description, tenant;
         Frames frames;
         int priority = 0;
+        unsigned char flags = 0;
     };
 
     std::pair<std::string, std::future<Reply>> start(std::string_view description, const Frames &frames,
@@ -232,10 +273,11 @@ private:
             id = ids_.take(request_id_bytes);  // unique across clients, and unpredictable
         }
         const std::string &tenant = fields.tenant.empty() ? options_.tenant : fields.tenant;
-        const std::string packed_fields = protocol::request_fields(fields.deadline, tenant, fields.priority);
+        const unsigned char flags = fields.fail_unknown.value_or(options_.fail_unknown) ? protocol::flag_known_service : 0;
+        const std::string packed_fields = protocol::request_fields(fields.deadline, tenant, fields.priority, flags);
         auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames, packed_fields));
         const auto now = Clock::now();
-        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, fields.priority};
+        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, fields.priority, flags};
         if (fields.deadline) {  // kept to send the time left again, should the broker need the request again
             pending.deadline = now + *fields.deadline;
             pending.description = std::string(description);
@@ -249,7 +291,7 @@ private:
             if (closed_)
                 throw ClientClosed("the client is closed");
             if (refused_) {
-                pending.promise.set_exception(std::make_exception_ptr(HandshakeFailed(*refused_)));
+                pending.promise.set_exception(refusal());
                 return {std::move(id), std::move(future)};
             }
             first = waiting_.empty();
@@ -290,11 +332,26 @@ private:
             std::lock_guard<std::mutex> lock(mutex_);
             nothing_listens_ = watch.refused();
             refused_ = watch.failure();
+            if (refused_ && refused_->kind == "unreachable") {
+                if (!options_.fail_unreachable || answered_ || connection_.endpoint_count() > 1)
+                    refused_.reset();  // waited for: libzmq goes on trying
+                else
+                    refused_->cause += " (to wait for a broker that starts later: ClientOptions::fail_unreachable "
+                                       "= false)";
+            }
             if (refused_)
                 failed.swap(waiting_);
         }
         for (auto &entry : failed)
-            entry.second.promise.set_exception(std::make_exception_ptr(HandshakeFailed(*refused_)));
+            entry.second.promise.set_exception(refusal());
+    }
+
+    // What a refused connection fails requests with (mutex_ held, refused_ set).
+    std::exception_ptr refusal() const
+    {
+        if (refused_->kind == "unreachable")
+            return std::make_exception_ptr(BrokerUnreachable(*refused_));
+        return std::make_exception_ptr(HandshakeFailed(*refused_));
     }
 
     bool idle()
@@ -377,7 +434,8 @@ private:
                 Pending &pending = entry.second;
                 if (pending.deadline) {
                     const auto left = std::chrono::ceil<std::chrono::milliseconds>(*pending.deadline - now);
-                    const std::string fields = protocol::request_fields(left, pending.tenant, pending.priority);
+                    const std::string fields =
+                        protocol::request_fields(left, pending.tenant, pending.priority, pending.flags);
                     pending.packed = std::make_shared<const std::string>(
                         protocol::request(entry.first, pending.description, pending.frames, fields));
                 }
@@ -433,8 +491,12 @@ private:
             }
             pending->promise.set_value(std::move(result));
         } else {
+            std::optional<double> retry_after;
+            if (reply->status == protocol::too_many && reply->body.size() >= 2)
+                retry_after = protocol::parse_retry_after(reply->body[1]);
             std::string reason = reply->body.empty() ? std::string() : std::move(reply->body.front());
-            pending->promise.set_exception(std::make_exception_ptr(RequestFailed(reply->status, std::move(reason))));
+            pending->promise.set_exception(
+                std::make_exception_ptr(RequestFailed(reply->status, std::move(reason), retry_after)));
         }
     }
 

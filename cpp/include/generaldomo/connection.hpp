@@ -180,6 +180,7 @@ public:
 
     // What the monitor said of the connections so far (never fed for inproc://).
     const HandshakeWatch &handshake() const { return watch_; }
+    std::size_t endpoint_count() const { return endpoints_.size(); }  // given: one, or several tried in turn
 
     // Consume wake-ups and write queued messages in order, as far as the socket takes them (IO thread).
     void flush()

@@ -3,8 +3,11 @@
 // ZMQ_EVENT_* numbers of zmq.h), a HandshakeWatch names a failure that trying again will not fix: the broker
 // dropped the handshake (a ROUTER broker, i.e. the router transport, does that to a CLIENT socket; so does a
 // CURVE broker to a plaintext peer) or refused the mechanism (CURVE on one side only). A succeeded handshake
-// clears the failure; "refused" says that the last attempts found nothing listening, which is no failure (a
-// broker may start later). It knows nothing of sockets, threads or clocks: the connection reads the monitor.
+// clears the failure; "refused" says that the last attempts found nothing listening, and unreachable_after
+// refused attempts in a row before any handshake succeeded are the failure "unreachable" (a wrong endpoint or
+// port, or no broker running; about half a second, libzmq retrying every 100 ms or so), which the next accepted
+// connection clears: a broker may start later, so the client decides what to do about it. It knows nothing of
+// sockets, threads or clocks: the connection reads the monitor.
 #pragma once
 
 #ifndef ZMQ_BUILD_DRAFT_API
@@ -18,8 +21,9 @@
 
 namespace generaldomo {
 
-// Why a connection to the broker cannot work as configured: kind() is "curve" (CURVE on one side only) or
-// "handshake" (the broker dropped the handshake: it serves the router transport, or it uses CURVE).
+// Why a connection to the broker cannot work as configured: kind() is "curve" (CURVE on one side only),
+// "handshake" (the broker dropped the handshake: it serves the router transport, or it uses CURVE) or
+// "unreachable" (nothing accepts connections at the endpoint).
 struct HandshakeFailure {
     std::string kind;
     std::string cause;
@@ -32,6 +36,8 @@ constexpr int watched_events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
                                ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 
+constexpr int unreachable_after = 4;  // refused connection attempts in a row that make the failure "unreachable"
+
 class HandshakeWatch {
 public:
     explicit HandshakeWatch(std::string endpoint) : endpoint_(std::move(endpoint)) {}
@@ -43,10 +49,21 @@ public:
         case ZMQ_EVENT_CONNECTED:
             greeting_ = true;
             refused_ = false;
+            refusals_ = 0;
+            if (failure_ && failure_->kind == "unreachable")
+                failure_.reset();  // something accepts connections there now
             return false;
         case ZMQ_EVENT_CONNECT_RETRIED:
         case ZMQ_EVENT_CLOSED:
             refused_ = !greeting_;
+            if (event == ZMQ_EVENT_CONNECT_RETRIED && refused_ && ++refusals_ >= unreachable_after &&
+                !ever_succeeded_ && !failure_) {
+                failure_ = HandshakeFailure{
+                    "unreachable", "nothing accepts connections at " + endpoint_ +
+                                       ": is a broker running, and is this the endpoint (host and port, or ipc "
+                                       "path) it binds for the server transport?"};
+                return true;
+            }
             return false;
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
             greeting_ = false;
@@ -90,6 +107,7 @@ private:
     bool greeting_ = false;  // connected, handshake not finished yet
     bool ever_succeeded_ = false;
     bool refused_ = false;
+    int refusals_ = 0;  // refused attempts since the last accepted connection
 };
 
 }  // namespace detail

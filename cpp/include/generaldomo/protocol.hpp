@@ -39,7 +39,10 @@ inline constexpr int ok = 200, bad_request = 400, too_large = 413, too_many = 42
                      unavailable = 503, expired = 504;
 
 // Request fields: entries of a tag byte, a length byte and the value (docs/protocol.rst, "Request fields").
-inline constexpr unsigned char field_deadline = 0x01, field_priority = 0x02, field_tenant = 0x03;
+inline constexpr unsigned char field_deadline = 0x01, field_priority = 0x02, field_tenant = 0x03, field_flags = 0x04;
+// Request flags (the flags field's bits): flag_known_service asks for 404 at once for a service with no worker now
+// and none recently.
+inline constexpr unsigned char flag_known_service = 0x02;
 inline constexpr int min_priority = -5, max_priority = 5;
 inline constexpr std::size_t max_tenant = 64;
 
@@ -102,10 +105,11 @@ inline Frames decode(std::string_view data, std::size_t max_frames = static_cast
 
 // ------------------------------------------------------------------------------------------ request fields
 
-// The fields frame: a deadline (milliseconds left, clamped to 0..2^32-1), a tenant (1 to 64 bytes; empty: none)
-// and a priority (-5..5; 0 is left out). Throws std::invalid_argument on a tenant or priority out of range.
+// The fields frame: a deadline (milliseconds left, clamped to 0..2^32-1), a tenant (1 to 64 bytes; empty: none),
+// a priority (-5..5; 0 is left out) and flags (flag_* bits; 0 is left out). Throws std::invalid_argument on a
+// tenant or priority out of range.
 inline std::string request_fields(std::optional<std::chrono::milliseconds> deadline, std::string_view tenant = {},
-                                  int priority = 0)
+                                  int priority = 0, unsigned char flags = 0)
 {
     std::string out;
     if (deadline) {
@@ -114,6 +118,11 @@ inline std::string request_fields(std::optional<std::chrono::milliseconds> deadl
         out.push_back(4);
         for (int shift = 24; shift >= 0; shift -= 8)
             out.push_back(static_cast<char>((ms >> shift) & 0xFF));
+    }
+    if (flags != 0) {
+        out.push_back(static_cast<char>(field_flags));
+        out.push_back(1);
+        out.push_back(static_cast<char>(flags));
     }
     if (priority != 0) {
         if (priority < min_priority || priority > max_priority)
@@ -253,6 +262,24 @@ inline std::optional<std::pair<double, double>> parse_timing(std::string_view fr
         return value;
     };
     return std::make_pair(read(0), read(8));
+}
+
+// A 429's retry-after frame: seconds as decimal ASCII (at most 16 bytes, digits and a point, finite, not
+// negative); nullopt if it is not one.
+inline std::optional<double> parse_retry_after(std::string_view frame)
+{
+    if (frame.empty() || frame.size() > 16)
+        return std::nullopt;
+    int points = 0;
+    for (char c : frame) {
+        if (c == '.')
+            ++points;
+        else if (c < '0' || c > '9')
+            return std::nullopt;
+    }
+    if (points > 1 || frame == ".")
+        return std::nullopt;
+    return std::stod(std::string(frame));
 }
 
 // ------------------------------------------------------------------------------------------ worker side
