@@ -84,7 +84,10 @@ class Setup:
             for code in (BROKER, WORKER)
         ]
         self.context = client_context(root)
-        self.driver = GdDriver(lambda: Client(self.endpoint, transport, context=self.context), "echo")
+        self.driver = GdDriver(  # the broker and worker processes are starting: wait for them
+            lambda: Client(self.endpoint, transport, context=self.context, fail_unknown=False, fail_unreachable=False),
+            "echo",
+        )
         deadline = time.monotonic() + 60
         while True:  # until the worker has registered
             try:

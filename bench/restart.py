@@ -57,7 +57,10 @@ class Load:
     """Client threads asking one task after another until stopped; each answer's (sent, received, ms)."""
 
     def __init__(self, endpoints: dict[str, str], heartbeat: float) -> None:
-        self.clients = {t: Client(e, t, heartbeat_interval=heartbeat) for t, e in endpoints.items()}
+        self.clients = {  # through the restarts: the broker and its workers come back
+            t: Client(e, t, heartbeat_interval=heartbeat, fail_unknown=False, fail_unreachable=False)
+            for t, e in endpoints.items()
+        }
         self.answers: list[tuple[float, float, int]] = []
         self.failures: list[BaseException] = []
         self.stopping = threading.Event()
@@ -105,7 +108,7 @@ def measure(heartbeat: float, kills: int, rng: random.Random) -> dict[str, Any]:
         for _ in range(2):
             children.start("bench.peer", "gd", "worker", "bench.restart:app", "--connect", endpoints["router"],
                            "--concurrency", "2", *peer)  # fmt: skip
-        with Client(endpoints["router"], heartbeat_interval=heartbeat) as first:
+        with Client(endpoints["router"], heartbeat_interval=heartbeat, fail_unknown=False) as first:
             first.request("work", b"first:0", timeout=60)
         load = Load(endpoints, heartbeat)
         restarts: list[dict[str, float]] = []
@@ -118,7 +121,7 @@ def measure(heartbeat: float, kills: int, rng: random.Random) -> dict[str, Any]:
                 children.stop(broker)
                 broker, _ = children.spawn(*broker_args, banner_timeout=60)
                 bound = time.monotonic()
-                with Client(endpoints["server"], "server", heartbeat_interval=heartbeat) as probe:
+                with Client(endpoints["server"], "server", heartbeat_interval=heartbeat, fail_unknown=False) as probe:
                     probe.request("work", f"probe{k}:0".encode(), timeout=60)
                 restarts.append({"at": killed, "bound_ms": (bound - killed) * 1000,
                                  "serving_ms": (time.monotonic() - killed) * 1000})  # fmt: skip
