@@ -19,6 +19,7 @@ from generaldomo.sansio.service import Service
 KIB = 1024
 IDLE_TENANTS = 24 * KIB  # of a service's charge (48 KiB), for its idle tenants' state: the rest, its own
 
+
 def set_tenants(h: Harness, n: int, service: str, names: list[str]) -> None:
     body = json.dumps({"tenants": {name: {"weight": 2} for name in names}}).encode()
     h.feed(client(0), protocol.gdp_request(b"f%d" % n, b"mmi.flow", [service.encode(), body]))
