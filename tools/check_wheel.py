@@ -21,6 +21,10 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the guide's code blocks, by name (tests/doc_blocks.py)
+
+from doc_blocks import named  # noqa: E402
+
 IN_WHEEL = (
     "generaldomo/py.typed",
     "generaldomo/draft.py",
@@ -33,7 +37,6 @@ IN_WHEEL = (
     "generaldomo/cpp/lib/cmake/generaldomo/generaldomoConfig.cmake",
     *(f"generaldomo/patches/{path.name}" for path in sorted((ROOT / "generaldomo" / "patches").glob("*.patch"))),
 )
-CPP_PAGE = (ROOT / "docs" / "howto" / "cpp.rst").read_text()  # the guide's C++ page
 DEMO_TRANSPORTS = ("router", "server")
 
 
@@ -77,13 +80,6 @@ def fresh_venv(work: Path, wheel: Path) -> Path:
     return bin_dir
 
 
-def literal_block(after: str) -> str:
-    """The C++ page's first literal block (``::`` then indented lines) after the words ``after``, dedented."""
-    block = CPP_PAGE.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
-    end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    return "\n".join(line[4:] for line in block[:end]).strip() + "\n"
-
-
 def shell(script: str, cwd: Path, bin_dir: Path) -> str:
     """Run the guide's shell lines (but those that run the program) with the environment's ``python``."""
     lines = "\n".join(line for line in script.splitlines() if not line.startswith("./"))
@@ -97,13 +93,13 @@ def cpp_example(work: Path, bin_dir: Path) -> None:
     folder = work / "cpp-example"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
-    (folder / "example.cpp").write_text(literal_block("A client submitting from several threads"))
-    (folder / "CMakeLists.txt").write_text(literal_block("gives the target ``generaldomo::generaldomo``"))
-    commands = literal_block("Build it with the\nflags pkg-config gives")
+    (folder / "example.cpp").write_text((ROOT / "docs" / "examples" / "client.cpp").read_text())
+    (folder / "CMakeLists.txt").write_text(named("cpp-cmakelists"))
+    commands = named("cpp-build-pkg-config")
     if "pkg-config --cflags --libs generaldomo" not in commands:
         raise CheckFailed("the guide's compile line does not use pkg-config")
     shell(commands, folder, bin_dir)
-    shell(literal_block("generaldomo::generaldomo)\n\nbuilt with"), folder, bin_dir)
+    shell(named("cpp-build-cmake"), folder, bin_dir)
     programs = [folder / "example", folder / "build" / "example"]
     gd = str(bin_dir / "generaldomo")
     broker = subprocess.Popen([gd, "broker", "--server", "tcp://127.0.0.1:*"], stdout=subprocess.PIPE, text=True)

@@ -101,7 +101,10 @@ def payload_frames(args: argparse.Namespace) -> list[bytes]:
         if path == STDIN:
             frames.append(sys.stdin.buffer.read())
         else:
-            frames.append(files.read(path, PAYLOAD_FILE))
+            try:
+                frames.append(files.read(path, PAYLOAD_FILE))
+            except OSError as error:
+                raise ValueError(f"cannot read the payload file {path}: {error.strerror or error}") from None
     return frames
 
 

@@ -52,7 +52,7 @@ ALLOWLISTS = {  # the broker's directories of admitted public certificates, by r
 # Settings that are secrets (``token``) or name a file holding one (a key pasted in place of its file's path is a
 # secret too): no error message and no --print-config shows them (see :func:`secrets` and :func:`scrub`).
 SECRETS = ("token", "curve_key", "curve_secret")
-_SECRET_TEXT = ("token",)  # secrets themselves; the others are paths, shown while they name an existing file
+_SECRET_TEXT = ("token",)  # secrets themselves; the others are paths, shown while something exists there
 # The variables of options older than the rule GENERALDOMO_ + the option's destination in capitals (by destination)
 VARIABLES = {
     "connect": BROKER_VARIABLE,
@@ -68,12 +68,13 @@ VARIABLES = {
 
 def secrets(args: argparse.Namespace | None, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The secret values the options of :data:`SECRETS` (flags or variables) carry, by key: the token always, a
-    key file's path only when it is not the path of an existing file (then it may be the key itself)."""
+    key file's path only when nothing exists at that path (then it may be the key itself; a FIFO or a link there is
+    named, as a file is)."""
     environ = dict(os.environ) if environ is None else environ
     found: dict[str, str] = {}
     for key in SECRETS:
         for value in (getattr(args, key, None), environ.get(VARIABLES[key])):
-            if isinstance(value, str) and value and (key in _SECRET_TEXT or not os.path.isfile(value)):
+            if isinstance(value, str) and value and (key in _SECRET_TEXT or not os.path.lexists(value)):
                 found.setdefault(key, value)
     return found
 

@@ -44,6 +44,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from generaldomo.dashboard.frames import Framer
+from generaldomo.errors import GeneraldomoError
 from generaldomo.peers.client import Client, HandshakeFailed, RequestFailed
 from generaldomo.sansio.protocol import FORBIDDEN
 from generaldomo.sansio.report import MAX_PAGE, StatusReport
@@ -70,7 +71,7 @@ def event(kind: str, text: str) -> bytes:
     return f"event: {kind}\ndata: {text}\n\n".encode()
 
 
-class TooManyStreams(Exception):
+class TooManyStreams(GeneraldomoError, RuntimeError):
     """The event streams are at their cap (in all, or from this client)."""
 
 

@@ -8,14 +8,16 @@ This module owns how files are opened; no other module opens a file (a test grep
   refused (``O_NOFOLLOW``: files in a directory the package manages, such as the state directory) or followed
   (paths the operator names, e.g. a key mounted by a container runtime), and whether it holds a secret or state
   (``private``): then it must belong to the user the process runs as (or root), and a file others may read or
-  write is refused (``strict``) or accepted with a warning naming it.
+  write is refused (``strict``) or accepted with a warning naming it; a link to it that is followed must be
+  this user's or root's too (a container runtime's mounted secrets are root's links).
 - **Writing** (:func:`write`): the bytes go to a new temporary file ``.NAME.XXXX.tmp`` created exclusively
   (``O_EXCL | O_NOFOLLOW``) with its final mode from the start (never wider, whatever the umask), in a directory
   whose owner and mode are checked first (:func:`check_directory`); it is flushed to disk (``fsync``), renamed
   over the target (a symbolic link planted at the target is replaced, never followed), and the directory is
   flushed, so that a reader (or a process started after a kill -9 or a power cut) sees the old content or all
-  of the new one. :func:`remove_leftovers` deletes the temporary files a kill -9 left, where one writer owns the
-  directory (the state directory, under its lock).
+  of the new one. Each write then deletes the temporary files of the same name a kill -9 left (older than a
+  minute: another writer's in flight is not touched); where one writer owns the directory (the state
+  directory, under its lock) :func:`remove_leftovers` deletes them all at start.
 - **Locking** (:func:`lock`): a lock file in a checked directory, opened with ``O_NOFOLLOW``, held by
   ``flock`` for the process's life.
 
@@ -34,6 +36,7 @@ import os
 import secrets
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import attrs
@@ -47,6 +50,7 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEX
 _OTHERS = 0o077  # group and other permission bits
 _OTHERS_WRITE = 0o022
 TEMPORARY_SUFFIX = ".tmp"
+LEFTOVER_AGE = 60.0  # seconds after which a writer's temporary file is a leftover of a kill -9 (a write takes ms)
 
 
 @attrs.frozen
@@ -73,9 +77,23 @@ def _refused(code: int, reason: str) -> OSError:
 
 
 def read(path: str | os.PathLike[str], kind: Kind, *, directory: int | None = None) -> bytes:
-    """The bytes of the regular file at ``path`` under ``kind``'s rules; OSError (``strerror`` in words) if it is
-    not one, is too large, or is not private enough. ``directory``: a descriptor ``path`` is relative to."""
+    """The bytes of the regular file at ``path`` under ``kind``'s rules; OSError (``strerror`` in words, the path
+    as its ``filename``) if it is not one, is too large, or is not private enough. ``directory``: a descriptor
+    ``path`` is relative to."""
+    try:
+        return _read(path, kind, directory)
+    except OSError as error:
+        if error.filename is None:
+            error.filename = os.fspath(path)
+        raise
+
+
+def _read(path: str | os.PathLike[str], kind: Kind, directory: int | None) -> bytes:
     flags = _READ_FLAGS | (0 if kind.follow else os.O_NOFOLLOW)
+    if kind.private and kind.follow:  # a link to a secret: only one its user (or root, as a container's) made
+        link = os.lstat(path, dir_fd=directory)
+        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (os.geteuid(), 0):
+            raise _refused(errno.EPERM, f"a symbolic link of another user (uid {link.st_uid})")
     try:
         descriptor = os.open(path, flags, dir_fd=directory)
     except OSError as error:
@@ -154,6 +172,7 @@ def write(path: str | os.PathLike[str], data: bytes, what: str = "file", mode: i
         raise OSError(error.errno, f"cannot write the {what} {target}: its directory is {error.strerror}") from None
     try:
         write_in(directory, target.name, data, mode)
+        remove_leftovers(directory, target.name, LEFTOVER_AGE)
     except OSError as error:
         raise OSError(error.errno, f"cannot write the {what} {target}: {error.strerror}") from None
     finally:
@@ -181,15 +200,19 @@ def write_in(directory: int, name: str, data: bytes, mode: int = 0o600) -> None:
     os.fsync(directory)
 
 
-def remove_leftovers(directory: int, name: str) -> int:
-    """Delete the temporary files a writer of ``name`` left in ``directory`` (a kill -9 during a write); return how
-    many. Only where one writer owns the directory (it holds its lock)."""
-    removed = 0
+def remove_leftovers(directory: int, name: str, older_than: float = 0.0) -> int:
+    """Delete the temporary files writers of ``name`` left in ``directory`` (a kill -9 during a write) that are more
+    than ``older_than`` seconds old; return how many. 0 only where one writer owns the directory (it holds its
+    lock): a write in flight takes milliseconds, so :data:`LEFTOVER_AGE` leaves another writer's alone."""
+    removed, now = 0, time.time()
     for entry in os.listdir(directory):
-        if entry.startswith(f".{name}.") and entry.endswith(TEMPORARY_SUFFIX):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry, dir_fd=directory)
-                removed += 1
+        if not (entry.startswith(f".{name}.") and entry.endswith(TEMPORARY_SUFFIX)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if older_than and now - os.stat(entry, dir_fd=directory, follow_symlinks=False).st_mtime < older_than:
+                continue
+            os.unlink(entry, dir_fd=directory)
+            removed += 1
     return removed
 
 

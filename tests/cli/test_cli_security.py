@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import shlex
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_processes import COMMAND, expect, lines, run, spawn
+from doc_blocks import named
 from waiting import eventually
 
 from generaldomo import Client
@@ -216,10 +216,9 @@ def test_curve_set_up_mistakes_are_usage_errors(keydir: Path) -> None:
 
 
 def readme_security_commands() -> list[list[str]]:
-    """The shell commands of the guide's CURVE set-up (its first two literal blocks), continuation lines joined."""
-    section = (Path(__file__).resolve().parents[2] / "docs" / "howto" / "security.rst").read_text()
-    blocks = re.findall(r"::\n\n((?:(?:    .*)?\n)+)", section)[:2]
-    joined = "\n".join(blocks).replace("\\\n", " ")
+    """The shell commands of the guide's CURVE set-up (its blocks curve-set-up and curve-peers), continuation lines
+    joined."""
+    joined = (named("curve-set-up") + named("curve-peers")).replace("\\\n", " ")
     return [shlex.split(line.split("#", 1)[0]) for line in joined.splitlines() if line.strip()]
 
 

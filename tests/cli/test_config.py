@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from cli_processes import expect, lines, run, spawn
 from dashboard_harness import latest
+from doc_blocks import named
 from waiting import eventually
 
 from generaldomo import Client
@@ -21,7 +22,6 @@ from generaldomo.sansio import knobs
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs"
-CONFIGURATION = (GUIDE / "howto" / "configuration.rst").read_text()
 
 
 def environment(**variables: str) -> dict[str, str]:
@@ -186,10 +186,8 @@ def test_help_names_config_and_print_config() -> None:
 
 
 def test_the_guide_example_file_reads_as_the_guide_says(tmp_path: Path) -> None:
-    start = CONFIGURATION.index("    # generaldomo.toml\n")
-    block = CONFIGURATION[start : CONFIGURATION.index("\n\n``generaldomo broker --config generaldomo.toml", start)]
     config = tmp_path / "generaldomo.toml"
-    config.write_text("\n".join(line[4:] for line in block.splitlines()) + "\n")
+    config.write_text(named("config-file"))
     shown = printed("broker", "--config", str(config), "--queue-timeout", "10", env=environment())
     assert shown["flow"] == (["api:rate=20,backoff=1..50,tenants.batch.weight=1"], f"{config}:[broker] flow")
     assert shown["max_workers"][0] == 5000 and shown["service_idle"][0] == "none"

@@ -125,3 +125,41 @@ def test_an_allowlist_directory_every_user_may_write_to_is_refused(keydir: Path)
     done = run("broker", "--bind", "tcp://127.0.0.1:*", "--curve-secret", str(keydir / "broker.key_secret"),
                "--clients", str(keydir / "clients"), timeout=60)  # fmt: skip
     assert done.returncode == 2 and str(keydir / "clients") in done.stderr and "every user" in done.stderr
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["client", "--connect", "tcp://127.0.0.1:9", "--file", "{}", "echo"],
+        ["status", "--config", "{}"],
+        ["broker", "--bind", "tcp://127.0.0.1:*", "--curve-secret", "{}", "--clients", "{keys}"],
+        ["client", "--connect", "tcp://127.0.0.1:9", "--curve-key", "{}", "--curve-server-key", "{keys}/../broker.key",
+         "echo"],
+    ],
+    ids=["payload", "config", "secret", "peer-key"],
+)  # fmt: skip
+def test_a_fifo_or_a_device_given_as_a_file_is_refused_at_once(
+    keydir: Path, tmp_path: Path, argv: list[str], special: str
+) -> None:
+    path = tmp_path / "fifo"
+    if special == "fifo":
+        os.mkfifo(path, 0o600)  # nobody writes to it: reading it would wait for ever
+    else:
+        path = Path(special)  # reading it would never end
+    args = [word.replace("{keys}", str(keydir / "clients")).replace("{}", str(path)) for word in argv]
+    done = run(*args, timeout=60)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert str(path) in line and "not a regular file" in line
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link of another user needs root to make")
+def test_a_link_of_another_user_to_a_secret_is_refused(keydir: Path, tmp_path: Path) -> None:
+    link = tmp_path / "planted.key_secret"
+    link.symlink_to(keydir / "broker.key_secret")
+    os.lchown(link, 65534, 65534)
+    with pytest.raises(keys.KeyFileError, match="symbolic link of another user"):
+        keys.load_secret(link)
+    os.lchown(link, 0, 0)  # a root-owned link (a container runtime's mounted secret) is followed
+    assert keys.load_secret(link) == keys.load_secret(keydir / "broker.key_secret")

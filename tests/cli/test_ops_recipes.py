@@ -12,6 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+from doc_blocks import named
 from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, stop_all
 from waiting import eventually
 
@@ -20,18 +21,6 @@ from generaldomo.cli.command import Exit
 from generaldomo.io import address_file
 
 HEARTBEAT = ["--heartbeat", "0.25", "--liveness", "4"]
-
-
-def block(language: str) -> str:
-    """The ``.. code-block:: LANGUAGE`` of the recipes' page."""
-    section = (ROOT / "docs" / "howto" / "production.rst").read_text()
-    lines = section.split(f".. code-block:: {language}\n\n", 1)[1].splitlines()
-    body = []
-    for line in lines:
-        if line and not line.startswith("    "):
-            break
-        body.append(line[4:])
-    return "\n".join(body).strip() + "\n"
 
 
 def replaced(argv: list[str], paths: dict[str, Path]) -> list[str]:
@@ -44,7 +33,7 @@ def replaced(argv: list[str], paths: dict[str, Path]) -> list[str]:
 def test_the_systemd_unit_restarts_the_broker_as_it_says(tmp_path: Path) -> None:
     unit = configparser.ConfigParser(interpolation=None, strict=True)
     unit.optionxform = str  # type: ignore[assignment,method-assign]  # systemd's keys are case-sensitive
-    unit.read_string(block("ini"))
+    unit.read_string(named("systemd-unit"))
     service = unit["Service"]
     assert service["Restart"] == "always" and unit["Unit"]["StartLimitIntervalSec"] == "0"
     assert service["RestartPreventExitStatus"] == str(int(Exit.USAGE))
@@ -86,7 +75,7 @@ def test_the_systemd_unit_restarts_the_broker_as_it_says(tmp_path: Path) -> None
 
 
 def test_the_container_command_serves_both_transports_on_its_state_volume(tmp_path: Path) -> None:
-    dockerfile = block("docker").splitlines()
+    dockerfile = named("dockerfile").splitlines()
     entrypoint = json.loads(next(line for line in dockerfile if line.startswith("ENTRYPOINT "))[len("ENTRYPOINT ") :])
     cmd = json.loads(next(line for line in dockerfile if line.startswith("CMD "))[len("CMD ") :])
     volume = next(line for line in dockerfile if line.startswith("VOLUME ")).split()[1]

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import zmq
+from doc_blocks import named
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
@@ -158,13 +159,6 @@ def test_cpp_protocol_header_follows_the_documented_layouts(programs: dict[str, 
     assert (proc.returncode, proc.stdout) == (0, "protocol: 27 checks, 0 failed\n"), proc.stdout + proc.stderr
 
 
-def literal_block(text: str, after: str) -> str:
-    """The first reST literal block (``::`` then indented lines) that follows the words ``after``, dedented."""
-    block = text.split(after, 1)[1].split("::\n\n", 1)[1].splitlines()
-    end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    return "\n".join(line[4:] for line in block[:end]).strip() + "\n"
-
-
 def test_the_packaged_library_says_where_it_is_and_its_version(tmp_path: Path) -> None:
     """``python -m generaldomo.cpp`` names the installed headers; the pkg-config and CMake files carry the
     package's version."""
@@ -204,10 +198,10 @@ def test_the_library_paths_are_all_it_prints(tmp_path: Path) -> None:
 
 
 def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path: Path) -> None:
-    """Built by the guide's own commands: pkg-config on the headers installed with the package."""
-    readme = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
-    (tmp_path / "example.cpp").write_text(literal_block(readme, "A client submitting from several threads"))
-    commands = literal_block(readme, "Build it with the\nflags pkg-config gives")
+    """The guide's example (docs/examples/client.cpp), built by the guide's own commands: pkg-config on the
+    headers installed with the package."""
+    (tmp_path / "example.cpp").write_text((ROOT / "docs" / "examples" / "client.cpp").read_text())
+    commands = named("cpp-build-pkg-config")
     build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
     assert "pkg-config --cflags --libs generaldomo" in build
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -222,11 +216,11 @@ def test_readme_example_builds_and_runs(brokers, workers, endpoint_for, tmp_path
 
 
 def test_the_guides_worker_example_builds_serves_and_stops_on_sigterm(brokers, endpoint_for, tmp_path: Path) -> None:
-    """The guide's C++ worker, built by the guide's own commands (``worker.cpp`` for ``example.cpp``): it serves
+    """The guide's C++ worker (docs/examples/worker.cpp), built by the guide's own commands (``worker.cpp`` for
+    ``example.cpp``): it serves
     ``upper``, its ``Reject`` reaches the Python client as 400, and SIGTERM stops it, saying so, status 0."""
-    guide = (ROOT / "docs" / "howto" / "cpp.rst").read_text()
-    (tmp_path / "worker.cpp").write_text(literal_block(guide, "A worker serving ``upper`` until SIGINT or SIGTERM"))
-    commands = literal_block(guide, "Build it with the\nflags pkg-config gives").replace("example", "worker")
+    (tmp_path / "worker.cpp").write_text((ROOT / "docs" / "examples" / "worker.cpp").read_text())
+    commands = named("cpp-build-pkg-config").replace("example", "worker")
     build = "\n".join(line for line in commands.splitlines() if not line.startswith("./"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     built = subprocess.run(["bash", "-euc", build], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

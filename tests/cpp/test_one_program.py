@@ -203,18 +203,14 @@ def test_without_generaldomo_python_the_error_names_the_variable_to_set(run: Pro
     assert "GENERALDOMO_PYTHON is not set" in said and "set GENERALDOMO_PYTHON to the python of the environment" in said
 
 
-def readme_example(after: str, source: Path) -> Path:
-    """Write the guide's code block (docs/howto/cpp.rst) that follows ``after`` to ``source``."""
-    block = (ROOT / "docs" / "howto" / "cpp.rst").read_text().split(after, 1)[1].splitlines()
-    end = next(n for n, line in enumerate(block) if line.strip() and not line.startswith("    "))
-    source.write_text("\n".join(line[4:] for line in block[:end]) + "\n")
+def guide_example(name: str, source: Path) -> Path:
+    """Copy the guide's example program ``docs/examples/NAME`` (docs/howto/cpp.rst includes it) to ``source``."""
+    source.write_text((ROOT / "docs" / "examples" / name).read_text())
     return source
 
 
 def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[str, Path], tmp_path: Path) -> None:
-    source = readme_example(
-        "Sixteen threads of one program, served by whatever workers\nconnect::\n\n", tmp_path / "one.cpp"
-    )
+    source = guide_example("one.cpp", tmp_path / "one.cpp")
     example = run.start(build_embedded(source, tmp_path / "one"), "tcp://127.0.0.1:*", env=ENV, name="one")
     example.wait_for("workers: ")
     router = example.output().split("workers: ", 1)[1].split()[0]
@@ -227,7 +223,7 @@ def test_readme_example_builds_and_runs(run: Programs, workers, c_peers: dict[st
 
 def test_readme_bridge_example_builds_and_runs(run: Programs, brokers, workers, c_peers, tmp_path: Path) -> None:
     """The same threads through the C++ Bridge in the program to the Python broker's ROUTER link."""
-    source = readme_example("broker runs in the program on the same context)::\n\n", tmp_path / "bridged.cpp")
+    source = guide_example("bridged.cpp", tmp_path / "bridged.cpp")
     broker = brokers("router", ["tcp://127.0.0.1:*"])
     router = broker.endpoint("router", "tcp")
     workers(router, "router", "echo", tagged(b"py:"))

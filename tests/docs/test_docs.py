@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import doc_blocks
 import pytest
 
 import generaldomo
@@ -19,37 +20,25 @@ from generaldomo.sansio import codec, protocol
 from generaldomo.sansio.events import ClientRequest, Dialect
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.rst").read_text()
-GUIDE = sorted(
-    path for path in (ROOT / "docs").rglob("*.rst") if path.relative_to(ROOT / "docs").parts[0] not in ("_build", "api")
-)
 PROTOCOL = (ROOT / "docs" / "protocol.rst").read_text()
 REQUEST_ID = bytes(range(1, 9))
 
 
-def python_blocks(text: str) -> list[str]:
-    """The bodies of the ``.. code-block:: python`` blocks of a reST text, dedented."""
-    blocks = re.findall(r"^\.\. code-block:: python\n\n((?:(?:    .*)?\n)+)", text, re.MULTILINE)
-    return [re.sub(r"^    ", "", block, flags=re.MULTILINE) for block in blocks]
-
-
-def outside_the_walk_through(text: str) -> str:
-    """README without its "Your first worker" section, whose blocks need the shell commands between them
-    (tests/docs/test_readme.py runs that section as written)."""
-    head, _, rest = text.partition("Your first worker\n-----------------\n")
-    return head + rest[rest.find("\n-----") :] if rest else head
-
-
-def examples() -> list[str]:
-    """The Python blocks of README (but its walk-through) and of the guide's pages."""
-    return python_blocks(outside_the_walk_through(README)) + [
-        b for page in GUIDE for b in python_blocks(page.read_text())
+def examples() -> list[doc_blocks.Block]:
+    """The Python blocks of README and the guide that are whole programs: neither named (a test of their own runs
+    them) nor marked not-run or output (tests/doc_blocks.py)."""
+    return [
+        block
+        for block in doc_blocks.every_block()
+        if block.language == "python" and block.name is None and not block.classes & {"not-run", "output"}
     ]
 
 
-@pytest.mark.parametrize("code", examples())
-def test_the_python_examples_run(code: str, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("block", examples(), ids=lambda block: block.where)
+def test_the_python_examples_run(block: doc_blocks.Block, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", block.text], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,13 @@ def test_a_peer_with_no_file_in_time_says_so(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and "no broker address file appeared at" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_write_removes_the_leftovers_of_a_writer_killed_midway(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    old, fresh = tmp_path / ".broker.json.0a1b2c.tmp", tmp_path / ".broker.json.3d4e5f.tmp"
+    for leftover in (old, fresh):
+        leftover.write_bytes(b"{")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))  # a kill -9 an hour ago; fresh: a write in flight
+    address_file.write(path, ADDRESS)
+    assert not old.exists() and fresh.exists() and address_file.read(path) == ADDRESS
