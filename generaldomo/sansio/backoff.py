@@ -1,19 +1,26 @@
 """Backpressure from the service: a dispatch rate adapted to the "slow down" (429) answers of its workers.
 
-Rules (AIMD, as TCP's congestion avoidance): each 429 multiplies the rate by :data:`DECREASE` (the first one
+Rules (AIMD, as TCP's congestion avoidance): 429s multiply the rate by :data:`DECREASE` (the first decrease
 starts from the dispatch rate measured over the last second), once per round trip: a 429 for a task
-dispatched before the last decrease does not decrease it again. While dispatches are held back by this rate
-and no 429 comes, the rate grows by a constant step per second (a tenth of the rate at the last decrease, at
-least :data:`MIN_STEP`), so the service probes for capacity again. The rate stays within the operator's
-bounds (``min``, default :data:`MIN_RATE`; ``max``, default none) and never above a configured rate limit. A
-429 may say ``retry_after`` seconds: no task of the service is dispatched before then (at most
-:data:`MAX_RETRY_AFTER`). Without any 429 the service has no adapted rate at all.
+dispatched before the last decrease does not decrease it again. A decrease takes 429s from at least
+:data:`SHARE` of the service's workers (at least one) since the last one, so that one worker alone cannot
+slow a service that others serve: the rate falls only as far as that share of its workers justifies. While
+dispatches are held back by this rate and no 429 comes, the rate grows by a constant step per second (a tenth
+of the rate at the last decrease, at least :data:`MIN_STEP`), so the service probes for capacity again. The
+rate stays within the operator's bounds (``min``, the operator's floor, default :data:`MIN_RATE`; ``max``,
+default none) and never above a configured rate limit. A 429 holds back the worker that said it, not the
+service, for its ``retry_after`` seconds (at most :data:`MAX_RETRY_AFTER`; at least, and without one,
+:data:`MIN_REST`: :func:`rest`; the broker core keeps that worker out of its service's waiting queue);
+``paused_until`` is when the latest such rest ends, for the report. Without any 429 the service has no
+adapted rate at all.
 
 This module is fed the time and each 429; it reads no clock and knows nothing of tasks, workers or messages.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Hashable
 from typing import Any
 
 import attrs
@@ -22,8 +29,16 @@ DECREASE = 0.5  # the factor a 429 multiplies the rate by
 MIN_STEP = 0.5  # dispatches per second the rate grows by, at least, per second held back by it
 STEP_SHARE = 0.1  # the step, as a share of the rate at the last decrease
 MIN_RATE = 0.1  # the default lower bound (dispatches per second): a service never stops for good
-MAX_RETRY_AFTER = 300.0  # seconds a 429's retry_after may hold a service at most
+MAX_RETRY_AFTER = 60.0  # seconds a 429's retry_after may hold back the worker that said it, at most
+MIN_REST = 0.1  # seconds a 429 holds back the worker that said it, at least (with or without a retry_after)
+SHARE = 0.5  # the share of a service's workers whose 429s (since the last decrease) a decrease takes
 WINDOW = 1.0  # seconds over which the dispatch rate is measured for the first decrease
+
+
+def rest(retry_after: float | None) -> float:
+    """Seconds a 429 holds back the worker that said it: its ``retry_after`` (None: it gave none), at least
+    :data:`MIN_REST` and at most :data:`MAX_RETRY_AFTER`."""
+    return MIN_REST if retry_after is None else max(MIN_REST, min(retry_after, MAX_RETRY_AFTER))
 
 
 def _rate(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -72,6 +87,7 @@ class Backoff:
     _held_since: float | None = None  # since when the rate has held dispatches back, without a 429
     _window: tuple[float, int] = (0.0, 0)  # (start, dispatches) of the current measuring window
     _measured: float = 0.0  # dispatches per second over the last whole window
+    _said: set[Hashable] = attrs.Factory(set)  # the workers that said 429 since the last decrease (fewer than SHARE)
 
     def dispatched(self, now: float) -> None:
         """Count a dispatch at ``now``, for the rate measured at the first 429."""
@@ -88,17 +104,24 @@ class Backoff:
         start, count = self._window
         return max(self._measured, count / max(now - start, WINDOW / 10))
 
-    def slow_down(self, now: float, dispatched: float | None, retry_after: float | None, ceiling: float | None) -> bool:
-        """A 429 at ``now`` for a task dispatched at ``dispatched``; ``ceiling``: a configured rate limit. True
-        when the rate moved."""
+    def slow_down(
+        self, now: float, dispatched: float | None, retry_after: float | None, ceiling: float | None,
+        worker: Hashable = None, workers: int = 1,
+    ) -> bool:  # fmt: skip
+        """A 429 at ``now`` from ``worker``, one of the service's ``workers``, for a task dispatched at
+        ``dispatched``; ``ceiling``: a configured rate limit. True when the rate moved."""
         self.throttled += 1
-        if retry_after is not None and retry_after > 0:
-            until = now + min(retry_after, MAX_RETRY_AFTER)
-            self.paused_until = until if self.paused_until is None else max(self.paused_until, until)
+        until = now + rest(retry_after)
+        self.paused_until = until if self.paused_until is None else max(self.paused_until, until)
         self._held_since = None
         if self.change == "decrease" and self.changed is not None and dispatched is not None:
             if dispatched < self.changed:
                 return False  # it left before the last decrease could tell: one decrease per round trip
+        said = self._said
+        said.add(worker)
+        if len(said) < max(1, math.ceil(SHARE * workers)):
+            return False  # too few of its workers say so yet
+        said.clear()
         base = self.rate if self.rate is not None else max(self.measured(now), self.limits.min)
         rate = self._clamp(base * DECREASE, ceiling)
         self._step = max(MIN_STEP, base * STEP_SHARE)
@@ -120,12 +143,6 @@ class Backoff:
         self.limits = limits
         if self.rate is not None:
             self.rate = self._clamp(self.rate, ceiling)
-
-    def paused(self, now: float) -> bool:
-        """True while a retry_after holds the service."""
-        if self.paused_until is not None and now >= self.paused_until:
-            self.paused_until = None
-        return self.paused_until is not None
 
     def _clamp(self, rate: float, ceiling: float | None) -> float:
         top = self.limits.max

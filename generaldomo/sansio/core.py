@@ -36,7 +36,10 @@ unique request id in every request, scoped to their key when they have one; a re
 retry, perhaps over a new connection) is not a new task: its answer goes to the latest sender. A cancelled
 task leaves its queue, or, when running, has its result dropped. Queued tasks of a generaldomo client silent
 for ``client_silence`` are dropped, unless the request is *detached* (its answer is fetched later by its id, a
-re-ask); services with nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
+re-ask); a queued request without a request id (every MDP request: nobody is heard waiting for it) is answered
+``504`` after ``anonymous_queue_timeout``. So every queued request has an owner whose silence or departure frees
+it, and one connection's requests hold at most ``connection_queue_share`` of ``queue_bytes``. Services with
+nothing in them are forgotten after ``service_idle``. A request that asks to fail fast
 for an unknown service is answered ``404`` at once when its service has no worker now and had none within
 ``served_memory`` (:mod:`generaldomo.sansio.served`), once the broker has run ``known_service_grace`` (one that
 came within it is answered so when it ends, if its service still has nobody). A broker
@@ -59,6 +62,7 @@ from typing import Any, TypeVar
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
+from generaldomo.sansio.backoff import rest
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
@@ -86,6 +90,7 @@ from generaldomo.sansio.ledger import (
     Refusal,
     address_bytes,
     connection,
+    exceeds,
     request_charge,
 )
 from generaldomo.sansio.lograte import LogLimiter
@@ -255,6 +260,7 @@ class BrokerCore:
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
         self._graced = False  # True once the requests that asked to fail fast within the grace were looked at
         self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
+        self._resting: Deadlines[Worker] = Deadlines(_awake)  # workers a 429's retry_after holds back, until when
         self._adopted: dict[Service, tuple[Connection, int]] = {}  # services seen -> who made them, at what charge
         self._flow_charges: dict[str, tuple[Connection, int]] = {}  # flow entries peers set -> who, at what charge
         self._flow_idle_since: dict[str, float] = {}
@@ -359,6 +365,10 @@ class BrokerCore:
             due = min(self._throttled.values())
             if soonest is None or due < soonest:
                 soonest = due
+        if self._resting:
+            due = self._resting.soonest()
+            if due is not None and (soonest is None or due < soonest):
+                soonest = due
         due = self._paced_due
         if due is not None and (soonest is None or due < soonest):
             soonest = due
@@ -386,6 +396,11 @@ class BrokerCore:
                 self._expire_deadlines(turn)
             except Exception:
                 self._caught("the deadlines", now)
+        if self._resting:
+            try:
+                self._wake(turn)
+            except Exception:
+                self._caught("the resting workers", now)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
             try:
@@ -718,7 +733,7 @@ class BrokerCore:
             return
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
-        refusal = self._adopt(service, where) or self._over_budget(service, charge)
+        refusal = self._adopt(service, where) or self._over_budget(service, where, charge)
         if refusal is None:
             listening = key is None or peer in self._heard
             client = 0 if listening else OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
@@ -886,13 +901,20 @@ class BrokerCore:
             self._reject(event, message, protocol.BAD_REQUEST, f"resolver error: {error!r}")
         return None
 
-    def _over_budget(self, service: Service, size: int) -> str | None:
-        """Why a request charged ``size`` bytes for ``service`` would exceed a queue budget, or None if it fits."""
+    def _over_budget(self, service: Service, where: Connection, size: int) -> str | None:
+        """Why a request charged ``size`` bytes for ``service`` from ``where`` would exceed a queue budget, or None
+        if it fits: the connection's share of the queue, then the queue's and the service's budgets, by the
+        small-request rule (:func:`~generaldomo.sansio.ledger.exceeds`) as the ledger's total."""
         settings = self.settings
-        if settings.queue_bytes is not None and self._held_total + size > settings.queue_bytes:
+        held = self.ledger.account(where).tasks + size
+        limit = settings.connection_queue_bytes
+        if limit is not None and held > limit:
+            share = settings.connection_queue_share
+            return f"connection queue budget exceeded: connection_queue_share={share} of queue_bytes held for it"
+        if exceeds(settings.queue_bytes, self._held_total + size, held):
             return f"broker queue budget exceeded: queue_bytes={settings.queue_bytes} bytes of requests held"
         limit = settings.service_queue_bytes
-        if limit is not None and self._held.get(service, 0) + size > limit:
+        if exceeds(limit, self._held.get(service, 0) + size, held):
             return f"service queue budget exceeded: service_queue_bytes={limit} bytes held for {service.name!r}"
         return None
 
@@ -1190,8 +1212,8 @@ class BrokerCore:
         if task.state is TaskState.CANCELLED:
             self._remove(task, task.state)
         elif status == protocol.OVER_BUDGET and event.dialect is Dialect.GDP:  # "slow down": not a failure
-            self._slow_down(task, body, now)
-            if not same:
+            self._slow_down(task, worker, body, now)
+            if not same or worker.rests is not None:
                 self._dispatch(task.service, message)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             self._complete(task, status, body, message, dispatch=not same)
@@ -1199,18 +1221,23 @@ class BrokerCore:
             self._unregister(worker, now)
             self._register(message, event.dialect, event.description, (worker.host, worker.pid), worker.features)
             return
-        self._wait(worker, message)
+        if worker.rests is None:
+            self._wait(worker, message)
 
-    def _slow_down(self, task: Task, body: Sequence[bytes], now: float) -> None:
-        """The worker answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt)
-        and its service's dispatch rate adapts (and holds for the answer's retry_after, if any)."""
+    def _slow_down(self, task: Task, worker: Worker, body: Sequence[bytes], now: float) -> None:
+        """``worker`` answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt),
+        the worker rests for the answer's retry_after (bounded both ways: :func:`~generaldomo.sansio.backoff.rest`)
+        and its service's dispatch rate adapts, as far as the 429s of its workers justify."""
         service = task.service
         task.worker = None
         task.state = _T_REISSUE[task.state]
         task.attempts -= 1
         service.flow.finished(task.size)
         service.stopped(task)
-        service.flow.slow_down(now, task.dispatched, protocol.parse_retry_after(body))
+        retry_after = protocol.parse_retry_after(body)
+        worker.rests = now + rest(retry_after)
+        self._resting.add(worker.rests, worker)
+        service.flow.slow_down(now, task.dispatched, retry_after, worker.serial, len(service.workers))
         service.stats.throttled += 1
         self.counters["throttled"] += 1
         service.push(task, front=True)
@@ -1603,8 +1630,18 @@ class BrokerCore:
         else:
             del self._hosts[host]
         self.ledger.release(connection(peer.link, peer.address), Kind.WORKER, worker.charge)
+        if worker.rests is not None:
+            worker.rests = None
+            self._resting.forget()
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
+
+    def _wake(self, turn: _Turn) -> None:
+        """Let the workers whose rest (a 429's retry_after) is over wait for tasks again."""
+        for worker in self._resting.due(turn.now):
+            worker.rests = None
+            self._resting.forget()
+            self._wait(worker, turn)
 
     def _expire(self, worker: Worker, now: float) -> None:
         """Unregister ``worker``, silent past its expiry (the caller releases its task)."""
@@ -1661,8 +1698,11 @@ class BrokerCore:
         settings, now = self.settings, turn.now
         if not self._graced and not self._in_grace(now):
             self._end_grace(turn)
-        if settings.queue_timeout is not None:
-            self._expire_queued(now - settings.queue_timeout, turn)
+        timeout, anonymous = settings.queue_timeout, settings.anonymous_queue_timeout
+        if timeout is not None:
+            self._expire_queued(now - timeout, turn)
+        if anonymous is not None and (timeout is None or anonymous < timeout):
+            self._expire_queued(now - anonymous, turn, anonymous=True)
         self._drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
         self._forget_idle_services(now)
@@ -1698,13 +1738,14 @@ class BrokerCore:
                 worker.state = _W_CANCEL[worker.state]
                 self._tell_cancel(worker, task, turn)
 
-    def _expire_queued(self, enqueued_before: float, turn: _Turn) -> None:
-        """Answer 504 to queued requests that have waited since before ``enqueued_before``."""
+    def _expire_queued(self, enqueued_before: float, turn: _Turn, *, anonymous: bool = False) -> None:
+        """Answer 504 to queued requests that have waited since before ``enqueued_before`` (``anonymous``: only
+        those without a request id)."""
         stale: dict[Service, set[Task]] = {}
         for task in self._tasks.values():  # oldest first
             if task.enqueued >= enqueued_before:
                 break
-            if task.state is TaskState.QUEUED:
+            if task.state is TaskState.QUEUED and not (anonymous and task.key is not None):
                 stale.setdefault(task.service, set()).add(task)
         for service, tasks in stale.items():
             service.discard(tasks)
@@ -1821,6 +1862,10 @@ def _name(service: Service) -> str:
 def _busy(service: Service) -> tuple[int, str]:
     """Sort key of the busiest services first: most workers, queued tasks and tasks in flight, then by name."""
     return (-(len(service.workers) + len(service.pending) + service.flow.in_flight), service.name)
+
+
+def _awake(worker: Worker) -> bool:
+    return worker.rests is None
 
 
 def _finished(task: Task) -> bool:

@@ -1,7 +1,7 @@
 """Flow control for one service: a rate limit (token bucket), a concurrency cap, a cap on request bytes in
 flight, an adaptive concurrency cap (:mod:`generaldomo.sansio.adaptive`) and a rate adapted to the service's
-429 answers (:mod:`generaldomo.sansio.backoff`; the lower of it and the rate limit holds, and a 429's
-retry_after holds every dispatch).
+429 answers (:mod:`generaldomo.sansio.backoff`; the lower of it and the rate limit holds; a 429's
+retry_after holds back the worker that said it, which is the broker core's business, not the service's).
 
 This module owns the arithmetic of admission: given the time and the size of the next task, may it be
 dispatched now, and if not, when. Rules: a task is in flight from its dispatch until it is answered, fails,
@@ -15,6 +15,7 @@ the service. A service without limits only counts its tasks and their bytes in f
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import attrs
@@ -164,15 +165,13 @@ class Flow:
         self._refilled = now
 
     def admits(self, now: float) -> bool:
-        """True when one more dispatch is allowed at ``now`` (by rate, count and a 429's retry_after; sizes:
-        :meth:`fits`). An adapted rate that holds a dispatch back grows meanwhile (see backoff)."""
+        """True when one more dispatch is allowed at ``now`` (by rate and count; sizes: :meth:`fits`). An adapted
+        rate that holds a dispatch back grows meanwhile (see backoff)."""
         if self._cap is not None and self.in_flight >= self._cap:
             return False
         if self._rate is None:
             return True
         backoff = self.backoff
-        if backoff.paused_until is not None and backoff.paused(now):
-            return False
         self._refill(now)
         if self._tokens >= 1.0 - _ROUNDING:
             return True
@@ -180,12 +179,15 @@ class Flow:
             self._recap()  # it grew: a token may be due sooner
         return False
 
-    def slow_down(self, now: float, dispatched: float | None, retry_after: float | None) -> None:
-        """A worker answered 429 at ``now`` for a task dispatched at ``dispatched`` (see backoff): the next
-        dispatch waits for a token at the rate now in force."""
-        if self.backoff.slow_down(now, dispatched, retry_after, self.rate):
+    def slow_down(
+        self, now: float, dispatched: float | None, retry_after: float | None, worker: Hashable = None, workers: int = 1
+    ) -> None:
+        """``worker``, one of the service's ``workers``, answered 429 at ``now`` for a task dispatched at
+        ``dispatched`` (see backoff): when the rate moved, the next dispatch waits for a token at the rate now
+        in force."""
+        if self.backoff.slow_down(now, dispatched, retry_after, self.rate, worker, workers):
             self._recap()
-        self._tokens, self._refilled = 0.0, now
+            self._tokens, self._refilled = 0.0, now
 
     def fits(self, size: int) -> bool:
         """True when a task of ``size`` bytes may go now: within ``bytes_in_flight``, or alone."""
@@ -222,12 +224,9 @@ class Flow:
         return True
 
     def next_token(self, now: float) -> float | None:
-        """When the rate (or a 429's retry_after) next admits a dispatch, if that is what holds dispatch back;
-        else None."""
+        """When the rate next admits a dispatch, if that is what holds dispatch back; else None."""
         rate = self._rate
         if rate is None or (self._cap is not None and self.in_flight >= self._cap):
             return None
         self._refill(now)
-        when = now + max(0.0, (1.0 - self._tokens) / rate)
-        paused = self.backoff.paused_until
-        return when if paused is None else max(when, paused)
+        return now + max(0.0, (1.0 - self._tokens) / rate)

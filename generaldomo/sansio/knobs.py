@@ -262,6 +262,11 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         unit="seconds", low=0, low_open=True, none_means="never", metavar="SECONDS",
     ),
     setting(
+        "anonymous_queue_timeout", Kind.FLOAT,
+        "answer 504 to requests without a request id (every MDP request) queued longer; 'none': as --queue-timeout",
+        unit="seconds", low=0, low_open=True, none_means="as queue_timeout", metavar="SECONDS",
+    ),
+    setting(
         "max_message", Kind.INT, "requests and results larger than this get 413",
         unit="bytes", low=1, none_means=_NO_LIMIT, metavar="BYTES",
     ),
@@ -328,6 +333,10 @@ SETTINGS: Final[tuple[Knob, ...]] = (
     ),
     setting(
         "connection_worker_share", Kind.FLOAT, "share of --max-workers one connection may register (at most 0.5)",
+        low=0, low_open=True, high=0.5, metavar="SHARE",
+    ),
+    setting(
+        "connection_queue_share", Kind.FLOAT, "share of --queue-bytes one connection's requests may hold (at most 0.5)",
         low=0, low_open=True, high=0.5, metavar="SHARE",
     ),
 )  # fmt: skip

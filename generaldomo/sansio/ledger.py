@@ -56,6 +56,15 @@ def request_charge(size: int, frames: int, request_id: bytes | None, address: by
     )
 
 
+def exceeds(budget: int | None, total: int, held: int) -> bool:
+    """True when ``total`` bytes in all, ``held`` of them for the connection asking, break ``budget`` (None: no
+    budget). The small-request rule, the same for every budget shared by all connections (the ledger's total,
+    the queue budgets): a connection that would hold no more than :data:`RESERVE` bytes still gets in when the
+    budget is full, as long as the total stays within the budget and a :data:`MARGIN` of it, so that whoever
+    fills a budget, a peer with one small request at a time is still served."""
+    return budget is not None and total > budget and (held > RESERVE or total > budget + budget * MARGIN)
+
+
 class Kind(enum.Enum):
     """What a holding is."""
 
@@ -110,6 +119,7 @@ class Account:
 
     bytes: int = 0
     kept: int = 0
+    tasks: int = 0  # of them, in requests (what the queue budgets count)
     counts: dict[Kind, int] = attrs.field(factory=dict)
 
     def count(self, kind: Kind) -> int:
@@ -152,16 +162,12 @@ class Ledger:
         return self.room(where, size, account)
 
     def room(self, where: Connection, size: int, account: Account | None = None) -> Refusal | None:
-        """Why ``size`` more bytes for ``where`` would break a byte budget, or None if they fit. A connection
-        that would hold no more than :data:`RESERVE` bytes still gets in when the total is full, as long as the
-        total stays within its budget and a :data:`MARGIN` of it: whoever fills the total, a peer with one
-        small request at a time is still served."""
+        """Why ``size`` more bytes for ``where`` would break a byte budget, or None if they fit (the total: by
+        the small-request rule, :func:`exceeds`)."""
         if account is None:
             account = self._accounts.get(where)
         held = size + (0 if account is None else account.bytes - account.kept)
-        budget = self.total_budget
-        total = self.total - self.by_kind[Kind.KEPT] + size
-        if budget is not None and total > budget and (held > RESERVE or total > budget + budget * MARGIN):
+        if exceeds(self.total_budget, self.total - self.by_kind[Kind.KEPT] + size, held):
             return Refusal.TOTAL_BYTES
         if self.connection_budget is not None and held > self.connection_budget:
             return Refusal.CONNECTION_BYTES
@@ -181,6 +187,8 @@ class Ledger:
         account.bytes += size
         if kind is Kind.KEPT:
             account.kept += size
+        elif kind is Kind.TASK:
+            account.tasks += size
         counts = account.counts
         counts[kind] = counts.get(kind, 0) + 1
         self.total += size
@@ -192,6 +200,8 @@ class Ledger:
         account.bytes -= size
         if kind is Kind.KEPT:
             account.kept -= size
+        elif kind is Kind.TASK:
+            account.tasks -= size
         counts = account.counts
         left = counts[kind] - 1
         if left:

@@ -97,6 +97,7 @@ class Worker:
     serial: int = 0
     claim: Claim | None = None
     taken: list[bytes] = attrs.Factory(list)
+    rests: float | None = None  # WAITING but held back until then by its own 429's retry_after (None: not)
 
 
 @attrs.define(eq=False, slots=True, weakref_slot=False)

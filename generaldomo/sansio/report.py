@@ -106,7 +106,7 @@ class AdaptiveReport:
 @attrs.frozen(kw_only=True)
 class BackoffReport:
     """A service's rate adapted to its 429s: its bounds, the rate now (None: no 429 yet), the 429s so far,
-    seconds its retry_after still holds it, and when and how the rate last moved."""
+    seconds the latest 429 still holds back the worker that said it, and when and how the rate last moved."""
 
     min: float = 0.0
     max: float | None = None
@@ -358,6 +358,7 @@ class SettingsReport:
     liveness: int = 0
     max_attempts: int = 0
     queue_timeout: float | None = None
+    anonymous_queue_timeout: float | None = None
     max_message: int | None = None
     max_frames: int | None = None
     queue_bytes: int | None = None
@@ -375,12 +376,18 @@ class SettingsReport:
     connection_services: int | None = None
     connection_worker_share: float = 0.0
     connection_workers: int | None = None  # what the share allows
+    connection_queue_share: float = 0.0
+    connection_queue_bytes: int | None = None  # what the share allows
     served_memory: float = 0.0
 
     @classmethod
     def of(cls, settings: Settings, field_limits: dict[str, dict[str, Any]]) -> SettingsReport:
         """The report of ``settings`` (those of its values this report shows, by name) and of ``field_limits``."""
-        shown = {"connection_workers": settings.connection_workers, "field_limits": field_limits}
+        shown = {
+            "connection_workers": settings.connection_workers,
+            "connection_queue_bytes": settings.connection_queue_bytes,
+            "field_limits": field_limits,
+        }
         values = attrs.asdict(settings) | shown
         return cls(**{field.name: values[field.name] for field in attrs.fields(cls)})
 

@@ -47,6 +47,8 @@ class Settings:
         liveness: heartbeat intervals of silence after which a worker is presumed dead.
         max_attempts: workers a task may be lost with before its client gets ``503``.
         queue_timeout: seconds a request may wait for a worker (``504`` beyond); None: forever.
+        anonymous_queue_timeout: the same for a request without a request id (every MDP request: nobody can
+            re-ask for it or be heard to wait for it); None: as ``queue_timeout``.
         max_message: bytes a request or result may carry (``413`` beyond); None: no limit.
         max_frames: frames a message may have; the links drop longer ones while reading.
         queue_bytes: bytes of requests the broker holds, queued or running (``429`` beyond); None: no limit.
@@ -63,6 +65,7 @@ class Settings:
         connection_requests: queued and running requests of one connection (``429`` beyond).
         connection_services: services (and flow entries) one connection's messages may make.
         connection_worker_share: the share of ``max_workers`` one connection may register.
+        connection_queue_share: the share of ``queue_bytes`` one connection's requests may hold.
         recovery: seconds a broker restarted on a state directory holds dispatch back, for the workers of the
             previous instance to claim their tasks (None: :attr:`recovery_window`'s default).
 
@@ -77,6 +80,7 @@ class Settings:
     liveness: int = LIVENESS
     max_attempts: int = MAX_ATTEMPTS
     queue_timeout: float | None = None  # seconds a request may wait for a worker; None: forever
+    anonymous_queue_timeout: float | None = 60.0  # the same for requests without an id (MDP); None: queue_timeout
     max_message: int | None = DEFAULT_MAX_MESSAGE  # bytes a request or result may carry (413 beyond); None: no limit
     max_frames: int = DEFAULT_MAX_FRAMES  # frames a message may have; the links drop longer ones while reading
     queue_bytes: int | None = 64 * MIB  # bytes of requests the broker holds (queued or running), 429 beyond
@@ -94,11 +98,20 @@ class Settings:
     connection_requests: int | None = 10_000  # queued and running requests of one connection; 429 beyond
     connection_services: int | None = 1_000  # services (and flow entries) one connection's messages made
     connection_worker_share: float = attrs.field(default=0.25, validator=_share)
+    connection_queue_share: float = attrs.field(default=0.5, validator=_share)
 
     @property
     def expiry(self) -> float:
         """Seconds of silence after which a worker is presumed dead."""
         return self.heartbeat_interval * self.liveness
+
+    @property
+    def connection_queue_bytes(self) -> int | None:
+        """Bytes of requests one connection may hold: ``connection_queue_share`` of ``queue_bytes`` (None when
+        the queue has no budget)."""
+        if self.queue_bytes is None:
+            return None
+        return math.floor(self.queue_bytes * self.connection_queue_share)
 
     @property
     def known_service_grace(self) -> float:

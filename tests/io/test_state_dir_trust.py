@@ -149,7 +149,8 @@ def test_a_flow_answer_waits_for_the_disk_while_others_are_served(tmp_path: Path
     thread.start()
     answered = threading.Event()
     try:
-        with Client(endpoint) as admin, Client(endpoint) as honest:
+        with Client(endpoint) as admin, Client(endpoint, fail_unknown=False) as honest:
+            assert honest.request("echo", b"up", timeout=60).frames == (b"up",)  # the worker is registered
 
             def change() -> None:
                 admin.flow("echo", concurrency=3)

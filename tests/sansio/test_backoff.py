@@ -11,7 +11,7 @@ from waiting import eventually
 
 from generaldomo import Client, Reject, Worker
 from generaldomo.sansio import protocol
-from generaldomo.sansio.backoff import DECREASE, MIN_STEP, Backoff, BackoffLimits
+from generaldomo.sansio.backoff import DECREASE, MAX_RETRY_AFTER, MIN_REST, MIN_STEP, SHARE, Backoff, BackoffLimits
 from generaldomo.sansio.flow import FlowLimits
 
 SLOW_DOWN = b"429"
@@ -93,20 +93,69 @@ def test_a_429_puts_the_task_back_at_the_head_not_failed_and_not_an_attempt() ->
     assert report.flow.backoff is not None and report.flow.backoff.throttled == 5 and report.flow.backoff.rate
 
 
-def test_retry_after_holds_every_dispatch_of_the_service_until_then() -> None:
-    h = Harness()
+def test_retry_after_holds_back_the_worker_that_said_it_not_the_service() -> None:
+    """One worker of five answers 429 with retry_after=300: it rests (at most MAX_RETRY_AFTER), and the other
+    four serve every request meanwhile (they sat idle for 300 s)."""
+    h = Harness(heartbeat_interval=1000.0)
+    for n in range(5):
+        h.ready(worker(n))
     h.request(client(1), b"a")
-    h.request(client(1), b"b")
-    h.ready(worker(1))
-    h.ready(worker(2))
-    (first,), (second,) = h.tasks_of(worker(1)), h.tasks_of(worker(2))
-    slow_down(h, worker(1), first[0], b"2.0")
-    assert len(h.tasks_of(worker(1))) == 1 and h.core.deadline() == pytest.approx(2.0)
-    h.answer(worker(2), second[0], b"b!")
-    assert len(h.tasks_of(worker(2))) == 1  # held although a worker waits
-    h.advance(2.0)
-    assert len(h.tasks_of(worker(1))) + len(h.tasks_of(worker(2))) == 3  # then the first goes again
-    assert h.core.report(h.now).services[0].flow.backoff.paused == 0.0
+    (first,) = h.tasks_of(worker(0))
+    slow_down(h, worker(0), first[0], b"300")
+    assert h.core.deadline() == pytest.approx(MAX_RETRY_AFTER)
+    for n in range(10):  # the task it sent back and every later one: to the others, at once
+        if n:
+            h.request(client(1), b"r%d" % n)
+        busy = [w for w in range(1, 5) if h.core.workers[worker(w)].task is not None]
+        assert busy, f"request {n} waits"
+        for w in busy:
+            task = h.core.workers[worker(w)].task
+            assert task is not None
+            h.answer(worker(w), task.id, b"ok")
+    assert len(h.replies_of(client(1))) == 10 and len(h.tasks_of(worker(0))) == 1
+    flow = h.core.report(h.now).services[0].flow
+    assert flow.backoff is not None and flow.backoff.rate is None  # one worker of five: no decrease
+    assert flow.backoff.paused == pytest.approx(MAX_RETRY_AFTER)
+    h.advance(MAX_RETRY_AFTER)  # then it waits for tasks again
+    for n in range(5):
+        h.request(client(1), b"after-%d" % n)
+    assert len(h.tasks_of(worker(0))) == 2 and h.core.workers[worker(0)].rests is None
+
+
+def test_one_worker_alone_cannot_lower_the_rate_of_a_service_others_serve() -> None:
+    """Without retry_after, fifteen 429s of one worker of five cut the adapted rate to about 2/s; a decrease now
+    takes 429s from SHARE of the workers, and the rate never goes below the operator's floor (backoff min)."""
+    h = Harness(heartbeat_interval=1000.0)
+    for n in range(5):
+        h.ready(worker(n))
+    for n in range(15):
+        h.request(client(1), b"r%d" % n)
+        task = h.core.workers[worker(0)].task
+        if task is None:  # it went to another worker: answered
+            holder = next(w for w in range(5) if h.core.workers[worker(w)].task is not None)
+            h.answer(worker(holder), h.core.workers[worker(holder)].task.id, b"ok")  # type: ignore[union-attr]
+            continue
+        slow_down(h, worker(0), task.id)
+        for w in range(1, 5):
+            held = h.core.workers[worker(w)].task
+            if held is not None:
+                h.answer(worker(w), held.id, b"ok")
+        h.advance(MIN_REST)
+    flow = h.core.report(h.now).services[0].flow
+    assert flow.backoff is not None and flow.backoff.throttled >= 1 and flow.backoff.rate is None
+    assert len(h.replies_of(client(1))) == 15 and all(status == b"200" for _, status, _ in h.replies_of(client(1)))
+    assert SHARE == 0.5
+    h.core.set_flow("echo", h.now, backoff={"min": 3.0})
+    for round_ in range(6):  # three workers of five say it, again and again: the rate falls, to the floor
+        for w in range(3):
+            h.request(client(2), b"s%d-%d" % (round_, w))
+        for w in range(5):
+            held = h.core.workers[worker(w)].task
+            if held is not None:
+                slow_down(h, worker(w), held.id)
+        h.advance(1.0)
+    backoff = h.core.report(h.now).services[0].flow.backoff
+    assert backoff is not None and backoff.rate is not None and backoff.rate >= 3.0 and backoff.change
 
 
 def test_the_service_converges_near_a_hidden_limit_without_a_configured_rate() -> None:

@@ -10,7 +10,7 @@ from core_harness import Harness, client, worker
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.ledger import request_charge
+from generaldomo.sansio.ledger import MARGIN, request_charge
 from generaldomo.sansio.resolver import NameResolver
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.states import TaskState, WorkerState
@@ -117,18 +117,20 @@ def test_a_cancelled_task_whose_worker_dies_is_not_reissued() -> None:
 @pytest.mark.parametrize(("budget", "which"), [("queue_bytes", b"broker"), ("service_queue_bytes", b"service")])
 def test_requests_beyond_a_queue_budget_get_429(budget: str, which: bytes) -> None:
     charge = request_charge(len(b"echo") + 20, 1, b"r0", client(0).address)  # each request's, ids and overhead too
-    h = Harness(**{budget: 4 * charge + charge // 2})
-    for n in range(10):
-        h.request(client(0), b"r%d" % n, body=b"x" * 20)
-    replies = h.replies_of(client(0))
-    assert [status for _, status, _ in replies] == [b"429"] * 6  # 4 requests fit
-    assert which + b" queue budget" in replies[0][2][0] and h.core.counters["over_budget"] == 6
+    h = Harness(**{budget: 4 * charge + charge // 2, "connection_queue_share": 0.5})
+    for n in range(10):  # one small request per connection: each gets in within the budget and its margin
+        h.request(client(n), b"r%d" % n, body=b"x" * 20)
+    fits = int((4 * charge + charge // 2) * (1 + MARGIN)) // charge
+    statuses = [status for n in range(10) for _, status, _ in h.replies_of(client(n))]
+    assert fits == 5 and statuses == [b"429"] * (10 - fits)
+    assert which + b" queue budget" in h.replies_of(client(9))[0][2][0] and h.core.counters["over_budget"] == 5
     h.feed(client(1), [b"", b"MDPC01", b"echo", b"x" * 20])  # MDP clients get it the MMI way
     assert h.inbox[client(1)][-1][3] == b"429"
     h.ready(worker(1))
     h.answer(worker(1), h.tasks_of(worker(1))[0][0], b"done")  # an answer frees room in the budget
-    h.request(client(0), b"more", body=b"x" * 20)
-    assert h.replies_of(client(0))[-1][1] == b"200" and len(h.core.tasks) == 4
+    assert h.replies_of(client(0))[-1][1] == b"200"
+    h.request(client(9), b"more", body=b"x" * 20)
+    assert len(h.replies_of(client(9))) == 1 and len(h.core.tasks) == fits  # queued: no second 429
 
 
 def test_queued_tasks_of_a_silent_client_are_dropped() -> None:

@@ -28,7 +28,7 @@ from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.ledger import Kind, request_charge
+from generaldomo.sansio.ledger import MARGIN, Kind, request_charge
 from generaldomo.sansio.mmi import FlowChange
 from generaldomo.sansio.states import TaskState
 
@@ -81,6 +81,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.tenants: dict[Key, tuple[str | None, int]] = {}  # requests' tenant and priority fields
         self.flags: dict[Key, int] = {}  # requests' flags (detached, known service)
         self.served: set[bytes] = set()  # services a worker ever joined
+        self.served_before_drain: set[bytes] | None = None  # those, when the teardown's workers joined
         self.losses: Counter[bytes] = Counter()  # request body -> times its task was lost with a worker
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -138,7 +139,9 @@ class BrokerMachine(RuleBasedStateMachine):
         elif status == protocol.NOT_FOUND:
             service = self.expected[key].rsplit(b"/", 1)[1]
             assert self.flags.get(key, 0) & protocol.FLAG_KNOWN_SERVICE, "a 404 to a request that did not ask"
-            assert service not in self.served, "a 404 for a service that had workers"
+            # (during the drain, a 404 lost earlier comes again from the kept answers: it was made before)
+            served = self.served if self.served_before_drain is None else self.served_before_drain
+            assert service not in served, "a 404 for a service that had workers"
         else:
             assert status == protocol.OVER_BUDGET and b"budget" in body[0]
         if peer in self.losing:
@@ -453,8 +456,8 @@ class BrokerMachine(RuleBasedStateMachine):
     @invariant()
     def queued_bytes_within_budget(self) -> None:
         report = self.core.report(self.now)
-        assert report.broker.queued_bytes <= QUEUE_BYTES
-        assert all(s.queued_bytes <= SERVICE_QUEUE_BYTES for s in report.services)
+        assert report.broker.queued_bytes <= QUEUE_BYTES * (1 + MARGIN)  # small requests get in within a margin
+        assert all(s.queued_bytes <= SERVICE_QUEUE_BYTES * (1 + MARGIN) for s in report.services)
         held = sum(t.charge for t in self.core.tasks.values())
         assert held == report.broker.queued_bytes
 
@@ -468,6 +471,7 @@ class BrokerMachine(RuleBasedStateMachine):
             unlimited = FlowLimits(burst=1, backoff={"min": 1e9})
             self.deliver(self.core.apply_flow(FlowChange(service.decode(), unlimited), self.now))
         self.time_passes(2.5)  # past any retry_after
+        self.served_before_drain = set(self.served)
         for service in SERVICES:
             self.worker_joins(service)
         for _ in range(10 * (len(self.expected) + 1)):
