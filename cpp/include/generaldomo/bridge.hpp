@@ -8,8 +8,12 @@
 // DEALER of its own, taken from a pool of idle ones; the reply on that DEALER is the answer to that request, sent to
 // the client as FINAL 200 with its request id (502 if the reply is not an MDP/0.1 reply for that service). At most
 // max_in_flight requests are in flight (so at most that many DEALERs are open), and at most client_share of them
-// (at least one) for one client connection, so that one client cannot take every place: a request beyond either
-// bound, or one for which no DEALER can be opened, gets FINAL 429 at once. A retry of a request in flight (same client, same id) is
+// (at least one) for one client connection, so that one client cannot take every place. A request beyond either
+// waits in its connection's queue, in order, until a place frees (places go to the waiting connections in turn);
+// a queue holds at most connection_queue_bytes of requests (charged to the connection) and all queues at most
+// total_queue_bytes. A request beyond those, or one for which no DEALER can be opened, gets FINAL 429 at once
+// with a retry_after (bridge::retry_after, which Client::request waits out before sending the request again). A
+// CANCEL takes a request out of its queue; a silent client's queue goes. A retry of a request in flight or waiting (same client, same id) is
 // not forwarded twice. The bridge answers a client's HEARTBEAT itself, naming its own instance, so that clients
 // send their requests again when the bridge restarts, and the request ids the client asks about that it has not in
 // flight, so that the client sends those again; a CANCEL closes the request's DEALER (a late reply is not
@@ -32,7 +36,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,7 +67,9 @@ struct BridgeOptions {
     std::chrono::milliseconds heartbeat_interval{2500};  // use the clients' interval
     int liveness = 3;                                      // silent intervals before a client is forgotten
     std::chrono::milliseconds idle_timeout{30000};         // an idle DEALER is closed after this long
-    std::size_t max_in_flight = 512;                       // requests in flight at once, 429 beyond
+    std::size_t max_in_flight = 512;                       // requests in flight at once; beyond: the queues
+    std::size_t connection_queue_bytes = 16u << 20;        // bytes one connection may have waiting, 429 beyond
+    std::size_t total_queue_bytes = 128u << 20;            // bytes all connections may have waiting, 429 beyond
     std::size_t max_message = (64u << 20) + (64u << 10);   // bytes of a client's message (libzmq drops larger)
     std::size_t max_frames = 1024;                         // frames of a client's message
     void *context = nullptr;                               // a libzmq context; by default the bridge makes one
@@ -71,6 +79,8 @@ namespace bridge {  // the bridge's side of the GDP client messages, and MDP/0.1
 
 inline constexpr std::size_t max_request_id = 255, max_description = 4096, max_reasked = 64, max_fields = 256;
 inline constexpr double client_share = 0.875;  // of max_in_flight, what one client connection may have in flight
+inline constexpr std::string_view retry_after = "0.250";  // a 429's retry-after frame: seconds, as the Python bridge's
+inline constexpr std::size_t queued_overhead = 64;  // bytes a waiting request is charged beyond its id, name, body
 inline constexpr char request = 0x01, heartbeat = 0x04, cancel = 0x05, fields_request = 0x06;
 inline constexpr std::string_view mdp_client = "MDPC01";
 
@@ -230,6 +240,7 @@ public:
     bool serving() const { return running_; }
     std::uint64_t forwarded() const { return forwarded_; }                  // requests sent to the broker
     std::uint64_t refused_in_flight() const { return refused_in_flight_; }  // requests answered 429
+    std::size_t queued() const { return queued_count_; }  // requests waiting in the connections' queues
     std::uint64_t dropped() const { return dropped_; }                      // client messages dropped as malformed
     std::uint64_t internal_errors() const { return internal_errors_; }      // messages whose handling threw
     std::size_t dealers() const { return dealers_; }                        // DEALERs open (in flight or idle)
@@ -402,7 +413,7 @@ private:
         if (message.command == bridge::heartbeat) {
             Frames unknown;
             for (auto &id : message.body)
-                if (!by_request_.count({client, id}))
+                if (!by_request_.count({client, id}) && !is_queued(client, id))
                     unknown.push_back(std::move(id));
             reply(client, bridge::heartbeat_answer(instance_, unknown));
         } else if (message.command == bridge::cancel) {
@@ -411,6 +422,10 @@ private:
                 void *dealer = found->second;
                 untrack(in_flight_.find(dealer));
                 close_dealer(dealer);
+                pump();
+            } else if (auto queue = queues_.find(client); queue != queues_.end()) {
+                if (auto waiting = queue->second.index.find(message.request_id); waiting != queue->second.index.end())
+                    unqueue(queue, waiting->second);
             }
         } else if (message.long_description) {
             refuse(client, message.request_id, protocol::bad_request,
@@ -421,22 +436,115 @@ private:
         }
     }
 
+    bool is_queued(std::uint32_t client, const std::string &request_id) const
+    {
+        auto queue = queues_.find(client);
+        return queue != queues_.end() && queue->second.index.count(request_id);
+    }
+
+    std::size_t in_flight_of(std::uint32_t client) const
+    {
+        auto held = per_client_.find(client);
+        return held == per_client_.end() ? 0 : held->second;
+    }
+
+    bool has_place(std::uint32_t client) const
+    {
+        auto held = per_client_.find(client);
+        return in_flight_.size() < options_.max_in_flight && (held == per_client_.end() || held->second < max_per_client_);
+    }
+
     void forward(std::uint32_t client, bridge::ClientMessage &&message)
     {
-        if (by_request_.count({client, message.request_id}))
-            return;  // a retry of a request in flight
-        if (in_flight_.size() >= options_.max_in_flight) {
-            refuse(client, message.request_id, 429,
-                   "the bridge has " + std::to_string(options_.max_in_flight) +
-                       " requests in flight, its bound (max_in_flight)");
+        if (by_request_.count({client, message.request_id}) || is_queued(client, message.request_id))
+            return;  // a retry of a request in flight, or waiting
+        auto queue = queues_.find(client);
+        if (queue == queues_.end() && has_place(client)) {
+            start(client, std::move(message));
             return;
         }
-        if (auto held = per_client_.find(client); held != per_client_.end() && held->second >= max_per_client_) {
+        std::size_t charge = bridge::queued_overhead + message.request_id.size() + message.description.size();
+        for (const auto &frame : message.body)
+            charge += frame.size();
+        const std::size_t held = queue == queues_.end() ? 0 : queue->second.bytes;
+        if (held + charge > options_.connection_queue_bytes || queued_all_ + charge > options_.total_queue_bytes) {
             refuse(client, message.request_id, 429,
-                   "this connection has " + std::to_string(max_per_client_) +
-                       " requests in flight, its share of max_in_flight");
+                   "this connection has " + std::to_string(in_flight_of(client)) + " requests in flight and " +
+                       std::to_string(held) + " bytes of requests waiting, and the bridge " +
+                       std::to_string(queued_all_) + " (its bounds: connection_queue_bytes, and the total)");
             return;
         }
+        if (queue == queues_.end()) {
+            queue = queues_.emplace(client, Queue{}).first;
+            turns_.push_back(client);
+        }
+        const std::string id = message.request_id;
+        queue->second.waiting.push_back(Waiting{std::move(message), charge});
+        queue->second.index[id] = std::prev(queue->second.waiting.end());
+        queue->second.bytes += charge;
+        queued_all_ += charge;
+        ++queued_count_;
+    }
+
+    struct Waiting {
+        bridge::ClientMessage message;
+        std::size_t charge;
+    };
+    struct Queue {
+        std::list<Waiting> waiting;  // in order
+        std::unordered_map<std::string, std::list<Waiting>::iterator> index;  // by request id
+        std::size_t bytes = 0;
+    };
+
+    // The waiting request at `entry` leaves its queue (the queue goes when empty); returns its message.
+    bridge::ClientMessage unqueue(std::unordered_map<std::uint32_t, Queue>::iterator queue,
+                                  std::list<Waiting>::iterator entry)
+    {
+        bridge::ClientMessage message = std::move(entry->message);
+        queue->second.index.erase(message.request_id);
+        queue->second.bytes -= entry->charge;
+        queued_all_ -= entry->charge;
+        --queued_count_;
+        queue->second.waiting.erase(entry);
+        if (queue->second.waiting.empty())
+            drop_queue(queue->first);
+        return message;
+    }
+
+    void drop_queue(std::uint32_t client)
+    {
+        auto queue = queues_.find(client);
+        if (queue == queues_.end())
+            return;
+        for (const auto &entry : queue->second.waiting) {
+            queued_all_ -= entry.charge;
+            --queued_count_;
+        }
+        queues_.erase(queue);
+        turns_.erase(std::remove(turns_.begin(), turns_.end(), client), turns_.end());
+    }
+
+    // Give the places in flight that freed to the waiting requests, one connection after the other.
+    void pump()
+    {
+        std::size_t passed = 0;  // connections looked at since one last got a place
+        while (!turns_.empty() && in_flight_.size() < options_.max_in_flight && passed < turns_.size()) {
+            const std::uint32_t client = turns_.front();
+            turns_.pop_front();
+            turns_.push_back(client);
+            if (!has_place(client)) {
+                ++passed;
+                continue;
+            }
+            passed = 0;
+            auto queue = queues_.find(client);
+            start(client, unqueue(queue, queue->second.waiting.begin()));
+        }
+    }
+
+    // Send the request upstream on a DEALER of its own (429 if none can be opened).
+    void start(std::uint32_t client, bridge::ClientMessage &&message)
+    {
         void *dealer = nullptr;
         if (!idle_.empty()) {
             dealer = idle_.back().first;
@@ -508,6 +616,7 @@ private:
         InFlight request = found->second;
         untrack(found);
         idle_.emplace_back(dealer, Clock::now());
+        pump();
         if (auto body = bridge::parse_mdp_reply(std::move(frames), request.description))
             reply(request.client, bridge::final_reply(request.request_id, protocol::ok, *body));
         else
@@ -517,8 +626,11 @@ private:
 
     void refuse(std::uint32_t client, std::string_view request_id, int status, const std::string &reason)
     {
-        if (status == 429)
+        if (status == 429) {
             ++refused_in_flight_;
+            reply(client, bridge::final_reply(request_id, status, {reason, std::string(bridge::retry_after)}));
+            return;
+        }
         reply(client, bridge::final_reply(request_id, status, {reason}));
     }
 
@@ -551,7 +663,9 @@ private:
                 entry = untrack(entry);
                 close_dealer(dealer);
             }
+            drop_queue(client);
         }
+        pump();
         auto keep = std::remove_if(idle_.begin(), idle_.end(), [&](const auto &entry) {
             if (now - entry.second <= options_.idle_timeout)
                 return false;
@@ -574,6 +688,10 @@ private:
     std::map<std::pair<std::uint32_t, std::string>, void *> by_request_;
     std::unordered_map<std::uint32_t, std::size_t> per_client_;  // requests in flight per client connection
     std::vector<std::pair<void *, Clock::time_point>> idle_;
+    std::unordered_map<std::uint32_t, Queue> queues_;  // each connection's waiting requests
+    std::deque<std::uint32_t> turns_;  // connections with waiting requests, in the order places go to them
+    std::size_t queued_all_ = 0;       // bytes charged to all the queues
+    std::atomic<std::size_t> queued_count_{0};
     std::unordered_map<std::uint32_t, Clock::time_point> heard_;
     std::atomic<bool> running_{false};
     std::atomic<std::uint64_t> forwarded_{0}, refused_in_flight_{0}, dropped_{0}, internal_errors_{0};
