@@ -91,6 +91,7 @@ from generaldomo.sansio.ledger import (
     address_bytes,
     connection,
     exceeds,
+    flow_charge,
     request_charge,
 )
 from generaldomo.sansio.lograte import LogLimiter
@@ -458,7 +459,7 @@ class BrokerCore:
             self.flows.pop(name, None)  # back to no limits: nothing to remember
         else:
             if where is not None and (charged is not None or name not in self.flows):
-                size = OVERHEAD[Kind.FLOW] + len(name.encode())
+                size = flow_charge(name, change.limits.tenants or ())
                 refusal = self.ledger.admit(where, Kind.FLOW, size)
                 if refusal is not None:
                     if charged is not None:  # the entry stays as it was, charged as it was
