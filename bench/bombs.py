@@ -325,7 +325,7 @@ class Probe(threading.Thread):
 
     def __init__(self, endpoint: str, transport: str) -> None:
         super().__init__(daemon=True)
-        self.client = Client(endpoint, transport)
+        self.client = Client(endpoint, transport, fail_unreachable=False)
         self.trips: list[tuple[float, float]] = []  # (start, seconds)
         self.failures = 0
         self.stopping = threading.Event()
@@ -375,7 +375,7 @@ def run_case(kind: str) -> dict[str, float]:
     transport = CASES[kind]
     endpoint, broker, worker = start(transport, [])
     try:
-        with Client(endpoint, transport) as watcher:
+        with Client(endpoint, transport, fail_unreachable=False) as watcher:
             watcher.request("echo", b"up", timeout=60)
             probe = Probe(endpoint, transport)
             probe.start()
@@ -419,7 +419,7 @@ def run_held(kind: str, budget: int | None) -> dict[str, float]:
     endpoint, broker, worker = start(transport, flags)
     attacker: subprocess.Popen[str] | None = None
     try:
-        with Client(endpoint, transport) as watcher:
+        with Client(endpoint, transport, fail_unreachable=False) as watcher:
             watcher.request("echo", b"up", timeout=60)
             probe = Probe(endpoint, transport)
             probe.start()
@@ -471,7 +471,7 @@ def run_over_time(kind: str, seconds: float) -> dict[str, float]:
     endpoint, broker, worker = start(transport, flags)
     attacker: subprocess.Popen[str] | None = None
     try:
-        with Client(endpoint, transport) as watcher:
+        with Client(endpoint, transport, fail_unreachable=False) as watcher:
             watcher.request("echo", b"up", timeout=60)
             probe = Probe(endpoint, transport)
             probe.start()
