@@ -90,7 +90,7 @@ class Kind(enum.Enum):
 OVERHEAD: Final[Mapping[Kind, int]] = {
     Kind.TASK: 768,
     Kind.WORKER: 1536,
-    Kind.SERVICE: 24 * 1024,
+    Kind.SERVICE: 48 * 1024,  # its queues, flow state, recent times and its latest fair.KEEP_IDLE idle tenants
     Kind.FLOW: 512,
     Kind.CLIENT: 384,
     Kind.KEPT: 512,
