@@ -8,7 +8,8 @@ This module owns the directory's files and their rules:
 - ``state.json``: the flow limits changed at run time (``mmi.flow``, ``generaldomo flow``), per service name,
   each with the *base*: the limits the broker's configuration (``--flow``, ``core.set_flow`` before it runs)
   gave that name when the change was made. Written whole by rename, off the broker's loop: a writer thread
-  takes the latest entries for each write (changes made meanwhile go into the next one, coalesced), and the
+  takes the latest entries for each write (changes made meanwhile go into the next one, coalesced; one line
+  per entry, encoded an entry at a time so that the loop gets the interpreter between batches of them), and the
   loop holds the answer to a change (and what follows it to the same peers) until the write holding the change
   is on disk (:attr:`StateDir.durable`); other peers are served meanwhile. Read at start, before the first
   request: an entry applies only if the configuration still gives its service the same base, otherwise the
@@ -61,6 +62,7 @@ MAX_STATE_BYTES = 64 * 1024 * 1024  # a state file larger than this is not one t
 STATE_KIND = files.Kind("broker state file", MAX_STATE_BYTES, follow=False, private=True)
 KEY_KIND = files.Kind("hand-over key", KEY_BYTES, follow=False, private=True, strict=True)
 _UNSET = FlowLimits()
+PAUSE_EVERY = 64  # entries the writer thread encodes between two chances for the loop to take the GIL
 
 
 @attrs.frozen(slots=True)
@@ -221,7 +223,7 @@ class StateDir:
         """The current generation and the state file's bytes for it (the writer thread's call)."""
         with self._guard:
             generation, entries = self.generation, dict(self.entries)
-        return generation, encode(entries)
+        return generation, encode(entries, PAUSE_EVERY)
 
     def _write(self, data: bytes) -> None:
         try:
@@ -312,13 +314,17 @@ class _Writer:
                 os.write(self._wake, b"x")
 
 
-def encode(entries: Mapping[str, Entry]) -> bytes:
-    """The state file's bytes."""
-    flows = {
-        name: {"limits": _limits(entry.limits), "base": _limits(entry.base), "changed": entry.changed}
-        for name, entry in sorted(entries.items())
-    }
-    return json.dumps({"version": VERSION, "flows": flows}, indent=1, ensure_ascii=False).encode() + b"\n"
+def encode(entries: Mapping[str, Entry], pause_every: int = 0) -> bytes:
+    """The state file's bytes: one line per entry, each encoded on its own (json's C encoder, a short call);
+    ``pause_every``: let other threads run (the broker's loop) after that many entries."""
+    lines = []
+    for count, (name, entry) in enumerate(sorted(entries.items()), 1):
+        value = {"limits": _limits(entry.limits), "base": _limits(entry.base), "changed": entry.changed}
+        lines.append(f"  {json.dumps(name, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}")
+        if pause_every and count % pause_every == 0:
+            time.sleep(0)  # gives up the GIL: the loop waits for it no longer than one batch of entries
+    flows = "{\n" + ",\n".join(lines) + "\n }" if lines else "{}"
+    return f'{{"version": {VERSION},\n "flows": {flows}}}\n'.encode()
 
 
 def _limits(limits: FlowLimits) -> dict[str, Any]:

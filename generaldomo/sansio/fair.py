@@ -18,7 +18,8 @@ This module owns the order in which a service's queued tasks are offered for dis
   finishes, or its next token is due (:meth:`FairQueue.release_due`, :meth:`FairQueue.next_release`). Limits
   and weights are set by tenant name; the name ``*`` gives those of every tenant not named. The state of a
   tenant with nothing queued or in flight (its bucket) is kept for the latest :data:`KEEP_IDLE` such tenants
-  only, so that memory stays bounded by what is queued and in flight.
+  only, so that memory stays bounded by what is queued and in flight (each charged to its connection) and a
+  few idle tenants per service (charged with the service).
 - A task put back at the front (a reissue, or a pair flow control holds back) goes to the head of its
   tenant's queue, and its tenant to the head of the rotation if it had left it.
 
@@ -42,7 +43,7 @@ from generaldomo.sansio.queues import Queue
 AGING = 8  # dispatches of its tenant after which a waiting task gains one priority level
 MAX_WEIGHT = WEIGHT.high
 MAX_NAMED = TENANTS.high  # tenants one service may have limits for
-KEEP_IDLE = 1024  # tenants with nothing queued or in flight whose state is kept, latest first
+KEEP_IDLE = 16  # tenants with nothing queued or in flight whose state is kept, latest first (the service's charge)
 DEFAULT = "*"  # the name whose limits apply to every tenant not named
 _ROUNDING = 1e-9
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import heapq
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import attrs
@@ -65,13 +65,19 @@ def exceeds(budget: int | None, total: int, held: int) -> bool:
     return budget is not None and total > budget and (held > RESERVE or total > budget + budget * MARGIN)
 
 
+def flow_charge(name: str, tenants: Iterable[str] = ()) -> int:
+    """What a flow entry for the service name ``name`` costs, with limits for the ``tenants`` it names (each
+    :data:`TENANT_LIMIT` bytes and its name: a peer may name 1024 per entry)."""
+    return OVERHEAD[Kind.FLOW] + len(name.encode()) + sum(TENANT_LIMIT + len(t.encode()) for t in tenants)
+
+
 class Kind(enum.Enum):
     """What a holding is."""
 
     TASK = "tasks"  # a queued or running request: ids, description, body, envelope
     WORKER = "workers"  # a registered worker: description, envelope, what it said of itself
     SERVICE = "services"  # a service a peer's request or READY made, with its queues, flow and statistics
-    FLOW = "flows"  # flow limits set for a service name through mmi.flow
+    FLOW = "flows"  # flow limits set for a service name through mmi.flow, its tenants' limits too
     CLIENT = "clients"  # a generaldomo client the broker listens to (for its silence)
     KEPT = "kept"  # a final answer kept for the client's re-asks
     UNSENT = "unsent"  # replies handed to the socket that have not left the process
@@ -84,12 +90,15 @@ class Kind(enum.Enum):
 OVERHEAD: Final[Mapping[Kind, int]] = {
     Kind.TASK: 768,
     Kind.WORKER: 1536,
-    Kind.SERVICE: 24 * 1024,
+    Kind.SERVICE: 48 * 1024,  # its queues, flow state, recent times and its latest fair.KEEP_IDLE idle tenants
     Kind.FLOW: 512,
     Kind.CLIENT: 384,
     Kind.KEPT: 512,
     Kind.UNSENT: 0,
 }
+TENANT_LIMIT: Final = (
+    256  # bytes one tenant's limits in a flow entry cost beyond its name (the entry, the queue's copy)
+)
 ENVELOPE_HOP: Final = 64  # bytes one hop of an envelope costs beyond its length (a bytes object, a tuple slot)
 RESERVE: Final = 64 * 1024  # bytes a connection may hold beyond a full total budget, within the margin below
 MARGIN: Final = 0.125  # the share of the total budget that the connections holding little may go beyond it
