@@ -72,6 +72,7 @@ class JsonStore:
         from generaldomo.sansio.mmi import FlowChange
 
         self.state.record([FlowChange(name, FlowLimits(rate=float(entry["seq"] + 1)))])
+        self.state.flush()  # the broker answers a change once its writer thread has it on disk
 
 
 def child(kind: str, directory: Path, services: int) -> None:
