@@ -297,7 +297,7 @@ def test_a_worker_following_an_address_file_survives_any_content_and_finds_its_b
             )
         )
         def feed(content: bytes) -> None:
-            files.atomic_write(path, content)
+            files.write(path, content)
             time.sleep(0.3)  # the worker looks at the file every second, and when the broker is silent
             assert serving.is_alive()
 
