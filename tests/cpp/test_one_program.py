@@ -196,6 +196,10 @@ def test_without_generaldomo_python_the_error_names_the_variable_to_set(run: Pro
     """Started without ``GENERALDOMO_PYTHON`` (nor ``PYTHONPATH``), the program's Python is the one libpython
     finds by default, without generaldomo: the error says which Python that is and what to set."""
     bare = {k: v for k, v in os.environ.items() if k not in ("GENERALDOMO_PYTHON", "PYTHONPATH", "VIRTUAL_ENV")}
+    ours = os.path.realpath(os.path.dirname(sys.executable))  # a venv's bin on PATH (tox puts it first) would be
+    # the Python libpython finds: the one with generaldomo
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    bare["PATH"] = os.pathsep.join(entry for entry in path if os.path.realpath(entry) != ours)
     process = run.start(run.programs["gd_embedded"], endpoint_for("inproc"), stdin=True, env=bare)
     assert process.popen.wait(WAIT) == 3
     said = process.output()
