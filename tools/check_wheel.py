@@ -127,7 +127,7 @@ def check(work: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = fresh_venv(work, build(work))
     gd = str(bin_dir / "generaldomo")
-    if "draft sockets (CLIENT/SERVER): no" in step([gd, "doctor"], work, expect=1):
+    if "draft sockets (CLIENT/SERVER): no" in step([gd, "doctor"], work):  # a warning: the router transport works
         refused = step([gd, "demo", "--transport", "server", "--requests", "10"], work, expect=2)
         found = re.search(r"install one with: (\S+) -m generaldomo\.draft ensure", refused)
         if not found or Path(found[1]) != bin_dir / "python":
