@@ -200,12 +200,15 @@ class LiveBridge:
     """A bridge in front of a broker with an honest echo worker, an honest client of the bridge, and hostile
     connections to it (the bridge speaks to clients over SERVER sockets only). Several hostile connections
     can hold every place in flight with requests nobody serves (one connection at most
-    :data:`~generaldomo.io.bridge.CLIENT_SHARE` of them) until they expire upstream: the honest client is
-    answered ``429`` meanwhile, and asks again."""
+    :data:`~generaldomo.io.bridge.CLIENT_SHARE` of them) until they expire upstream: the honest client's
+    requests wait in its queue meanwhile, or are answered ``429`` beyond it, and it asks again."""
 
     def __init__(self, broker: Broker, workers: Callable[..., Worker]) -> None:
         workers(broker.endpoint("router"), "router")
-        self.bridge = Bridge(["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=32).start()
+        # a small queue per connection: the corpus's requests beyond it are refused (429), those within it wait
+        self.bridge = Bridge(
+            ["tcp://127.0.0.1:*"], broker.endpoint("router"), max_in_flight=32, connection_queue_bytes=4096
+        ).start()
         endpoint = self.bridge.endpoints[0]
         self.client = Client(endpoint, "server")
         self.hostiles = [RawPeer("server", endpoint) for _ in range(HOSTILES)]
