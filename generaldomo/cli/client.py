@@ -31,12 +31,12 @@ from generaldomo.cli.command import Command, Exit
 from generaldomo.io import files
 from generaldomo.io.connection import Curve
 from generaldomo.peers.client import Client, HandshakeFailed, NotFound, Reply, RequestFailed
-from generaldomo.sansio import serializers
-from generaldomo.sansio.serializers import Serializer
+from generaldomo.sansio.peer import serializers
+from generaldomo.sansio.peer.serializers import Serializer
 
 PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
 STDIN = "-"
-PAYLOAD_FILE = files.Kind("payload file", 1 << 31)  # larger than any message a broker takes by default
+PAYLOAD_FILE = files.FileKind("payload file", 1 << 31)  # larger than any message a broker takes by default
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

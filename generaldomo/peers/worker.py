@@ -1,6 +1,6 @@
 """The worker API: serve one service description with a handler function.
 
-This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSession`, which owns READY
+This module is the IO shell around :class:`generaldomo.sansio.peer.session.WorkerSession`, which owns READY
 (carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
@@ -34,17 +34,17 @@ from generaldomo.io.transport import Transport
 from generaldomo.peers.client import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
-from generaldomo.sansio import protocol
 from generaldomo.sansio.barrier import Barrier
-from generaldomo.sansio.handshake import HandshakeFailure
-from generaldomo.sansio.session import Action, CancelTask, Reconnect, RunTask, WorkerSession
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+from generaldomo.sansio.peer.handshake import HandshakeFailure
+from generaldomo.sansio.peer.session import Action, CancelTask, Reconnect, RunTask, WorkerSession
+from generaldomo.sansio.wire import protocol
 
 log = logging.getLogger(__name__)
 
-Payload = bytes | tuple[bytes, ...]
+Received = bytes | tuple[bytes, ...]  # a task's payload as its handler gets it: one frame, or a tuple of several
 Result = bytes | Sequence[bytes] | Generator[Any, None, Any]
-Handler = Callable[[Payload], Result] | Callable[[Payload, TaskContext], Result]
+Handler = Callable[[Received], Result] | Callable[[Received, TaskContext], Result]
 READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
 LISTEN_EVERY: Final = 0.1  # seconds between two looks at the socket while the handler runs (for a CANCEL)
 MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
@@ -297,7 +297,7 @@ class Worker:
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
 
-    def _call(self, payload: Payload, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
+    def _call(self, payload: Received, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
         """The handler's ``(status, result frames)``; a generator's yields go out as partial results."""
         try:
             handler: Callable[..., Result] = self.handler
