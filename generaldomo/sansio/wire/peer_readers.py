@@ -43,7 +43,7 @@ from generaldomo.sansio.wire.peer_events import (
     ToClient,
     ToWorker,
 )
-from generaldomo.sansio.wire.status import is_status
+from generaldomo.sansio.wire.statuses import is_status
 
 _GDP_FINAL = command_byte(Dialect.GDP, FINAL, worker=False)
 _GDP_PARTIAL = command_byte(Dialect.GDP, PARTIAL, worker=False)

@@ -55,7 +55,7 @@ def gdp_ready(
     description: bytes, result: tuple[bytes, bytes, Sequence[bytes]] | None = None, info: bytes | None = None
 ) -> list[bytes]:
     """Frames of a generaldomo worker's READY, carrying ``(task_id, status, body)`` of its last task if any, or
-    else the peer-info frame ``info`` (see :func:`~generaldomo.sansio.wire.frames.worker_info`) if given."""
+    else the peer-info frame ``info`` (see :func:`~generaldomo.sansio.wire.inner_frames.worker_info`) if given."""
     frames = [GDP_WORKER, command_byte(Dialect.GDP, READY, True), description]
     if result is not None:
         task_id, status, body = result

@@ -2,8 +2,8 @@
 
 The layouts live in the modules of :mod:`generaldomo.sansio.wire`, readers apart from writers (see
 ``docs/protocol.rst``): :mod:`~generaldomo.sansio.wire.dialects` (headers and command bytes),
-:mod:`~generaldomo.sansio.wire.status` (status codes), :mod:`~generaldomo.sansio.wire.fields` (a request's
-fields frame), :mod:`~generaldomo.sansio.wire.frames` (peer info, timing, retry-after),
+:mod:`~generaldomo.sansio.wire.statuses` (status codes), :mod:`~generaldomo.sansio.wire.fields` (a request's
+fields frame), :mod:`~generaldomo.sansio.wire.inner_frames` (peer info, timing, retry-after),
 :mod:`~generaldomo.sansio.wire.readers` and :mod:`~generaldomo.sansio.wire.writers` (what the broker reads and
 writes), :mod:`~generaldomo.sansio.wire.peer_readers` and :mod:`~generaldomo.sansio.wire.peer_writers` (what
 the generaldomo peers read and write). This module gathers their public names, so that ``protocol.parse`` or
@@ -54,7 +54,7 @@ from generaldomo.sansio.wire.fields import (
     parse_fields,
     request_fields,
 )
-from generaldomo.sansio.wire.frames import (
+from generaldomo.sansio.wire.inner_frames import (
     FEATURES,
     MAX_HOST,
     MAX_INFO,
@@ -86,7 +86,7 @@ from generaldomo.sansio.wire.peer_writers import (
     mdp_client_request,
 )
 from generaldomo.sansio.wire.readers import READERS, parse
-from generaldomo.sansio.wire.status import (
+from generaldomo.sansio.wire.statuses import (
     BAD_GATEWAY,
     BAD_REQUEST,
     EXPIRED,

@@ -45,9 +45,9 @@ from generaldomo.sansio.wire.events import (
     WorkerResume,
 )
 from generaldomo.sansio.wire.fields import Fields, parse_fields
-from generaldomo.sansio.wire.frames import read_worker_info
+from generaldomo.sansio.wire.inner_frames import read_worker_info
 from generaldomo.sansio.wire.limits import DESCRIPTION, REASKED, REQUEST_ID, STATUS, TASK_ID, Field
-from generaldomo.sansio.wire.status import OK, is_status
+from generaldomo.sansio.wire.statuses import OK, is_status
 
 Reader = Callable[[Sequence[bytes]], Event]  # the frames after the header -> the event they are
 

@@ -23,7 +23,7 @@ from generaldomo.sansio.wire.dialects import (
     command_byte,
 )
 from generaldomo.sansio.wire.events import Dialect
-from generaldomo.sansio.wire.status import OK
+from generaldomo.sansio.wire.statuses import OK
 
 _GDP_FINAL = command_byte(Dialect.GDP, FINAL, worker=False)
 _GDP_PARTIAL = command_byte(Dialect.GDP, PARTIAL, worker=False)
