@@ -37,7 +37,9 @@ from typing import Any
 
 import attrs
 
-from generaldomo.sansio.limits import BURST, CONCURRENCY, RATE, TENANTS, WEIGHT
+from generaldomo.sansio.bounds import within
+from generaldomo.sansio.bucket import TokenBucket
+from generaldomo.sansio.limits import BURST, CONCURRENCY, RATE, TENANT, TENANTS, WEIGHT
 from generaldomo.sansio.queues import Queue
 
 AGING = 8  # dispatches of its tenant after which a waiting task gains one priority level
@@ -45,7 +47,6 @@ MAX_WEIGHT = WEIGHT.high
 MAX_NAMED = TENANTS.high  # tenants one service may have limits for
 KEEP_IDLE = 16  # tenants with nothing queued or in flight whose state is kept, latest first (the service's charge)
 DEFAULT = "*"  # the name whose limits apply to every tenant not named
-_ROUNDING = 1e-9
 
 
 def _weight(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -53,17 +54,7 @@ def _weight(instance: object, attribute: attrs.Attribute[Any], value: Any) -> No
         raise ValueError(f"a tenant's weight is a whole number from 1 to {MAX_WEIGHT}")
 
 
-_BOUNDS = {field.name: field for field in (RATE, BURST, CONCURRENCY)}  # as for a service
-
-
-def _optional_positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    field = _BOUNDS[attribute.name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not field.admits(value):
-        raise ValueError(f"a tenant's {attribute.name} must be {field.bounds} (or null for no limit)")
-    if attribute.name != "rate" and isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"a tenant's {attribute.name} must be a whole number")
+_WHO = "a tenant's "  # a bad limit's message says whose it is
 
 
 @attrs.frozen(slots=True)
@@ -73,9 +64,9 @@ class TenantLimits:
     flight); None: no limit. Raises ValueError on a bad value."""
 
     weight: int = attrs.field(default=1, validator=_weight)
-    rate: float | None = attrs.field(default=None, validator=_optional_positive)
-    burst: int | None = attrs.field(default=None, validator=_optional_positive)
-    concurrency: int | None = attrs.field(default=None, validator=_optional_positive)
+    rate: float | None = attrs.field(default=None, validator=within(RATE, whole=False, who=_WHO))
+    burst: int | None = attrs.field(default=None, validator=within(BURST, whole=True, who=_WHO))
+    concurrency: int | None = attrs.field(default=None, validator=within(CONCURRENCY, whole=True, who=_WHO))
 
     @classmethod
     def of(cls, value: object) -> TenantLimits:
@@ -104,8 +95,8 @@ def tenants_of(value: object) -> dict[str, TenantLimits] | None:
         raise ValueError(f"limits for at most {MAX_NAMED} tenants per service")
     named = {}
     for name, limits in value.items():
-        if not isinstance(name, str) or not 0 < len(name.encode()) <= 64 or not name.isprintable():
-            raise ValueError(f"a tenant name is 1 to 64 bytes of printable text, not {name!r:.70}")
+        if not isinstance(name, str) or not TENANT.fits(name.encode()) or not name.isprintable():
+            raise ValueError(f"a tenant name is {TENANT.bounds} of printable text, not {name!r:.70}")
         named[name] = TenantLimits.of(limits)
     return named or None
 
@@ -130,6 +121,7 @@ class _Tenant:
     """One tenant's queued tasks (a FIFO queue per priority level) and the state of its share and limits."""
 
     __slots__ = (
+        "bucket",
         "deficit",
         "dispatched",
         "held",
@@ -138,8 +130,6 @@ class _Tenant:
         "levels",
         "limits",
         "queued",
-        "refilled",
-        "tokens",
     )
 
     def __init__(self, key: Hashable, limits: TenantLimits) -> None:
@@ -151,8 +141,7 @@ class _Tenant:
         self.in_flight = 0
         self.dispatched = 0  # dispatches since it appeared: the clock that tasks age by
         self.held = False
-        self.tokens = float(limits.burst or 1)
-        self.refilled: float | None = None  # None: the bucket is full
+        self.bucket: TokenBucket | None = None  # of its rate limit, made at its first dispatch under one (None: full)
 
     def best(self) -> Queue[Any]:
         """The level whose head goes next (it has tasks queued): the highest priority after aging, the older on
@@ -178,28 +167,30 @@ class _Tenant:
             yield from self.levels[priority]
 
     def refill(self, now: float) -> None:
-        rate, burst = self.limits.rate, float(self.limits.burst or 1)
-        if rate is None:
-            return
-        if self.refilled is None:
-            self.tokens = burst
-        else:
-            self.tokens = min(burst, self.tokens + (now - self.refilled) * rate)
-        self.refilled = now
+        rate = self.limits.rate
+        if rate is not None:
+            if self.bucket is None:
+                self.bucket = TokenBucket()
+            self.bucket.refill(now, rate, float(self.limits.burst or 1))
+
+    def take(self) -> None:
+        """Take a token of its rate (after a refill)."""
+        if self.bucket is not None:
+            self.bucket.take()
 
     def blocked(self) -> bool:
         """True while a limit holds it (tokens as last refilled)."""
         limits = self.limits
         if limits.concurrency is not None and self.in_flight >= limits.concurrency:
             return True
-        return limits.rate is not None and self.tokens < 1.0 - _ROUNDING
+        return limits.rate is not None and self.bucket is not None and not self.bucket.has_token
 
     def next_token(self) -> float | None:
         """When the rate next allows a dispatch, if the rate is what holds it (after a refill)."""
-        rate = self.limits.rate
-        if rate is None or self.refilled is None or self.tokens >= 1.0 - _ROUNDING:
+        rate, bucket = self.limits.rate, self.bucket
+        if rate is None or bucket is None or bucket.has_token:
             return None
-        return self.refilled + (1.0 - self.tokens) / rate
+        return bucket.due(rate)
 
 
 class FairQueue:
@@ -365,7 +356,7 @@ class FairQueue:
         tenant.dispatched += 1
         if tenant.limits.rate is not None:
             tenant.refill(now)
-            tenant.tokens -= 1.0
+            tenant.take()
         rotation = self._rotation
         if tenant.queued:
             tenant.deficit -= 1.0

@@ -16,33 +16,15 @@ the service. A service without limits only counts its tasks and their bytes in f
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 import attrs
 
 from generaldomo.sansio.adaptive import Adaptive, AdaptiveLimits
 from generaldomo.sansio.backoff import Backoff, BackoffLimits
+from generaldomo.sansio.bounds import within
+from generaldomo.sansio.bucket import TokenBucket
 from generaldomo.sansio.fair import TenantLimits, merge_tenants, tenants_of
 from generaldomo.sansio.limits import BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
-
-_ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
-
-
-_BOUNDS = {field.name: field for field in (RATE, BURST, CONCURRENCY, BYTES_IN_FLIGHT)}
-
-
-def _within(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """A limit is None (no limit) or a number within its bounds in :mod:`generaldomo.sansio.limits`; all but
-    the rate are whole numbers."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{attribute.name} must be a number (or null for no limit)")
-    field = _BOUNDS[attribute.name]
-    if not field.admits(value):  # NaN is within no bounds
-        raise ValueError(f"{attribute.name} must be {field.bounds} (or null for no limit), not {value!r}")
-    if attribute.name != "rate" and isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{attribute.name} must be a whole number, not {value!r}")
 
 
 def _adaptive(value: object) -> AdaptiveLimits | None:
@@ -59,10 +41,10 @@ class FlowLimits:
 
     Raises ValueError on a bad limit, so a FlowLimits that exists is valid."""
 
-    rate: float | None = attrs.field(default=None, validator=_within)
-    burst: int | None = attrs.field(default=None, validator=_within)
-    concurrency: int | None = attrs.field(default=None, validator=_within)
-    bytes_in_flight: int | None = attrs.field(default=None, validator=_within)
+    rate: float | None = attrs.field(default=None, validator=within(RATE, whole=False))
+    burst: int | None = attrs.field(default=None, validator=within(BURST, whole=True))
+    concurrency: int | None = attrs.field(default=None, validator=within(CONCURRENCY, whole=True))
+    bytes_in_flight: int | None = attrs.field(default=None, validator=within(BYTES_IN_FLIGHT, whole=True))
     adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
     tenants: dict[str, TenantLimits] | None = attrs.field(default=None, converter=tenants_of)
     backoff: BackoffLimits | None = attrs.field(default=None, converter=_backoff)  # None: the default bounds
@@ -107,8 +89,7 @@ class Flow:
     in_flight_bytes: int = 0
     _cap: int | None = attrs.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
     _rate: float | None = attrs.field(default=None, init=False)  # the lower of the rate limit and the adapted rate
-    _tokens: float = attrs.field(default=0.0, init=False)
-    _refilled: float | None = attrs.field(default=None, init=False)  # None: the bucket is full
+    _bucket: TokenBucket = attrs.field(factory=TokenBucket, init=False)  # the bucket of the rate in force
 
     def configure(self, rate: float | None, burst: int | None, concurrency: int | None) -> None:
         """Change the limits (ValueError on a bad one); the bucket starts full under a new rate."""
@@ -129,7 +110,7 @@ class Flow:
             self.adaptive = Adaptive(limits.adaptive)
         else:
             self.adaptive.rebound(limits.adaptive)
-        self._refilled = None
+        self._bucket.fill()
         self._recap()
 
     def _recap(self) -> None:
@@ -154,16 +135,6 @@ class Flow:
     def limited(self) -> bool:
         return self._rate is not None or self._cap is not None or self.bytes_in_flight is not None
 
-    def _refill(self, now: float) -> None:
-        rate = self._rate
-        if rate is None:
-            return
-        if self._refilled is None:
-            self._tokens = float(self.burst)
-        else:
-            self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * rate)
-        self._refilled = now
-
     def admits(self, now: float) -> bool:
         """True when one more dispatch is allowed at ``now`` (by rate and count; sizes: :meth:`fits`). An adapted
         rate that holds a dispatch back grows meanwhile (see backoff)."""
@@ -172,8 +143,8 @@ class Flow:
         if self._rate is None:
             return True
         backoff = self.backoff
-        self._refill(now)
-        if self._tokens >= 1.0 - _ROUNDING:
+        self._bucket.refill(now, self._rate, self.burst)
+        if self._bucket.has_token:
             return True
         if backoff.rate is not None and backoff.rate == self._rate and backoff.held(now, self.rate):
             self._recap()  # it grew: a token may be due sooner
@@ -187,7 +158,7 @@ class Flow:
         in force."""
         if self.backoff.slow_down(now, dispatched, retry_after, self.rate, worker, workers):
             self._recap()
-            self._tokens, self._refilled = 0.0, now
+            self._bucket.empty(now)
 
     def fits(self, size: int) -> bool:
         """True when a task of ``size`` bytes may go now: within ``bytes_in_flight``, or alone."""
@@ -200,8 +171,8 @@ class Flow:
         self.in_flight_bytes += size
         self.backoff.dispatched(now)
         if self._rate is not None:
-            self._refill(now)
-            self._tokens -= 1.0
+            self._bucket.refill(now, self._rate, self.burst)
+            self._bucket.take()
         if self.adaptive is not None and self.in_flight >= self.adaptive.limit:
             self.adaptive.saturated = True  # demand reached the adaptive cap (not just a lower fixed one)
 
@@ -228,5 +199,5 @@ class Flow:
         rate = self._rate
         if rate is None or (self._cap is not None and self.in_flight >= self._cap):
             return None
-        self._refill(now)
-        return now + max(0.0, (1.0 - self._tokens) / rate)
+        self._bucket.refill(now, rate, self.burst)
+        return self._bucket.due(rate)
