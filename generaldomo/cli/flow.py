@@ -16,6 +16,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
 from generaldomo.sansio import knobs, protocol
+from generaldomo.sansio.flow import FLOW
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.wait_for_broker(parser)
     options.curve(parser)
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
-    for knob in knobs.FLOW:
+    for knob in FLOW:
         if knob.kind is knobs.Kind.TENANTS:
             more = f"{knob.help} (repeatable; default: unchanged)"
             options.add_knob(parser, knob, default=unset, type=_tenant, action="append", help=more)
@@ -52,7 +53,7 @@ def _tenant(text: str) -> tuple[str, dict[str, Any] | None]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-FLOW_KEYS = tuple(knob.name for knob in knobs.FLOW if knob.kind is not knobs.Kind.TENANTS)  # namespace keys
+FLOW_KEYS = tuple(knob.name for knob in FLOW if knob.kind is not knobs.Kind.TENANTS)  # namespace keys
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,5 +96,5 @@ def _served(client: Client, service: str, timeout: float) -> bool:
 
 COMMAND = Command(
     "flow", "show or change a service's flow limits (mmi.flow)", arguments, run,
-    configurable=True, per_run=(*(knob.name for knob in knobs.FLOW), "create"),  # the limits: what this run changes
+    configurable=True, per_run=(*(knob.name for knob in FLOW), "create"),  # the limits: what this run changes
 )  # fmt: skip

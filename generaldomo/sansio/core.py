@@ -463,12 +463,10 @@ class BrokerCore:
         Args:
             name: the service name.
             now: the time.
-            limits: by keyword, the fields of :class:`~generaldomo.sansio.flow.FlowLimits` (``LIMIT_NAMES``;
-                their knobs: :data:`generaldomo.sansio.knobs.FLOW`), in the forms it and ``mmi.flow`` take:
-                ``rate`` (dispatches per second), ``burst``, ``concurrency``, ``bytes_in_flight``, ``adaptive``
-                (an ``AdaptiveLimits`` or ``{"min": 1, "max": 64}``), ``tenants`` (tenant name -> a
-                ``TenantLimits`` or ``{"weight": 3, "concurrency": 8}``), ``backoff`` (a ``BackoffLimits`` or
-                ``{"min": 1, "max": 50}``).
+            limits: by keyword, the fields of :class:`~generaldomo.sansio.flow.FlowLimits` (the limits declared
+                in :data:`generaldomo.sansio.flow.LIMITS`), in the forms it and ``mmi.flow`` take: numbers, ranges
+                as ``{"min": 1, "max": 64}`` (or an ``AdaptiveLimits``, a ``BackoffLimits``), ``tenants`` as
+                tenant name -> a ``TenantLimits`` or ``{"weight": 3, "concurrency": 8}``.
 
         Example:
             >>> import random

@@ -26,14 +26,16 @@ This module owns the order in which a service's queued tasks are offered for dis
 The queue reads a task's ``tenant`` and ``priority`` and writes its ``order`` (the tenant's dispatch count when
 it was queued, for aging), nothing else. It is told of dispatches (:meth:`FairQueue.started`) and of tasks
 leaving flight (:meth:`FairQueue.stopped`) by the core. It reads no clock (times are given) and knows
-nothing of workers, services' flow limits or messages.
+nothing of workers, services' flow limits or messages. The tenants' limits as reports show them are
+:func:`first_tenants`.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Hashable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -47,6 +49,7 @@ MAX_WEIGHT = WEIGHT.high
 MAX_NAMED = TENANTS.high  # tenants one service may have limits for
 KEEP_IDLE = 16  # tenants with nothing queued or in flight whose state is kept, latest first (the service's charge)
 DEFAULT = "*"  # the name whose limits apply to every tenant not named
+REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tenant limits its flow report lists
 
 
 def _weight(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -434,3 +437,26 @@ class FairQueue:
     def busy_tenants(self) -> int:
         """Tenants with something queued or in flight."""
         return len(self._tenants) - len(self._idle)
+
+
+def first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The limits of "*" and of the first other tenants set, :data:`REPORTED_TENANTS` in all, in JSON form."""
+    shown = dict.fromkeys(
+        itertools.islice(itertools.chain(("*",) if "*" in tenants else (), tenants), REPORTED_TENANTS + 1)
+    )
+    return {name: attrs.asdict(tenants[name]) for name in itertools.islice(shown, REPORTED_TENANTS)}
+
+
+TENANTS_SCHEMA: Final = {
+    "type": ["object", "null"],
+    "additionalProperties": {
+        "type": "object",
+        "required": ["weight", "rate", "burst", "concurrency"],
+        "properties": {
+            "weight": {"type": "integer", "minimum": 1, "maximum": 1000},
+            "rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
+            "burst": {"type": ["integer", "null"], "minimum": 1},
+            "concurrency": {"type": ["integer", "null"], "minimum": 1},
+        },
+    },
+}  # the JSON schema of the tenants' limits as reports show them (first_tenants)

@@ -16,38 +16,142 @@ the service. A service without limits only counts its tasks and their bytes in f
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any, Final
 
 import attrs
 
-from generaldomo.sansio.adaptive import Adaptive, AdaptiveLimits
-from generaldomo.sansio.backoff import Backoff, BackoffLimits
-from generaldomo.sansio.bounds import within
+from generaldomo.sansio.adaptive import REPORT_SCHEMA as ADAPTIVE_SCHEMA
+from generaldomo.sansio.adaptive import Adaptive, AdaptiveLimits, AdaptiveReport
+from generaldomo.sansio.backoff import REPORT_SCHEMA as BACKOFF_SCHEMA
+from generaldomo.sansio.backoff import Backoff, BackoffLimits, BackoffReport
 from generaldomo.sansio.bucket import TokenBucket
-from generaldomo.sansio.fair import TenantLimits, merge_tenants, tenants_of
-from generaldomo.sansio.limits import BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
+from generaldomo.sansio.declaration import Beside, Control, Limit, knob
+from generaldomo.sansio.fair import (
+    REPORTED_TENANTS,
+    TENANTS_SCHEMA,
+    TenantLimits,
+    first_tenants,
+    merge_tenants,
+    tenants_of,
+)
+from generaldomo.sansio.knobs import Kind, Knob
+from generaldomo.sansio.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
+_NO_LIMIT = "no limit"
+_COUNT: Final = {"$ref": "#/$defs/count"}
 
-def _adaptive(value: object) -> AdaptiveLimits | None:
-    return AdaptiveLimits.of(value)
-
-
-def _backoff(value: object) -> BackoffLimits | None:
-    return BackoffLimits.of(value)
+# The limits of a service (FlowLimits, mmi.flow's keys, the flow report's fields), each declared once: from
+# these are made the CLI's flags, the report, its schema, the status view, the dashboard's form and the guide's
+# table (see generaldomo.sansio.declaration).
+LIMITS: Final[tuple[Limit, ...]] = (
+    Limit(
+        knob=knob(
+            RATE, Kind.FLOAT, "dispatches per second; 'none' lifts it",
+            unit="per second", none_means=_NO_LIMIT, metavar="PER_SECOND", metric="service_rate_limit",
+        ),
+        field=RATE, example="5", description="Dispatches per second.", always_shown=True, column="limit/s",
+        control=Control(label="rate /s", size=7, summary="{value}/s", format="rate"),
+    ),
+    Limit(
+        knob=knob(
+            BURST, Kind.INT, "dispatches allowed back to back (a new limit starts at 1)",
+            metavar="N", metric="service_burst_limit",
+        ),
+        field=BURST, example="1",
+        description="Dispatches allowed back to back under the rate; null while no rate is in force.",
+        always_shown=True, column="burst",
+        control=Control(label="burst", placeholder="1", size=5, summary="burst {value}"),
+    ),
+    Limit(
+        knob=knob(
+            CONCURRENCY, Kind.INT, "tasks in flight at once; 'none' lifts it",
+            none_means=_NO_LIMIT, metavar="N", metric="service_concurrency_limit",
+        ),
+        field=CONCURRENCY, example="10", description="Tasks in flight at once.", always_shown=True, column="max conc",
+        control=Control(label="concurrency", size=5, summary="≤ {value} at once"),
+        beside=(
+            Beside(
+                name="in_flight", description="Tasks dispatched and not yet answered.", schema=_COUNT, type=int,
+                default=0, reported=lambda flow, limits, now: flow.in_flight,
+            ),
+        ),
+    ),
+    Limit(
+        knob=knob(
+            BYTES_IN_FLIGHT, Kind.INT, "request bytes in flight at once (a larger task goes alone); 'none' lifts it",
+            unit="bytes", none_means=_NO_LIMIT, metavar="BYTES", metric="service_bytes_in_flight_limit",
+        ),
+        field=BYTES_IN_FLIGHT, example="1000000",
+        description="Limit on request bytes in flight (a larger request goes alone).",
+        line="bytes in flight {in_flight_bytes}/{bytes_in_flight}",
+        control=Control(label="bytes in flight", size=9, summary="≤ {value} in flight", format="bytes"),
+        beside=(
+            Beside(
+                name="in_flight_bytes", description="Request bytes (description and body) of the tasks in flight.",
+                schema=_COUNT, type=int, default=0, reported=lambda flow, limits, now: flow.in_flight_bytes,
+            ),
+        ),
+    ),
+    Limit(
+        knob=knob(
+            ADAPTIVE, Kind.RANGE, "adapt the concurrency cap to service times within these bounds; 'none' turns it off",
+            none_means="off", metavar="MIN..MAX", metric=None,
+        ),
+        converter=AdaptiveLimits.of, example="1..64", description="The adaptive concurrency cap; null: off.",
+        schema=ADAPTIVE_SCHEMA, type=AdaptiveReport | None,
+        reported=lambda flow, limits, now: AdaptiveReport.of(flow.adaptive, now),
+        line="adaptive cap {adaptive.cap} ({adaptive.min}..{adaptive.max}, floor {adaptive.floor:ms})",
+        control=Control(label="adaptive", placeholder="off", size=4, summary="adaptive {min}…{max} (cap {cap})"),
+    ),
+    Limit(
+        knob=Knob(
+            name="tenants", kind=Kind.TENANTS, default=None, none_means="no per-tenant limits", flag="--tenant",
+            help="a tenant's share and limits: weight (default 1), rate, burst, concurrency, e.g. "
+            "alice=weight=3,concurrency=8; NAME=none forgets them; the name '*' sets every other tenant's",
+            metavar="NAME=KEY=VALUE,...", metric=None,
+        ),
+        converter=tenants_of, schema=TENANTS_SCHEMA, type=dict[str, dict[str, Any]] | None,
+        description='Weights and limits by tenant name ("*": every tenant not named), those of "*" and the first '
+        f"others set (at most {REPORTED_TENANTS}; tenant_limits says how many there are); null: none set.",
+        reported=lambda flow, limits, now: None if limits.tenants is None else first_tenants(limits.tenants),
+        line=None,
+        beside=(
+            Beside(
+                name="tenant_limits", description='Tenants with weights or limits set, "*" included; null: none set.',
+                schema={"type": ["integer", "null"], "minimum": 0}, type=int | None, default=None,
+                reported=lambda flow, limits, now: None if limits.tenants is None else len(limits.tenants),
+            ),
+        ),
+    ),
+    Limit(
+        knob=Knob(
+            name="backoff", kind=Kind.RATE_RANGE, default=None, unit="per second", none_means="the defaults, 0.1..",
+            help="bounds (per second; MAX may be left out) of the dispatch rate adapted to the workers' 429 answers; "
+            "'auto': the defaults, 0.1..", derived=True, metavar="MIN..MAX", metric=None,
+        ),
+        converter=BackoffLimits.of, example="1..50", schema=BACKOFF_SCHEMA, type=BackoffReport | None,
+        description="The dispatch rate adapted to the service's 429 answers; null: no 429 yet and default bounds.",
+        reported=lambda flow, limits, now: BackoffReport.of(flow.backoff, flow.backoff_set, now), line=None,
+    ),
+)  # fmt: skip
+LIMIT = {limit.name: limit for limit in LIMITS}
+FLOW: Final = tuple(limit.knob for limit in LIMITS)  # the limits' knobs: their CLI flags and metrics
 
 
 @attrs.frozen(slots=True)
 class FlowLimits:
-    """The limits an operator sets for a service name; None: no limit (``burst``: keep the current burst).
+    """The limits an operator sets for a service name, a field per declaration in :data:`LIMITS`, in its order;
+    None: no limit (``burst``: keep the current burst; ``backoff``: the default bounds).
 
     Raises ValueError on a bad limit, so a FlowLimits that exists is valid."""
 
-    rate: float | None = attrs.field(default=None, validator=within(RATE, whole=False))
-    burst: int | None = attrs.field(default=None, validator=within(BURST, whole=True))
-    concurrency: int | None = attrs.field(default=None, validator=within(CONCURRENCY, whole=True))
-    bytes_in_flight: int | None = attrs.field(default=None, validator=within(BYTES_IN_FLIGHT, whole=True))
-    adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
-    tenants: dict[str, TenantLimits] | None = attrs.field(default=None, converter=tenants_of)
-    backoff: BackoffLimits | None = attrs.field(default=None, converter=_backoff)  # None: the default bounds
+    rate: float | None = attrs.field(default=None, **LIMIT["rate"].checks)
+    burst: int | None = attrs.field(default=None, **LIMIT["burst"].checks)
+    concurrency: int | None = attrs.field(default=None, **LIMIT["concurrency"].checks)
+    bytes_in_flight: int | None = attrs.field(default=None, **LIMIT["bytes_in_flight"].checks)
+    adaptive: AdaptiveLimits | None = attrs.field(default=None, **LIMIT["adaptive"].checks)
+    tenants: dict[str, TenantLimits] | None = attrs.field(default=None, **LIMIT["tenants"].checks)
+    backoff: BackoffLimits | None = attrs.field(default=None, **LIMIT["backoff"].checks)
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
         """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input.
@@ -65,7 +169,7 @@ class FlowLimits:
         return self == FlowLimits()
 
 
-LIMIT_NAMES = tuple(attrs.fields_dict(FlowLimits))  # mmi.flow's keys (generaldomo.sansio.knobs.FLOW: their knobs)
+LIMIT_NAMES = tuple(attrs.fields_dict(FlowLimits))  # mmi.flow's keys
 
 
 @attrs.define
@@ -85,6 +189,7 @@ class Flow:
     tenants: dict[str, TenantLimits] | None = None  # weights and limits by tenant (the service's queue applies them)
     backoff: Backoff = attrs.field(factory=Backoff)  # the rate its 429s taught, and its bounds
     backoff_set: bool = False  # the bounds were set (not the defaults)
+    limits: FlowLimits = attrs.field(factory=FlowLimits)  # as last applied
     in_flight: int = 0
     in_flight_bytes: int = 0
     _cap: int | None = attrs.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
@@ -98,6 +203,7 @@ class Flow:
     def apply(self, limits: FlowLimits) -> None:
         """Enforce ``limits`` from now on; the bucket starts full under a new rate; an adaptive cap already
         running keeps what it learnt, clamped into new bounds."""
+        self.limits = limits
         self.rate, self.concurrency, self.bytes_in_flight = limits.rate, limits.concurrency, limits.bytes_in_flight
         self.tenants = limits.tenants
         self.backoff_set = limits.backoff is not None
@@ -112,6 +218,15 @@ class Flow:
             self.adaptive.rebound(limits.adaptive)
         self._bucket.fill()
         self._recap()
+
+    @property
+    def in_force(self) -> FlowLimits:
+        """The limits it enforces, as both ``mmi.flow`` and the report show them (``burst``: None when no rate is
+        in force, since a burst only shapes a rate; ``backoff``: None while its bounds are the defaults)."""
+        adaptive = None if self.adaptive is None else self.adaptive.limits
+        burst = self.burst if self.rate is not None else None
+        backoff = self.backoff.limits if self.backoff_set else None
+        return attrs.evolve(self.limits, burst=burst, adaptive=adaptive, backoff=backoff)
 
     def _recap(self) -> None:
         cap = self.concurrency

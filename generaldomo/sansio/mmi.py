@@ -18,9 +18,10 @@ import attrs
 
 from generaldomo.errors import GeneraldomoError
 from generaldomo.sansio import pacing, protocol, wirejson
-from generaldomo.sansio.flow import LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.fair import first_tenants
+from generaldomo.sansio.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits
 from generaldomo.sansio.limits import MMI_FRAMES, SERVICE_NAME
-from generaldomo.sansio.report import StatusQuery, StatusReport, first_tenants, limits_in_force
+from generaldomo.sansio.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.resolver import ResolveError, Resolver
 
 
@@ -147,19 +148,16 @@ def service_name(frame: bytes) -> str:
 
 
 def shown(limits: FlowLimits) -> dict[str, object]:
-    """The JSON form of ``limits`` in an ``mmi.flow`` answer: rate, burst and concurrency always, the newer
-    limits (bytes in flight, adaptive) only when set, so older readers see what they always saw; of the tenants'
+    """The JSON form of ``limits`` in an ``mmi.flow`` answer: the limits declared ``always_shown`` (rate, burst and
+    concurrency) always, the newer ones only when set, so older readers see what they always saw; of the tenants'
     limits, as the status report shows them, those of "*" and the first others set, and their number
     (``tenant_limits``)."""
     tenants = limits.tenants
     data = attrs.asdict(attrs.evolve(limits, tenants=None))
-    shown = {key: value for key, value in data.items() if value is not None or key in _ALWAYS_SHOWN}
+    shown = {key: value for key, value in data.items() if value is not None or LIMIT[key].always_shown}
     if tenants is not None:
         shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}
     return shown
-
-
-_ALWAYS_SHOWN = frozenset({"rate", "burst", "concurrency"})
 
 
 def _in_force(live: Flow | None, limits: FlowLimits, changed: bool) -> FlowLimits:
