@@ -15,8 +15,9 @@ from typing import Any
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
-from generaldomo.sansio import knobs, protocol
-from generaldomo.sansio.flow import FLOW
+from generaldomo.sansio.broker.flow.flow import FLOW
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.wire import protocol
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

@@ -49,9 +49,9 @@ from generaldomo.dashboard.frames import MAX_SERVICES, MAX_WORKERS, Framer
 from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
 from generaldomo.io import files
 from generaldomo.peers.client import Client, Keys, RequestFailed
-from generaldomo.sansio import wirejson
-from generaldomo.sansio.declaration import controls
-from generaldomo.sansio.flow import LIMIT_NAMES, LIMITS
+from generaldomo.sansio.broker.flow.declaration import controls
+from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES, LIMITS
+from generaldomo.sansio.wire import wirejson
 
 log = logging.getLogger(__name__)
 

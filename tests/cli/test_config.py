@@ -18,8 +18,9 @@ from waiting import eventually
 
 from generaldomo import Client
 from generaldomo.cli import _SUBPARSERS, COMMANDS, config, parser, settings_table
-from generaldomo.sansio import declaration, knobs
-from generaldomo.sansio.flow import FLOW, LIMITS
+from generaldomo.sansio.broker.flow import declaration
+from generaldomo.sansio.broker.flow.flow import FLOW, LIMITS
+from generaldomo.sansio.config import knobs
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs"
