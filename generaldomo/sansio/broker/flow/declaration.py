@@ -33,7 +33,8 @@ def _in_force(name: str) -> Reported:
 
 @attrs.frozen(kw_only=True)
 class Beside:
-    """A field of the flow report shown beside a limit: what the limit counts, as it stands."""
+    """A field of the flow report shown beside a limit: what the limit counts, as it stands (``last``: at the end
+    of the report, where readers of older versions found it)."""
 
     name: str
     description: str
@@ -41,6 +42,7 @@ class Beside:
     type: Any
     default: Any
     reported: Reported
+    last: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -138,8 +140,9 @@ class ReportField:
 
 
 def report_fields(limits: Sequence[Limit]) -> list[ReportField]:
-    """The flow report's fields, in order: each limit, then the fields beside it."""
-    fields = []
+    """The flow report's fields, in order: each limit, then the fields beside it (those ``last`` at the end)."""
+    fields: list[ReportField] = []
+    last: list[ReportField] = []
     for limit in limits:
         number = int if limit.knob.kind is Kind.INT else float
         kind = limit.type if limit.type is not None else number | None
@@ -147,8 +150,10 @@ def report_fields(limits: Sequence[Limit]) -> list[ReportField]:
         fields.append(ReportField(limit.name, kind, None, limit.report_schema(), reported))
         for more in limit.beside:
             schema = {"description": more.description, **more.schema}
-            fields.append(ReportField(more.name, more.type, more.default, schema, more.reported))
-    return fields
+            (last if more.last else fields).append(
+                ReportField(more.name, more.type, more.default, schema, more.reported)
+            )
+    return fields + last
 
 
 def schema(limits: Sequence[Limit]) -> dict[str, Any]:

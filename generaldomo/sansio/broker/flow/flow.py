@@ -119,7 +119,7 @@ LIMITS: Final[tuple[Limit, ...]] = (
             Beside(
                 name="tenant_limits", description='Tenants with weights or limits set, "*" included; null: none set.',
                 schema={"type": ["integer", "null"], "minimum": 0}, type=int | None, default=None,
-                reported=lambda flow, limits, now: None if limits.tenants is None else len(limits.tenants),
+                reported=lambda flow, limits, now: None if limits.tenants is None else len(limits.tenants), last=True,
             ),
         ),
     ),
