@@ -151,9 +151,9 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 _CHARGED = "charged to the connection whose message made it, as "
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
-# container or one of its parts, and of a service (``service.NAME``). tests/sansio/test_holdings.py enumerates
-# both and fails for one that is not declared here (or declared and gone): a new structure is threaded through
-# the ledger, or says what else bounds it, when it is added.
+# container or one of its parts, and of a service (``service.NAME``).
+# tests/sansio/broker/accounts/test_holdings.py enumerates both and fails for one that is not declared here (or
+# declared and gone): a new structure is threaded through the ledger, or says what else bounds it, when it is added.
 HOLDINGS: dict[str, str] = {
     "_adopted": _CHARGED + "services",
     "_barrier": "bounded: a count per kind of error and a rate-limited log",
