@@ -1577,8 +1577,8 @@ class BrokerCore:
                 self.counters["past_deadline"] += 1
                 self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], turn, dequeued=True)
                 continue
-            if flow.bytes_in_flight is not None and not flow.fits(task.size):
-                service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
+            if not flow.fits(task.size):
+                service.put_back(worker, task)  # its own limits (bytes in flight) hold it: a completion frees them
                 return
             worker.state = _W_DISPATCH[worker.state]
             task.state = _T_DISPATCH[task.state]

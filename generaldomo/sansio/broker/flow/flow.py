@@ -276,7 +276,8 @@ class Flow:
             self._bucket.empty(now)
 
     def fits(self, size: int) -> bool:
-        """True when a task of ``size`` bytes may go now: within ``bytes_in_flight``, or alone."""
+        """True when a task of ``size`` bytes may go now (the limits that look at the task itself; those that do
+        not: :meth:`admits`): within ``bytes_in_flight``, or alone."""
         limit = self.bytes_in_flight
         return limit is None or self.in_flight_bytes + size <= limit or self.in_flight_bytes == 0
 
