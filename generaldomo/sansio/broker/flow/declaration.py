@@ -80,8 +80,8 @@ class Limit:
     """One flow limit of a service, declared once (see the module docstring).
 
     - ``knob``: its name (the ``FlowLimits`` field, ``mmi.flow``'s key, the report's field), kind, bounds, help,
-      CLI flag and metric; ``field``: the bounds a number is checked against (a field of
-      :mod:`generaldomo.sansio.wire.limits`), or ``converter``: what reads a structured value (its JSON form);
+      CLI flag and metric; ``field``: its bounds (a field of :mod:`generaldomo.sansio.wire.limits`), which a
+      number is checked against, or ``converter``: what reads a structured value (its JSON form);
     - ``description``: its report field's; ``schema``: that field's JSON schema where it is not the knob's number
       (an object), ``type``: its type in the report record (None: the knob's number or None), ``reported``: its
       value (None: the limit in force); ``beside``: the report fields that follow it;
@@ -242,8 +242,8 @@ def _tenant_change(tenants: dict[str, Any], path: str, value: str) -> None:
 
 
 def rst_table(limits: Sequence[Limit]) -> str:
-    """The guide's table of the limits (a reST list table): each one's key, bounds, flag and what it does."""
-    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 18 22 22 38", ""]
+    """The guide's table of the limits (a reST list table): each one's key, values, flag and what it does."""
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 18 24 22 36", ""]
     lines += [
         "   * - limit (``mmi.flow`` key)",
         "     - values",
@@ -251,11 +251,16 @@ def rst_table(limits: Sequence[Limit]) -> str:
         "     - what it is",
     ]
     for limit in limits:
-        knob = limit.knob
-        values = knob.bounds or knob.kind.value
+        knob, field = limit.knob, limit.field
+        bounds = field.bounds if field is not None else knob.bounds
+        if knob.kind in (Kind.RANGE, Kind.RATE_RANGE):
+            values = f"``{knob.metavar}``" + (f", each {bounds}" if bounds else "")
+        else:
+            values = bounds or f"``{knob.metavar}``"
+        unit = f" ({knob.unit})" if knob.unit and knob.unit not in values else ""
         if knob.nullable:
-            values += f"; ``{knob.word}``: {knob.none_means}"
-        unit = f" ({knob.unit})" if knob.unit else ""
+            values += f"{unit}; ``{knob.word}``: {knob.none_means}"
+            unit = ""
         lines += [f"   * - ``{knob.name}``", f"     - {values}{unit}", f"     - ``{knob.option} {knob.metavar}``"]
-        lines.append(f"     - {limit.description}")
+        lines.append(f"     - {knob.help}")
     return "\n".join(lines) + "\n"
