@@ -4,7 +4,8 @@
  * text from the broker goes into the page as text (textContent), never as markup; each number shown keeps
  * the broker's raw value in a data-value attribute. Names from the broker (services) are keys of Map objects
  * only, never of plain objects (where "constructor" or "__proto__" would find the object's own machinery).
- * The flow form sends only the limits changed in it, with the page's CSRF token. Memory is bounded:
+ * The flow form has the fields the page's "flow-limits" meta tag lists (the dashboard makes them from the
+ * flow limits' declarations) and sends only the limits changed in it, with the page's CSRF token. Memory is bounded:
  * WINDOW_MAX seconds of samples and bars per service charted. Each chart is as wide as its card, whenever
  * the card's width changes (a ResizeObserver), and its time axis keeps TICK_SPACE pixels between two
  * labels, wider than any label, so labels never overlap.
