@@ -63,7 +63,8 @@ from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
 from generaldomo.sansio.backoff import rest
-from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
+from generaldomo.sansio.barrier import Barrier
+from generaldomo.sansio.counters import Counters
 from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
     ClientCancel,
@@ -272,7 +273,7 @@ class BrokerCore:
         started again on a state directory) holds dispatch back for the first ``recovery_window`` seconds."""
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
-        self.counters: Counter[str] = Counter()
+        self.counters = Counters()
         self.started = started
         self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
@@ -509,7 +510,7 @@ class BrokerCore:
                     if charged is not None:  # the entry stays as it was, charged as it was
                         self.ledger.charge(charged[0], Kind.FLOW, charged[1])
                         self._flow_charges[name] = charged
-                    self.counters[refusal.counter(Kind.FLOW)] += 1
+                    self.counters.add(refusal.counter(Kind.FLOW))
                     raise mmi.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Kind.FLOW)}")
                 self.ledger.charge(where, Kind.FLOW, size)
                 self._flow_charges[name] = (where, size)
@@ -565,11 +566,11 @@ class BrokerCore:
             name: the counter's name.
             n: how many.
         """
-        self.counters[name] += n
+        self.counters.add(name, n)
 
     def _caught(self, handling: str, now: float) -> None:
         """Count and log the unexpected error being handled (see :meth:`receive`)."""
-        self.counters[INTERNAL_ERRORS] += 1
+        self.counters.internal_errors += 1
         self._barrier.caught(handling, now)
 
     def report(self, now: float, query: StatusQuery = _ALL, page_bytes: int = PAGE_BYTES) -> StatusReport:
@@ -590,7 +591,7 @@ class BrokerCore:
             instance=self._instance.hex(),
             uptime=round(now - self.started, 3),
             endpoints=[Endpoint(transport=str(t), endpoint=endpoint) for t, endpoint in self._endpoints],
-            counters=dict(self.counters),
+            counters=self.counters.reported(),
             queued=queued,
             settings=SettingsReport.of(self.settings, limits.as_settings()),
             queued_bytes=self._held_total,
@@ -601,7 +602,7 @@ class BrokerCore:
             service_count=count,
             worker_count=len(self._workers),
             hosts=self._busiest_hosts(),
-            internal_errors=self.counters[INTERNAL_ERRORS],
+            internal_errors=self.counters.internal_errors,
             in_flight=in_flight,
         )
         service_reports, more_services = page(
@@ -717,7 +718,7 @@ class BrokerCore:
                 continue
             if task.worker is not None:
                 task.worker.task = None
-            self.counters["abandoned"] += 1
+            self.counters.abandoned += 1
             self._complete(task, protocol.UNAVAILABLE, [reason], turn, dispatch=False)
         return turn.out
 
@@ -735,7 +736,7 @@ class BrokerCore:
         needs = NEEDS.get(type(event))
         if needs is None or credential.may(needs):
             return True
-        self.counters["forbidden"] += 1
+        self.counters.forbidden += 1
         self._warn(
             "forbidden", message.peer, message.now, "refused a %s from a key without the %s role",
             type(event).__name__, needs, key=credential.key,
@@ -749,7 +750,7 @@ class BrokerCore:
     # ------------------------------------------------------------------------------------------- clients
 
     def _on_request(self, event: ClientRequest, message: _Message) -> None:
-        self.counters["requests"] += 1
+        self.counters.requests += 1
         if event.description.startswith(MMI_PREFIX):
             self._answer_mmi(event, message)
             return
@@ -762,7 +763,7 @@ class BrokerCore:
             key = request_key(owner, event.request_id)
             if self._known(message, key, event):
                 self._listen(peer, where, now)
-                self.counters["retries_absorbed"] += 1
+                self.counters.retries_absorbed += 1
                 return
         if self._stopping:
             self._reject(event, message, protocol.UNAVAILABLE, "the broker is stopping")
@@ -773,7 +774,7 @@ class BrokerCore:
         if key is not None and self._claims and key in self._claims and self._attach(event, message, key, service):
             return
         if event.flags & protocol.FLAG_KNOWN_SERVICE and self._unknown(service, now):
-            self.counters["unknown_service"] += 1
+            self.counters.unknown_service += 1
             self._reject(event, message, protocol.NOT_FOUND, self._no_such_service(service.name, now))
             return
         size = len(event.description) + sum(map(len, event.body))
@@ -784,14 +785,14 @@ class BrokerCore:
             client = 0 if listening else OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
             refusal = self._ledger_refusal(where, Kind.TASK, charge + client)
         if refusal is not None:
-            self.counters["over_budget"] += 1
+            self.counters.over_budget += 1
             self._reject(event, message, protocol.OVER_BUDGET, refusal)
             return
         deadline = None
         if event.deadline is not None:
             if event.deadline <= 0:
-                self.counters["past_deadline"] += 1
-                self.counters["expired"] += 1
+                self.counters.past_deadline += 1
+                self.counters.expired += 1
                 self._reject(event, message, protocol.EXPIRED, "the request's deadline had passed when it came")
                 return
             deadline = now + event.deadline
@@ -857,15 +858,15 @@ class BrokerCore:
         digest = None if request is None else lambda: request_digest(request.description, request.body)
         kept = self._kept.get(key, now, digest)
         if kept is None and request is not None and self._kept.get(key, now) is not None:
-            self.counters["request_id_conflicts"] += 1  # kept for another request: this one is a new task
+            self.counters.request_id_conflicts += 1  # kept for another request: this one is a new task
         if kept is not None:
             size, where = sum(map(len, kept)), connection(peer.link, peer.address)
             if self._over_connection_budget(peer, size):
-                self.counters["resends_refused"] += 1  # it asks again later, when its connection has room
+                self.counters.resends_refused += 1  # it asks again later, when its connection has room
             elif not self._pacer.may_go(where, now):
-                self.counters["resends_paced"] += 1  # it asks again later, when its connection's work allows
+                self.counters.resends_paced += 1  # it asks again later, when its connection's work allows
             else:
-                self.counters["answers_resent"] += 1
+                self.counters.answers_resent += 1
                 self._pacer.charge(where, resend_cost(size), now)
                 message.out.append(Respond(peer, kept))
             return True
@@ -873,7 +874,7 @@ class BrokerCore:
         if task is None:
             return False
         if request is not None and (task.description != request.description or task.body != request.body):
-            self.counters["request_id_conflicts"] += 1
+            self.counters.request_id_conflicts += 1
             del self._by_request[key]  # that task runs on for its sender; its answer is not kept
             task.key = displaced(key)
             return False
@@ -900,7 +901,7 @@ class BrokerCore:
         unknown = [t for t in self._tasks.values() if t.fail_unknown and t.state is TaskState.QUEUED]
         for task in unknown:
             if self._unknown(task.service, now):
-                self.counters["unknown_service"] += 1
+                self.counters.unknown_service += 1
                 reason = self._no_such_service(task.service.name, now)
                 self._complete(task, protocol.NOT_FOUND, [reason.encode()], turn)
 
@@ -926,7 +927,7 @@ class BrokerCore:
         self.ledger.release(old, Kind.TASK, task.charge)
         if self.ledger.room(where, charge) is not None:
             self.ledger.charge(old, Kind.TASK, task.charge)  # the answer goes where it would have gone
-            self.counters["moves_refused"] += 1
+            self.counters.moves_refused += 1
             return
         self.ledger.charge(where, Kind.TASK, charge)
         delta = charge - task.charge
@@ -968,7 +969,7 @@ class BrokerCore:
         refusal = self.ledger.admit(where, kind, size)
         if refusal is None:
             return None
-        self.counters[refusal.counter(kind)] += 1
+        self.counters.add(refusal.counter(kind))
         return self._refusal_text(refusal, kind)
 
     def _over_connection_budget(self, peer: Peer, size: int = 0) -> bool:
@@ -987,7 +988,7 @@ class BrokerCore:
     def _on_client_heartbeat(self, event: ClientHeartbeat, message: _Message) -> None:
         peer, owner = message.peer, message.owner
         self._refresh(peer, message.now)
-        self.counters["reasked"] += len(event.request_ids)
+        self.counters.reasked += len(event.request_ids)
         asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
         unknown = [
             rid for rid in asked if not self._known(message, key := request_key(owner, rid)) and key not in self._claims
@@ -1006,14 +1007,14 @@ class BrokerCore:
         if not unknown:
             return unknown
         if self._over_connection_budget(peer):
-            self.counters["echoes_refused"] += len(unknown)
+            self.counters.echoes_refused += len(unknown)
             return []
         echoed: list[bytes] = []
         room = ECHO_BYTES
         for rid in unknown:
             room -= len(rid)
             if room < 0:
-                self.counters["echoes_refused"] += len(unknown) - len(echoed)
+                self.counters.echoes_refused += len(unknown) - len(echoed)
                 break
             echoed.append(rid)
         return echoed
@@ -1023,7 +1024,7 @@ class BrokerCore:
         task = self._by_request.pop(request_key(message.owner, event.request_id), None)
         if task is None:
             return
-        self.counters["cancelled"] += 1
+        self.counters.cancelled += 1
         self._withdraw(task, message)
 
     def _withdraw(self, task: Task, turn: _Turn) -> None:
@@ -1044,13 +1045,13 @@ class BrokerCore:
             turn.out.append(Cancel(worker.peer, protocol.worker_cancel(task.id)))
 
     def _on_large_request(self, event: ClientRequest, message: _Message) -> None:
-        self.counters["too_large"] += 1
+        self.counters.too_large += 1
         reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
         self._reject(event, message, protocol.TOO_LARGE, reason)
 
     def _reject(self, event: ClientRequest, message: _Message, status: bytes, reason: str) -> None:
         """Answer the request ``event`` with the error ``status`` saying ``reason`` (counted, and logged)."""
-        self.counters["rejected"] += 1
+        self.counters.rejected += 1
         peer = message.peer
         level = logging.INFO
         self._warn(f"rejected {status.decode()}", peer, message.now, "rejected a request: %s", reason, level=level)
@@ -1072,10 +1073,10 @@ class BrokerCore:
                 size = len(event.description) + sum(map(len, event.body)) + address_bytes(peer.address)
                 later = pacer.wait(where, (peer, event, message.credential), size, now)
                 if later is None:
-                    self.counters["paced"] += 1
+                    self.counters.paced += 1
                     self._paced_due = pacer.due(now)
                 else:
-                    self.counters["paced_refused"] += 1
+                    self.counters.paced_refused += 1
                     self._slow_down_peer(event, message, later)
                 return
         self._answer_mmi_now(event, message)
@@ -1084,7 +1085,7 @@ class BrokerCore:
         """Answer ``event`` ``429``: its connection's expensive requests wait beyond their line; ``later``: the
         seconds after which one may go."""
         reason = "too many expensive requests waiting: this connection's work per second is spent"
-        self.counters["rejected"] += 1
+        self.counters.rejected += 1
         self._warn("paced 429", message.peer, message.now, "rejected a request: %s", reason, level=logging.INFO)
         body = [reason.encode(), protocol.retry_after_frame(round(later, 3))]
         frames = protocol.client_reply(
@@ -1104,7 +1105,7 @@ class BrokerCore:
             caused = self.apply_flow(answer.change, now, owner) if answer.change is not None else []
         except mmi.ManagementError as error:
             if isinstance(error, mmi.Forbidden):
-                self.counters["forbidden"] += 1
+                self.counters.forbidden += 1
             self._reject(event, message, error.status, str(error))
             return
         if answer.work:
@@ -1151,7 +1152,7 @@ class BrokerCore:
         peer, now = message.peer, message.now
         limit = self.settings.max_workers
         if limit is not None and len(self._workers) >= limit:
-            self.counters["workers_refused"] += 1
+            self.counters.workers_refused += 1
             # one line per interval for them all: a flood comes from many (claimed) peers
             self._warnings.warn("too many workers", None, lambda: "new workers", now, "refused: %d registered", limit)
             message.out.append(_dismiss(peer, dialect))
@@ -1164,7 +1165,7 @@ class BrokerCore:
         charge = OVERHEAD[Kind.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
         refusal = self._ledger_refusal(account, Kind.WORKER, charge)
         if refusal is not None:
-            self.counters["workers_refused"] += 1
+            self.counters.workers_refused += 1
             self._warn("refused worker", peer, now, "refused a worker: %s", refusal)
             message.out.append(_dismiss(peer, dialect))
             return None
@@ -1182,7 +1183,7 @@ class BrokerCore:
         self._beats.append(worker)
         service.join(worker)
         self._served.seen(service.name, now)
-        self.counters["workers_registered"] += 1
+        self.counters.workers_registered += 1
         if not busy:
             self._wait(worker, message)
         return worker
@@ -1201,7 +1202,7 @@ class BrokerCore:
                         return service
                     reason = refusal
                 else:
-                    self.counters["forbidden"] += 1
+                    self.counters.forbidden += 1
                     reason = f"its key may not serve {service.name!r}"
             except ResolveError as error:
                 reason = str(error)
@@ -1212,7 +1213,7 @@ class BrokerCore:
             "refused worker", peer, message.now, "refused worker with description %r: %s", description[:64], reason,
             key=credential.key if credential is not None else description[:64],
         )  # fmt: skip
-        self.counters["workers_refused"] += 1
+        self.counters.workers_refused += 1
         message.out.append(_dismiss(peer, dialect))
         return None
 
@@ -1220,7 +1221,7 @@ class BrokerCore:
         self._result(event, message, event.status, event.body)
 
     def _on_large_reply(self, event: WorkerReply, message: _Message) -> None:
-        self.counters["too_large"] += 1
+        self.counters.too_large += 1
         self._warn("too large", message.peer, message.now, "dropped a result larger than max_message")
         reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
         if event.final:  # the same task would give the same result again: fail it
@@ -1284,7 +1285,7 @@ class BrokerCore:
         self._resting.add(worker.rests, worker)
         service.flow.slow_down(now, task.dispatched, retry_after, worker.serial, len(service.workers))
         service.stats.throttled += 1
-        self.counters["throttled"] += 1
+        self.counters.throttled += 1
         service.push(task, front=True)
 
     def _refuse_result(self, event: WorkerReply, message: _Message, worker: Worker | None, task: Task | None) -> None:
@@ -1294,12 +1295,12 @@ class BrokerCore:
             if event.final and self._tickets is not None:
                 self._taken(worker, event.task_id)  # whatever became of it, the worker need not hold it
         if task is None:
-            self.counters["duplicates_dropped"] += 1
+            self.counters.duplicates_dropped += 1
             if worker is not None:
                 worker.service.stats.duplicates_dropped += 1
             self._warn("stale result", peer, now, "dropped a result for a task that is not live", level=logging.INFO)
         else:
-            self.counters["results_refused"] += 1
+            self.counters.results_refused += 1
             self._warn("refused result", peer, now, "refused a result from a peer that does not hold the task")
         if worker is None:
             message.out.append(_dismiss(peer, event.dialect))
@@ -1321,7 +1322,7 @@ class BrokerCore:
         """Count and log it; answer a generaldomo request 400; drop a registered worker that sent it (its task is
         reissued) and tell it DISCONNECT."""
         peer = message.peer
-        self.counters["malformed"] += 1
+        self.counters.malformed += 1
         self._warn("malformed", peer, message.now, "dropped a malformed message: %s", event.reason)
         if event.request_id is not None:
             frames = protocol.client_reply(
@@ -1332,7 +1333,7 @@ class BrokerCore:
         elif event.worker is not None:
             worker = self._workers.get(peer)
             if worker is not None:
-                self.counters["workers_malformed"] += 1
+                self.counters.workers_malformed += 1
                 log.info("worker %s sent a malformed message; dropping it", worker.label)
                 self._forget(worker, message)
                 message.out.append(_dismiss(peer, event.worker))
@@ -1353,7 +1354,7 @@ class BrokerCore:
         worker = self._register(message, event.dialect, event.description, where, event.features, busy=True)
         if worker is None:
             return
-        self.counters["workers_resumed"] += 1
+        self.counters.workers_resumed += 1
         message.out.append(Beat(peer, self._worker_heartbeat(worker)))  # at once: the worker knows its RESUME was taken
         ticket = self._foreign(event.task_id)
         if ticket is None or ticket.service != worker.service.name:
@@ -1368,7 +1369,7 @@ class BrokerCore:
             live.service.drop(live)  # the client's resend came first: the worker's run is that task's
             self._run_at(live, worker, event.task_id, now)
             live.service.flow.adopt(live.size)
-            self.counters["tasks_resumed"] += 1
+            self.counters.tasks_resumed += 1
 
     def _run_at(self, task: Task, worker: Worker, task_id: bytes, since: float) -> None:
         """Make ``task`` run at resumed ``worker`` under the id ``task_id`` (a ticket) since ``since``."""
@@ -1422,7 +1423,7 @@ class BrokerCore:
         self._held_total += charge
         service.flow.finished()  # the claim's place in flight, now the task's, with its bytes
         service.flow.adopt(size)
-        self.counters["tasks_resumed"] += 1
+        self.counters.tasks_resumed += 1
         return True
 
     def _drop_claim(self, worker: Worker) -> None:
@@ -1446,7 +1447,7 @@ class BrokerCore:
         if ticket is not None and ticket.service == worker.service.name:
             self._hand_over(ticket, status, body, message)
         else:
-            self.counters["duplicates_dropped"] += 1
+            self.counters.duplicates_dropped += 1
         self._drop_claim(worker)
         self._taken(worker, event.task_id)
         worker.state = _W_RESULT[worker.state]
@@ -1462,11 +1463,11 @@ class BrokerCore:
         key = request_key(ticket.owner, ticket.request_id)
         live = self._by_request.get(key)
         if live is not None and _digest(live) != ticket.digest:
-            self.counters["handovers_refused"] += 1
+            self.counters.handovers_refused += 1
             return
         frames = protocol.client_reply(Dialect.GDP, ticket.request_id, b"", status, body, True)
         assert frames is not None  # a final reply always has frames
-        self.counters["handed_over"] += 1
+        self.counters.handed_over += 1
         charged = message.peer
         if live is not None:
             message.out.append(Respond(live.client, frames))
@@ -1488,11 +1489,11 @@ class BrokerCore:
         if ticket is not None and (credential is None or credential.may_serve(ticket.service)):
             self._hand_over(ticket, event.status, event.body, message)
         else:
-            self.counters["duplicates_dropped"] += 1
+            self.counters.duplicates_dropped += 1
         self._taken(worker, event.task_id)
 
     def _on_large_handover(self, event: WorkerHandover, message: _Message) -> None:
-        self.counters["too_large"] += 1
+        self.counters.too_large += 1
         self._warn("too large", message.peer, message.now, "dropped a handed-over result larger than max_message")
         if (worker := self._workers.get(message.peer)) is not None:
             self._taken(worker, event.task_id)  # nothing more will come of it
@@ -1573,7 +1574,7 @@ class BrokerCore:
             deadline = task.deadline
             if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
                 service.put_back(worker)
-                self.counters["past_deadline"] += 1
+                self.counters.past_deadline += 1
                 self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], turn, dequeued=True)
                 continue
             if flow.bytes_in_flight is not None and not flow.fits(task.size):
@@ -1607,16 +1608,16 @@ class BrokerCore:
         now = turn.now
         state = task.state
         self._remove(task, state, dequeued=dequeued)
-        self.counters["completed"] += 1
+        self.counters.completed += 1
         waited = (task.dispatched if task.dispatched is not None else now) - task.enqueued
         served = now - task.dispatched if task.dispatched is not None else 0.0
         stats = task.service.stats
         if status == protocol.UNAVAILABLE:
             stats.failed += 1
-            self.counters["failed"] += 1
+            self.counters.failed += 1
         elif status == protocol.EXPIRED:
             stats.expired += 1
-            self.counters["expired"] += 1
+            self.counters.expired += 1
         else:
             stats.record(waited, served, now)
             if state in IN_FLIGHT and task.service.flow.adaptive is not None:
@@ -1691,7 +1692,7 @@ class BrokerCore:
     def _expire(self, worker: Worker, now: float) -> None:
         """Unregister ``worker``, silent past its expiry (the caller releases its task)."""
         log.info("worker %s (%r) expired", worker.label, worker.description[:64])
-        self.counters["workers_expired"] += 1
+        self.counters.workers_expired += 1
         self._unregister(worker, now)
 
     def _release(self, worker: Worker, turn: _Turn) -> None:
@@ -1711,7 +1712,7 @@ class BrokerCore:
             task.state = _T_REISSUE[task.state]
             task.service.flow.finished(task.size)
             task.service.stopped(task)
-            self.counters["reissued"] += 1
+            self.counters.reissued += 1
             task.service.stats.reissued += 1
             task.service.push(task, front=True)
         self._dispatch(task.service, turn)
@@ -1765,14 +1766,14 @@ class BrokerCore:
         for task in self._deadlines.due(now):
             if task.state is TaskState.CANCELLED:
                 continue  # nobody waits for it already
-            self.counters["past_deadline"] += 1
+            self.counters.past_deadline += 1
             if task.state is TaskState.QUEUED:
                 self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], turn)
                 continue
             worker = task.worker
             task.service.stats.expired += 1
-            self.counters["completed"] += 1
-            self.counters["expired"] += 1
+            self.counters.completed += 1
+            self.counters.expired += 1
             served = now - task.dispatched if task.dispatched is not None else 0.0
             waited = now - task.enqueued - served
             self._reply(task, protocol.EXPIRED, [_RAN_PAST_DEADLINE], protocol.timing(waited, served), turn)
@@ -1818,7 +1819,7 @@ class BrokerCore:
             service.discard(tasks)
             for task in tasks:
                 self._remove(task, task.state, dequeued=True)
-            self.counters["client_gone_dropped"] += len(tasks)
+            self.counters.client_gone_dropped += len(tasks)
             log.info("dropped %d queued requests for %r of clients gone silent", len(tasks), service.name)
 
     def _forget_idle_services(self, now: float) -> None:
@@ -1850,7 +1851,7 @@ class BrokerCore:
                 if forget is not None and not kept:
                     forget(service)
                     self._throttled.pop(service, None)
-                    self.counters["services_forgotten"] += 1
+                    self.counters.services_forgotten += 1
         for name in list(charged):
             if name in busy:
                 self._flow_idle_since.pop(name, None)
@@ -1862,7 +1863,7 @@ class BrokerCore:
                 del flows[name], self._flow_idle_since[name]
                 self._changed.pop(name, None)
                 self._changed[name] = mmi.FlowChange(name, _UNSET)  # so that the state directory forgets it too
-                self.counters["flows_forgotten"] += 1
+                self.counters.flows_forgotten += 1
 
     # ------------------------------------------------------------------------------------------- logs
 
