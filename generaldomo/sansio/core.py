@@ -52,18 +52,18 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from generaldomo.sansio import limits, mmi, protocol
+from generaldomo.sansio import mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
 from generaldomo.sansio.backoff import rest
 from generaldomo.sansio.barrier import Barrier
+from generaldomo.sansio.budgets import Budgets
+from generaldomo.sansio.clients import Clients
 from generaldomo.sansio.counters import Counters
 from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
@@ -81,6 +81,7 @@ from generaldomo.sansio.events import (
     WorkerResume,
 )
 from generaldomo.sansio.flow import Flow, FlowLimits
+from generaldomo.sansio.handover import Handover
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.ledger import (
@@ -88,16 +89,10 @@ from generaldomo.sansio.ledger import (
     Connection,
     Kind,
     Ledger,
-    Refusal,
     address_bytes,
     connection,
-    exceeds,
-    flow_charge,
     request_charge,
 )
-from generaldomo.sansio.lograte import LogLimiter
-from generaldomo.sansio.pacing import Pacer, resend_cost
-from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.records import (
     Claim,
     Peer,
@@ -108,37 +103,21 @@ from generaldomo.sansio.records import (
     is_displaced,
     request_key,
 )  # fmt: skip
-from generaldomo.sansio.report import (
-    DESCRIPTION_BYTES,
-    PAGE_BYTES,
-    BrokerReport,
-    ConnectionReport,
-    Endpoint,
-    LedgerReport,
-    NextPage,
-    ServiceReport,
-    SettingsReport,
-    StatusQuery,
-    StatusReport,
-    WorkerReport,
-    page,
-)
+from generaldomo.sansio.report import PAGE_BYTES, StatusQuery, StatusReport
+from generaldomo.sansio.reporting import Reporting
 from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
 from generaldomo.sansio.states import IN_FLIGHT, TASK, WORKER, Step, TaskState, WorkerState
-from generaldomo.sansio.ticket import Ticket, Tickets, nonce, request_digest
+from generaldomo.sansio.ticket import Ticket, request_digest
+from generaldomo.sansio.workers import Workers
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
 log = logging.getLogger(__name__)
 
 MMI_PREFIX = b"mmi."
 TASK_ID_BYTES = 16
-ECHO_BYTES = 16 * 1024  # bytes of unknown request ids one HEARTBEAT answer names at most
-BEATS_PER_TICK = 1024  # workers one tick heartbeats (and checks for silence) at most: a long table waits its turn
-TOP_CONNECTIONS = 10  # connections the status report names, those holding the most bytes
-MAX_HOSTS = 32  # hosts the status report counts workers of by name; the others' are summed as "other"
 _ALL = StatusQuery()
 _UNSET = FlowLimits()
 # The rows of the life-cycle tables the core uses, looked up once: a move is one dict lookup, and one the table
@@ -150,37 +129,46 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 
 _CHARGED = "charged to the connection whose message made it, as "
+# The parts of the core, each owning its state (see the module docstring).
+PARTS = ("_budgets", "_clients", "_handover", "_reporting", "_workers")
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
-# container or one of its parts, and of a service (``service.NAME``). tests/sansio/test_holdings.py enumerates
-# both and fails for one that is not declared here (or declared and gone): a new structure is threaded through
-# the ledger, or says what else bounds it, when it is added.
+# container or one of its parts, of each of its parts (``_part.NAME``, but for what the part shares with the core)
+# and of a service (``service.NAME``). tests/sansio/test_holdings.py enumerates them and fails for one that is not
+# declared here (or declared and gone): a new structure is threaded through the ledger, or says what else bounds
+# it, when it is added.
+_PART = "a part of the core: its holdings are declared under its name"
 HOLDINGS: dict[str, str] = {
-    "_adopted": _CHARGED + "services",
     "_barrier": "bounded: a count per kind of error and a rate-limited log",
-    "_beats": _CHARGED + "workers",
+    "_budgets": _PART,
+    "_budgets._adopted": _CHARGED + "services",
+    "_budgets._flow_charges": _CHARGED + "flows",
+    "_budgets._flow_idle_since": _CHARGED + "flows",
+    "_budgets._held": _CHARGED + "services",
+    "_budgets._idle_since": _CHARGED + "services",
     "_by_request": _CHARGED + "tasks",
     "_changed": "flow entries (charged as flows, or the operator's), until the IO layer takes them",
-    "_claims": _CHARGED + "workers (a resumed worker's claim)",
+    "_clients": _PART,
+    "_clients._heard": _CHARGED + "clients (beyond the budgets a client is not listened to)",
+    "_clients.pacer": "pacing: lines bounded in bytes of waiting requests (pacing.WAITING_BYTES)",
     "_deadlines": _CHARGED + "tasks (finished entries compacted)",
-    "_endpoints": "the operator's (set_endpoints)",
-    "_flow_charges": _CHARGED + "flows",
-    "_flow_idle_since": _CHARGED + "flows",
     "_handlers": "fixed: one per kind of event",
-    "_heard": _CHARGED + "clients (beyond the budgets a client is not listened to)",
-    "_held": _CHARGED + "services",
-    "_hosts": _CHARGED + "workers",
-    "_idle_since": _CHARGED + "services",
+    "_handover": _PART,
+    "_handover._claims": _CHARGED + "workers (a resumed worker's claim)",
     "_kept": _CHARGED + "kept answers, within keep_bytes",
     "_large": "fixed: one per kind of event",
     "_message": "one message's turn, emptied for each",
-    "_pacer": "pacing: lines bounded in bytes of waiting requests (pacing.WAITING_BYTES)",
-    "_resting": _CHARGED + "workers",
+    "_reporting": _PART,
+    "_reporting._endpoints": "the operator's (set_endpoints)",
+    "_reporting._warnings": "bounded: rate-limited per connection, flushed each sweep",
     "_served": "bounded: served.MAX_NAMES names",
     "_tasks": _CHARGED + "tasks",
     "_throttled": _CHARGED + "services",
-    "_warnings": "bounded: rate-limited per connection, flushed each sweep",
-    "_workers": _CHARGED + "workers",
-    "counters": "fixed: names the code gives (a refusal's per kind of holding)",
+    "_workers": _PART,
+    "_workers._beats": _CHARGED + "workers",
+    "_workers._by_peer": _CHARGED + "workers",
+    "_workers._hosts": _CHARGED + "workers",
+    "_workers._resting": _CHARGED + "workers",
+    "counters": "fixed: names the code gives (a refusal's per kind of holding), and the IO layer's",
     "flows": _CHARGED + "flows (with their tenants' limits), or the operator's",
     "ledger": "the ledger: an account only while its connection holds something",
     "resolver": _CHARGED + "services",
@@ -291,35 +279,28 @@ class BrokerCore:
                 Kind.FLOW: settings.connection_services,
             },
         )
-        self._workers: dict[Peer, Worker] = {}  # in order of registration
-        self._serial = 0  # the serial of the latest registered worker
-        self._hosts: Counter[str] = Counter()  # registered workers per announced host ("unknown": none)
-        self._beats: Queue[Worker] = Queue(tracked=True)  # registered workers, next heartbeat due first
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
         self._kept = KeptAnswers(settings.keep_answers, settings.keep_bytes, self.ledger)
         self._served = ServedRecently(settings.served_memory)
-        self._heard: OrderedDict[Peer, float] = OrderedDict()  # generaldomo clients -> last heard, oldest first
-        self._held: dict[Service, int] = {}  # bytes charged for the live tasks of each service
-        self._held_total = 0
-        self._idle_since: dict[Service, float] = {}
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
         self._graced = False  # True once the requests that asked to fail fast within the grace were looked at
         self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
-        self._resting: Deadlines[Worker] = Deadlines(_awake)  # workers a 429's retry_after holds back, until when
-        self._adopted: dict[Service, tuple[Connection, int]] = {}  # services seen -> who made them, at what charge
-        self._flow_charges: dict[str, tuple[Connection, int]] = {}  # flow entries peers set -> who, at what charge
-        self._flow_idle_since: dict[str, float] = {}
-        self._endpoints: list[tuple[str, str]] = []
-        self._warnings = LogLimiter(log)
+        # the parts (each owns its state; see the module docstring)
+        self._workers = Workers(self.ledger)
+        self._clients = Clients(self.ledger, self.counters)
+        self._budgets = Budgets(settings, self.ledger, self.counters)
+        hold_until = started + settings.recovery_window if recovering else None
+        self._handover = Handover(handover_key, instance, hold_until)
+        self._reporting = Reporting(
+            log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
+            lambda: self.resolver.services(),
+        )  # fmt: skip
         self._barrier = Barrier(log, "the broker core")
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
         self._message = _Message()  # the turn of the message being handled (see receive)
-        # expensive management requests: each connection's work per second, and those waiting for it
-        self._pacer: Pacer[tuple[Peer, ClientRequest, Credential | None]] = Pacer()
-        self._paced_due: float | None = None  # when the next waiting one may go
         self._handlers: dict[type, Handler[Any]] = dict(
             (
                 _on(ClientRequest, self._on_request),
@@ -341,16 +322,13 @@ class BrokerCore:
                 _on(WorkerHandover, self._on_large_handover),
             )
         )
-        self._tickets = None if handover_key is None else Tickets(handover_key, instance)
-        self._claims: dict[RequestKey, Worker] = {}  # requests that resumed workers run, until they arrive
-        self._hold_until = started + self.settings.recovery_window if recovering and self._tickets else None
 
     # ------------------------------------------------------------------------------------------- public
 
     @property
     def workers(self) -> dict[Peer, Worker]:
         """Registered workers by peer (read only)."""
-        return self._workers
+        return self._workers.by_peer
 
     @property
     def tasks(self) -> dict[bytes, Task]:
@@ -400,24 +378,11 @@ class BrokerCore:
     def deadline(self) -> float | None:
         """The time at which :meth:`tick` next has work to do, or None if it has none."""
         soonest = self._next_sweep
-        if self._beats:
-            beat = self._beats[0].beat
-            soonest = beat if soonest is None else min(beat, soonest)
-        if self._deadlines:
-            due = self._deadlines.soonest()
+        throttled = min(self._throttled.values()) if self._throttled else None
+        deadline = self._deadlines.soonest() if self._deadlines else None
+        for due in (self._workers.next_due(), deadline, throttled, self._clients.due()):
             if due is not None and (soonest is None or due < soonest):
                 soonest = due
-        if self._throttled:
-            due = min(self._throttled.values())
-            if soonest is None or due < soonest:
-                soonest = due
-        if self._resting:
-            due = self._resting.soonest()
-            if due is not None and (soonest is None or due < soonest):
-                soonest = due
-        due = self._paced_due
-        if due is not None and (soonest is None or due < soonest):
-            soonest = due
         return soonest
 
     def tick(self, now: float) -> list[Send]:
@@ -429,7 +394,7 @@ class BrokerCore:
             now: the time, on the clock the core is fed.
         """
         turn = _Turn(now)
-        if self._beats and self._beats[0].beat <= now:
+        if self._workers.beat_due(now):
             self._heartbeat(turn)
         if self._next_sweep is not None and now >= self._next_sweep:
             try:
@@ -442,7 +407,7 @@ class BrokerCore:
                 self._expire_deadlines(turn)
             except Exception:
                 self._caught("the deadlines", now)
-        if self._resting:
+        if self._workers.resting():
             try:
                 self._wake(turn)
             except Exception:
@@ -453,7 +418,8 @@ class BrokerCore:
                 self._dispatch(service, turn)
             except Exception:
                 self._caught("a dispatch", now)
-        if self._paced_due is not None and now >= self._paced_due:
+        paced = self._clients.due()
+        if paced is not None and now >= paced:
             self._answer_waiting(turn)
         return turn.out
 
@@ -496,24 +462,10 @@ class BrokerCore:
             where: the connection that asked (its entry counts against it), None: the operator's.
         """
         name = change.name
-        charged = self._flow_charges.pop(name, None)
-        if charged is not None:
-            self.ledger.release(charged[0], Kind.FLOW, charged[1])
-            self._flow_idle_since.pop(name, None)
+        self._budgets.charge_flow(name, change.limits, where, name in self.flows)
         if change.limits.unset:
             self.flows.pop(name, None)  # back to no limits: nothing to remember
         else:
-            if where is not None and (charged is not None or name not in self.flows):
-                size = flow_charge(name, change.limits.tenants or ())
-                refusal = self.ledger.admit(where, Kind.FLOW, size)
-                if refusal is not None:
-                    if charged is not None:  # the entry stays as it was, charged as it was
-                        self.ledger.charge(charged[0], Kind.FLOW, charged[1])
-                        self._flow_charges[name] = charged
-                    self.counters.add(refusal.counter(Kind.FLOW))
-                    raise mmi.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Kind.FLOW)}")
-                self.ledger.charge(where, Kind.FLOW, size)
-                self._flow_charges[name] = (where, size)
             self.flows[name] = change.limits
         self._changed.pop(name, None)
         self._changed[name] = change
@@ -557,7 +509,7 @@ class BrokerCore:
         Args:
             endpoints: ``(transport, endpoint)`` of each bound endpoint.
         """
-        self._endpoints = list(endpoints)
+        self._reporting.set_endpoints(endpoints)
 
     def count(self, name: str, n: int = 1) -> None:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
@@ -584,117 +536,17 @@ class BrokerCore:
             query: which page of services and workers.
             page_bytes: the page's bytes (by the records' estimates), at most.
         """
-        expiry = self.settings.expiry
-        services, count, queued, in_flight = self._service_page(query)
-        workers = self._worker_page(query)
-        broker = BrokerReport(
-            instance=self._instance.hex(),
-            uptime=round(now - self.started, 3),
-            endpoints=[Endpoint(transport=str(t), endpoint=endpoint) for t, endpoint in self._endpoints],
-            counters=self.counters.reported(),
-            queued=queued,
-            settings=SettingsReport.of(self.settings, limits.as_settings()),
-            queued_bytes=self._held_total,
-            kept_answers=len(self._kept),
-            kept_bytes=self._kept.bytes,
-            kept_evicted=self._kept.evicted,
-            ledger=self._ledger_report(),
-            service_count=count,
-            worker_count=len(self._workers),
-            hosts=self._busiest_hosts(),
-            internal_errors=self.counters.internal_errors,
-            in_flight=in_flight,
-        )
-        service_reports, more_services = page(
-            services,
-            query.limit,
-            lambda s: ServiceReport.of(s, self._held.get(s, 0), now, self._tenant_name),
-            page_bytes,
-        )
-        worker_reports, more_workers = page(
-            workers,
-            query.limit,
-            lambda worker: WorkerReport(
-                peer=worker.label,
-                description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),
-                service=worker.service.name,
-                dialect=worker.dialect.value,
-                state=worker.state.value,
-                tasks_done=worker.done,
-                last_seen=round(max(0.0, now - (worker.expires - expiry)), 3),
-                host=worker.host,
-                pid=worker.pid,
-                description_bytes=len(worker.description),
-                serial=worker.serial,
-            ),
-            page_bytes,
-        )
-        next_page = NextPage(  # after the last one listed, when there is one more
-            services_after=service_reports[-1].name if more_services and query.order == "name" else None,
-            workers_after=worker_reports[-1].serial if more_workers else None,
-        )
-        return StatusReport(broker=broker, services=service_reports, workers=worker_reports, next=next_page)
-
-    def _service_page(self, query: StatusQuery) -> tuple[list[Service], int, int, int]:
-        """The services of ``query``'s page and one more if there are more (in its order), the number of
-        services, and the tasks queued and in flight in all."""
-        count = queued = in_flight = 0
-        chosen: list[Service] = []
-        name, after = query.service, query.services_after
-        for service in self.resolver.services():
-            count += 1
-            queued += len(service.pending)
-            in_flight += service.flow.in_flight
-            if (name is None or service.name == name) and (after is None or service.name > after):
-                chosen.append(service)
-        if query.order == "busy":
-            busiest = heapq.nsmallest(query.limit, chosen, key=_busy)
-            return busiest, count, queued, in_flight
-        return heapq.nsmallest(query.limit + 1, chosen, key=_name), count, queued, in_flight
-
-    def _worker_page(self, query: StatusQuery) -> list[Worker]:
-        """The workers of ``query``'s page and one more if there are more, in order of registration."""
-        workers: Iterable[Worker] = self._workers.values()
-        after, name = query.workers_after, query.service
-        if after is not None:
-            workers = itertools.dropwhile(lambda worker: worker.serial <= after, workers)
-        if name is not None:
-            workers = (worker for worker in workers if worker.service.name == name)
-        return list(itertools.islice(workers, query.limit + 1))
-
-    def _busiest_hosts(self) -> dict[str, int]:
-        """Workers per announced host ("unknown": none announced) for the :data:`MAX_HOSTS` hosts with the most,
-        the others summed as "other": a few entries, whatever the workers say."""
-        named = self._hosts.most_common(MAX_HOSTS)
-        rest = len(self._workers) - sum(n for _, n in named)
-        return dict(sorted(named)) | ({"other": rest} if rest else {})
-
-    def _ledger_report(self) -> LedgerReport:
-        ledger = self.ledger
-        top = [
-            ConnectionReport(
-                connection=self._connection_label(where),
-                bytes=account.bytes,
-                holdings={k.value: n for k, n in account.counts.items()},
-            )
-            for where, account in ledger.top(TOP_CONNECTIONS)
-        ]
-        held = {kind.value: size for kind, size in ledger.by_kind.items() if size}
-        return LedgerReport(held_bytes=ledger.total, by_kind=held, connections=len(ledger), top=top)
+        return self._reporting.report(now, query, page_bytes, instance=self._instance, started=self.started)
 
     def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
         """Every holding the core keeps on peers' behalf, as ``(connection, kind, bytes)``, recomputed from its
         state: what its ledger must add up to, less what the IO layer charges (an audit, for the tests)."""
         for task in self._tasks.values():
             yield connection(task.client.link, task.client.address), Kind.TASK, task.charge
-        for worker in self._workers.values():
+        for worker in self._workers.by_peer.values():
             yield connection(worker.peer.link, worker.peer.address), Kind.WORKER, worker.charge
-        for where, charge in self._adopted.values():
-            yield where, Kind.SERVICE, charge
-        for where, charge in self._flow_charges.values():
-            yield where, Kind.FLOW, charge
-        for peer in self._heard:
-            yield connection(peer.link, peer.address), Kind.CLIENT, OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
+        yield from self._budgets.holdings()
+        yield from self._clients.holdings()
         for where, size in self._kept.holdings():
             yield where, Kind.KEPT, size
 
@@ -714,7 +566,7 @@ class BrokerCore:
         reason = b"the broker stopped before the request was answered"
         for task in list(self._tasks.values()):
             if task.state is TaskState.CANCELLED:
-                self._remove(task, task.state)
+                self._finish(task, task.state)
                 continue
             if task.worker is not None:
                 task.worker.task = None
@@ -724,9 +576,7 @@ class BrokerCore:
 
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
-        out: list[Send] = [_dismiss(w.peer, w.dialect) for w in self._workers.values()]
-        self._workers.clear()
-        return out
+        return [_dismiss(w.peer, w.dialect) for w in self._workers.clear()]
 
     # ------------------------------------------------------------------------------------------- roles
 
@@ -737,7 +587,7 @@ class BrokerCore:
         if needs is None or credential.may(needs):
             return True
         self.counters.forbidden += 1
-        self._warn(
+        self._reporting.warn(
             "forbidden", message.peer, message.now, "refused a %s from a key without the %s role",
             type(event).__name__, needs, key=credential.key,
         )  # fmt: skip
@@ -754,15 +604,13 @@ class BrokerCore:
         if event.description.startswith(MMI_PREFIX):
             self._answer_mmi(event, message)
             return
-        peer, now, credential = message.peer, message.now, message.credential
+        peer, now = message.peer, message.now
         key = None
-        owner = credential.key if credential is not None else None
-        where = connection(peer.link, peer.address)
         if event.request_id is not None:
-            self._refresh(peer, now)
-            key = request_key(owner, event.request_id)
+            self._clients.refresh(peer, now)
+            key = request_key(message.owner, event.request_id)
             if self._known(message, key, event):
-                self._listen(peer, where, now)
+                self._clients.listen(peer, connection(peer.link, peer.address), now)
                 self.counters.retries_absorbed += 1
                 return
         if self._stopping:
@@ -771,39 +619,61 @@ class BrokerCore:
         service = self._resolve_request(event, message)
         if service is None:
             return
-        if key is not None and self._claims and key in self._claims and self._attach(event, message, key, service):
-            return
+        size = len(event.description) + sum(map(len, event.body))
+        charge = request_charge(size, len(event.body), event.request_id, peer.address)
+        resumed = None
+        if key is not None and len(self._handover) and self._handover.claimed(key):
+            resumed = self._handover.take_claim(key, service, request_digest(event.description, event.body))
+        if resumed is not None or self._admits(event, message, service, key, charge):
+            self._accept(event, message, service, key, (size, charge), resumed)
+
+    def _admits(
+        self, event: ClientRequest, message: _Message, service: Service, key: RequestKey | None, charge: int
+    ) -> bool:
+        """True when a new task for ``event``, charged ``charge`` bytes, may be accepted: its service is not known
+        to have nobody (if it asks to fail fast), the budgets hold its bytes, and its deadline has not passed;
+        else it is answered with the error, and False."""
+        peer, now = message.peer, message.now
         if event.flags & protocol.FLAG_KNOWN_SERVICE and self._unknown(service, now):
             self.counters.unknown_service += 1
             self._reject(event, message, protocol.NOT_FOUND, self._no_such_service(service.name, now))
-            return
-        size = len(event.description) + sum(map(len, event.body))
-        charge = request_charge(size, len(event.body), event.request_id, peer.address)
-        refusal = self._adopt(service, where) or self._over_budget(service, where, charge)
-        if refusal is None:
-            listening = key is None or peer in self._heard
-            client = 0 if listening else OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
-            refusal = self._ledger_refusal(where, Kind.TASK, charge + client)
+            return False
+        where = connection(peer.link, peer.address)
+        client = 0 if key is None or self._clients.listening(peer) else Clients.charge(peer)
+        refusal = self._adopt(service, where) or self._budgets.refuse_task(service, where, charge, client)
         if refusal is not None:
             self.counters.over_budget += 1
             self._reject(event, message, protocol.OVER_BUDGET, refusal)
-            return
-        deadline = None
-        if event.deadline is not None:
-            if event.deadline <= 0:
-                self.counters.past_deadline += 1
-                self.counters.expired += 1
-                self._reject(event, message, protocol.EXPIRED, "the request's deadline had passed when it came")
-                return
-            deadline = now + event.deadline
+            return False
+        if event.deadline is not None and event.deadline <= 0:
+            self.counters.past_deadline += 1
+            self.counters.expired += 1
+            self._reject(event, message, protocol.EXPIRED, "the request's deadline had passed when it came")
+            return False
+        return True
+
+    def _accept(
+        self, event: ClientRequest, message: _Message, service: Service, key: RequestKey | None,
+        cost: tuple[int, int], resumed: tuple[Worker, Claim] | None,
+    ) -> None:  # fmt: skip
+        """Make ``event`` a task of ``service`` (the one path of every request accepted), its ``cost`` = (size,
+        charge) in bytes: queued and dispatched, or, ``resumed``, running at the resumed worker that claimed it
+        (it runs already: no budget refuses it, no deadline applies; its bytes are charged like any task's)."""
+        peer, now, credential = message.peer, message.now, message.credential
+        where = connection(peer.link, peer.address)
         if key is not None:
-            self._listen(peer, where, now)
-        task_id = self._random(TASK_ID_BYTES)
-        if self._tickets is not None and event.request_id is not None:
-            digest = request_digest(event.description, event.body)
-            task_id = self._tickets.issue(task_id, service.name, owner, event.request_id, digest)
+            self._clients.listen(peer, where, now)
+        deadline = None if event.deadline is None or resumed is not None else now + event.deadline
+        if resumed is not None:
+            task_id = resumed[1].task_id
+        else:
+            task_id = self._random(TASK_ID_BYTES)
+            if self._handover.on and event.request_id is not None:
+                digest = request_digest(event.description, event.body)
+                task_id = self._handover.ticket(task_id, service.name, message.owner, event.request_id, digest)
         # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
         tenant = credential.key if credential is not None else event.tenant or Peer(*where)
+        size, charge = cost
         task = Task(
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
@@ -813,40 +683,18 @@ class BrokerCore:
         self._tasks[task.id] = task
         if key is not None:
             self._by_request[key] = task
-        self.ledger.charge(where, Kind.TASK, charge)
-        self._held[service] = self._held.get(service, 0) + charge
-        self._held_total += charge
+        self._budgets.charge(task)
+        if resumed is not None:
+            worker, claim = resumed
+            self._run_at(task, worker, claim.task_id, claim.since)
+            service.flow.finished()  # the claim's place in flight, now the task's, with its bytes
+            service.flow.adopt(size)
+            self.counters.tasks_resumed += 1
+            return
         if deadline is not None:
             self._deadlines.add(deadline, task)
         service.push(task)
         self._dispatch(service, message)
-
-    def _listen(self, peer: Peer, where: Connection, now: float) -> None:
-        """Note that the generaldomo client at ``peer`` was heard (its queued tasks live while it is not silent);
-        a client the broker did not listen to yet is charged to its connection, and not listened to beyond the
-        budgets (its tasks then wait as MDP ones do, without the silence rule)."""
-        heard = self._heard
-        if peer in heard:
-            heard[peer] = now
-            heard.move_to_end(peer)
-            return
-        size = OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
-        if self.ledger.admit(where, Kind.CLIENT, size) is None:
-            self.ledger.charge(where, Kind.CLIENT, size)
-            heard[peer] = now
-
-    def _unlisten(self, peer: Peer) -> None:
-        del self._heard[peer]
-        self.ledger.release(
-            connection(peer.link, peer.address), Kind.CLIENT, OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
-        )
-
-    def _refresh(self, peer: Peer, now: float) -> None:
-        """A generaldomo client the broker listens to was heard again."""
-        heard = self._heard
-        if peer in heard:
-            heard[peer] = now
-            heard.move_to_end(peer)
 
     def _known(self, message: _Message, key: RequestKey, request: ClientRequest | None = None) -> bool:
         """True when the request ``key`` has a kept answer (sent again to the message's sender) or a live task
@@ -860,14 +708,7 @@ class BrokerCore:
         if kept is None and request is not None and self._kept.get(key, now) is not None:
             self.counters.request_id_conflicts += 1  # kept for another request: this one is a new task
         if kept is not None:
-            size, where = sum(map(len, kept)), connection(peer.link, peer.address)
-            if self._over_connection_budget(peer, size):
-                self.counters.resends_refused += 1  # it asks again later, when its connection has room
-            elif not self._pacer.may_go(where, now):
-                self.counters.resends_paced += 1  # it asks again later, when its connection's work allows
-            else:
-                self.counters.answers_resent += 1
-                self._pacer.charge(where, resend_cost(size), now)
+            if self._clients.may_resend(peer, sum(map(len, kept)), now):
                 message.out.append(Respond(peer, kept))
             return True
         task = self._by_request.get(key)
@@ -921,20 +762,10 @@ class BrokerCore:
 
     def _move(self, task: Task, peer: Peer) -> None:
         """Send ``task``'s answer to ``peer`` (its client's new address): its charge moves with it, if it fits."""
-        old = connection(task.client.link, task.client.address)
-        where = connection(peer.link, peer.address)
-        charge = task.charge - address_bytes(task.client.address) + address_bytes(peer.address)
-        self.ledger.release(old, Kind.TASK, task.charge)
-        if self.ledger.room(where, charge) is not None:
-            self.ledger.charge(old, Kind.TASK, task.charge)  # the answer goes where it would have gone
-            self.counters.moves_refused += 1
-            return
-        self.ledger.charge(where, Kind.TASK, charge)
-        delta = charge - task.charge
-        self._held[task.service] += delta
-        self._held_total += delta
-        task.charge = charge
-        task.client = peer
+        if self._budgets.move(task, peer):
+            task.client = peer
+        else:
+            self.counters.moves_refused += 1  # the answer goes where it would have gone
 
     def _resolve_request(self, event: ClientRequest, message: _Message) -> Service | None:
         """The service for a request, or None after answering the client with an error."""
@@ -947,94 +778,38 @@ class BrokerCore:
             self._reject(event, message, protocol.BAD_REQUEST, f"resolver error: {error!r}")
         return None
 
-    def _over_budget(self, service: Service, where: Connection, size: int) -> str | None:
-        """Why a request charged ``size`` bytes for ``service`` from ``where`` would exceed a queue budget, or None
-        if it fits: the connection's share of the queue, then the queue's and the service's budgets, by the
-        small-request rule (:func:`~generaldomo.sansio.ledger.exceeds`) as the ledger's total."""
-        settings = self.settings
-        held = self.ledger.account(where).tasks + size
-        limit = settings.connection_queue_bytes
-        if limit is not None and held > limit:
-            share = settings.connection_queue_share
-            return f"connection queue budget exceeded: connection_queue_share={share} of queue_bytes held for it"
-        if exceeds(settings.queue_bytes, self._held_total + size, held):
-            return f"broker queue budget exceeded: queue_bytes={settings.queue_bytes} bytes of requests held"
-        limit = settings.service_queue_bytes
-        if exceeds(limit, self._held.get(service, 0) + size, held):
-            return f"service queue budget exceeded: service_queue_bytes={limit} bytes held for {service.name!r}"
-        return None
-
-    def _ledger_refusal(self, where: Connection, kind: Kind, size: int) -> str | None:
-        """Why a new holding of ``kind`` and ``size`` bytes does not fit the ledger (counted), or None if it does."""
-        refusal = self.ledger.admit(where, kind, size)
-        if refusal is None:
-            return None
-        self.counters.add(refusal.counter(kind))
-        return self._refusal_text(refusal, kind)
-
-    def _over_connection_budget(self, peer: Peer, size: int = 0) -> bool:
-        """True when ``peer``'s connection holds more than its budget (its unread replies included), or would
-        with ``size`` more."""
-        return self.ledger.over_budget(connection(peer.link, peer.address), size)
-
-    def _refusal_text(self, refusal: Refusal, kind: Kind) -> str:
-        settings = self.settings
-        if refusal is Refusal.TOTAL_BYTES:
-            return f"broker budget exceeded: held_bytes={settings.held_bytes} bytes held for all peers"
-        if refusal is Refusal.CONNECTION_BYTES:
-            return f"connection budget exceeded: connection_bytes={settings.connection_bytes} bytes held for it"
-        return f"this connection holds {self.ledger.caps[kind]} {kind.value}, the most one connection may"
-
     def _on_client_heartbeat(self, event: ClientHeartbeat, message: _Message) -> None:
         peer, owner = message.peer, message.owner
-        self._refresh(peer, message.now)
+        self._clients.refresh(peer, message.now)
         self.counters.reasked += len(event.request_ids)
         asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
         unknown = [
-            rid for rid in asked if not self._known(message, key := request_key(owner, rid)) and key not in self._claims
+            rid
+            for rid in asked
+            if not self._known(message, key := request_key(owner, rid)) and not self._handover.claimed(key)
         ]
-        if self._recovering(message.now):  # workers of the previous instance may still claim them: not "unknown" yet
+        if self._handover.recovering(
+            message.now
+        ):  # workers of the previous instance may still claim them: not "unknown" yet
             unknown = []
-        message.out.append(Beat(peer, protocol.gdp_client_heartbeat(self._instance, self._echo(peer, unknown))))
-
-    def _recovering(self, now: float) -> bool:
-        """Within the recovery window after a restart (see :meth:`_dispatch`)."""
-        return self._hold_until is not None and now < self._hold_until
-
-    def _echo(self, peer: Peer, unknown: list[bytes]) -> list[bytes]:
-        """The re-asked ids a HEARTBEAT answer names as unknown: at most :data:`ECHO_BYTES` of them (the client
-        asks about the others again), and none while ``peer``'s connection is over its budget."""
-        if not unknown:
-            return unknown
-        if self._over_connection_budget(peer):
-            self.counters.echoes_refused += len(unknown)
-            return []
-        echoed: list[bytes] = []
-        room = ECHO_BYTES
-        for rid in unknown:
-            room -= len(rid)
-            if room < 0:
-                self.counters.echoes_refused += len(unknown) - len(echoed)
-                break
-            echoed.append(rid)
-        return echoed
+        message.out.append(Beat(peer, protocol.gdp_client_heartbeat(self._instance, self._clients.echo(peer, unknown))))
 
     def _on_cancel(self, event: ClientCancel, message: _Message) -> None:
-        self._refresh(message.peer, message.now)
+        self._clients.refresh(message.peer, message.now)
         task = self._by_request.pop(request_key(message.owner, event.request_id), None)
         if task is None:
             return
         self.counters.cancelled += 1
-        self._withdraw(task, message)
+        self._cancel(task, message)
 
-    def _withdraw(self, task: Task, turn: _Turn) -> None:
+    def _cancel(self, task: Task, turn: _Turn) -> None:
         """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
         worker told, if it understands CANCEL)."""
         state = task.state
         task.state = _T_CANCEL[state]
         if task.state is TaskState.DONE:  # it was queued
             task.service.drop(task)
-            self._remove(task, state, dequeued=True)
+            self._finish(task, state, dequeued=True)
         elif task.worker is not None:
             task.worker.state = _W_CANCEL[task.worker.state]
             self._tell_cancel(task.worker, task, turn)
@@ -1054,7 +829,9 @@ class BrokerCore:
         self.counters.rejected += 1
         peer = message.peer
         level = logging.INFO
-        self._warn(f"rejected {status.decode()}", peer, message.now, "rejected a request: %s", reason, level=level)
+        self._reporting.warn(
+            f"rejected {status.decode()}", peer, message.now, "rejected a request: %s", reason, level=level
+        )
         frames = protocol.client_reply(
             event.dialect, event.request_id, event.description, status, [reason.encode()], final=True
         )
@@ -1065,20 +842,13 @@ class BrokerCore:
         """Answer a management request now, or, for an expensive one (:data:`~generaldomo.sansio.mmi.PACED`)
         beyond its connection's or the broker's work per second, when its turn comes (a tick), or ``429`` beyond
         the waiting lines (:mod:`generaldomo.sansio.pacing`)."""
-        if event.description in mmi.PACED:
-            peer, now = message.peer, message.now
-            where = connection(peer.link, peer.address)
-            pacer = self._pacer
-            if not pacer.may_go(where, now):
-                size = len(event.description) + sum(map(len, event.body)) + address_bytes(peer.address)
-                later = pacer.wait(where, (peer, event, message.credential), size, now)
-                if later is None:
-                    self.counters.paced += 1
-                    self._paced_due = pacer.due(now)
-                else:
-                    self.counters.paced_refused += 1
-                    self._slow_down_peer(event, message, later)
-                return
+        peer, now = message.peer, message.now
+        if event.description in mmi.PACED and not self._clients.may_go(peer, now):
+            size = len(event.description) + sum(map(len, event.body)) + address_bytes(peer.address)
+            later = self._clients.wait((peer, event, message.credential), size, now)
+            if later is not None:
+                self._slow_down_peer(event, message, later)
+            return
         self._answer_mmi_now(event, message)
 
     def _slow_down_peer(self, event: ClientRequest, message: _Message, later: float) -> None:
@@ -1086,7 +856,9 @@ class BrokerCore:
         seconds after which one may go."""
         reason = "too many expensive requests waiting: this connection's work per second is spent"
         self.counters.rejected += 1
-        self._warn("paced 429", message.peer, message.now, "rejected a request: %s", reason, level=logging.INFO)
+        self._reporting.warn(
+            "paced 429", message.peer, message.now, "rejected a request: %s", reason, level=logging.INFO
+        )
         body = [reason.encode(), protocol.retry_after_frame(round(later, 3))]
         frames = protocol.client_reply(
             event.dialect, event.request_id, event.description, protocol.OVER_BUDGET, body, final=True
@@ -1109,7 +881,7 @@ class BrokerCore:
             self._reject(event, message, error.status, str(error))
             return
         if answer.work:
-            self._pacer.charge(where, answer.work, now)
+            self._clients.spent(peer, answer.work, now)
         status, body = answer.status, answer.body
         frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
         if frames is not None:
@@ -1119,14 +891,13 @@ class BrokerCore:
     def _answer_waiting(self, turn: _Turn) -> None:
         """Answer the expensive management requests whose turn has come (see :meth:`_answer_mmi`)."""
         now = turn.now
-        for _, (peer, event, credential) in self._pacer.ready(now):
+        for peer, event, credential in self._clients.ready(now):
             message = _Message()
             message.peer, message.now, message.credential, message.out = peer, now, credential, turn.out
             try:
                 self._answer_mmi_now(event, message)
             except Exception:
                 self._caught("a management request", now)
-        self._paced_due = self._pacer.due(now)
 
     # ------------------------------------------------------------------------------------------- workers
 
@@ -1134,7 +905,8 @@ class BrokerCore:
         known = self._workers.get(message.peer)
         if known is not None:
             log.info("worker %s sent READY again; re-registering it", known.label)
-            self._forget(known, message)
+            self._leave(known, message.now)
+            self._reissue(known, message)
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 message.out.append(_dismiss(message.peer, event.dialect))
                 return
@@ -1154,7 +926,7 @@ class BrokerCore:
         if limit is not None and len(self._workers) >= limit:
             self.counters.workers_refused += 1
             # one line per interval for them all: a flood comes from many (claimed) peers
-            self._warnings.warn("too many workers", None, lambda: "new workers", now, "refused: %d registered", limit)
+            self._reporting.warn_all("too many workers", "new workers", now, "refused: %d registered", limit)
             message.out.append(_dismiss(peer, dialect))
             return None
         service = self._resolve_worker(message, dialect, description)
@@ -1163,24 +935,19 @@ class BrokerCore:
         account = connection(peer.link, peer.address)
         host, pid = where
         charge = OVERHEAD[Kind.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
-        refusal = self._ledger_refusal(account, Kind.WORKER, charge)
+        refusal = self._budgets.refusal(account, Kind.WORKER, charge)
         if refusal is not None:
             self.counters.workers_refused += 1
-            self._warn("refused worker", peer, now, "refused a worker: %s", refusal)
+            self._reporting.warn("refused worker", peer, now, "refused a worker: %s", refusal)
             message.out.append(_dismiss(peer, dialect))
             return None
         state = WorkerState.BUSY if busy else WorkerState.WAITING
-        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, self._label(peer), state)
+        label = self._reporting.label(peer)
+        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, label, state)
         worker.host, worker.pid = host, pid
         worker.features = features
         worker.charge = charge
-        self._serial += 1
-        worker.serial = self._serial
-        worker.beat = now + self.settings.heartbeat_interval
-        self.ledger.charge(account, Kind.WORKER, charge)
-        self._workers[peer] = worker
-        self._hosts[host or "unknown"] += 1
-        self._beats.append(worker)
+        self._workers.add(worker, now + self.settings.heartbeat_interval)
         service.join(worker)
         self._served.seen(service.name, now)
         self.counters.workers_registered += 1
@@ -1209,7 +976,7 @@ class BrokerCore:
             except Exception as error:  # a faulty resolver plug-in must not stop the broker
                 log.exception("resolver failed on service description %r", description[:64])
                 reason = repr(error)
-        self._warn(
+        self._reporting.warn(
             "refused worker", peer, message.now, "refused worker with description %r: %s", description[:64], reason,
             key=credential.key if credential is not None else description[:64],
         )  # fmt: skip
@@ -1222,7 +989,7 @@ class BrokerCore:
 
     def _on_large_reply(self, event: WorkerReply, message: _Message) -> None:
         self.counters.too_large += 1
-        self._warn("too large", message.peer, message.now, "dropped a result larger than max_message")
+        self._reporting.warn("too large", message.peer, message.now, "dropped a result larger than max_message")
         reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
         if event.final:  # the same task would give the same result again: fail it
             self._result(event, message, protocol.TOO_LARGE, (reason.encode(),))
@@ -1236,7 +1003,9 @@ class BrokerCore:
         task = self._tasks.get(event.task_id)
         if worker is None or task is None or task.worker is not worker:
             resumed = worker is not None and worker.task is None and worker.state is WorkerState.BUSY
-            forgotten = worker is None and event.dialect is Dialect.GDP and self._foreign(event.task_id) is not None
+            forgotten = (
+                worker is None and event.dialect is Dialect.GDP and self._handover.foreign(event.task_id) is not None
+            )
             if event.final and (resumed or forgotten):
                 self._resumed_result(event, message, status, body, worker)
             else:
@@ -1252,11 +1021,11 @@ class BrokerCore:
         worker.task = None
         worker.state = _W_RESULT[worker.state]
         worker.done += 1
-        if self._tickets is not None:
-            self._taken(worker, event.task_id)
+        if self._handover.on:
+            self._handover.taken(worker, event.task_id)
         same = event.description is None or event.description == worker.description
         if task.state is TaskState.CANCELLED:
-            self._remove(task, task.state)
+            self._finish(task, task.state)
         elif status == protocol.OVER_BUDGET and event.dialect is Dialect.GDP:  # "slow down": not a failure
             self._slow_down(task, worker, body, now)
             if not same or worker.rests is not None:
@@ -1264,7 +1033,7 @@ class BrokerCore:
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             self._complete(task, status, body, message, dispatch=not same)
         if not same and event.description is not None:
-            self._unregister(worker, now)
+            self._leave(worker, now)
             self._register(message, event.dialect, event.description, (worker.host, worker.pid), worker.features)
             return
         if worker.rests is None:
@@ -1281,8 +1050,7 @@ class BrokerCore:
         service.flow.finished(task.size)
         service.stopped(task)
         retry_after = protocol.parse_retry_after(body)
-        worker.rests = now + rest(retry_after)
-        self._resting.add(worker.rests, worker)
+        self._workers.rest(worker, now + rest(retry_after))
         service.flow.slow_down(now, task.dispatched, retry_after, worker.serial, len(service.workers))
         service.stats.throttled += 1
         self.counters.throttled += 1
@@ -1292,16 +1060,20 @@ class BrokerCore:
         peer, now = message.peer, message.now
         if worker is not None:
             worker.expires = now + self.settings.expiry
-            if event.final and self._tickets is not None:
-                self._taken(worker, event.task_id)  # whatever became of it, the worker need not hold it
+            if event.final and self._handover.on:
+                self._handover.taken(worker, event.task_id)  # whatever became of it, the worker need not hold it
         if task is None:
             self.counters.duplicates_dropped += 1
             if worker is not None:
                 worker.service.stats.duplicates_dropped += 1
-            self._warn("stale result", peer, now, "dropped a result for a task that is not live", level=logging.INFO)
+            self._reporting.warn(
+                "stale result", peer, now, "dropped a result for a task that is not live", level=logging.INFO
+            )
         else:
             self.counters.results_refused += 1
-            self._warn("refused result", peer, now, "refused a result from a peer that does not hold the task")
+            self._reporting.warn(
+                "refused result", peer, now, "refused a result from a peer that does not hold the task"
+            )
         if worker is None:
             message.out.append(_dismiss(peer, event.dialect))
 
@@ -1316,14 +1088,15 @@ class BrokerCore:
         worker = self._workers.get(message.peer)
         if worker is not None:
             log.info("worker %s disconnected", worker.label)
-            self._forget(worker, message)
+            self._leave(worker, message.now)
+            self._reissue(worker, message)
 
     def _on_malformed(self, event: Malformed, message: _Message) -> None:
         """Count and log it; answer a generaldomo request 400; drop a registered worker that sent it (its task is
         reissued) and tell it DISCONNECT."""
         peer = message.peer
         self.counters.malformed += 1
-        self._warn("malformed", peer, message.now, "dropped a malformed message: %s", event.reason)
+        self._reporting.warn("malformed", peer, message.now, "dropped a malformed message: %s", event.reason)
         if event.request_id is not None:
             frames = protocol.client_reply(
                 Dialect.GDP, event.request_id, b"", protocol.BAD_REQUEST, [event.reason.encode()], final=True
@@ -1335,36 +1108,33 @@ class BrokerCore:
             if worker is not None:
                 self.counters.workers_malformed += 1
                 log.info("worker %s sent a malformed message; dropping it", worker.label)
-                self._forget(worker, message)
+                self._leave(worker, message.now)
+                self._reissue(worker, message)
                 message.out.append(_dismiss(peer, event.worker))
 
     # ------------------------------------------------------------------------------------------- hand-over
-
-    def _foreign(self, task_id: bytes) -> Ticket | None:
-        """What ``task_id`` says if it is a valid ticket of another instance on this state directory."""
-        ticket = None if self._tickets is None else self._tickets.read(task_id)
-        return ticket if ticket is not None and ticket.instance != self._instance else None
 
     def _on_resume(self, event: WorkerResume, message: _Message) -> None:
         peer, now = message.peer, message.now
         known = self._workers.get(peer)
         if known is not None:  # as a second READY: a new registration
-            self._forget(known, message)
+            self._leave(known, message.now)
+            self._reissue(known, message)
         where = (event.host, event.pid)
         worker = self._register(message, event.dialect, event.description, where, event.features, busy=True)
         if worker is None:
             return
         self.counters.workers_resumed += 1
-        message.out.append(Beat(peer, self._worker_heartbeat(worker)))  # at once: the worker knows its RESUME was taken
-        ticket = self._foreign(event.task_id)
+        message.out.append(
+            Beat(peer, self._handover.heartbeat(worker))
+        )  # at once: the worker knows its RESUME was taken
+        ticket = self._handover.foreign(event.task_id)
         if ticket is None or ticket.service != worker.service.name:
             return  # not a task this broker can take over: the worker takes no task until its result comes
         key = request_key(ticket.owner, ticket.request_id)
         live = self._by_request.get(key)
         if live is None:
-            worker.claim = Claim(event.task_id, ticket, now)
-            self._claims[key] = worker
-            worker.service.flow.adopt()
+            self._handover.claim(worker, event.task_id, ticket, now)
         elif live.state is TaskState.QUEUED and live.service is worker.service and _digest(live) == ticket.digest:
             live.service.drop(live)  # the client's resend came first: the worker's run is that task's
             self._run_at(live, worker, event.task_id, now)
@@ -1383,55 +1153,6 @@ class BrokerCore:
         task.attempts += 1
         task.service.started(task, since)
 
-    def _attach(self, event: ClientRequest, message: _Message, key: RequestKey, service: Service) -> bool:
-        """A request a resumed worker runs has arrived: it becomes that worker's task (True); False if it is not
-        the same request (another description or payload, or another service)."""
-        peer, credential = message.peer, message.credential
-        worker = self._claims[key]
-        claim = worker.claim
-        if (
-            claim is None
-            or service is not worker.service
-            or request_digest(event.description, event.body) != (claim.ticket.digest)
-        ):
-            return False
-        del self._claims[key]
-        worker.claim = None
-        where = connection(peer.link, peer.address)
-        self._listen(peer, where, message.now)
-        size = len(event.description) + sum(map(len, event.body))
-        charge = request_charge(size, len(event.body), event.request_id, peer.address)
-        task = Task(
-            claim.task_id,
-            peer,
-            event.dialect,
-            key,
-            event.description,
-            event.body,
-            service,
-            message.now,
-            size,
-            charge,
-            tenant=credential.key if credential is not None else event.tenant or Peer(*where),
-            priority=event.priority,
-        )  # fmt: skip (it runs already: no budget refuses it, its bytes are charged like any task's)
-        self._tasks[task.id] = task
-        self._run_at(task, worker, claim.task_id, claim.since)
-        self._by_request[key] = task
-        self.ledger.charge(where, Kind.TASK, charge)
-        self._held[service] = self._held.get(service, 0) + charge
-        self._held_total += charge
-        service.flow.finished()  # the claim's place in flight, now the task's, with its bytes
-        service.flow.adopt(size)
-        self.counters.tasks_resumed += 1
-        return True
-
-    def _drop_claim(self, worker: Worker) -> None:
-        claim, worker.claim = worker.claim, None
-        if claim is not None:
-            del self._claims[request_key(claim.ticket.owner, claim.ticket.request_id)]
-            worker.service.flow.finished()
-
     def _resumed_result(
         self, event: WorkerReply, message: _Message, status: bytes, body: Sequence[bytes], worker: Worker | None
     ) -> None:
@@ -1443,13 +1164,13 @@ class BrokerCore:
             if worker is None:
                 return
         worker.expires = message.now + self.settings.expiry
-        ticket = self._foreign(event.task_id)
+        ticket = self._handover.foreign(event.task_id)
         if ticket is not None and ticket.service == worker.service.name:
             self._hand_over(ticket, status, body, message)
         else:
             self.counters.duplicates_dropped += 1
-        self._drop_claim(worker)
-        self._taken(worker, event.task_id)
+        self._handover.drop_claim(worker)
+        self._handover.taken(worker, event.task_id)
         worker.state = _W_RESULT[worker.state]
         worker.done += 1
         self._wait(worker, message)
@@ -1473,7 +1194,7 @@ class BrokerCore:
             message.out.append(Respond(live.client, frames))
             charged = live.client
             del self._by_request[key]
-            self._withdraw(live, message)
+            self._cancel(live, message)
         elif self._kept.get(key, now) is not None:
             return  # answered already: the first answer stands
         self._kept.keep(key, frames, now, connection(charged.link, charged.address), ticket.digest)
@@ -1484,55 +1205,28 @@ class BrokerCore:
             message.out.append(_dismiss(message.peer, event.dialect))
             return
         worker.expires = message.now + self.settings.expiry
-        ticket = self._foreign(event.task_id)
+        ticket = self._handover.foreign(event.task_id)
         credential = message.credential
         if ticket is not None and (credential is None or credential.may_serve(ticket.service)):
             self._hand_over(ticket, event.status, event.body, message)
         else:
             self.counters.duplicates_dropped += 1
-        self._taken(worker, event.task_id)
+        self._handover.taken(worker, event.task_id)
 
     def _on_large_handover(self, event: WorkerHandover, message: _Message) -> None:
         self.counters.too_large += 1
-        self._warn("too large", message.peer, message.now, "dropped a handed-over result larger than max_message")
+        self._reporting.warn(
+            "too large", message.peer, message.now, "dropped a handed-over result larger than max_message"
+        )
         if (worker := self._workers.get(message.peer)) is not None:
-            self._taken(worker, event.task_id)  # nothing more will come of it
-
-    def _worker_heartbeat(self, worker: Worker) -> list[bytes]:
-        """A HEARTBEAT for ``worker``: a GDP worker of a hand-over broker learns which results were taken."""
-        if self._tickets is None or worker.dialect is not Dialect.GDP:
-            return protocol.worker_command(worker.dialect, protocol.HEARTBEAT)
-        taken, worker.taken = worker.taken, []
-        return protocol.worker_heartbeat(self._instance, taken)
-
-    def _taken(self, worker: Worker, task_id: bytes) -> None:
-        """Tell the worker, in its next heartbeat, that the result of ``task_id`` was taken (GDP workers)."""
-        if worker.dialect is Dialect.GDP:
-            taken = worker.taken
-            if len(taken) >= protocol.MAX_TAKEN:
-                del taken[0]  # (the worker holds at most as many results: it dropped that one already)
-            taken.append(nonce(task_id))
+            self._handover.taken(worker, event.task_id)  # nothing more will come of it
 
     # ------------------------------------------------------------------------------------------- state changes
 
     def _adopt(self, service: Service, where: Connection) -> str | None:
         """Charge a service the core sees for the first time to the connection whose message made it, and apply
         the flow limits configured for its name; or say why it does not fit the ledger (counted), and forget it."""
-        if service in self._adopted:
-            return None
-        charge = OVERHEAD[Kind.SERVICE] + len(service.name.encode())
-        refusal = self._ledger_refusal(where, Kind.SERVICE, charge)
-        if refusal is not None:
-            forget = getattr(self.resolver, "forget", None)
-            if forget is not None and not service.workers and not service.pending:
-                forget(service)  # it was made for this message alone
-            return refusal
-        self.ledger.charge(where, Kind.SERVICE, charge)
-        self._adopted[service] = (where, charge)
-        limits = self.flows.get(service.name)
-        if limits is not None:
-            service.apply_flow(limits)
-        return None
+        return self._budgets.adopt(service, where, self.flows, getattr(self.resolver, "forget", None))
 
     def _wait(self, worker: Worker, turn: _Turn) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
@@ -1545,12 +1239,11 @@ class BrokerCore:
         if not service.pending:  # (most answers free a worker of a service with nothing queued: no pair to make)
             return
         now = turn.now
-        if self._hold_until is not None:
-            if self._recovering(now):
-                if service.pending and service.waiting:
-                    self._throttled[service] = self._hold_until
-                return
-            self._hold_until = None
+        hold = self._handover.held_until(now)
+        if hold is not None:  # the recovery window after a restart
+            if service.waiting:
+                self._throttled[service] = hold
+            return
         flow = service.flow
         held = service.release_due(now)
         while True:
@@ -1569,7 +1262,7 @@ class BrokerCore:
             worker, task = pair
             if worker.expires <= now:  # silent too long, and its heartbeat's turn has not come yet
                 service.push(task, front=True)
-                self._expire(worker, now)
+                self._silent(worker, now)
                 continue
             deadline = task.deadline
             if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
@@ -1607,7 +1300,7 @@ class BrokerCore:
         dispatch into the place in flight it freed, unless the caller will (``dispatch=False``)."""
         now = turn.now
         state = task.state
-        self._remove(task, state, dequeued=dequeued)
+        self._finish(task, state, dequeued=dequeued)
         self.counters.completed += 1
         waited = (task.dispatched if task.dispatched is not None else now) - task.enqueued
         served = now - task.dispatched if task.dispatched is not None else 0.0
@@ -1635,8 +1328,9 @@ class BrokerCore:
                 where = connection(task.client.link, task.client.address)  # kept for this request only:
                 self._kept.keep(task.key, frames, turn.now, where, _digest(task))  # another with its id is not it
 
-    def _remove(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
-        """Forget ``task``, which was in ``state``: off its queue and out of flight, its bytes released."""
+    def _finish(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
+        """Finish ``task``, which was in ``state``: out of the tables, off its queue and out of flight, its bytes
+        released."""
         task.state = _T_FINISH[state]
         del self._tasks[task.id]
         if task.deadline is not None:
@@ -1650,59 +1344,35 @@ class BrokerCore:
             service.flow.finished(task.size)
             service.stopped(task)
         task.worker = None
-        charge = task.charge
-        client = task.client
-        self.ledger.release(connection(client.link, client.address), Kind.TASK, charge)
-        self._held_total -= charge
-        held = self._held[service] - charge
-        if held:
-            self._held[service] = held
-        else:
-            del self._held[service]
+        self._budgets.release(task)
 
-    def _forget(self, worker: Worker, turn: _Turn) -> None:
-        """Drop ``worker``; reissue or fail the task it held."""
-        self._unregister(worker, turn.now)
-        self._release(worker, turn)
-
-    def _unregister(self, worker: Worker, now: float) -> None:
+    def _leave(self, worker: Worker, now: float) -> None:
+        """``worker`` leaves: out of the tables and its service (the caller reissues the task it held)."""
         self._served.seen(worker.service.name, now)
-        peer = worker.peer
-        del self._workers[peer]
-        self._beats.remove(worker)
-        host = worker.host or "unknown"
-        if self._hosts[host] > 1:
-            self._hosts[host] -= 1
-        else:
-            del self._hosts[host]
-        self.ledger.release(connection(peer.link, peer.address), Kind.WORKER, worker.charge)
-        if worker.rests is not None:
-            worker.rests = None
-            self._resting.forget()
+        self._workers.remove(worker)
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
 
     def _wake(self, turn: _Turn) -> None:
         """Let the workers whose rest (a 429's retry_after) is over wait for tasks again."""
-        for worker in self._resting.due(turn.now):
-            worker.rests = None
-            self._resting.forget()
+        for worker in self._workers.woken(turn.now):
             self._wait(worker, turn)
 
-    def _expire(self, worker: Worker, now: float) -> None:
-        """Unregister ``worker``, silent past its expiry (the caller releases its task)."""
+    def _silent(self, worker: Worker, now: float) -> None:
+        """``worker``, silent past its expiry, leaves (the caller reissues the task it held)."""
         log.info("worker %s (%r) expired", worker.label, worker.description[:64])
         self.counters.workers_expired += 1
-        self._unregister(worker, now)
+        self._leave(worker, now)
 
-    def _release(self, worker: Worker, turn: _Turn) -> None:
-        """Reissue, fail or (if cancelled) drop the task an unregistered ``worker`` held."""
+    def _reissue(self, worker: Worker, turn: _Turn) -> None:
+        """Reissue the task a ``worker`` that left held: back to the front of its queue, failed after
+        ``max_attempts``, or finished if it was cancelled."""
         task, worker.task = worker.task, None
         if task is None:
-            self._drop_claim(worker)  # nothing to reissue: the request has not arrived here
+            self._handover.drop_claim(worker)  # nothing to reissue: the request has not arrived here
             return
         if task.state is TaskState.CANCELLED:
-            self._remove(task, task.state)
+            self._finish(task, task.state)
         elif task.attempts >= self.settings.max_attempts:
             reason = f"task lost with its worker {task.attempts} times; giving up"
             self._complete(task, protocol.UNAVAILABLE, [reason.encode()], turn)
@@ -1720,25 +1390,15 @@ class BrokerCore:
     # ------------------------------------------------------------------------------------------- periodic work
 
     def _heartbeat(self, turn: _Turn) -> None:
-        """Heartbeat the workers whose turn has come, at most :data:`BEATS_PER_TICK`, and expire those silent
-        past their expiry: each worker's turn comes once per heartbeat interval."""
-        now, out = turn.now, turn.out
-        beats, interval = self._beats, self.settings.heartbeat_interval
-        expired = []
-        for _ in range(BEATS_PER_TICK):
-            if not beats or beats[0].beat > now:
-                break
-            worker = beats.popleft()
-            if worker.expires <= now:
-                expired.append(worker)
-                continue
-            worker.beat = now + interval
-            beats.append(worker)
-            out.append(Beat(worker.peer, self._worker_heartbeat(worker)))
-        for worker in expired:  # unregister them all first, so no reissued task goes to one of them
-            self._expire(worker, now)
+        """Heartbeat the workers whose turn has come (see :meth:`Workers.beats`), and let those silent past their
+        expiry leave: each worker's turn comes once per heartbeat interval."""
+        now = turn.now
+        beaten, expired = self._workers.beats(now, self.settings.heartbeat_interval)
+        turn.out.extend(Beat(worker.peer, self._handover.heartbeat(worker)) for worker in beaten)
+        for worker in expired:  # they all leave first, so that no reissued task goes to one of them
+            self._silent(worker, now)
         for worker in expired:
-            self._release(worker, turn)
+            self._reissue(worker, turn)
 
     def _sweep(self, turn: _Turn) -> None:
         settings, now = self.settings, turn.now
@@ -1752,11 +1412,9 @@ class BrokerCore:
         self._drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
         self._forget_idle_services(now)
-        self._warnings.flush(now)
+        logging_held = self._reporting.flush(now)
         self._barrier.flush(now)
-        busy = (
-            self._tasks or self._heard or len(self._kept) or self._adopted or self._flow_charges or self._warnings
-        )  # fmt: skip
+        busy = self._tasks or len(self._clients) or len(self._kept) or self._budgets.holds() or logging_held
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 
     def _expire_deadlines(self, turn: _Turn) -> None:
@@ -1801,14 +1459,7 @@ class BrokerCore:
 
     def _drop_silent_clients(self, heard_before: float) -> None:
         """Drop the queued tasks of generaldomo clients last heard before ``heard_before``."""
-        silent = set()
-        heard = self._heard
-        while heard:
-            peer, when = next(iter(heard.items()))  # the one heard least recently
-            if when >= heard_before:
-                break
-            silent.add(peer)
-            self._unlisten(peer)
+        silent = self._clients.silent(heard_before)
         if not silent:
             return
         doomed: dict[Service, set[Task]] = {}
@@ -1818,78 +1469,24 @@ class BrokerCore:
         for service, tasks in doomed.items():
             service.discard(tasks)
             for task in tasks:
-                self._remove(task, task.state, dequeued=True)
+                self._finish(task, task.state, dequeued=True)
             self.counters.client_gone_dropped += len(tasks)
             log.info("dropped %d queued requests for %r of clients gone silent", len(tasks), service.name)
 
     def _forget_idle_services(self, now: float) -> None:
-        """Forget services that have had no workers and no tasks for ``service_idle``, and the flow limits peers
-        set for names no busy service had as long. A service idle as long that is kept (the operator set flow
-        limits for its name, or the resolver forgets nothing) is charged to nobody from then on: it is no longer
-        held on the behalf of the peer whose message made it (the next one that uses it is charged for it)."""
-        idle_for = self.settings.service_idle
-        if idle_for is None:
-            return
+        """Forget the services and the flow entries of peers idle for ``service_idle`` (see
+        :meth:`Budgets.forget_idle`); a flow entry forgotten is reported as lifted, so that the state directory
+        forgets it too."""
         forget = getattr(self.resolver, "forget", None)
-        flows, charged = self.flows, self._flow_charges
-        busy: set[str] = set()
-        for service in list(self.resolver.services()) if forget is not None or charged or self._adopted else ():
-            name = service.name
-            if service.workers or service.pending or service in self._held:
-                busy.add(name)
-                self._idle_since.pop(service, None)
-                continue
-            kept = forget is None or (name in flows and name not in charged)
-            if kept and service not in self._adopted:
-                continue  # kept, and charged to nobody already
-            since = self._idle_since.setdefault(service, now)
-            if now - since >= idle_for:
-                del self._idle_since[service]
-                where, charge = self._adopted.pop(service, (None, 0))
-                if where is not None:
-                    self.ledger.release(where, Kind.SERVICE, charge)
-                if forget is not None and not kept:
-                    forget(service)
-                    self._throttled.pop(service, None)
-                    self.counters.services_forgotten += 1
-        for name in list(charged):
-            if name in busy:
-                self._flow_idle_since.pop(name, None)
-                continue
-            since = self._flow_idle_since.setdefault(name, now)
-            if now - since >= idle_for:
-                where, charge = charged.pop(name)
-                self.ledger.release(where, Kind.FLOW, charge)
-                del flows[name], self._flow_idle_since[name]
-                self._changed.pop(name, None)
-                self._changed[name] = mmi.FlowChange(name, _UNSET)  # so that the state directory forgets it too
-                self.counters.flows_forgotten += 1
+        services, names = self._budgets.forget_idle(now, self.resolver.services(), forget, self.flows)
+        for service in services:
+            self._throttled.pop(service, None)
+        for name in names:
+            del self.flows[name]
+            self._changed.pop(name, None)
+            self._changed[name] = mmi.FlowChange(name, _UNSET)
 
     # ------------------------------------------------------------------------------------------- logs
-
-    def _tenant_name(self, tenant: object) -> str:
-        """A tenant's name in reports: its key or given name, or its connection's label."""
-        return tenant if isinstance(tenant, str) else f"conn/{self._label(tenant)}" if isinstance(tenant, Peer) else "?"
-
-    def _label(self, peer: Peer) -> str:
-        """An opaque name for ``peer`` in reports and logs (see :mod:`generaldomo.sansio.labels`)."""
-        return self.labels(peer.link, peer.address)
-
-    def _connection_label(self, where: Connection) -> str:
-        """An opaque name for a connection: its link and a keyed hash of its first hop (as its peers' labels
-        for a direct peer)."""
-        return self._label(Peer(*where))
-
-    def _warn(
-        self, kind: str, peer: Peer, now: float, message: str, *args: object, level: int = logging.WARNING,
-        key: Hashable = None,
-    ) -> None:  # fmt: skip
-        """Log about ``peer``, rate-limited per kind and connection (the hops of an envelope after the first are
-        the peer's to make up), or per ``key`` if given: a refused worker's CURVE key or description, which stay
-        the same when it comes back on a new connection."""
-        where = connection(peer.link, peer.address)
-        window = where if key is None else key
-        self._warnings.warn(kind, window, lambda: self._connection_label(where), now, message, *args, level=level)
 
 
 def _dismiss(peer: Peer, dialect: Dialect) -> Dismiss:

@@ -405,7 +405,7 @@ class ConnectionReport:
 @attrs.frozen(kw_only=True)
 class LedgerReport:
     """The ledger (:mod:`generaldomo.sansio.ledger`): bytes held on peers' behalf in all (``held_bytes``) and
-    by kind of holding, the connections that hold any, and the :data:`~generaldomo.sansio.core.TOP_CONNECTIONS`
+    by kind of holding, the connections that hold any, and the :data:`~generaldomo.sansio.reporting.TOP_CONNECTIONS`
     that hold the most."""
 
     held_bytes: int = 0

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from generaldomo.sansio import limits, protocol
-from generaldomo.sansio.core import BEATS_PER_TICK, ECHO_BYTES, Peer
+from generaldomo.sansio.clients import ECHO_BYTES
+from generaldomo.sansio.core import Peer
 from generaldomo.sansio.events import Dialect
 from generaldomo.sansio.ledger import MARGIN, RESERVE, Kind, Ledger, Refusal, connection
+from generaldomo.sansio.workers import BEATS_PER_TICK
 
 MIB = 1024 * 1024
 KINDS = tuple(Kind)
