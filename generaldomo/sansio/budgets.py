@@ -18,6 +18,7 @@ from generaldomo.sansio import mmi
 from generaldomo.sansio.counters import Counters
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.ledger import (
+    CHARGED,
     OVERHEAD,
     Connection,
     Kind,
@@ -32,7 +33,15 @@ from generaldomo.sansio.records import Peer, Task
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
 
-__all__ = ["Budgets"]
+__all__ = ["HOLDINGS", "Budgets"]
+
+HOLDINGS = {  # what this part holds on peers' behalf (see generaldomo.sansio.core.HOLDINGS)
+    "_adopted": CHARGED + "services",
+    "_flow_charges": CHARGED + "flows",
+    "_flow_idle_since": CHARGED + "flows",
+    "_held": CHARGED + "services",
+    "_idle_since": CHARGED + "services",
+}
 
 Forget = Callable[[Service], object] | None  # the resolver's ``forget``, if it forgets services
 

@@ -18,11 +18,16 @@ from typing import TypeAlias
 from generaldomo.sansio.access import Credential
 from generaldomo.sansio.counters import Counters
 from generaldomo.sansio.events import ClientRequest
-from generaldomo.sansio.ledger import OVERHEAD, Connection, Kind, Ledger, address_bytes, connection
+from generaldomo.sansio.ledger import CHARGED, OVERHEAD, Connection, Kind, Ledger, address_bytes, connection
 from generaldomo.sansio.pacing import Pacer, resend_cost
 from generaldomo.sansio.records import Peer
 
-__all__ = ["ECHO_BYTES", "Clients", "Waiting"]
+__all__ = ["ECHO_BYTES", "HOLDINGS", "Clients", "Waiting"]
+
+HOLDINGS = {  # what this part holds on peers' behalf (see generaldomo.sansio.core.HOLDINGS)
+    "_heard": CHARGED + "clients (beyond the budgets a client is not listened to)",
+    "pacer": "pacing: lines bounded in bytes of waiting requests (pacing.WAITING_BYTES)",
+}
 
 ECHO_BYTES = 16 * 1024  # bytes of unknown request ids one HEARTBEAT answer names at most
 Waiting: TypeAlias = tuple[Peer, ClientRequest, Credential | None]  # a management request waiting its turn

@@ -2,8 +2,22 @@
 
 Rules of this file:
 
-- Everything that decides what the broker does lives here: registration, dispatch, heartbeats, expiry,
-  reissue, duplicate suppression, kept answers, budgets, roles and MMI answers.
+- Everything that decides what the broker does lives here and in the parts it owns: the core receives, ticks,
+  accepts, dispatches and completes; each part owns its state and is called by the core, and reaches the core
+  only through the few operations its module's ``Core`` protocol names; parts call each other's methods, never
+  reach into each other's attributes. The parts: :mod:`~generaldomo.sansio.requests` (a client's messages, up to
+  acceptance), :mod:`~generaldomo.sansio.registration` (workers coming and going), :mod:`~generaldomo.sansio.results`
+  (what workers answer), :mod:`~generaldomo.sansio.workers` (the table of workers), :mod:`~generaldomo.sansio.clients`
+  (clients listened to, resends, paced requests), :mod:`~generaldomo.sansio.budgets` (queue budgets, services and
+  flow entries charged), :mod:`~generaldomo.sansio.handover` (tickets, claims, recovery),
+  :mod:`~generaldomo.sansio.expiry` (deadlines and queue timeouts) and :mod:`~generaldomo.sansio.reporting` (the
+  status report and log lines); their counts go to one record (:mod:`~generaldomo.sansio.counters`).
+- Every task is accepted through one path (``_accept``), a resumed worker's claimed one too.
+- Things leave by five verbs, one meaning each: a worker *leaves* (out of the tables; ``_leave``), and the task
+  it held is *reissued* (back to the front of its queue, failed after ``max_attempts``, or finished if cancelled;
+  ``_reissue``); a task is *cancelled* when nobody waits for it (a queued one finishes, a running one's result
+  will be dropped; ``_cancel``) and *finished* when it leaves the tables, its bytes released (``_finish``); idle
+  services and flow entries are *forgotten* (``Budgets.forget_idle``).
 - It reads no socket, no clock and no random source of its own. It is fed ``(peer, frames, now, credential)``
   by :meth:`BrokerCore.receive` and clock ticks by :meth:`BrokerCore.tick`, and returns the messages to send,
   in order, as typed actions (:mod:`generaldomo.sansio.actions`: ``Dispatch``, ``Respond``, ``Forward``,
@@ -11,8 +25,8 @@ Rules of this file:
   task ids come from the ``random`` callable it is given.
 - Each kind of event (:mod:`generaldomo.sansio.events`) has one handler, typed for it, in one table keyed by
   the event's class (another for those over ``max_message``). A handler gets the event and the message's turn
-  (``_Message``: sender, time, credential, and the actions so far); the helpers it calls get that turn, or a
-  tick's (``_Turn``: the time and the actions), rather than each of those one by one.
+  (:class:`~generaldomo.sansio.turns.Message`: sender, time, credential, and the actions so far); the helpers it
+  calls get that turn, or a tick's (:class:`~generaldomo.sansio.turns.Turn`), rather than each one by one.
 - Neither :meth:`BrokerCore.receive` nor :meth:`BrokerCore.tick` raises an ``Exception``: each message and each
   periodic job is handled inside a barrier (:mod:`generaldomo.sansio.barrier`) that counts and logs an
   unexpected error, and returns what was to be sent until then, so that no message stops the broker.
@@ -52,25 +66,20 @@ bytes in flight) hold its dispatches back; the service times of answered tasks t
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
 
-from generaldomo.sansio import mmi, protocol
-from generaldomo.sansio.access import NEEDS, Credential, Role
-from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
-from generaldomo.sansio.backoff import rest
+from generaldomo.sansio import budgets, clients, expiry, handover, mmi, protocol, reporting, workers
+from generaldomo.sansio.access import NEEDS, Credential
+from generaldomo.sansio.actions import Beat, Cancel, Dispatch, Respond, Send
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.budgets import Budgets
 from generaldomo.sansio.clients import Clients
 from generaldomo.sansio.counters import Counters
-from generaldomo.sansio.deadlines import Deadlines
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
     ClientRequest,
-    Dialect,
     Event,
     Malformed,
     WorkerDisconnect,
@@ -80,43 +89,30 @@ from generaldomo.sansio.events import (
     WorkerReply,
     WorkerResume,
 )
+from generaldomo.sansio.expiry import PAST_DEADLINE, Expiry
 from generaldomo.sansio.flow import Flow, FlowLimits
 from generaldomo.sansio.handover import Handover
 from generaldomo.sansio.kept import KeptAnswers
 from generaldomo.sansio.labels import PeerLabels
-from generaldomo.sansio.ledger import (
-    OVERHEAD,
-    Connection,
-    Kind,
-    Ledger,
-    address_bytes,
-    connection,
-    request_charge,
-)
-from generaldomo.sansio.records import (
-    Claim,
-    Peer,
-    RequestKey,
-    Task,
-    Worker,
-    displaced,
-    is_displaced,
-    request_key,
-)  # fmt: skip
+from generaldomo.sansio.ledger import CHARGED, Connection, Kind, Ledger, connection
+from generaldomo.sansio.records import Claim, Peer, RequestKey, Task, Worker, is_displaced
+from generaldomo.sansio.registration import Registration
 from generaldomo.sansio.report import PAGE_BYTES, StatusQuery, StatusReport
 from generaldomo.sansio.reporting import Reporting
-from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
-from generaldomo.sansio.served import MAX_NAMES, ServedRecently
+from generaldomo.sansio.requests import MMI_PREFIX, Requests
+from generaldomo.sansio.resolver import NameResolver, Resolver
+from generaldomo.sansio.results import Results
+from generaldomo.sansio.served import ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
-from generaldomo.sansio.states import IN_FLIGHT, TASK, WORKER, Step, TaskState, WorkerState
-from generaldomo.sansio.ticket import Ticket, request_digest
+from generaldomo.sansio.states import IN_FLIGHT, TASK, WORKER, Step, TaskState
+from generaldomo.sansio.ticket import request_digest
+from generaldomo.sansio.turns import Message, Table, Turn, dismiss, on
 from generaldomo.sansio.workers import Workers
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
 log = logging.getLogger(__name__)
 
-MMI_PREFIX = b"mmi."
 TASK_ID_BYTES = 16
 _ALL = StatusQuery()
 _UNSET = FlowLimits()
@@ -128,98 +124,41 @@ _T_DISPATCH, _T_REISSUE = TASK.row(Step.DISPATCH), TASK.row(Step.REISSUE)
 _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 
-_CHARGED = "charged to the connection whose message made it, as "
-# The parts of the core, each owning its state (see the module docstring).
-PARTS = ("_budgets", "_clients", "_handover", "_reporting", "_workers")
+# The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
+PARTS: dict[str, dict[str, str]] = {
+    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_expiry": expiry.HOLDINGS,
+    "_handover": handover.HOLDINGS, "_registration": {}, "_reporting": reporting.HOLDINGS, "_requests": {},
+    "_results": {}, "_workers": workers.HOLDINGS,
+}  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
-# container or one of its parts, of each of its parts (``_part.NAME``, but for what the part shares with the core)
-# and of a service (``service.NAME``). tests/sansio/test_holdings.py enumerates them and fails for one that is not
-# declared here (or declared and gone): a new structure is threaded through the ledger, or says what else bounds
-# it, when it is added.
-_PART = "a part of the core: its holdings are declared under its name"
+# container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
+# shares with the core is the core's) and of a service (``service.NAME``). tests/sansio/test_holdings.py
+# enumerates them and fails for one that is not declared (or declared and gone): a new structure is threaded
+# through the ledger, or says what else bounds it, when it is added.
 HOLDINGS: dict[str, str] = {
     "_barrier": "bounded: a count per kind of error and a rate-limited log",
-    "_budgets": _PART,
-    "_budgets._adopted": _CHARGED + "services",
-    "_budgets._flow_charges": _CHARGED + "flows",
-    "_budgets._flow_idle_since": _CHARGED + "flows",
-    "_budgets._held": _CHARGED + "services",
-    "_budgets._idle_since": _CHARGED + "services",
-    "_by_request": _CHARGED + "tasks",
+    "_by_request": CHARGED + "tasks",
     "_changed": "flow entries (charged as flows, or the operator's), until the IO layer takes them",
-    "_clients": _PART,
-    "_clients._heard": _CHARGED + "clients (beyond the budgets a client is not listened to)",
-    "_clients.pacer": "pacing: lines bounded in bytes of waiting requests (pacing.WAITING_BYTES)",
-    "_deadlines": _CHARGED + "tasks (finished entries compacted)",
     "_handlers": "fixed: one per kind of event",
-    "_handover": _PART,
-    "_handover._claims": _CHARGED + "workers (a resumed worker's claim)",
-    "_kept": _CHARGED + "kept answers, within keep_bytes",
+    "_kept": CHARGED + "kept answers, within keep_bytes",
     "_large": "fixed: one per kind of event",
     "_message": "one message's turn, emptied for each",
-    "_reporting": _PART,
-    "_reporting._endpoints": "the operator's (set_endpoints)",
-    "_reporting._warnings": "bounded: rate-limited per connection, flushed each sweep",
     "_served": "bounded: served.MAX_NAMES names",
-    "_tasks": _CHARGED + "tasks",
-    "_throttled": _CHARGED + "services",
-    "_workers": _PART,
-    "_workers._beats": _CHARGED + "workers",
-    "_workers._by_peer": _CHARGED + "workers",
-    "_workers._hosts": _CHARGED + "workers",
-    "_workers._resting": _CHARGED + "workers",
+    "_tasks": CHARGED + "tasks",
+    "_throttled": CHARGED + "services",
     "counters": "fixed: names the code gives (a refusal's per kind of holding), and the IO layer's",
-    "flows": _CHARGED + "flows (with their tenants' limits), or the operator's",
+    "flows": CHARGED + "flows (with their tenants' limits), or the operator's",
     "ledger": "the ledger: an account only while its connection holds something",
-    "resolver": _CHARGED + "services",
+    "resolver": CHARGED + "services",
     "settings": "fixed: the operator's",
-    "service.flow": _CHARGED + "services (its limits: flows)",
-    "service.pending": _CHARGED + "tasks, and fair.KEEP_IDLE idle tenants as services",
-    "service.stats": _CHARGED + "services",
-    "service.waiting": _CHARGED + "workers",
-    "service.workers": _CHARGED + "workers",
+    "service.flow": CHARGED + "services (its limits: flows)",
+    "service.pending": CHARGED + "tasks, and fair.KEEP_IDLE idle tenants as services",
+    "service.stats": CHARGED + "services",
+    "service.waiting": CHARGED + "workers",
+    "service.workers": CHARGED + "workers",
+    **{part: "a part of the core: what it holds is declared in its module" for part in PARTS},
+    **{f"{part}.{name}": what for part, held in PARTS.items() for name, what in held.items()},
 }
-
-
-class _Turn:
-    """One call into the core (a message, a tick, a flow change, a stop): the time it was fed, and the actions it
-    returns, in order, as its handlers and helpers add them."""
-
-    __slots__ = ("now", "out")
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-        self.out: list[Send] = []
-
-
-class _Message(_Turn):
-    """The turn of one message: also who sent it, and the credential it came with (None: not authenticated).
-
-    The core keeps one and fills it in for each message (its ``out`` a new list, returned to the caller): the
-    handling of a message is never re-entered, and an object made per message would cost the hot path about 2 %
-    of the core's instructions. Nothing keeps it, or its ``out``, beyond the message's handling."""
-
-    __slots__ = ("credential", "peer")
-
-    def __init__(self) -> None:
-        super().__init__(0.0)
-        self.peer: Peer = Peer(-1, b"")
-        self.credential: Credential | None = None
-
-    @property
-    def owner(self) -> str | None:
-        """The sender's key, which scopes its request ids (None: not authenticated)."""
-        return None if self.credential is None else self.credential.key
-
-
-E = TypeVar("E", bound=Event)
-Handler = Callable[[E, _Message], None]  # the handler of one kind of event, given the message's turn
-
-
-def _on(kind: type[E], handler: Handler[E]) -> tuple[type, Handler[Any]]:
-    """An entry of a handler table: the handler of events of ``kind``, typed for that kind (the table, keyed by
-    the event's class, cannot say that each value takes its key's events: each entry says it)."""
-    return kind, handler
 
 
 class BrokerCore:
@@ -284,10 +223,9 @@ class BrokerCore:
         self._kept = KeptAnswers(settings.keep_answers, settings.keep_bytes, self.ledger)
         self._served = ServedRecently(settings.served_memory)
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
-        self._graced = False  # True once the requests that asked to fail fast within the grace were looked at
-        self._deadlines: Deadlines[Task] = Deadlines(_finished)  # the live tasks that carry a deadline
         # the parts (each owns its state; see the module docstring)
         self._workers = Workers(self.ledger)
+        self._expiry = Expiry(self, self.counters)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
         hold_until = started + settings.recovery_window if recovering else None
@@ -296,32 +234,24 @@ class BrokerCore:
             log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
             lambda: self.resolver.services(),
         )  # fmt: skip
+        self._requests = Requests(
+            self, settings, self.counters, self._kept, self._served, self._clients, self._budgets, self._handover,
+            self._reporting,
+        )  # fmt: skip
+        self._registration = Registration(
+            self, settings, self.counters, self._served, self._workers, self._budgets, self._handover,
+            self._reporting,
+        )  # fmt: skip
+        self._results = Results(
+            self, settings, self.counters, self._kept, self._workers, self._registration, self._handover,
+            self._reporting,
+        )  # fmt: skip
         self._barrier = Barrier(log, "the broker core")
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
-        self._message = _Message()  # the turn of the message being handled (see receive)
-        self._handlers: dict[type, Handler[Any]] = dict(
-            (
-                _on(ClientRequest, self._on_request),
-                _on(ClientHeartbeat, self._on_client_heartbeat),
-                _on(ClientCancel, self._on_cancel),
-                _on(WorkerReady, self._on_ready),
-                _on(WorkerReply, self._on_reply),
-                _on(WorkerHeartbeat, self._on_heartbeat),
-                _on(WorkerDisconnect, self._on_disconnect),
-                _on(Malformed, self._on_malformed),
-                _on(WorkerResume, self._on_resume),
-                _on(WorkerHandover, self._on_handover),
-            )
-        )
-        self._large: dict[type, Handler[Any]] = dict(  # those over max_message
-            (
-                _on(ClientRequest, self._on_large_request),
-                _on(WorkerReply, self._on_large_reply),
-                _on(WorkerHandover, self._on_large_handover),
-            )
-        )
+        self._message = Message()  # the turn of the message being handled (see receive)
+        self._handlers, self._large = _tables(self._requests, self._registration, self._results)
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -379,8 +309,7 @@ class BrokerCore:
         """The time at which :meth:`tick` next has work to do, or None if it has none."""
         soonest = self._next_sweep
         throttled = min(self._throttled.values()) if self._throttled else None
-        deadline = self._deadlines.soonest() if self._deadlines else None
-        for due in (self._workers.next_due(), deadline, throttled, self._clients.due()):
+        for due in (self._workers.next_due(), self._expiry.soonest(), throttled, self._clients.due()):
             if due is not None and (soonest is None or due < soonest):
                 soonest = due
         return soonest
@@ -393,7 +322,7 @@ class BrokerCore:
         Args:
             now: the time, on the clock the core is fed.
         """
-        turn = _Turn(now)
+        turn = Turn(now)
         if self._workers.beat_due(now):
             self._heartbeat(turn)
         if self._next_sweep is not None and now >= self._next_sweep:
@@ -402,9 +331,9 @@ class BrokerCore:
             except Exception:  # the next sweep comes an interval later, as after one that succeeded
                 self._next_sweep = now + self.settings.heartbeat_interval
                 self._caught("the periodic sweep", now)
-        if self._deadlines:
+        if len(self._expiry):
             try:
-                self._expire_deadlines(turn)
+                self._expiry.expire_deadlines(turn)
             except Exception:
                 self._caught("the deadlines", now)
         if self._workers.resting():
@@ -420,7 +349,7 @@ class BrokerCore:
                 self._caught("a dispatch", now)
         paced = self._clients.due()
         if paced is not None and now >= paced:
-            self._answer_waiting(turn)
+            self._requests.answer_waiting(turn)
         return turn.out
 
     def set_flow(self, name: str, now: float, **limits: object) -> list[Send]:
@@ -469,7 +398,7 @@ class BrokerCore:
             self.flows[name] = change.limits
         self._changed.pop(name, None)
         self._changed[name] = change
-        turn = _Turn(now)
+        turn = Turn(now)
         for service in [s for s in self.resolver.services() if s.name == change.name]:
             service.apply_flow(change.limits)
             self._throttled.pop(service, None)
@@ -562,7 +491,7 @@ class BrokerCore:
         Args:
             now: the time.
         """
-        turn = _Turn(now)
+        turn = Turn(now)
         reason = b"the broker stopped before the request was answered"
         for task in list(self._tasks.values()):
             if task.state is TaskState.CANCELLED:
@@ -576,11 +505,11 @@ class BrokerCore:
 
     def close(self) -> list[Send]:
         """Tell every worker the broker is going away; return what to send."""
-        return [_dismiss(w.peer, w.dialect) for w in self._workers.clear()]
+        return [dismiss(w.peer, w.dialect) for w in self._workers.clear()]
 
     # ------------------------------------------------------------------------------------------- roles
 
-    def _permits(self, event: Event, message: _Message, credential: Credential) -> bool:
+    def _permits(self, event: Event, message: Message, credential: Credential) -> bool:
         """True when ``credential`` (the message's) allows ``event``; else refuse it (403 or DISCONNECT), counted
         and logged."""
         needs = NEEDS.get(type(event))
@@ -592,68 +521,15 @@ class BrokerCore:
             type(event).__name__, needs, key=credential.key,
         )  # fmt: skip
         if isinstance(event, ClientRequest):
-            self._reject(event, message, protocol.FORBIDDEN, f"this key lacks the {needs} role")
+            self._requests.reject(event, message, protocol.FORBIDDEN, f"this key lacks the {needs} role")
         elif isinstance(event, WorkerReady | WorkerReply | WorkerHeartbeat):
-            message.out.append(_dismiss(message.peer, event.dialect))
+            message.out.append(dismiss(message.peer, event.dialect))
         return False
 
-    # ------------------------------------------------------------------------------------------- clients
-
-    def _on_request(self, event: ClientRequest, message: _Message) -> None:
-        self.counters.requests += 1
-        if event.description.startswith(MMI_PREFIX):
-            self._answer_mmi(event, message)
-            return
-        peer, now = message.peer, message.now
-        key = None
-        if event.request_id is not None:
-            self._clients.refresh(peer, now)
-            key = request_key(message.owner, event.request_id)
-            if self._known(message, key, event):
-                self._clients.listen(peer, connection(peer.link, peer.address), now)
-                self.counters.retries_absorbed += 1
-                return
-        if self._stopping:
-            self._reject(event, message, protocol.UNAVAILABLE, "the broker is stopping")
-            return
-        service = self._resolve_request(event, message)
-        if service is None:
-            return
-        size = len(event.description) + sum(map(len, event.body))
-        charge = request_charge(size, len(event.body), event.request_id, peer.address)
-        resumed = None
-        if key is not None and len(self._handover) and self._handover.claimed(key):
-            resumed = self._handover.take_claim(key, service, request_digest(event.description, event.body))
-        if resumed is not None or self._admits(event, message, service, key, charge):
-            self._accept(event, message, service, key, (size, charge), resumed)
-
-    def _admits(
-        self, event: ClientRequest, message: _Message, service: Service, key: RequestKey | None, charge: int
-    ) -> bool:
-        """True when a new task for ``event``, charged ``charge`` bytes, may be accepted: its service is not known
-        to have nobody (if it asks to fail fast), the budgets hold its bytes, and its deadline has not passed;
-        else it is answered with the error, and False."""
-        peer, now = message.peer, message.now
-        if event.flags & protocol.FLAG_KNOWN_SERVICE and self._unknown(service, now):
-            self.counters.unknown_service += 1
-            self._reject(event, message, protocol.NOT_FOUND, self._no_such_service(service.name, now))
-            return False
-        where = connection(peer.link, peer.address)
-        client = 0 if key is None or self._clients.listening(peer) else Clients.charge(peer)
-        refusal = self._adopt(service, where) or self._budgets.refuse_task(service, where, charge, client)
-        if refusal is not None:
-            self.counters.over_budget += 1
-            self._reject(event, message, protocol.OVER_BUDGET, refusal)
-            return False
-        if event.deadline is not None and event.deadline <= 0:
-            self.counters.past_deadline += 1
-            self.counters.expired += 1
-            self._reject(event, message, protocol.EXPIRED, "the request's deadline had passed when it came")
-            return False
-        return True
+    # ------------------------------------------------------------------------------------------- tasks
 
     def _accept(
-        self, event: ClientRequest, message: _Message, service: Service, key: RequestKey | None,
+        self, event: ClientRequest, message: Message, service: Service, key: RequestKey | None,
         cost: tuple[int, int], resumed: tuple[Worker, Claim] | None,
     ) -> None:  # fmt: skip
         """Make ``event`` a task of ``service`` (the one path of every request accepted), its ``cost`` = (size,
@@ -692,117 +568,11 @@ class BrokerCore:
             self.counters.tasks_resumed += 1
             return
         if deadline is not None:
-            self._deadlines.add(deadline, task)
+            self._expiry.add(deadline, task)
         service.push(task)
         self._dispatch(service, message)
 
-    def _known(self, message: _Message, key: RequestKey, request: ClientRequest | None = None) -> bool:
-        """True when the request ``key`` has a kept answer (sent again to the message's sender) or a live task
-        (whose answer now goes to the sender, unless its connection has no room for it). Given the ``request`` (not a
-        re-ask), a kept answer or a live task counts only if it is for the same description and payload: one for
-        another request under the same id (a peer sent the id first) is left to its sender, counted
-        (``request_id_conflicts``), and this request is a new task."""
-        peer, now = message.peer, message.now
-        digest = None if request is None else lambda: request_digest(request.description, request.body)
-        kept = self._kept.get(key, now, digest)
-        if kept is None and request is not None and self._kept.get(key, now) is not None:
-            self.counters.request_id_conflicts += 1  # kept for another request: this one is a new task
-        if kept is not None:
-            if self._clients.may_resend(peer, sum(map(len, kept)), now):
-                message.out.append(Respond(peer, kept))
-            return True
-        task = self._by_request.get(key)
-        if task is None:
-            return False
-        if request is not None and (task.description != request.description or task.body != request.body):
-            self.counters.request_id_conflicts += 1
-            del self._by_request[key]  # that task runs on for its sender; its answer is not kept
-            task.key = displaced(key)
-            return False
-        if task.client != peer:
-            self._move(task, peer)
-        return True
-
-    def _unknown(self, service: Service, now: float) -> bool:
-        """True when the broker knows that nobody serves ``service``: no worker now, none within
-        ``served_memory``, and the broker has run long enough for the workers of a restart to be back."""
-        if service.workers or self._in_grace(now):
-            return False
-        return not self._served.recent(service.name, now)
-
-    def _in_grace(self, now: float) -> bool:
-        """True within ``known_service_grace`` of the start, when no service is known to have no workers."""
-        return now - self.started < self.settings.known_service_grace
-
-    def _end_grace(self, turn: _Turn) -> None:
-        """Once the grace after start is over, answer ``404`` to the requests that asked to fail fast during it
-        and still wait for a service nobody serves, as if they came now (once: one pass over the tasks)."""
-        self._graced = True
-        now = turn.now
-        unknown = [t for t in self._tasks.values() if t.fail_unknown and t.state is TaskState.QUEUED]
-        for task in unknown:
-            if self._unknown(task.service, now):
-                self.counters.unknown_service += 1
-                reason = self._no_such_service(task.service.name, now)
-                self._complete(task, protocol.NOT_FOUND, [reason.encode()], turn)
-
-    def _no_such_service(self, name: str, now: float) -> str:
-        """The text of a ``404`` for ``name``: the services that have workers, and the nearest name (among the
-        first :data:`~generaldomo.sansio.served.MAX_NAMES` services: a bounded cost per refusal)."""
-        services = itertools.islice(self.resolver.services(), MAX_NAMES)
-        names = sorted({s.name for s in services if s.workers and s.name != name})
-        nearest = self._served.nearest(name, names)
-        listed = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        hint = f"; did you mean {nearest!r}?" if nearest else ""
-        memory = self.settings.served_memory
-        return (
-            f"no worker serves {name!r}, and none has in the last {memory:g} s; services with workers: "
-            f"{listed or 'none'}{hint}"
-        )
-
-    def _move(self, task: Task, peer: Peer) -> None:
-        """Send ``task``'s answer to ``peer`` (its client's new address): its charge moves with it, if it fits."""
-        if self._budgets.move(task, peer):
-            task.client = peer
-        else:
-            self.counters.moves_refused += 1  # the answer goes where it would have gone
-
-    def _resolve_request(self, event: ClientRequest, message: _Message) -> Service | None:
-        """The service for a request, or None after answering the client with an error."""
-        try:
-            return self.resolver.for_request(event.description)
-        except ResolveError as error:
-            self._reject(event, message, protocol.BAD_REQUEST, str(error))
-        except Exception as error:  # a faulty resolver plug-in must not stop the broker
-            log.exception("resolver failed on request description %r", event.description[:64])
-            self._reject(event, message, protocol.BAD_REQUEST, f"resolver error: {error!r}")
-        return None
-
-    def _on_client_heartbeat(self, event: ClientHeartbeat, message: _Message) -> None:
-        peer, owner = message.peer, message.owner
-        self._clients.refresh(peer, message.now)
-        self.counters.reasked += len(event.request_ids)
-        asked = dict.fromkeys(event.request_ids)  # each once, however often it is named
-        unknown = [
-            rid
-            for rid in asked
-            if not self._known(message, key := request_key(owner, rid)) and not self._handover.claimed(key)
-        ]
-        if self._handover.recovering(
-            message.now
-        ):  # workers of the previous instance may still claim them: not "unknown" yet
-            unknown = []
-        message.out.append(Beat(peer, protocol.gdp_client_heartbeat(self._instance, self._clients.echo(peer, unknown))))
-
-    def _on_cancel(self, event: ClientCancel, message: _Message) -> None:
-        self._clients.refresh(message.peer, message.now)
-        task = self._by_request.pop(request_key(message.owner, event.request_id), None)
-        if task is None:
-            return
-        self.counters.cancelled += 1
-        self._cancel(task, message)
-
-    def _cancel(self, task: Task, turn: _Turn) -> None:
+    def _cancel(self, task: Task, turn: Turn) -> None:
         """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
         worker told, if it understands CANCEL)."""
         state = task.state
@@ -814,332 +584,10 @@ class BrokerCore:
             task.worker.state = _W_CANCEL[task.worker.state]
             self._tell_cancel(task.worker, task, turn)
 
-    def _tell_cancel(self, worker: Worker, task: Task, turn: _Turn) -> None:
+    def _tell_cancel(self, worker: Worker, task: Task, turn: Turn) -> None:
         """Tell ``worker`` (if it understands CANCEL) that nobody waits for the result of ``task`` any more."""
         if "cancel" in worker.features:
             turn.out.append(Cancel(worker.peer, protocol.worker_cancel(task.id)))
-
-    def _on_large_request(self, event: ClientRequest, message: _Message) -> None:
-        self.counters.too_large += 1
-        reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
-        self._reject(event, message, protocol.TOO_LARGE, reason)
-
-    def _reject(self, event: ClientRequest, message: _Message, status: bytes, reason: str) -> None:
-        """Answer the request ``event`` with the error ``status`` saying ``reason`` (counted, and logged)."""
-        self.counters.rejected += 1
-        peer = message.peer
-        level = logging.INFO
-        self._reporting.warn(
-            f"rejected {status.decode()}", peer, message.now, "rejected a request: %s", reason, level=level
-        )
-        frames = protocol.client_reply(
-            event.dialect, event.request_id, event.description, status, [reason.encode()], final=True
-        )
-        if frames is not None:
-            message.out.append(Respond(peer, frames))
-
-    def _answer_mmi(self, event: ClientRequest, message: _Message) -> None:
-        """Answer a management request now, or, for an expensive one (:data:`~generaldomo.sansio.mmi.PACED`)
-        beyond its connection's or the broker's work per second, when its turn comes (a tick), or ``429`` beyond
-        the waiting lines (:mod:`generaldomo.sansio.pacing`)."""
-        peer, now = message.peer, message.now
-        if event.description in mmi.PACED and not self._clients.may_go(peer, now):
-            size = len(event.description) + sum(map(len, event.body)) + address_bytes(peer.address)
-            later = self._clients.wait((peer, event, message.credential), size, now)
-            if later is not None:
-                self._slow_down_peer(event, message, later)
-            return
-        self._answer_mmi_now(event, message)
-
-    def _slow_down_peer(self, event: ClientRequest, message: _Message, later: float) -> None:
-        """Answer ``event`` ``429``: its connection's expensive requests wait beyond their line; ``later``: the
-        seconds after which one may go."""
-        reason = "too many expensive requests waiting: this connection's work per second is spent"
-        self.counters.rejected += 1
-        self._reporting.warn(
-            "paced 429", message.peer, message.now, "rejected a request: %s", reason, level=logging.INFO
-        )
-        body = [reason.encode(), protocol.retry_after_frame(round(later, 3))]
-        frames = protocol.client_reply(
-            event.dialect, event.request_id, event.description, protocol.OVER_BUDGET, body, final=True
-        )
-        if frames is not None:
-            message.out.append(Respond(message.peer, frames))
-
-    def _answer_mmi_now(self, event: ClientRequest, message: _Message) -> None:
-        peer, now, credential = message.peer, message.now, message.credential
-        admin = credential is None or credential.may(Role.ADMIN)
-        # a change by an authenticated admin is the operator's; one by an unauthenticated peer is that peer's
-        where = connection(peer.link, peer.address)
-        try:
-            answer = mmi.answer(self, event.description, event.body, now, admin)
-            owner = where if credential is None else None
-            caused = self.apply_flow(answer.change, now, owner) if answer.change is not None else []
-        except mmi.ManagementError as error:
-            if isinstance(error, mmi.Forbidden):
-                self.counters.forbidden += 1
-            self._reject(event, message, error.status, str(error))
-            return
-        if answer.work:
-            self._clients.spent(peer, answer.work, now)
-        status, body = answer.status, answer.body
-        frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
-        if frames is not None:
-            message.out.append(Respond(peer, frames))
-        message.out.extend(caused)
-
-    def _answer_waiting(self, turn: _Turn) -> None:
-        """Answer the expensive management requests whose turn has come (see :meth:`_answer_mmi`)."""
-        now = turn.now
-        for peer, event, credential in self._clients.ready(now):
-            message = _Message()
-            message.peer, message.now, message.credential, message.out = peer, now, credential, turn.out
-            try:
-                self._answer_mmi_now(event, message)
-            except Exception:
-                self._caught("a management request", now)
-
-    # ------------------------------------------------------------------------------------------- workers
-
-    def _on_ready(self, event: WorkerReady, message: _Message) -> None:
-        known = self._workers.get(message.peer)
-        if known is not None:
-            log.info("worker %s sent READY again; re-registering it", known.label)
-            self._leave(known, message.now)
-            self._reissue(known, message)
-            if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
-                message.out.append(_dismiss(message.peer, event.dialect))
-                return
-        self._register(message, event.dialect, event.description, (event.host, event.pid), event.features)
-
-    def _register(
-        self, message: _Message, dialect: Dialect, description: bytes,
-        where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
-        *, busy: bool = False,
-    ) -> Worker | None:  # fmt: skip
-        """Register the worker that sent ``message``, running on ``where`` = (host, pid) as far as it said and
-        understanding ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond
-        ``max_workers``, or beyond what its connection may hold (one connection may claim many peer addresses
-        through envelopes), is told to go. The worker, or None if it was told to go."""
-        peer, now = message.peer, message.now
-        limit = self.settings.max_workers
-        if limit is not None and len(self._workers) >= limit:
-            self.counters.workers_refused += 1
-            # one line per interval for them all: a flood comes from many (claimed) peers
-            self._reporting.warn_all("too many workers", "new workers", now, "refused: %d registered", limit)
-            message.out.append(_dismiss(peer, dialect))
-            return None
-        service = self._resolve_worker(message, dialect, description)
-        if service is None:
-            return None
-        account = connection(peer.link, peer.address)
-        host, pid = where
-        charge = OVERHEAD[Kind.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
-        refusal = self._budgets.refusal(account, Kind.WORKER, charge)
-        if refusal is not None:
-            self.counters.workers_refused += 1
-            self._reporting.warn("refused worker", peer, now, "refused a worker: %s", refusal)
-            message.out.append(_dismiss(peer, dialect))
-            return None
-        state = WorkerState.BUSY if busy else WorkerState.WAITING
-        label = self._reporting.label(peer)
-        worker = Worker(peer, dialect, description, service, now + self.settings.expiry, label, state)
-        worker.host, worker.pid = host, pid
-        worker.features = features
-        worker.charge = charge
-        self._workers.add(worker, now + self.settings.heartbeat_interval)
-        service.join(worker)
-        self._served.seen(service.name, now)
-        self.counters.workers_registered += 1
-        if not busy:
-            self._wait(worker, message)
-        return worker
-
-    def _resolve_worker(self, message: _Message, dialect: Dialect, description: bytes) -> Service | None:
-        """The service for a worker's description, or None after telling the worker to go away."""
-        peer, credential = message.peer, message.credential
-        if description.startswith(MMI_PREFIX):
-            reason = "mmi. services belong to the broker"
-        else:
-            try:
-                service = self.resolver.for_worker(description)
-                if credential is None or credential.may_serve(service.name):
-                    refusal = self._adopt(service, connection(peer.link, peer.address))
-                    if refusal is None:
-                        return service
-                    reason = refusal
-                else:
-                    self.counters.forbidden += 1
-                    reason = f"its key may not serve {service.name!r}"
-            except ResolveError as error:
-                reason = str(error)
-            except Exception as error:  # a faulty resolver plug-in must not stop the broker
-                log.exception("resolver failed on service description %r", description[:64])
-                reason = repr(error)
-        self._reporting.warn(
-            "refused worker", peer, message.now, "refused worker with description %r: %s", description[:64], reason,
-            key=credential.key if credential is not None else description[:64],
-        )  # fmt: skip
-        self.counters.workers_refused += 1
-        message.out.append(_dismiss(peer, dialect))
-        return None
-
-    def _on_reply(self, event: WorkerReply, message: _Message) -> None:
-        self._result(event, message, event.status, event.body)
-
-    def _on_large_reply(self, event: WorkerReply, message: _Message) -> None:
-        self.counters.too_large += 1
-        self._reporting.warn("too large", message.peer, message.now, "dropped a result larger than max_message")
-        reason = f"message larger than the broker's limit of {self.settings.max_message} bytes"
-        if event.final:  # the same task would give the same result again: fail it
-            self._result(event, message, protocol.TOO_LARGE, (reason.encode(),))
-        elif (worker := self._workers.get(message.peer)) is not None:
-            worker.expires = message.now + self.settings.expiry
-
-    def _result(self, event: WorkerReply, message: _Message, status: bytes, body: Sequence[bytes]) -> None:
-        """A worker's (partial) result with ``status`` and ``body``: accepted only from the task's holder."""
-        peer, now = message.peer, message.now
-        worker = self._workers.get(peer)
-        task = self._tasks.get(event.task_id)
-        if worker is None or task is None or task.worker is not worker:
-            resumed = worker is not None and worker.task is None and worker.state is WorkerState.BUSY
-            forgotten = (
-                worker is None and event.dialect is Dialect.GDP and self._handover.foreign(event.task_id) is not None
-            )
-            if event.final and (resumed or forgotten):
-                self._resumed_result(event, message, status, body, worker)
-            else:
-                self._refuse_result(event, message, worker, task)
-            return
-        worker.expires = now + self.settings.expiry
-        if not event.final:
-            if task.state is TaskState.RUNNING:
-                frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, False)
-                if frames is not None:
-                    message.out.append(Forward(task.client, frames))
-            return
-        worker.task = None
-        worker.state = _W_RESULT[worker.state]
-        worker.done += 1
-        if self._handover.on:
-            self._handover.taken(worker, event.task_id)
-        same = event.description is None or event.description == worker.description
-        if task.state is TaskState.CANCELLED:
-            self._finish(task, task.state)
-        elif status == protocol.OVER_BUDGET and event.dialect is Dialect.GDP:  # "slow down": not a failure
-            self._slow_down(task, worker, body, now)
-            if not same or worker.rests is not None:
-                self._dispatch(task.service, message)
-        else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
-            self._complete(task, status, body, message, dispatch=not same)
-        if not same and event.description is not None:
-            self._leave(worker, now)
-            self._register(message, event.dialect, event.description, (worker.host, worker.pid), worker.features)
-            return
-        if worker.rests is None:
-            self._wait(worker, message)
-
-    def _slow_down(self, task: Task, worker: Worker, body: Sequence[bytes], now: float) -> None:
-        """``worker`` answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt),
-        the worker rests for the answer's retry_after (bounded both ways: :func:`~generaldomo.sansio.backoff.rest`)
-        and its service's dispatch rate adapts, as far as the 429s of its workers justify."""
-        service = task.service
-        task.worker = None
-        task.state = _T_REISSUE[task.state]
-        task.attempts -= 1
-        service.flow.finished(task.size)
-        service.stopped(task)
-        retry_after = protocol.parse_retry_after(body)
-        self._workers.rest(worker, now + rest(retry_after))
-        service.flow.slow_down(now, task.dispatched, retry_after, worker.serial, len(service.workers))
-        service.stats.throttled += 1
-        self.counters.throttled += 1
-        service.push(task, front=True)
-
-    def _refuse_result(self, event: WorkerReply, message: _Message, worker: Worker | None, task: Task | None) -> None:
-        peer, now = message.peer, message.now
-        if worker is not None:
-            worker.expires = now + self.settings.expiry
-            if event.final and self._handover.on:
-                self._handover.taken(worker, event.task_id)  # whatever became of it, the worker need not hold it
-        if task is None:
-            self.counters.duplicates_dropped += 1
-            if worker is not None:
-                worker.service.stats.duplicates_dropped += 1
-            self._reporting.warn(
-                "stale result", peer, now, "dropped a result for a task that is not live", level=logging.INFO
-            )
-        else:
-            self.counters.results_refused += 1
-            self._reporting.warn(
-                "refused result", peer, now, "refused a result from a peer that does not hold the task"
-            )
-        if worker is None:
-            message.out.append(_dismiss(peer, event.dialect))
-
-    def _on_heartbeat(self, event: WorkerHeartbeat, message: _Message) -> None:
-        worker = self._workers.get(message.peer)
-        if worker is None:
-            message.out.append(_dismiss(message.peer, event.dialect))
-        else:
-            worker.expires = message.now + self.settings.expiry
-
-    def _on_disconnect(self, event: WorkerDisconnect, message: _Message) -> None:
-        worker = self._workers.get(message.peer)
-        if worker is not None:
-            log.info("worker %s disconnected", worker.label)
-            self._leave(worker, message.now)
-            self._reissue(worker, message)
-
-    def _on_malformed(self, event: Malformed, message: _Message) -> None:
-        """Count and log it; answer a generaldomo request 400; drop a registered worker that sent it (its task is
-        reissued) and tell it DISCONNECT."""
-        peer = message.peer
-        self.counters.malformed += 1
-        self._reporting.warn("malformed", peer, message.now, "dropped a malformed message: %s", event.reason)
-        if event.request_id is not None:
-            frames = protocol.client_reply(
-                Dialect.GDP, event.request_id, b"", protocol.BAD_REQUEST, [event.reason.encode()], final=True
-            )
-            if frames is not None:
-                message.out.append(Respond(peer, frames))
-        elif event.worker is not None:
-            worker = self._workers.get(peer)
-            if worker is not None:
-                self.counters.workers_malformed += 1
-                log.info("worker %s sent a malformed message; dropping it", worker.label)
-                self._leave(worker, message.now)
-                self._reissue(worker, message)
-                message.out.append(_dismiss(peer, event.worker))
-
-    # ------------------------------------------------------------------------------------------- hand-over
-
-    def _on_resume(self, event: WorkerResume, message: _Message) -> None:
-        peer, now = message.peer, message.now
-        known = self._workers.get(peer)
-        if known is not None:  # as a second READY: a new registration
-            self._leave(known, message.now)
-            self._reissue(known, message)
-        where = (event.host, event.pid)
-        worker = self._register(message, event.dialect, event.description, where, event.features, busy=True)
-        if worker is None:
-            return
-        self.counters.workers_resumed += 1
-        message.out.append(
-            Beat(peer, self._handover.heartbeat(worker))
-        )  # at once: the worker knows its RESUME was taken
-        ticket = self._handover.foreign(event.task_id)
-        if ticket is None or ticket.service != worker.service.name:
-            return  # not a task this broker can take over: the worker takes no task until its result comes
-        key = request_key(ticket.owner, ticket.request_id)
-        live = self._by_request.get(key)
-        if live is None:
-            self._handover.claim(worker, event.task_id, ticket, now)
-        elif live.state is TaskState.QUEUED and live.service is worker.service and _digest(live) == ticket.digest:
-            live.service.drop(live)  # the client's resend came first: the worker's run is that task's
-            self._run_at(live, worker, event.task_id, now)
-            live.service.flow.adopt(live.size)
-            self.counters.tasks_resumed += 1
 
     def _run_at(self, task: Task, worker: Worker, task_id: bytes, since: float) -> None:
         """Make ``task`` run at resumed ``worker`` under the id ``task_id`` (a ticket) since ``since``."""
@@ -1153,87 +601,19 @@ class BrokerCore:
         task.attempts += 1
         task.service.started(task, since)
 
-    def _resumed_result(
-        self, event: WorkerReply, message: _Message, status: bytes, body: Sequence[bytes], worker: Worker | None
-    ) -> None:
-        """The result of a resumed worker's own task, or of a worker this instance does not know (a restart
-        forgot it) whose task an earlier instance dispatched: taken over if it can be, and the worker waits."""
-        if worker is None:
-            description = event.description if event.description is not None else b""
-            worker = self._register(message, event.dialect, description, busy=True)
-            if worker is None:
-                return
-        worker.expires = message.now + self.settings.expiry
-        ticket = self._handover.foreign(event.task_id)
-        if ticket is not None and ticket.service == worker.service.name:
-            self._hand_over(ticket, status, body, message)
-        else:
-            self.counters.duplicates_dropped += 1
-        self._handover.drop_claim(worker)
-        self._handover.taken(worker, event.task_id)
-        worker.state = _W_RESULT[worker.state]
-        worker.done += 1
-        self._wait(worker, message)
-
-    def _hand_over(self, ticket: Ticket, status: bytes, body: Sequence[bytes], message: _Message) -> None:
-        """A result of a task an earlier instance dispatched, from the worker that sent ``message``: it answers the
-        request if it is live here (whose own run is then let go) and is kept for the client's resend or re-ask
-        (charged to that client's connection, else to the worker's); a request with another description or
-        payload under the same id is not answered by it."""
-        now = message.now
-        key = request_key(ticket.owner, ticket.request_id)
-        live = self._by_request.get(key)
-        if live is not None and _digest(live) != ticket.digest:
-            self.counters.handovers_refused += 1
-            return
-        frames = protocol.client_reply(Dialect.GDP, ticket.request_id, b"", status, body, True)
-        assert frames is not None  # a final reply always has frames
-        self.counters.handed_over += 1
-        charged = message.peer
-        if live is not None:
-            message.out.append(Respond(live.client, frames))
-            charged = live.client
-            del self._by_request[key]
-            self._cancel(live, message)
-        elif self._kept.get(key, now) is not None:
-            return  # answered already: the first answer stands
-        self._kept.keep(key, frames, now, connection(charged.link, charged.address), ticket.digest)
-
-    def _on_handover(self, event: WorkerHandover, message: _Message) -> None:
-        worker = self._workers.get(message.peer)
-        if worker is None:
-            message.out.append(_dismiss(message.peer, event.dialect))
-            return
-        worker.expires = message.now + self.settings.expiry
-        ticket = self._handover.foreign(event.task_id)
-        credential = message.credential
-        if ticket is not None and (credential is None or credential.may_serve(ticket.service)):
-            self._hand_over(ticket, event.status, event.body, message)
-        else:
-            self.counters.duplicates_dropped += 1
-        self._handover.taken(worker, event.task_id)
-
-    def _on_large_handover(self, event: WorkerHandover, message: _Message) -> None:
-        self.counters.too_large += 1
-        self._reporting.warn(
-            "too large", message.peer, message.now, "dropped a handed-over result larger than max_message"
-        )
-        if (worker := self._workers.get(message.peer)) is not None:
-            self._handover.taken(worker, event.task_id)  # nothing more will come of it
-
-    # ------------------------------------------------------------------------------------------- state changes
+    # ------------------------------------------------------------------------------------------- services and workers
 
     def _adopt(self, service: Service, where: Connection) -> str | None:
         """Charge a service the core sees for the first time to the connection whose message made it, and apply
         the flow limits configured for its name; or say why it does not fit the ledger (counted), and forget it."""
         return self._budgets.adopt(service, where, self.flows, getattr(self.resolver, "forget", None))
 
-    def _wait(self, worker: Worker, turn: _Turn) -> None:
+    def _wait(self, worker: Worker, turn: Turn) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
         worker.service.wait(worker)
         self._dispatch(worker.service, turn)
 
-    def _dispatch(self, service: Service, turn: _Turn) -> None:
+    def _dispatch(self, service: Service, turn: Turn) -> None:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
         allow, and, after a restart, not before the recovery window ends."""
         if not service.pending:  # (most answers free a worker of a service with nothing queued: no pair to make)
@@ -1268,7 +648,7 @@ class BrokerCore:
             if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
                 service.put_back(worker)
                 self.counters.past_deadline += 1
-                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], turn, dequeued=True)
+                self._complete(task, protocol.EXPIRED, [PAST_DEADLINE], turn, dequeued=True)
                 continue
             if flow.bytes_in_flight is not None and not flow.fits(task.size):
                 service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
@@ -1293,7 +673,7 @@ class BrokerCore:
                 )  # fmt: skip
 
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], turn: _Turn, *, dequeued: bool = False,
+        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
         dispatch: bool = True,
     ) -> None:  # fmt: skip
         """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue); then
@@ -1319,7 +699,7 @@ class BrokerCore:
         if dispatch and state in IN_FLIGHT:
             self._dispatch(task.service, turn)  # a place in flight came free
 
-    def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: _Turn) -> None:
+    def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: Turn) -> None:
         """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
@@ -1334,7 +714,7 @@ class BrokerCore:
         task.state = _T_FINISH[state]
         del self._tasks[task.id]
         if task.deadline is not None:
-            self._deadlines.forget()
+            self._expiry.forget()
         if task.key is not None and self._by_request.get(task.key) is task:
             del self._by_request[task.key]
         service = task.service
@@ -1353,7 +733,7 @@ class BrokerCore:
         worker.service.leave(worker)
         worker.state = _W_LEAVE[worker.state]
 
-    def _wake(self, turn: _Turn) -> None:
+    def _wake(self, turn: Turn) -> None:
         """Let the workers whose rest (a 429's retry_after) is over wait for tasks again."""
         for worker in self._workers.woken(turn.now):
             self._wait(worker, turn)
@@ -1364,7 +744,7 @@ class BrokerCore:
         self.counters.workers_expired += 1
         self._leave(worker, now)
 
-    def _reissue(self, worker: Worker, turn: _Turn) -> None:
+    def _reissue(self, worker: Worker, turn: Turn) -> None:
         """Reissue the task a ``worker`` that left held: back to the front of its queue, failed after
         ``max_attempts``, or finished if it was cancelled."""
         task, worker.task = worker.task, None
@@ -1389,8 +769,8 @@ class BrokerCore:
 
     # ------------------------------------------------------------------------------------------- periodic work
 
-    def _heartbeat(self, turn: _Turn) -> None:
-        """Heartbeat the workers whose turn has come (see :meth:`Workers.beats`), and let those silent past their
+    def _heartbeat(self, turn: Turn) -> None:
+        """Heartbeat the workers whose turn has come (see ``Workers.beats``), and let those silent past their
         expiry leave: each worker's turn comes once per heartbeat interval."""
         now = turn.now
         beaten, expired = self._workers.beats(now, self.settings.heartbeat_interval)
@@ -1400,16 +780,15 @@ class BrokerCore:
         for worker in expired:
             self._reissue(worker, turn)
 
-    def _sweep(self, turn: _Turn) -> None:
+    def _sweep(self, turn: Turn) -> None:
         settings, now = self.settings, turn.now
-        if not self._graced and not self._in_grace(now):
-            self._end_grace(turn)
+        self._requests.end_grace(turn)
         timeout, anonymous = settings.queue_timeout, settings.anonymous_queue_timeout
         if timeout is not None:
-            self._expire_queued(now - timeout, turn)
+            self._expiry.expire_queued(now - timeout, turn)
         if anonymous is not None and (timeout is None or anonymous < timeout):
-            self._expire_queued(now - anonymous, turn, anonymous=True)
-        self._drop_silent_clients(now - settings.client_silence)
+            self._expiry.expire_queued(now - anonymous, turn, anonymous=True)
+        self._requests.drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
         self._forget_idle_services(now)
         logging_held = self._reporting.flush(now)
@@ -1417,65 +796,9 @@ class BrokerCore:
         busy = self._tasks or len(self._clients) or len(self._kept) or self._budgets.holds() or logging_held
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 
-    def _expire_deadlines(self, turn: _Turn) -> None:
-        """Answer 504 to the live tasks whose deadline has passed: a queued one leaves its queue; a running one
-        is answered now and its worker told (its result will be dropped, as for a cancel)."""
-        now = turn.now
-        for task in self._deadlines.due(now):
-            if task.state is TaskState.CANCELLED:
-                continue  # nobody waits for it already
-            self.counters.past_deadline += 1
-            if task.state is TaskState.QUEUED:
-                self._complete(task, protocol.EXPIRED, [_PAST_DEADLINE], turn)
-                continue
-            worker = task.worker
-            task.service.stats.expired += 1
-            self.counters.completed += 1
-            self.counters.expired += 1
-            served = now - task.dispatched if task.dispatched is not None else 0.0
-            waited = now - task.enqueued - served
-            self._reply(task, protocol.EXPIRED, [_RAN_PAST_DEADLINE], protocol.timing(waited, served), turn)
-            if task.key is not None and self._by_request.get(task.key) is task:
-                del self._by_request[task.key]  # a re-ask gets the kept 504
-            task.state = _T_CANCEL[task.state]
-            if worker is not None:
-                worker.state = _W_CANCEL[worker.state]
-                self._tell_cancel(worker, task, turn)
-
-    def _expire_queued(self, enqueued_before: float, turn: _Turn, *, anonymous: bool = False) -> None:
-        """Answer 504 to queued requests that have waited since before ``enqueued_before`` (``anonymous``: only
-        those without a request id)."""
-        stale: dict[Service, set[Task]] = {}
-        for task in self._tasks.values():  # oldest first
-            if task.enqueued >= enqueued_before:
-                break
-            if task.state is TaskState.QUEUED and not (anonymous and task.key is not None):
-                stale.setdefault(task.service, set()).add(task)
-        for service, tasks in stale.items():
-            service.discard(tasks)
-            for task in tasks:
-                reason = b"no worker took the request in time"
-                self._complete(task, protocol.EXPIRED, [reason], turn, dequeued=True)
-
-    def _drop_silent_clients(self, heard_before: float) -> None:
-        """Drop the queued tasks of generaldomo clients last heard before ``heard_before``."""
-        silent = self._clients.silent(heard_before)
-        if not silent:
-            return
-        doomed: dict[Service, set[Task]] = {}
-        for task in self._tasks.values():
-            if task.state is TaskState.QUEUED and task.key is not None and task.client in silent and not task.detached:
-                doomed.setdefault(task.service, set()).add(task)
-        for service, tasks in doomed.items():
-            service.discard(tasks)
-            for task in tasks:
-                self._finish(task, task.state, dequeued=True)
-            self.counters.client_gone_dropped += len(tasks)
-            log.info("dropped %d queued requests for %r of clients gone silent", len(tasks), service.name)
-
     def _forget_idle_services(self, now: float) -> None:
         """Forget the services and the flow entries of peers idle for ``service_idle`` (see
-        :meth:`Budgets.forget_idle`); a flow entry forgotten is reported as lifted, so that the state directory
+        ``Budgets.forget_idle``); a flow entry forgotten is reported as lifted, so that the state directory
         forgets it too."""
         forget = getattr(self.resolver, "forget", None)
         services, names = self._budgets.forget_idle(now, self.resolver.services(), forget, self.flows)
@@ -1486,34 +809,29 @@ class BrokerCore:
             self._changed.pop(name, None)
             self._changed[name] = mmi.FlowChange(name, _UNSET)
 
-    # ------------------------------------------------------------------------------------------- logs
-
-
-def _dismiss(peer: Peer, dialect: Dialect) -> Dismiss:
-    """A DISCONNECT for the worker at ``peer``, in its ``dialect``."""
-    return Dismiss(peer, protocol.worker_command(dialect, protocol.DISCONNECT))
-
 
 def _digest(task: Task) -> bytes:
     return request_digest(task.description, task.body)
 
 
-def _name(service: Service) -> str:
-    return service.name
-
-
-def _busy(service: Service) -> tuple[int, str]:
-    """Sort key of the busiest services first: most workers, queued tasks and tasks in flight, then by name."""
-    return (-(len(service.workers) + len(service.pending) + service.flow.in_flight), service.name)
-
-
-def _awake(worker: Worker) -> bool:
-    return worker.rests is None
-
-
-def _finished(task: Task) -> bool:
-    return task.state is TaskState.DONE
-
-
-_PAST_DEADLINE = b"the request's deadline passed before a worker took it"
-_RAN_PAST_DEADLINE = b"the request's deadline passed while a worker ran it"
+def _tables(requests: Requests, registration: Registration, results: Results) -> tuple[Table, Table]:
+    """The handler of each kind of event, and of each kind of those over ``max_message``, in the parts that
+    handle them: one entry per kind, typed for it (:func:`~generaldomo.sansio.turns.on`)."""
+    handlers = (
+        on(ClientRequest, requests.on_request),
+        on(ClientHeartbeat, requests.on_heartbeat),
+        on(ClientCancel, requests.on_cancel),
+        on(WorkerReady, registration.on_ready),
+        on(WorkerReply, results.on_reply),
+        on(WorkerHeartbeat, registration.on_heartbeat),
+        on(WorkerDisconnect, registration.on_disconnect),
+        on(Malformed, registration.on_malformed),
+        on(WorkerResume, registration.on_resume),
+        on(WorkerHandover, results.on_handover),
+    )
+    large = (
+        on(ClientRequest, requests.on_large_request),
+        on(WorkerReply, results.on_large_reply),
+        on(WorkerHandover, results.on_large_handover),
+    )
+    return dict(handlers), dict(large)

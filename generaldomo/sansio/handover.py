@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from generaldomo.sansio import protocol
 from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.ledger import CHARGED
 from generaldomo.sansio.records import Claim, RequestKey, Worker, request_key
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.ticket import Ticket, Tickets, nonce
 
-__all__ = ["Handover"]
+__all__ = ["HOLDINGS", "Handover"]
+
+HOLDINGS = {"_claims": CHARGED + "workers (a resumed worker's claim)"}  # (see generaldomo.sansio.core.HOLDINGS)
 
 
 class Handover:

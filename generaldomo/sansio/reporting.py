@@ -38,7 +38,12 @@ from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
 from generaldomo.sansio.workers import Workers
 
-__all__ = ["TOP_CONNECTIONS", "Reporting"]
+__all__ = ["HOLDINGS", "TOP_CONNECTIONS", "Reporting"]
+
+HOLDINGS = {  # what this part holds on peers' behalf (see generaldomo.sansio.core.HOLDINGS)
+    "_endpoints": "the operator's (set_endpoints)",
+    "_warnings": "bounded: rate-limited per connection, flushed each sweep",
+}
 
 TOP_CONNECTIONS = 10  # connections the status report names, those holding the most bytes
 

@@ -14,12 +14,19 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from generaldomo.sansio.deadlines import Deadlines
-from generaldomo.sansio.ledger import Kind, Ledger, connection
+from generaldomo.sansio.ledger import CHARGED, Kind, Ledger, connection
 from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.records import Peer, Worker
 from generaldomo.sansio.report import StatusQuery
 
-__all__ = ["BEATS_PER_TICK", "MAX_HOSTS", "Workers"]
+__all__ = ["BEATS_PER_TICK", "HOLDINGS", "MAX_HOSTS", "Workers"]
+
+HOLDINGS = {  # what this part holds on peers' behalf (see generaldomo.sansio.core.HOLDINGS)
+    "_beats": CHARGED + "workers",
+    "_by_peer": CHARGED + "workers",
+    "_hosts": CHARGED + "workers",
+    "_resting": CHARGED + "workers",
+}
 
 BEATS_PER_TICK = 1024  # workers one tick heartbeats (and checks for silence) at most: a long table waits its turn
 MAX_HOSTS = 32  # hosts the status report counts workers of by name; the others' are summed as "other"
