@@ -5,8 +5,8 @@ Rules: every exception class generaldomo defines derives from :class:`Generaldom
 catch without knowing generaldomo (``RequestTimeout`` is a ``TimeoutError``, ``HandshakeFailed`` a
 ``ConnectionError``, a bad description a ``ValueError``). Those a user may meet are defined here and import from
 ``generaldomo`` too (and from the module that raises them, as before); the few that never leave the package stay
-beside their code (:mod:`generaldomo.sansio.codec`, :mod:`generaldomo.sansio.mmi`). Two exceptions are not in
-the family, on purpose: :class:`generaldomo.Reject` is a handler's *answer* (the worker turns it into a status
+beside their code (:mod:`generaldomo.sansio.wire.codec`, :mod:`generaldomo.sansio.broker.mmi`). Two exceptions are not
+in the family, on purpose: :class:`generaldomo.Reject` is a handler's *answer* (the worker turns it into a status
 for the client; no user catches it, and ``except GeneraldomoError`` in a handler must not swallow it), and the
 draft builder's ``BuildError`` (:mod:`generaldomo.draft` imports only the standard library, to run from a source
 tree).
@@ -36,7 +36,7 @@ The family::
     └── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
 
 It imports nothing of generaldomo (every layer imports it) and knows nothing of sockets; the status codes the
-families stand for are the protocol's (:mod:`generaldomo.sansio.protocol`, tests/package/test_errors.py checks
+families stand for are the protocol's (:mod:`generaldomo.sansio.wire.protocol`, tests/package/test_errors.py checks
 they agree).
 """
 
@@ -201,7 +201,7 @@ class RequestTimeout(GeneraldomoError, TimeoutError):
 class HandshakeFailed(GeneraldomoError, ConnectionError):
     """The broker at the endpoint refused this peer's connection, which trying again will not fix: it speaks the
     other transport, or CURVE is missing, not wanted, or has the wrong key; ``.kind`` (``curve``, ``key``,
-    ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.handshake`) and the message say
+    ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.peer.handshake`) and the message say
     which. Raised within about a second of the failed handshake.
 
     Args:
@@ -239,7 +239,7 @@ class BrokerUnreachable(HandshakeFailed):
 
     @staticmethod
     def of(kind: str, cause: str) -> HandshakeFailed:
-        """The exception for a failure of ``kind`` (see :mod:`generaldomo.sansio.handshake`): this class for
+        """The exception for a failure of ``kind`` (see :mod:`generaldomo.sansio.peer.handshake`): this class for
         ``unreachable``, :class:`HandshakeFailed` for the others."""
         return BrokerUnreachable(kind, cause) if kind == "unreachable" else HandshakeFailed(kind, cause)
 

@@ -33,7 +33,7 @@ PUBLIC_MODULES = (
     "generaldomo.io.bridge",
     "generaldomo.peers.pool",
     "generaldomo.peers.task",
-    "generaldomo.sansio.session",
+    "generaldomo.sansio.peer.session",
     "generaldomo.ray",
     "generaldomo.dashboard",
     "generaldomo.cpp",

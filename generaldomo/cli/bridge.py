@@ -15,7 +15,7 @@ import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 

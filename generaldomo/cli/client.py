@@ -31,8 +31,8 @@ from generaldomo.cli.command import Command, Exit
 from generaldomo.io import files
 from generaldomo.io.connection import Curve
 from generaldomo.peers.client import Client, HandshakeFailed, NotFound, Reply, RequestFailed
-from generaldomo.sansio import serializers
-from generaldomo.sansio.serializers import Serializer
+from generaldomo.sansio.peer import serializers
+from generaldomo.sansio.peer.serializers import Serializer
 
 PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
 STDIN = "-"

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 DEFAULT_HTTP = "127.0.0.1:8077"
 MAX_STREAMS = 64  # generaldomo.dashboard.feed's (that module needs the extra; this one is imported by every command)

@@ -15,7 +15,8 @@ from typing import Any
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.peers.client import Client, RequestFailed
-from generaldomo.sansio import knobs, protocol
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.wire import protocol
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

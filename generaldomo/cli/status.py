@@ -19,7 +19,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.cli.status_view import WIDTH, render
 from generaldomo.peers.client import Client
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 MIN_COLUMNS = 40  # narrower than this, tables would be mostly cut
 PAGE_SIZE = 500  # services and workers asked for per mmi.status request

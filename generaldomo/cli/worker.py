@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 if TYPE_CHECKING:  # imported where used: the other commands do not load the pools
     from generaldomo.io.connection import Curve

@@ -47,8 +47,8 @@ from generaldomo.dashboard.frames import MAX_SERVICES, MAX_WORKERS, Framer
 from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
 from generaldomo.io import files
 from generaldomo.peers.client import Client, Keys, RequestFailed
-from generaldomo.sansio import wirejson
-from generaldomo.sansio.flow import LIMIT_NAMES
+from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES
+from generaldomo.sansio.wire import wirejson
 
 log = logging.getLogger(__name__)
 

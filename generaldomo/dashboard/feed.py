@@ -46,8 +46,8 @@ from typing import Any, Final
 from generaldomo.dashboard.frames import Framer
 from generaldomo.errors import GeneraldomoError
 from generaldomo.peers.client import Client, HandshakeFailed, RequestFailed
-from generaldomo.sansio.protocol import FORBIDDEN
-from generaldomo.sansio.report import MAX_PAGE, StatusReport
+from generaldomo.sansio.broker.report import MAX_PAGE, StatusReport
+from generaldomo.sansio.wire.protocol import FORBIDDEN
 
 log = logging.getLogger(__name__)
 

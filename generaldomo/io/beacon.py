@@ -36,7 +36,8 @@ import attrs
 from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
 from generaldomo.io import address_file
 from generaldomo.io.endpoints import announced, announced_key
-from generaldomo.sansio import knobs, wirejson
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.wire import wirejson
 
 __all__ = ["Announcement", "DiscoveryError", "discover", "find_broker"]
 

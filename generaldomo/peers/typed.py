@@ -2,8 +2,8 @@
 
 Rules: a description may be text or a mapping (sent as JSON, for the attributes resolver); each request goes
 out as a typed payload of the serializer (a content-type frame and the body, see
-:mod:`generaldomo.sansio.serializers`); each reply, partial or final, must come back in the same content
-type, or the caller gets :class:`~generaldomo.sansio.serializers.ContentTypeError` (a worker serving raw
+:mod:`generaldomo.sansio.peer.serializers`); each reply, partial or final, must come back in the same content
+type, or the caller gets :class:`~generaldomo.sansio.peer.serializers.ContentTypeError` (a worker serving raw
 bytes, or another serializer) rather than a wrong value. A worker that gets the wrong content type answers
 ``415``, raised as :class:`~generaldomo.RequestFailed`. It wraps a :class:`~generaldomo.Client` and shares
 its IO thread, and has what the Client has for later answers: ``submit(..., detached=True)``, the future's
@@ -19,8 +19,8 @@ from typing import Any
 
 from generaldomo.peers.app import Description, wire_description
 from generaldomo.peers.client import DEFAULT, Client, Reply, RequestFuture, _Default
-from generaldomo.sansio import serializers
-from generaldomo.sansio.serializers import Serializer
+from generaldomo.sansio.peer import serializers
+from generaldomo.sansio.peer.serializers import Serializer
 
 
 class TypedFuture(Future[Any]):

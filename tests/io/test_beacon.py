@@ -18,7 +18,7 @@ from generaldomo.io.beacon import (
     encode,
     find_broker,
 )
-from generaldomo.sansio.access import Credential, Role
+from generaldomo.sansio.broker.access import Credential, Role
 
 
 def test_datagram_round_trip_and_foreign_datagrams() -> None:

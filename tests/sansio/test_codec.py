@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo.sansio.codec import CodecError, decode, encode
+from generaldomo.sansio.wire.codec import CodecError, decode, encode
 
 frames = st.lists(st.binary(max_size=600), max_size=12)
 

@@ -9,7 +9,7 @@ from collections.abc import Collection, Iterator
 
 from core_harness import Harness, client, worker
 
-from generaldomo.sansio.core import HOLDINGS, PARTS
+from generaldomo.sansio.broker.core import HOLDINGS, PARTS
 
 
 def _held(obj: object, prefix: str = "", shared: Collection[object] = ()) -> Iterator[str]:
