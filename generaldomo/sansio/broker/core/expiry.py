@@ -14,9 +14,9 @@ from typing import Protocol
 
 from generaldomo.sansio.broker.accounts.ledger import CHARGED
 from generaldomo.sansio.broker.core.counters import Counters
-from generaldomo.sansio.broker.core.turns import Turn
+from generaldomo.sansio.broker.core.turns import Tasks, Turn
 from generaldomo.sansio.broker.deadlines import Deadlines
-from generaldomo.sansio.broker.records import RequestKey, Task, Worker
+from generaldomo.sansio.broker.records import Task, Worker
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState
 from generaldomo.sansio.wire import protocol
@@ -32,17 +32,10 @@ RAN_PAST_DEADLINE = b"the request's deadline passed while a worker ran it"
 _T_CANCEL, _W_CANCEL = TASK.row(Step.CANCEL), WORKER.row(Step.CANCEL)
 
 
-class Core(Protocol):
+class Core(Tasks, Protocol):
     """What the expiry may read and call of the core: its tables of live tasks, and how a task is completed or
     answered and its worker told."""
 
-    _tasks: dict[bytes, Task]
-    _by_request: dict[RequestKey, Task]
-
-    def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
-        dispatch: bool = True,
-    ) -> None: ...  # fmt: skip
     def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: Turn) -> None: ...
     def _tell_cancel(self, worker: Worker, task: Task, turn: Turn) -> None: ...
 

@@ -25,7 +25,7 @@ from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.reporting import Reporting
-from generaldomo.sansio.broker.core.turns import Message, Turn, log
+from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, log
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, Worker, displaced, request_key
 from generaldomo.sansio.broker.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.broker.services.resolver import ResolveError
@@ -41,12 +41,10 @@ __all__ = ["MMI_PREFIX", "Core", "Requests"]
 MMI_PREFIX = b"mmi."
 
 
-class Core(mmi.BrokerView, Protocol):
+class Core(Tasks, mmi.BrokerView, Protocol):
     """What the requests' part may read and call of the core: its tables of live tasks, and how a task is
     accepted, answered, cancelled and finished."""
 
-    _tasks: dict[bytes, Task]
-    _by_request: dict[RequestKey, Task]
     _stopping: bool
 
     @property
@@ -59,9 +57,7 @@ class Core(mmi.BrokerView, Protocol):
         self, event: ClientRequest, message: Message, service: Service, key: RequestKey | None,
         cost: tuple[int, int], resumed: tuple[Worker, Claim] | None,
     ) -> None: ...  # fmt: skip
-    def _complete(self, task: Task, status: bytes, body: list[bytes], turn: Turn) -> None: ...
     def _cancel(self, task: Task, turn: Turn) -> None: ...
-    def _finish(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None: ...
     def _caught(self, handling: str, now: float) -> None: ...
 
 

@@ -22,10 +22,10 @@ from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
-from generaldomo.sansio.broker.core.turns import Message, Turn, dismiss
+from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, dismiss
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.backoff import rest
-from generaldomo.sansio.broker.records import RequestKey, Task, Worker, request_key
+from generaldomo.sansio.broker.records import Task, Worker, request_key
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState, WorkerState
 from generaldomo.sansio.config.settings import Settings
@@ -38,19 +38,11 @@ __all__ = ["Core", "Results"]
 _W_RESULT, _T_REISSUE = WORKER.row(Step.RESULT), TASK.row(Step.REISSUE)
 
 
-class Core(Protocol):
+class Core(Tasks, Protocol):
     """What the results' part may read and call of the core: its tables of live tasks, and how a task is
     completed, cancelled, finished or dispatched, and a worker waits or leaves."""
 
-    _tasks: dict[bytes, Task]
-    _by_request: dict[RequestKey, Task]
-
-    def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
-        dispatch: bool = True,
-    ) -> None: ...  # fmt: skip
     def _cancel(self, task: Task, turn: Turn) -> None: ...
-    def _finish(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None: ...
     def _dispatch(self, service: Service, turn: Turn) -> None: ...
     def _wait(self, worker: Worker, turn: Turn) -> None: ...
     def _leave(self, worker: Worker, now: float) -> None: ...

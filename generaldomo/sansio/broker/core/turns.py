@@ -10,16 +10,17 @@ nothing of sockets, clocks or what the messages mean.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from generaldomo.sansio.broker.access import Credential
 from generaldomo.sansio.broker.actions import Dismiss, Send
-from generaldomo.sansio.broker.records import Peer
+from generaldomo.sansio.broker.records import Peer, RequestKey, Task
+from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import Dialect, Event
 
-__all__ = ["Handler", "Message", "Table", "Turn", "dismiss", "log", "on"]
+__all__ = ["Handler", "Message", "Table", "Tasks", "Turn", "dismiss", "log", "on"]
 
 # the lines of the core and of its parts: one logger, the package's
 log = logging.getLogger(__name__.rpartition(".")[0])
@@ -70,3 +71,17 @@ def on(kind: type[E], handler: Handler[E]) -> tuple[type, Handler[Any]]:
     """An entry of a handler table: the handler of events of ``kind``, typed for that kind (the table, keyed by
     the event's class, cannot say that each value takes its key's events: each entry says it)."""
     return kind, handler
+
+
+class Tasks(Protocol):
+    """What every part that handles tasks may read and call of the core (each part's ``Core`` protocol extends it
+    with what else it calls): its tables of live tasks, and how a task is completed or finished."""
+
+    _tasks: dict[bytes, Task]
+    _by_request: dict[RequestKey, Task]
+
+    def _complete(
+        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
+        dispatch: bool = True,
+    ) -> None: ...  # fmt: skip
+    def _finish(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None: ...
