@@ -86,7 +86,8 @@ class Kind(enum.Enum):
 
 
 # Bytes a holding costs beyond the bytes of its fields (records, dictionary and queue entries, small
-# objects), measured with tracemalloc on CPython 3.11 and rounded up (tests/sansio/test_ledger.py checks them).
+# objects), measured with tracemalloc on CPython 3.11 and rounded up
+# (tests/sansio/broker/accounts/test_ledger.py checks them).
 OVERHEAD: Final[Mapping[Kind, int]] = {
     Kind.TASK: 768,
     Kind.WORKER: 1536,

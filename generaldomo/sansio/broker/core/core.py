@@ -136,9 +136,9 @@ PARTS: dict[str, dict[str, str]] = {
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
-# shares with the core is the core's) and of a service (``service.NAME``). tests/sansio/test_holdings.py
-# enumerates them and fails for one that is not declared (or declared and gone): a new structure is threaded
-# through the ledger, or says what else bounds it, when it is added.
+# shares with the core is the core's) and of a service (``service.NAME``).
+# tests/sansio/broker/accounts/test_holdings.py enumerates them and fails for one that is not declared (or
+# declared and gone): a new structure is threaded through the ledger, or says what else bounds it, when it is added.
 HOLDINGS: dict[str, str] = {
     "_barrier": "bounded: a count per kind of error and a rate-limited log",
     "_by_request": CHARGED + "tasks",
