@@ -161,7 +161,12 @@ def test_the_check_catches_every_form_of_import() -> None:
 
 @pytest.mark.parametrize("path", SANSIO, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_import_runs_upward_between_the_sub_packages(path: Path) -> None:
-    assert not upward(path.read_text(), module_of(path)), f"{path.name} imports from above its sub-package"
+    wrong = upward(path.read_text(), module_of(path))
+    assert not wrong, (
+        f"{path.relative_to(PACKAGE)} ({place_of(module_of(path)) or 'sansio'}) imports from above or beside it: "
+        f"{wrong}; move what it needs down, or, if the order itself should change, BELOW here and its list in "
+        "docs/explanation/architecture.rst"
+    )
 
 
 def test_every_sub_package_has_its_place() -> None:
