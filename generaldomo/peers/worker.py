@@ -121,6 +121,7 @@ class Worker:
         self._finish = False  # stop(finish=True): the running task's result still goes out
         self._barrier = Barrier(log, "the worker")  # around each message from the broker (socket held)
         self._failure: HandshakeFailure | None = None  # the socket monitor's latest, until a handshake succeeds
+        self._failures = 0  # failures the monitor named, one per new cause
 
     @property
     def endpoint(self) -> str:
@@ -143,6 +144,12 @@ class Worker:
         monitor saw it within about a second of the attempt; None once a handshake succeeds. The worker keeps
         trying and logs each new cause once."""
         return self._failure
+
+    @property
+    def handshake_failures(self) -> int:
+        """How many times :attr:`handshake_failure` took a new cause (each logged, once per process), however
+        briefly it lasted: a failure the worker logged counts here even after a handshake cleared it."""
+        return self._failures
 
     @property
     def tasks_done(self) -> int:
@@ -237,11 +244,13 @@ class Worker:
         return self._session.moved("the broker moved", now) if self._channel.moved(now) else []
 
     def _follow(self, failure: HandshakeFailure | None) -> None:
-        if failure is not None and failure != self._failure and failure.cause not in _SAID:
-            if len(_SAID) >= MAX_SAID:
-                _SAID.clear()
-            _SAID.add(failure.cause)  # once per process, not once per slot of a pool
-            log.warning("%s", failure.cause)
+        if failure is not None and failure != self._failure:
+            self._failures += 1
+            if failure.cause not in _SAID:
+                if len(_SAID) >= MAX_SAID:
+                    _SAID.clear()
+                _SAID.add(failure.cause)  # once per process, not once per slot of a pool
+                log.warning("%s", failure.cause)
         self._failure = failure
 
     def _read(self) -> RunTask | None:

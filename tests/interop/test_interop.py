@@ -25,7 +25,6 @@ from waiting import eventually
 
 from generaldomo import Broker, Client
 from generaldomo.sansio.broker.core import Settings
-from interop.build import build_peers
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 
@@ -35,9 +34,9 @@ REPLY_TIMEOUT_MS = str(int(WAIT * 1000))
 
 
 @pytest.fixture(scope="session")
-def peers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The C peers, compiled once per test session."""
-    return build_peers(tmp_path_factory.mktemp("interop-peers"))
+def peers(c_peers: dict[str, Path]) -> dict[str, Path]:
+    """The C peers, compiled once per test session (tests/conftest.py)."""
+    return c_peers
 
 
 class Process:
