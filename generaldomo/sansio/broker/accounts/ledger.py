@@ -89,7 +89,8 @@ class Kind(enum.Enum):
 
 
 # Bytes a holding costs beyond the bytes of its fields (records, dictionary and queue entries, small
-# objects), measured with tracemalloc on CPython 3.11 and rounded up (tests/sansio/test_ledger.py checks them).
+# objects), measured with tracemalloc on CPython 3.11 and rounded up
+# (tests/sansio/broker/accounts/test_ledger.py checks them).
 OVERHEAD: Final[Mapping[Kind, int]] = {
     Kind.TASK: 768,
     Kind.WORKER: 1536,
@@ -103,6 +104,7 @@ TENANT_LIMIT: Final = (
     256  # bytes one tenant's limits in a flow entry cost beyond its name (the entry, the queue's copy)
 )
 ENVELOPE_HOP: Final = 64  # bytes one hop of an envelope costs beyond its length (a bytes object, a tuple slot)
+CHARGED: Final = "charged to the connection whose message made it, as "  # how a holding says it is charged
 RESERVE: Final = 64 * 1024  # bytes a connection may hold beyond a full total budget, within the margin below
 MARGIN: Final = 0.125  # the share of the total budget that the connections holding little may go beyond it
 FRAME: Final = 48  # bytes one frame of a message costs beyond its length (a bytes object, a tuple or list slot)

@@ -20,7 +20,7 @@ from generaldomo.sansio.wire import limits, protocol, wirejson
 from generaldomo.sansio.wire.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect, Malformed, WorkerReply
 from generaldomo.sansio.wire.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
 
-PROTOCOL = (Path(__file__).resolve().parents[2] / "docs" / "protocol.rst").read_text()
+PROTOCOL = (Path(__file__).resolve().parents[3] / "docs" / "protocol.rst").read_text()
 
 
 just_within_and_beyond = bounds
