@@ -4,19 +4,19 @@ Rules (additive increase, multiplicative decrease, in the spirit of TCP Vegas an
 concurrency-limits): the *floor* is the least service time seen. Completions are judged in *rounds* of as
 many tasks as the cap, counting only tasks dispatched since the cap last changed (older ones tell of the old
 cap). At the end of a round, with ``mean`` its mean service time: above ``SHRINK_ABOVE x floor`` the cap is
-multiplied by :data:`BACKOFF`, or, when it already is at its lower bound, the floor rises to ``mean`` (the
+multiplied by :data:`DECREASE`, or, when it already is at its lower bound, the floor rises to ``mean`` (the
 service really got slower: at the least load allowed, what it takes is its floor); at most
 ``GROW_BELOW x floor``, and only if the cap was reached during the round (demand pressed against it), the cap
 grows by one; in between it holds. The cap starts at the lower bound and never leaves the bounds. The floor
 never rises otherwise: a floor learnt under load would let the cap climb on its own latency.
 
 This module is fed ``now`` and each completion's service time; it reads no clock and knows nothing of tasks,
-workers, services or messages.
+workers, services or messages. :class:`AdaptiveReport` is the cap as the status report shows it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -24,7 +24,7 @@ from generaldomo.sansio.wire.limits import ADAPTIVE
 
 GROW_BELOW = 1.2  # a round's mean service time up to this many floors: near the floor, the cap may grow
 SHRINK_ABOVE = 1.5  # above this many floors: latency has climbed, the cap shrinks
-BACKOFF = 0.8  # the factor a shrinking cap is multiplied by
+DECREASE = 0.8  # the factor a shrinking cap is multiplied by
 
 
 def _bound(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -101,7 +101,7 @@ class Adaptive:
             if self.limit <= self.limits.min:
                 self.floor = mean
                 return False
-            return self._move(now, max(float(self.limits.min), self.cap * BACKOFF), "decrease")
+            return self._move(now, max(float(self.limits.min), self.cap * DECREASE), "decrease")
         if mean <= floor * GROW_BELOW and saturated:
             return self._move(now, min(float(self.limits.max), self.cap + 1.0), "increase")
         return False
@@ -111,3 +111,56 @@ class Adaptive:
             return False
         self.cap, self.changed, self.change = cap, now, change
         return True
+
+
+@attrs.frozen(kw_only=True)
+class AdaptiveReport:
+    """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
+
+    min: int = 1
+    max: int = 1
+    cap: int = 1
+    floor: float | None = None  # least recent service time (s)
+    latency: float | None = None  # mean service time of the last round (s)
+    changed: float | None = None  # seconds since the cap last moved (None: never)
+    change: str = ""  # "increase" or "decrease"
+
+    @classmethod
+    def of(cls, adaptive: Adaptive | None, now: float) -> AdaptiveReport | None:
+        """The report of ``adaptive`` at ``now`` (None when the service has no adaptive cap)."""
+        if adaptive is None:
+            return None
+        limits, changed = adaptive.limits, adaptive.changed
+        since = None if changed is None else round(now - changed, 3)
+        return cls(
+            min=limits.min,
+            max=limits.max,
+            cap=adaptive.limit,
+            floor=adaptive.floor,
+            latency=adaptive.latency,
+            changed=since,
+            change=adaptive.change,
+        )
+
+
+REPORT_SCHEMA: Final = {
+    "type": ["object", "null"],
+    "required": ["min", "max", "cap"],
+    "properties": {
+        "min": {"type": "integer", "minimum": 1},
+        "max": {"type": "integer", "minimum": 1},
+        "cap": {"description": "Tasks in flight it allows now, within min and max.", "type": "integer", "minimum": 1},
+        "floor": {"description": "Least service time seen (s).", "type": ["number", "null"], "minimum": 0},
+        "latency": {
+            "description": "Mean service time of the last round (s).",
+            "type": ["number", "null"],
+            "minimum": 0,
+        },
+        "changed": {
+            "description": "Seconds since the cap last moved; null: never.",
+            "type": ["number", "null"],
+            "minimum": 0,
+        },
+        "change": {"description": "How the cap last moved.", "enum": ["", "increase", "decrease"]},
+    },
+}
