@@ -284,7 +284,7 @@ class Broker(ServingLoop):
                 self._send(self.core.abandon(time.monotonic()))
             self._send(self.core.close())
         self._close_sockets()
-        log.info("broker stopped; %s", dict(self.core.counters))
+        log.info("broker stopped; %s", self.core.counters.reported())
 
     def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD

@@ -101,6 +101,7 @@ TENANT_LIMIT: Final = (
     256  # bytes one tenant's limits in a flow entry cost beyond its name (the entry, the queue's copy)
 )
 ENVELOPE_HOP: Final = 64  # bytes one hop of an envelope costs beyond its length (a bytes object, a tuple slot)
+CHARGED: Final = "charged to the connection whose message made it, as "  # how a holding says it is charged
 RESERVE: Final = 64 * 1024  # bytes a connection may hold beyond a full total budget, within the margin below
 MARGIN: Final = 0.125  # the share of the total budget that the connections holding little may go beyond it
 FRAME: Final = 48  # bytes one frame of a message costs beyond its length (a bytes object, a tuple or list slot)
