@@ -32,7 +32,7 @@ from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.signals import SignalEvent
 from generaldomo.io.transport import Transport
-from generaldomo.peers.client import Keys, as_bytes, as_frames, named
+from generaldomo.peers.payload import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio.barrier import Barrier
@@ -43,9 +43,9 @@ from generaldomo.sansio.wire import protocol
 
 log = logging.getLogger(__name__)
 
-Received = bytes | tuple[bytes, ...]  # a task's payload as its handler gets it: one frame, or a tuple of several
+TaskInput = bytes | tuple[bytes, ...]  # a task's payload as its handler gets it: one frame, or a tuple of several
 Result = bytes | Sequence[bytes] | Generator[Any, None, Any]
-Handler = Callable[[Received], Result] | Callable[[Received, TaskContext], Result]
+Handler = Callable[[TaskInput], Result] | Callable[[TaskInput, TaskContext], Result]
 READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
 LISTEN_EVERY: Final = 0.1  # seconds between two looks at the socket while the handler runs (for a CANCEL)
 MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
@@ -307,7 +307,7 @@ class Worker:
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
 
-    def _call(self, payload: Received, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
+    def _call(self, payload: TaskInput, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
         """The handler's ``(status, result frames)``; a generator's yields go out as partial results."""
         try:
             handler: Callable[..., Result] = self.handler

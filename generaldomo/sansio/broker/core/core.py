@@ -178,7 +178,7 @@ class BrokerCore:
     Example:
         >>> import random
         >>> from generaldomo import BrokerCore, Peer
-        >>> from generaldomo.sansio import protocol
+        >>> from generaldomo.sansio.wire import protocol
         >>> core = BrokerCore(instance=b"doc!", random=random.Random(1).randbytes)
         >>> worker, client = Peer(1, b"w"), Peer(0, b"c")
         >>> core.receive(worker, protocol.gdp_ready(b"echo"), now=0.0)
