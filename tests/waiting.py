@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from generaldomo import Client
+
 T = TypeVar("T")
 
 
@@ -18,7 +20,7 @@ def eventually(condition: Callable[[], T], timeout: float = 20.0, what: str = "t
     return result
 
 
-def served(client: Any, service: str, timeout: float = 60.0) -> None:
+def served(client: Client, service: str, timeout: float = 60.0) -> None:
     """Wait until the broker ``client`` talks to answers ``mmi.service`` 200 for ``service`` (a worker of it is
     registered there), so that a request sent next is not answered 404 by a broker that has not heard the
     worker's READY yet; fail after ``timeout`` seconds."""
@@ -28,3 +30,9 @@ def served(client: Any, service: str, timeout: float = 60.0) -> None:
         return bytes(answer.payload) == b"200"
 
     eventually(known, timeout, f"a worker of {service!r} registered at the broker")
+
+
+def served_at(endpoint: str, service: str, transport: str = "router", timeout: float = 60.0, **kwargs: Any) -> None:
+    """:func:`served` through a client of its own to the broker at ``endpoint`` (``kwargs``: its keys)."""
+    with Client(endpoint, transport, **kwargs) as client:
+        served(client, service, timeout)
