@@ -164,3 +164,11 @@ def test_peer_side_parsers() -> None:
     assert parse_worker_command(request) == (protocol.REQUEST, (b"tid", b"echo", b"b"))
     assert parse_worker_command([b"GDPW01", b"\x02", b"tid"]) is None
     assert parse_worker_command([b"GDPW01", b"\x01", b"x"]) is None
+
+
+def test_a_peer_info_frame_handed_over_as_a_memoryview_reads_as_bytes() -> None:
+    info = protocol.worker_info("h", 3)
+    assert protocol.read_worker_info(memoryview(info)) == ("h", 3, protocol.FEATURES)  # type: ignore[arg-type]
+    resume = protocol.parse([*protocol.gdp_resume(b"svc", b"task"), memoryview(info)])  # type: ignore[list-item]
+    assert resume == protocol.parse(protocol.gdp_resume(b"svc", b"task", info))
+    assert protocol.parse([*protocol.gdp_resume(b"svc", b"task"), memoryview(b"[1]")]).reason  # type: ignore[list-item, union-attr]
