@@ -21,7 +21,7 @@ from generaldomo import Broker, Client, Settings, Worker
 from generaldomo.io import address_file, endpoints, keys
 from generaldomo.io.address_file import BrokerAddress
 from generaldomo.io.beacon import Listener, decode, encode, find_broker
-from generaldomo.io.locator import Locator, Where, _Beacons
+from generaldomo.io.peer.locator import Locator, Where, _Beacons
 
 FAST = Settings(heartbeat_interval=0.25, liveness=4)
 PEER = {"heartbeat_interval": 0.25, "liveness": 4}

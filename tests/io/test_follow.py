@@ -16,7 +16,7 @@ from generaldomo import Broker, Client, Settings, Worker
 from generaldomo.io import address_file
 from generaldomo.io.address_file import BrokerAddress
 from generaldomo.io.beacon import Listener
-from generaldomo.io.locator import FILE_LOOK, Locator, Target, Where
+from generaldomo.io.peer.locator import FILE_LOOK, Locator, Target, Where
 from generaldomo.sansio.config.settings import PeerSettings
 from generaldomo.sansio.peer.session import ClientSession, Reconnect, ToBroker, WorkerSession
 from generaldomo.sansio.wire import protocol
