@@ -18,7 +18,7 @@ from typing import Protocol
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.access import Role
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
-from generaldomo.sansio.broker.accounts.ledger import Connection, address_bytes, connection, request_charge
+from generaldomo.sansio.broker.accounts.ledger import ConnectionId, address_bytes, connection, request_charge
 from generaldomo.sansio.broker.actions import Beat, Respond, Send
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
@@ -26,7 +26,7 @@ from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, log
-from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, Worker, displaced, request_key
+from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, displaced, request_key
 from generaldomo.sansio.broker.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.broker.services.resolver import ResolveError
 from generaldomo.sansio.broker.services.service import Service
@@ -51,11 +51,11 @@ class Core(Tasks, mmi.BrokerView, Protocol):
     def instance(self) -> bytes: ...
     @property
     def started(self) -> float: ...
-    def apply_flow(self, change: mmi.FlowChange, now: float, where: Connection | None = None) -> list[Send]: ...
-    def _adopt(self, service: Service, where: Connection) -> str | None: ...
+    def apply_flow(self, change: mmi.FlowChange, now: float, where: ConnectionId | None = None) -> list[Send]: ...
+    def _adopt(self, service: Service, where: ConnectionId) -> str | None: ...
     def _accept(
         self, event: ClientRequest, message: Message, service: Service, key: RequestKey | None,
-        cost: tuple[int, int], resumed: tuple[Worker, Claim] | None,
+        cost: tuple[int, int], resumed: tuple[WorkerRecord, Claim] | None,
     ) -> None: ...  # fmt: skip
     def _cancel(self, task: Task, turn: Turn) -> None: ...
     def _caught(self, handling: str, now: float) -> None: ...
