@@ -146,7 +146,6 @@ HOLDINGS: dict[str, str] = {
     "_handlers": "fixed: one per kind of event",
     "_kept": CHARGED + "kept answers, within keep_bytes",
     "_large": "fixed: one per kind of event",
-    "_message": "one message's turn, emptied for each",
     "_served": "bounded: served.MAX_NAMES names",
     "_tasks": CHARGED + "tasks",
     "_throttled": CHARGED + "services",
@@ -254,7 +253,6 @@ class BrokerCore:
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
-        self._message = Message()  # the turn of the message being handled (see receive)
         self._handlers, self._large = _tables(self._requests, self._registration, self._results)
 
     # ------------------------------------------------------------------------------------------- public
@@ -287,12 +285,8 @@ class BrokerCore:
             now: the time, on the clock the core is fed.
             credential: the sender's CURVE credential (None: not authenticated).
         """
-        message = self._message  # (one statement per field: no tuple made)
-        message.peer = peer
-        message.now = now
-        message.credential = credential
-        out: list[Send] = []
-        message.out = out
+        message = Message(peer, now, credential)
+        out = message.out
         try:
             event = protocol.parse(frames)
             kind = type(event)
@@ -304,7 +298,6 @@ class BrokerCore:
                     self._handlers[kind](event, message)
         except Exception:
             self._caught("a message", now)
-        del message.out  # the kept turn must not hold what is sent (a large frame's buffer) until the next message
         if self._next_sweep is None:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out

@@ -277,8 +277,8 @@ class Requests:
         """Answer the expensive management requests whose turn has come (see :meth:`_answer_mmi`)."""
         now = turn.now
         for peer, event, credential in self._clients.ready(now):
-            message = Message()
-            message.peer, message.now, message.credential, message.out = peer, now, credential, turn.out
+            message = Message(peer, now, credential)
+            message.out = turn.out  # its answer goes with the tick's
             try:
                 self._answer_mmi_now(event, message)
             except Exception:

@@ -38,18 +38,15 @@ class Turn:
 
 
 class Message(Turn):
-    """The turn of one message: also who sent it, and the credential it came with (None: not authenticated).
-
-    The core keeps one and fills it in for each message (its ``out`` a new list, returned to the caller): the
-    handling of a message is never re-entered, and an object made per message would cost the hot path about 2 %
-    of the core's instructions. Nothing keeps it, or its ``out``, beyond the message's handling."""
+    """The turn of one message: also who sent it, and the credential it came with (None: not authenticated)."""
 
     __slots__ = ("credential", "peer")
 
-    def __init__(self) -> None:
-        super().__init__(0.0)
-        self.peer: Peer = Peer(-1, b"")
-        self.credential: Credential | None = None
+    def __init__(self, peer: Peer, now: float, credential: Credential | None) -> None:
+        self.now = now
+        self.out: list[Send] = []
+        self.peer = peer
+        self.credential = credential
 
     @property
     def owner(self) -> str | None:
