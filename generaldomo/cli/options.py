@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from generaldomo.io.address_file import BROKER_FILE_VARIABLE
 from generaldomo.io.beacon import BROKER_VARIABLE, locate
 from generaldomo.io.connection import Curve
 from generaldomo.io.locator import Where
+from generaldomo.io.signals import SignalEvent
 from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the commands' way to stop
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.config.knobs import Knob
@@ -322,7 +322,7 @@ def security(args: argparse.Namespace, roles: tuple[str, ...] = tuple(ALLOWLISTS
     return BrokerSecurity.from_files(secret, **lists)
 
 
-def wait_for_signal(stop: threading.Event | None = None, alive: Callable[[], bool] = lambda: True) -> None:
+def wait_for_signal(stop: SignalEvent | None = None, alive: Callable[[], bool] = lambda: True) -> None:
     """Return on SIGINT or SIGTERM (or when ``stop``, made by :func:`stop_on_signals`, is set), or within
     :data:`ALIVE_CHECK` seconds of ``alive()`` turning false (a loop that ended without saying so)."""
     stop = stop or stop_on_signals()
