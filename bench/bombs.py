@@ -425,6 +425,21 @@ def scene(transport: str, flags: list[str]) -> Iterator[Scene]:
             proc.wait(10)
 
 
+def trip_figures(trips: list[float]) -> dict[str, float]:
+    """The honest client's round trips (seconds each): how many, the median and the longest, in ms."""
+    return {
+        "round_trips": len(trips),
+        "rtt_p50_ms": statistics.median(trips) * 1e3 if trips else float("nan"),
+        "rtt_max_ms": max(trips) * 1e3 if trips else float("nan"),
+    }
+
+
+def cost_figures(cpu: float, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The broker's CPU seconds during the attack, and its memory (:func:`memory`) before and after it."""
+    rss = {"rss_before_mib": before["VmRSS"], "rss_after_mib": after["VmRSS"], "rss_peak_mib": after["VmHWM"]}
+    return {"broker_cpu_s": cpu, **rss}
+
+
 def run_case(kind: str) -> dict[str, float]:
     with scene(CASES[kind], []) as case:
         broker, probe = case.broker, case.probe
@@ -444,13 +459,8 @@ def run_case(kind: str) -> dict[str, float]:
     return {
         "send_s": sent - started,
         "dropped_after_send_s": done - sent,
-        "round_trips": len(trips),
-        "rtt_p50_ms": statistics.median(trips) * 1e3 if trips else float("nan"),
-        "rtt_max_ms": max(trips) * 1e3 if trips else float("nan"),
-        "broker_cpu_s": cpu,
-        "rss_before_mib": mem0["VmRSS"],
-        "rss_after_mib": mem["VmRSS"],
-        "rss_peak_mib": mem["VmHWM"],
+        **trip_figures(trips),
+        **cost_figures(cpu, mem0, mem),
     }
 
 
@@ -482,13 +492,8 @@ def run_held(kind: str, budget: int | None) -> dict[str, float]:
     trips = [rtt for start, rtt in probe.trips if sent["start"] <= start <= finished + 1.0]
     return {
         "attack_s": finished - sent["start"],
-        "round_trips": len(trips),
-        "rtt_p50_ms": statistics.median(trips) * 1e3 if trips else float("nan"),
-        "rtt_max_ms": max(trips) * 1e3 if trips else float("nan"),
-        "broker_cpu_s": cpu,
-        "rss_before_mib": mem0["VmRSS"],
-        "rss_after_mib": mem["VmRSS"],
-        "rss_peak_mib": mem["VmHWM"],
+        **trip_figures(trips),
+        **cost_figures(cpu, mem0, mem),
         "held_mib": held.get("held_bytes", 0) / MIB,
         **{key: value for key, value in sent.items() if key not in ("start", "sent")},
     }
@@ -522,9 +527,7 @@ def run_over_time(kind: str, seconds: float) -> dict[str, float]:
     return {
         "attack_s": sent["sent"] - sent["start"],
         "baseline_ms": max(baseline) * 1e3 if baseline else float("nan"),
-        "round_trips": len(during),
-        "rtt_p50_ms": statistics.median(during) * 1e3 if during else float("nan"),
-        "rtt_max_ms": max(during) * 1e3 if during else float("nan"),
+        **trip_figures(during),
         "failures": probe.failures,
         "broker_cpu_s": cpu,
         "rss_grown_mib": mem["VmRSS"] - mem0["VmRSS"],

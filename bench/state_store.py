@@ -1,5 +1,5 @@
 """``python -m bench.state_store [--cycles N] [--services N]``: the two stores considered for ``--state-dir``,
-side by side against a restart loop (issue 21, item 2).
+side by side against a restart loop.
 
 Each cycle starts a child process that opens a store, loads it and then changes one service's flow limits
 after another, saying each change's sequence number once its write returned; the parent kills it (SIGKILL)

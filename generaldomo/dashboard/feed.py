@@ -47,7 +47,7 @@ from generaldomo.dashboard.frames import Framer
 from generaldomo.errors import GeneraldomoError
 from generaldomo.peers.client import Client, HandshakeFailed, RequestFailed
 from generaldomo.sansio.broker.report import MAX_PAGE, StatusReport
-from generaldomo.sansio.wire.protocol import FORBIDDEN
+from generaldomo.sansio.wire.statuses import FORBIDDEN
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from generaldomo.sansio.wire.dialects import HEADERS
 from generaldomo.sansio.wire.limits import HOP, HOPS
-from generaldomo.sansio.wire.protocol import HEADERS
 
 MAX_HOPS: Final = HOPS.high
 MAX_HOP: Final = HOP.high
