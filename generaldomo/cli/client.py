@@ -29,7 +29,7 @@ from typing import Any
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io import files
-from generaldomo.io.connection import Curve
+from generaldomo.io.peer.connection import Curve
 from generaldomo.peers.client import Client, HandshakeFailed, NotFound, Reply, RequestFailed
 from generaldomo.sansio.peer import serializers
 from generaldomo.sansio.peer.serializers import Serializer

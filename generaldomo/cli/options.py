@@ -20,8 +20,8 @@ import attrs
 from generaldomo.io import keys
 from generaldomo.io.address_file import BROKER_FILE_VARIABLE
 from generaldomo.io.beacon import BROKER_VARIABLE, locate
-from generaldomo.io.connection import Curve
-from generaldomo.io.locator import Where
+from generaldomo.io.peer.connection import Curve
+from generaldomo.io.peer.locator import Where
 from generaldomo.io.signals import SignalEvent
 from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the commands' way to stop
 from generaldomo.sansio.config import knobs
@@ -246,7 +246,7 @@ class PeerCurve:
         return {"server_key": self.server_key, "keys": self.keys}
 
     def curve(self) -> Curve | None:
-        """The same as a connection's :class:`~generaldomo.io.connection.Curve` (fresh keys if none given)."""
+        """The same as a connection's :class:`~generaldomo.io.peer.connection.Curve` (fresh keys if none given)."""
         return Curve.of(self.server_key, self.keys)
 
 

@@ -22,7 +22,7 @@ from generaldomo.cli.command import Command, Exit
 from generaldomo.sansio.config import knobs
 
 if TYPE_CHECKING:  # imported where used: the other commands do not load the pools
-    from generaldomo.io.connection import Curve
+    from generaldomo.io.peer.connection import Curve
     from generaldomo.peers.worker import Handler, Worker
 
 ECHO = "echo"

@@ -28,8 +28,8 @@ from typing import Any, Final
 import zmq
 
 from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
-from generaldomo.io.connection import BrokerChannel, Curve
-from generaldomo.io.locator import Where
+from generaldomo.io.peer.connection import BrokerChannel, Curve
+from generaldomo.io.peer.locator import Where
 from generaldomo.io.signals import SignalEvent
 from generaldomo.io.transport import Transport
 from generaldomo.peers.payload import Keys, as_bytes, as_frames, named
@@ -63,7 +63,7 @@ class Worker:
     what happened, and the worker goes on. A handler that is a generator streams: each value it yields goes to
     the client at once as a partial result, and the value it returns is the final result. ``endpoint`` is
     found and followed as for :class:`generaldomo.Client` (several endpoints, a
-    :class:`~generaldomo.io.locator.Where`, or None: ``GENERALDOMO_BROKER``, the broker file, a beacon).
+    :class:`~generaldomo.io.peer.locator.Where`, or None: ``GENERALDOMO_BROKER``, the broker file, a beacon).
     ``server_key`` and ``keys`` turn on CURVE, as for :class:`generaldomo.Client`.
 
     Args:

@@ -33,7 +33,7 @@ from generaldomo import Broker, Worker
 from generaldomo.cli import _SUBPARSERS, COMMANDS, main, parser
 from generaldomo.io import address_file, endpoints, files
 from generaldomo.io.beacon import MAGIC, VERSION, decode
-from generaldomo.io.locator import Where, _Beacons
+from generaldomo.io.peer.locator import Where, _Beacons
 from generaldomo.sansio.config import knobs
 
 parser()

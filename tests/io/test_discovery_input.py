@@ -22,7 +22,7 @@ from generaldomo import Broker, Client, Worker
 from generaldomo.io import address_file, endpoints, keys
 from generaldomo.io.address_file import BrokerAddress
 from generaldomo.io.beacon import Listener, decode, encode, find_broker
-from generaldomo.io.locator import Locator, Where, _Beacons
+from generaldomo.io.peer.locator import Locator, Where, _Beacons
 
 BAD = ("bogus://x", "tcp://127.0.0.1:notaport", "inproc://inside", "tcp://*:5555", "ipc://", 7, None)
 

@@ -15,7 +15,7 @@ from waiting import eventually
 from generaldomo import Broker, Client, Worker
 from generaldomo.io import address_file
 from generaldomo.io.address_file import BrokerAddress
-from generaldomo.io.locator import FILE_LOOK, Locator, Target, Where
+from generaldomo.io.peer.locator import FILE_LOOK, Locator, Target, Where
 from generaldomo.sansio.config.settings import PeerSettings
 from generaldomo.sansio.peer.session import ClientSession, Reconnect, ToBroker, WorkerSession
 from generaldomo.sansio.wire import protocol

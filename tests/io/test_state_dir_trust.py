@@ -17,8 +17,8 @@ from cli_processes import COMMAND, expect, lines, spawn
 from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
-from generaldomo.io import state
-from generaldomo.io.state import StateDir, StateError
+from generaldomo.io.hub import state
+from generaldomo.io.hub.state import StateDir, StateError
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.config.settings import Settings

@@ -10,7 +10,7 @@ from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo.io.metrics import MAX_HOSTS, StatusCollector
+from generaldomo.io.hub.metrics import MAX_HOSTS, StatusCollector
 from generaldomo.sansio.broker.report import FlowReport, StatusReport
 from generaldomo.sansio.config.settings import PeerSettings
 from generaldomo.sansio.peer.session import ToBroker, WorkerSession

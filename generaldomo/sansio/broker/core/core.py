@@ -84,6 +84,7 @@ from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.expiry import PAST_DEADLINE, Expiry
 from generaldomo.sansio.broker.core.handover import Handover
+from generaldomo.sansio.broker.core.management import Management
 from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
@@ -131,8 +132,8 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
 PARTS: dict[str, dict[str, str]] = {
     "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_expiry": expiry.HOLDINGS,
-    "_handover": handover.HOLDINGS, "_registration": {}, "_reporting": reporting.HOLDINGS, "_requests": {},
-    "_results": {}, "_workers": workers.HOLDINGS,
+    "_handover": handover.HOLDINGS, "_management": {}, "_registration": {}, "_reporting": reporting.HOLDINGS,
+    "_requests": {}, "_results": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
@@ -237,9 +238,10 @@ class BrokerCore:
             log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
             lambda: self.resolver.services(),
         )  # fmt: skip
+        self._management = Management(self, self.counters, self._clients, self._reporting)
         self._requests = Requests(
             self, settings, self.counters, self._kept, self._served, self._clients, self._budgets, self._handover,
-            self._reporting,
+            self._reporting, self._management,
         )  # fmt: skip
         self._registration = Registration(
             self, settings, self.counters, self._served, self._workers, self._budgets, self._handover,
@@ -346,7 +348,7 @@ class BrokerCore:
                 self._caught("a dispatch", now)
         paced = self._clients.due()
         if paced is not None and now >= paced:
-            self._requests.answer_waiting(turn)
+            self._management.answer_waiting(turn)
         return turn.out
 
     def set_flow(self, name: str, now: float, **limits: object) -> list[Send]:
