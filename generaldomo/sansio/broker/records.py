@@ -71,7 +71,7 @@ class Claim:
 
 
 @attrs.define(eq=False, slots=True)
-class Worker:
+class WorkerRecord:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
     ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
     its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
@@ -124,7 +124,7 @@ class Task:
     size: int
     charge: int
     state: TaskState = TaskState.QUEUED
-    worker: Worker | None = None
+    worker: WorkerRecord | None = None
     dispatched: float | None = None
     attempts: int = 0
     deadline: float | None = None

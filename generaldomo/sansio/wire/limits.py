@@ -160,7 +160,6 @@ FIELDS: Final[tuple[Field, ...]] = (
     INSTANCE,
     TIMING,
 )
-BY_NAME: Final[dict[str, Field]] = {field.name: field for field in FIELDS}
 
 
 def as_settings() -> dict[str, dict[str, int | float | str]]:

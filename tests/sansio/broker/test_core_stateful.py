@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from worker_commands import parse_worker_command
 
 from generaldomo.sansio.broker.access import Credential, Role
-from generaldomo.sansio.broker.accounts.ledger import MARGIN, Kind, request_charge
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, Holding, request_charge
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import FlowLimits
@@ -418,7 +418,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def the_ledger_adds_up(self) -> None:
         ledger = self.core.ledger
         held: Counter[object] = Counter()
-        counts: Counter[tuple[object, Kind]] = Counter()
+        counts: Counter[tuple[object, Holding]] = Counter()
         for where, kind, size in self.core.holdings():
             held[where] += size
             counts[where, kind] += 1

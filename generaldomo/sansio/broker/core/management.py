@@ -17,7 +17,7 @@ from typing import Protocol
 
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.access import Role
-from generaldomo.sansio.broker.accounts.ledger import Connection, address_bytes, connection
+from generaldomo.sansio.broker.accounts.ledger import ConnectionId, address_bytes, connection
 from generaldomo.sansio.broker.actions import Respond, Send
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
@@ -50,7 +50,7 @@ def reject(
 class Core(mmi.BrokerView, Protocol):
     """What the management part may read and call of the core: what ``mmi`` reads, and how a flow change is applied."""
 
-    def apply_flow(self, change: mmi.FlowChange, now: float, where: Connection | None = None) -> list[Send]: ...
+    def apply_flow(self, change: mmi.FlowChange, now: float, where: ConnectionId | None = None) -> list[Send]: ...
     def _caught(self, handling: str, now: float) -> None: ...
 
 
@@ -84,8 +84,8 @@ class Management:
         """Answer the expensive management requests whose turn has come (see :meth:`answer`)."""
         now = turn.now
         for peer, event, credential in self._clients.ready(now):
-            message = Message()
-            message.peer, message.now, message.credential, message.out = peer, now, credential, turn.out
+            message = Message(peer, now, credential)
+            message.out = turn.out  # its answer goes with the tick's
             try:
                 self._answer_now(event, message)
             except Exception:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
-from generaldomo.sansio.broker.accounts.ledger import Connection, connection, request_charge
+from generaldomo.sansio.broker.accounts.ledger import ConnectionId, connection, request_charge
 from generaldomo.sansio.broker.actions import Beat, Respond
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
@@ -25,7 +25,7 @@ from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management, reject
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, log
-from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, Worker, displaced, request_key
+from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, displaced, request_key
 from generaldomo.sansio.broker.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.broker.services.resolver import ResolveError
 from generaldomo.sansio.broker.services.service import Service
@@ -50,10 +50,10 @@ class Core(Tasks, mmi.BrokerView, Protocol):
     def instance(self) -> bytes: ...
     @property
     def started(self) -> float: ...
-    def _adopt(self, service: Service, where: Connection) -> str | None: ...
+    def _adopt(self, service: Service, where: ConnectionId) -> str | None: ...
     def _accept(
         self, event: ClientRequest, message: Message, service: Service, key: RequestKey | None,
-        cost: tuple[int, int], resumed: tuple[Worker, Claim] | None,
+        cost: tuple[int, int], resumed: tuple[WorkerRecord, Claim] | None,
     ) -> None: ...  # fmt: skip
     def _cancel(self, task: Task, turn: Turn) -> None: ...
 
