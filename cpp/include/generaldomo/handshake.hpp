@@ -2,7 +2,13 @@
 // The same rules as the Python peers' (generaldomo/sansio/peer/handshake.py): fed libzmq's monitor events (the
 // ZMQ_EVENT_* numbers of zmq.h), a HandshakeWatch names a failure that trying again will not fix: the broker
 // dropped the handshake (a ROUTER broker, i.e. the router transport, does that to a CLIENT socket; so does a
-// CURVE broker to a plaintext peer) or refused the mechanism (CURVE on one side only). A succeeded handshake
+// CURVE broker to a plaintext peer) or refused the mechanism (CURVE on one side only). libzmq ending the
+// handshake itself (HANDSHAKE_FAILED_PROTOCOL, or DISCONNECTED during the handshake with no
+// HANDSHAKE_FAILED_NO_DETAIL before it: it will not try again) is the failure at once; the broker closing the
+// connection during the handshake (HANDSHAKE_FAILED_NO_DETAIL, libzmq then retries) is the failure only when it
+// happens dropped_after times in a row with no handshake succeeded and no refused attempt between them: a broker
+// killed or restarted while a handshake was under way does it once, then the attempts are refused (which resets
+// the count) or succeed. A succeeded handshake
 // clears the failure; "refused" says that the last attempts found nothing listening, and unreachable_after
 // refused attempts in a row before any handshake succeeded are the failure "unreachable" (a wrong endpoint or
 // port, or no broker running; about half a second, libzmq retrying every 100 ms or so), which the next accepted
@@ -37,6 +43,7 @@ constexpr int watched_events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 
 constexpr int unreachable_after = 4;  // refused connection attempts in a row that make the failure "unreachable"
+constexpr int dropped_after = 3;  // connections in a row closed during their handshake that make the failure "handshake"
 
 class HandshakeWatch {
 public:
@@ -56,6 +63,8 @@ public:
         case ZMQ_EVENT_CONNECT_RETRIED:
         case ZMQ_EVENT_CLOSED:
             refused_ = !greeting_;
+            if (event == ZMQ_EVENT_CLOSED && refused_)
+                drops_ = 0;  // a refused attempt: the broker that dropped the handshake went away
             if (event == ZMQ_EVENT_CONNECT_RETRIED && refused_ && ++refusals_ >= unreachable_after &&
                 !ever_succeeded_ && !failure_) {
                 failure_ = HandshakeFailure{
@@ -68,12 +77,17 @@ public:
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
             greeting_ = false;
             failure_.reset();
+            drops_ = 0;
             ever_succeeded_ = true;
             return false;
         default:
             break;
         }
-        const bool dropped = event == ZMQ_EVENT_DISCONNECTED && greeting_;
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            ++drops_;
+        const bool ended = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                           (event == ZMQ_EVENT_DISCONNECTED && greeting_);
+        const bool dropped = event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && drops_ >= dropped_after;
         if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
             event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             greeting_ = false;
@@ -84,8 +98,7 @@ public:
                                                       "to a plaintext --server link"};
             return true;
         }
-        if (dropped || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-            event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        if (ended || dropped) {
             failure_ = HandshakeFailure{
                 "handshake", at + " dropped the handshake: it serves the router transport (the C++ client needs the "
                                   "broker's --server link), or it uses CURVE (which the C++ client does not speak)"};
@@ -108,6 +121,7 @@ private:
     bool ever_succeeded_ = false;
     bool refused_ = false;
     int refusals_ = 0;  // refused attempts since the last accepted connection
+    int drops_ = 0;     // connections closed during their handshake since a success or a refused attempt
 };
 
 }  // namespace detail

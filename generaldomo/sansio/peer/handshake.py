@@ -8,10 +8,16 @@ Rules:
 
   - ``HANDSHAKE_FAILED_PROTOCOL`` with a mechanism mismatch: one side uses CURVE and the other does not;
   - ``HANDSHAKE_FAILED_AUTH``: the broker's ZAP handler refused this peer's key (the value is its status);
-  - the broker closed the connection during the handshake (``DISCONNECTED`` before it succeeded, or
-    ``HANDSHAKE_FAILED_NO_DETAIL``): a broker of the other socket type (the other transport) does that, and
-    so does a CURVE broker facing a plaintext peer or a wrong broker key; which event comes depends on timing,
-    so the cause names both (the CLI asks the other transport to tell them apart).
+  - ``HANDSHAKE_FAILED_PROTOCOL`` otherwise, or ``DISCONNECTED`` during the handshake with no
+    ``HANDSHAKE_FAILED_NO_DETAIL`` before it: libzmq ended the handshake itself (the broker's socket type does
+    not match: it serves the other transport) and will not try again;
+  - the broker closed the connection during the handshake (``HANDSHAKE_FAILED_NO_DETAIL``, libzmq then
+    retries) :data:`DROPPED_AFTER` times in a row, with no handshake succeeded and no refused attempt between
+    them: a broker of the other socket type (the other transport) does that, and so does a CURVE broker facing
+    a plaintext peer or a wrong broker key. One such drop is no failure: a broker killed or restarted while a
+    connection's handshake was under way does that once, and the attempts after it are refused (which resets
+    the count) or succeed. Which event comes depends on timing, so the cause names both (the CLI asks the other
+    transport to tell them apart).
 
 - ``HANDSHAKE_SUCCEEDED`` clears the failure; ``refused`` says that the last attempts found nothing
   listening (connection refused). :data:`UNREACHABLE_AFTER` refused attempts in a row on a socket that never
@@ -49,6 +55,7 @@ WATCHED: Final = (
     | HANDSHAKE_FAILED_AUTH
 )
 UNREACHABLE_AFTER: Final = 4  # refused connection attempts in a row that make the failure "unreachable"
+DROPPED_AFTER: Final = 3  # connections in a row closed during their handshake that make the failure "handshake"
 MECHANISM_MISMATCH: Final = 0x11000002  # ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
 CRYPTOGRAPHIC: Final = 0x11000001  # ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
 
@@ -88,6 +95,7 @@ class HandshakeWatch:
     ever_succeeded: bool = False
     refused: bool = False  # the last attempt found nothing listening
     refusals: int = 0  # refused attempts since the last accepted connection
+    drops: int = 0  # connections closed during their handshake since a success or a refused attempt
     _greeting: bool = False  # connected, handshake not finished yet
 
     def feed(self, event: int, value: int) -> HandshakeFailure | None:
@@ -99,11 +107,13 @@ class HandshakeWatch:
             return None
         if event in (CONNECT_RETRIED, CLOSED):
             self.refused = not self._greeting
+            if event == CLOSED and self.refused:
+                self.drops = 0  # a refused attempt: the broker that dropped the handshake went away
             if event == CONNECT_RETRIED and self.refused:
                 return self._refused()
             return None
         if event == HANDSHAKE_SUCCEEDED:
-            self._greeting, self.failure = False, None
+            self._greeting, self.failure, self.drops = False, None, 0
             self.succeeded = self.ever_succeeded = True
             return None
         failure = self._failure(event, value)
@@ -140,8 +150,10 @@ class HandshakeWatch:
             return HandshakeFailure(
                 "curve", f"{at} uses CURVE: give its public key (--curve-server-key, or server_key=...)"
             )
-        dropped = event == DISCONNECTED and self._greeting
-        if dropped or event in (HANDSHAKE_FAILED_NO_DETAIL, HANDSHAKE_FAILED_PROTOCOL):
+        if event == HANDSHAKE_FAILED_NO_DETAIL:
+            self.drops += 1
+        ended = event == HANDSHAKE_FAILED_PROTOCOL or (event == DISCONNECTED and self._greeting)
+        if ended or (event == HANDSHAKE_FAILED_NO_DETAIL and self.drops >= DROPPED_AFTER):
             # A broker of the other socket type and a CURVE broker facing a plaintext peer (or a wrong key) both
             # drop the handshake; which of the two comes first depends on timing.
             if self.curve:
