@@ -52,7 +52,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from generaldomo.io.bridge import Bridge, BridgeFailed  # here: the other commands do not load the bridge
+    from generaldomo.errors import BridgeFailed
+    from generaldomo.io.bridge import Bridge
 
     stop = options.stop_on_signals()
     bridge = Bridge(

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _stopped(broker: Broker) -> None:
     """Stop the broker; say so if it had stopped serving because of an error (the exit status says it too)."""
-    from generaldomo.io.broker import BrokerFailed
+    from generaldomo.errors import BrokerFailed
 
     try:
         broker.stop()

@@ -14,7 +14,8 @@ from typing import Any
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.peers.client import Client, RequestFailed
+from generaldomo.errors import RequestFailed
+from generaldomo.peers.client import Client
 from generaldomo.sansio import knobs, protocol
 
 

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import attrs
 import zmq
 
+from generaldomo import errors
 from generaldomo.io import endpoints, monitor, speedups
 from generaldomo.io.locator import Locator, Target, Where
 from generaldomo.io.transport import Transport, connect_target, require_draft
@@ -333,7 +334,7 @@ class ClientSocketConnection(Connection):
                 break
             try:
                 batch.append(codec.decode(data))
-            except codec.CodecError:
+            except errors.CodecError:
                 continue  # the broker never sends this; skip rather than stop the IO thread
             if len(batch) == limit or (len(batch) == 1 and not int(_get(self.socket, _EVENTS)) & _POLLIN):
                 break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain

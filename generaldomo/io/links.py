@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from generaldomo import errors
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.backlog import MARK, SEND, Backlog, Tracker
@@ -641,10 +642,10 @@ class ServerLink(Link):
             peer = message.routing_id
             try:
                 frames = codec.decode(message.buffer, self.max_frames)
-            except codec.TooManyFrames:
+            except errors.TooManyFrames:
                 self._dropped_too_many(peer)
                 continue
-            except codec.CodecError as error:
+            except errors.CodecError as error:
                 self.drop(
                     "dropped_undecodable", "dropped a message from %s that does not unpack: %s", self.label(peer), error
                 )

@@ -35,8 +35,9 @@ from typing import Final
 
 import attrs
 
+from generaldomo.errors import DiscoveryError
 from generaldomo.io import address_file
-from generaldomo.io.beacon import BROKER_VARIABLE, Announcement, DiscoveryError, Listener
+from generaldomo.io.beacon import BROKER_VARIABLE, Announcement, Listener
 from generaldomo.io.transport import Transport
 
 log = logging.getLogger(__name__)

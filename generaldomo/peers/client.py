@@ -40,16 +40,8 @@ from typing import Any, Final, TypeVar
 import attrs
 import zmq
 
-from generaldomo.errors import BrokerUnreachable
-from generaldomo.errors import ClientClosed as ClientClosed  # the client's errors import from here, as before
-from generaldomo.errors import HandshakeFailed as HandshakeFailed
-from generaldomo.errors import NotFound as NotFound
-from generaldomo.errors import RequestExpired as RequestExpired
-from generaldomo.errors import RequestFailed as RequestFailed
-from generaldomo.errors import RequestRejected as RequestRejected
-from generaldomo.errors import RequestTimeout as RequestTimeout
-from generaldomo.errors import ServiceUnavailable as ServiceUnavailable
-from generaldomo.errors import WorkerError as WorkerError
+from generaldomo import errors
+from generaldomo.compat import moved_names
 from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.randomness import RandomPool
@@ -61,6 +53,24 @@ from generaldomo.sansio.handshake import UNREACHABLE, HandshakeWatch
 from generaldomo.sansio.report import StatusQuery
 from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(
+    __name__,
+    "generaldomo",
+    [
+        "BrokerUnreachable",
+        "ClientClosed",
+        "HandshakeFailed",
+        "NotFound",
+        "RequestExpired",
+        "RequestFailed",
+        "RequestRejected",
+        "RequestTimeout",
+        "ServiceUnavailable",
+        "WorkerError",
+    ],
+)
 
 log = logging.getLogger(__name__)
 X = TypeVar("X")
@@ -169,9 +179,9 @@ def _silent(action: Action[Any]) -> bool:
     return isinstance(action, Progress) and action.token.on_partial is None
 
 
-def fetch_timeout(request_id: bytes, timeout: float | None) -> RequestTimeout:
+def fetch_timeout(request_id: bytes, timeout: float | None) -> errors.RequestTimeout:
     """The :class:`RequestTimeout` of a fetch of ``request_id`` left unanswered for ``timeout`` seconds."""
-    return RequestTimeout(f"no answer to request {request_id.hex()} within {timeout} s")
+    return errors.RequestTimeout(f"no answer to request {request_id.hex()} within {timeout} s")
 
 
 class RequestFuture(Future[Reply]):
@@ -326,7 +336,7 @@ class Client:
         self._handoff: list[Action[_Call]] = []  # what a lent reader left for the IO thread to deliver, in order
         self._calling = False  # the IO thread is delivering partial results (callbacks)
         self._closed = False
-        self._refused: HandshakeFailed | None = None  # the connection's handshake failed (until one succeeds)
+        self._refused: errors.HandshakeFailed | None = None  # the connection's handshake failed (until one succeeds)
         self._cause: BaseException | None = None  # why the IO thread stopped, if not close()
         self._barrier = Barrier(log, "the client")  # around each message from the broker (lock held)
         self._thread = threading.Thread(target=self._run, name="generaldomo-client", daemon=True)
@@ -529,7 +539,7 @@ class Client:
             )  # fmt: skip
             try:
                 return self._answer(future, description, left, wait)
-            except RequestFailed as error:  # (RequestExpired is a TimeoutError too: this comes first)
+            except errors.RequestFailed as error:  # (RequestExpired is a TimeoutError too: this comes first)
                 time.sleep(self.pause_after(error, description, wait, end))  # backpressure: then send it again
                 left = None if end is None else end - time.monotonic()
         raise self.timeout_error(description, wait)
@@ -552,7 +562,7 @@ class Client:
                 yield item
         except queue.Empty:
             future.cancel()
-            raise RequestTimeout(f"nothing from {named(description)} for {timeout} s") from None
+            raise errors.RequestTimeout(f"nothing from {named(description)} for {timeout} s") from None
         finally:
             future.cancel()  # the caller stopped reading (or a timeout): withdraw the request, if still open
         yield future.result()
@@ -610,10 +620,10 @@ class Client:
             if isinstance(action, ToBroker):
                 self._channel.send(action.frames)
 
-    def _closed_error(self) -> ClientClosed:
+    def _closed_error(self) -> errors.ClientClosed:
         if self._cause is None:
-            return ClientClosed("the client is closed")
-        error = ClientClosed(f"the client's IO thread stopped: {self._cause!r}")
+            return errors.ClientClosed("the client is closed")
+        error = errors.ClientClosed(f"the client's IO thread stopped: {self._cause!r}")
         error.__cause__ = self._cause
         return error
 
@@ -622,7 +632,7 @@ class Client:
         withdrawn and :class:`RequestTimeout` raised (for a request that waited ``wait``)."""
         try:
             return future.result(left)
-        except RequestFailed:
+        except errors.RequestFailed:
             raise
         except TimeoutError:
             if not future.cancel() and future.done():  # the answer came just now (it may raise RequestFailed)
@@ -632,35 +642,39 @@ class Client:
             future.cancel()
             raise
 
-    def pause_after(self, error: RequestFailed, description: object, timeout: float | None, end: float | None) -> float:
+    def pause_after(
+        self, error: errors.RequestFailed, description: object, timeout: float | None, end: float | None
+    ) -> float:
         """What :meth:`request` (and :class:`~generaldomo.AsyncClient`) does with an error answer to a request to
         ``description`` sent with ``timeout`` (ending at ``end``, monotonic): a ``429`` with a ``retry_after``
         the timeout leaves room for gives the seconds to wait before sending the request again; the broker's
         ``504`` for the deadline (which is the timeout) raises the :class:`RequestTimeout` the client's own wait
         would; anything else raises ``error``."""
         deadline = self.deadlines and end is not None
-        if isinstance(error, RequestExpired) and deadline and error.reason.startswith(DEADLINE_PASSED):
+        if isinstance(error, errors.RequestExpired) and deadline and error.reason.startswith(DEADLINE_PASSED):
             raise self.timeout_error(description, timeout, error.reason) from error
         pause = error.retry_after if self.backpressure and error.status == 429 else None
         if pause is None or (end is not None and time.monotonic() + pause >= end):
             raise error
         return min(pause, MAX_PAUSE)
 
-    def timeout_error(self, description: object, timeout: float | None, said: str | None = None) -> RequestTimeout:
+    def timeout_error(
+        self, description: object, timeout: float | None, said: str | None = None
+    ) -> errors.RequestTimeout:
         """The :class:`RequestTimeout` for a request to ``description`` left unanswered for ``timeout`` seconds,
         as :meth:`request` raises it (and :class:`~generaldomo.AsyncClient`): its message says when no broker
         ever answered at the endpoint, or that nothing accepts connections there; ``said``: the broker's reason,
         when its ``504`` for the deadline came first."""
         message = f"no reply to {named(description)} within {timeout} s"
         if said is not None:
-            return RequestTimeout(f"{message} (the broker: {said})")
+            return errors.RequestTimeout(f"{message} (the broker: {said})")
         if self.broker_answered:
-            return RequestTimeout(message)
+            return errors.RequestTimeout(message)
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
         if self.connection_refused:
-            return RequestTimeout(f"{nobody}: nothing accepts connections there (is a broker running?)")
+            return errors.RequestTimeout(f"{nobody}: nothing accepts connections there (is a broker running?)")
         other = next(t for t in Transport if t is not self.transport)
-        return RequestTimeout(f"{nobody} (is one running there? does it serve the {other} transport instead?)")
+        return errors.RequestTimeout(f"{nobody} (is one running there? does it serve the {other} transport instead?)")
 
     # ---------------------------------------------------------------------------------- lent reader role
 
@@ -840,7 +854,7 @@ class Client:
         if self._refused is None or str(self._refused) != failure.cause:
             log.info("%s", failure.cause)  # the callers' HandshakeFailed says it
         cause = failure.cause + (WAIT_HINT if failure.kind == UNREACHABLE else "")
-        self._refused = BrokerUnreachable.of(failure.kind, cause)
+        self._refused = errors.BrokerUnreachable.of(failure.kind, cause)
         return self._session.close(failure.cause)
 
     def _fails_unreachable(self) -> bool:
@@ -867,7 +881,7 @@ class Client:
                 self._resolve_guarded(action)
             elif isinstance(action, Fail):  # the handshake failed (see _handshake)
                 with contextlib.suppress(InvalidStateError):
-                    action.token.future.set_exception(self._refused or ClientClosed(action.reason))
+                    action.token.future.set_exception(self._refused or errors.ClientClosed(action.reason))
             elif isinstance(action, Progress) and action.token.on_partial is not None and fatal is None:
                 reply = Reply(
                     action.body, sent=action.sent, received=action.received, partial=True, request_id=action.request_id
@@ -902,7 +916,7 @@ class Client:
             else:
                 reason = action.body[0].decode(errors="replace") if action.body else ""
                 retry = protocol.parse_retry_after(action.body) if action.status == protocol.OVER_BUDGET else None
-                future.set_exception(RequestFailed.of(action.status, reason, retry))
+                future.set_exception(errors.RequestFailed.of(action.status, reason, retry))
         except InvalidStateError:  # the caller may have cancelled it
             pass
 
@@ -919,6 +933,6 @@ class Client:
         self._channel.close(linger_ms=CLOSE_LINGER_MS)
         for action in failed:
             if isinstance(action, Fail):
-                error = self._closed_error() if self._cause else ClientClosed("closed before the reply came")
+                error = self._closed_error() if self._cause else errors.ClientClosed("closed before the reply came")
                 with contextlib.suppress(InvalidStateError):
                     action.token.future.set_exception(error)

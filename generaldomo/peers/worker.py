@@ -27,7 +27,8 @@ from typing import Any, Final
 
 import zmq
 
-from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
+from generaldomo import errors
+from generaldomo.compat import moved_names
 from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
@@ -39,6 +40,9 @@ from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.handshake import HandshakeFailure
 from generaldomo.sansio.session import Action, CancelTask, Reconnect, RunTask, WorkerSession
 from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["WorkerStopped"])
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +199,7 @@ class Worker:
             self._serve()
         except Exception as error:
             log.exception("the worker stopped serving %r", self.description)
-            raise WorkerStopped(f"the worker stopped serving {named(self.description)}: {error!r}") from error
+            raise errors.WorkerStopped(f"the worker stopped serving {named(self.description)}: {error!r}") from error
         finally:
             self._busy = False
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on

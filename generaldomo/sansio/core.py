@@ -59,6 +59,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from generaldomo import errors
+from generaldomo.errors import ResolveError
 from generaldomo.sansio import limits, mmi, protocol
 from generaldomo.sansio.access import NEEDS, Credential, Role
 from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
@@ -122,7 +124,7 @@ from generaldomo.sansio.report import (
     WorkerReport,
     page,
 )
-from generaldomo.sansio.resolver import NameResolver, ResolveError, Resolver
+from generaldomo.sansio.resolver import NameResolver, Resolver
 from generaldomo.sansio.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.settings import Settings
@@ -486,7 +488,7 @@ class BrokerCore:
         the operator's (kept while idle) unless ``where`` names the connection of the peer that set it: then it
         is charged to that connection and forgotten once no service of its name has been busy for
         ``service_idle``; an entry of the operator's stays the operator's. The change is reported
-        (:meth:`take_changes`). Raises :class:`~generaldomo.sansio.mmi.OverBudget` when a peer's entry does not
+        (:meth:`take_changes`). Raises :class:`~generaldomo.errors.OverBudget` when a peer's entry does not
         fit the ledger.
 
         Args:
@@ -510,7 +512,7 @@ class BrokerCore:
                         self.ledger.charge(charged[0], Kind.FLOW, charged[1])
                         self._flow_charges[name] = charged
                     self.counters[refusal.counter(Kind.FLOW)] += 1
-                    raise mmi.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Kind.FLOW)}")
+                    raise errors.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Kind.FLOW)}")
                 self.ledger.charge(where, Kind.FLOW, size)
                 self._flow_charges[name] = (where, size)
             self.flows[name] = change.limits
@@ -1102,8 +1104,8 @@ class BrokerCore:
             answer = mmi.answer(self, event.description, event.body, now, admin)
             owner = where if credential is None else None
             caused = self.apply_flow(answer.change, now, owner) if answer.change is not None else []
-        except mmi.ManagementError as error:
-            if isinstance(error, mmi.Forbidden):
+        except errors.ManagementError as error:
+            if isinstance(error, errors.Forbidden):
                 self.counters["forbidden"] += 1
             self._reject(event, message, error.status, str(error))
             return

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Final
 
+from generaldomo.errors import WireJSONError
 from generaldomo.sansio.events import (
     ClientCancel,
     ClientHeartbeat,
@@ -56,7 +57,6 @@ from generaldomo.sansio.peer_events import (
     ToClient,
     ToWorker,
 )
-from generaldomo.sansio.wirejson import WireJSONError
 from generaldomo.sansio.wirejson import loads as json_loads
 
 _TIMING = struct.Struct(">dd")

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from generaldomo import Broker, Client, Worker
+from generaldomo.errors import StateError
 from generaldomo.io import state
-from generaldomo.io.state import StateDir, StateError
+from generaldomo.io.state import StateDir
 from generaldomo.sansio.adaptive import AdaptiveLimits
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.mmi import FlowChange

@@ -17,8 +17,9 @@ from cli_processes import COMMAND, expect, lines, spawn
 from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
+from generaldomo.errors import StateError
 from generaldomo.io import state
-from generaldomo.io.state import StateDir, StateError
+from generaldomo.io.state import StateDir
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.mmi import FlowChange
 from generaldomo.sansio.settings import Settings

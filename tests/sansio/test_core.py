@@ -7,11 +7,12 @@ from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
 
+from generaldomo.errors import ResolveError
 from generaldomo.sansio import protocol
 from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Send
 from generaldomo.sansio.core import Peer
 from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.resolver import NameResolver, ResolveError
+from generaldomo.sansio.resolver import NameResolver
 from generaldomo.sansio.service import Service
 from generaldomo.sansio.states import WorkerState
 

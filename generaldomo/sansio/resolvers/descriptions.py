@@ -10,9 +10,9 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from generaldomo.errors import ResolveError
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.limits import DESCRIPTION, SERVICE_NAME
-from generaldomo.sansio.resolver import ResolveError
 
 Attributes = dict[str, Any]
 
