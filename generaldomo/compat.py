@@ -23,6 +23,8 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 
+__all__ = ["MOVED", "PACKAGE", "MovedFinder", "moved", "moved_attribute", "moved_names"]
+
 PACKAGE = "generaldomo"
 MOVED: dict[str, str] = {
     **{name: f"generaldomo.sansio.{name}" for name in "events codec protocol core service flow stats mmi".split()},

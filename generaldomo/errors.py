@@ -59,6 +59,42 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+__all__ = [
+    "AppImportError",
+    "AppSpecError",
+    "BridgeFailed",
+    "BrokerFailed",
+    "BrokerUnreachable",
+    "ClientClosed",
+    "CodecError",
+    "ContentTypeError",
+    "DecodeError",
+    "DiscoveryError",
+    "DraftUnavailable",
+    "Forbidden",
+    "GeneraldomoError",
+    "HandshakeFailed",
+    "IllegalTransition",
+    "KeyFileError",
+    "LoopFailed",
+    "ManagementError",
+    "NotFound",
+    "OverBudget",
+    "RequestExpired",
+    "RequestFailed",
+    "RequestRejected",
+    "RequestTimeout",
+    "ResolveError",
+    "ServiceUnavailable",
+    "SettingsError",
+    "StateError",
+    "TooManyFrames",
+    "TooManyStreams",
+    "WireJSONError",
+    "WorkerError",
+    "WorkerStopped",
+]
+
 
 class GeneraldomoError(Exception):
     """The base of every exception generaldomo raises (see the module docstring for the family).

@@ -17,6 +17,8 @@ from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.sansio import knobs
 
+__all__ = ["BRIDGE_ROLES", "COMMAND", "arguments", "run"]
+
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
 

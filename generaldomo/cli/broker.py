@@ -24,6 +24,23 @@ from generaldomo.sansio import knobs
 from generaldomo.sansio.flow import FlowLimits
 from generaldomo.sansio.settings import PeerSettings, Settings
 
+__all__ = [
+    "BEACON_INTERVAL",
+    "BEACON_NAME",
+    "COMMAND",
+    "DEFAULTS",
+    "FLOW_EXAMPLE",
+    "FLOW_KEYS",
+    "LIMITS",
+    "FlowSpec",
+    "FlowSpecs",
+    "announce",
+    "arguments",
+    "make_broker",
+    "parse_flow",
+    "run",
+]
+
 if TYPE_CHECKING:  # imported where used: the other commands do not load the broker
     from generaldomo.io.broker import Broker
     from generaldomo.io.failfast import OnFailure

@@ -36,6 +36,8 @@ from generaldomo.peers.client import Client, Reply
 from generaldomo.sansio import serializers
 from generaldomo.sansio.serializers import Serializer
 
+__all__ = ["COMMAND", "DESCRIPTION", "PAYLOAD_FILE", "PROBE_TIMEOUT", "STDIN", "arguments", "payload_frames", "run"]
+
 PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
 STDIN = "-"
 PAYLOAD_FILE = files.Kind("payload file", 1 << 31)  # larger than any message a broker takes by default

@@ -40,6 +40,8 @@ from generaldomo.io.broker import Broker
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["SettingsError"])
 
+__all__ = ["DRAIN", "BuildFlags", "EmbeddedBroker", "build_flags", "flags", "main", "parser", "read_config"]
+
 log = logging.getLogger(__name__)
 
 DRAIN = 10.0  # seconds a stop serves the requests the broker holds before failing the rest

@@ -18,6 +18,8 @@ from generaldomo.errors import RequestFailed
 from generaldomo.peers.client import Client
 from generaldomo.sansio import knobs, protocol
 
+__all__ = ["COMMAND", "FLOW_KEYS", "arguments", "run"]
+
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)

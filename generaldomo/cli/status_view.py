@@ -16,6 +16,8 @@ from typing import Any, Final
 from generaldomo.cli.columns import Column, Kind, cell, cut, printable, table, width_of
 from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
 
+__all__ = ["COUNTS", "FLOW", "NAME", "WIDTH", "WORKERS", "S", "W", "render"]
+
 WIDTH: Final = 100  # columns the report fits in unless told otherwise
 
 S = ServiceReport

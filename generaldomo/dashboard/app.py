@@ -43,6 +43,19 @@ from generaldomo.peers.client import Client, Keys
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.flow import LIMIT_NAMES
 
+__all__ = [
+    "CONTROLS_OFF",
+    "MAX_BODY",
+    "MAX_NAME",
+    "NO_STORE",
+    "PAGE",
+    "RETRY",
+    "STATIC",
+    "Dashboard",
+    "create_app",
+    "create_wsgi_app",
+]
+
 log = logging.getLogger(__name__)
 
 STATIC: Final = Path(__file__).parent / "static"

@@ -54,6 +54,24 @@ from generaldomo.sansio.report import MAX_PAGE, StatusReport
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["TooManyStreams"])
 
+__all__ = [
+    "INTERVAL",
+    "KEEPALIVE",
+    "KEEPALIVE_EVENT",
+    "KEPT",
+    "MAX_STREAMS",
+    "MAX_STREAMS_PER_CLIENT",
+    "PIECE",
+    "PROBE_SERVICE",
+    "ROUND_TRIPS",
+    "SHARE",
+    "TIMEOUT",
+    "Feed",
+    "Message",
+    "Stream",
+    "event",
+]
+
 log = logging.getLogger(__name__)
 
 INTERVAL: Final = 1.0  # seconds between two status requests

@@ -49,6 +49,8 @@ from generaldomo.sansio.settings import Settings
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["BrokerFailed"])
 
+__all__ = ["ENVELOPE_SLACK", "MIN_DRAIN", "REFUSALS_PERIOD", "SNAPSHOT", "SNAPSHOT_BYTES", "TURN_SECONDS", "Broker"]
+
 log = logging.getLogger(__name__)
 
 _DRAIN = 256  # messages read from one link before looking at the others, at most

@@ -51,6 +51,18 @@ from generaldomo.sansio import codec
 from generaldomo.sansio.handshake import HandshakeWatch
 from generaldomo.sansio.session import Action, Reconnect, ToBroker
 
+__all__ = [
+    "CONNECTIONS",
+    "CURVE_KEY_SIZES",
+    "BrokerChannel",
+    "ClientSocketConnection",
+    "Connection",
+    "Curve",
+    "DealerConnection",
+    "connect",
+    "curve_key",
+]
+
 log = logging.getLogger(__name__)
 _NOBLOCK = int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE) | _NOBLOCK

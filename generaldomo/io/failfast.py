@@ -29,6 +29,8 @@ from generaldomo.sansio.barrier import Barrier
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["LoopFailed"])
 
+__all__ = ["Failure", "OnFailure", "ServingLoop"]
+
 OnFailure = Callable[[BaseException], None]
 
 

@@ -54,6 +54,19 @@ from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES
 
+__all__ = [
+    "BATCH_BYTES",
+    "KEEP",
+    "LINKS",
+    "NO_LIMIT",
+    "Address",
+    "Link",
+    "Received",
+    "RouterLink",
+    "ServerLink",
+    "seed_routing_ids",
+]
+
 log = logging.getLogger(__name__)
 
 NO_LIMIT = -1

@@ -40,6 +40,8 @@ from generaldomo.io import address_file
 from generaldomo.io.beacon import BROKER_VARIABLE, Announcement, Listener
 from generaldomo.io.transport import Transport
 
+__all__ = ["FILE_LOOK", "FIND_TIMEOUT", "Locator", "Place", "Target", "Where"]
+
 log = logging.getLogger(__name__)
 
 FILE_LOOK: Final = 1.0  # seconds between two looks at an address file

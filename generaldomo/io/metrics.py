@@ -17,6 +17,8 @@ from typing import Any, cast
 from generaldomo.sansio import knobs
 from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
 
+__all__ = ["MAX_HOSTS", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
+
 PREFIX = "generaldomo"
 MAX_HOSTS = 32  # hosts named in the workers-by-host gauge; workers on the others count as host "other"
 _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {

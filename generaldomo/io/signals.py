@@ -11,6 +11,8 @@ import signal
 import threading
 from collections.abc import Iterable
 
+__all__ = ["STOP_SIGNALS", "stop_on_signals"]
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

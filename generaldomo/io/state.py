@@ -55,6 +55,22 @@ from generaldomo.sansio.mmi import FlowChange
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["StateError"])
 
+__all__ = [
+    "KEY_BYTES",
+    "KEY_FILE",
+    "KEY_KIND",
+    "LOCK_FILE",
+    "MAX_STATE_BYTES",
+    "PAUSE_EVERY",
+    "STATE_FILE",
+    "STATE_KIND",
+    "VERSION",
+    "Entry",
+    "StateDir",
+    "decode",
+    "encode",
+]
+
 log = logging.getLogger(__name__)
 
 VERSION = 1

@@ -25,6 +25,8 @@ from generaldomo.io.endpoints import FORMS
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["DraftUnavailable"])
 
+__all__ = ["BindError", "Transport", "bind", "connect_target", "draft_available", "install_command", "require_draft"]
+
 
 class Transport(enum.StrEnum):
     """The socket pair a link and its peers use; the values are the CLI's ``--transport`` names.

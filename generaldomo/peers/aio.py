@@ -36,6 +36,8 @@ from generaldomo.peers.typed import TypedClient, TypedFuture
 from generaldomo.sansio import wirejson
 from generaldomo.sansio.serializers import Serializer
 
+__all__ = ["AsyncClient", "AsyncFuture"]
+
 _DONE = object()
 
 

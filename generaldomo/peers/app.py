@@ -46,6 +46,8 @@ from generaldomo.sansio.serializers import Serializer
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["AppImportError", "AppSpecError"])
 
+__all__ = ["App", "Bound", "Description", "ServiceSpec", "load", "wire_description"]
+
 F = TypeVar("F", bound=Callable[..., Any])
 Description = str | Mapping[str, Any]
 

@@ -72,6 +72,30 @@ __getattr__ = moved_names(
     ],
 )
 
+__all__ = [
+    "CLOSE_LINGER_MS",
+    "DEADLINE_PASSED",
+    "DEFAULT",
+    "DEFAULT_TIMEOUT",
+    "LEND_CHECK",
+    "MAX_PAUSE",
+    "MAX_RESENDS",
+    "READ_BATCH",
+    "REQUEST_ID_BYTES",
+    "SHUT_WAITS",
+    "WAIT_HINT",
+    "Client",
+    "Keys",
+    "OnPartial",
+    "Payload",
+    "Reply",
+    "RequestFuture",
+    "as_bytes",
+    "as_frames",
+    "fetch_timeout",
+    "named",
+]
+
 log = logging.getLogger(__name__)
 X = TypeVar("X")
 

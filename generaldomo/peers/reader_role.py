@@ -15,6 +15,8 @@ from typing import Final
 
 from generaldomo.sansio.machine import Machine
 
+__all__ = ["READER_ROLE", "ReaderEvent", "ReaderRole"]
+
 
 class ReaderRole(enum.Enum):
     """Who has the reader role."""

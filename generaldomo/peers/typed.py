@@ -23,6 +23,8 @@ from generaldomo.peers.client import DEFAULT, Client, Reply, RequestFuture, _Def
 from generaldomo.sansio import serializers
 from generaldomo.sansio.serializers import Serializer
 
+__all__ = ["TypedClient", "TypedFuture"]
+
 
 class TypedFuture(Future[Any]):
     """A typed request's future (of the decoded value), with the request's ``request_id``."""

@@ -44,6 +44,8 @@ from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettin
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["WorkerStopped"])
 
+__all__ = ["LISTEN_EVERY", "MAX_SAID", "READ_BATCH", "Handler", "Payload", "Result", "Worker"]
+
 log = logging.getLogger(__name__)
 
 Payload = bytes | tuple[bytes, ...]
