@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.config import Config, say
 from generaldomo import Broker, Client, Worker
-from generaldomo.sansio.stats import percentile
+from generaldomo.sansio.broker.services.stats import percentile
 
 SERVICE = "elastic"
 CORES = 4

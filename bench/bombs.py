@@ -15,11 +15,11 @@ through ``mmi.status``), the other client's round trips (count, p50 and the long
 to a second after the drop, the broker's CPU time and its memory (RSS after, and the peak). Every wait is
 bounded; children are killed on exit.
 
-The cases of issue 20 attack what the broker *holds* (its ledger, ``generaldomo.sansio.ledger``), at the
+The cases of issue 20 attack what the broker *holds* (its ledger, ``generaldomo.sansio.broker.accounts.ledger``), at the
 default budgets or those of ``--budget BYTES`` (``--held-bytes``, and a quarter of it per connection):
 
 - ``big-ids``: 200 requests with 4 MiB request ids for a service nobody serves (beyond the field limits,
-  ``generaldomo.sansio.limits``, such a request is malformed: nothing is held);
+  ``generaldomo.sansio.wire.limits``, such a request is malformed: nothing is held);
 - ``services``: 100,000 one-request services, from 100 connections of 1,000 each;
 - ``mdp-hops``: 30 MDP/0.1 requests with an 8 MiB envelope hop each, then the sender leaves (malformed too, as
   a hop has at most 255 bytes);
@@ -100,7 +100,7 @@ CASES = {"router-frames": "router", "router-bytes": "router", "server-zeros": "s
 CANCELS = 40_000
 HELD_ATTACKER = """\
 import json, sys, time, zmq
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 kind, endpoint = sys.argv[1], sys.argv[2]
 MIB = 1024 * 1024
 ctx = zmq.Context()
@@ -170,7 +170,7 @@ time.sleep(600)  # its connections stay (the one that does not read, too) until 
 """
 OVER_TIME_ATTACKER = """\
 import json, sys, time, zmq
-from generaldomo.sansio import codec, protocol
+from generaldomo.sansio.wire import codec, protocol
 kind, endpoint, transport, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 MIB = 1024 * 1024
 ctx = zmq.Context()

@@ -39,8 +39,8 @@ def run(cfg: Config) -> dict[str, Any]:
 
 def _core(workers: int, services: int) -> tuple[Any, list[bytes]]:
     """A core with ``workers`` waiting workers spread over ``services`` services; the service names."""
-    from generaldomo.sansio import protocol
-    from generaldomo.sansio.core import BrokerCore, Peer
+    from generaldomo.sansio.broker.core import BrokerCore, Peer
+    from generaldomo.sansio.wire import protocol
 
     core = BrokerCore(instance=b"bnch", random=os.urandom)
     names = [b"svc-%d" % s for s in range(services)]
@@ -51,8 +51,8 @@ def _core(workers: int, services: int) -> tuple[Any, list[bytes]]:
 
 def dispatch_cost(workers: int, services: int, n: int) -> dict[str, float]:
     """Microseconds per request: the request's dispatch and the reply's completion, timed separately."""
-    from generaldomo.sansio import protocol
-    from generaldomo.sansio.core import Peer
+    from generaldomo.sansio.broker.core import Peer
+    from generaldomo.sansio.wire import protocol
 
     core, names = _core(workers, services)
     client = Peer(0, b"client")
@@ -102,8 +102,8 @@ def tick_cost(workers: int, repeats: int) -> float:
 
 def queued_memory(n: int) -> dict[str, float]:
     """Bytes the core holds per queued request (16-byte payload, 16-byte request id), measured by tracemalloc."""
-    from generaldomo.sansio import protocol
-    from generaldomo.sansio.core import BrokerCore, Peer
+    from generaldomo.sansio.broker.core import BrokerCore, Peer
+    from generaldomo.sansio.wire import protocol
 
     core = BrokerCore(instance=b"bnch", random=os.urandom)
     client = Peer(0, b"client")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import zmq
 
-from generaldomo.sansio.stats import nearest_rank
+from generaldomo.sansio.broker.services.stats import nearest_rank
 
 TIMEOUT = 10.0  # seconds to wait for any single reply
 

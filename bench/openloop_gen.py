@@ -44,7 +44,7 @@ from hdrh.histogram import HdrHistogram
 
 from bench.peer import _die_with_parent
 from generaldomo.io.speedups import _pyzmq_extension
-from generaldomo.sansio import codec, protocol
+from generaldomo.sansio.wire import codec, protocol
 
 SERVICE = b"echo"
 LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3  # histogram range: 1 µs to 2 minutes, 3 significant digits

@@ -5,7 +5,7 @@ the broker core alone, which part ``peers`` and ``python -m bench.instructions``
 runs this module again under ``valgrind --tool=callgrind --separate-threads=yes --instr-atstart=no``. Inside,
 the part measured runs in the main thread: ``client`` sends N sync 16 B requests through a ``generaldomo broker``
 process to a ``generaldomo worker`` process; ``worker`` serves N such requests of a client process; ``core``
-feeds a :class:`~generaldomo.sansio.core.BrokerCore` N MDP/0.1 requests and their replies (no sockets, as
+feeds a :class:`~generaldomo.sansio.broker.core.BrokerCore` N MDP/0.1 requests and their replies (no sockets, as
 part ``core`` does). After a warm-up it switches counting on for itself (``callgrind_control -i on``), zeroes
 the counters, does the N requests and dumps them; the report gives the instructions per request of the calling
 thread and of every thread (libzmq's I/O threads and the peer's IO or heartbeat thread too). The other
@@ -88,7 +88,7 @@ def _worker(endpoint: str, transport: str, count: int) -> None:
 
 
 def _core(count: int) -> None:
-    from generaldomo.sansio.core import BrokerCore, Peer
+    from generaldomo.sansio.broker.core import BrokerCore, Peer
 
     core = BrokerCore(instance=b"bnch", random=os.urandom)
     worker, client = Peer(1, b"\x00wrkr"), Peer(0, b"\x00clnt")

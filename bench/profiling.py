@@ -34,9 +34,9 @@ from bench.procs import Children, cpu_seconds
 COMPONENTS = (
     ("poll", ("zmq/sugar/poll.py:poll", "~:<built-in method generaldomo.io._speedups.poll>")),
     ("link.recv", ("generaldomo/io/links.py:recv_batch",)),
-    ("core.receive", ("generaldomo/sansio/core.py:receive",)),
+    ("core.receive", ("generaldomo/sansio/broker/core.py:receive",)),
     ("link.send", ("generaldomo/io/links.py:send",)),
-    ("core.tick", ("generaldomo/sansio/core.py:tick",)),
+    ("core.tick", ("generaldomo/sansio/broker/core.py:tick",)),
 )
 LOOP = "generaldomo/io/broker.py:run"
 
@@ -152,8 +152,8 @@ def link_costs(transport: str, count: int) -> dict[str, float]:
     from generaldomo.io.broker import waiter
     from generaldomo.io.inproc import resolve
     from generaldomo.io.links import LINKS
-    from generaldomo.sansio import codec, protocol
-    from generaldomo.sansio.events import Dialect
+    from generaldomo.sansio.wire import codec, protocol
+    from generaldomo.sansio.wire.events import Dialect
 
     body = [b"x" * 16]
     rid, tid = b"r" * 16, b"t" * 12

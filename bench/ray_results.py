@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from generaldomo.sansio.stats import percentile
+from generaldomo.sansio.broker.services.stats import percentile
 
 Record = dict[str, float]
 COLOURS = ("tab:blue", "tab:orange")  # queued, processing

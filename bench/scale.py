@@ -30,7 +30,7 @@ from typing import IO, Any
 from bench.config import Config, say
 from bench.load import median
 from bench.procs import Children, cpu_meter, cpu_seconds, read_line
-from generaldomo.sansio.stats import nearest_rank
+from generaldomo.sansio.broker.services.stats import nearest_rank
 
 SERVICE = "echo"
 PAYLOAD = 16  # bytes per request

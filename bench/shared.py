@@ -37,7 +37,7 @@ from bench.config import Config, progress, say
 from bench.hidden_api import HiddenLimitAPI, LimitedAPIActor
 from bench.procs import ROOT
 from generaldomo import Broker, Client, Reject, RequestFailed, Worker
-from generaldomo.sansio.stats import percentile
+from generaldomo.sansio.broker.services.stats import percentile
 
 WORKERS = 4
 WORK = 0.02  # seconds a task takes: the service does WORKERS / WORK tasks a second

@@ -68,8 +68,8 @@ class JsonStore:
         return {name: {"seq": int(entry.limits.rate or 0) - 1} for name, entry in self.state.entries.items()}
 
     def save(self, name: str, entry: dict[str, Any]) -> None:
-        from generaldomo.sansio.flow import FlowLimits
-        from generaldomo.sansio.mmi import FlowChange
+        from generaldomo.sansio.broker.flow.flow import FlowLimits
+        from generaldomo.sansio.broker.mmi import FlowChange
 
         self.state.record([FlowChange(name, FlowLimits(rate=float(entry["seq"] + 1)))])
         self.state.flush()  # the broker answers a change once its writer thread has it on disk
@@ -77,7 +77,7 @@ class JsonStore:
 
 def child(kind: str, directory: Path, services: int) -> None:
     """Open, load, then write changes until killed, printing ``loaded MS`` and then ``SEQ WRITE_US`` lines."""
-    import generaldomo.sansio.flow  # noqa: F401  (a broker has it loaded before it opens its state directory)
+    import generaldomo.sansio.broker.flow.flow  # noqa: F401  (a broker has it loaded before it opens its state directory)
 
     started = time.monotonic()
     store = JsonStore(directory) if kind == "json" else SqliteStore(directory)

@@ -60,9 +60,9 @@ if _TYPE_CHECKING:
     from generaldomo.peers.reject import Reject
     from generaldomo.peers.typed import TypedClient
     from generaldomo.peers.worker import Worker
-    from generaldomo.sansio.core import BrokerCore, Peer, Send, Settings
-    from generaldomo.sansio.resolver import NameResolver, Resolver
-    from generaldomo.sansio.service import Service
+    from generaldomo.sansio.broker.core import BrokerCore, Peer, Send, Settings
+    from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
+    from generaldomo.sansio.broker.services.service import Service
 
 # The public names below are imported when first used, so that ``import generaldomo.cli`` (every command, even
 # ``--version``) does not load the broker, the dashboard and the rest that one command does not need.
@@ -78,13 +78,13 @@ _LAZY: dict[str, str] = {
     "Reject": "generaldomo.peers.reject",
     "TypedClient": "generaldomo.peers.typed",
     "Worker": "generaldomo.peers.worker",
-    "BrokerCore": "generaldomo.sansio.core",
-    "Peer": "generaldomo.sansio.core",
-    "Send": "generaldomo.sansio.core",
-    "Settings": "generaldomo.sansio.core",
-    "NameResolver": "generaldomo.sansio.resolver",
-    "Resolver": "generaldomo.sansio.resolver",
-    "Service": "generaldomo.sansio.service",
+    "BrokerCore": "generaldomo.sansio.broker.core",
+    "Peer": "generaldomo.sansio.broker.core",
+    "Send": "generaldomo.sansio.broker.core",
+    "Settings": "generaldomo.sansio.broker.core",
+    "NameResolver": "generaldomo.sansio.broker.services.resolver",
+    "Resolver": "generaldomo.sansio.broker.services.resolver",
+    "Service": "generaldomo.sansio.broker.services.service",
 }
 
 # The module paths of releases before the layers (generaldomo.core, generaldomo.client...): lazy, deprecated.

@@ -1,14 +1,15 @@
 """The module paths of releases before the package was split into layers, kept importable, lazily.
 
-Rules: ``generaldomo.core``, ``from generaldomo import codec``, ``import generaldomo.resolvers.attributes`` and
-the rest of :data:`MOVED` give the module at its new path (the same object, not a copy), with a
-``DeprecationWarning`` naming that path; nothing is imported before it is asked for, so that ``import
-generaldomo`` loads only what the public names need. :class:`MovedFinder` (first on ``sys.meta_path``) serves
-the ``import`` statements, :func:`moved_attribute` (the package's module ``__getattr__``) the attribute and
-``from generaldomo import ...`` forms. It knows nothing of what the modules hold.
+Rules: ``generaldomo.core``, ``from generaldomo import codec``, ``import generaldomo.resolvers.attributes``,
+the IO-free layer's modules from before its sub-packages (``generaldomo.sansio.protocol``, ``from
+generaldomo.sansio import session``: :data:`SANSIO` says where each lives) and the rest of :data:`MOVED` give the module
+at its new path (the same object, not a copy), with a ``DeprecationWarning`` naming that path; nothing is imported
+before it is asked for, so that ``import generaldomo`` loads only what the public names need. :class:`MovedFinder`
+(first on ``sys.meta_path``) serves the ``import`` statements, :func:`moved_attribute` (the package's module
+``__getattr__``) the attribute and ``from generaldomo import ...`` forms. It knows nothing of what the modules hold.
 
-Names that moved out of a module that stays (the exceptions, now all in :mod:`generaldomo.errors`) are kept the
-same way: :func:`moved_names` makes that module's ``__getattr__``, which gives the object at its new home with a
+Names that moved out of a module that stays (the exceptions, all in :mod:`generaldomo.errors`) are kept the same
+way: :func:`moved_names` makes that module's ``__getattr__``, which gives the object at its new home with a
 ``DeprecationWarning``; the module itself no longer holds the name.
 """
 
@@ -26,14 +27,30 @@ from types import ModuleType
 __all__ = ["MOVED", "PACKAGE", "MovedFinder", "moved", "moved_attribute", "moved_names"]
 
 PACKAGE = "generaldomo"
+# The IO-free layer's modules by the sub-package of generaldomo.sansio they live in (wire, config, peer, broker...).
+SANSIO: dict[str, str] = {
+    **dict.fromkeys("codec envelope events limits peer_events protocol ticket wirejson".split(), "wire"),
+    **dict.fromkeys("settings knobs".split(), "config"),
+    **dict.fromkeys("session handshake serializers".split(), "peer"),
+    **dict.fromkeys("flow fair adaptive backoff".split(), "broker.flow"),
+    **dict.fromkeys("service stats resolver resolvers".split(), "broker.services"),
+    **dict.fromkeys("ledger pacing kept".split(), "broker.accounts"),
+    **dict.fromkeys("core records states actions access deadlines served mmi report".split(), "broker"),
+}
+RESOLVERS = ("attributes", "balanced", "descriptions")  # the modules of the built-in resolvers' package
+
+
+def _sansio(name: str) -> str:
+    """Where ``generaldomo.sansio.<name>`` (a module, or ``resolvers.<module>``) lives now."""
+    return f"generaldomo.sansio.{SANSIO[name.split('.')[0]]}.{name}"
+
+
 MOVED: dict[str, str] = {
-    **{name: f"generaldomo.sansio.{name}" for name in "events codec protocol core service flow stats mmi".split()},
-    "resolver": "generaldomo.sansio.resolver",
-    "resolvers": "generaldomo.sansio.resolvers",
-    **{
-        f"resolvers.{name}": f"generaldomo.sansio.resolvers.{name}"
-        for name in ("attributes", "balanced", "descriptions")
-    },
+    **{name: _sansio(name) for name in "events codec protocol core service flow stats mmi resolver".split()},
+    "resolvers": _sansio("resolvers"),
+    **{f"resolvers.{name}": _sansio(f"resolvers.{name}") for name in RESOLVERS},
+    **{f"sansio.{name}": _sansio(name) for name in SANSIO},
+    **{f"sansio.resolvers.{name}": _sansio(f"resolvers.{name}") for name in RESOLVERS},
     **{name: f"generaldomo.io.{name}" for name in "links broker connection inproc beacon metrics bridge".split()},
     "client": "generaldomo.peers.client",
     "worker": "generaldomo.peers.worker",

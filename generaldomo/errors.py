@@ -51,7 +51,7 @@ The family::
     └── IllegalTransition               (RuntimeError) a state machine told an event it has no move for (a bug)
 
 It imports nothing of generaldomo (every layer imports it) and knows nothing of sockets; the status codes the
-families stand for are the protocol's (:mod:`generaldomo.sansio.protocol`, tests/package/test_errors.py checks
+families stand for are the protocol's (:mod:`generaldomo.sansio.wire.protocol`, tests/package/test_errors.py checks
 they agree).
 """
 
@@ -252,7 +252,7 @@ class RequestTimeout(GeneraldomoError, TimeoutError):
 class HandshakeFailed(GeneraldomoError, ConnectionError):
     """The broker at the endpoint refused this peer's connection, which trying again will not fix: it speaks the
     other transport, or CURVE is missing, not wanted, or has the wrong key; ``.kind`` (``curve``, ``key``,
-    ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.handshake`) and the message say
+    ``handshake``: the other transport or CURVE, see :mod:`generaldomo.sansio.peer.handshake`) and the message say
     which. Raised within about a second of the failed handshake.
 
     Args:
@@ -290,7 +290,7 @@ class BrokerUnreachable(HandshakeFailed):
 
     @staticmethod
     def of(kind: str, cause: str) -> HandshakeFailed:
-        """The exception for a failure of ``kind`` (see :mod:`generaldomo.sansio.handshake`): this class for
+        """The exception for a failure of ``kind`` (see :mod:`generaldomo.sansio.peer.handshake`): this class for
         ``unreachable``, :class:`HandshakeFailed` for the others."""
         return BrokerUnreachable(kind, cause) if kind == "unreachable" else HandshakeFailed(kind, cause)
 

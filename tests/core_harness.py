@@ -6,10 +6,10 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
-from generaldomo.sansio.core import BrokerCore, Peer, Settings
-from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.broker.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
+from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
 
 # the kind of action each command the broker sends is (a REQUEST+FIELDS is a task too)
 _KINDS: dict[str, type[Send]] = {

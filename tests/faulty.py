@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from generaldomo.sansio.resolver import NameResolver
-from generaldomo.sansio.service import Service
+from generaldomo.sansio.broker.services.resolver import NameResolver
+from generaldomo.sansio.broker.services.service import Service
 
 RAISE = b"faulty.raise"  # mmi.service with this body: an Exception the broker does not expect
 ESCAPE = b"faulty.escape"  # a request for this service: an error that is no Exception, which ends the loop

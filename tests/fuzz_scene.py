@@ -21,13 +21,13 @@ import attrs
 from core_harness import checked
 from fuzz_strategies import shown as _shown
 
-from generaldomo.sansio import envelope, protocol
-from generaldomo.sansio.access import Credential, Role
-from generaldomo.sansio.core import BrokerCore, Peer, Send
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.ledger import MARGIN, Kind
-from generaldomo.sansio.peer_events import BrokerDisconnect, FinalReply, TaskCancel, TaskRequest
-from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES, Settings
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, Kind
+from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
+from generaldomo.sansio.config.settings import DEFAULT_MAX_FRAMES, Settings
+from generaldomo.sansio.wire import envelope, protocol
+from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.peer_events import BrokerDisconnect, FinalReply, TaskCancel, TaskRequest
 
 ROUTER, SERVER = 0, 1
 KIB, MIB = 1024, 1024 * 1024

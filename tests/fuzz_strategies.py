@@ -1,8 +1,8 @@
 """What the fuzzer sends: messages of every dialect and command, as a corpus and as hypothesis strategies.
 
-Every field a peer sends is taken from the one table of field limits (:mod:`generaldomo.sansio.limits`): each
+Every field a peer sends is taken from the one table of field limits (:mod:`generaldomo.sansio.wire.limits`): each
 field's values just within and just beyond its bounds (:func:`edges`), for lengths, counts, depths and numbers.
-Messages follow the protocol's own tables (:data:`~generaldomo.sansio.protocol.PREFIX`, the command bytes) and
+Messages follow the protocol's own tables (:data:`~generaldomo.sansio.wire.protocol.PREFIX`, the command bytes) and
 one layout of arguments per command (:data:`LAYOUTS`), so a command or dialect is fuzzed once it is in those
 tables and here. MMI bodies are odd JSON (deep, huge numbers, NaN, wrong types: :data:`JSON_TRICKS`) and
 near-valid queries and flow limits with each value at its bounds; ROUTER envelopes carry hops of every length
@@ -25,11 +25,11 @@ from collections.abc import Iterator, Sequence
 
 from hypothesis import strategies as st
 
-from generaldomo.sansio import codec, limits, protocol
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.flow import LIMIT_NAMES
-from generaldomo.sansio.limits import Field
-from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES
+from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES
+from generaldomo.sansio.config.settings import DEFAULT_MAX_FRAMES
+from generaldomo.sansio.wire import codec, limits, protocol
+from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.limits import Field
 
 Frames = list[bytes]
 CLIENT, WORKER = False, True
@@ -41,7 +41,7 @@ MMI_NAMES = (b"mmi.flow", b"mmi.status", b"mmi.service", b"mmi.", b"mmi.nothing"
 
 def edges(field: Field) -> list[int]:
     """The sizes or values just within and just beyond ``field``'s bounds, as the table gives them
-    (:func:`generaldomo.sansio.limits.edges`)."""
+    (:func:`generaldomo.sansio.wire.limits.edges`)."""
     return [value for value, _ in limits.edges(field)]
 
 

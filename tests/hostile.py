@@ -6,7 +6,7 @@ from typing import Any
 
 import zmq
 
-from generaldomo.sansio import codec, protocol
+from generaldomo.sansio.wire import codec, protocol
 
 WAIT_MS = 30_000  # a reply the test waits for comes within this long, on a loaded machine
 

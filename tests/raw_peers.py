@@ -12,7 +12,7 @@ import time
 import zmq
 
 from generaldomo import Client
-from generaldomo.sansio import codec
+from generaldomo.sansio.wire import codec
 
 
 class RawClient:

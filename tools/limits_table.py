@@ -1,4 +1,4 @@
-"""Write the field-limits table of generaldomo.sansio.limits into docs/protocol.rst (where the old one was).
+"""Write the field-limits table of generaldomo.sansio.wire.limits into docs/protocol.rst (where the old one was).
 
 Run it after changing the table: ``python tools/limits_table.py``; tests/sansio/test_field_limits.py checks that the
 document shows the table as the code has it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from generaldomo.sansio.limits import rst_table
+from generaldomo.sansio.wire.limits import rst_table
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "protocol.rst"
 # the simple table whose header row is "field  bounds  beyond them": rule, header, rule, rows, rule

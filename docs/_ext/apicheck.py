@@ -34,7 +34,7 @@ EXTRAS = (
     "generaldomo.io.bridge.Bridge",
     *("generaldomo.peers.pool.make_pool", "generaldomo.peers.pool.run_app"),
     "generaldomo.peers.task.TaskContext",
-    *("generaldomo.sansio.session.ClientSession", "generaldomo.sansio.session.WorkerSession"),
+    *("generaldomo.sansio.peer.session.ClientSession", "generaldomo.sansio.peer.session.WorkerSession"),
     *(f"generaldomo.ray.{name}" for name in ("WorkerHost", "WorkerPool", "client", "close", "load_handler")),
     *(f"generaldomo.ray.{name}" for name in ("request", "start_local")),
     *(f"generaldomo.dashboard.{name}" for name in ("Dashboard", "create_app", "create_wsgi_app")),

@@ -15,7 +15,7 @@ import sys
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 __all__ = ["BRIDGE_ROLES", "COMMAND", "arguments", "run"]
 

@@ -1,7 +1,7 @@
 """``generaldomo broker``: run a broker until SIGINT or SIGTERM.
 
 This module owns the broker command's flags and turns them into :class:`generaldomo.io.broker.Broker` calls;
-it adds no behaviour of its own. Defaults come from :class:`generaldomo.sansio.settings.Settings`.
+it adds no behaviour of its own. Defaults come from :class:`generaldomo.sansio.config.settings.Settings`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
 from generaldomo.io.transport import require_draft
-from generaldomo.sansio import knobs
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.settings import PeerSettings, Settings
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.config.settings import PeerSettings, Settings
 
 __all__ = [
     "BEACON_INTERVAL",
@@ -89,7 +89,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _limits(parser: argparse.ArgumentParser) -> None:
-    """The flags of the core's settings (:data:`generaldomo.sansio.knobs.SETTINGS`) but the heartbeats."""
+    """The flags of the core's settings (:data:`generaldomo.sansio.config.knobs.SETTINGS`) but the heartbeats."""
     for knob in LIMITS:
         options.add_knob(parser, knob)
 
@@ -191,8 +191,8 @@ def make_broker(
     """A broker with the links, resolver, settings and flow limits the flags ask for (not started), on
     ``context`` if given, telling ``on_failure`` if its loop stops on an error."""
     from generaldomo.io.broker import Broker
-    from generaldomo.sansio import mmi
-    from generaldomo.sansio.resolver import load_resolver
+    from generaldomo.sansio.broker import mmi
+    from generaldomo.sansio.broker.services.resolver import load_resolver
 
     settings = Settings(**{knob.name: getattr(args, knob.name) for knob in knobs.SETTINGS})
     resolver_options = dict(option.split("=", 1) for option in args.resolver_opt)
@@ -232,7 +232,7 @@ class FlowSpec:
 
 
 def parse_flow(spec: str) -> FlowSpec:
-    """``SERVICE:KEY=VALUE,...`` (keys of :data:`generaldomo.sansio.knobs.FLOW`, e.g. ``rate=5,burst=1,
+    """``SERVICE:KEY=VALUE,...`` (keys of :data:`generaldomo.sansio.config.knobs.FLOW`, e.g. ``rate=5,burst=1,
     concurrency=10,bytes_in_flight=1000000,adaptive=1..64,backoff=1..50``; a tenant's limits as
     ``tenants.NAME.KEY=VALUE``) -> its FlowSpec; ValueError naming what is wrong."""
     service, sep, pairs = spec.rpartition(":")

@@ -33,8 +33,8 @@ from generaldomo.errors import HandshakeFailed, NotFound, RequestFailed
 from generaldomo.io import files
 from generaldomo.io.connection import Curve
 from generaldomo.peers.client import Client, Reply
-from generaldomo.sansio import serializers
-from generaldomo.sansio.serializers import Serializer
+from generaldomo.sansio.peer import serializers
+from generaldomo.sansio.peer.serializers import Serializer
 
 __all__ = ["COMMAND", "DESCRIPTION", "PAYLOAD_FILE", "PROBE_TIMEOUT", "STDIN", "arguments", "payload_frames", "run"]
 

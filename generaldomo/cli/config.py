@@ -4,7 +4,7 @@ This module owns where a configurable command's settings come from, and in which
 flags, else the ``GENERALDOMO_*`` environment variables, else the TOML file of ``--config`` (or
 ``$GENERALDOMO_CONFIG``), else the defaults. Every option of the command's parser is a setting but those the
 command lists as ``per_run`` and its positionals: its configuration key is the option's destination (for the
-knobs of :mod:`generaldomo.sansio.knobs`, the knob's name), its variable ``GENERALDOMO_`` and the key in
+knobs of :mod:`generaldomo.sansio.config.knobs`, the knob's name), its variable ``GENERALDOMO_`` and the key in
 capitals (or the older names of :data:`generaldomo.cli.options.VARIABLES`, which the code that
 uses those options reads itself: they are checked and shown here, and a file's value gives way to them). A
 value from the file or the environment goes through the option's own type and choices, so it is checked as a
@@ -34,7 +34,7 @@ import attrs
 from generaldomo.cli.options import SECRETS, VARIABLES
 from generaldomo.errors import SettingsError
 from generaldomo.io import files
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 __all__ = [
     "CONFIG_FILE",

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 __all__ = [
     "BACKLOG",

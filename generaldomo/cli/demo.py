@@ -13,7 +13,7 @@ import time
 from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io.transport import draft_available, require_draft
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 __all__ = ["COMMAND", "arguments", "run"]
 

@@ -16,7 +16,8 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.errors import RequestFailed
 from generaldomo.peers.client import Client
-from generaldomo.sansio import knobs, protocol
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.wire import protocol
 
 __all__ = ["COMMAND", "FLOW_KEYS", "arguments", "run"]
 

@@ -4,7 +4,7 @@ This module owns the flags common to commands (transport, where the broker is, h
 their environment variables), the CLI's own defaults, and the process-life helpers (waiting for
 SIGINT/SIGTERM). A peer uses a broker key announced by its address file or beacon only with
 ``--trust-announced-key`` (trust on first use). Protocol defaults come from
-:mod:`generaldomo.sansio.settings`. It knows nothing of what any one command does.
+:mod:`generaldomo.sansio.config.settings`. It knows nothing of what any one command does.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from generaldomo.io.beacon import BROKER_VARIABLE, locate
 from generaldomo.io.connection import Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the commands' way to stop
-from generaldomo.sansio import knobs
-from generaldomo.sansio.knobs import Knob
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.config.knobs import Knob
+from generaldomo.sansio.config.settings import PeerSettings
 
 __all__ = [
     "ALIVE_CHECK",
@@ -130,7 +130,7 @@ def timeout(parser: argparse.ArgumentParser, what: str = "the answer") -> None:
 
 
 def heartbeats(parser: argparse.ArgumentParser, peer: str, defaults: PeerSettings = PEER) -> None:
-    """``--heartbeat`` and ``--liveness`` (:data:`generaldomo.sansio.knobs.PEER`); use the same values on the
+    """``--heartbeat`` and ``--liveness`` (:data:`generaldomo.sansio.config.knobs.PEER`); use the same values on the
     broker and its peers."""
     interval, liveness = knobs.PEER
     add_knob(parser, interval, default=defaults.heartbeat_interval, help="heartbeat interval")

@@ -3,7 +3,7 @@
 This module owns the CLI's diagnostics: a client HEARTBEAT (answered by any generaldomo broker or bridge, with
 its instance) and one management request (``mmi.service``, ``mmi.status``), each bounded in time, each on a
 fresh connection (with the command's CURVE settings, if any) that is closed afterwards. Every frame is built
-and read by :mod:`generaldomo.sansio.protocol`.
+and read by :mod:`generaldomo.sansio.wire.protocol`.
 It knows nothing of the client library's session.
 """
 
@@ -18,8 +18,8 @@ from typing import TypeVar
 
 from generaldomo.io.connection import Curve, connect
 from generaldomo.io.transport import Transport, draft_available
-from generaldomo.sansio import protocol, wirejson
-from generaldomo.sansio.report import StatusQuery
+from generaldomo.sansio.broker.report import StatusQuery
+from generaldomo.sansio.wire import protocol, wirejson
 
 __all__ = [
     "BUSIEST",

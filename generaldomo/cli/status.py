@@ -19,7 +19,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.cli.status_view import WIDTH, render
 from generaldomo.peers.client import Client
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 __all__ = ["COMMAND", "MIN_COLUMNS", "MOST", "PAGE_SIZE", "arguments", "columns", "gather", "run", "width"]
 

@@ -3,7 +3,7 @@
 This module owns the layout of ``generaldomo status``: which columns each table has and the lines above
 them; how a cell looks and how a table fits a width is :mod:`generaldomo.cli.columns`'. A layout of one
 services table is used when it fits the width, else the services are shown in two tables (counts; flow and
-times). It reads the typed report (:class:`~generaldomo.sansio.report.StatusReport`) and knows nothing of
+times). It reads the typed report (:class:`~generaldomo.sansio.broker.report.StatusReport`) and knows nothing of
 sockets, terminals or of how the report is made.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from generaldomo.cli.columns import Column, Kind, cell, cut, printable, table, width_of
-from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
+from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
 
 __all__ = ["COUNTS", "FLOW", "NAME", "WIDTH", "WORKERS", "S", "W", "render"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 __all__ = ["COMMAND", "ECHO", "arguments", "echo", "run"]
 

@@ -40,8 +40,8 @@ from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
 from generaldomo.errors import RequestFailed, TooManyStreams
 from generaldomo.io import files
 from generaldomo.peers.client import Client, Keys
-from generaldomo.sansio import wirejson
-from generaldomo.sansio.flow import LIMIT_NAMES
+from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES
+from generaldomo.sansio.wire import wirejson
 
 __all__ = [
     "CONTROLS_OFF",

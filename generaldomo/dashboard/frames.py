@@ -2,7 +2,7 @@
 
 Rules of this module:
 
-- It is IO-free: it is fed typed status reports (:class:`~generaldomo.sansio.report.StatusReport`) and the
+- It is IO-free: it is fed typed status reports (:class:`~generaldomo.sansio.broker.report.StatusReport`) and the
   wall-clock time each one arrived, and returns JSON-ready data. It reads no socket and no clock, and knows
   nothing of HTTP or of how the report was fetched.
 - A frame is bounded: at most ``max_services`` services and ``max_workers`` workers (the report's first ones;
@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import attrs
 
-from generaldomo.sansio.report import ServiceReport, StatusReport
+from generaldomo.sansio.broker.report import ServiceReport, StatusReport
 
 __all__ = [
     "BARS_KEPT",

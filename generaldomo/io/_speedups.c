@@ -888,7 +888,7 @@ static int encode_into(PyObject *frames, unsigned char *out) {
     return 0;
 }
 
-PyDoc_STRVAR(encode_doc, "encode(frames) -> bytes: generaldomo.sansio.codec.encode in C.");
+PyDoc_STRVAR(encode_doc, "encode(frames) -> bytes: generaldomo.sansio.wire.codec.encode in C.");
 
 static PyObject *sp_encode(PyObject *self, PyObject *frames) {
     PyObject *sequence = PySequence_Fast(frames, "frames must be a sequence");
@@ -954,7 +954,7 @@ static PyObject *decode_frames(const unsigned char *data, Py_ssize_t length, Py_
     return frames;
 }
 
-PyDoc_STRVAR(decode_doc, "decode(data, max_frames, too_many, malformed) -> list: generaldomo.sansio.codec.decode in C "
+PyDoc_STRVAR(decode_doc, "decode(data, max_frames, too_many, malformed) -> list: generaldomo.sansio.wire.codec.decode in C "
                          "(max_frames -1: no limit), raising too_many or malformed, the codec's error classes.");
 
 static PyObject *sp_decode(PyObject *self, PyObject *args) {

@@ -28,7 +28,7 @@ import attrs
 
 from generaldomo.io import files
 from generaldomo.io.endpoints import announced, announced_key
-from generaldomo.sansio import wirejson
+from generaldomo.sansio.wire import wirejson
 
 __all__ = [
     "BROKER_FILE_VARIABLE",

@@ -1,7 +1,7 @@
 """CURVE on the broker's links: its key, the allowlists by role, and the ZAP handler that admits listed keys.
 
 This module owns the broker's side of authentication. :class:`BrokerSecurity` holds the broker's key pair and a
-:class:`~generaldomo.sansio.access.Credential` for every admitted public key (a key listed in several role
+:class:`~generaldomo.sansio.broker.access.Credential` for every admitted public key (a key listed in several role
 directories holds several roles). :class:`ZapHandler` runs pyzmq's ``zmq.auth`` ThreadAuthenticator on the
 broker's context: it admits exactly the listed keys and sets each connection's ZAP user id to the key's Z85
 text, which libzmq attaches to every message as ``User-Id``; the links map it back with
@@ -20,7 +20,7 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
 from generaldomo.io import keys
-from generaldomo.sansio.access import Credential, Role
+from generaldomo.sansio.broker.access import Credential, Role
 
 __all__ = ["BrokerSecurity"]
 
@@ -34,7 +34,7 @@ class BrokerSecurity:
     Args:
         public_key: the broker's public key (Z85).
         secret_key: its secret key (Z85).
-        credentials: each admitted public key (Z85 text) and its :class:`~generaldomo.sansio.access.Credential`.
+        credentials: each admitted public key (Z85 text) and its :class:`~generaldomo.sansio.broker.access.Credential`.
 
     Example::
 

@@ -6,7 +6,7 @@ last frame shared with libzmq (zero-copy) and tracked (pyzmq's ``MessageTracker`
 frame only once it has written it out of the process (into the kernel, or to an inproc peer that read it).
 Messages to one connection leave in order, so a *mark* that is done means everything sent before it has left.
 What was sent up to a mark that is not done yet is charged to the connection in the broker's ledger
-(:class:`~generaldomo.sansio.ledger.Kind` ``UNSENT``) until it is.
+(:class:`~generaldomo.sansio.broker.accounts.ledger.Kind` ``UNSENT``) until it is.
 
 Rules: a connection's message carries a mark once :data:`CHUNK` bytes went to it since its last mark (a large
 message always does: marks cost tens of microseconds, so a peer that reads small replies pays for one mark per
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final, Protocol
 
-from generaldomo.sansio.ledger import MARGIN, Connection, Kind, Ledger
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, Connection, Kind, Ledger
 
 __all__ = ["CHUNK", "POLL", "TAILS", "Backlog", "Tracker"]
 

@@ -37,7 +37,8 @@ from generaldomo import errors
 from generaldomo.compat import moved_names
 from generaldomo.io import address_file
 from generaldomo.io.endpoints import announced, announced_key
-from generaldomo.sansio import knobs, wirejson
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.wire import wirejson
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["DiscoveryError"])

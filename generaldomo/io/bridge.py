@@ -59,12 +59,12 @@ from generaldomo.io.endpoints import FORMS
 from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.failfast import Failure, OnFailure, ServingLoop
 from generaldomo.io.links import Address, ServerLink
-from generaldomo.sansio import protocol
-from generaldomo.sansio.access import Credential, Role
 from generaldomo.sansio.barrier import Barrier
-from generaldomo.sansio.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS
 from generaldomo.sansio.lograte import LogLimiter
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["BridgeFailed"])

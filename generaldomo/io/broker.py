@@ -1,4 +1,4 @@
-"""The broker process: one :class:`~generaldomo.sansio.core.BrokerCore` driven over one or more links.
+"""The broker process: one :class:`~generaldomo.sansio.broker.core.BrokerCore` driven over one or more links.
 
 This module owns the event loop: it polls the links, reads the clock, feeds the core and sends what the core
 returns. It can run in the calling thread (:meth:`Broker.run`) or in a background thread of an application
@@ -41,10 +41,10 @@ from generaldomo.io.state import StateDir
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
-from generaldomo.sansio.core import BrokerCore, Peer, Send
-from generaldomo.sansio.report import PAGE_BYTES, StatusQuery, StatusReport
-from generaldomo.sansio.resolver import Resolver
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
+from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
+from generaldomo.sansio.broker.services.resolver import Resolver
+from generaldomo.sansio.config.settings import Settings
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["BrokerFailed"])

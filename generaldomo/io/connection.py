@@ -6,7 +6,7 @@ out the session's ToBroker and Reconnect actions. Each connection is read by exa
 :attr:`Connection.poll_items`, and may be written by any thread through :meth:`Connection.send`:
 
 - ``server`` transport: a CLIENT socket (draft API). It is thread-safe, so ``send`` writes to it directly
-  from the calling thread, frames packed by :mod:`generaldomo.sansio.codec`.
+  from the calling thread, frames packed by :mod:`generaldomo.sansio.wire.codec`.
 - ``router`` transport: a DEALER socket, which is not thread-safe but may be used by any thread that holds
   the connection's lock (a lock is a full memory barrier, which is what libzmq asks of a socket that changes
   threads). Every use of it is under that lock, so ``send`` writes directly from the calling thread too; the
@@ -47,9 +47,9 @@ from generaldomo.io import endpoints, monitor, speedups
 from generaldomo.io.locator import Locator, Target, Where
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.io.waiter import waiter
-from generaldomo.sansio import codec
-from generaldomo.sansio.handshake import HandshakeWatch
-from generaldomo.sansio.session import Action, Reconnect, ToBroker
+from generaldomo.sansio.peer.handshake import HandshakeWatch
+from generaldomo.sansio.peer.session import Action, Reconnect, ToBroker
+from generaldomo.sansio.wire import codec
 
 __all__ = [
     "CONNECTIONS",

@@ -2,9 +2,9 @@
 
 A link owns one bound socket and turns what arrives on it into ``(address, frames, credential)`` and back.
 ``RouterLink`` uses a ROUTER socket: the address is the peer's identity frame, or the whole envelope of a peer
-behind ROUTER/DEALER proxies (:mod:`generaldomo.sansio.envelope`), and frames pass as they are, so Majordomo
+behind ROUTER/DEALER proxies (:mod:`generaldomo.sansio.wire.envelope`), and frames pass as they are, so Majordomo
 peers work unchanged. ``ServerLink`` uses a SERVER socket (draft API): the address is the peer's routing id and
-the frames travel packed in one message part by :mod:`generaldomo.sansio.codec`; its ``inproc://`` endpoints
+the frames travel packed in one message part by :mod:`generaldomo.sansio.wire.codec`; its ``inproc://`` endpoints
 are carried by :mod:`generaldomo.io.inproc`. Links know nothing of the protocol beyond the envelope rule.
 
 Rules: a link never blocks and never lets one peer cost more than one bounded message's work. While reading it
@@ -48,11 +48,11 @@ from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.backlog import MARK, SEND, Backlog, Tracker
 from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.transport import BindError, Transport, bind, require_draft
-from generaldomo.sansio import codec, envelope
-from generaldomo.sansio.access import Credential
+from generaldomo.sansio.broker.access import Credential
+from generaldomo.sansio.config.settings import DEFAULT_MAX_FRAMES
 from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.lograte import LogLimiter
-from generaldomo.sansio.settings import DEFAULT_MAX_FRAMES
+from generaldomo.sansio.wire import codec, envelope
 
 __all__ = [
     "BATCH_BYTES",

@@ -1,6 +1,6 @@
 """Prometheus exposition of the broker's status report, on an optional HTTP port.
 
-This module owns the mapping from the typed status report (:class:`~generaldomo.sansio.report.StatusReport`)
+This module owns the mapping from the typed status report (:class:`~generaldomo.sansio.broker.report.StatusReport`)
 to Prometheus metrics. It reads the snapshot the broker's loop refreshes, never the live core, so it can run
 on the HTTP server's thread; the snapshot has the broker's totals, the ledger, workers per host and the 200
 busiest services (:data:`generaldomo.io.broker.SNAPSHOT`), so neither its cost nor the number of series grows
@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-from generaldomo.sansio import knobs
-from generaldomo.sansio.report import ServiceReport, StatusReport, WorkerReport
+from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
+from generaldomo.sansio.config import knobs
 
 __all__ = ["MAX_HOSTS", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
 

@@ -2,7 +2,7 @@
 
 This module owns the monitor of one peer socket (a PAIR socket that libzmq writes the events of
 ``zmq_socket_monitor`` to) and feeds what it reads to a
-:class:`~generaldomo.sansio.handshake.HandshakeWatch`, which names the cause of a failed handshake. Only the
+:class:`~generaldomo.sansio.peer.handshake.HandshakeWatch`, which names the cause of a failed handshake. Only the
 peer's IO thread reads it. It knows nothing of the protocol or of what a client or worker does about a failure.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import zmq
 
-from generaldomo.sansio.handshake import WATCHED, HandshakeWatch
+from generaldomo.sansio.peer.handshake import WATCHED, HandshakeWatch
 
 __all__ = ["Monitor", "attach"]
 

@@ -26,7 +26,7 @@ A file the broker cannot use (not a regular file, a link, too large, not valid, 
 private) is set aside, renamed ``NAME.unusable-TIMESTAMP`` and logged, and the broker serves without it: the
 configured limits apply (and a new hand-over key: tasks handed out before are not recovered). A directory it
 cannot use, or a write that fails, stops it with an error naming them. It knows nothing of sockets or of the
-core beyond the flow limits' form and the :class:`~generaldomo.sansio.mmi.FlowChange` it reports.
+core beyond the flow limits' form and the :class:`~generaldomo.sansio.broker.mmi.FlowChange` it reports.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ import attrs
 from generaldomo import errors
 from generaldomo.compat import moved_names
 from generaldomo.io import files
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.mmi import FlowChange
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.mmi import FlowChange
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["StateError"])

@@ -33,8 +33,8 @@ from generaldomo.peers.client import (
     named,
 )
 from generaldomo.peers.typed import TypedClient, TypedFuture
-from generaldomo.sansio import wirejson
-from generaldomo.sansio.serializers import Serializer
+from generaldomo.sansio.peer.serializers import Serializer
+from generaldomo.sansio.wire import wirejson
 
 __all__ = ["AsyncClient", "AsyncFuture"]
 

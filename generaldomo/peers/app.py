@@ -4,7 +4,7 @@ Rules:
 
 - ``app = App("name")``; ``@app.service("fft")`` or ``@app.service({"service": "fft", "gpu": "a100"})``
   (a JSON description for the attributes resolver) declares a handler; ``serializer="json"`` (or
-  ``msgpack``, ``pickle``, any :class:`~generaldomo.sansio.serializers.Serializer`) makes it take and return
+  ``msgpack``, ``pickle``, any :class:`~generaldomo.sansio.peer.serializers.Serializer`) makes it take and return
   Python objects. Without one it takes and returns bytes, as a plain :class:`~generaldomo.Worker` handler.
 - A handler may be a function, a generator (each yield is a partial result), an ``async def`` or an async
   generator; the coroutines run on an event loop owned by the slot that serves them (:class:`Bound`). A
@@ -40,8 +40,8 @@ from generaldomo import errors
 from generaldomo.compat import moved_names
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
-from generaldomo.sansio import serializers
-from generaldomo.sansio.serializers import Serializer
+from generaldomo.sansio.peer import serializers
+from generaldomo.sansio.peer.serializers import Serializer
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["AppImportError", "AppSpecError"])

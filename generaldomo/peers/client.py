@@ -1,6 +1,6 @@
 """The client API: one :class:`Client` shared by any number of threads.
 
-This module is the IO shell around :class:`generaldomo.sansio.session.ClientSession`, which owns request ids,
+This module is the IO shell around :class:`generaldomo.sansio.peer.session.ClientSession`, which owns request ids,
 heartbeats, re-asking, resending and duplicate suppression. Threads: the caller's thread checks the payload,
 registers the request in the session and sends it; one IO thread per client heartbeats, re-asks and
 reconnects as the session says. One lock guards the session; no user code runs under it.
@@ -47,12 +47,12 @@ from generaldomo.io.locator import Where
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
 from generaldomo.peers.reader_role import READER_ROLE, ReaderEvent, ReaderRole
-from generaldomo.sansio import protocol, wirejson
 from generaldomo.sansio.barrier import Barrier
-from generaldomo.sansio.handshake import UNREACHABLE, HandshakeWatch
-from generaldomo.sansio.report import StatusQuery
-from generaldomo.sansio.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+from generaldomo.sansio.broker.report import StatusQuery
+from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+from generaldomo.sansio.peer.handshake import UNREACHABLE, HandshakeWatch
+from generaldomo.sansio.peer.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
+from generaldomo.sansio.wire import protocol, wirejson
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(
@@ -594,7 +594,7 @@ class Client:
     def status(self, timeout: float | None = 10.0, **query: Any) -> dict[str, Any]:
         """The broker's status report (``mmi.status``): the broker's totals, and a page of its services and
         workers: the first ones, or those ``query`` asks for (``limit``, ``services_after``, ``workers_after``,
-        ``service``, ``order``; see :class:`~generaldomo.sansio.report.StatusQuery`). The report's ``next``
+        ``service``, ``order``; see :class:`~generaldomo.sansio.broker.report.StatusQuery`). The report's ``next``
         has the cursors of the next page.
 
         Args:

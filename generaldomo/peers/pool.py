@@ -33,7 +33,7 @@ from generaldomo.io.locator import Locator, Place, Where
 from generaldomo.io.signals import stop_on_signals
 from generaldomo.peers.app import App, load
 from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
+from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 __all__ = ["make_pool", "run_app"]
 

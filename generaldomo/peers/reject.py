@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 __all__ = ["Reject"]
 

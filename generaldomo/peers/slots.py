@@ -29,7 +29,7 @@ from generaldomo.io.locator import Place
 from generaldomo.peers.app import Bound, ServiceSpec
 from generaldomo.peers.task import TaskContext
 from generaldomo.peers.worker import Worker
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS
+from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS
 
 __all__ = ["ABANDON_WAIT", "DEFAULT_OPTIONS", "Slot", "SlotGroup", "SlotOptions"]
 

@@ -2,7 +2,7 @@
 
 Rules: a description may be text or a mapping (sent as JSON, for the attributes resolver); each request goes
 out as a typed payload of the serializer (a content-type frame and the body, see
-:mod:`generaldomo.sansio.serializers`); each reply, partial or final, must come back in the same content
+:mod:`generaldomo.sansio.peer.serializers`); each reply, partial or final, must come back in the same content
 type, or the caller gets :class:`~generaldomo.errors.ContentTypeError` (a worker serving raw
 bytes, or another serializer) rather than a wrong value. A worker that gets the wrong content type answers
 ``415``, raised as :class:`~generaldomo.RequestFailed`. It wraps a :class:`~generaldomo.Client` and shares
@@ -20,8 +20,8 @@ from typing import Any
 from generaldomo import errors
 from generaldomo.peers.app import Description, wire_description
 from generaldomo.peers.client import DEFAULT, Client, Reply, RequestFuture, _Default
-from generaldomo.sansio import serializers
-from generaldomo.sansio.serializers import Serializer
+from generaldomo.sansio.peer import serializers
+from generaldomo.sansio.peer.serializers import Serializer
 
 __all__ = ["TypedClient", "TypedFuture"]
 

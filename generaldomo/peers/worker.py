@@ -1,6 +1,6 @@
 """The worker API: serve one service description with a handler function.
 
-This module is the IO shell around :class:`generaldomo.sansio.session.WorkerSession`, which owns READY
+This module is the IO shell around :class:`generaldomo.sansio.peer.session.WorkerSession`, which owns READY
 (carrying the previous result), heartbeats both ways, registering again and DISCONNECT. Threads: the thread
 that calls :meth:`Worker.serve` owns the socket and runs the handler itself, with no hand-over per task;
 while the handler runs it lends the socket, across a lock, to a heartbeat thread, so that a long task does
@@ -35,11 +35,11 @@ from generaldomo.io.transport import Transport
 from generaldomo.peers.client import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
-from generaldomo.sansio import protocol
 from generaldomo.sansio.barrier import Barrier
-from generaldomo.sansio.handshake import HandshakeFailure
-from generaldomo.sansio.session import Action, CancelTask, Reconnect, RunTask, WorkerSession
-from generaldomo.sansio.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
+from generaldomo.sansio.peer.handshake import HandshakeFailure
+from generaldomo.sansio.peer.session import Action, CancelTask, Reconnect, RunTask, WorkerSession
+from generaldomo.sansio.wire import protocol
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["WorkerStopped"])

@@ -8,7 +8,7 @@ or in a line of its own when the interval is over (:meth:`LogLimiter.warn`, at t
 ``max_keys`` windows at once, windows whose interval is over are forgotten (at most once an interval), and if
 none is, new keys share one window (per kind of trouble, for :meth:`LogLimiter.warn`). It is fed the time by
 its caller and reads no clock; it knows nothing of messages or sockets. (A service's rate *limit* is another
-thing: :mod:`generaldomo.sansio.flow`.)
+thing: :mod:`generaldomo.sansio.broker.flow.flow`.)
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The one style of state machine: a transition table keyed by ``(state, event)``, applied by one function.
 
 This module owns how every machine of generaldomo moves (the core's workers and tasks,
-:mod:`generaldomo.sansio.states`; a worker's session, :mod:`generaldomo.sansio.session`; a Client's reader role,
-:mod:`generaldomo.peers.reader_role`): a :class:`Machine` is named and holds its table; :meth:`Machine.apply`
+:mod:`generaldomo.sansio.broker.states`; a worker's session, :mod:`generaldomo.sansio.peer.session`; a Client's reader
+role, :mod:`generaldomo.peers.reader_role`): a :class:`Machine` is named and holds its table; :meth:`Machine.apply`
 gives the state after an event, and a move the table does not list raises :class:`IllegalTransition` naming the
 machine, the state and the event. Whether an event may be *ignored* in a state (a peer's message that does not
 fit) is the caller's to say before it applies the event (:meth:`Machine.allows`): an illegal move is a bug, never

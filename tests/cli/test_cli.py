@@ -15,7 +15,7 @@ import zmq
 from cli_processes import COMMAND, expect, lines, spawn
 
 from generaldomo.cli import COMMANDS, parser
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.config.settings import Settings
 
 
 def test_broker_worker_client(transport: str, processes: list[subprocess.Popen]) -> None:
@@ -267,7 +267,7 @@ def test_the_installed_entry_point_runs_the_same_command_line() -> None:
 # What only the broker, the bridge, the worker pools, the dashboard and Ray need: the short commands load none.
 HEAVY = (
     "generaldomo.io.broker", "generaldomo.io.bridge", "generaldomo.io.state", "generaldomo.io.auth",
-    "generaldomo.sansio.core", "generaldomo.peers.pool", "generaldomo.peers.app", "generaldomo.dashboard",
+    "generaldomo.sansio.broker.core", "generaldomo.peers.pool", "generaldomo.peers.app", "generaldomo.dashboard",
     "generaldomo.ray", "multiprocessing", "asyncio", "ray",
 )  # fmt: skip
 LOADED = """\

@@ -18,7 +18,7 @@ from waiting import eventually
 
 from generaldomo import Client
 from generaldomo.cli import _SUBPARSERS, COMMANDS, config, parser, settings_table
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs"

@@ -20,8 +20,8 @@ from generaldomo import Broker, Client, RequestFailed, ServiceUnavailable, cpp
 from generaldomo.cli.embedded import EmbeddedBroker, build_flags, flags, read_config
 from generaldomo.errors import SettingsError
 from generaldomo.io import keys
-from generaldomo.sansio import protocol
-from generaldomo.sansio.core import BrokerCore, Peer
+from generaldomo.sansio.broker.core import BrokerCore, Peer
+from generaldomo.sansio.wire import protocol
 
 WAIT = 60.0
 

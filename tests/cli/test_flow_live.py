@@ -16,7 +16,7 @@ from waiting import eventually
 
 from generaldomo import Client
 from generaldomo.cli.broker import parse_flow
-from generaldomo.sansio.adaptive import AdaptiveLimits
+from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "status.schema.json").read_text())
 

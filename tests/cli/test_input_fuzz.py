@@ -34,7 +34,7 @@ from generaldomo.cli import _SUBPARSERS, COMMANDS, main, parser
 from generaldomo.io import address_file, endpoints, files
 from generaldomo.io.beacon import MAGIC, VERSION, Listener, decode
 from generaldomo.io.locator import Where, _Beacons
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 parser()
 CONFIGURABLE = [command.name for command in COMMANDS if command.configurable]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from generaldomo.cli import _SUBPARSERS, main, parser
-from generaldomo.sansio import knobs
+from generaldomo.sansio.config import knobs
 
 Z85_SECRET = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"
 TOKEN = "a-dashboard-token-of-some-length"

@@ -11,8 +11,8 @@ from core_harness import Harness, client, worker
 
 from generaldomo import Client, RequestFailed
 from generaldomo.cli.status_view import render
-from generaldomo.sansio.mmi import status
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.broker.mmi import status
+from generaldomo.sansio.broker.report import StatusReport
 
 
 def test_status_report_counts_what_happened() -> None:

@@ -19,10 +19,10 @@ from raw_peers import Probe, RawClient, start_broker
 from generaldomo import Broker, Client
 from generaldomo.cli.status import gather
 from generaldomo.cli.status_view import render
-from generaldomo.sansio import protocol
-from generaldomo.sansio.core import Peer
-from generaldomo.sansio.report import DESCRIPTION_BYTES, MAX_PAGE, PAGE, StatusQuery, StatusReport
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.broker.report import DESCRIPTION_BYTES, MAX_PAGE, PAGE, StatusQuery, StatusReport
+from generaldomo.sansio.config.settings import Settings
+from generaldomo.sansio.wire import protocol
 
 
 def ask(h: Harness, body: list[bytes]) -> tuple[bytes | None, bytes]:

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from generaldomo import Broker, Client, Worker
 from generaldomo.cli.columns import Kind, width_of
 from generaldomo.cli.status_view import COUNTS, FLOW, WIDTH, WORKERS, render
-from generaldomo.sansio import codec, protocol
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.broker.report import StatusReport
+from generaldomo.sansio.wire import codec, protocol
 
 FORMATS = {
     Kind.TEXT: r".*",

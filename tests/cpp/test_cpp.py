@@ -27,7 +27,7 @@ from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
 from generaldomo.io.auth import BrokerSecurity
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 60.0  # seconds: the bound on every wait; generous for a loaded 2-core machine

@@ -29,7 +29,7 @@ from cpp.test_cpp import WAIT, Programs, tagged
 from generaldomo import Client, RequestFailed
 from generaldomo.io import bridge as bridge_module
 from generaldomo.io.bridge import Bridge
-from generaldomo.sansio import codec, limits, protocol
+from generaldomo.sansio.wire import codec, limits, protocol
 
 
 class CppBridge:
@@ -211,7 +211,7 @@ def test_a_request_the_bridge_forgot_is_sent_again_when_its_client_asks(any_brid
 
 
 def test_the_cpp_bridge_bounds_are_the_python_ones() -> None:
-    """bridge.hpp restates the field bounds of generaldomo/sansio/limits.py and the bridge's client share (C++
+    """bridge.hpp restates the field bounds of generaldomo/sansio/wire/limits.py and the bridge's client share (C++
     cannot import them): the header's constants must be the same values."""
     header = (Path(__file__).resolve().parents[2] / "cpp/include/generaldomo/bridge.hpp").read_text()
     stated = dict(

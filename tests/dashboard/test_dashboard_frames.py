@@ -10,9 +10,9 @@ from pathlib import Path
 from core_harness import Harness, client, worker
 
 from generaldomo.dashboard.frames import HISTORY, Framer, counter_group
-from generaldomo.sansio.adaptive import AdaptiveLimits
-from generaldomo.sansio.report import StatusReport
-from generaldomo.sansio.stats import RECENT
+from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
+from generaldomo.sansio.broker.report import StatusReport
+from generaldomo.sansio.broker.services.stats import RECENT
 
 _ids = itertools.count()
 

@@ -16,8 +16,8 @@ import pytest
 
 import generaldomo
 import generaldomo.io.bridge
-from generaldomo.sansio import codec, protocol
-from generaldomo.sansio.events import ClientRequest, Dialect
+from generaldomo.sansio.wire import codec, protocol
+from generaldomo.sansio.wire.events import ClientRequest, Dialect
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL = (ROOT / "docs" / "protocol.rst").read_text()

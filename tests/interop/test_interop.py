@@ -24,7 +24,7 @@ from transports import TRANSPORTS
 from waiting import eventually
 
 from generaldomo import Broker, Client
-from generaldomo.sansio.core import Settings
+from generaldomo.sansio.broker.core import Settings
 from interop.build import build_peers
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path

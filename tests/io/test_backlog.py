@@ -6,7 +6,7 @@ from __future__ import annotations
 import attrs
 
 from generaldomo.io.backlog import CHUNK, DROP, MARK, TAILS, Backlog
-from generaldomo.sansio.ledger import Kind, Ledger
+from generaldomo.sansio.broker.accounts.ledger import Kind, Ledger
 
 A, B = (0, b"a"), (0, b"b")
 

@@ -9,7 +9,7 @@ import zmq
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.sansio import codec
+from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 

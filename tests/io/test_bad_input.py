@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from waiting import eventually
 
 from generaldomo import Client, RequestFailed
-from generaldomo.sansio import codec
-from generaldomo.sansio.core import Settings
+from generaldomo.sansio.broker.core import Settings
+from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 

@@ -11,7 +11,7 @@ import pytest
 from generaldomo import Client
 from generaldomo.errors import DiscoveryError
 from generaldomo.io.beacon import Announcement, Listener, announceable, decode, encode, find_broker
-from generaldomo.sansio.access import Credential, Role
+from generaldomo.sansio.broker.access import Credential, Role
 
 
 def test_datagram_round_trip_and_foreign_datagrams() -> None:

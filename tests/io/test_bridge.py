@@ -15,7 +15,7 @@ from bridge_cases import (  # noqa: F401  (the tests both bridges run)
 
 from generaldomo import Client, RequestFailed
 from generaldomo.io.bridge import Bridge
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from generaldomo.errors import BridgeFailed
 from generaldomo.io import keys
 from generaldomo.io.bridge import QUEUED_OVERHEAD, Bridge
 from generaldomo.io.connection import Curve
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 TESTS = Path(__file__).resolve().parents[1]  # the shared helpers: faulty.py
 

@@ -12,8 +12,8 @@ from zmq.utils import z85
 
 from generaldomo import Client
 from generaldomo.io.connection import BrokerChannel, Curve, connect
-from generaldomo.sansio import codec
-from generaldomo.sansio.session import Reconnect
+from generaldomo.sansio.peer.session import Reconnect
+from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 

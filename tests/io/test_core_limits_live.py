@@ -9,10 +9,10 @@ import zmq
 from raw_peers import RawClient, rss_kib, start_broker
 from waiting import eventually
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.ledger import request_charge
-from generaldomo.sansio.report import StatusReport
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.broker.accounts.ledger import request_charge
+from generaldomo.sansio.broker.report import StatusReport
+from generaldomo.sansio.config.settings import Settings
+from generaldomo.sansio.wire import protocol
 
 FLOOD = 200_000
 KIB = b"x" * 1024

@@ -20,9 +20,9 @@ from generaldomo.io import keys, speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.links import LINKS, Link, Received
 from generaldomo.io.transport import Transport
-from generaldomo.sansio import codec
-from generaldomo.sansio.access import Credential, Role
-from generaldomo.sansio.core import BrokerCore
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.broker.core import BrokerCore
+from generaldomo.sansio.wire import codec
 
 # Role checks are the core's (BrokerCore.receive's credential); the links hand it over when the core takes it.
 needs_role_checks = pytest.mark.skipif(

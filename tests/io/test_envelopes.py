@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo import Client
-from generaldomo.sansio import envelope
+from generaldomo.sansio.wire import envelope
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 

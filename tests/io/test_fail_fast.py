@@ -24,7 +24,7 @@ from generaldomo.cli.command import Exit
 from generaldomo.errors import BridgeFailed, BrokerFailed
 from generaldomo.io.bridge import Bridge
 from generaldomo.io.failfast import ServingLoop
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 TESTS = Path(__file__).resolve().parents[1]  # the shared helpers: faulty.py
 
@@ -173,7 +173,7 @@ def final(request_id: bytes, body: bytes, status: bytes = b"200") -> list[bytes]
 def test_a_client_drops_a_message_whose_handling_raises_and_serves_on(transport: str) -> None:
     from hostile import RawBroker
 
-    from generaldomo.sansio.peer_events import FinalReply
+    from generaldomo.sansio.wire.peer_events import FinalReply
 
     with (
         RawBroker(transport) as broker,

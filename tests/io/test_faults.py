@@ -13,7 +13,7 @@ import pytest
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.sansio.core import Settings
+from generaldomo.sansio.broker.core import Settings
 
 HEARTBEAT = ["--heartbeat", "0.1", "--liveness", "3"]
 FAST = Settings(heartbeat_interval=0.1, liveness=3, max_attempts=3)

@@ -17,10 +17,10 @@ from generaldomo.io import address_file
 from generaldomo.io.address_file import BrokerAddress
 from generaldomo.io.beacon import Listener
 from generaldomo.io.locator import FILE_LOOK, Locator, Target, Where
-from generaldomo.sansio import protocol
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.session import ClientSession, Reconnect, ToBroker, WorkerSession
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.config.settings import PeerSettings
+from generaldomo.sansio.peer.session import ClientSession, Reconnect, ToBroker, WorkerSession
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
 
 FAST = Settings(heartbeat_interval=0.25, liveness=4)
 HEARTBEAT = ["--heartbeat", "0.25", "--liveness", "4"]

@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 
 from generaldomo import Broker, Client, RequestFailed, RequestRejected, Settings, Worker
 from generaldomo.io.bridge import Bridge
-from generaldomo.sansio import limits, protocol
-from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.wire import limits, protocol
+from generaldomo.sansio.wire.events import Dialect
 
 MIB = 1024 * 1024
 HELD_BYTES = 16 * MIB  # the broker's ledger budget (--held-bytes)

@@ -27,7 +27,7 @@ from raw_peers import RawClient, rss_kib
 from transports import TRANSPORTS
 
 from generaldomo import Client, Worker
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 MIB = 1024 * 1024
 HELD = 16 * MIB  # --held-bytes: small, so that rules reach it

@@ -14,7 +14,7 @@ from hostile import RawBroker, RawPeer
 from waiting import eventually
 
 from generaldomo import Client, RequestFailed, Worker
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 

@@ -16,7 +16,7 @@ from generaldomo import Broker, Client, draft
 from generaldomo.io import inproc
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.links import ServerLink
-from generaldomo.sansio import codec
+from generaldomo.sansio.wire import codec
 
 STRESS = Path(__file__).with_name("inproc_stress.py")
 native_only = pytest.mark.skipif(not inproc.NATIVE, reason="this libzmq lacks generaldomo's mailbox lock patch")

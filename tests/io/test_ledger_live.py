@@ -14,9 +14,9 @@ from raw_peers import Probe, RawClient, rss_kib, start_broker
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.sansio import codec, protocol
-from generaldomo.sansio.ledger import MARGIN
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.broker.accounts.ledger import MARGIN
+from generaldomo.sansio.broker.report import StatusReport
+from generaldomo.sansio.wire import codec, protocol
 
 MIB = 1024 * 1024
 HELD = 64 * MIB  # the ledger's budgets for these brokers: small, so that the attacks reach them quickly
@@ -119,7 +119,7 @@ def handled(broker: Attacked) -> int:
 
 def test_mdp_requests_with_huge_hops_stay_charged_after_the_sender_left(attacked: Callable[..., Attacked]) -> None:
     broker = attacked("router")
-    huge = b"h" * (8 * MIB)  # the finding's hops: beyond the bound of a hop (generaldomo.sansio.limits), malformed
+    huge = b"h" * (8 * MIB)  # the finding's hops: beyond the bound of a hop (generaldomo.sansio.wire.limits), malformed
     with broker.raw() as attacker:
         for n in range(12):
             attacker.send([huge[:-4] + b"%04d" % n, b"", b"MDPC01", b"nobody", b"x"])

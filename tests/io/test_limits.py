@@ -15,8 +15,8 @@ from waiting import eventually
 from generaldomo import Client, errors
 from generaldomo.io import links
 from generaldomo.io.links import RouterLink, ServerLink
-from generaldomo.sansio import codec
-from generaldomo.sansio.core import Settings
+from generaldomo.sansio.broker.core import Settings
+from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 

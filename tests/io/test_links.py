@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from generaldomo.io.links import RouterLink, ServerLink
-from generaldomo.sansio import codec
+from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 

@@ -14,8 +14,8 @@ import zmq
 from raw_peers import Probe, RawClient, start_broker
 
 from generaldomo import Client
-from generaldomo.sansio import protocol
-from generaldomo.sansio.report import REPORTED_TENANTS
+from generaldomo.sansio.broker.report import REPORTED_TENANTS
+from generaldomo.sansio.wire import protocol
 
 SERVICES = 999  # one connection may make 1,000
 NAME = "\U0001f600" * 60  # 240 bytes of UTF-8 and 720 of JSON text in each service's name

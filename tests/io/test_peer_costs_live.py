@@ -9,8 +9,8 @@ from raw_peers import RawClient, start_broker
 from waiting import eventually
 
 from generaldomo import Client, Reject
-from generaldomo.sansio import protocol
-from generaldomo.sansio.report import StatusReport
+from generaldomo.sansio.broker.report import StatusReport
+from generaldomo.sansio.wire import protocol
 
 MIB = 1024 * 1024
 

@@ -17,7 +17,7 @@ from generaldomo.io import keys
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.bridge import Bridge
 from generaldomo.io.connection import Curve
-from generaldomo.sansio import codec, protocol
+from generaldomo.sansio.wire import codec, protocol
 
 SWEEP = 64  # guessed task ids the forger tries besides the real one
 

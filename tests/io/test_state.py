@@ -18,10 +18,10 @@ from generaldomo import Broker, Client, Worker
 from generaldomo.errors import StateError
 from generaldomo.io import state
 from generaldomo.io.state import StateDir
-from generaldomo.sansio.adaptive import AdaptiveLimits
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.mmi import FlowChange
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.mmi import FlowChange
+from generaldomo.sansio.config.settings import Settings
 
 COMMAND = [sys.executable, "-m", "generaldomo"]
 LOOSE = Settings(heartbeat_interval=1.0, liveness=6)  # a loaded machine may pause a thread for seconds
@@ -206,8 +206,8 @@ def test_cli_flow_changes_survive_kill_9(tmp_path: Path, transport: str) -> None
 
 
 def test_the_core_reports_the_latest_change_per_name_in_order() -> None:
-    from generaldomo.sansio import protocol
-    from generaldomo.sansio.core import BrokerCore, Peer
+    from generaldomo.sansio.broker.core import BrokerCore, Peer
+    from generaldomo.sansio.wire import protocol
 
     core = BrokerCore(random=lambda n: bytes(n))
     assert not core.changed

@@ -20,9 +20,9 @@ from generaldomo import Broker, Client, Worker
 from generaldomo.errors import StateError
 from generaldomo.io import state
 from generaldomo.io.state import StateDir
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.mmi import FlowChange
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.mmi import FlowChange
+from generaldomo.sansio.config.settings import Settings
 
 LOOSE = Settings(heartbeat_interval=1.0, liveness=6)
 NOBODY = 65534

@@ -19,8 +19,8 @@ from waiting import eventually
 from generaldomo import Broker, Settings
 from generaldomo.io import speedups
 from generaldomo.io.links import KEEP
-from generaldomo.sansio import codec, protocol
-from generaldomo.sansio.limits import DESCRIPTION
+from generaldomo.sansio.wire import codec, protocol
+from generaldomo.sansio.wire.limits import DESCRIPTION
 
 MIB = 1024 * 1024
 WAIT = 60.0
@@ -135,7 +135,7 @@ def test_large_frames_from_a_router_client_pass_by_reference_and_intact(broker: 
 def test_a_large_description_is_read_as_bytes(broker: Broker) -> None:
     """Only bodies pass by reference: a description is a field the broker reads (here an unknown ``mmi.``
     service, answered 501 as MMI says); one of KEEP bytes or more is beyond the bounds of a description
-    (:mod:`generaldomo.sansio.limits`) and answered 400."""
+    (:mod:`generaldomo.sansio.wire.limits`) and answered 400."""
     client = zmq.Context.instance().socket(zmq.CLIENT)
     client.linger = 0
     client.connect(broker.endpoint("server", "inproc"))

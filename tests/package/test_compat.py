@@ -11,12 +11,12 @@ import sys
 import pytest
 
 import generaldomo
-from generaldomo.compat import MOVED
+from generaldomo.compat import MOVED, SANSIO
 
 # What only some users need; ``import generaldomo`` must not load it (the old paths loaded all of it).
 NOT_AT_IMPORT = (
     *("generaldomo.cli", "generaldomo.dashboard", "generaldomo.ray", "generaldomo.draft", "generaldomo.io.bridge"),
-    *("generaldomo.io.metrics", "generaldomo.sansio.resolvers", "prometheus_client"),
+    *("generaldomo.io.metrics", "generaldomo.sansio.broker.services.resolvers", "prometheus_client"),
 )
 SMALL = 70  # generaldomo's modules that the public names need today: about 57 of its 100
 
@@ -42,16 +42,18 @@ def forgotten(monkeypatch: pytest.MonkeyPatch):
     """The old paths as before their first use: not in sys.modules, not attributes of the package."""
     for old in MOVED:
         monkeypatch.delitem(sys.modules, f"generaldomo.{old}", raising=False)
-        if old in vars(generaldomo):  # (looked up in its __dict__: a getattr would warn)
-            monkeypatch.delattr(generaldomo, old)
+        parent, _, name = f"generaldomo.{old}".rpartition(".")
+        if parent in sys.modules and name in vars(sys.modules[parent]):  # (its __dict__: a getattr would warn)
+            monkeypatch.delattr(sys.modules[parent], name)
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_each_old_path_imports_the_module_at_its_new_home_with_a_warning(old: str, forgotten: None) -> None:
     new = importlib.import_module(MOVED[old])
-    if "." in old:  # its package first, which warns of itself
-        with pytest.warns(DeprecationWarning, match=f"generaldomo.{old.split('.')[0]} is deprecated"):
-            importlib.import_module(f"generaldomo.{old.split('.')[0]}")
+    parent = old.rpartition(".")[0]
+    if parent in MOVED:  # its package first, which warns of itself
+        with pytest.warns(DeprecationWarning, match=f"generaldomo.{parent} is deprecated"):
+            importlib.import_module(f"generaldomo.{parent}")
     with pytest.warns(DeprecationWarning, match=f"generaldomo.{old} is deprecated; import {MOVED[old]}"):
         assert importlib.import_module(f"generaldomo.{old}") is new
     assert sys.modules[f"generaldomo.{old}"] is new
@@ -73,8 +75,8 @@ def test_an_old_submodule_path_and_its_names(forgotten: None) -> None:
     with pytest.warns(DeprecationWarning):
         from generaldomo.core import BrokerCore
         from generaldomo.resolvers.attributes import AttributeResolver
-    from generaldomo.sansio.core import BrokerCore as today
-    from generaldomo.sansio.resolvers.attributes import AttributeResolver as attributes_today
+    from generaldomo.sansio.broker.core import BrokerCore as today
+    from generaldomo.sansio.broker.services.resolvers.attributes import AttributeResolver as attributes_today
 
     assert BrokerCore is today and AttributeResolver is attributes_today
 
@@ -84,3 +86,24 @@ def test_what_was_never_there_is_still_not() -> None:
         generaldomo.nothing  # noqa: B018
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("generaldomo.nothing")
+
+
+def test_the_io_free_layers_old_paths_name_its_sub_packages_and_every_form_imports(
+    forgotten: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``generaldomo.sansio.<module>`` for each module that moved into a sub-package: ``import``, ``from ... import``
+    and the names in it, each with the warning naming where it lives now."""
+    assert all(f"sansio.{name}" in MOVED for name in SANSIO)
+    for name, sub_package in SANSIO.items():
+        new = importlib.import_module(f"generaldomo.sansio.{sub_package}.{name}")
+        assert MOVED[f"sansio.{name}"] == new.__name__
+        with pytest.warns(DeprecationWarning, match=f"generaldomo.sansio.{name} is deprecated; import {new.__name__}"):
+            exec(f"from generaldomo.sansio import {name} as module", namespace := {})
+        assert namespace["module"] is new
+    monkeypatch.delitem(sys.modules, "generaldomo.sansio.session")
+    monkeypatch.delattr(sys.modules["generaldomo.sansio"], "session")
+    with pytest.warns(DeprecationWarning, match="import generaldomo.sansio.peer.session"):
+        from generaldomo.sansio.session import ClientSession, WorkerSession
+    from generaldomo.sansio.peer import session
+
+    assert (ClientSession, WorkerSession) == (session.ClientSession, session.WorkerSession)

@@ -21,7 +21,7 @@ import pytest
 import generaldomo
 from generaldomo import AsyncClient, Client, GeneraldomoError, Reject, Settings, TypedClient, errors
 from generaldomo.peers.app import App, Bound
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 PACKAGE = Path(generaldomo.__file__).parent
 OUTSIDE = {"generaldomo.peers.reject.Reject", "generaldomo.draft.BuildError", "generaldomo.draft.Unsupported"}
@@ -70,13 +70,13 @@ OLD_HOMES = {
     "generaldomo.io.transport": ("DraftUnavailable",),
     "generaldomo.io.keys": ("KeyFileError",),
     "generaldomo.io.state": ("StateError",),
-    "generaldomo.sansio.resolver": ("ResolveError",),
-    "generaldomo.sansio.serializers": ("ContentTypeError", "DecodeError"),
+    "generaldomo.sansio.broker.services.resolver": ("ResolveError",),
+    "generaldomo.sansio.peer.serializers": ("ContentTypeError", "DecodeError"),
     "generaldomo.cli.embedded": ("SettingsError",),
-    "generaldomo.sansio.codec": ("CodecError", "TooManyFrames"),
-    "generaldomo.sansio.wirejson": ("WireJSONError",),
+    "generaldomo.sansio.wire.codec": ("CodecError", "TooManyFrames"),
+    "generaldomo.sansio.wire.wirejson": ("WireJSONError",),
     "generaldomo.sansio.machine": ("IllegalTransition",),
-    "generaldomo.sansio.mmi": ("ManagementError", "Forbidden", "OverBudget"),
+    "generaldomo.sansio.broker.mmi": ("ManagementError", "Forbidden", "OverBudget"),
     "generaldomo.io.failfast": ("LoopFailed",),
     "generaldomo.io.broker": ("BrokerFailed",),
     "generaldomo.io.bridge": ("BridgeFailed",),

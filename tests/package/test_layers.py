@@ -1,4 +1,5 @@
-"""The layers of the package: the IO-free subpackage imports nothing that does IO."""
+"""The layers of the package: the IO-free subpackage imports nothing that does IO, and inside it no import runs
+upward between its sub-packages (:data:`BELOW`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,21 @@ import generaldomo
 
 PACKAGE = Path(generaldomo.__file__).parent
 SANSIO = sorted((PACKAGE / "sansio").rglob("*.py"))
+# The IO-free layer's sub-packages, each with the ones right below it: a module may import its own sub-package's
+# modules and those of every sub-package below its own (the closure of this table), never one above or beside it.
+# "" is the package root's own modules (the state-machine style, the log limiter...), the bottom. A new
+# sub-package must be given its place here (test_every_sub_package_has_its_place).
+BELOW: dict[str, tuple[str, ...]] = {
+    "": (),
+    "wire": ("",),
+    "config": ("wire",),
+    "peer": ("config",),
+    "broker.flow": ("config",),
+    "broker.accounts": ("config",),
+    "broker.services": ("broker.flow",),
+    "broker.services.resolvers": ("broker.services",),
+    "broker": ("broker.services.resolvers", "broker.accounts"),
+}
 FORBIDDEN = ("zmq", "socket", "select", "selectors", "threading", "time", "asyncio", "generaldomo.io")
 
 
@@ -39,6 +55,39 @@ def package_of(path: Path) -> str:
     return ".".join(parts if path.name == "__init__.py" else parts[:-1])
 
 
+def below(sub_package: str) -> set[str]:
+    """Every sub-package below ``sub_package`` in :data:`BELOW`, at any depth."""
+    found: set[str] = set()
+    todo = list(BELOW[sub_package])
+    while todo and len(found) <= len(BELOW):
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(BELOW[name])
+    return found
+
+
+def sub_package_of(module: str) -> str:
+    """The sub-package of the IO-free layer that ``module`` (a dotted name inside it) belongs to: the deepest."""
+    inside = module.removeprefix("generaldomo.sansio").removeprefix(".")
+    places = [name for name in BELOW if name and (inside == name or inside.startswith(f"{name}."))]
+    return max(places, key=len, default="")
+
+
+def upward(source: str, module: str) -> list[str]:
+    """The imports of ``source`` (the module named ``module``) that run upward or sideways in the IO-free layer."""
+    own = sub_package_of(module)
+    allowed = {own} | below(own)
+    package = module if module.endswith(".__init__") else module.rsplit(".", 1)[0]
+    names = imported(source, package.removesuffix(".__init__"))
+    inside = (n for n in names if n == "generaldomo.sansio" or n.startswith("generaldomo.sansio."))
+    return sorted(n for n in inside if sub_package_of(n) not in allowed)
+
+
+def module_of(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+
+
 def test_the_io_free_layer_is_there() -> None:
     assert {"core.py", "protocol.py", "session.py", "peer_events.py"} <= {path.name for path in SANSIO}
 
@@ -57,3 +106,44 @@ def test_the_check_catches_every_form_of_import() -> None:
         "zmq.utils",
         "zmq.utils.monitor",
     ]
+
+
+@pytest.mark.parametrize("path", SANSIO, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_runs_upward_between_the_sub_packages(path: Path) -> None:
+    assert not upward(path.read_text(), module_of(path)), f"{path.name} imports from above its sub-package"
+
+
+def test_every_sub_package_has_its_place() -> None:
+    found = {
+        module_of(init).removeprefix("generaldomo.sansio").removesuffix(".__init__").removeprefix(".")
+        for init in (PACKAGE / "sansio").rglob("__init__.py")
+    }
+    assert found == set(BELOW), f"give each sub-package its place in BELOW: {sorted(found ^ set(BELOW))}"
+
+
+def test_the_order_is_an_order() -> None:
+    """Below never loops back: no sub-package is below itself, and the root is below every other."""
+    for name in BELOW:
+        assert name not in below(name), f"{name!r} is below itself"
+        assert name == "" or "" in below(name)
+    assert below("broker") == set(BELOW) - {"broker", "peer"}
+    assert "broker" not in below("peer") and "peer" not in below("broker")
+
+
+def test_the_order_check_catches_an_upward_import() -> None:
+    source = (
+        "from generaldomo.sansio.broker import core\n"
+        "from generaldomo.sansio.peer.session import ClientSession\n"
+        "from ..config import settings\n"
+        "from . import limits\n"
+        "from generaldomo.sansio import machine\n"
+    )
+    assert upward(source, "generaldomo.sansio.wire.protocol") == [
+        "generaldomo.sansio.broker",
+        "generaldomo.sansio.broker.core",
+        "generaldomo.sansio.config",
+        "generaldomo.sansio.config.settings",
+        "generaldomo.sansio.peer.session",
+        "generaldomo.sansio.peer.session.ClientSession",
+    ]
+    assert upward(source.split("\n", 2)[2], "generaldomo.sansio.broker.core") == []

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from generaldomo import App, Client, Reject, RequestFailed, TypedClient, Worker
 from generaldomo.peers.app import Bound, load
 from generaldomo.peers.pool import make_pool
-from generaldomo.sansio import serializers
-from generaldomo.sansio.resolvers.attributes import AttributeResolver
+from generaldomo.sansio.broker.services.resolvers.attributes import AttributeResolver
+from generaldomo.sansio.peer import serializers
 
 
 def test_services_are_declared_by_name_or_attributes() -> None:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from generaldomo import Client, RequestExpired
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.config.settings import Settings
 
 
 def needs_kept_answers(client: Client) -> None:

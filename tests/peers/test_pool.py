@@ -12,7 +12,7 @@ from generaldomo import Client, RequestFailed, TypedClient
 from generaldomo.peers.app import load
 from generaldomo.peers.pool import make_pool
 from generaldomo.peers.slots import SlotOptions
-from generaldomo.sansio.core import Settings
+from generaldomo.sansio.broker.core import Settings
 
 FAST = Settings(heartbeat_interval=0.25, liveness=4)
 HEARTBEAT = ["--heartbeat", "0.25", "--liveness", "4"]

@@ -16,8 +16,8 @@ import zmq
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.sansio import codec, protocol
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.config.settings import Settings
+from generaldomo.sansio.wire import codec, protocol
 
 
 class ScriptedBroker:

@@ -16,9 +16,9 @@ from waiting import eventually
 
 from generaldomo import Broker, Worker
 from generaldomo.io import keys
-from generaldomo.sansio import protocol
-from generaldomo.sansio.session import BACKOFF_FIRST, BACKOFF_MOST, Reconnect, ToBroker, WorkerSession
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.config.settings import PeerSettings
+from generaldomo.sansio.peer.session import BACKOFF_FIRST, BACKOFF_MOST, Reconnect, ToBroker, WorkerSession
+from generaldomo.sansio.wire import protocol
 
 DISCONNECT = protocol.gdp_worker_command(protocol.DISCONNECT)
 HEARTBEAT = protocol.gdp_worker_command(protocol.HEARTBEAT)
@@ -117,5 +117,7 @@ def test_a_refused_worker_backs_off_and_both_sides_log_a_few_lines(
     assert worker.refusals <= 5 and refused <= worker.refusals + 3, (dict(counters), elapsed)  # + its DISCONNECTs
     said = [r for r in caplog.records if "refused this worker's READY" in r.getMessage()]
     assert len(said) == worker.refusals  # one line per step
-    broker_lines = [r for r in caplog.records if r.name == "generaldomo.sansio.core" and "refused" in r.getMessage()]
+    broker_lines = [
+        r for r in caplog.records if r.name == "generaldomo.sansio.broker.core" and "refused" in r.getMessage()
+    ]
     assert len(broker_lines) <= 2  # rate-limited per key, not per connection

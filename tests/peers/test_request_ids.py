@@ -17,7 +17,7 @@ from hostile import RawPeer
 from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
-from generaldomo.sansio import protocol
+from generaldomo.sansio.wire import protocol
 
 NEXT = 20  # ids the attacker pre-sends
 REQUESTS = (b"\x01", b"\x06")  # REQUEST, REQUEST+FIELDS (request() sends its timeout as a deadline)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from generaldomo import App, Client, ContentTypeError, DecodeError, RequestFailed, TypedClient
 from generaldomo.peers.app import Bound
-from generaldomo.sansio import serializers
+from generaldomo.sansio.peer import serializers
 
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text()
 json_values = st.recursive(

@@ -11,7 +11,7 @@ import zmq
 from waiting import eventually
 
 from generaldomo import Client, Worker, WorkerError, WorkerStopped
-from generaldomo.sansio.core import Settings
+from generaldomo.sansio.broker.core import Settings
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 

@@ -29,8 +29,8 @@ from waiting import eventually
 
 import generaldomo.ray as gdray
 from generaldomo import Broker, Client, Reply
-from generaldomo.sansio.resolvers.attributes import AttributeResolver
-from generaldomo.sansio.settings import Settings
+from generaldomo.sansio.broker.services.resolvers.attributes import AttributeResolver
+from generaldomo.sansio.config.settings import Settings
 
 HEARTBEAT = 0.25
 LIVENESS = 4

@@ -11,10 +11,10 @@ from core_harness import Harness, client, worker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generaldomo.sansio import adaptive as adaptive_module
-from generaldomo.sansio import protocol
-from generaldomo.sansio.adaptive import BACKOFF, Adaptive, AdaptiveLimits
-from generaldomo.sansio.flow import Flow, FlowLimits
+from generaldomo.sansio.broker.flow import adaptive as adaptive_module
+from generaldomo.sansio.broker.flow.adaptive import BACKOFF, Adaptive, AdaptiveLimits
+from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
+from generaldomo.sansio.wire import protocol
 
 
 def test_starts_at_the_lower_bound_and_grows_by_one_per_round_near_the_floor() -> None:

@@ -10,9 +10,17 @@ from core_harness import Harness, client, worker
 from waiting import eventually
 
 from generaldomo import Client, Reject, Worker
-from generaldomo.sansio import protocol
-from generaldomo.sansio.backoff import DECREASE, MAX_RETRY_AFTER, MIN_REST, MIN_STEP, SHARE, Backoff, BackoffLimits
-from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.broker.flow.backoff import (
+    DECREASE,
+    MAX_RETRY_AFTER,
+    MIN_REST,
+    MIN_STEP,
+    SHARE,
+    Backoff,
+    BackoffLimits,
+)
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.wire import protocol
 
 SLOW_DOWN = b"429"
 

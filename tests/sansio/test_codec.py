@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo.errors import CodecError
-from generaldomo.sansio.codec import decode, encode
+from generaldomo.sansio.wire.codec import decode, encode
 
 frames = st.lists(st.binary(max_size=600), max_size=12)
 

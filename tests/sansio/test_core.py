@@ -8,13 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo.errors import ResolveError
-from generaldomo.sansio import protocol
-from generaldomo.sansio.actions import Beat, Cancel, Dismiss, Dispatch, Send
-from generaldomo.sansio.core import Peer
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.resolver import NameResolver
-from generaldomo.sansio.service import Service
-from generaldomo.sansio.states import WorkerState
+from generaldomo.sansio.broker.actions import Beat, Cancel, Dismiss, Dispatch, Send
+from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.broker.services.resolver import NameResolver
+from generaldomo.sansio.broker.services.service import Service
+from generaldomo.sansio.broker.states import WorkerState
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
 
 
 @given(st.integers(0, 20), st.integers(0, 20))

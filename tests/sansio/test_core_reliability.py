@@ -8,12 +8,12 @@ import logging
 import pytest
 from core_harness import Harness, client, worker
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.ledger import MARGIN, request_charge
-from generaldomo.sansio.resolver import NameResolver
-from generaldomo.sansio.service import Service
-from generaldomo.sansio.states import TaskState, WorkerState
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, request_charge
+from generaldomo.sansio.broker.services.resolver import NameResolver
+from generaldomo.sansio.broker.services.service import Service
+from generaldomo.sansio.broker.states import TaskState, WorkerState
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
 
 
 def heartbeat(*rids: bytes) -> list[bytes]:

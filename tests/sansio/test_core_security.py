@@ -7,10 +7,10 @@ import logging
 import pytest
 from core_harness import Harness, client, worker
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.access import Credential, Role
-from generaldomo.sansio.core import Peer
-from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
 
 CLIENT = Credential("client-key", frozenset({Role.CLIENT}))
 OTHER_CLIENT = Credential("other-client-key", frozenset({Role.CLIENT}))

@@ -22,15 +22,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.access import Credential, Role
-from generaldomo.sansio.adaptive import AdaptiveLimits
-from generaldomo.sansio.core import BrokerCore, Peer, Settings
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.ledger import MARGIN, Kind, request_charge
-from generaldomo.sansio.mmi import FlowChange
-from generaldomo.sansio.states import TaskState
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, Kind, request_charge
+from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
+from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.mmi import FlowChange
+from generaldomo.sansio.broker.states import TaskState
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
 
 SERVICES = (b"a", b"b")
 # three direct clients, and two behind one proxy (one connection: envelope addresses with a shared first hop)

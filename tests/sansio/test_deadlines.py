@@ -11,10 +11,10 @@ from waiting import eventually
 
 from generaldomo import App, Client, RequestExpired
 from generaldomo.peers.task import TaskContext, takes_task
-from generaldomo.sansio import protocol
-from generaldomo.sansio.deadlines import COMPACT_AFTER, Deadlines
-from generaldomo.sansio.session import CancelTask, ClientSession, RunTask, WorkerSession
-from generaldomo.sansio.states import TaskState
+from generaldomo.sansio.broker.deadlines import COMPACT_AFTER, Deadlines
+from generaldomo.sansio.broker.states import TaskState
+from generaldomo.sansio.peer.session import CancelTask, ClientSession, RunTask, WorkerSession
+from generaldomo.sansio.wire import protocol
 
 MODERN = protocol.worker_info(None, 1)  # the peer info of a worker that understands fields and CANCEL
 

@@ -17,10 +17,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from waiting import eventually
 
 from generaldomo import Client
-from generaldomo.sansio import protocol
-from generaldomo.sansio.access import Credential, Role
-from generaldomo.sansio.fair import AGING, KEEP_IDLE, FairQueue, TenantLimits, merge_tenants
-from generaldomo.sansio.flow import FlowLimits
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.broker.flow.fair import AGING, KEEP_IDLE, FairQueue, TenantLimits, merge_tenants
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.wire import protocol
 
 LEVELS = protocol.MAX_PRIORITY - protocol.MIN_PRIORITY + 1
 
@@ -371,7 +371,7 @@ def test_priorities_order_a_tenants_requests() -> None:
 
 
 def _change(tenants: dict[str, TenantLimits]):
-    from generaldomo.sansio.mmi import FlowChange
+    from generaldomo.sansio.broker.mmi import FlowChange
 
     return FlowChange("echo", FlowLimits(tenants=tenants))
 

@@ -15,11 +15,11 @@ from core_harness import Harness, client, worker
 from generaldomo import Broker, Client, NotFound
 from generaldomo.io import keys
 from generaldomo.io.auth import BrokerSecurity
-from generaldomo.sansio import protocol
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.served import MAX_NAMES, ServedRecently
-from generaldomo.sansio.session import ClientSession, Resolve, ToBroker
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.broker.served import MAX_NAMES, ServedRecently
+from generaldomo.sansio.config.settings import PeerSettings
+from generaldomo.sansio.peer.session import ClientSession, Resolve, ToBroker
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
 
 KNOWN, DETACHED = protocol.FLAG_KNOWN_SERVICE, protocol.FLAG_DETACHED
 

@@ -13,12 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo import errors
-from generaldomo.sansio import limits, protocol, wirejson
-from generaldomo.sansio.adaptive import AdaptiveLimits
-from generaldomo.sansio.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect, Malformed, WorkerReply
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
-from generaldomo.sansio.resolvers.attributes import AttributeResolver
+from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.services.resolvers.attributes import AttributeResolver
+from generaldomo.sansio.wire import limits, protocol, wirejson
+from generaldomo.sansio.wire.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect, Malformed, WorkerReply
+from generaldomo.sansio.wire.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
 
 PROTOCOL = (Path(__file__).resolve().parents[2] / "docs" / "protocol.rst").read_text()
 
@@ -124,7 +124,7 @@ def test_a_timing_frame_that_is_not_two_finite_durations_gives_no_timing(timing:
 
 
 def test_hops_are_within_their_bounds() -> None:
-    from generaldomo.sansio import envelope
+    from generaldomo.sansio.wire import envelope
 
     message = [b"GDPC01", b"\x04"]
     assert envelope.split(b"id", [b"h" * 255, *message]) == ((b"id", b"h" * 255), message)

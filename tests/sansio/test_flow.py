@@ -7,9 +7,9 @@ from core_harness import Harness, client, worker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.core import Peer
-from generaldomo.sansio.flow import Flow, FlowLimits
+from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
+from generaldomo.sansio.wire import protocol
 
 
 def test_bucket_admits_burst_then_one_per_interval() -> None:

@@ -7,10 +7,10 @@ from core_harness import Harness, client, worker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.core import BrokerCore
-from generaldomo.sansio.flow import Flow, FlowLimits
-from generaldomo.sansio.mmi import shown
+from generaldomo.sansio.broker.core import BrokerCore
+from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
+from generaldomo.sansio.broker.mmi import shown
+from generaldomo.sansio.wire import protocol
 
 
 def test_fits_within_the_limit_and_alone_when_larger() -> None:

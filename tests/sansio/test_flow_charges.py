@@ -10,11 +10,11 @@ import tracemalloc
 
 from core_harness import Harness, client
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.fair import KEEP_IDLE, FairQueue
-from generaldomo.sansio.flow import FlowLimits
-from generaldomo.sansio.ledger import OVERHEAD, TENANT_LIMIT, Kind, flow_charge
-from generaldomo.sansio.service import Service
+from generaldomo.sansio.broker.accounts.ledger import OVERHEAD, TENANT_LIMIT, Kind, flow_charge
+from generaldomo.sansio.broker.flow.fair import KEEP_IDLE, FairQueue
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.services.service import Service
+from generaldomo.sansio.wire import protocol
 
 KIB = 1024
 IDLE_TENANTS = 24 * KIB  # of a service's charge (48 KiB), for its idle tenants' state: the rest, its own

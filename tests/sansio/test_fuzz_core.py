@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from generaldomo import errors
-from generaldomo.sansio import codec, envelope, protocol
-from generaldomo.sansio.access import Credential, Role
-from generaldomo.sansio.events import Dialect
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.wire import codec, envelope, protocol
+from generaldomo.sansio.wire.events import Dialect
 
 SENDERS = st.integers(0, len(HOSTILE_IDENTITIES) + len(HOSTILE_ROUTING_IDS) - 1)
 STEPS = st.sampled_from([0.0, 0.0, 0.0, 0.01, 0.3, 1.0])  # seconds between hostile messages

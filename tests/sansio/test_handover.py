@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from core_harness import Harness, client, worker
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.access import Credential, Role
-from generaldomo.sansio.core import Peer
-from generaldomo.sansio.peer_events import BrokerHeartbeat, HeartbeatAnswer
-from generaldomo.sansio.ticket import Tickets, nonce, request_digest
+from generaldomo.sansio.broker.access import Credential, Role
+from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.peer_events import BrokerHeartbeat, HeartbeatAnswer
+from generaldomo.sansio.wire.ticket import Tickets, nonce, request_digest
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(32)

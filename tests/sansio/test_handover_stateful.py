@@ -14,11 +14,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.core import BrokerCore, Peer, Settings
-from generaldomo.sansio.peer_events import BrokerDisconnect, BrokerHeartbeat, TaskRequest
-from generaldomo.sansio.session import Reconnect, RunTask, ToBroker, WorkerSession
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
+from generaldomo.sansio.config.settings import PeerSettings
+from generaldomo.sansio.peer.session import Reconnect, RunTask, ToBroker, WorkerSession
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.peer_events import BrokerDisconnect, BrokerHeartbeat, TaskRequest
 
 KEY = bytes(range(32))
 INTERVAL = 1.0

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from core_harness import Harness, client, worker
 
-from generaldomo.sansio.core import HOLDINGS
+from generaldomo.sansio.broker.core import HOLDINGS
 
 
 def _held(obj: object, prefix: str = "") -> Iterator[str]:

@@ -1,4 +1,4 @@
-"""The one declaration per setting and limit (generaldomo.sansio.knobs) against everything made from it or
+"""The one declaration per setting and limit (generaldomo.sansio.config.knobs) against everything made from it or
 checked by it: Settings, FlowLimits, TenantLimits, the settings and flow reports, the CLI's help, the flow
 specs, docs/status.schema.json and the metrics."""
 
@@ -16,12 +16,12 @@ from cli_processes import expect, lines, spawn
 
 from generaldomo import Client
 from generaldomo.cli.broker import parse_flow
-from generaldomo.sansio import knobs
-from generaldomo.sansio.core import BrokerCore
-from generaldomo.sansio.fair import TenantLimits
-from generaldomo.sansio.flow import LIMIT_NAMES, FlowLimits
-from generaldomo.sansio.report import FlowReport, SettingsReport, StatusReport
-from generaldomo.sansio.settings import PeerSettings, Settings
+from generaldomo.sansio.broker.core import BrokerCore
+from generaldomo.sansio.broker.flow.fair import TenantLimits
+from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES, FlowLimits
+from generaldomo.sansio.broker.report import FlowReport, SettingsReport, StatusReport
+from generaldomo.sansio.config import knobs
+from generaldomo.sansio.config.settings import PeerSettings, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "status.schema.json").read_text())

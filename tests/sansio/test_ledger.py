@@ -1,5 +1,5 @@
-"""The ledger (generaldomo.sansio.ledger) alone, and the broker core's use of it: every holding charged to the
-connection it came from (a forged hop is not a new connection), the budgets and caps refuse what does not
+"""The ledger (generaldomo.sansio.broker.accounts.ledger) alone, and the broker core's use of it: every holding charged
+to the connection it came from (a forged hop is not a new connection), the budgets and caps refuse what does not
 fit, everything is released when it goes, and the overhead constants are not below what CPython spends."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from core_harness import Harness, client, worker
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from generaldomo.sansio import limits, protocol
-from generaldomo.sansio.core import BEATS_PER_TICK, ECHO_BYTES, Peer
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.ledger import MARGIN, RESERVE, Kind, Ledger, Refusal, connection
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, RESERVE, Kind, Ledger, Refusal, connection
+from generaldomo.sansio.broker.core import BEATS_PER_TICK, ECHO_BYTES, Peer
+from generaldomo.sansio.wire import limits, protocol
+from generaldomo.sansio.wire.events import Dialect
 
 MIB = 1024 * 1024
 KINDS = tuple(Kind)
@@ -179,7 +179,7 @@ def test_workers_a_connection_registers_are_capped_and_released() -> None:
 
 
 def test_the_worker_share_is_at_most_half() -> None:
-    from generaldomo.sansio.settings import Settings
+    from generaldomo.sansio.config.settings import Settings
 
     with pytest.raises(ValueError):
         Settings(connection_worker_share=0.6)
@@ -188,7 +188,7 @@ def test_the_worker_share_is_at_most_half() -> None:
 
 def test_forged_hops_are_one_peer_for_the_log_limiter(caplog: pytest.LogCaptureFixture) -> None:
     h = Harness()
-    with caplog.at_level(logging.WARNING, "generaldomo.sansio.core"):
+    with caplog.at_level(logging.WARNING, "generaldomo.sansio.broker.core"):
         for n in range(500):
             h.feed(forged(n), [b"GDPC01", b"\x77"])
     assert h.core.counters["malformed"] == 500

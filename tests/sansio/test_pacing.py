@@ -1,5 +1,5 @@
-"""Expensive management requests paced per connection (generaldomo.sansio.pacing): beyond a connection's work
-per second they wait their turn, beyond its line they get 429 with a retry-after; the lines go in turn; the
+"""Expensive management requests paced per connection (generaldomo.sansio.broker.accounts.pacing): beyond a connection's
+work per second they wait their turn, beyond its line they get 429 with a retry-after; the lines go in turn; the
 broker's bucket bounds the work of any moment; the tables stay bounded whatever the peers send."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from core_harness import Harness, client
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo.sansio import pacing, protocol
-from generaldomo.sansio.core import Peer
-from generaldomo.sansio.pacing import Pacer
+from generaldomo.sansio.broker.accounts import pacing
+from generaldomo.sansio.broker.accounts.pacing import Pacer
+from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.wire import protocol
 
 
 def status_request(rid: bytes, query: dict[str, object] | None = None) -> list[bytes]:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.events import (
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import (
     ClientRequest,
     Dialect,
     Malformed,

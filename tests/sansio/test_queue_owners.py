@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from core_harness import Harness, client, worker
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.ledger import MARGIN, RESERVE
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, RESERVE
+from generaldomo.sansio.wire import protocol
 
 KIB = 1024
 MIB = 1024 * KIB

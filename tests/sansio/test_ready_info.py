@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo.io.metrics import MAX_HOSTS, StatusCollector
-from generaldomo.sansio import protocol
-from generaldomo.sansio.events import Dialect, Malformed, WorkerReady, WorkerReply
-from generaldomo.sansio.report import FlowReport, StatusReport
-from generaldomo.sansio.session import ToBroker, WorkerSession
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.broker.report import FlowReport, StatusReport
+from generaldomo.sansio.config.settings import PeerSettings
+from generaldomo.sansio.peer.session import ToBroker, WorkerSession
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect, Malformed, WorkerReady, WorkerReply
 
 frames = st.binary(max_size=24)
 # Frames a peer-info frame might be mistaken for, or mistaken as: JSON objects among arbitrary bytes.
@@ -34,7 +34,7 @@ def test_a_ready_with_a_result_is_never_taken_for_one_with_peer_info(
     event = protocol.parse(protocol.gdp_ready(description, (task_id, status, body)))
     if protocol.is_status(status) and task_id:
         assert event == WorkerReply(Dialect.GDP, task_id, status, tuple(body), True, description)
-    else:  # a status of 3 digits, a task id of 1 to 255 bytes (generaldomo.sansio.limits)
+    else:  # a status of 3 digits, a task id of 1 to 255 bytes (generaldomo.sansio.wire.limits)
         assert isinstance(event, Malformed) and event.worker is Dialect.GDP
     with_info = protocol.parse(protocol.gdp_ready(description, (task_id, status, body), info=b'{"pid": 7}'))
     assert with_info == event  # a READY carrying a result carries no peer info

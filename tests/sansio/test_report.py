@@ -9,10 +9,10 @@ from core_harness import Harness, client, worker
 
 from generaldomo.cli.status_view import render
 from generaldomo.io.metrics import StatusCollector
-from generaldomo.sansio.kept import KeptAnswers
-from generaldomo.sansio.ledger import request_charge
-from generaldomo.sansio.report import StatusReport
-from generaldomo.sansio.stats import RECENT, nearest_rank, percentile, percentiles
+from generaldomo.sansio.broker.accounts.kept import KeptAnswers
+from generaldomo.sansio.broker.accounts.ledger import request_charge
+from generaldomo.sansio.broker.report import StatusReport
+from generaldomo.sansio.broker.services.stats import RECENT, nearest_rank, percentile, percentiles
 
 # what the two requests of busy_report() cost the budgets (their ids, envelopes and overhead too)
 ECHO = request_charge(len(b"echo") + 10, 1, b"r1", client(0).address)

@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo.io.broker import SNAPSHOT, SNAPSHOT_BYTES
-from generaldomo.sansio import protocol
-from generaldomo.sansio.report import (
+from generaldomo.sansio.broker.report import (
     PAGE_BYTES,
     REPORTED_TENANTS,
     AdaptiveReport,
@@ -26,6 +25,7 @@ from generaldomo.sansio.report import (
     TenantReport,
     WorkerReport,
 )
+from generaldomo.sansio.wire import protocol
 
 TENANTS = 1023  # the most a service's limits name besides "*"
 EMOJI = "\U0001f600"  # 4 bytes of UTF-8, 12 of JSON text

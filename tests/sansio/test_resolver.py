@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from generaldomo.errors import ResolveError
-from generaldomo.sansio.resolver import NameResolver, Resolver, load_resolver
+from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver, load_resolver
 
 
 def test_name_resolver_is_majordomo() -> None:
@@ -25,9 +25,9 @@ def test_name_resolver_refuses_bad_names(description: bytes) -> None:
 
 
 def test_load_resolver() -> None:
-    assert isinstance(load_resolver("generaldomo.sansio.resolver:NameResolver"), NameResolver)
+    assert isinstance(load_resolver("generaldomo.sansio.broker.services.resolver:NameResolver"), NameResolver)
     with pytest.raises(ValueError):
-        load_resolver("generaldomo.sansio.resolver")
+        load_resolver("generaldomo.sansio.broker.services.resolver")
     with pytest.raises(TypeError):
         load_resolver("collections:OrderedDict")
     with pytest.raises(ImportError):

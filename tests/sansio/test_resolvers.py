@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo import Client
-from generaldomo.sansio import protocol
-from generaldomo.sansio.resolver import load_resolver
-from generaldomo.sansio.resolvers.attributes import AttributeResolver
-from generaldomo.sansio.resolvers.balanced import BalancedResolver
-from generaldomo.sansio.resolvers.descriptions import parse, satisfies
+from generaldomo.sansio.broker.services.resolver import load_resolver
+from generaldomo.sansio.broker.services.resolvers.attributes import AttributeResolver
+from generaldomo.sansio.broker.services.resolvers.balanced import BalancedResolver
+from generaldomo.sansio.broker.services.resolvers.descriptions import parse, satisfies
+from generaldomo.sansio.wire import protocol
 
 GPUS = ["a100", "v100", "t4"]
 
@@ -155,7 +155,9 @@ def test_name_resolver_behaves_like_plain_majordomo(steps: list[tuple[str, bytes
 def test_resolvers_load_by_name_and_module() -> None:
     assert isinstance(load_resolver("attributes", {"prefer": "gpu:a100,t4"}), AttributeResolver)
     assert isinstance(load_resolver("balanced", {"key": "rack"}), BalancedResolver)
-    assert isinstance(load_resolver("generaldomo.sansio.resolvers.balanced:BalancedResolver"), BalancedResolver)
+    assert isinstance(
+        load_resolver("generaldomo.sansio.broker.services.resolvers.balanced:BalancedResolver"), BalancedResolver
+    )
     with pytest.raises(ValueError, match="known: attributes, balanced, name"):
         load_resolver("nonesuch")
 

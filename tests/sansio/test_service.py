@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.queues import COMPACT_AFTER
-from generaldomo.sansio.service import Service
 
 
 class Item:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.events import Dialect
-from generaldomo.sansio.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
-from generaldomo.sansio.session import ClientSession, Reconnect, Resolve, RunTask, ToBroker, WorkerSession
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.config.settings import PeerSettings
+from generaldomo.sansio.peer.session import ClientSession, Reconnect, Resolve, RunTask, ToBroker, WorkerSession
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
 
 PEER = PeerSettings(heartbeat_interval=1.0, liveness=3)
 

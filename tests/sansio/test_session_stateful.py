@@ -17,18 +17,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from generaldomo.sansio import protocol
-from generaldomo.sansio.events import (
-    Dialect,
-    WorkerDisconnect,
-    WorkerHandover,
-    WorkerHeartbeat,
-    WorkerReady,
-    WorkerReply,
-    WorkerResume,
-)
-from generaldomo.sansio.peer_events import HeartbeatAnswer
-from generaldomo.sansio.session import (
+from generaldomo.sansio.config.settings import PeerSettings
+from generaldomo.sansio.peer.session import (
     ClientSession,
     Fail,
     Progress,
@@ -38,7 +28,17 @@ from generaldomo.sansio.session import (
     ToBroker,
     WorkerSession,
 )
-from generaldomo.sansio.settings import PeerSettings
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import (
+    Dialect,
+    WorkerDisconnect,
+    WorkerHandover,
+    WorkerHeartbeat,
+    WorkerReady,
+    WorkerReply,
+    WorkerResume,
+)
+from generaldomo.sansio.wire.peer_events import HeartbeatAnswer
 
 INTERVAL = 1.0
 LIVENESS = 3

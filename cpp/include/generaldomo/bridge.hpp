@@ -18,7 +18,7 @@
 // send their requests again when the bridge restarts, and the request ids the client asks about that it has not in
 // flight, so that the client sends those again; a CANCEL closes the request's DEALER (a late reply is not
 // delivered); a client silent for liveness heartbeat intervals is forgotten and the DEALERs of its requests closed;
-// a DEALER idle for idle_timeout is closed. Field bounds are those of generaldomo/sansio/limits.py: a message
+// a DEALER idle for idle_timeout is closed. Field bounds are those of generaldomo/sansio/wire/limits.py: a message
 // beyond them, or one that does not unpack, is dropped and counted (a request whose description is too long gets
 // 400). An error while handling one message drops it, counted in internal_errors(); an error that stops the
 // bridge's thread is rethrown by check() and stop(). Plaintext only (the Python bridge does CURVE).

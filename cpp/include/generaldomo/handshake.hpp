@@ -1,5 +1,5 @@
 // generaldomo/handshake.hpp: what the socket monitor of a client's connection says, and the cause it names.
-// The same rules as the Python peers' (generaldomo/sansio/handshake.py): fed libzmq's monitor events (the
+// The same rules as the Python peers' (generaldomo/sansio/peer/handshake.py): fed libzmq's monitor events (the
 // ZMQ_EVENT_* numbers of zmq.h), a HandshakeWatch names a failure that trying again will not fix: the broker
 // dropped the handshake (a ROUTER broker, i.e. the router transport, does that to a CLIENT socket; so does a
 // CURVE broker to a plaintext peer) or refused the mechanism (CURVE on one side only). A succeeded handshake

@@ -10,7 +10,7 @@
 // when it goes out until a heartbeat names its task as taken; registering again, or hearing a new instance,
 // sends the held results again (HANDOVER); a DISCONNECT while a task runs (a restarted broker that does not
 // know this worker) makes it register again at once with RESUME, so that the new broker neither runs the task
-// elsewhere nor loses its result. The rules are Python's WorkerSession's (generaldomo/sansio/session.py).
+// elsewhere nor loses its result. The rules are Python's WorkerSession's (generaldomo/sansio/peer/session.py).
 #pragma once
 
 #include <algorithm>

@@ -1,0 +1,113 @@
+"""Adaptive concurrency: a service's cap on tasks in flight, moved between bounds by observed service times.
+
+Rules (additive increase, multiplicative decrease, in the spirit of TCP Vegas and Netflix's
+concurrency-limits): the *floor* is the least service time seen. Completions are judged in *rounds* of as
+many tasks as the cap, counting only tasks dispatched since the cap last changed (older ones tell of the old
+cap). At the end of a round, with ``mean`` its mean service time: above ``SHRINK_ABOVE x floor`` the cap is
+multiplied by :data:`BACKOFF`, or, when it already is at its lower bound, the floor rises to ``mean`` (the
+service really got slower: at the least load allowed, what it takes is its floor); at most
+``GROW_BELOW x floor``, and only if the cap was reached during the round (demand pressed against it), the cap
+grows by one; in between it holds. The cap starts at the lower bound and never leaves the bounds. The floor
+never rises otherwise: a floor learnt under load would let the cap climb on its own latency.
+
+This module is fed ``now`` and each completion's service time; it reads no clock and knows nothing of tasks,
+workers, services or messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from generaldomo.sansio.wire.limits import ADAPTIVE
+
+GROW_BELOW = 1.2  # a round's mean service time up to this many floors: near the floor, the cap may grow
+SHRINK_ABOVE = 1.5  # above this many floors: latency has climbed, the cap shrinks
+BACKOFF = 0.8  # the factor a shrinking cap is multiplied by
+
+
+def _bound(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not ADAPTIVE.admits(value):
+        raise ValueError(f"adaptive {attribute.name} must be a whole number from {ADAPTIVE.bounds}, not {value!r}")
+
+
+@attrs.frozen(slots=True)
+class AdaptiveLimits:
+    """The bounds an operator sets for an adaptive cap (``mmi.flow`` key ``adaptive``: ``{"min": .., "max": ..}``).
+
+    Raises ValueError on bad bounds, so an AdaptiveLimits that exists is valid."""
+
+    min: int = attrs.field(default=1, validator=_bound)
+    max: int = attrs.field(default=64, validator=_bound)
+
+    def __attrs_post_init__(self) -> None:
+        if self.min > self.max:
+            raise ValueError(f"adaptive min ({self.min}) must not exceed max ({self.max})")
+
+    @classmethod
+    def of(cls, value: object) -> AdaptiveLimits | None:
+        """Bounds from their JSON form: an object with ``min`` and/or ``max``, or null (off)."""
+        if value is None or isinstance(value, AdaptiveLimits):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError('adaptive must be a JSON object like {"min": 1, "max": 64}, or null to turn it off')
+        unknown = set(value) - {"min", "max"}
+        if unknown:
+            raise ValueError(f"unknown adaptive keys {sorted(unknown)}; known: min, max")
+        return cls(**value)
+
+
+@attrs.define
+class Adaptive:
+    """The state of one adaptive cap; see the module docstring."""
+
+    limits: AdaptiveLimits
+    cap: float = attrs.field(init=False)
+    floor: float | None = attrs.field(default=None, init=False)  # least recent service time
+    latency: float | None = attrs.field(default=None, init=False)  # mean service time of the last round
+    changed: float | None = attrs.field(default=None, init=False)  # when the cap last moved
+    change: str = attrs.field(default="", init=False)  # "increase" or "decrease": how it last moved
+    saturated: bool = attrs.field(default=False, init=False)  # the cap was reached during this round
+    _sum: float = attrs.field(default=0.0, init=False)
+    _count: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.cap = float(self.limits.min)
+
+    @property
+    def limit(self) -> int:
+        """The cap in force: whole tasks in flight."""
+        return int(self.cap)
+
+    def rebound(self, limits: AdaptiveLimits) -> None:
+        """New bounds; the cap is clamped into them and what was learnt is kept."""
+        self.limits = limits
+        self.cap = min(float(limits.max), max(float(limits.min), self.cap))
+
+    def observe(self, now: float, seconds: float) -> bool:
+        """Account for a task answered at ``now`` after ``seconds`` of service; True when the cap moved."""
+        floor = self.floor = seconds if self.floor is None else min(self.floor, seconds)
+        if self.changed is not None and now - seconds < self.changed:
+            return False  # dispatched under an older cap
+        self._sum += seconds
+        self._count += 1
+        if self._count < self.limit:
+            return False
+        mean = self._sum / self._count
+        self.latency, self._sum, self._count = mean, 0.0, 0
+        saturated, self.saturated = self.saturated, False
+        if mean > floor * SHRINK_ABOVE:
+            if self.limit <= self.limits.min:
+                self.floor = mean
+                return False
+            return self._move(now, max(float(self.limits.min), self.cap * BACKOFF), "decrease")
+        if mean <= floor * GROW_BELOW and saturated:
+            return self._move(now, min(float(self.limits.max), self.cap + 1.0), "increase")
+        return False
+
+    def _move(self, now: float, cap: float, change: str) -> bool:
+        if cap == self.cap:
+            return False
+        self.cap, self.changed, self.change = cap, now, change
+        return True

@@ -1,0 +1,153 @@
+"""What the broker core hears: one small immutable class per kind of inbound message.
+
+This module owns the vocabulary shared by :mod:`generaldomo.sansio.wire.protocol` (which makes events out of frames) and
+:mod:`generaldomo.sansio.broker.core` (which acts on them). It knows nothing of byte layouts, sockets or clocks.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+class Dialect(enum.Enum):
+    """The wire protocol a peer speaks; replies to a peer use the dialect it spoke."""
+
+    GDP = "generaldomo/1"
+    MDP01 = "MDP/0.1"
+    MDP02 = "MDP/0.2"
+    MAJORTOMO = "majortomo"
+
+    __hash__ = object.__hash__  # members are singletons compared by identity; the C hash keeps lookups fast
+
+    @property
+    def streams(self) -> bool:
+        """True when the dialect carries PARTIAL replies to clients."""
+        return self is not Dialect.MDP01
+
+
+@attrs.frozen(slots=True)
+class ClientRequest:
+    """A client asks for a task. MDP dialects carry no request id, and no fields: a GDP client may say by when
+    it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for, the request's
+    ``priority`` (higher first, within its tenant) and ``flags`` (whether it is detached from its client, and
+    whether to fail at once for a service nobody serves)."""
+
+    dialect: Dialect
+    request_id: bytes | None
+    description: bytes
+    body: tuple[bytes, ...]
+    deadline: float | None = None
+    tenant: str | None = None
+    priority: int = 0
+    flags: int = 0  # protocol.FLAG_* bits: detached, fail fast for a service nobody serves
+
+
+@attrs.frozen(slots=True)
+class ClientHeartbeat:
+    """A generaldomo client asks whether the broker is alive and which instance it is, and re-asks about the
+    ``request_ids`` it has waited on for unusually long."""
+
+    dialect: Dialect
+    request_ids: tuple[bytes, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ClientCancel:
+    """A generaldomo client withdraws its request ``request_id``."""
+
+    dialect: Dialect
+    request_id: bytes
+
+
+@attrs.frozen(slots=True)
+class WorkerReady:
+    """A worker offers to serve requests that its service description matches; generaldomo workers may say
+    which ``host`` and process id (``pid``) they run as (None: not said) and which ``features`` of the
+    protocol they understand."""
+
+    dialect: Dialect
+    description: bytes
+    host: str | None = None
+    pid: int | None = None
+    features: frozenset[str] = frozenset()  # the GDP additions it understands (see protocol.FEATURES)
+
+
+@attrs.frozen(slots=True)
+class WorkerReply:
+    """A worker's result (``final``) or partial result for a task.
+
+    A final reply also means the worker is ready again. generaldomo workers send their result inside READY, so
+    they also restate their ``description``; MDP workers leave it ``None``.
+    """
+
+    dialect: Dialect
+    task_id: bytes
+    status: bytes
+    body: tuple[bytes, ...]
+    final: bool
+    description: bytes | None = None
+
+
+@attrs.frozen(slots=True)
+class WorkerResume:
+    """A generaldomo worker registers while it runs the task ``task_id`` that an earlier broker instance (or
+    this one, before its connection broke) gave it: it takes no task until it sends that task's result."""
+
+    dialect: Dialect
+    description: bytes
+    task_id: bytes
+    host: str | None = None
+    pid: int | None = None
+    features: frozenset[str] = frozenset()  # as in READY
+
+
+@attrs.frozen(slots=True)
+class WorkerHandover:
+    """A registered generaldomo worker hands over the result of a task of an earlier registration (no broker
+    took it, as far as the worker knows); it says nothing of the worker's readiness."""
+
+    dialect: Dialect
+    task_id: bytes
+    status: bytes
+    body: tuple[bytes, ...]
+
+
+@attrs.frozen(slots=True)
+class WorkerHeartbeat:
+    """A worker says it is alive."""
+
+    dialect: Dialect
+
+
+@attrs.frozen(slots=True)
+class WorkerDisconnect:
+    """A worker says it is leaving."""
+
+    dialect: Dialect
+
+
+@attrs.frozen(slots=True)
+class Malformed:
+    """Frames that match no known message; ``reason`` says why, for one log line. ``request_id``: the message
+    was a generaldomo request with this (valid) id, which may be answered with an error; ``worker``: the message
+    was a worker's, in this dialect."""
+
+    reason: str
+    request_id: bytes | None = None
+    worker: Dialect | None = None
+
+
+Event = (
+    ClientRequest
+    | ClientHeartbeat
+    | ClientCancel
+    | WorkerReady
+    | WorkerReply
+    | WorkerResume
+    | WorkerHandover
+    | WorkerHeartbeat
+    | WorkerDisconnect
+    | Malformed
+)

@@ -1,0 +1,74 @@
+"""What a generaldomo peer hears from its broker: one small immutable class per kind of message.
+
+This module owns the peer side's vocabulary, as :mod:`generaldomo.sansio.wire.events` owns the broker's:
+:mod:`generaldomo.sansio.wire.protocol` makes these out of frames (``read_client_message``, ``read_worker_message``)
+and :mod:`generaldomo.sansio.peer.session` acts on them. It knows nothing of byte layouts, sockets or clocks.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from generaldomo.sansio.wire.events import Malformed
+
+
+@attrs.frozen(slots=True)
+class FinalReply:
+    """The answer to a client's request: a status (``b"200"`` on success), a timing frame, the body."""
+
+    request_id: bytes
+    status: bytes
+    timing: bytes
+    body: tuple[bytes, ...]
+
+
+@attrs.frozen(slots=True)
+class PartialReply:
+    """A partial result a streaming worker sent before the final one."""
+
+    request_id: bytes
+    body: tuple[bytes, ...]
+
+
+@attrs.frozen(slots=True)
+class HeartbeatAnswer:
+    """The broker answers a client's HEARTBEAT: its instance, and which of the asked ids it does not know."""
+
+    instance: bytes
+    unknown: tuple[bytes, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class TaskRequest:
+    """The broker hands a worker a task; ``deadline``: seconds the client still waits, if it said."""
+
+    task_id: bytes
+    description: bytes
+    body: tuple[bytes, ...]
+    deadline: float | None = None
+
+
+@attrs.frozen(slots=True)
+class TaskCancel:
+    """The broker tells a worker that nobody waits for the result of its task any more (cancelled or past
+    its deadline): a cooperative handler may stop."""
+
+    task_id: bytes
+
+
+@attrs.frozen(slots=True)
+class BrokerHeartbeat:
+    """The broker tells a worker it is alive; a broker that takes hand-overs names its ``instance`` and the
+    tasks whose results it has taken from this worker since its last heartbeat (``taken``: their nonces)."""
+
+    instance: bytes | None = None
+    taken: tuple[bytes, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class BrokerDisconnect:
+    """The broker tells a worker to go away (it does not know it); the worker registers again."""
+
+
+ToClient = FinalReply | PartialReply | HeartbeatAnswer | Malformed
+ToWorker = TaskRequest | TaskCancel | BrokerHeartbeat | BrokerDisconnect | Malformed
