@@ -21,6 +21,8 @@ from generaldomo.compat import moved_names
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["IllegalTransition"])
 
+__all__ = ["Machine", "Row"]
+
 S = TypeVar("S", bound=Hashable)
 E = TypeVar("E", bound=Hashable)
 

@@ -29,6 +29,8 @@ from generaldomo.sansio.wire.limits import MMI_FRAMES, SERVICE_NAME
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["Forbidden", "ManagementError", "OverBudget"])
 
+__all__ = ["PACED", "Answer", "BrokerView", "FlowChange", "answer", "service_name", "shown", "status"]
+
 
 class BrokerView(Protocol):
     """What the management interface may read of the broker."""

@@ -30,6 +30,20 @@ from generaldomo.compat import moved_names
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["ContentTypeError", "DecodeError"])
 
+__all__ = [
+    "JSON",
+    "MARKER",
+    "MAX_NAME",
+    "PICKLE",
+    "Codec",
+    "Serializer",
+    "content_type",
+    "decode",
+    "encode",
+    "get",
+    "names",
+]
+
 
 MARKER = b"\x00content-type:"
 MAX_NAME = 64

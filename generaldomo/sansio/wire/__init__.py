@@ -7,3 +7,5 @@ Rules of this package: it turns frames into the events the broker and the peers 
 the broker or a peer decides, of settings, sockets or clocks; it imports only :mod:`generaldomo.sansio`'s own
 modules (the package root) besides itself.
 """
+
+__all__: list[str] = []

@@ -17,6 +17,8 @@ from generaldomo.compat import moved_names
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["CodecError", "TooManyFrames"])
 
+__all__ = ["decode", "encode"]
+
 _LONG = 0xFF
 _MAX_FRAME = 0xFFFFFFFF
 

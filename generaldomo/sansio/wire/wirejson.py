@@ -26,6 +26,8 @@ from generaldomo.sansio.wire.limits import JSON_BYTES, JSON_DEPTH, JSON_INTEGER,
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["WireJSONError"])
 
+__all__ = ["loads", "nesting"]
+
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string, escapes included
 _OTHER = re.compile(r"[^\[\]{}]+")  # what is not a bracket
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}

@@ -27,6 +27,25 @@ from typing import Final
 
 import attrs
 
+__all__ = [
+    "ENVELOPE_HOP",
+    "FRAME",
+    "MARGIN",
+    "OVERHEAD",
+    "RESERVE",
+    "TENANT_LIMIT",
+    "Account",
+    "Connection",
+    "Kind",
+    "Ledger",
+    "Refusal",
+    "address_bytes",
+    "connection",
+    "exceeds",
+    "flow_charge",
+    "request_charge",
+]
+
 Connection = tuple[int, bytes | int]  # (link, the first hop of the address)
 
 

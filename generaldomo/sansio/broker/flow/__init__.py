@@ -5,3 +5,5 @@ tasks between tenants (:mod:`.fair`), the adaptive concurrency cap (:mod:`.adapt
 429 answers (:mod:`.backoff`). It is fed times and sizes; it knows nothing of workers, peers, messages or the
 core, and imports only the wire's field limits and the package root.
 """
+
+__all__: list[str] = []

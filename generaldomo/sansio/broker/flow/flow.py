@@ -25,6 +25,8 @@ from generaldomo.sansio.broker.flow.backoff import Backoff, BackoffLimits
 from generaldomo.sansio.broker.flow.fair import TenantLimits, merge_tenants, tenants_of
 from generaldomo.sansio.wire.limits import BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
+__all__ = ["LIMIT_NAMES", "Flow", "FlowLimits"]
+
 _ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
 
 

@@ -21,6 +21,8 @@ from generaldomo.sansio.wire.limits import SERVICE_NAME
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["ResolveError"])
 
+__all__ = ["ENTRY_POINTS", "REQUIRED", "NameResolver", "Resolver", "load_resolver"]
+
 
 @runtime_checkable
 class Resolver(Protocol):

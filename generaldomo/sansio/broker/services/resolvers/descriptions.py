@@ -14,6 +14,8 @@ from generaldomo.errors import ResolveError
 from generaldomo.sansio.wire import wirejson
 from generaldomo.sansio.wire.limits import DESCRIPTION, SERVICE_NAME
 
+__all__ = ["Attributes", "parse", "satisfies"]
+
 Attributes = dict[str, Any]
 
 
