@@ -40,7 +40,7 @@ __all__ = ["COMMAND", "DESCRIPTION", "PAYLOAD_FILE", "PROBE_TIMEOUT", "STDIN", "
 
 PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
 STDIN = "-"
-PAYLOAD_FILE = files.Kind("payload file", 1 << 31)  # larger than any message a broker takes by default
+PAYLOAD_FILE = files.FileKind("payload file", 1 << 31)  # larger than any message a broker takes by default
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

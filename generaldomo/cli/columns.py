@@ -24,7 +24,7 @@ __all__ = [
     "MIN_TEXT",
     "NONE",
     "Column",
-    "Kind",
+    "Format",
     "cell",
     "cut",
     "pad",
@@ -41,7 +41,7 @@ MIN_TEXT: Final = 6  # a text column is not shrunk below this many characters (o
 MAX_TEXT: Final = 120  # nor shown wider than this
 
 
-class Kind(enum.Enum):
+class Format(enum.Enum):
     """How a column's values are written; numbers are right-aligned."""
 
     TEXT = "text"
@@ -52,24 +52,24 @@ class Kind(enum.Enum):
     SECONDS = "seconds"  # 1.5
 
 
-_NUMBERS: Final[dict[Kind, Callable[[Any], str]]] = {
-    Kind.ID: lambda value: f"{int(value)}",
-    Kind.COUNT: lambda value: f"{int(value):,}",
-    Kind.RATE: lambda value: f"{float(value):,.2f}",
-    Kind.MS: lambda value: f"{float(value) * 1000:,.1f}",
-    Kind.SECONDS: lambda value: f"{float(value):,.1f}",
+_NUMBERS: Final[dict[Format, Callable[[Any], str]]] = {
+    Format.ID: lambda value: f"{int(value)}",
+    Format.COUNT: lambda value: f"{int(value):,}",
+    Format.RATE: lambda value: f"{float(value):,.2f}",
+    Format.MS: lambda value: f"{float(value) * 1000:,.1f}",
+    Format.SECONDS: lambda value: f"{float(value):,.1f}",
 }
 
 
-def cell(kind: Kind, value: object) -> str:
-    """``value`` as a column of ``kind`` shows it."""
+def cell(format: Format, value: object) -> str:
+    """``value`` as a column of ``format`` shows it."""
     if value is None:
         return NONE
-    if kind is Kind.TEXT:
+    if format is Format.TEXT:
         return printable(cut(_based(str(value)), MAX_TEXT)) or NONE
     if isinstance(value, bool) or not isinstance(value, int | float):
         return printable(_based(str(value)))  # a report from some other version: show it as it is
-    return _NUMBERS[kind](value)
+    return _NUMBERS[format](value)
 
 
 def _based(text: str) -> str:
@@ -115,18 +115,18 @@ def pad(text: str, width: int, right: bool = False) -> str:
 
 @attrs.frozen
 class Column(Generic[T]):
-    """A column: its header, its kind, how to get its value from a row, and whether it may be cut narrower
+    """A column: its header, its format, how to get its value from a row, and whether it may be cut narrower
     than its widest cell to fit the width (text columns only)."""
 
     header: str
-    kind: Kind
+    format: Format
     value: Callable[[T], object]
     shrinks: bool = False
 
 
 def table(columns: Sequence[Column[T]], rows: Sequence[T], width: int | None = None) -> str:
     """The rows under a header line and a rule, in at most ``width`` characters per line (None: no limit)."""
-    body = [[cell(column.kind, column.value(row)) for column in columns] for row in rows]
+    body = [[cell(column.format, column.value(row)) for column in columns] for row in rows]
     widths = [max([len(column.header)] + [width_of(line[i]) for line in body]) for i, column in enumerate(columns)]
     if width is not None:
         widths = _fit(columns, widths, width)
@@ -137,7 +137,7 @@ def table(columns: Sequence[Column[T]], rows: Sequence[T], width: int | None = N
 
 def _line(columns: Sequence[Column[Any]], widths: Sequence[int], cells: Sequence[str]) -> str:
     parts = [
-        pad(cut(text, w), w) if column.kind is Kind.TEXT else pad(text, w, right=True)
+        pad(cut(text, w), w) if column.format is Format.TEXT else pad(text, w, right=True)
         for column, w, text in zip(columns, widths, cells, strict=True)
     ]
     return GAP.join(parts).rstrip()
@@ -159,4 +159,4 @@ def _fit(columns: Sequence[Column[Any]], widths: list[int], width: int) -> list[
 
 
 def _floor(column: Column[Any], width: int) -> int:
-    return min(width, max(MIN_TEXT, len(column.header))) if column.shrinks and column.kind is Kind.TEXT else width
+    return min(width, max(MIN_TEXT, len(column.header))) if column.shrinks and column.format is Format.TEXT else width

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 CONFIG_VARIABLE = "GENERALDOMO_CONFIG"
-CONFIG_FILE = files.Kind("configuration file", 1024 * 1024)  # a configuration of a few hundred lines is 10 KiB
+CONFIG_FILE = files.FileKind("configuration file", 1024 * 1024)  # a configuration of a few hundred lines is 10 KiB
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 _NOT_SETTINGS = {"help", "more_verbose", "log_format", "log_file", "config", "print_config", "version"}
 _KNOBS = knobs.by_name((*knobs.SETTINGS, *knobs.PEER))

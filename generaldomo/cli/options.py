@@ -44,7 +44,7 @@ __all__ = [
     "TRANSPORTS",
     "VARIABLES",
     "PeerCurve",
-    "Target",
+    "PeerFlags",
     "add_knob",
     "connect",
     "curve",
@@ -286,21 +286,21 @@ class PeerCurve:
 
 
 @attrs.frozen
-class Target:
-    """The broker a peer command talks to, and how; ``where``: how a long-lived peer follows it (give it to
-    ``Client``/``Worker`` instead of ``endpoint``)."""
+class PeerFlags:
+    """What a peer command's flags say of its broker: the endpoint it talks to, and how; ``where``: how a
+    long-lived peer follows it (give it to ``Client``/``Worker`` instead of ``endpoint``)."""
 
     endpoint: str
     curve: PeerCurve
     where: Where
 
 
-def peer(args: argparse.Namespace) -> Target:
+def peer(args: argparse.Namespace) -> PeerFlags:
     """The endpoint (as :func:`endpoint`) and the CURVE settings of the flags of :func:`connect` and :func:`curve`."""
     found, announced = _locate(args)
     given = getattr(args, "curve_server_key", None) or os.environ.get(CURVE_SERVER_KEY)
     where = _where(args, trust_key=_trusts(args) and not given)
-    return Target(found, peer_curve(args, announced), where)
+    return PeerFlags(found, peer_curve(args, announced), where)
 
 
 def _trusts(args: argparse.Namespace) -> bool:

@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from generaldomo.cli.columns import Column, Kind, cell, cut, printable, table, width_of
+from generaldomo.cli.columns import Column, Format, cell, cut, printable, table, width_of
 from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
 
 __all__ = ["COUNTS", "FLOW", "NAME", "WIDTH", "WORKERS", "S", "W", "render"]
@@ -21,40 +21,40 @@ __all__ = ["COUNTS", "FLOW", "NAME", "WIDTH", "WORKERS", "S", "W", "render"]
 WIDTH: Final = 100  # columns the report fits in unless told otherwise
 
 S = ServiceReport
-NAME: Final = Column[S]("service", Kind.TEXT, lambda s: s.name, shrinks=True)
+NAME: Final = Column[S]("service", Format.TEXT, lambda s: s.name, shrinks=True)
 COUNTS: Final = [
     NAME,
-    Column[S]("workers", Kind.COUNT, lambda s: s.workers),
-    Column[S]("waiting", Kind.COUNT, lambda s: s.waiting),
-    Column[S]("queued", Kind.COUNT, lambda s: s.queued),
-    Column[S]("in flight", Kind.COUNT, lambda s: s.in_flight),
-    Column[S]("done", Kind.COUNT, lambda s: s.completed),
-    Column[S]("failed", Kind.COUNT, lambda s: s.failed),
-    Column[S]("reissued", Kind.COUNT, lambda s: s.reissued),
-    Column[S]("dups", Kind.COUNT, lambda s: s.duplicates_dropped),
-    Column[S]("expired", Kind.COUNT, lambda s: s.expired),
+    Column[S]("workers", Format.COUNT, lambda s: s.workers),
+    Column[S]("waiting", Format.COUNT, lambda s: s.waiting),
+    Column[S]("queued", Format.COUNT, lambda s: s.queued),
+    Column[S]("in flight", Format.COUNT, lambda s: s.in_flight),
+    Column[S]("done", Format.COUNT, lambda s: s.completed),
+    Column[S]("failed", Format.COUNT, lambda s: s.failed),
+    Column[S]("reissued", Format.COUNT, lambda s: s.reissued),
+    Column[S]("dups", Format.COUNT, lambda s: s.duplicates_dropped),
+    Column[S]("expired", Format.COUNT, lambda s: s.expired),
 ]
 FLOW: Final = [
-    Column[S]("rate/s", Kind.RATE, lambda s: s.observed_rate),
-    Column[S]("limit/s", Kind.RATE, lambda s: s.flow.rate),
-    Column[S]("burst", Kind.COUNT, lambda s: s.flow.burst),
-    Column[S]("max conc", Kind.COUNT, lambda s: s.flow.concurrency),
-    Column[S]("queue p50 ms", Kind.MS, lambda s: s.queue_time.p50),
-    Column[S]("queue p99 ms", Kind.MS, lambda s: s.queue_time.p99),
-    Column[S]("serve p50 ms", Kind.MS, lambda s: s.service_time.p50),
-    Column[S]("serve p99 ms", Kind.MS, lambda s: s.service_time.p99),
+    Column[S]("rate/s", Format.RATE, lambda s: s.observed_rate),
+    Column[S]("limit/s", Format.RATE, lambda s: s.flow.rate),
+    Column[S]("burst", Format.COUNT, lambda s: s.flow.burst),
+    Column[S]("max conc", Format.COUNT, lambda s: s.flow.concurrency),
+    Column[S]("queue p50 ms", Format.MS, lambda s: s.queue_time.p50),
+    Column[S]("queue p99 ms", Format.MS, lambda s: s.queue_time.p99),
+    Column[S]("serve p50 ms", Format.MS, lambda s: s.service_time.p50),
+    Column[S]("serve p99 ms", Format.MS, lambda s: s.service_time.p99),
 ]
 W = WorkerReport
 WORKERS: Final = [
-    Column[W]("worker", Kind.TEXT, lambda w: w.peer),
-    Column[W]("host", Kind.TEXT, lambda w: w.host, shrinks=True),
-    Column[W]("pid", Kind.ID, lambda w: w.pid),
-    Column[W]("service", Kind.TEXT, lambda w: w.service, shrinks=True),
-    Column[W]("state", Kind.TEXT, lambda w: w.state),
-    Column[W]("tasks", Kind.COUNT, lambda w: w.tasks_done),
-    Column[W]("seen s ago", Kind.SECONDS, lambda w: w.last_seen),
-    Column[W]("dialect", Kind.TEXT, lambda w: w.dialect),
-    Column[W]("description", Kind.TEXT, lambda w: w.description, shrinks=True),
+    Column[W]("worker", Format.TEXT, lambda w: w.peer),
+    Column[W]("host", Format.TEXT, lambda w: w.host, shrinks=True),
+    Column[W]("pid", Format.ID, lambda w: w.pid),
+    Column[W]("service", Format.TEXT, lambda w: w.service, shrinks=True),
+    Column[W]("state", Format.TEXT, lambda w: w.state),
+    Column[W]("tasks", Format.COUNT, lambda w: w.tasks_done),
+    Column[W]("seen s ago", Format.SECONDS, lambda w: w.last_seen),
+    Column[W]("dialect", Format.TEXT, lambda w: w.dialect),
+    Column[W]("description", Format.TEXT, lambda w: w.description, shrinks=True),
 ]
 
 
@@ -75,14 +75,14 @@ def render(report: StatusReport | Mapping[str, Any], width: int | None = WIDTH) 
 def _head(report: StatusReport, width: int | None) -> str:
     """The lines about the broker as a whole."""
     broker = report.broker
-    up = cell(Kind.SECONDS, broker.uptime)
+    up = cell(Format.SECONDS, broker.uptime)
     endpoints = ", ".join(f"{e.transport} {e.endpoint}" for e in broker.endpoints) or "none"
-    counters = ", ".join(f"{name} {cell(Kind.COUNT, n)}" for name, n in sorted(broker.counters.items()))
+    counters = ", ".join(f"{name} {cell(Format.COUNT, n)}" for name, n in sorted(broker.counters.items()))
     lines = [
         f"broker {broker.instance}, up {up} s",
         f"endpoints: {endpoints}",
-        f"queued {cell(Kind.COUNT, broker.queued)} ({cell(Kind.COUNT, broker.queued_bytes)} B held), "
-        f"kept answers {cell(Kind.COUNT, broker.kept_answers)} ({cell(Kind.COUNT, broker.kept_bytes)} B)",
+        f"queued {cell(Format.COUNT, broker.queued)} ({cell(Format.COUNT, broker.queued_bytes)} B held), "
+        f"kept answers {cell(Format.COUNT, broker.kept_answers)} ({cell(Format.COUNT, broker.kept_bytes)} B)",
         f"{_shown(len(report.services), broker.service_count, 'services')}, "
         f"{_shown(len(report.workers), broker.worker_count, 'workers')}",
         _ledger_line(report),
@@ -95,18 +95,18 @@ def _shown(listed: int, total: int, what: str) -> str:
     """``N what`` and, when the report lists fewer of them, how many it lists (a report from a broker that
     gives no total lists them all)."""
     total = max(total, listed)
-    return f"{cell(Kind.COUNT, total)} {what}" + (f" ({cell(Kind.COUNT, listed)} shown)" if listed < total else "")
+    return f"{cell(Format.COUNT, total)} {what}" + (f" ({cell(Format.COUNT, listed)} shown)" if listed < total else "")
 
 
 def _ledger_line(report: StatusReport) -> str:
     """What the broker holds for its peers, by kind, and the connection holding the most."""
     ledger = report.broker.ledger
-    kinds = ", ".join(f"{kind} {cell(Kind.COUNT, size)}" for kind, size in sorted(ledger.by_kind.items()))
-    line = f"held {cell(Kind.COUNT, ledger.held_bytes)} B for {cell(Kind.COUNT, ledger.connections)} connections"
+    kinds = ", ".join(f"{kind} {cell(Format.COUNT, size)}" for kind, size in sorted(ledger.by_kind.items()))
+    line = f"held {cell(Format.COUNT, ledger.held_bytes)} B for {cell(Format.COUNT, ledger.connections)} connections"
     if kinds:
         line += f" ({kinds})"
     if ledger.top:
-        line += f"; most: {ledger.top[0].connection} {cell(Kind.COUNT, ledger.top[0].bytes)} B"
+        line += f"; most: {ledger.top[0].connection} {cell(Format.COUNT, ledger.top[0].bytes)} B"
     return line
 
 

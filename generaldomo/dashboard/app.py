@@ -59,7 +59,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STATIC: Final = Path(__file__).parent / "static"
-PAGE: Final = files.Kind("dashboard page template", 1024 * 1024)
+PAGE: Final = files.FileKind("dashboard page template", 1024 * 1024)
 MAX_BODY: Final = 4096  # bytes of a POST body
 MAX_NAME: Final = 1024  # characters of a service name to change
 RETRY: Final = {"retry-after": "10"}  # seconds a page refused a stream waits before it asks again

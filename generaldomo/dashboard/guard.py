@@ -43,11 +43,11 @@ __all__ = [
     "MIN_TOKEN",
     "SAFE_METHODS",
     "ASGIApp",
+    "ASGISend",
     "Guard",
     "Policy",
     "Receive",
     "Scope",
-    "Send",
     "cookie_value",
     "host_name",
     "is_loopback",
@@ -58,8 +58,8 @@ __all__ = [
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, ASGISend], Awaitable[None]]
 
 LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 CSRF_HEADER: Final = "x-csrf-token"
@@ -160,7 +160,7 @@ class Guard:
         self.app = app
         self.policy = policy
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: ASGISend) -> None:
         if scope["type"] == "websocket":  # the dashboard has none: refused before any check
             await send({"type": "websocket.close", "code": 1008})
             return
@@ -229,7 +229,7 @@ class Guard:
         return f"generaldomo-dashboard-{server[1]}"
 
 
-async def _answer(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _answer(send: ASGISend, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     body = (text + "\n").encode()
     start = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": [*start, *HEADERS, *(headers or [])]})

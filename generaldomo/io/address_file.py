@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 BROKER_FILE_VARIABLE = "GENERALDOMO_BROKER_FILE"
-KIND = files.Kind("broker address file", 4 * 1024 * 1024)  # hundreds of bytes; thousands of endpoints fit
+KIND = files.FileKind("broker address file", 4 * 1024 * 1024)  # hundreds of bytes; thousands of endpoints fit
 _POLL = 0.1  # seconds between looks for a file that is not there yet
 
 

@@ -4,7 +4,7 @@ This module owns how files are opened; no other module opens a file (a test grep
 
 - **Reading** (:func:`read`): regular files only, opened without blocking (a FIFO or a device is refused at
   once, never waited on or read without end) and read up to a bound given by the kind of file (a larger one is
-  refused). A :class:`Kind` says what the file is (its name in errors), its bound, whether a symbolic link is
+  refused). A :class:`FileKind` says what the file is (its name in errors), its bound, whether a symbolic link is
   refused (``O_NOFOLLOW``: files in a directory the package manages, such as the state directory) or followed
   (paths the operator names, e.g. a key mounted by a container runtime), and whether it holds a secret or state
   (``private``): then it must belong to the user the process runs as (or root), and a file others may read or
@@ -43,7 +43,7 @@ import attrs
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Kind", "check_directory", "lock", "make_directory", "read", "remove_leftovers", "write"]
+__all__ = ["FileKind", "check_directory", "lock", "make_directory", "read", "remove_leftovers", "write"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -54,7 +54,7 @@ LEFTOVER_AGE = 60.0  # seconds after which a writer's temporary file is a leftov
 
 
 @attrs.frozen
-class Kind:
+class FileKind:
     """A kind of file the package reads: its name in errors, its size bound, and its rules (module docstring).
 
     Args:
@@ -76,7 +76,7 @@ def _refused(code: int, reason: str) -> OSError:
     return OSError(code, reason)
 
 
-def read(path: str | os.PathLike[str], kind: Kind, *, directory: int | None = None) -> bytes:
+def read(path: str | os.PathLike[str], kind: FileKind, *, directory: int | None = None) -> bytes:
     """The bytes of the regular file at ``path`` under ``kind``'s rules; OSError (``strerror`` in words, the path
     as its ``filename``) if it is not one, is too large, or is not private enough. ``directory``: a descriptor
     ``path`` is relative to."""
@@ -88,7 +88,7 @@ def read(path: str | os.PathLike[str], kind: Kind, *, directory: int | None = No
         raise
 
 
-def _read(path: str | os.PathLike[str], kind: Kind, directory: int | None) -> bytes:
+def _read(path: str | os.PathLike[str], kind: FileKind, directory: int | None) -> bytes:
     flags = _READ_FLAGS | (0 if kind.follow else os.O_NOFOLLOW)
     if kind.private and kind.follow:  # a link to a secret: only one its user (or root, as a container's) made
         link = os.lstat(path, dir_fd=directory)
@@ -121,7 +121,7 @@ def _read(path: str | os.PathLike[str], kind: Kind, directory: int | None) -> by
     return data
 
 
-def _check_private(path: str | os.PathLike[str], kind: Kind, status: os.stat_result) -> None:
+def _check_private(path: str | os.PathLike[str], kind: FileKind, status: os.stat_result) -> None:
     if status.st_uid not in (os.geteuid(), 0):
         raise _refused(errno.EPERM, f"owned by another user (uid {status.st_uid})")
     mode = stat.S_IMODE(status.st_mode)

@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 _METADATA_LINE = re.compile(r'^\s+([A-Za-z0-9_.-]+)\s*=\s*"?(.*?)"?\s*$')
 _KEY_LINE = re.compile(r'^\s+(public-key|secret-key)\s*=\s*"?(.*?)"?\s*$')
 CERTIFICATE_BYTES = 64 * 1024  # a certificate is a few hundred bytes
-PUBLIC = files.Kind("CURVE certificate", CERTIFICATE_BYTES)
-SECRET = files.Kind("CURVE secret key file", CERTIFICATE_BYTES, private=True)
+PUBLIC = files.FileKind("CURVE certificate", CERTIFICATE_BYTES)
+SECRET = files.FileKind("CURVE secret key file", CERTIFICATE_BYTES, private=True)
 KEY_BYTES = 32
 
 
@@ -95,7 +95,7 @@ def certificate(public: bytes, secret: bytes | None, metadata: Mapping[str, str]
     return ("\n".join(lines) + "\n").encode()
 
 
-def _read(path: str | os.PathLike[str], kind: files.Kind) -> str:
+def _read(path: str | os.PathLike[str], kind: files.FileKind) -> str:
     try:
         return files.read(path, kind).decode("utf-8")
     except OSError as error:

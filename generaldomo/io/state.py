@@ -79,8 +79,8 @@ KEY_FILE = "handover.key"
 LOCK_FILE = "lock"
 KEY_BYTES = 32
 MAX_STATE_BYTES = 64 * 1024 * 1024  # a state file larger than this is not one this code wrote
-STATE_KIND = files.Kind("broker state file", MAX_STATE_BYTES, follow=False, private=True)
-KEY_KIND = files.Kind("hand-over key", KEY_BYTES, follow=False, private=True, strict=True)
+STATE_KIND = files.FileKind("broker state file", MAX_STATE_BYTES, follow=False, private=True)
+KEY_KIND = files.FileKind("hand-over key", KEY_BYTES, follow=False, private=True, strict=True)
 _UNSET = FlowLimits()
 PAUSE_EVERY = 64  # entries the writer thread encodes between two chances for the loop to take the GIL
 

@@ -44,13 +44,13 @@ from generaldomo.sansio.wire import protocol
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["WorkerStopped"])
 
-__all__ = ["LISTEN_EVERY", "MAX_SAID", "READ_BATCH", "Handler", "Payload", "Result", "Worker"]
+__all__ = ["LISTEN_EVERY", "MAX_SAID", "READ_BATCH", "Handler", "Received", "Result", "Worker"]
 
 log = logging.getLogger(__name__)
 
-Payload = bytes | tuple[bytes, ...]
+Received = bytes | tuple[bytes, ...]  # a task's payload as its handler gets it: one frame, or a tuple of several
 Result = bytes | Sequence[bytes] | Generator[Any, None, Any]
-Handler = Callable[[Payload], Result] | Callable[[Payload, TaskContext], Result]
+Handler = Callable[[Received], Result] | Callable[[Received, TaskContext], Result]
 READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
 LISTEN_EVERY: Final = 0.1  # seconds between two looks at the socket while the handler runs (for a CANCEL)
 MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
@@ -303,7 +303,7 @@ class Worker:
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
 
-    def _call(self, payload: Payload, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
+    def _call(self, payload: Received, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
         """The handler's ``(status, result frames)``; a generator's yields go out as partial results."""
         try:
             handler: Callable[..., Result] = self.handler

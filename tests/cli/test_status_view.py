@@ -22,20 +22,20 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from generaldomo import Broker, Client, Worker
-from generaldomo.cli.columns import Kind, width_of
+from generaldomo.cli.columns import Format, width_of
 from generaldomo.cli.status_view import COUNTS, FLOW, WIDTH, WORKERS, render
 from generaldomo.sansio.broker.report import StatusReport
 from generaldomo.sansio.wire import codec, protocol
 
-FORMATS = {
-    Kind.TEXT: r".*",
-    Kind.ID: r"\d+",
-    Kind.COUNT: r"\d{1,3}(,\d{3})*",
-    Kind.RATE: r"\d{1,3}(,\d{3})*\.\d\d",
-    Kind.MS: r"\d{1,3}(,\d{3})*\.\d",
-    Kind.SECONDS: r"\d{1,3}(,\d{3})*\.\d",
+PATTERNS = {
+    Format.TEXT: r".*",
+    Format.ID: r"\d+",
+    Format.COUNT: r"\d{1,3}(,\d{3})*",
+    Format.RATE: r"\d{1,3}(,\d{3})*\.\d\d",
+    Format.MS: r"\d{1,3}(,\d{3})*\.\d",
+    Format.SECONDS: r"\d{1,3}(,\d{3})*\.\d",
 }
-KINDS = {column.header: column.kind for column in [*COUNTS, *FLOW, *WORKERS] if column.header != "service"}
+FORMATS = {column.header: column.format for column in [*COUNTS, *FLOW, *WORKERS] if column.header != "service"}
 
 
 def by_column(line: str) -> list[str]:
@@ -72,9 +72,9 @@ def assert_formatted(text: str, width: int | None) -> list[list[dict[str, str]]]
     for rows in found:
         for row in rows:
             for header, value in row.items():
-                kind = KINDS.get(header)
-                if kind is not None and not value.endswith("…"):
-                    assert value == "-" or re.fullmatch(FORMATS[kind], value), (header, value)
+                format = FORMATS.get(header)
+                if format is not None and not value.endswith("…"):
+                    assert value == "-" or re.fullmatch(PATTERNS[format], value), (header, value)
     return found
 
 
