@@ -45,7 +45,7 @@ def declared(tree: ast.Module) -> list[str] | None:
 
 def offered(tree: ast.Module) -> list[str]:
     """What a module without ``__all__`` should declare: its top-level classes, functions and assigned names that do
-    not start with ``_`` (not its type variables or logger), sorted."""
+    not start with ``_`` (not its type variables or logger), in ruff's order."""
     names = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -56,7 +56,12 @@ def offered(tree: ast.Module) -> list[str]:
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names += [target.id for target in targets if isinstance(target, ast.Name)]
-    return sorted({name for name in names if not name.startswith("_")})
+    return sorted({name for name in names if not name.startswith("_")}, key=isort_style)
+
+
+def isort_style(name: str) -> tuple[int, str]:
+    """The order ruff keeps ``__all__`` in: constants, then classes, then the rest."""
+    return (0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2, name)
 
 
 def bound(tree: ast.Module) -> set[str]:
