@@ -477,7 +477,8 @@ class BrokerFailed(LoopFailed):
 
 class BridgeFailed(LoopFailed):
     """The bridge's loop stopped because of an error (its ``__cause__``): the bridge serves nothing any more.
-    :meth:`Bridge.join`, :meth:`Bridge.check` and :meth:`Bridge.stop` raise it.
+    :meth:`~generaldomo.io.bridge.Bridge.join`, :meth:`~generaldomo.io.bridge.Bridge.check` and
+    :meth:`~generaldomo.io.bridge.Bridge.stop` raise it.
 
     Example::
 
