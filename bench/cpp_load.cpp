@@ -22,7 +22,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kTimeout{10000};
 
-// The nearest-rank percentile, as generaldomo.sansio.broker.services.stats.nearest_rank: the ceil(pct/100 x n)-th smallest value.
+// The nearest-rank percentile, as generaldomo.sansio.broker.services.stats.nearest_rank: the ceil(pct/100 x n)-th
+// smallest value.
 double percentile(std::vector<double> values, double pct)
 {
     if (values.empty())

@@ -34,9 +34,9 @@ from bench.procs import Children, cpu_seconds
 COMPONENTS = (
     ("poll", ("zmq/sugar/poll.py:poll", "~:<built-in method generaldomo.io._speedups.poll>")),
     ("link.recv", ("generaldomo/io/links.py:recv_batch",)),
-    ("core.receive", ("generaldomo/sansio/broker/core.py:receive",)),
+    ("core.receive", ("generaldomo/sansio/broker/core/core.py:receive",)),
     ("link.send", ("generaldomo/io/links.py:send",)),
-    ("core.tick", ("generaldomo/sansio/broker/core.py:tick",)),
+    ("core.tick", ("generaldomo/sansio/broker/core/core.py:tick",)),
 )
 LOOP = "generaldomo/io/broker.py:run"
 

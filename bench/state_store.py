@@ -77,7 +77,8 @@ class JsonStore:
 
 def child(kind: str, directory: Path, services: int) -> None:
     """Open, load, then write changes until killed, printing ``loaded MS`` and then ``SEQ WRITE_US`` lines."""
-    import generaldomo.sansio.broker.flow.flow  # noqa: F401  (a broker has it loaded before it opens its state directory)
+    # (a broker has it loaded before it opens its state directory)
+    import generaldomo.sansio.broker.flow.flow  # noqa: F401
 
     started = time.monotonic()
     store = JsonStore(directory) if kind == "json" else SqliteStore(directory)

@@ -95,7 +95,12 @@ def moved_names(module: str, home: str, names: Iterable[str]) -> Callable[[str],
 
 
 class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``generaldomo.<old>`` for the moved modules, and loads it as the module at its new path."""
+    """Finds ``generaldomo.<old>`` for the moved modules, and loads it as the module at its new path (which keeps
+    its own ``__spec__``: the import system gives the module the old path's spec, and :meth:`exec_module` puts its
+    own back)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}  # old path -> the module's own spec
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -104,7 +109,10 @@ class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self) if old != fullname and old in MOVED else None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return moved(spec.name.removeprefix(f"{PACKAGE}."))
+        module = moved(spec.name.removeprefix(f"{PACKAGE}."))
+        self._specs[spec.name] = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the module ran at its new path."""
+        """Nothing to run: the module ran at its new path; only its own spec is put back."""
+        module.__spec__ = self._specs.pop(module.__spec__.name if module.__spec__ else "", module.__spec__)

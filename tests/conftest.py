@@ -50,12 +50,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+def _built_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], dict[str, Path]]
+) -> dict[str, Path]:
+    """``build(folder)`` into a folder of the test session that the processes of ``pytest -n`` share: the first
+    compiles, the others find the programs up to date (the builds compile one program in one process at a time and
+    skip those newer than their sources)."""
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent  # each process of pytest -n has its own folder in the session's
+    return build(session / name)
+
+
 @pytest.fixture(scope="session")
 def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The C++ test programs (tests/cpp), compiled once per test session."""
     from cpp.build import build_programs
 
-    return build_programs(tmp_path_factory.mktemp("cpp-programs"))
+    return _built_once(tmp_path_factory, "cpp-programs", build_programs)
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +75,7 @@ def c_peers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The C Majordomo peers (tests/interop), compiled once per test session."""
     from interop.build import build_peers
 
-    return build_peers(tmp_path_factory.mktemp("interop-peers"))
+    return _built_once(tmp_path_factory, "interop-peers", build_peers)
 
 
 @pytest.fixture(params=TRANSPORTS)

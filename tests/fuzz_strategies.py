@@ -39,10 +39,17 @@ MMI_NAMES = (b"mmi.flow", b"mmi.status", b"mmi.service", b"mmi.", b"mmi.nothing"
 # ------------------------------------------------------------------------------------- values at the bounds
 
 
+def bounds(field: Field) -> list[tuple[int, bool]]:
+    """Sizes (or values) at the edges of ``field``'s bounds, each with whether it is within them: what finds a
+    bound that is not checked (lengths below 0 left out)."""
+    candidates = dict.fromkeys((field.low - 1, field.low, field.high, field.high + 1))
+    return [(n, field.admits(n)) for n in candidates if field.measure is limits.Measure.VALUE or n >= 0]
+
+
 def edges(field: Field) -> list[int]:
     """The sizes or values just within and just beyond ``field``'s bounds, as the table gives them
-    (:func:`generaldomo.sansio.wire.limits.edges`)."""
-    return [value for value, _ in limits.edges(field)]
+    (:func:`bounds`)."""
+    return [value for value, _ in bounds(field)]
 
 
 def edge_frames(field: Field, fill: bytes = b"x") -> list[bytes]:

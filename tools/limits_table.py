@@ -1,7 +1,7 @@
 """Write the field-limits table of generaldomo.sansio.wire.limits into docs/protocol.rst (where the old one was).
 
-Run it after changing the table: ``python tools/limits_table.py``; tests/sansio/test_field_limits.py checks that the
-document shows the table as the code has it.
+Run it after changing the table: ``python tools/limits_table.py``; tests/sansio/wire/test_field_limits.py checks
+that the document shows the table as the code has it.
 """
 
 from __future__ import annotations

@@ -141,7 +141,9 @@ def _run_pool(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace, worker: Worker, curve: Curve | None, stop: threading.Event) -> None:
-    """Every heartbeat until the worker is registered, find out why it is not; say so when that changes."""
+    """Every heartbeat until the worker is registered, find out why it is not; say so when that changes; once it
+    is registered, say so if a warning came before (this thread's, or a handshake failure the worker logged,
+    however briefly it lasted: it may have come and gone between two looks)."""
     grace = args.heartbeat_interval * args.liveness  # a few heartbeats to register in
     patience = max(args.heartbeat_interval, probe.TIMEOUT)
     warned = ""
@@ -151,7 +153,7 @@ def _watch(args: argparse.Namespace, worker: Worker, curve: Curve | None, stop: 
             continue
         problem = None if worker.registered else _why_unregistered(args, worker.endpoint, curve, patience)
         if problem is None:
-            if warned:
+            if warned or worker.handshake_failures:
                 message = f"generaldomo worker: registered for {args.service!r} at {worker.endpoint}"
                 print(message, file=sys.stderr, flush=True)
             return

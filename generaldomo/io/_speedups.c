@@ -954,8 +954,9 @@ static PyObject *decode_frames(const unsigned char *data, Py_ssize_t length, Py_
     return frames;
 }
 
-PyDoc_STRVAR(decode_doc, "decode(data, max_frames, too_many, malformed) -> list: generaldomo.sansio.wire.codec.decode in C "
-                         "(max_frames -1: no limit), raising too_many or malformed, the codec's error classes.");
+PyDoc_STRVAR(decode_doc, "decode(data, max_frames, too_many, malformed) -> list: "
+                         "generaldomo.sansio.wire.codec.decode in C (max_frames -1: no limit), raising too_many or "
+                         "malformed, the codec's error classes.");
 
 static PyObject *sp_decode(PyObject *self, PyObject *args) {
     Py_buffer view;

@@ -68,7 +68,6 @@ ENVELOPE_SLACK = 64 * 1024
 SNAPSHOT = StatusQuery(limit=200, order="busy")
 SNAPSHOT_BYTES = PAGE_BYTES // 4
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
-_peer = tuple.__new__  # a Peer without its named tuple's Python __new__ (1,300 instructions less per message)
 
 
 class Broker(ServingLoop):
@@ -288,7 +287,7 @@ class Broker(ServingLoop):
                 self._send(self.core.abandon(time.monotonic()))
             self._send(self.core.close())
         self._close_sockets()
-        log.info("broker stopped; %s", dict(self.core.counters))
+        log.info("broker stopped; %s", self.core.counters.reported())
 
     def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
@@ -391,7 +390,7 @@ class Broker(ServingLoop):
         drains = self._drains
         for address, frames, credential in link.recv_batch(drains[index]):
             try:
-                out = receive(_peer(Peer, (index, address)), frames, now, credential)
+                out = receive(Peer(index, address), frames, now, credential)
                 if core.changed:
                     self._hold(out)
                 elif held:

@@ -65,7 +65,7 @@ __all__ = [
     "STATE_FILE",
     "STATE_KIND",
     "VERSION",
-    "Entry",
+    "SavedFlow",
     "StateDir",
     "decode",
     "encode",
@@ -86,7 +86,7 @@ PAUSE_EVERY = 64  # entries the writer thread encodes between two chances for th
 
 
 @attrs.frozen(slots=True)
-class Entry:
+class SavedFlow:
     """Limits set at run time for a service name, the base they replaced, and when (UTC, ISO 8601)."""
 
     limits: FlowLimits
@@ -112,7 +112,7 @@ class StateDir:
             if removed:
                 log.info("removed %d temporary files an interrupted write left in %s", removed, self.path)
             self.reused = True  # a broker ran on this directory before (its hand-over key was there)
-            self.entries: dict[str, Entry] = self._read()
+            self.entries: dict[str, SavedFlow] = self._read()
             self.handover_key = self._key()
         except BaseException:
             self.close()
@@ -146,7 +146,7 @@ class StateDir:
             ) from error
         log.error("the file %s is unusable (%s): set aside as %s", self.path / name, why, self.path / aside)
 
-    def _read(self) -> dict[str, Entry]:
+    def _read(self) -> dict[str, SavedFlow]:
         try:
             return decode(files.read(STATE_FILE, STATE_KIND, directory=self._dir))
         except FileNotFoundError:
@@ -208,7 +208,7 @@ class StateDir:
                 if change.limits == base:
                     changed = self.entries.pop(change.name, None) is not None or changed
                 elif (entry := self.entries.get(change.name)) is None or entry.limits != change.limits:
-                    self.entries[change.name] = Entry(change.limits, base, now)
+                    self.entries[change.name] = SavedFlow(change.limits, base, now)
                     changed = True
             if changed:
                 self.generation += 1
@@ -336,7 +336,7 @@ class _Writer:
                 os.write(self._wake, b"x")
 
 
-def encode(entries: Mapping[str, Entry], pause_every: int = 0) -> bytes:
+def encode(entries: Mapping[str, SavedFlow], pause_every: int = 0) -> bytes:
     """The state file's bytes: one line per entry, each encoded on its own (json's C encoder, a short call);
     ``pause_every``: let other threads run (the broker's loop) after that many entries."""
     lines = []
@@ -353,7 +353,7 @@ def _limits(limits: FlowLimits) -> dict[str, Any]:
     return attrs.asdict(limits)
 
 
-def decode(data: bytes) -> dict[str, Entry]:
+def decode(data: bytes) -> dict[str, SavedFlow]:
     """The entries in a state file's bytes; StateError saying what is wrong otherwise."""
     try:
         body = json.loads(data)
@@ -367,7 +367,7 @@ def decode(data: bytes) -> dict[str, Entry]:
         raise errors.StateError(str(error)) from error
 
 
-def _entry(value: Any) -> Entry:
+def _entry(value: Any) -> SavedFlow:
     if not isinstance(value, dict) or not isinstance(value.get("changed", ""), str):
         raise ValueError(f"a flow entry is not an object with limits and base: {value!r:.80}")
-    return Entry(_UNSET.merged(value["limits"]), _UNSET.merged(value["base"]), value.get("changed", ""))
+    return SavedFlow(_UNSET.merged(value["limits"]), _UNSET.merged(value["base"]), value.get("changed", ""))

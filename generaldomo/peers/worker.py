@@ -44,13 +44,13 @@ from generaldomo.sansio.wire import protocol
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["WorkerStopped"])
 
-__all__ = ["LISTEN_EVERY", "MAX_SAID", "READ_BATCH", "Handler", "Received", "Result", "Worker"]
+__all__ = ["LISTEN_EVERY", "MAX_SAID", "READ_BATCH", "Handler", "Result", "TaskInput", "Worker"]
 
 log = logging.getLogger(__name__)
 
-Received = bytes | tuple[bytes, ...]  # a task's payload as its handler gets it: one frame, or a tuple of several
+TaskInput = bytes | tuple[bytes, ...]  # a task's payload as its handler gets it: one frame, or a tuple of several
 Result = bytes | Sequence[bytes] | Generator[Any, None, Any]
-Handler = Callable[[Received], Result] | Callable[[Received, TaskContext], Result]
+Handler = Callable[[TaskInput], Result] | Callable[[TaskInput, TaskContext], Result]
 READ_BATCH: Final = 256  # broker messages read before the clock is looked at again
 LISTEN_EVERY: Final = 0.1  # seconds between two looks at the socket while the handler runs (for a CANCEL)
 MAX_SAID: Final = 64  # handshake failures remembered as logged already (then forgotten, and logged again)
@@ -127,6 +127,7 @@ class Worker:
         self._finish = False  # stop(finish=True): the running task's result still goes out
         self._barrier = Barrier(log, "the worker")  # around each message from the broker (socket held)
         self._failure: HandshakeFailure | None = None  # the socket monitor's latest, until a handshake succeeds
+        self._failures = 0  # failures the monitor named, one per new cause
 
     @property
     def endpoint(self) -> str:
@@ -149,6 +150,12 @@ class Worker:
         monitor saw it within about a second of the attempt; None once a handshake succeeds. The worker keeps
         trying and logs each new cause once."""
         return self._failure
+
+    @property
+    def handshake_failures(self) -> int:
+        """How many times :attr:`handshake_failure` took a new cause (each logged, once per process), however
+        briefly it lasted: a failure the worker logged counts here even after a handshake cleared it."""
+        return self._failures
 
     @property
     def tasks_done(self) -> int:
@@ -243,11 +250,13 @@ class Worker:
         return self._session.moved("the broker moved", now) if self._channel.moved(now) else []
 
     def _follow(self, failure: HandshakeFailure | None) -> None:
-        if failure is not None and failure != self._failure and failure.cause not in _SAID:
-            if len(_SAID) >= MAX_SAID:
-                _SAID.clear()
-            _SAID.add(failure.cause)  # once per process, not once per slot of a pool
-            log.warning("%s", failure.cause)
+        if failure is not None and failure != self._failure:
+            self._failures += 1
+            if failure.cause not in _SAID:
+                if len(_SAID) >= MAX_SAID:
+                    _SAID.clear()
+                _SAID.add(failure.cause)  # once per process, not once per slot of a pool
+                log.warning("%s", failure.cause)
         self._failure = failure
 
     def _read(self) -> RunTask | None:
@@ -303,7 +312,7 @@ class Worker:
             self._perform(self._session.stop(self._finish))
         self._perform(self._session.finish(status, result, time.monotonic()))
 
-    def _call(self, payload: Received, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
+    def _call(self, payload: TaskInput, task: TaskContext) -> tuple[bytes, tuple[bytes, ...]]:
         """The handler's ``(status, result frames)``; a generator's yields go out as partial results."""
         try:
             handler: Callable[..., Result] = self.handler

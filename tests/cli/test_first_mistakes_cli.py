@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_processes import COMMAND, expect, lines, spawn
+from transports import unbound_endpoint
 
 NEVER = "60"  # the commands' --timeout, which they must not reach
 BOUND = 30  # seconds each process is given (less than NEVER: a command that waits its timeout fails the test)
@@ -34,8 +35,9 @@ def test_a_wrong_endpoint_is_reported_at_once(tmp_path: Path, command: str) -> N
     assert "--wait-for-broker" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_client_told_to_wait_for_its_broker_gets_its_answer(tmp_path: Path, processes) -> None:
-    endpoint = f"ipc://{tmp_path}/later.sock"
+@pytest.mark.parametrize("scheme", ["ipc", "tcp"])
+def test_a_client_told_to_wait_for_its_broker_gets_its_answer(tmp_path: Path, processes, scheme: str) -> None:
+    endpoint = unbound_endpoint(scheme, tmp_path, "later")
     client = spawn(processes, "client", "--connect", endpoint, "--timeout", NEVER, "--wait-for-broker", "echo", "hi")
     assert client.poll() is None
     spawn(processes, "broker", "--bind", endpoint)

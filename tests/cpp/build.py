@@ -17,7 +17,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run as a script: make tests/ importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interop.build import BuildError, build_all, libzmq_prefix
+from interop.build import BuildError, build_all, libzmq_prefix, one_builder
 
 from generaldomo.cli.embedded import build_flags
 
@@ -46,18 +46,20 @@ def _run_compiler(
     cxx: list[str], source: Path, target: Path, include: list[str], libs: list[str], inputs: list[str]
 ) -> None:
     """Compile ``source`` into ``target`` unless it is newer than the source, the headers and ``inputs``."""
-    if _up_to_date(target, [source, *_headers(), *map(Path, inputs)]):
-        return
-    cmd = [*cxx, *CXXFLAGS, *include, str(source), *libs, "-o", str(target)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise BuildError(f"cannot run the C++ compiler `{shlex.join(cmd)}`: {error}") from error
-    if proc.returncode or proc.stderr.strip():
-        target.unlink(missing_ok=True)
-        raise BuildError(
-            f"compiling {source.name} failed or warned (exit {proc.returncode}):\n$ {shlex.join(cmd)}\n{proc.stderr}"
-        )
+    with one_builder(target) as partial:
+        if _up_to_date(target, [source, *_headers(), *map(Path, inputs)]):
+            return
+        cmd = [*cxx, *CXXFLAGS, *include, str(source), *libs, "-o", str(partial)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise BuildError(f"cannot run the C++ compiler `{shlex.join(cmd)}`: {error}") from error
+        if proc.returncode or proc.stderr.strip():
+            target.unlink(missing_ok=True)
+            raise BuildError(
+                f"compiling {source.name} failed or warned (exit {proc.returncode}):\n$ {shlex.join(cmd)}\n"
+                f"{proc.stderr}"
+            )
 
 
 def _compile_embedded(

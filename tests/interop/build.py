@@ -8,13 +8,15 @@ MDP/0.1, ``2`` for MDP/0.2) into ``mdp01_client``, ``mdp01_worker``, ``mdp02_cli
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,22 +55,39 @@ def _up_to_date(target: Path, sources: list[Path]) -> bool:
     return target.exists() and all(target.stat().st_mtime >= source.stat().st_mtime for source in sources)
 
 
+@contextmanager
+def one_builder(target: Path) -> Iterator[Path]:
+    """Build ``target`` one process at a time (the processes of ``pytest -n``, a bench run beside the tests): the
+    caller checks whether it is up to date and writes the path this yields, which replaces ``target`` whole on
+    success, so that no process ever runs a half-written program."""
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        partial = target.parent / f".{target.name}.{os.getpid()}"
+        try:
+            yield partial
+            if partial.exists():
+                os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+
+
 def _compile(cc: list[str], source: Path, target: Path, prefix: Path) -> None:
     archive = prefix / "lib" / "libzmq.a"
-    if _up_to_date(target, [source, *HEADERS, archive]):
-        return
-    cmd = [*cc, *CFLAGS, f"-I{prefix / 'include'}", str(source), str(archive), "-lstdc++", "-lpthread"]
-    cmd += ["-o", str(target)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise BuildError(f"cannot run the C compiler `{shlex.join(cmd)}`: {error}") from error
-    if proc.returncode:
-        raise BuildError(
-            f"compiling {source.name} failed (exit {proc.returncode}):\n$ {shlex.join(cmd)}\n{proc.stderr}"
-        )
-    if proc.stderr.strip():  # the peers are meant to build warning-free
-        warnings.warn(f"compiler warnings for {source.name}:\n{proc.stderr}", stacklevel=1)
+    with one_builder(target) as partial:
+        if _up_to_date(target, [source, *HEADERS, archive]):
+            return
+        cmd = [*cc, *CFLAGS, f"-I{prefix / 'include'}", str(source), str(archive), "-lstdc++", "-lpthread"]
+        cmd += ["-o", str(partial)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise BuildError(f"cannot run the C compiler `{shlex.join(cmd)}`: {error}") from error
+        if proc.returncode:
+            raise BuildError(
+                f"compiling {source.name} failed (exit {proc.returncode}):\n$ {shlex.join(cmd)}\n{proc.stderr}"
+            )
+        if proc.stderr.strip():  # the peers are meant to build warning-free
+            warnings.warn(f"compiler warnings for {source.name}:\n{proc.stderr}", stacklevel=1)
 
 
 Compile = Callable[[list[str], Path, Path, Path], None]  # (compiler, source, target, libzmq prefix)

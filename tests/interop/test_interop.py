@@ -25,9 +25,9 @@ from waiting import eventually
 
 from generaldomo import Broker, Client
 from generaldomo.sansio.broker.core import Settings
-from interop.build import build_peers
 
-pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
+# the tests marked `pure` run again in env pure, on the pure-Python path: those that carry each dialect's messages
+# (batches, partials) through each link; the others test the broker's rules, which that path does not change
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 60.0  # seconds: the bound on every wait; generous for a loaded 2-core machine
@@ -35,9 +35,9 @@ REPLY_TIMEOUT_MS = str(int(WAIT * 1000))
 
 
 @pytest.fixture(scope="session")
-def peers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The C peers, compiled once per test session."""
-    return build_peers(tmp_path_factory.mktemp("interop-peers"))
+def peers(c_peers: dict[str, Path]) -> dict[str, Path]:
+    """The C peers, compiled once per test session (tests/conftest.py)."""
+    return c_peers
 
 
 class Process:
@@ -154,6 +154,7 @@ def wait_until(condition, what: str) -> None:
 # ------------------------------------------------------------------------------------------ C peers only
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("mode", ["sync", "pipeline"])
 def test_mdp01_client_and_worker(procs: Processes, mode: str) -> None:
     _, links = procs.broker()
@@ -164,6 +165,7 @@ def test_mdp01_client_and_worker(procs: Processes, mode: str) -> None:
     assert worker.finish() == "served 50 requests\n"  # exactly one task per request reached the worker
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("mode", ["sync", "pipeline"])
 def test_mdp02_client_and_worker_with_partial_replies(procs: Processes, mode: str) -> None:
     _, links = procs.broker()
@@ -195,6 +197,7 @@ def test_mdp01_and_mdp02_peers_mix(procs: Processes, client: str, worker: str) -
     assert out == "ok 20 replies (w:=20)\n"
 
 
+@pytest.mark.pure
 def test_mdp01_client_pipelines_1000_requests_to_two_workers(procs: Processes, embedded_broker: Broker) -> None:
     endpoint = embedded_broker.endpoint("router", "tcp")
     for tag in ("A:", "B:"):
@@ -297,6 +300,7 @@ def test_c_worker_serves_python_clients_over_the_server_link(procs: Processes) -
     assert list(several) == [b"c:a", b"", b"c" * 1000]
 
 
+@pytest.mark.pure
 def test_c_worker_serves_python_clients_over_both_links_at_once(procs: Processes) -> None:
     _, links = procs.broker()
     procs.peer("mdp02_worker", links["router"], "--tag", "c:", "--partials", "1")
@@ -305,6 +309,7 @@ def test_c_worker_serves_python_clients_over_both_links_at_once(procs: Processes
         assert [future.result(WAIT).payload for future, _ in futures] == [b"c:%d" % n for _, n in futures]
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("mode", ["sync", "pipeline"])
 def test_python_worker_serves_c_clients(procs: Processes, workers, transport: str, mode: str) -> None:
     _, links = procs.broker()

@@ -9,18 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cpp.build import build_programs
 from restart_harness import WAIT, BrokerProcess, cpp_runs, cpp_worker, python_runs, python_worker, stop_all
 from waiting import eventually
 
 from generaldomo import Client, NotFound
 
 HEARTBEAT = 0.5
-
-
-@pytest.fixture(scope="module")
-def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return build_programs(tmp_path_factory.mktemp("cpp-programs"))
 
 
 Start = Callable[[str, str, Path], tuple[subprocess.Popen[bytes], Callable[[str], int]]]

@@ -27,7 +27,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cpp.build import build_programs
 from restart_harness import WAIT, BrokerProcess, cpp_worker, python_worker, stop_all
 
 from generaldomo import Client, Reply
@@ -89,8 +88,9 @@ class Supervisor:
 
 @pytest.mark.slow
 @pytest.mark.timeout(2 * KILLING + DRAIN + 240)
-def test_kill_9_every_1_to_3_s_for_a_minute_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
-    programs = build_programs(tmp_path / "cpp")
+def test_kill_9_every_1_to_3_s_for_a_minute_loses_nothing_and_runs_nothing_twice(
+    tmp_path: Path, programs: dict[str, Path]
+) -> None:
     router, server = f"ipc://{tmp_path}/router.sock", f"ipc://{tmp_path}/server.sock"
     runs = tmp_path / "runs"
     runs.mkdir()

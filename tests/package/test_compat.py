@@ -57,6 +57,7 @@ def test_each_old_path_imports_the_module_at_its_new_home_with_a_warning(old: st
     with pytest.warns(DeprecationWarning, match=f"generaldomo.{old} is deprecated; import {MOVED[old]}"):
         assert importlib.import_module(f"generaldomo.{old}") is new
     assert sys.modules[f"generaldomo.{old}"] is new
+    assert new.__spec__.name == new.__name__ == MOVED[old]  # the module keeps its own spec
 
 
 @pytest.mark.parametrize("old", sorted(name for name in MOVED if "." not in name))

@@ -1,5 +1,5 @@
-"""The layers of the package: the IO-free subpackage imports nothing that does IO, and inside it no import runs
-upward between its sub-packages (:data:`BELOW`)."""
+"""The layers of the package: no import runs upward between its parts (:data:`PARTS`), the IO-free subpackage
+imports nothing that does IO, and inside it no import runs upward between its sub-packages (:data:`BELOW`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,24 @@ BELOW: dict[str, tuple[str, ...]] = {
     "broker.services": ("broker.flow",),
     "broker.services.resolvers": ("broker.services",),
     "broker": ("broker.services.resolvers", "broker.accounts"),
+    "broker.core": ("broker",),
+}
+# The package's parts (its top-level modules and sub-packages), each with the ones right below it, as BELOW:
+# the errors at the bottom, then the IO-free layer, the IO layer, the peers, the public names of
+# generaldomo/__init__.py (""), and what builds on them. A new part must be given its place here.
+PARTS: dict[str, tuple[str, ...]] = {
+    "errors": (),
+    "compat": (),
+    "draft": (),
+    "sansio": ("errors",),
+    "io": ("sansio",),
+    "peers": ("io",),
+    "": ("peers", "compat"),
+    "ray": ("peers",),
+    "dashboard": ("",),
+    "cpp": ("", "draft"),
+    "cli": ("dashboard", "cpp"),
+    "__main__": ("cli",),
 }
 FORBIDDEN = ("zmq", "socket", "select", "selectors", "threading", "time", "asyncio", "generaldomo.io")
 
@@ -55,37 +73,70 @@ def package_of(path: Path) -> str:
     return ".".join(parts if path.name == "__init__.py" else parts[:-1])
 
 
-def below(sub_package: str) -> set[str]:
-    """Every sub-package below ``sub_package`` in :data:`BELOW`, at any depth."""
+def below(place: str, table: dict[str, tuple[str, ...]] = BELOW) -> set[str]:
+    """Every place below ``place`` in ``table`` (:data:`BELOW` or :data:`PARTS`), at any depth."""
     found: set[str] = set()
-    todo = list(BELOW[sub_package])
-    while todo and len(found) <= len(BELOW):
+    todo = list(table[place])
+    while todo and len(found) <= len(table):
         name = todo.pop()
         if name not in found:
             found.add(name)
-            todo.extend(BELOW[name])
+            todo.extend(table[name])
     return found
 
 
-def sub_package_of(module: str) -> str:
-    """The sub-package of the IO-free layer that ``module`` (a dotted name inside it) belongs to: the deepest."""
-    inside = module.removeprefix("generaldomo.sansio").removeprefix(".")
-    places = [name for name in BELOW if name and (inside == name or inside.startswith(f"{name}."))]
+def place_of(module: str, root: str = "generaldomo.sansio", table: dict[str, tuple[str, ...]] = BELOW) -> str:
+    """The place in ``table`` that ``module`` (a dotted name inside ``root``) belongs to: the deepest; ``""``, the
+    root's own, for a name no place begins (a module of the root, or a name its ``__init__`` holds)."""
+    inside = module.removeprefix(root).removeprefix(".")
+    places = [name for name in table if name and (inside == name or inside.startswith(f"{name}."))]
     return max(places, key=len, default="")
 
 
-def upward(source: str, module: str) -> list[str]:
-    """The imports of ``source`` (the module named ``module``) that run upward or sideways in the IO-free layer."""
-    own = sub_package_of(module)
-    allowed = {own} | below(own)
+def upward(
+    source: str, module: str, root: str = "generaldomo.sansio", table: dict[str, tuple[str, ...]] = BELOW
+) -> list[str]:
+    """The imports of ``source`` (the module named ``module``) that run upward or sideways between the places of
+    ``table`` inside ``root``."""
+    own = place_of(module, root, table)
+    allowed = {own} | below(own, table)
     package = module if module.endswith(".__init__") else module.rsplit(".", 1)[0]
     names = imported(source, package.removesuffix(".__init__"))
-    inside = (n for n in names if n == "generaldomo.sansio" or n.startswith("generaldomo.sansio."))
-    return sorted(n for n in inside if sub_package_of(n) not in allowed)
+    inside = (n for n in names if n == root or n.startswith(f"{root}."))
+    return sorted(n for n in inside if place_of(n, root, table) not in allowed)
 
 
 def module_of(path: Path) -> str:
     return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_runs_upward_between_the_parts_of_the_package(path: Path) -> None:
+    own = place_of(module_of(path).removesuffix(".__init__"), "generaldomo", PARTS)
+    wrong = upward(path.read_text(), module_of(path), "generaldomo", PARTS)
+    assert not wrong, f"{path.relative_to(PACKAGE)} ({own or 'generaldomo'}) imports from above it: {wrong}"
+
+
+def test_every_part_of_the_package_has_its_place() -> None:
+    found = {path.stem for path in PACKAGE.glob("*.py")} | {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    found = {name.replace("__init__", "") for name in found}
+    assert found == set(PARTS), f"give each part of the package its place in PARTS: {sorted(found ^ set(PARTS))}"
+
+
+def test_the_parts_are_in_order() -> None:
+    for name in PARTS:
+        assert name not in below(name, PARTS), f"{name!r} is below itself"
+    assert below("", PARTS) == {"peers", "io", "sansio", "errors", "compat"}
+    assert below("cli", PARTS) == set(PARTS) - {"cli", "__main__", "ray"}
+    assert upward(
+        "from generaldomo import Client\nfrom generaldomo.cli import main\n",
+        "generaldomo.io.links",
+        "generaldomo",
+        PARTS,
+    ) == ["generaldomo", "generaldomo.Client", "generaldomo.cli", "generaldomo.cli.main"]
 
 
 def test_the_io_free_layer_is_there() -> None:
@@ -110,7 +161,12 @@ def test_the_check_catches_every_form_of_import() -> None:
 
 @pytest.mark.parametrize("path", SANSIO, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_import_runs_upward_between_the_sub_packages(path: Path) -> None:
-    assert not upward(path.read_text(), module_of(path)), f"{path.name} imports from above its sub-package"
+    wrong = upward(path.read_text(), module_of(path))
+    assert not wrong, (
+        f"{path.relative_to(PACKAGE)} ({place_of(module_of(path)) or 'sansio'}) imports from above or beside it: "
+        f"{wrong}; move what it needs down, or, if the order itself should change, BELOW here and its list in "
+        "docs/explanation/architecture.rst"
+    )
 
 
 def test_every_sub_package_has_its_place() -> None:
@@ -126,8 +182,8 @@ def test_the_order_is_an_order() -> None:
     for name in BELOW:
         assert name not in below(name), f"{name!r} is below itself"
         assert name == "" or "" in below(name)
-    assert below("broker") == set(BELOW) - {"broker", "peer"}
-    assert "broker" not in below("peer") and "peer" not in below("broker")
+    assert below("broker.core") == set(BELOW) - {"broker.core", "peer"}
+    assert "broker" not in below("peer") and "peer" not in below("broker.core")
 
 
 def test_the_order_check_catches_an_upward_import() -> None:

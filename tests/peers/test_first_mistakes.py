@@ -10,7 +10,6 @@ starts later. The command line's side is tests/cli/test_first_mistakes_cli.py.
 from __future__ import annotations
 
 import logging
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from transports import TRANSPORTS, free_tcp_endpoint, unbound_endpoint
 from waiting import eventually
 
 from generaldomo import (
@@ -34,13 +34,6 @@ from generaldomo import (
 
 NEVER = 60.0  # seconds a call may wait: the old behaviour waited this long; the answer must come first
 QUICK = Settings(heartbeat_interval=0.2, liveness=3)  # a broker whose start-up grace for 404s is 1.2 s
-
-
-def free_tcp_endpoint() -> str:
-    """A loopback port nothing listens on (bound, then closed at once)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
 
 
 def endpoints(tmp_path: Path) -> list[str]:
@@ -84,6 +77,35 @@ def test_a_client_told_to_wait_for_its_broker_waits(tmp_path: Path) -> None:
                 worker.stop()
                 thread.join(30)
             assert broker.serving
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("scheme", ["ipc", "tcp"])
+def test_a_worker_and_a_client_started_before_their_broker_are_served(tmp_path: Path, scheme: str, transport: str):
+    """Both have found nothing there (the worker's failure, the client's refused attempts) and reconnected on
+    silence before the broker binds; then the worker registers (its failure cleared, still counted) and the
+    client gets its answer."""
+    endpoint = unbound_endpoint(scheme, tmp_path, "late")
+    worker = Worker(endpoint, "echo", lambda payload: payload, transport, heartbeat_interval=0.2, liveness=3)
+    thread = threading.Thread(target=worker.serve, daemon=True)
+    thread.start()
+    quick = {"heartbeat_interval": 0.2, "fail_unreachable": False, "fail_unknown": False}
+    try:
+        with Client(endpoint, transport, **quick) as client:  # type: ignore[arg-type]
+            future = client.submit("echo", b"hello")
+            eventually(lambda: worker.handshake_failure, timeout=NEVER, what="the worker's failure")
+            reconnected = lambda: worker.reconnects and client.reconnects and client.connection_refused  # noqa: E731
+            eventually(reconnected, timeout=NEVER, what="both reconnected, still refused")
+            assert not future.done() and not worker.registered
+            with Broker(transport, [endpoint], settings=QUICK).start():
+                assert future.result(NEVER).payload == b"hello"
+                eventually(lambda: worker.registered, timeout=NEVER, what="the worker's registration")
+                eventually(lambda: worker.handshake_failure is None, timeout=NEVER, what="the failure cleared")
+                assert worker.handshake_failures >= 1 and worker.handshake_failure is None
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive()
 
 
 def test_a_broker_that_starts_later_clears_the_failure(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from waiting import eventually
 from generaldomo import Broker, Worker
 from generaldomo.io import keys
 from generaldomo.sansio.config.settings import PeerSettings
-from generaldomo.sansio.peer.session import BACKOFF_FIRST, BACKOFF_MOST, Reconnect, ToBroker, WorkerSession
+from generaldomo.sansio.peer.session import RETRY_WAIT_FIRST, RETRY_WAIT_MOST, Reconnect, ToBroker, WorkerSession
 from generaldomo.sansio.wire import protocol
 
 DISCONNECT = protocol.gdp_worker_command(protocol.DISCONNECT)
@@ -44,7 +44,7 @@ def test_refused_readies_wait_twice_as_long_each_time_up_to_a_minute() -> None:
     session = WorkerSession(b"echo", PeerSettings(), 0.0)  # no jitter: the steps themselves
     readies = refused_until(session, 600.0)
     waits = [round(b - a, 6) for a, b in itertools.pairwise(readies)]
-    assert waits[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0] and set(waits[6:]) == {BACKOFF_MOST}
+    assert waits[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0] and set(waits[6:]) == {RETRY_WAIT_MOST}
     assert session.refusals == len(readies)
 
 
@@ -53,7 +53,7 @@ def test_the_waits_have_jitter_within_a_quarter_of_their_step(draw: float) -> No
     session = WorkerSession(b"echo", PeerSettings(), 0.0, uniform=lambda: draw)
     readies = refused_until(session, 100.0)
     first = readies[1] - readies[0]
-    assert 0.75 * BACKOFF_FIRST <= first <= 1.25 * BACKOFF_FIRST and first != BACKOFF_FIRST
+    assert 0.75 * RETRY_WAIT_FIRST <= first <= 1.25 * RETRY_WAIT_FIRST and first != RETRY_WAIT_FIRST
 
 
 def test_an_answered_ready_resets_the_wait_and_a_later_disconnect_registers_at_once() -> None:

@@ -442,7 +442,7 @@ class ConnectionReport:
 class LedgerReport:
     """The ledger (:mod:`generaldomo.sansio.broker.accounts.ledger`): bytes held on peers' behalf in all
     (``held_bytes``) and by kind of holding, the connections that hold any, and the
-    :data:`~generaldomo.sansio.broker.core.TOP_CONNECTIONS` that hold the most."""
+    :data:`~generaldomo.sansio.broker.core.reporting.TOP_CONNECTIONS` that hold the most."""
 
     held_bytes: int = 0
     by_kind: dict[str, int] = attrs.field(factory=dict)

@@ -33,7 +33,10 @@ class WorkerState(enum.Enum):
     FINISHING = "finishing"
     GONE = "gone"
 
-    __hash__ = object.__hash__  # members are singletons compared by identity; the C hash keeps lookups fast
+    # members are singletons: the C identity hash serves, not Enum's own (it hashes the name in Python at every dict
+    # or set lookup); without both enums here, the core costs 6,100 instructions more per request and reply, 3.2 %
+    # (``python -m bench.peer_instructions --role core``, 2026-12-07)
+    __hash__ = object.__hash__
 
 
 class TaskState(enum.Enum):
@@ -44,7 +47,7 @@ class TaskState(enum.Enum):
     CANCELLED = "cancelled"
     DONE = "done"
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # (as WorkerState's)
 
 
 class Step(enum.Enum):

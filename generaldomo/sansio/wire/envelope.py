@@ -18,17 +18,17 @@ from typing import Final
 from generaldomo.sansio.wire.limits import HOP, HOPS
 from generaldomo.sansio.wire.protocol import HEADERS
 
-__all__ = ["HEADER_FRAMES", "MAX_HOP", "MAX_HOPS", "Address", "join", "split"]
+__all__ = ["HEADER_FRAMES", "MAX_HOP", "MAX_HOPS", "Envelope", "join", "split"]
 
 MAX_HOPS: Final = HOPS.high
 MAX_HOP: Final = HOP.high
 _MIN_HOP: Final = HOP.low
 HEADER_FRAMES: Final = frozenset(header for _, header in HEADERS)
 
-Address = bytes | tuple[bytes, ...]
+Envelope = bytes | tuple[bytes, ...]
 
 
-def split(identity: bytes, frames: list[bytes]) -> tuple[Address, list[bytes]]:
+def split(identity: bytes, frames: list[bytes]) -> tuple[Envelope, list[bytes]]:
     """``(address, message)`` for ``frames`` received from ROUTER peer ``identity``."""
     first = frames[0] if frames else None
     if first in HEADER_FRAMES or (first == b"" and len(frames) > 1 and frames[1] in HEADER_FRAMES):
@@ -45,6 +45,6 @@ def split(identity: bytes, frames: list[bytes]) -> tuple[Address, list[bytes]]:
     return identity, frames
 
 
-def join(address: Address) -> Sequence[bytes]:
+def join(address: Envelope) -> Sequence[bytes]:
     """The frames that route a message back to ``address`` through a ROUTER socket."""
     return (address,) if isinstance(address, bytes) else address

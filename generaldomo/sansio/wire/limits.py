@@ -6,7 +6,7 @@ counted), :mod:`generaldomo.sansio.wire.wirejson` reads JSON from the wire withi
 check their numbers against its ranges, and the peers' sessions parse the broker's messages with the same
 bounds. ``docs/protocol.rst`` shows the table as :func:`rst_table` renders it (a test checks that they agree),
 and the status report lists it in its settings (:func:`as_settings`). A test or a fuzzer reads :data:`FIELDS`
-and :func:`edges` to build values just within and just beyond each bound. The broker's configurable limits
+to build values just within and just beyond each bound. The broker's configurable limits
 (message size, frames, budgets) are :class:`~generaldomo.sansio.config.settings.Settings`, not this table. It knows
 nothing of sockets or clocks.
 """
@@ -56,7 +56,6 @@ __all__ = [
     "Field",
     "Measure",
     "as_settings",
-    "edges",
     "rst_table",
 ]
 
@@ -203,13 +202,6 @@ FIELDS: Final[tuple[Field, ...]] = (
     TIMING,
 )
 BY_NAME: Final[dict[str, Field]] = {field.name: field for field in FIELDS}
-
-
-def edges(field: Field) -> list[tuple[int, bool]]:
-    """Sizes (or values) at the edges of ``field``'s bounds, each with whether it is within them: what a test or
-    a fuzzer sends to find a bound that is not checked (lengths below 0 left out)."""
-    candidates = dict.fromkeys((field.low - 1, field.low, field.high, field.high + 1))
-    return [(n, field.admits(n)) for n in candidates if field.measure is Measure.VALUE or n >= 0]
 
 
 def as_settings() -> dict[str, dict[str, int | float | str]]:

@@ -4,7 +4,7 @@ Rules (additive increase, multiplicative decrease, in the spirit of TCP Vegas an
 concurrency-limits): the *floor* is the least service time seen. Completions are judged in *rounds* of as
 many tasks as the cap, counting only tasks dispatched since the cap last changed (older ones tell of the old
 cap). At the end of a round, with ``mean`` its mean service time: above ``SHRINK_ABOVE x floor`` the cap is
-multiplied by :data:`BACKOFF`, or, when it already is at its lower bound, the floor rises to ``mean`` (the
+multiplied by :data:`DECREASE`, or, when it already is at its lower bound, the floor rises to ``mean`` (the
 service really got slower: at the least load allowed, what it takes is its floor); at most
 ``GROW_BELOW x floor``, and only if the cap was reached during the round (demand pressed against it), the cap
 grows by one; in between it holds. The cap starts at the lower bound and never leaves the bounds. The floor
@@ -22,11 +22,11 @@ import attrs
 
 from generaldomo.sansio.wire.limits import ADAPTIVE
 
-__all__ = ["BACKOFF", "GROW_BELOW", "SHRINK_ABOVE", "Adaptive", "AdaptiveLimits"]
+__all__ = ["DECREASE", "GROW_BELOW", "SHRINK_ABOVE", "Adaptive", "AdaptiveLimits"]
 
 GROW_BELOW = 1.2  # a round's mean service time up to this many floors: near the floor, the cap may grow
 SHRINK_ABOVE = 1.5  # above this many floors: latency has climbed, the cap shrinks
-BACKOFF = 0.8  # the factor a shrinking cap is multiplied by
+DECREASE = 0.8  # the factor a shrinking cap is multiplied by
 
 
 def _bound(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -103,7 +103,7 @@ class Adaptive:
             if self.limit <= self.limits.min:
                 self.floor = mean
                 return False
-            return self._move(now, max(float(self.limits.min), self.cap * BACKOFF), "decrease")
+            return self._move(now, max(float(self.limits.min), self.cap * DECREASE), "decrease")
         if mean <= floor * GROW_BELOW and saturated:
             return self._move(now, min(float(self.limits.max), self.cap + 1.0), "increase")
         return False

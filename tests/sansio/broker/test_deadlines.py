@@ -147,7 +147,7 @@ def test_the_deadline_heap_forgets_answered_tasks_in_bounded_memory() -> None:
     for n in range(10 * COMPACT_AFTER):
         request(h, b"r%d" % n, 3600.0)
         h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"ok")
-    heap = h.core._deadlines
+    heap = h.core._expiry._deadlines
     assert len(heap) == 0 and heap.slots <= 2 * COMPACT_AFTER + 2
     assert h.core.deadline() == h.core._next_sweep  # nothing left to expire
 

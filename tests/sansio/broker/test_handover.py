@@ -222,7 +222,7 @@ def test_under_curve_only_a_key_that_may_serve_the_service_hands_over() -> None:
     allowed = Credential("echo-worker", frozenset({Role.WORKER}), ("echo",))
     for to, out in new.core.receive(worker(6), protocol.gdp_resume(b"echo", task_id), new.now, allowed):
         new.inbox[to].append(out)
-    assert new.core.counters["tasks_resumed"] == 0 and len(new.core._claims) == 1
+    assert new.core.counters["tasks_resumed"] == 0 and len(new.core._handover) == 1
 
 
 @pytest.mark.parametrize("frames", [[b"GDPW01", b"\x07", b"echo"], [b"GDPW01", b"\x08", b"id"]])

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from generaldomo.sansio.broker.accounts.ledger import MARGIN, RESERVE, Kind, Ledger, Refusal, connection
-from generaldomo.sansio.broker.core import BEATS_PER_TICK, ECHO_BYTES, Peer
+from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.broker.core.clients import ECHO_BYTES
+from generaldomo.sansio.broker.core.workers import BEATS_PER_TICK
 from generaldomo.sansio.wire import limits, protocol
 from generaldomo.sansio.wire.events import Dialect
 

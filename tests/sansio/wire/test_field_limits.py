@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from core_harness import Harness, client, worker
+from fuzz_strategies import bounds
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,17 +21,17 @@ from generaldomo.sansio.wire import limits, protocol, wirejson
 from generaldomo.sansio.wire.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect, Malformed, WorkerReply
 from generaldomo.sansio.wire.peer_events import FinalReply, HeartbeatAnswer, TaskRequest
 
-PROTOCOL = (Path(__file__).resolve().parents[2] / "docs" / "protocol.rst").read_text()
+PROTOCOL = (Path(__file__).resolve().parents[3] / "docs" / "protocol.rst").read_text()
 
 
-just_within_and_beyond = limits.edges
+just_within_and_beyond = bounds
 
 
 def test_the_edges_of_each_bound_are_within_and_beyond_it() -> None:
-    assert limits.edges(limits.REQUEST_ID) == [(0, False), (1, True), (255, True), (256, False)]
-    assert limits.edges(limits.STATUS) == [(2, False), (3, True), (4, False)]
-    assert limits.edges(limits.RATE)[:2] == [(-1, False), (0, False)]  # more than 0
-    assert all(any(within for _, within in limits.edges(f)) and not all(w for _, w in limits.edges(f))
+    assert bounds(limits.REQUEST_ID) == [(0, False), (1, True), (255, True), (256, False)]
+    assert bounds(limits.STATUS) == [(2, False), (3, True), (4, False)]
+    assert bounds(limits.RATE)[:2] == [(-1, False), (0, False)]  # more than 0
+    assert all(any(within for _, within in bounds(f)) and not all(w for _, w in bounds(f))
                for f in limits.FIELDS)  # fmt: skip
 
 

@@ -43,7 +43,7 @@ def test_pages_beyond_the_connection_budget_wait_then_go_in_turn() -> None:
     assert 0 < len(pages) < 20 and h.core.counters["paced"] == pacing.LINE
     assert len(pages) + pacing.LINE + len(refused) == 20 and h.core.counters["paced_refused"] == len(refused)
     for _ in range(600):  # time passes: the waiting ones are answered, in order, within the work per second
-        if not h.core._pacer.waiting:
+        if not h.core._clients.pacer.waiting:
             break
         h.advance(0.1)
     later = answered(h, client(0))
@@ -67,7 +67,7 @@ def test_another_connection_is_not_held_behind_the_first_ones_line() -> None:
     h = crowded()
     for n in range(8):
         h.feed(client(0), status_request(b"p%d" % n, {"limit": 1000}))
-    assert h.core._pacer.waiting > 0
+    assert h.core._clients.pacer.waiting > 0
     h.advance(1.0)  # the broker's bucket refills faster than the connection's
     answered(h, client(0))
     h.now += 0.001  # the loop's next turn
@@ -80,13 +80,13 @@ def test_one_turn_starts_expensive_work_up_to_its_budget_and_the_next_turns_the_
     for n in range(10):  # ten connections, one page each, in one turn of the loop (one clock reading)
         h.feed(client(n), status_request(b"p", {"limit": 1000}))
     now = sum(len(answered(h, client(n))) for n in range(10))
-    assert 1 <= now < 10 and h.core._pacer.work - h.core._pacer._turn_work == 0
+    assert 1 <= now < 10 and h.core._clients.pacer.work - h.core._clients.pacer._turn_work == 0
     for _ in range(100):
-        if not h.core._pacer.waiting:
+        if not h.core._clients.pacer.waiting:
             break
-        before = h.core._pacer.work
+        before = h.core._clients.pacer.work
         h.advance(0.01)
-        assert h.core._pacer.work - before < pacing.TURN_WORK + 128 * 1024  # its budget, and one page beyond
+        assert h.core._clients.pacer.work - before < pacing.TURN_WORK + 128 * 1024  # its budget, and one page beyond
     assert now + sum(len(answered(h, client(n))) for n in range(10)) == 10
 
 

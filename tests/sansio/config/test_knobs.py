@@ -23,7 +23,7 @@ from generaldomo.sansio.broker.report import FlowReport, SettingsReport, StatusR
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.config.settings import PeerSettings, Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = json.loads((ROOT / "docs" / "status.schema.json").read_text())
 SETTINGS_SCHEMA = SCHEMA["properties"]["broker"]["properties"]["settings"]["properties"]
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generaldomo.sansio.broker.flow import adaptive as adaptive_module
-from generaldomo.sansio.broker.flow.adaptive import BACKOFF, Adaptive, AdaptiveLimits
+from generaldomo.sansio.broker.flow.adaptive import DECREASE, Adaptive, AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.wire import protocol
 
@@ -46,7 +46,7 @@ def test_shrinks_multiplicatively_when_latency_climbs_and_ignores_tasks_sent_bef
     cap.observe(0.0, 0.1)  # the floor
     for n in range(39):
         cap.observe(1.0 + n * 0.01, 1.0)  # ten times the floor
-    assert cap.change == "decrease" and cap.cap == pytest.approx(40 * BACKOFF)
+    assert cap.change == "decrease" and cap.cap == pytest.approx(40 * DECREASE)
     changed = cap.changed
     assert changed is not None
     for _ in range(100):  # dispatched before the change (now - seconds < changed): no new verdict
