@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.errors import HandshakeFailed, NotFound, RequestFailed

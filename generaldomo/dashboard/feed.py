@@ -43,7 +43,7 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.dashboard.frames import Framer
 from generaldomo.errors import HandshakeFailed, RequestFailed

@@ -33,7 +33,7 @@ from typing import Any
 
 import attrs
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io import address_file
 from generaldomo.io.endpoints import announced, announced_key

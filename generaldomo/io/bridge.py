@@ -51,7 +51,7 @@ from typing import NamedTuple
 
 import zmq
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.connection import Curve

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import attrs
 import zmq
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.io import endpoints, monitor, speedups
 from generaldomo.io.locator import Locator, Target, Where
 from generaldomo.io.transport import Transport, connect_target, require_draft

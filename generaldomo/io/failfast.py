@@ -22,7 +22,7 @@ from typing import Any, Self
 
 import zmq
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.sansio.barrier import Barrier
 

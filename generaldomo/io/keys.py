@@ -27,7 +27,7 @@ from pathlib import Path
 import zmq
 import zmq.utils.z85
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io import files
 

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.backlog import MARK, SEND, Backlog, Tracker

@@ -46,7 +46,7 @@ from typing import Any
 
 import attrs
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io import files
 from generaldomo.sansio.broker.flow.flow import FlowLimits

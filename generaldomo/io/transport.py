@@ -16,7 +16,7 @@ from typing import Any
 
 import zmq
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.errors import GeneraldomoError
 from generaldomo.io import inproc

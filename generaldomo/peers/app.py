@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.peers.app import Description, wire_description
 from generaldomo.peers.client import DEFAULT, Client, Reply, RequestFuture, _Default
 from generaldomo.sansio.peer import serializers

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import zmq
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Generic, TypeVar
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import attrs
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.accounts import pacing

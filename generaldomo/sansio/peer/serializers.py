@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)

@@ -19,7 +19,7 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.sansio.wire.limits import JSON_BYTES, JSON_DEPTH, JSON_INTEGER, JSON_NUMBER
 

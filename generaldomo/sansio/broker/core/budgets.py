@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.sansio.broker.accounts.ledger import (
     CHARGED,
     OVERHEAD,

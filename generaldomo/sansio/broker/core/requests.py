@@ -15,7 +15,7 @@ import itertools
 import logging
 from typing import Protocol
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.access import Role

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
-from generaldomo import errors
+import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.wire.limits import SERVICE_NAME
