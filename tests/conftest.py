@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -155,9 +156,10 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
             raise
 
 
-@pytest.fixture
-def keydir(tmp_path: Path) -> Path:
-    """Key pairs made by ``generaldomo keygen``: broker, client, worker (echo* only), admin, stranger."""
+@pytest.fixture(scope="session")
+def _made_keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The key pairs of :func:`keydir`, made once per test session (five processes)."""
+    folder = tmp_path_factory.mktemp("keys")
     made = {
         "broker": [],
         "client": ["--role", "clients"],
@@ -166,6 +168,14 @@ def keydir(tmp_path: Path) -> Path:
         "stranger": [],
     }
     for name, extra in made.items():
-        result = run("keygen", name, "--dir", str(tmp_path), *extra)
+        result = run("keygen", name, "--dir", str(folder), *extra)
         assert result.returncode == 0, result.stderr
+    return folder
+
+
+@pytest.fixture
+def keydir(tmp_path: Path, _made_keys: Path) -> Path:
+    """Key pairs made by ``generaldomo keygen``: broker, client, worker (echo* only), admin, stranger; the test's
+    own copy (its ``tmp_path``, files and modes as keygen wrote them) of the pairs made once per session."""
+    shutil.copytree(_made_keys, tmp_path, dirs_exist_ok=True)
     return tmp_path

@@ -15,7 +15,7 @@ out the session's ToBroker and Reconnect actions. Each connection is read by exa
   signal the reader waits for (the FD is edge-triggered). No thread hand-off per request.
 
 Reading may be lent: a thread that holds the peer's reader role (the IO thread, or a caller waiting for its
-reply, see :mod:`generaldomo.peers.client`) waits with :meth:`Connection.wait_readable` and reads with
+reply, see :mod:`generaldomo.peers.client_io`) waits with :meth:`Connection.wait_readable` and reads with
 :meth:`Connection.recv_batch`; kicks come through a pipe of their own (:meth:`Connection.consume_kicks`), so
 the IO thread's wake-ups (:meth:`Connection.wake`) are never taken by a lent reader.
 

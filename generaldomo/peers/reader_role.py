@@ -1,6 +1,6 @@
 """Who reads a Client's socket: the reader role's states and moves, as a transition table.
 
-This module owns the reader role's life (see :mod:`generaldomo.peers.client`, which holds it under the client's
+This module owns the reader role's life (see :mod:`generaldomo.peers.client_io`, which holds it under the client's
 lock): it is the IO thread's (``IO``) until a caller waiting for its reply claims it (``READING``); leaving its
 read loop, the caller keeps it lent (``LENT``: no wake-up for the next synchronous round trip) or gives it back
 (``IO``); the IO thread takes back a lent role nobody uses. A move the table lacks raises

@@ -32,7 +32,7 @@ from generaldomo.compat import moved_names
 from generaldomo.io.connection import BrokerChannel, Curve
 from generaldomo.io.locator import Where
 from generaldomo.io.transport import Transport
-from generaldomo.peers.client import Keys, as_bytes, as_frames, named
+from generaldomo.peers.payload import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio.barrier import Barrier

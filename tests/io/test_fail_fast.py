@@ -199,12 +199,12 @@ def test_a_client_drops_a_message_whose_handling_raises_and_serves_on(transport:
         def failing_resolve(action: object) -> None:
             raise RuntimeError("injected into a reply's delivery")
 
-        client._resolve = failing_resolve  # type: ignore[method-assign]
+        client._io._resolve = failing_resolve  # type: ignore[method-assign]
         broker.send(route, final(ids[0], b"one"))
         with pytest.raises(RuntimeError, match="injected into a reply's delivery"):
             first.result(30)  # its caller learns it, and waits no longer
         assert client.internal_errors == 2
-        del client._resolve
+        del client._io._resolve
         third = client.submit("echo", b"3")
         route, frames = broker.recv_until(lambda frames: frames[1] == b"\x01")
         broker.send(route, final(frames[2], b"three"))

@@ -128,7 +128,7 @@ def test_cancelling_the_future_a_reader_waits_for_wakes_it(transport: str, broke
 
         waiter = threading.Thread(target=_wait_claiming, args=(future, outcome))
         waiter.start()
-        eventually(lambda: client._reading, what="the waiter to read")
+        eventually(lambda: client._io._reading, what="the waiter to read")
         assert future.cancel()
         waiter.join(30)
         assert not waiter.is_alive() and len(outcome) == 1 and isinstance(outcome[0], CancelledError)
@@ -156,7 +156,7 @@ def test_closing_the_client_under_a_reader_fails_its_wait(transport: str, broker
 
     waiter = threading.Thread(target=_wait_claiming, args=(future, outcome))
     waiter.start()
-    eventually(lambda: client._reading, what="the waiter to read")
+    eventually(lambda: client._io._reading, what="the waiter to read")
     client.close()
     waiter.join(30)
     release.set()
@@ -215,7 +215,7 @@ def test_a_reader_whose_reply_came_before_it_took_the_role_returns(transport: st
         assert done
         got: list[Reply] = []
         # the race: result() saw the future pending, then the IO thread resolved it, then the role was taken
-        late = threading.Thread(target=lambda: got.append(client._await(future, 60, future.result)))
+        late = threading.Thread(target=lambda: got.append(client._io._await(future, 60, future.result)))
         late.start()
         late.join(20)  # it must not read on until its 60 s are up
         assert not late.is_alive() and got[0].payload == b"early"
