@@ -60,7 +60,14 @@ def _built_once(
     session = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         session = session.parent  # each process of pytest -n has its own folder in the session's
-    return build(session / name)
+    # the build is not the test's time: pytest-timeout's alarm (its signal method) is paused while it runs, as a
+    # loaded machine may take minutes to compile; each compiler run has a bound of its own
+    left, interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        return build(session / name)
+    finally:
+        if left:
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@
   :func:`generaldomo.cli.settings_table`).
 - ``.. generaldomo-cli::``: every command's ``--help``, from its own parser.
 - ``.. generaldomo-status-fields::``: the fields of the ``mmi.status`` report, from ``docs/status.schema.json``.
+- ``.. generaldomo-flow-limits::``: the table of a service's flow limits, from their declarations
+  (:func:`generaldomo.sansio.broker.flow.declaration.rst_table`).
 """
 
 from __future__ import annotations
@@ -193,10 +195,21 @@ class StatusFields(Generated):
         return status_fields(json.loads(SCHEMA.read_text()))
 
 
+class FlowLimits(Generated):
+    """``.. generaldomo-flow-limits::``"""
+
+    def text(self) -> str:
+        from generaldomo.sansio.broker.flow.declaration import rst_table
+        from generaldomo.sansio.broker.flow.flow import LIMITS
+
+        return rst_table(LIMITS)
+
+
 def setup(app: Sphinx) -> dict[str, bool]:
     """Register the generator and the directives."""
     app.connect("config-inited", generate)
     app.add_directive("generaldomo-settings", Settings)
     app.add_directive("generaldomo-cli", CommandLine)
     app.add_directive("generaldomo-status-fields", StatusFields)
+    app.add_directive("generaldomo-flow-limits", FlowLimits)
     return {"parallel_read_safe": True}

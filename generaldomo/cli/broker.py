@@ -20,6 +20,8 @@ from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, announceable
 from generaldomo.io.transport import require_draft
+from generaldomo.sansio.broker.flow import declaration
+from generaldomo.sansio.broker.flow.flow import LIMITS as FLOW_LIMITS
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.config.settings import PeerSettings, Settings
@@ -48,8 +50,8 @@ if TYPE_CHECKING:  # imported where used: the other commands do not load the bro
 DEFAULTS = Settings()
 _HEARTBEATS = {knob.name for knob in knobs.PEER}  # flags of their own (options.heartbeats)
 LIMITS = tuple(knob for knob in knobs.SETTINGS if knob.name not in _HEARTBEATS)  # the core's other settings
-FLOW_KEYS = tuple(knob.name for knob in knobs.FLOW if knob.name != "tenants")
-FLOW_EXAMPLE = "echo:rate=5,burst=1,concurrency=10,bytes_in_flight=1000000,adaptive=1..64,backoff=1..50"
+FLOW_KEYS = tuple(limit.name for limit in FLOW_LIMITS if limit.knob.kind is not knobs.Kind.TENANTS)
+FLOW_EXAMPLE = declaration.example(FLOW_LIMITS, "echo")
 BEACON_NAME = "generaldomo"
 BEACON_INTERVAL = 1.0
 
@@ -232,14 +234,14 @@ class FlowSpec:
 
 
 def parse_flow(spec: str) -> FlowSpec:
-    """``SERVICE:KEY=VALUE,...`` (keys of :data:`generaldomo.sansio.config.knobs.FLOW`, e.g. ``rate=5,burst=1,
-    concurrency=10,bytes_in_flight=1000000,adaptive=1..64,backoff=1..50``; a tenant's limits as
-    ``tenants.NAME.KEY=VALUE``) -> its FlowSpec; ValueError naming what is wrong."""
+    """``SERVICE:KEY=VALUE,...`` (keys: the names of :data:`generaldomo.sansio.broker.flow.flow.LIMITS`, e.g.
+    ``rate=5,burst=1,concurrency=10``; a tenant's limits as ``tenants.NAME.KEY=VALUE``) -> its FlowSpec;
+    ValueError naming what is wrong."""
     service, sep, pairs = spec.rpartition(":")
     if not sep or not service:
         raise ValueError(f"--flow wants SERVICE:KEY=VALUE,..., not {spec!r}")
     try:
-        return FlowSpec(service, FlowLimits().merged(knobs.flow_changes(pairs)))
+        return FlowSpec(service, FlowLimits().merged(declaration.changes(FLOW_LIMITS, pairs)))
     except ValueError as error:
         raise ValueError(f"--flow {spec!r}: {error}") from None
 
@@ -264,7 +266,7 @@ class FlowSpecs:
             raise ValueError(
                 "flow is a list of SERVICE:KEY=VALUE,... specs, or a table of services: {echo = {rate = 5}}"
             )
-        return [self(f"{service}:{knobs.flow_text(limits)}") for service, limits in table.items()]
+        return [self(f"{service}:{declaration.text(FLOW_LIMITS, limits)}") for service, limits in table.items()]
 
 
 COMMAND = Command("broker", "run a broker", arguments, run, configurable=True)

@@ -16,6 +16,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.errors import RequestFailed
 from generaldomo.peers.client import Client
+from generaldomo.sansio.broker.flow.flow import FLOW
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.wire import protocol
 
@@ -31,7 +32,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.wait_for_broker(parser)
     options.curve(parser)
     unset = argparse.SUPPRESS  # options left out are absent from the namespace, so they are not changed
-    for knob in knobs.FLOW:
+    for knob in FLOW:
         if knob.kind is knobs.Kind.TENANTS:
             more = f"{knob.help} (repeatable; default: unchanged)"
             options.add_knob(parser, knob, default=unset, type=_tenant, action="append", help=more)
@@ -56,7 +57,7 @@ def _tenant(text: str) -> tuple[str, dict[str, Any] | None]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-FLOW_KEYS = tuple(knob.name for knob in knobs.FLOW if knob.kind is not knobs.Kind.TENANTS)  # namespace keys
+FLOW_KEYS = tuple(knob.name for knob in FLOW if knob.kind is not knobs.Kind.TENANTS)  # namespace keys
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,5 +100,5 @@ def _served(client: Client, service: str, timeout: float) -> bool:
 
 COMMAND = Command(
     "flow", "show or change a service's flow limits (mmi.flow)", arguments, run,
-    configurable=True, per_run=(*(knob.name for knob in knobs.FLOW), "create"),  # the limits: what this run changes
+    configurable=True, per_run=(*(knob.name for knob in FLOW), "create"),  # the limits: what this run changes
 )  # fmt: skip

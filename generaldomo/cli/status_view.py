@@ -9,12 +9,15 @@ sockets, terminals or of how the report is made.
 
 from __future__ import annotations
 
+import string
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from generaldomo.cli.columns import Column, Format, cell, cut, printable, table, width_of
+from generaldomo.sansio.broker.flow.flow import LIMITS
 from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
+from generaldomo.sansio.config import knobs
 
 __all__ = ["COUNTS", "FLOW", "NAME", "WIDTH", "WORKERS", "S", "W", "render"]
 
@@ -34,11 +37,21 @@ COUNTS: Final = [
     Column[S]("dups", Format.COUNT, lambda s: s.duplicates_dropped),
     Column[S]("expired", Format.COUNT, lambda s: s.expired),
 ]
+
+
+def _limit(name: str) -> Callable[[ServiceReport], Any]:
+    return lambda s: getattr(s.flow, name)
+
+
 FLOW: Final = [
     Column[S]("rate/s", Format.RATE, lambda s: s.observed_rate),
-    Column[S]("limit/s", Format.RATE, lambda s: s.flow.rate),
-    Column[S]("burst", Format.COUNT, lambda s: s.flow.burst),
-    Column[S]("max conc", Format.COUNT, lambda s: s.flow.concurrency),
+    *(  # the flow limits declared with a column, in their order
+        Column[S](
+            limit.column, Format.RATE if limit.knob.kind is knobs.Kind.FLOAT else Format.COUNT, _limit(limit.name)
+        )
+        for limit in LIMITS
+        if limit.column
+    ),
     Column[S]("queue p50 ms", Format.MS, lambda s: s.queue_time.p50),
     Column[S]("queue p99 ms", Format.MS, lambda s: s.queue_time.p99),
     Column[S]("serve p50 ms", Format.MS, lambda s: s.service_time.p50),
@@ -117,16 +130,27 @@ def _wrap(line: str, width: int | None) -> str:
     return "\n".join(cut(part, width) for part in wrapped)
 
 
+class _Shown(string.Formatter):
+    """The formatter of the flow lines: None as ``-``, ``{x:ms}`` seconds as milliseconds."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return "-"
+        if format_spec == "ms":
+            return f"{float(value) * 1000:.1f} ms"
+        return format(value, format_spec)
+
+
 def _flow_lines(report: StatusReport) -> list[str]:
-    """One line per service with a byte limit or an adaptive cap (none: nothing), each without its newline."""
-    lines = []
+    """One line per service with a flow limit set that has no column (its ``line``; none: nothing), each without
+    its newline."""
+    shown, lines = _Shown(), []
     for s in report.services:
-        parts = []
-        if s.flow.bytes_in_flight is not None:
-            parts.append(f"bytes in flight {s.flow.in_flight_bytes}/{s.flow.bytes_in_flight}")
-        if (adaptive := s.flow.adaptive) is not None:
-            floor = "-" if adaptive.floor is None else f"{adaptive.floor * 1000:.1f} ms"
-            parts.append(f"adaptive cap {adaptive.cap} ({adaptive.min}..{adaptive.max}, floor {floor})")
+        parts = [
+            shown.format(limit.line or f"{limit.name.replace('_', ' ')} {{{limit.name}}}", **s.flow.fields())
+            for limit in LIMITS
+            if not limit.column and limit.line is not None and getattr(s.flow, limit.name) is not None
+        ]
         if parts:
             lines.append(f"{s.name}: " + ", ".join(parts))
     return lines

@@ -2,7 +2,8 @@
 
 Routes (all behind :class:`~generaldomo.dashboard.guard.Guard`):
 
-- ``GET /``: the page (its CSRF token in a ``<meta>`` tag; no inline script or style);
+- ``GET /``: the page (its CSRF token and the fields of its flow form, made from the flow limits' declarations,
+  in ``<meta>`` tags; no inline script or style);
 - ``GET /static/...``: the page's script and style, and the chart library shipped with the package;
 - ``GET /events``: server-sent events: ``history`` first, then a ``frame`` per status report (or ``trouble``
   when the broker does not answer), about once a second; ``503`` beyond the feed's caps on open streams (in
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -40,7 +42,8 @@ from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
 from generaldomo.errors import RequestFailed, TooManyStreams
 from generaldomo.io import files
 from generaldomo.peers.client import Client, Keys
-from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES
+from generaldomo.sansio.broker.flow.declaration import controls
+from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES, LIMITS
 from generaldomo.sansio.wire import wirejson
 
 __all__ = [
@@ -64,6 +67,7 @@ MAX_BODY: Final = 4096  # bytes of a POST body
 MAX_NAME: Final = 1024  # characters of a service name to change
 RETRY: Final = {"retry-after": "10"}  # seconds a page refused a stream waits before it asks again
 NO_STORE: Final = {"cache-control": "no-store"}
+CONTROLS: Final = html.escape(json.dumps(controls(LIMITS)))  # the flow form's fields, as the page reads them
 CONTROLS_OFF: Final = "the controls are off: start the dashboard with --allow-control, or with an admin key under CURVE"
 
 
@@ -166,7 +170,9 @@ class Dashboard:
 
     async def _index(self, request: Request) -> Response:
         self.feed.start()
-        text = self._page.substitute(csrf=html.escape(self.policy.csrf), version=html.escape(generaldomo.__version__))
+        text = self._page.substitute(
+            csrf=html.escape(self.policy.csrf), version=html.escape(generaldomo.__version__), limits=CONTROLS
+        )
         return HTMLResponse(text, headers=NO_STORE)
 
     async def _status(self, request: Request) -> Response:

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+from generaldomo.sansio.broker.flow.flow import FLOW
 from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
 from generaldomo.sansio.config import knobs
 
@@ -64,7 +65,7 @@ def _flow_field(field: str) -> Callable[[ServiceReport], float | None]:
 _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     **{
         knob.gauge: (f"Per service, the flow limit {knob.name}: {knob.help}", _flow_field(knob.field))
-        for knob in knobs.FLOW
+        for knob in FLOW
         if knob.gauge is not None and knob.field is not None
     },
     f"{PREFIX}_service_adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),

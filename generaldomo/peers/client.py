@@ -387,10 +387,10 @@ class Client:
         return report
 
     def flow(self, service: str, timeout: float | None = 10.0, **limits: object) -> dict[str, Any]:
-        """Read the flow limits of ``service`` or, given ``rate``, ``burst``, ``concurrency``,
-        ``bytes_in_flight``, ``adaptive`` (``{"min": 1, "max": 64}``) and/or ``tenants`` (``{"alice": {"weight":
-        3, "concurrency": 8}, "bob": None}``: the tenants named change, None forgets one's), change them (None
-        lifts a limit). Returns the limits now in force (``mmi.flow``).
+        """Read the flow limits of ``service`` or, given some (``mmi.flow``'s keys, as the guide's table of flow
+        limits lists them: ``rate``, ``concurrency``, ``adaptive`` as ``{"min": 1, "max": 64}``, ``tenants`` as
+        ``{"alice": {"weight": 3, "concurrency": 8}, "bob": None}``: the tenants named change, None forgets
+        one's, ...), change them (None lifts a limit). Returns the limits now in force (``mmi.flow``).
 
         Args:
             service: the service's name.

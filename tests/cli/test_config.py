@@ -18,6 +18,8 @@ from waiting import eventually
 
 from generaldomo import Client
 from generaldomo.cli import _SUBPARSERS, COMMANDS, config, parser, settings_table
+from generaldomo.sansio.broker.flow import declaration
+from generaldomo.sansio.broker.flow.flow import FLOW, LIMITS
 from generaldomo.sansio.config import knobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +57,7 @@ def test_the_guide_table_is_made_from_the_declarations() -> None:
     for knob in (*knobs.SETTINGS, *knobs.PEER):
         assert f'"``{knob.name}``", "``{knob.option}``", "``{knob.variable}``"' in table, knob.name
     flow = (GUIDE / "howto" / "flow-control.rst").read_text()
-    for knob in knobs.FLOW:
+    for knob in FLOW:
         assert f"``{knob.option}" in flow or f"{knob.name}=" in flow, knob.name
 
 
@@ -119,8 +121,8 @@ def test_one_word_one_meaning_none_lifts_a_limit_auto_is_a_worked_out_default(tm
     assert again["recovery"] == ("auto", f"{older}:[broker] recovery")
     refused = run("broker", "--max-workers", "auto", "--print-config", env=environment())
     assert refused.returncode == 2 and "or none (no limit)" in refused.stderr, refused.stderr
-    assert knobs.flow_text({"rate": None, "backoff": None}) == "rate=none,backoff=auto"
-    assert knobs.flow_changes("rate=none,backoff=auto") == {"rate": None, "backoff": None}
+    assert declaration.text(LIMITS, {"rate": None, "backoff": None}) == "rate=none,backoff=auto"
+    assert declaration.changes(LIMITS, "rate=none,backoff=auto") == {"rate": None, "backoff": None}
 
 
 def test_a_broker_worker_and_client_run_from_one_file_and_the_environment(tmp_path: Path, processes) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from generaldomo.cli import _SUBPARSERS, main, parser
+from generaldomo.sansio.broker.flow.flow import FLOW
 from generaldomo.sansio.config import knobs
 
 Z85_SECRET = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"
@@ -57,7 +58,7 @@ def test_every_number_of_every_command_is_read_by_a_knob() -> None:
 
 
 def test_every_number_knob_is_finite_and_bounded() -> None:
-    for knob in (*knobs.SETTINGS, *knobs.PEER, *knobs.COMMAND, *knobs.FLOW, *knobs.TENANT):
+    for knob in (*knobs.SETTINGS, *knobs.PEER, *knobs.COMMAND, *FLOW, *knobs.TENANT):
         if knob.kind in (knobs.Kind.INT, knobs.Kind.FLOAT):
             assert knob.high is not None, knob.name
             for text in ("nan", "inf", "-inf", "1e400", "9" * 5000):

@@ -4,7 +4,8 @@
  * text from the broker goes into the page as text (textContent), never as markup; each number shown keeps
  * the broker's raw value in a data-value attribute. Names from the broker (services) are keys of Map objects
  * only, never of plain objects (where "constructor" or "__proto__" would find the object's own machinery).
- * The flow form sends only the limits changed in it, with the page's CSRF token. Memory is bounded:
+ * The flow form has the fields the page's "flow-limits" meta tag lists (the dashboard makes them from the
+ * flow limits' declarations) and sends only the limits changed in it, with the page's CSRF token. Memory is bounded:
  * WINDOW_MAX seconds of samples and bars per service charted. Each chart is as wide as its card, whenever
  * the card's width changes (a ResizeObserver), and its time axis keeps TICK_SPACE pixels between two
  * labels, wider than any label, so labels never overlap.
@@ -18,8 +19,11 @@
   const MIN_ROWS = 20; // rows a timeline has at least (one per task in the window)
   const TICK_SPACE = 90; // pixels at least between two time labels (a label, "23:59:59", is about 55)
   const COLOURS = { queued: "#1f77b4", processing: "#ff7f0e", inFlight: "#2ca02c", cap: "#d62728" };
-  const LIMITS = ["rate", "burst", "concurrency", "bytes_in_flight", "adaptive_min", "adaptive_max"];
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  // the flow form's fields, as the dashboard serves them (made from the flow limits' declarations): name, label,
+  // fields (a range has two: NAME_min and NAME_max), whole, placeholder, size, summary and format
+  const CONTROLS = JSON.parse(document.querySelector('meta[name="flow-limits"]').content);
+  const FIELDS = CONTROLS.flatMap((c) => c.fields);
 
   const state = {
     last: null, // the last frame
@@ -195,11 +199,26 @@
 
   function limitsText(s) {
     const f = s.flow, parts = [];
-    if (f.rate !== null) parts.push(fmt.rate(f.rate) + "/s" + (f.burst !== null ? " burst " + f.burst : ""));
-    if (f.concurrency !== null) parts.push("≤ " + f.concurrency + " at once");
-    if (f.bytes_in_flight !== null && f.bytes_in_flight !== undefined) parts.push("≤ " + fmt.bytes(f.bytes_in_flight) + " in flight");
-    if (f.adaptive) parts.push("adaptive " + f.adaptive.min + "…" + f.adaptive.max + " (cap " + f.adaptive.cap + ")");
+    for (const c of CONTROLS) {
+      const value = f[c.name];
+      if (value === null || value === undefined) continue;
+      const shown = (key) => (key === "value" ? (fmt[c.format] || fmt.count)(value) : fmt.text(value[key]));
+      parts.push(c.summary.replace(/\{(\w+)\}/g, (_, key) => shown(key)));
+    }
     return parts.join(", ") || "none";
+  }
+
+  function buildControls() {
+    const holder = $("#control-limits");
+    for (const c of CONTROLS) {
+      c.fields.forEach((field, index) => {
+        const label = c.fields.length === 1 ? c.label : index ? "max" : c.label + " min";
+        const input = element("input", { id: "limit-" + field, inputmode: c.whole ? "numeric" : "decimal", placeholder: c.placeholder, size: String(c.size), title: c.help });
+        const wrapper = element("label", {}, label + " ");
+        wrapper.append(input);
+        holder.append(wrapper, " ");
+      });
+    }
   }
 
   function renderServices(data) {
@@ -284,18 +303,20 @@
   function values(s) {
     const f = s ? s.flow : {};
     const text = (v) => (v === null || v === undefined ? "" : String(v));
-    return {
-      rate: text(f.rate), burst: text(f.burst), concurrency: text(f.concurrency),
-      bytes_in_flight: text(f.bytes_in_flight),
-      adaptive_min: text(f.adaptive && f.adaptive.min), adaptive_max: text(f.adaptive && f.adaptive.max),
-    };
+    const filled = {};
+    for (const c of CONTROLS) {
+      const value = f[c.name];
+      if (c.fields.length === 1) filled[c.name] = text(value);
+      else [filled[c.fields[0]], filled[c.fields[1]]] = [text(value && value.min), text(value && value.max)];
+    }
+    return filled;
   }
 
   function choose(name) {
     const select = $("#control-service");
     select.value = name;
     const filled = values(current(name));
-    for (const key of LIMITS) $("#limit-" + key).value = filled[key];
+    for (const key of FIELDS) $("#limit-" + key).value = filled[key];
     state.editing = { name, filled };
     $("#control-result").textContent = "";
     $("#control").scrollIntoView({ block: "nearest" });
@@ -326,13 +347,15 @@
 
   function changes() {
     const filled = state.editing.filled, now = {}, limits = {};
-    for (const key of LIMITS) now[key] = $("#limit-" + key).value;
-    for (const key of ["rate", "burst", "concurrency", "bytes_in_flight"]) {
-      if (now[key].trim() !== filled[key]) limits[key] = number(now[key], key !== "rate");
-    }
-    if (now.adaptive_min.trim() !== filled.adaptive_min || now.adaptive_max.trim() !== filled.adaptive_max) {
-      const min = number(now.adaptive_min, true), max = number(now.adaptive_max, true);
-      limits.adaptive = min === null && max === null ? null : Object.fromEntries(
+    for (const key of FIELDS) now[key] = $("#limit-" + key).value;
+    for (const c of CONTROLS) {
+      if (!c.fields.some((key) => now[key].trim() !== filled[key])) continue;
+      if (c.fields.length === 1) {
+        limits[c.name] = number(now[c.name], c.whole);
+        continue;
+      }
+      const min = number(now[c.fields[0]], c.whole), max = number(now[c.fields[1]], c.whole);
+      limits[c.name] = min === null && max === null ? null : Object.fromEntries(
         Object.entries({ min, max }).filter(([, v]) => v !== null));
     }
     return limits;
@@ -507,6 +530,7 @@
       localStorage.setItem("generaldomo-window", windowSelect.value);
       renderCharts(state.last);
     });
+    buildControls();
     $("#control-form").addEventListener("submit", apply);
     $("#control-service").addEventListener("change", () => choose($("#control-service").value));
     connect();

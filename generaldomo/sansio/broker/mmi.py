@@ -20,8 +20,9 @@ import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.accounts import pacing
-from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES, Flow, FlowLimits
-from generaldomo.sansio.broker.report import StatusQuery, StatusReport, first_tenants, limits_in_force
+from generaldomo.sansio.broker.flow.fair import first_tenants
+from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.broker.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.wire import protocol, wirejson
 from generaldomo.sansio.wire.limits import MMI_FRAMES, SERVICE_NAME
@@ -137,19 +138,16 @@ def service_name(frame: bytes) -> str:
 
 
 def shown(limits: FlowLimits) -> dict[str, object]:
-    """The JSON form of ``limits`` in an ``mmi.flow`` answer: rate, burst and concurrency always, the newer
-    limits (bytes in flight, adaptive) only when set, so older readers see what they always saw; of the tenants'
+    """The JSON form of ``limits`` in an ``mmi.flow`` answer: the limits declared ``always_shown`` (rate, burst and
+    concurrency) always, the newer ones only when set, so older readers see what they always saw; of the tenants'
     limits, as the status report shows them, those of "*" and the first others set, and their number
     (``tenant_limits``)."""
     tenants = limits.tenants
     data = attrs.asdict(attrs.evolve(limits, tenants=None))
-    shown = {key: value for key, value in data.items() if value is not None or key in _ALWAYS_SHOWN}
+    shown = {key: value for key, value in data.items() if value is not None or LIMIT[key].always_shown}
     if tenants is not None:
         shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}
     return shown
-
-
-_ALWAYS_SHOWN = frozenset({"rate", "burst", "concurrency"})
 
 
 def _in_force(live: Flow | None, limits: FlowLimits, changed: bool) -> FlowLimits:

@@ -13,12 +13,15 @@ import functools
 import itertools
 import json
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
-from generaldomo.sansio.broker.flow.adaptive import Adaptive
-from generaldomo.sansio.broker.flow.backoff import Backoff
+from generaldomo.sansio.broker.flow import flow as flow_module
+from generaldomo.sansio.broker.flow.adaptive import AdaptiveReport as AdaptiveReport
+from generaldomo.sansio.broker.flow.backoff import BackoffReport as BackoffReport
+from generaldomo.sansio.broker.flow.declaration import Limit, Reported, report_fields
+from generaldomo.sansio.broker.flow.fair import REPORTED_TENANTS as REPORTED_TENANTS
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.services.stats import ServiceStats, percentiles
@@ -36,16 +39,12 @@ __all__ = [
     "MAX_QUERY",
     "PAGE",
     "PAGE_BYTES",
-    "REPORTED_TENANTS",
     "SERVICE_BYTES",
     "TENANT_BYTES",
     "WORKER_BYTES",
-    "AdaptiveReport",
-    "BackoffReport",
     "BrokerReport",
     "ConnectionReport",
     "Endpoint",
-    "FlowReport",
     "LedgerReport",
     "NextPage",
     "Percentiles",
@@ -56,7 +55,7 @@ __all__ = [
     "StatusReport",
     "TenantReport",
     "WorkerReport",
-    "first_tenants",
+    "flow_report_class",
     "limits_in_force",
     "page",
 ]
@@ -68,7 +67,6 @@ PAGE = 100  # services and workers an mmi.status reply lists unless asked for fe
 MAX_PAGE = STATUS_PAGE.high  # the most it lists
 MAX_QUERY = STATUS_QUERY.high  # bytes of an mmi.status request's query
 DESCRIPTION_BYTES = 256  # bytes of a worker's description a report shows (description_bytes: all of them)
-REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tenant limits its flow report lists
 # A page's bytes and work, whatever the broker holds: each record it lists is bounded (names, tenants and
 # completions listed are), and the page lists services, then workers, each up to half of PAGE_BYTES by the
 # records' estimates below, which are at least their JSON's bytes (at least one record of each), the rest left
@@ -101,127 +99,62 @@ class Percentiles:
 
 
 def limits_in_force(flow: Flow) -> FlowLimits:
-    """The limits ``flow`` enforces, as both ``mmi.flow`` and the report show them (``burst``: None when no
-    rate is in force, since a burst only shapes a rate)."""
-    adaptive = None if flow.adaptive is None else flow.adaptive.limits
-    burst = flow.burst if flow.rate is not None else None
-    backoff = flow.backoff.limits if flow.backoff_set else None
-    return FlowLimits(flow.rate, burst, flow.concurrency, flow.bytes_in_flight, adaptive, flow.tenants, backoff)
+    """The limits ``flow`` enforces, as both ``mmi.flow`` and the report show them (:attr:`Flow.in_force`)."""
+    return flow.in_force
 
 
-@attrs.frozen(kw_only=True)
-class AdaptiveReport:
-    """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
+class _FlowReportBase:
+    """What the flow report does besides holding its fields (those of :func:`flow_report_class`)."""
 
-    min: int = 1
-    max: int = 1
-    cap: int = 1
-    floor: float | None = None  # least recent service time (s)
-    latency: float | None = None  # mean service time of the last round (s)
-    changed: float | None = None  # seconds since the cap last moved (None: never)
-    change: str = ""  # "increase" or "decrease"
+    __slots__ = ()
+    reported: ClassVar[tuple[tuple[str, Reported], ...]] = ()  # each field's name and how it is reported
 
     @classmethod
-    def of(cls, adaptive: Adaptive | None, now: float) -> AdaptiveReport | None:
-        """The report of ``adaptive`` at ``now`` (None when the service has no adaptive cap)."""
-        if adaptive is None:
-            return None
-        limits, changed = adaptive.limits, adaptive.changed
-        since = None if changed is None else round(now - changed, 3)
-        return cls(
-            min=limits.min,
-            max=limits.max,
-            cap=adaptive.limit,
-            floor=adaptive.floor,
-            latency=adaptive.latency,
-            changed=since,
-            change=adaptive.change,
-        )
+    def of(cls, flow: Flow, now: float) -> Any:
+        """The report of ``flow`` at ``now``: each field as its declaration reports it (of the tenants' limits,
+        those of "*" and the first others set, up to :data:`REPORTED_TENANTS`, their number in
+        ``tenant_limits``)."""
+        limits = flow.in_force
+        return cls(**{name: reported(flow, limits, now) for name, reported in cls.reported})
 
-
-@attrs.frozen(kw_only=True)
-class BackoffReport:
-    """A service's rate adapted to its 429s: its bounds, the rate now (None: no 429 yet), the 429s so far,
-    seconds the latest 429 still holds back the worker that said it, and when and how the rate last moved."""
-
-    min: float = 0.0
-    max: float | None = None
-    rate: float | None = None
-    throttled: int = 0
-    paused: float = 0.0
-    changed: float | None = None  # seconds since the rate last moved (None: never)
-    change: str = ""  # "increase" or "decrease"
-
-    @classmethod
-    def of(cls, backoff: Backoff, shown: bool, now: float) -> BackoffReport | None:
-        """The report of ``backoff`` at ``now`` (None when it never acted and its bounds are the defaults)."""
-        if not shown and backoff.rate is None and not backoff.throttled:
-            return None
-        limits, changed, paused = backoff.limits, backoff.changed, backoff.paused_until
-        since = None if changed is None else round(now - changed, 3)
-        left = 0.0 if paused is None else round(max(0.0, paused - now), 3)
-        rate = None if backoff.rate is None else round(backoff.rate, 3)
-        return cls(
-            min=limits.min,
-            max=limits.max,
-            rate=rate,
-            throttled=backoff.throttled,
-            paused=left,
-            changed=since,
-            change=backoff.change,
-        )
-
-
-@attrs.frozen(kw_only=True)
-class FlowReport:
-    """A service's flow limits in force (see :func:`limits_in_force`), and its tasks (and their request bytes)
-    in flight."""
-
-    rate: float | None = None
-    burst: int | None = None
-    concurrency: int | None = None
-    in_flight: int = 0
-    bytes_in_flight: int | None = None  # the limit on request bytes in flight
-    in_flight_bytes: int = 0
-    adaptive: AdaptiveReport | None = None
-    tenants: dict[str, dict[str, Any]] | None = None  # weights and limits by tenant name ("*": the others')
-    backoff: BackoffReport | None = None
-    tenant_limits: int | None = None  # tenants with limits ("*" too), of which ``tenants`` lists 32; None: none
-
-    @classmethod
-    def of(cls, flow: Flow, now: float) -> FlowReport:
-        """The report of ``flow`` at ``now``: of its tenants' limits, those of "*" and the first others set, up
-        to :data:`REPORTED_TENANTS` (their number in ``tenant_limits``)."""
-        limits = limits_in_force(flow)
-        tenants = None if limits.tenants is None else first_tenants(limits.tenants)
-        return cls(
-            rate=limits.rate,
-            burst=limits.burst,
-            concurrency=limits.concurrency,
-            in_flight=flow.in_flight,
-            bytes_in_flight=limits.bytes_in_flight,
-            in_flight_bytes=flow.in_flight_bytes,
-            adaptive=AdaptiveReport.of(flow.adaptive, now),
-            tenants=tenants,
-            backoff=BackoffReport.of(flow.backoff, flow.backoff_set, now),
-            tenant_limits=None if limits.tenants is None else len(limits.tenants),
-        )
+    def fields(self) -> dict[str, Any]:
+        """Its fields by name, in order (their records as they are)."""
+        return {name: getattr(self, name) for name, _ in self.reported}
 
     @property
     def estimated_bytes(self) -> int:
         """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
-        parts = (ADAPTIVE_BYTES if self.adaptive is not None else 0) + (
-            BACKOFF_BYTES if self.backoff is not None else 0
-        )
-        return parts + sum(TENANT_BYTES + ESCAPED * len(name) for name in self.tenants or ())
+        adaptive, backoff, tenants = (getattr(self, name, None) for name in ("adaptive", "backoff", "tenants"))
+        parts = (ADAPTIVE_BYTES if adaptive is not None else 0) + (BACKOFF_BYTES if backoff is not None else 0)
+        return parts + sum(TENANT_BYTES + ESCAPED * len(name) for name in tenants or ())
 
 
-def first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The limits of "*" and of the first other tenants set, :data:`REPORTED_TENANTS` in all, in JSON form."""
-    shown = dict.fromkeys(
-        itertools.islice(itertools.chain(("*",) if "*" in tenants else (), tenants), REPORTED_TENANTS + 1)
+def flow_report_class(limits: Sequence[Limit]) -> type[Any]:
+    """The record of a service's flow report, a field per limit declared in ``limits`` and those beside it (see
+    :func:`~generaldomo.sansio.broker.flow.declaration.report_fields`), in their order: the limits in force and
+    the tasks (and their request bytes) in flight."""
+    declared = report_fields(limits)
+    fields = {f.name: attrs.field(default=f.default, type=f.type) for f in declared}
+    made: type[_FlowReportBase] = attrs.make_class(
+        "FlowReport", fields, bases=(_FlowReportBase,), frozen=True, kw_only=True, slots=True
     )
-    return {name: attrs.asdict(tenants[name]) for name in itertools.islice(shown, REPORTED_TENANTS)}
+    made.reported = tuple((f.name, f.reported) for f in declared)
+    made.__module__ = __name__
+    made.__doc__ = flow_report_class.__doc__
+    return made
+
+
+if TYPE_CHECKING:
+
+    class FlowReport(_FlowReportBase):
+        """A service's flow report (made from the declarations: :func:`flow_report_class`)."""
+
+        def __init__(self, **fields: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    FlowReport = flow_report_class(flow_module.LIMITS)
 
 
 @attrs.frozen(kw_only=True)

@@ -5,10 +5,10 @@ name it goes by: the ``generaldomo`` flag, the ``GENERALDOMO_*`` environment var
 key, the field of the status report and the Prometheus metric. The CLI makes its flags from it
 (:mod:`generaldomo.cli.broker`, :mod:`generaldomo.cli.flow`), reads values given as text through
 :meth:`Knob.parse` (flags, environment, configuration file alike), and the metrics name their gauges by it;
-tests check that :class:`~generaldomo.sansio.config.settings.Settings`, the settings and flow reports,
+tests check that :class:`~generaldomo.sansio.config.settings.Settings`, the settings report,
 ``docs/status.schema.json``, the CLI's help and the guide's settings table agree with it. A new setting is a
-field of ``Settings`` (its default) and a knob here; a new flow limit, a field of
-:class:`~generaldomo.sansio.broker.flow.flow.FlowLimits` and a knob in :data:`FLOW`.
+field of ``Settings`` (its default) and a knob here; a flow limit's knob is part of its declaration
+(:data:`generaldomo.sansio.broker.flow.flow.LIMITS`).
 
 Rules: a knob's ``name`` is its Python name (the ``Settings`` or ``FlowLimits`` field), its configuration key and
 the CLI's argparse destination; the environment variable follows from it, and so does the flag unless given.
@@ -34,7 +34,6 @@ __all__ = [
     "COMMAND",
     "COMMANDS",
     "ENV_PREFIX",
-    "FLOW",
     "MAX_BYTES",
     "MAX_COUNT",
     "MAX_SECONDS",
@@ -47,8 +46,6 @@ __all__ = [
     "Knob",
     "by_name",
     "command",
-    "flow_changes",
-    "flow_text",
     "setting",
     "tenant_limits",
 ]
@@ -258,14 +255,6 @@ def command(name: str, kind: Kind, help: str, **more: Any) -> Knob:
     return Knob(name=name, kind=kind, default=None, help=help, report=None, metric=None, **more)
 
 
-def _flow(field: limits.Field, kind: Kind, help: str, **more: Any) -> Knob:
-    """The knob of a flow limit whose bounds are the wire's (``generaldomo.sansio.wire.limits``)."""
-    return Knob(
-        name=field.name, kind=kind, default=None, help=help, low=field.low, high=field.high, low_open=field.low_open,
-        **more,
-    )  # fmt: skip
-
-
 _NO_LIMIT = "no limit"
 _SHARE = _SETTINGS["connection_worker_share"].default
 
@@ -430,42 +419,6 @@ COMMAND: Final[tuple[Knob, ...]] = (
 )  # fmt: skip
 COMMANDS: Final = {knob.name: knob for knob in COMMAND}
 
-# The flow limits of a service (FlowLimits, mmi.flow's keys): broker --flow SERVICE:KEY=VALUE, generaldomo flow.
-FLOW: Final[tuple[Knob, ...]] = (
-    _flow(
-        limits.RATE, Kind.FLOAT, "dispatches per second; 'none' lifts it",
-        unit="per second", none_means=_NO_LIMIT, metavar="PER_SECOND", metric="service_rate_limit",
-    ),
-    _flow(
-        limits.BURST, Kind.INT, "dispatches allowed back to back (a new limit starts at 1)",
-        metavar="N", metric="service_burst_limit",
-    ),
-    _flow(
-        limits.CONCURRENCY, Kind.INT, "tasks in flight at once; 'none' lifts it",
-        none_means=_NO_LIMIT, metavar="N", metric="service_concurrency_limit",
-    ),
-    _flow(
-        limits.BYTES_IN_FLIGHT, Kind.INT,
-        "request bytes in flight at once (a larger task goes alone); 'none' lifts it",
-        unit="bytes", none_means=_NO_LIMIT, metavar="BYTES", metric="service_bytes_in_flight_limit",
-    ),
-    _flow(
-        limits.ADAPTIVE, Kind.RANGE, "adapt the concurrency cap to service times within these bounds; 'none' turns "
-        "it off", none_means="off", metavar="MIN..MAX", metric=None,
-    ),
-    Knob(
-        name="tenants", kind=Kind.TENANTS, default=None, none_means="no per-tenant limits", flag="--tenant",
-        help="a tenant's share and limits: weight (default 1), rate, burst, concurrency, e.g. "
-        "alice=weight=3,concurrency=8; NAME=none forgets them; the name '*' sets every other tenant's",
-        metavar="NAME=KEY=VALUE,...", metric=None,
-    ),
-    Knob(
-        name="backoff", kind=Kind.RATE_RANGE, default=None, unit="per second", none_means="the defaults, 0.1..",
-        help="bounds (per second; MAX may be left out) of the dispatch rate adapted to the workers' 429 answers; "
-        "'auto': the defaults, 0.1..", derived=True, metavar="MIN..MAX", metric=None,
-    ),
-)  # fmt: skip
-
 # A tenant's limits within a service (fair.TenantLimits; keys of a tenant in mmi.flow's "tenants").
 TENANT: Final[tuple[Knob, ...]] = (
     Knob(name="weight", kind=Kind.INT, default=1, help="its quantum in the rotation", low=limits.WEIGHT.low,
@@ -498,62 +451,3 @@ def tenant_limits(name: str, text: str) -> dict[str, Any] | None:
         except ValueError as error:
             raise ValueError(f"{key} of tenant {name!r}: {error}") from None
     return chosen
-
-
-def flow_changes(pairs: str) -> dict[str, Any]:
-    """``KEY=VALUE,...`` (keys of :data:`FLOW`; a tenant's limits as ``tenants.NAME.KEY=VALUE``, ``tenants.NAME=none``
-    to forget them) as ``mmi.flow``'s JSON changes; ValueError saying what is wrong."""
-    known = by_name(FLOW)
-    changes: dict[str, Any] = {}
-    tenants: dict[str, Any] = {}
-    for pair in pairs.split(","):
-        key, sep, value = pair.partition("=")
-        if key.startswith("tenants.") and sep:
-            _tenant_change(tenants, key.removeprefix("tenants."), value)
-        elif not sep or key not in known or known[key].kind is Kind.TENANTS:
-            shown = ", ".join(k for k in known if k != "tenants")
-            raise ValueError(f"unknown flow limit {pair!r}; use {shown} or tenants.NAME.KEY (KEY: weight, rate, ...)")
-        else:
-            changes[key] = known[key].parse(value)
-    if tenants:
-        changes["tenants"] = tenants
-    return changes
-
-
-def flow_text(changes: dict[str, Any]) -> str:
-    """The ``KEY=VALUE,...`` text :func:`flow_changes` reads as ``changes`` (``mmi.flow``'s JSON form; a range
-    may also be given as its text, ``"1..64"``)."""
-    pairs = []
-    for key, value in changes.items():
-        if key == "tenants" and isinstance(value, dict):
-            for name, limits in value.items():
-                if limits is None:
-                    pairs.append(f"tenants.{name}={NONE}")
-                else:
-                    pairs += [
-                        f"tenants.{name}.{k}={_text(v, by_name(TENANT)[k].word)}" for k, v in dict(limits).items()
-                    ]
-        else:
-            pairs.append(f"{key}={_text(value, by_name(FLOW)[key].word if key in by_name(FLOW) else NONE)}")
-    return ",".join(pairs)
-
-
-def _text(value: Any, word: str = NONE) -> str:
-    """``value`` as :meth:`Knob.parse` reads it; ``word`` for None (the knob's)."""
-    if value is None:
-        return word
-    if isinstance(value, dict):
-        top = value.get("max")
-        return f"{_text(value.get('min', ''))}..{'' if top is None else _text(top)}"
-    return str(value)
-
-
-def _tenant_change(tenants: dict[str, Any], path: str, value: str) -> None:
-    """Apply ``NAME.KEY=VALUE`` or ``NAME=none`` to ``tenants`` (tenant name -> its limits or None)."""
-    name, sep, key = path.rpartition(".")
-    if sep and name and key in by_name(TENANT):
-        tenants[name] = {**(tenants.get(name) or {}), **(tenant_limits(name, f"{key}={value}") or {})}
-    elif path and value.strip().lower() == NONE:
-        tenants[path] = None
-    else:
-        raise ValueError(f"a tenant's limit is tenants.NAME.KEY=VALUE (or tenants.NAME=none), not {path}={value}")

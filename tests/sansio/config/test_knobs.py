@@ -17,8 +17,9 @@ from cli_processes import expect, lines, spawn
 from generaldomo import Client
 from generaldomo.cli.broker import parse_flow
 from generaldomo.sansio.broker.core import BrokerCore
+from generaldomo.sansio.broker.flow import declaration
 from generaldomo.sansio.broker.flow.fair import TenantLimits
-from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES, FlowLimits
+from generaldomo.sansio.broker.flow.flow import FLOW, LIMIT_NAMES, LIMITS, FlowLimits
 from generaldomo.sansio.broker.report import FlowReport, SettingsReport, StatusReport
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.config.settings import PeerSettings, Settings
@@ -44,16 +45,16 @@ def test_every_settings_field_is_one_knob_with_its_default() -> None:
 
 
 def test_every_flow_limit_and_tenant_limit_is_one_knob() -> None:
-    assert tuple(knob.name for knob in knobs.FLOW) == LIMIT_NAMES
+    assert tuple(knob.name for knob in FLOW) == LIMIT_NAMES
     assert {field.name for field in attrs.fields(FlowLimits)} == set(LIMIT_NAMES)
     assert [knob.name for knob in knobs.TENANT] == [field.name for field in attrs.fields(TenantLimits)]
     assert [knob.default for knob in knobs.TENANT] == [field.default for field in attrs.fields(TenantLimits)]
     reported = {field.name for field in attrs.fields(FlowReport)}
-    assert {knob.field for knob in knobs.FLOW} <= reported
+    assert {knob.field for knob in FLOW} <= reported
 
 
 def test_names_are_unique_and_follow_the_rules() -> None:
-    for table in (knobs.SETTINGS, knobs.FLOW):
+    for table in (knobs.SETTINGS, FLOW):
         for attribute in ("name", "option", "variable", "gauge"):
             names = [getattr(knob, attribute) for knob in table if getattr(knob, attribute) is not None]
             assert len(names) == len(set(names)), (attribute, names)
@@ -85,12 +86,12 @@ def test_the_cli_help_has_every_flag() -> None:
     broker = help_of("broker")
     for knob in knobs.SETTINGS:
         assert f"{knob.option} {knob.metavar}" in broker, knob.name
-    assert all(name in broker for name in (knob.name for knob in knobs.FLOW if knob.name != "tenants"))
+    assert all(name in broker for name in (knob.name for knob in FLOW if knob.name != "tenants"))
     for command in ("worker", "client", "bridge"):
         text = help_of(command)
         assert all(f"{knob.option} {knob.metavar}" in text for knob in knobs.PEER), command
     flow = help_of("flow", "")
-    assert all(f"{knob.option} {knob.metavar}" in flow for knob in knobs.FLOW)
+    assert all(f"{knob.option} {knob.metavar}" in flow for knob in FLOW)
 
 
 def test_text_is_read_within_the_bounds() -> None:
@@ -117,7 +118,7 @@ def test_a_flow_spec_takes_every_limit_that_mmi_flow_takes() -> None:
     assert parse_flow("shared:backoff=2..").backoff.max is None
     changes = {"rate": 5.0, "backoff": {"min": 1.0, "max": None}, "adaptive": {"min": 1, "max": 64},
                "tenants": {"alice": {"weight": 3, "concurrency": 8}, "bob": None}}  # fmt: skip
-    assert knobs.flow_changes(knobs.flow_text(changes)) == changes
+    assert declaration.changes(LIMITS, declaration.text(LIMITS, changes)) == changes
     for bad in ("shared:tenants.alice.colour=3", "shared:tenants.alice.weight=0", "shared:backoff=5..1",
                 "shared:tenants=3", "shared:rate=0"):  # fmt: skip
         with pytest.raises(ValueError, match="--flow"):

@@ -363,12 +363,11 @@ class BrokerCore:
         Args:
             name: the service name.
             now: the time.
-            limits: by keyword, the fields of :class:`~generaldomo.sansio.broker.flow.flow.FlowLimits` (``LIMIT_NAMES``;
-                their knobs: :data:`generaldomo.sansio.config.knobs.FLOW`), in the forms it and ``mmi.flow`` take:
-                ``rate`` (dispatches per second), ``burst``, ``concurrency``, ``bytes_in_flight``, ``adaptive``
-                (an ``AdaptiveLimits`` or ``{"min": 1, "max": 64}``), ``tenants`` (tenant name -> a
-                ``TenantLimits`` or ``{"weight": 3, "concurrency": 8}``), ``backoff`` (a ``BackoffLimits`` or
-                ``{"min": 1, "max": 50}``).
+            limits: by keyword, the fields of :class:`~generaldomo.sansio.broker.flow.flow.FlowLimits` (the
+                limits declared in :data:`generaldomo.sansio.broker.flow.flow.LIMITS`), in the forms it and
+                ``mmi.flow`` take: numbers, ranges as ``{"min": 1, "max": 64}`` (or an ``AdaptiveLimits``, a
+                ``BackoffLimits``), ``tenants`` as tenant name -> a ``TenantLimits`` or ``{"weight": 3,
+                "concurrency": 8}``.
 
         Example:
             >>> import random
@@ -654,8 +653,8 @@ class BrokerCore:
                 self.counters.past_deadline += 1
                 self._complete(task, protocol.EXPIRED, [PAST_DEADLINE], turn, dequeued=True)
                 continue
-            if flow.bytes_in_flight is not None and not flow.fits(task.size):
-                service.put_back(worker, task)  # the bytes in flight hold it: a completion frees them
+            if not flow.fits(task.size):
+                service.put_back(worker, task)  # its own limits (bytes in flight) hold it: a completion frees them
                 return
             worker.state = _W_DISPATCH[worker.state]
             task.state = _T_DISPATCH[task.state]

@@ -11,12 +11,12 @@ grows by one; in between it holds. The cap starts at the lower bound and never l
 never rises otherwise: a floor learnt under load would let the cap climb on its own latency.
 
 This module is fed ``now`` and each completion's service time; it reads no clock and knows nothing of tasks,
-workers, services or messages.
+workers, services or messages. :class:`AdaptiveReport` is the cap as the status report shows it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -113,3 +113,56 @@ class Adaptive:
             return False
         self.cap, self.changed, self.change = cap, now, change
         return True
+
+
+@attrs.frozen(kw_only=True)
+class AdaptiveReport:
+    """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
+
+    min: int = 1
+    max: int = 1
+    cap: int = 1
+    floor: float | None = None  # least recent service time (s)
+    latency: float | None = None  # mean service time of the last round (s)
+    changed: float | None = None  # seconds since the cap last moved (None: never)
+    change: str = ""  # "increase" or "decrease"
+
+    @classmethod
+    def of(cls, adaptive: Adaptive | None, now: float) -> AdaptiveReport | None:
+        """The report of ``adaptive`` at ``now`` (None when the service has no adaptive cap)."""
+        if adaptive is None:
+            return None
+        limits, changed = adaptive.limits, adaptive.changed
+        since = None if changed is None else round(now - changed, 3)
+        return cls(
+            min=limits.min,
+            max=limits.max,
+            cap=adaptive.limit,
+            floor=adaptive.floor,
+            latency=adaptive.latency,
+            changed=since,
+            change=adaptive.change,
+        )
+
+
+REPORT_SCHEMA: Final = {
+    "type": ["object", "null"],
+    "required": ["min", "max", "cap"],
+    "properties": {
+        "min": {"type": "integer", "minimum": 1},
+        "max": {"type": "integer", "minimum": 1},
+        "cap": {"description": "Tasks in flight it allows now, within min and max.", "type": "integer", "minimum": 1},
+        "floor": {"description": "Least service time seen (s).", "type": ["number", "null"], "minimum": 0},
+        "latency": {
+            "description": "Mean service time of the last round (s).",
+            "type": ["number", "null"],
+            "minimum": 0,
+        },
+        "changed": {
+            "description": "Seconds since the cap last moved; null: never.",
+            "type": ["number", "null"],
+            "minimum": 0,
+        },
+        "change": {"description": "How the cap last moved.", "enum": ["", "increase", "decrease"]},
+    },
+}

@@ -15,13 +15,14 @@ service, for its ``retry_after`` seconds (at most :data:`MAX_RETRY_AFTER`; at le
 adapted rate at all.
 
 This module is fed the time and each 429; it reads no clock and knows nothing of tasks, workers or messages.
+:class:`BackoffReport` is the adapted rate as the status report shows it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -170,3 +171,63 @@ class Backoff:
             return False
         self.rate, self.changed, self.change = rate, now, change
         return True
+
+
+@attrs.frozen(kw_only=True)
+class BackoffReport:
+    """A service's rate adapted to its 429s: its bounds, the rate now (None: no 429 yet), the 429s so far,
+    seconds the latest 429 still holds back the worker that said it, and when and how the rate last moved."""
+
+    min: float = 0.0
+    max: float | None = None
+    rate: float | None = None
+    throttled: int = 0
+    paused: float = 0.0
+    changed: float | None = None  # seconds since the rate last moved (None: never)
+    change: str = ""  # "increase" or "decrease"
+
+    @classmethod
+    def of(cls, backoff: Backoff, shown: bool, now: float) -> BackoffReport | None:
+        """The report of ``backoff`` at ``now`` (None when it never acted and its bounds are the defaults)."""
+        if not shown and backoff.rate is None and not backoff.throttled:
+            return None
+        limits, changed, paused = backoff.limits, backoff.changed, backoff.paused_until
+        since = None if changed is None else round(now - changed, 3)
+        left = 0.0 if paused is None else round(max(0.0, paused - now), 3)
+        rate = None if backoff.rate is None else round(backoff.rate, 3)
+        return cls(
+            min=limits.min,
+            max=limits.max,
+            rate=rate,
+            throttled=backoff.throttled,
+            paused=left,
+            changed=since,
+            change=backoff.change,
+        )
+
+
+REPORT_SCHEMA: Final = {
+    "type": ["object", "null"],
+    "required": ["min", "max", "rate", "throttled", "paused", "changed", "change"],
+    "properties": {
+        "min": {"type": "number", "exclusiveMinimum": 0},
+        "max": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "rate": {
+            "description": "Dispatches per second allowed now; null: none yet.",
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+        },
+        "throttled": {"$ref": "#/$defs/count"},
+        "paused": {
+            "description": "Seconds the latest 429 (its retry_after) still holds back the worker that said it.",
+            "type": "number",
+            "minimum": 0,
+        },
+        "changed": {
+            "description": "Seconds since the rate last moved; null: never.",
+            "type": ["number", "null"],
+            "minimum": 0,
+        },
+        "change": {"enum": ["", "increase", "decrease"]},
+    },
+}

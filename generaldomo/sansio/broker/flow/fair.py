@@ -26,19 +26,23 @@ This module owns the order in which a service's queued tasks are offered for dis
 The queue reads a task's ``tenant`` and ``priority`` and writes its ``order`` (the tenant's dispatch count when
 it was queued, for aging), nothing else. It is told of dispatches (:meth:`FairQueue.started`) and of tasks
 leaving flight (:meth:`FairQueue.stopped`) by the core. It reads no clock (times are given) and knows
-nothing of workers, services' flow limits or messages.
+nothing of workers, services' flow limits or messages. The tenants' limits as reports show them are
+:func:`first_tenants`.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Hashable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
+from generaldomo.sansio.broker.flow.bounds import within
+from generaldomo.sansio.broker.flow.bucket import TokenBucket
 from generaldomo.sansio.queues import Queue
-from generaldomo.sansio.wire.limits import BURST, CONCURRENCY, RATE, TENANTS, WEIGHT
+from generaldomo.sansio.wire.limits import BURST, CONCURRENCY, RATE, TENANT, TENANTS, WEIGHT
 
 __all__ = [
     "AGING",
@@ -58,7 +62,7 @@ MAX_WEIGHT = WEIGHT.high
 MAX_NAMED = TENANTS.high  # tenants one service may have limits for
 KEEP_IDLE = 16  # tenants with nothing queued or in flight whose state is kept, latest first (the service's charge)
 DEFAULT = "*"  # the name whose limits apply to every tenant not named
-_ROUNDING = 1e-9
+REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tenant limits its flow report lists
 
 
 def _weight(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -66,17 +70,7 @@ def _weight(instance: object, attribute: attrs.Attribute[Any], value: Any) -> No
         raise ValueError(f"a tenant's weight is a whole number from 1 to {MAX_WEIGHT}")
 
 
-_BOUNDS = {field.name: field for field in (RATE, BURST, CONCURRENCY)}  # as for a service
-
-
-def _optional_positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    field = _BOUNDS[attribute.name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not field.admits(value):
-        raise ValueError(f"a tenant's {attribute.name} must be {field.bounds} (or null for no limit)")
-    if attribute.name != "rate" and isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"a tenant's {attribute.name} must be a whole number")
+_WHO = "a tenant's "  # a bad limit's message says whose it is
 
 
 @attrs.frozen(slots=True)
@@ -86,9 +80,9 @@ class TenantLimits:
     flight); None: no limit. Raises ValueError on a bad value."""
 
     weight: int = attrs.field(default=1, validator=_weight)
-    rate: float | None = attrs.field(default=None, validator=_optional_positive)
-    burst: int | None = attrs.field(default=None, validator=_optional_positive)
-    concurrency: int | None = attrs.field(default=None, validator=_optional_positive)
+    rate: float | None = attrs.field(default=None, validator=within(RATE, whole=False, who=_WHO))
+    burst: int | None = attrs.field(default=None, validator=within(BURST, whole=True, who=_WHO))
+    concurrency: int | None = attrs.field(default=None, validator=within(CONCURRENCY, whole=True, who=_WHO))
 
     @classmethod
     def of(cls, value: object) -> TenantLimits:
@@ -117,8 +111,8 @@ def tenants_of(value: object) -> dict[str, TenantLimits] | None:
         raise ValueError(f"limits for at most {MAX_NAMED} tenants per service")
     named = {}
     for name, limits in value.items():
-        if not isinstance(name, str) or not 0 < len(name.encode()) <= 64 or not name.isprintable():
-            raise ValueError(f"a tenant name is 1 to 64 bytes of printable text, not {name!r:.70}")
+        if not isinstance(name, str) or not TENANT.fits(name.encode()) or not name.isprintable():
+            raise ValueError(f"a tenant name is {TENANT.bounds} of printable text, not {name!r:.70}")
         named[name] = TenantLimits.of(limits)
     return named or None
 
@@ -143,6 +137,7 @@ class _Tenant:
     """One tenant's queued tasks (a FIFO queue per priority level) and the state of its share and limits."""
 
     __slots__ = (
+        "bucket",
         "deficit",
         "dispatched",
         "held",
@@ -151,8 +146,6 @@ class _Tenant:
         "levels",
         "limits",
         "queued",
-        "refilled",
-        "tokens",
     )
 
     def __init__(self, key: Hashable, limits: TenantLimits) -> None:
@@ -164,8 +157,7 @@ class _Tenant:
         self.in_flight = 0
         self.dispatched = 0  # dispatches since it appeared: the clock that tasks age by
         self.held = False
-        self.tokens = float(limits.burst or 1)
-        self.refilled: float | None = None  # None: the bucket is full
+        self.bucket: TokenBucket | None = None  # of its rate limit, made at its first dispatch under one (None: full)
 
     def best(self) -> Queue[Any]:
         """The level whose head goes next (it has tasks queued): the highest priority after aging, the older on
@@ -191,28 +183,30 @@ class _Tenant:
             yield from self.levels[priority]
 
     def refill(self, now: float) -> None:
-        rate, burst = self.limits.rate, float(self.limits.burst or 1)
-        if rate is None:
-            return
-        if self.refilled is None:
-            self.tokens = burst
-        else:
-            self.tokens = min(burst, self.tokens + (now - self.refilled) * rate)
-        self.refilled = now
+        rate = self.limits.rate
+        if rate is not None:
+            if self.bucket is None:
+                self.bucket = TokenBucket()
+            self.bucket.refill(now, rate, float(self.limits.burst or 1))
+
+    def take(self) -> None:
+        """Take a token of its rate (after a refill)."""
+        if self.bucket is not None:
+            self.bucket.take()
 
     def blocked(self) -> bool:
         """True while a limit holds it (tokens as last refilled)."""
         limits = self.limits
         if limits.concurrency is not None and self.in_flight >= limits.concurrency:
             return True
-        return limits.rate is not None and self.tokens < 1.0 - _ROUNDING
+        return limits.rate is not None and self.bucket is not None and not self.bucket.has_token
 
     def next_token(self) -> float | None:
         """When the rate next allows a dispatch, if the rate is what holds it (after a refill)."""
-        rate = self.limits.rate
-        if rate is None or self.refilled is None or self.tokens >= 1.0 - _ROUNDING:
+        rate, bucket = self.limits.rate, self.bucket
+        if rate is None or bucket is None or bucket.has_token:
             return None
-        return self.refilled + (1.0 - self.tokens) / rate
+        return bucket.due(rate)
 
 
 class FairQueue:
@@ -378,7 +372,7 @@ class FairQueue:
         tenant.dispatched += 1
         if tenant.limits.rate is not None:
             tenant.refill(now)
-            tenant.tokens -= 1.0
+            tenant.take()
         rotation = self._rotation
         if tenant.queued:
             tenant.deficit -= 1.0
@@ -456,3 +450,26 @@ class FairQueue:
     def busy_tenants(self) -> int:
         """Tenants with something queued or in flight."""
         return len(self._tenants) - len(self._idle)
+
+
+def first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The limits of "*" and of the first other tenants set, :data:`REPORTED_TENANTS` in all, in JSON form."""
+    shown = dict.fromkeys(
+        itertools.islice(itertools.chain(("*",) if "*" in tenants else (), tenants), REPORTED_TENANTS + 1)
+    )
+    return {name: attrs.asdict(tenants[name]) for name in itertools.islice(shown, REPORTED_TENANTS)}
+
+
+TENANTS_SCHEMA: Final = {
+    "type": ["object", "null"],
+    "additionalProperties": {
+        "type": "object",
+        "required": ["weight", "rate", "burst", "concurrency"],
+        "properties": {
+            "weight": {"type": "integer", "minimum": 1, "maximum": 1000},
+            "rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
+            "burst": {"type": ["integer", "null"], "minimum": 1},
+            "concurrency": {"type": ["integer", "null"], "minimum": 1},
+        },
+    },
+}  # the JSON schema of the tenants' limits as reports show them (first_tenants)

@@ -16,58 +16,145 @@ the service. A service without limits only counts its tasks and their bytes in f
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-from generaldomo.sansio.broker.flow.adaptive import Adaptive, AdaptiveLimits
-from generaldomo.sansio.broker.flow.backoff import Backoff, BackoffLimits
-from generaldomo.sansio.broker.flow.fair import TenantLimits, merge_tenants, tenants_of
-from generaldomo.sansio.wire.limits import BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
+from generaldomo.sansio.broker.flow.adaptive import REPORT_SCHEMA as ADAPTIVE_SCHEMA
+from generaldomo.sansio.broker.flow.adaptive import Adaptive, AdaptiveLimits, AdaptiveReport
+from generaldomo.sansio.broker.flow.backoff import REPORT_SCHEMA as BACKOFF_SCHEMA
+from generaldomo.sansio.broker.flow.backoff import Backoff, BackoffLimits, BackoffReport
+from generaldomo.sansio.broker.flow.bucket import TokenBucket
+from generaldomo.sansio.broker.flow.declaration import Beside, Control, Limit, knob
+from generaldomo.sansio.broker.flow.fair import (
+    REPORTED_TENANTS,
+    TENANTS_SCHEMA,
+    TenantLimits,
+    first_tenants,
+    merge_tenants,
+    tenants_of,
+)
+from generaldomo.sansio.config.knobs import Kind, Knob
+from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
-__all__ = ["LIMIT_NAMES", "Flow", "FlowLimits"]
+__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits"]
 
-_ROUNDING = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
+_NO_LIMIT = "no limit"
+_COUNT: Final = {"$ref": "#/$defs/count"}
 
-
-_BOUNDS = {field.name: field for field in (RATE, BURST, CONCURRENCY, BYTES_IN_FLIGHT)}
-
-
-def _within(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """A limit is None (no limit) or a number within its bounds in :mod:`generaldomo.sansio.wire.limits`; all but
-    the rate are whole numbers."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{attribute.name} must be a number (or null for no limit)")
-    field = _BOUNDS[attribute.name]
-    if not field.admits(value):  # NaN is within no bounds
-        raise ValueError(f"{attribute.name} must be {field.bounds} (or null for no limit), not {value!r}")
-    if attribute.name != "rate" and isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{attribute.name} must be a whole number, not {value!r}")
-
-
-def _adaptive(value: object) -> AdaptiveLimits | None:
-    return AdaptiveLimits.of(value)
-
-
-def _backoff(value: object) -> BackoffLimits | None:
-    return BackoffLimits.of(value)
+# The limits of a service (FlowLimits, mmi.flow's keys, the flow report's fields), each declared once: from
+# these are made the CLI's flags, the report, its schema, the status view, the dashboard's form and the guide's
+# table (see generaldomo.sansio.broker.flow.declaration).
+LIMITS: Final[tuple[Limit, ...]] = (
+    Limit(
+        knob=knob(
+            RATE, Kind.FLOAT, "dispatches per second; 'none' lifts it",
+            unit="per second", none_means=_NO_LIMIT, metavar="PER_SECOND", metric="service_rate_limit",
+        ),
+        field=RATE, example="5", description="Dispatches per second.", always_shown=True, column="limit/s",
+        control=Control(label="rate /s", size=7, summary="{value}/s", format="rate"),
+    ),
+    Limit(
+        knob=knob(
+            BURST, Kind.INT, "dispatches allowed back to back (a new limit starts at 1)",
+            metavar="N", metric="service_burst_limit",
+        ),
+        field=BURST, example="1",
+        description="Dispatches allowed back to back under the rate; null while no rate is in force.",
+        always_shown=True, column="burst",
+        control=Control(label="burst", placeholder="1", size=5, summary="burst {value}"),
+    ),
+    Limit(
+        knob=knob(
+            CONCURRENCY, Kind.INT, "tasks in flight at once; 'none' lifts it",
+            none_means=_NO_LIMIT, metavar="N", metric="service_concurrency_limit",
+        ),
+        field=CONCURRENCY, example="10", description="Tasks in flight at once.", always_shown=True, column="max conc",
+        control=Control(label="concurrency", size=5, summary="≤ {value} at once"),
+        beside=(
+            Beside(
+                name="in_flight", description="Tasks dispatched and not yet answered.", schema=_COUNT, type=int,
+                default=0, reported=lambda flow, limits, now: flow.in_flight,
+            ),
+        ),
+    ),
+    Limit(
+        knob=knob(
+            BYTES_IN_FLIGHT, Kind.INT, "request bytes in flight at once (a larger task goes alone); 'none' lifts it",
+            unit="bytes", none_means=_NO_LIMIT, metavar="BYTES", metric="service_bytes_in_flight_limit",
+        ),
+        field=BYTES_IN_FLIGHT, example="1000000",
+        description="Limit on request bytes in flight (a larger request goes alone).",
+        line="bytes in flight {in_flight_bytes}/{bytes_in_flight}",
+        control=Control(label="bytes in flight", size=9, summary="≤ {value} in flight", format="bytes"),
+        beside=(
+            Beside(
+                name="in_flight_bytes", description="Request bytes (description and body) of the tasks in flight.",
+                schema=_COUNT, type=int, default=0, reported=lambda flow, limits, now: flow.in_flight_bytes,
+            ),
+        ),
+    ),
+    Limit(
+        knob=knob(
+            ADAPTIVE, Kind.RANGE, "adapt the concurrency cap to service times within these bounds; 'none' turns it off",
+            none_means="off", metavar="MIN..MAX", metric=None,
+        ),
+        field=ADAPTIVE, converter=AdaptiveLimits.of, example="1..64",
+        description="The adaptive concurrency cap; null: off.",
+        schema=ADAPTIVE_SCHEMA, type=AdaptiveReport | None,
+        reported=lambda flow, limits, now: AdaptiveReport.of(flow.adaptive, now),
+        line="adaptive cap {adaptive.cap} ({adaptive.min}..{adaptive.max}, floor {adaptive.floor:ms})",
+        control=Control(label="adaptive", placeholder="off", size=4, summary="adaptive {min}…{max} (cap {cap})"),
+    ),
+    Limit(
+        knob=Knob(
+            name="tenants", kind=Kind.TENANTS, default=None, none_means="no per-tenant limits", flag="--tenant",
+            help="a tenant's share and limits: weight (default 1), rate, burst, concurrency, e.g. "
+            "alice=weight=3,concurrency=8; NAME=none forgets them; the name '*' sets every other tenant's",
+            metavar="NAME=KEY=VALUE,...", metric=None,
+        ),
+        converter=tenants_of, schema=TENANTS_SCHEMA, type=dict[str, dict[str, Any]] | None,
+        description='Weights and limits by tenant name ("*": every tenant not named), those of "*" and the first '
+        f"others set (at most {REPORTED_TENANTS}; tenant_limits says how many there are); null: none set.",
+        reported=lambda flow, limits, now: None if limits.tenants is None else first_tenants(limits.tenants),
+        line=None,
+        beside=(
+            Beside(
+                name="tenant_limits", description='Tenants with weights or limits set, "*" included; null: none set.',
+                schema={"type": ["integer", "null"], "minimum": 0}, type=int | None, default=None,
+                reported=lambda flow, limits, now: None if limits.tenants is None else len(limits.tenants), last=True,
+            ),
+        ),
+    ),
+    Limit(
+        knob=Knob(
+            name="backoff", kind=Kind.RATE_RANGE, default=None, unit="per second", none_means="the defaults, 0.1..",
+            help="bounds (per second; MAX may be left out) of the dispatch rate adapted to the workers' 429 answers; "
+            "'auto': the defaults, 0.1..", derived=True, metavar="MIN..MAX", metric=None,
+        ),
+        converter=BackoffLimits.of, example="1..50", schema=BACKOFF_SCHEMA, type=BackoffReport | None,
+        description="The dispatch rate adapted to the service's 429 answers; null: no 429 yet and default bounds.",
+        reported=lambda flow, limits, now: BackoffReport.of(flow.backoff, flow.backoff_set, now), line=None,
+    ),
+)  # fmt: skip
+LIMIT = {limit.name: limit for limit in LIMITS}
+FLOW: Final = tuple(limit.knob for limit in LIMITS)  # the limits' knobs: their CLI flags and metrics
 
 
 @attrs.frozen(slots=True)
 class FlowLimits:
-    """The limits an operator sets for a service name; None: no limit (``burst``: keep the current burst).
+    """The limits an operator sets for a service name, a field per declaration in :data:`LIMITS`, in its order;
+    None: no limit (``burst``: keep the current burst; ``backoff``: the default bounds).
 
     Raises ValueError on a bad limit, so a FlowLimits that exists is valid."""
 
-    rate: float | None = attrs.field(default=None, validator=_within)
-    burst: int | None = attrs.field(default=None, validator=_within)
-    concurrency: int | None = attrs.field(default=None, validator=_within)
-    bytes_in_flight: int | None = attrs.field(default=None, validator=_within)
-    adaptive: AdaptiveLimits | None = attrs.field(default=None, converter=_adaptive)
-    tenants: dict[str, TenantLimits] | None = attrs.field(default=None, converter=tenants_of)
-    backoff: BackoffLimits | None = attrs.field(default=None, converter=_backoff)  # None: the default bounds
+    rate: float | None = attrs.field(default=None, **LIMIT["rate"].checks)
+    burst: int | None = attrs.field(default=None, **LIMIT["burst"].checks)
+    concurrency: int | None = attrs.field(default=None, **LIMIT["concurrency"].checks)
+    bytes_in_flight: int | None = attrs.field(default=None, **LIMIT["bytes_in_flight"].checks)
+    adaptive: AdaptiveLimits | None = attrs.field(default=None, **LIMIT["adaptive"].checks)
+    tenants: dict[str, TenantLimits] | None = attrs.field(default=None, **LIMIT["tenants"].checks)
+    backoff: BackoffLimits | None = attrs.field(default=None, **LIMIT["backoff"].checks)
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
         """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input.
@@ -85,9 +172,7 @@ class FlowLimits:
         return self == FlowLimits()
 
 
-LIMIT_NAMES = tuple(
-    attrs.fields_dict(FlowLimits)
-)  # mmi.flow's keys (generaldomo.sansio.config.knobs.FLOW: their knobs)
+LIMIT_NAMES = tuple(attrs.fields_dict(FlowLimits))  # mmi.flow's keys
 
 
 @attrs.define
@@ -107,12 +192,12 @@ class Flow:
     tenants: dict[str, TenantLimits] | None = None  # weights and limits by tenant (the service's queue applies them)
     backoff: Backoff = attrs.field(factory=Backoff)  # the rate its 429s taught, and its bounds
     backoff_set: bool = False  # the bounds were set (not the defaults)
+    limits: FlowLimits = attrs.field(factory=FlowLimits)  # as last applied
     in_flight: int = 0
     in_flight_bytes: int = 0
     _cap: int | None = attrs.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
     _rate: float | None = attrs.field(default=None, init=False)  # the lower of the rate limit and the adapted rate
-    _tokens: float = attrs.field(default=0.0, init=False)
-    _refilled: float | None = attrs.field(default=None, init=False)  # None: the bucket is full
+    _bucket: TokenBucket = attrs.field(factory=TokenBucket, init=False)  # the bucket of the rate in force
 
     def configure(self, rate: float | None, burst: int | None, concurrency: int | None) -> None:
         """Change the limits (ValueError on a bad one); the bucket starts full under a new rate."""
@@ -121,6 +206,7 @@ class Flow:
     def apply(self, limits: FlowLimits) -> None:
         """Enforce ``limits`` from now on; the bucket starts full under a new rate; an adaptive cap already
         running keeps what it learnt, clamped into new bounds."""
+        self.limits = limits
         self.rate, self.concurrency, self.bytes_in_flight = limits.rate, limits.concurrency, limits.bytes_in_flight
         self.tenants = limits.tenants
         self.backoff_set = limits.backoff is not None
@@ -133,8 +219,17 @@ class Flow:
             self.adaptive = Adaptive(limits.adaptive)
         else:
             self.adaptive.rebound(limits.adaptive)
-        self._refilled = None
+        self._bucket.fill()
         self._recap()
+
+    @property
+    def in_force(self) -> FlowLimits:
+        """The limits it enforces, as both ``mmi.flow`` and the report show them (``burst``: None when no rate is
+        in force, since a burst only shapes a rate; ``backoff``: None while its bounds are the defaults)."""
+        adaptive = None if self.adaptive is None else self.adaptive.limits
+        burst = self.burst if self.rate is not None else None
+        backoff = self.backoff.limits if self.backoff_set else None
+        return attrs.evolve(self.limits, burst=burst, adaptive=adaptive, backoff=backoff)
 
     def _recap(self) -> None:
         cap = self.concurrency
@@ -158,16 +253,6 @@ class Flow:
     def limited(self) -> bool:
         return self._rate is not None or self._cap is not None or self.bytes_in_flight is not None
 
-    def _refill(self, now: float) -> None:
-        rate = self._rate
-        if rate is None:
-            return
-        if self._refilled is None:
-            self._tokens = float(self.burst)
-        else:
-            self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * rate)
-        self._refilled = now
-
     def admits(self, now: float) -> bool:
         """True when one more dispatch is allowed at ``now`` (by rate and count; sizes: :meth:`fits`). An adapted
         rate that holds a dispatch back grows meanwhile (see backoff)."""
@@ -176,8 +261,8 @@ class Flow:
         if self._rate is None:
             return True
         backoff = self.backoff
-        self._refill(now)
-        if self._tokens >= 1.0 - _ROUNDING:
+        self._bucket.refill(now, self._rate, self.burst)
+        if self._bucket.has_token:
             return True
         if backoff.rate is not None and backoff.rate == self._rate and backoff.held(now, self.rate):
             self._recap()  # it grew: a token may be due sooner
@@ -191,10 +276,11 @@ class Flow:
         in force."""
         if self.backoff.slow_down(now, dispatched, retry_after, self.rate, worker, workers):
             self._recap()
-            self._tokens, self._refilled = 0.0, now
+            self._bucket.empty(now)
 
     def fits(self, size: int) -> bool:
-        """True when a task of ``size`` bytes may go now: within ``bytes_in_flight``, or alone."""
+        """True when a task of ``size`` bytes may go now (the limits that look at the task itself; those that do
+        not: :meth:`admits`): within ``bytes_in_flight``, or alone."""
         limit = self.bytes_in_flight
         return limit is None or self.in_flight_bytes + size <= limit or self.in_flight_bytes == 0
 
@@ -204,8 +290,8 @@ class Flow:
         self.in_flight_bytes += size
         self.backoff.dispatched(now)
         if self._rate is not None:
-            self._refill(now)
-            self._tokens -= 1.0
+            self._bucket.refill(now, self._rate, self.burst)
+            self._bucket.take()
         if self.adaptive is not None and self.in_flight >= self.adaptive.limit:
             self.adaptive.saturated = True  # demand reached the adaptive cap (not just a lower fixed one)
 
@@ -232,5 +318,5 @@ class Flow:
         rate = self._rate
         if rate is None or (self._cap is not None and self.in_flight >= self._cap):
             return None
-        self._refill(now)
-        return now + max(0.0, (1.0 - self._tokens) / rate)
+        self._bucket.refill(now, rate, self.burst)
+        return self._bucket.due(rate)

@@ -1,0 +1,43 @@
+"""The one check of a flow limit's value, for a service's limits (:mod:`~generaldomo.sansio.broker.flow.flow`)
+and a tenant's (:mod:`~generaldomo.sansio.broker.flow.fair`) alike.
+
+This module owns what a valid limit is: None (no limit) or a number within its field's bounds in
+:mod:`generaldomo.sansio.wire.limits`, a whole one where the limit counts things. It knows nothing of what a limit
+limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from generaldomo.sansio.wire.limits import Field
+
+__all__ = ["Validator", "check", "within"]
+
+Validator = Callable[[object, "attrs.Attribute[Any]", Any], None]
+
+
+def check(field: Field, value: object, whole: bool, who: str = "") -> None:
+    """ValueError unless ``value`` is None or a number within ``field``'s bounds (``whole``: a whole one);
+    ``who`` (``"a tenant's "``) comes before the field's name in the message."""
+    if value is None:
+        return
+    name = f"{who}{field.name}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number (or null for no limit)")
+    if not field.admits(value):  # NaN is within no bounds
+        raise ValueError(f"{name} must be {field.bounds} (or null for no limit), not {value!r}")
+    if whole and isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
+
+
+def within(field: Field, *, whole: bool, who: str = "") -> Validator:
+    """The attrs validator of a limit bounded by ``field``: see :func:`check`."""
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check(field, value, whole, who)
+
+    return validate
