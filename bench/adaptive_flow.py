@@ -1,5 +1,5 @@
 """Part ``adaptive``: the adaptive concurrency cap against fixed caps, before a service whose latency rises with
-load (issue 15, item 4), driven by plain Python client threads; part ``ray`` runs the same phases with Ray
+load, driven by plain Python client threads; part ``ray`` runs the same phases with Ray
 tasks as the clients and a Ray actor holding the workers (:mod:`bench.ray_adaptive`).
 
 The service runs on :data:`CORES` "cores": a task that starts while ``n`` tasks run takes

@@ -1,4 +1,4 @@
-"""What one hostile message costs a broker that serves others (issue 10, bounded work per message).
+"""What one hostile message costs a broker that serves others (bounded work per message).
 
 ``python -m bench.bombs`` starts a ``generaldomo broker`` process and an echo worker process per case, keeps a
 ``generaldomo.Client`` doing echo round trips (16 B) all the time, and has an attacker process send one message:
@@ -15,7 +15,7 @@ through ``mmi.status``), the other client's round trips (count, p50 and the long
 to a second after the drop, the broker's CPU time and its memory (RSS after, and the peak). Every wait is
 bounded; children are killed on exit.
 
-The cases of issue 20 attack what the broker *holds* (its ledger, ``generaldomo.sansio.broker.accounts.ledger``), at the
+The held cases attack what the broker *holds* (its ledger, ``generaldomo.sansio.broker.accounts.ledger``), at the
 default budgets or those of ``--budget BYTES`` (``--held-bytes``, and a quarter of it per connection):
 
 - ``big-ids``: 200 requests with 4 MiB request ids for a service nobody serves (beyond the field limits,
@@ -31,7 +31,7 @@ default budgets or those of ``--budget BYTES`` (``--held-bytes``, and a quarter 
 These report the broker's RSS (before, when the attack is done, the peak), what its ledger holds then, and
 the honest client's round trips from the attack's start to a second after it is done.
 
-The cases of issue 31 ("hostile peers over time") send only valid messages, which add up over time or cost
+The over-time cases (hostile peers over time) send only valid messages, which add up over time or cost
 much each; each reports the honest echo client's worst wait during the attack against its baseline (its worst
 over the quiet seconds before), and the broker's RSS growth against what its ledger holds. The goal: under any
 of them, the worst wait within 100 ms of the baseline.
@@ -55,13 +55,17 @@ of them, the worst wait within 100 ms of the baseline.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 from bench.procs import cpu_seconds, free_port
 from generaldomo import Client
@@ -385,117 +389,128 @@ def start(transport: str, flags: list[str]) -> tuple[str, subprocess.Popen[bytes
     return endpoint, broker, worker
 
 
-def run_case(kind: str) -> dict[str, float]:
-    transport = CASES[kind]
-    endpoint, broker, worker = start(transport, [])
+@dataclasses.dataclass
+class Scene:
+    """A case under way: the broker process at ``endpoint``, the honest client (``watcher``, whose first echo was
+    answered) and its :class:`Probe` (running), and the child processes killed at the end."""
+
+    endpoint: str
+    broker: subprocess.Popen[bytes]
+    watcher: Client
+    probe: Probe
+    children: list[subprocess.Popen[Any]]
+
+    def attack(self, script: str, *args: str) -> subprocess.Popen[str]:
+        """Start the attacker (``python -c script args...``, its stdout a pipe), killed with the others."""
+        attacker = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True)
+        self.children.insert(0, attacker)
+        return attacker
+
+
+@contextlib.contextmanager
+def scene(transport: str, flags: list[str]) -> Iterator[Scene]:
+    """Every case's opening and end: a broker process with ``flags`` and an echo worker process (:func:`start`),
+    the honest client's first echo answered and its probe started; every child process killed afterwards."""
+    endpoint, broker, worker = start(transport, flags)
+    children: list[subprocess.Popen[Any]] = [worker, broker]
     try:
         with Client(endpoint, transport, fail_unreachable=False) as watcher:
             watcher.request("echo", b"up", timeout=60)
             probe = Probe(endpoint, transport)
             probe.start()
-            cpu0, mem0 = cpu_seconds(broker.pid), memory(broker.pid)
-            attacker = subprocess.run(
-                [sys.executable, "-c", ATTACKER, kind, endpoint], capture_output=True, text=True, timeout=300
-            )
-            started, sent = map(float, attacker.stdout.split())
-            deadline = time.monotonic() + 300
-            while not dropped(watcher, kind) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            done = time.monotonic()
-            time.sleep(1.0)
-            probe.stop()
-            cpu, mem = cpu_seconds(broker.pid) - cpu0, memory(broker.pid)
-        trips = [rtt for start, rtt in probe.trips if started <= start <= done + 1.0]
-        return {
-            "send_s": sent - started,
-            "dropped_after_send_s": done - sent,
-            "round_trips": len(trips),
-            "rtt_p50_ms": statistics.median(trips) * 1e3 if trips else float("nan"),
-            "rtt_max_ms": max(trips) * 1e3 if trips else float("nan"),
-            "broker_cpu_s": cpu,
-            "rss_before_mib": mem0["VmRSS"],
-            "rss_after_mib": mem["VmRSS"],
-            "rss_peak_mib": mem["VmHWM"],
-        }
+            yield Scene(endpoint, broker, watcher, probe, children)
     finally:
-        for proc in (worker, broker):
+        for proc in children:
             proc.kill()
             proc.wait(10)
 
 
+def trip_figures(trips: list[float]) -> dict[str, float]:
+    """The honest client's round trips (seconds each): how many, the median and the longest, in ms."""
+    return {
+        "round_trips": len(trips),
+        "rtt_p50_ms": statistics.median(trips) * 1e3 if trips else float("nan"),
+        "rtt_max_ms": max(trips) * 1e3 if trips else float("nan"),
+    }
+
+
+def cost_figures(cpu: float, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The broker's CPU seconds during the attack, and its memory (:func:`memory`) before and after it."""
+    rss = {"rss_before_mib": before["VmRSS"], "rss_after_mib": after["VmRSS"], "rss_peak_mib": after["VmHWM"]}
+    return {"broker_cpu_s": cpu, **rss}
+
+
+def run_case(kind: str) -> dict[str, float]:
+    with scene(CASES[kind], []) as case:
+        broker, probe = case.broker, case.probe
+        cpu0, mem0 = cpu_seconds(broker.pid), memory(broker.pid)
+        attacker = subprocess.run(
+            [sys.executable, "-c", ATTACKER, kind, case.endpoint], capture_output=True, text=True, timeout=300
+        )
+        started, sent = map(float, attacker.stdout.split())
+        deadline = time.monotonic() + 300
+        while not dropped(case.watcher, kind) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        done = time.monotonic()
+        time.sleep(1.0)
+        probe.stop()
+        cpu, mem = cpu_seconds(broker.pid) - cpu0, memory(broker.pid)
+    trips = [rtt for start, rtt in probe.trips if started <= start <= done + 1.0]
+    return {
+        "send_s": sent - started,
+        "dropped_after_send_s": done - sent,
+        **trip_figures(trips),
+        **cost_figures(cpu, mem0, mem),
+    }
+
+
 def run_held(kind: str, budget: int | None) -> dict[str, float]:
-    """One of issue 20's attacks on what the broker holds, with ``budget`` bytes in its ledger (None: the
-    default); figures as in the module docstring."""
+    """One of the attacks on what the broker holds, with ``budget`` bytes in its ledger (None: the default);
+    figures as in the module docstring."""
     transport, done = HELD[kind]
     flags = [] if budget is None else ["--held-bytes", str(budget), "--connection-bytes", str(budget // 4)]
     if kind in ("claim-workers", "status"):
         flags += ["--liveness", "100"]  # the claimed workers never heartbeat: they stay while measured
-    endpoint, broker, worker = start(transport, flags)
-    attacker: subprocess.Popen[str] | None = None
-    try:
-        with Client(endpoint, transport, fail_unreachable=False) as watcher:
-            watcher.request("echo", b"up", timeout=60)
-            probe = Probe(endpoint, transport)
-            probe.start()
-            cpu0, mem0 = cpu_seconds(broker.pid), memory(broker.pid)
-            attacker = subprocess.Popen(
-                [sys.executable, "-c", HELD_ATTACKER, kind, endpoint], stdout=subprocess.PIPE, text=True
-            )
-            assert attacker.stdout is not None
-            line = attacker.stdout.readline()
-            sent = json.loads(line) if line else {"start": time.monotonic(), "sent": time.monotonic()}
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                report = json.loads(watcher.request("mmi.status", timeout=120).payload)
-                if done(report["broker"]["counters"]):
-                    break
-                time.sleep(0.2)
-            finished = time.monotonic()
-            time.sleep(1.0)
-            probe.stop()
-            cpu, mem = cpu_seconds(broker.pid) - cpu0, memory(broker.pid)
-            held = json.loads(watcher.request("mmi.status", timeout=120).payload)["broker"].get("ledger", {})
-        trips = [rtt for start, rtt in probe.trips if sent["start"] <= start <= finished + 1.0]
-        return {
-            "attack_s": finished - sent["start"],
-            "round_trips": len(trips),
-            "rtt_p50_ms": statistics.median(trips) * 1e3 if trips else float("nan"),
-            "rtt_max_ms": max(trips) * 1e3 if trips else float("nan"),
-            "broker_cpu_s": cpu,
-            "rss_before_mib": mem0["VmRSS"],
-            "rss_after_mib": mem["VmRSS"],
-            "rss_peak_mib": mem["VmHWM"],
-            "held_mib": held.get("held_bytes", 0) / MIB,
-            **{key: value for key, value in sent.items() if key not in ("start", "sent")},
-        }
-    finally:
-        for proc in (attacker, worker, broker):
-            if proc is not None:
-                proc.kill()
-                proc.wait(10)
+    with scene(transport, flags) as case:
+        broker, watcher, probe = case.broker, case.watcher, case.probe
+        cpu0, mem0 = cpu_seconds(broker.pid), memory(broker.pid)
+        attacker = case.attack(HELD_ATTACKER, kind, case.endpoint)
+        assert attacker.stdout is not None
+        line = attacker.stdout.readline()
+        sent = json.loads(line) if line else {"start": time.monotonic(), "sent": time.monotonic()}
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            report = json.loads(watcher.request("mmi.status", timeout=120).payload)
+            if done(report["broker"]["counters"]):
+                break
+            time.sleep(0.2)
+        finished = time.monotonic()
+        time.sleep(1.0)
+        probe.stop()
+        cpu, mem = cpu_seconds(broker.pid) - cpu0, memory(broker.pid)
+        held = json.loads(watcher.request("mmi.status", timeout=120).payload)["broker"].get("ledger", {})
+    trips = [rtt for start, rtt in probe.trips if sent["start"] <= start <= finished + 1.0]
+    return {
+        "attack_s": finished - sent["start"],
+        **trip_figures(trips),
+        **cost_figures(cpu, mem0, mem),
+        "held_mib": held.get("held_bytes", 0) / MIB,
+        **{key: value for key, value in sent.items() if key not in ("start", "sent")},
+    }
 
 
 def run_over_time(kind: str, seconds: float) -> dict[str, float]:
-    """One of issue 31's attacks (the module docstring), for at most ``seconds`` where it is open-ended."""
+    """One of the over-time attacks (the module docstring), for at most ``seconds`` where it is open-ended."""
     import tempfile
 
     transport, extra_flags, quiet = OVER_TIME[kind]
-    state = tempfile.TemporaryDirectory(prefix="bombs-")
-    flags = [flag.format(tmp=state.name, port=free_port()) for flag in extra_flags]
-    endpoint, broker, worker = start(transport, flags)
-    attacker: subprocess.Popen[str] | None = None
-    try:
-        with Client(endpoint, transport, fail_unreachable=False) as watcher:
-            watcher.request("echo", b"up", timeout=60)
-            probe = Probe(endpoint, transport)
-            probe.start()
+    with tempfile.TemporaryDirectory(prefix="bombs-") as state:
+        flags = [flag.format(tmp=state, port=free_port()) for flag in extra_flags]
+        with scene(transport, flags) as case:
+            broker, probe = case.broker, case.probe
             time.sleep(3.0)  # the baseline: the probe's quiet seconds before the attack
             cpu0, mem0 = cpu_seconds(broker.pid), memory(broker.pid)
-            attacker = subprocess.Popen(
-                [sys.executable, "-c", OVER_TIME_ATTACKER, kind, endpoint, transport, str(seconds)],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
+            attacker = case.attack(OVER_TIME_ATTACKER, kind, case.endpoint, transport, str(seconds))
             assert attacker.stdout is not None
             line = attacker.stdout.readline()
             sent = json.loads(line) if line else {"start": time.monotonic(), "sent": time.monotonic()}
@@ -503,35 +518,27 @@ def run_over_time(kind: str, seconds: float) -> dict[str, float]:
             finished = time.monotonic()
             probe.stop()
             cpu, mem = cpu_seconds(broker.pid) - cpu0, memory(broker.pid)
-            held = json.loads(watcher.request("mmi.status", timeout=120).payload)["broker"].get("ledger", {})
-        state_bytes = sum(path.stat().st_size for path in __import__("pathlib").Path(state.name).glob("*"))
-        baseline = [rtt for start, rtt in probe.trips if start < sent["start"]]
-        during = [rtt for start, rtt in probe.trips if sent["start"] <= start <= finished]
-        if kind == "metrics-snapshot":  # the quiet seconds after the tenants were set: the snapshot's work only
-            during = [rtt for start, rtt in probe.trips if sent["sent"] <= start <= finished]
-        return {
-            "attack_s": sent["sent"] - sent["start"],
-            "baseline_ms": max(baseline) * 1e3 if baseline else float("nan"),
-            "round_trips": len(during),
-            "rtt_p50_ms": statistics.median(during) * 1e3 if during else float("nan"),
-            "rtt_max_ms": max(during) * 1e3 if during else float("nan"),
-            "failures": probe.failures,
-            "broker_cpu_s": cpu,
-            "rss_grown_mib": mem["VmRSS"] - mem0["VmRSS"],
-            "held_mib": held.get("held_bytes", 0) / MIB,
-            "state_mib": state_bytes / MIB,
-            **{key: value for key, value in sent.items() if key not in ("start", "sent")},
-        }
-    finally:
-        for proc in (attacker, worker, broker):
-            if proc is not None:
-                proc.kill()
-                proc.wait(10)
-        state.cleanup()
+            held = json.loads(case.watcher.request("mmi.status", timeout=120).payload)["broker"].get("ledger", {})
+            state_bytes = sum(path.stat().st_size for path in Path(state).glob("*"))
+    baseline = [rtt for start, rtt in probe.trips if start < sent["start"]]
+    during = [rtt for start, rtt in probe.trips if sent["start"] <= start <= finished]
+    if kind == "metrics-snapshot":  # the quiet seconds after the tenants were set: the snapshot's work only
+        during = [rtt for start, rtt in probe.trips if sent["sent"] <= start <= finished]
+    return {
+        "attack_s": sent["sent"] - sent["start"],
+        "baseline_ms": max(baseline) * 1e3 if baseline else float("nan"),
+        **trip_figures(during),
+        "failures": probe.failures,
+        "broker_cpu_s": cpu,
+        "rss_grown_mib": mem["VmRSS"] - mem0["VmRSS"],
+        "held_mib": held.get("held_bytes", 0) / MIB,
+        "state_mib": state_bytes / MIB,
+        **{key: value for key, value in sent.items() if key not in ("start", "sent")},
+    }
 
 
 def over_time_table(kinds: list[str], seconds: float) -> None:
-    """The table of issue 31's cases: each attack's worst honest wait against its baseline, and RSS against
+    """The table of the over-time cases: each attack's worst honest wait against its baseline, and RSS against
     the ledger; the verdict against :data:`GOAL_MS`."""
     print(
         "| case | attack (s) | honest baseline worst (ms) | worst under attack (ms) | p50 (ms) | within 100 ms "

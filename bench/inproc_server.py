@@ -1,4 +1,4 @@
-"""SERVER over inproc against ROUTER, with and without the ipc carrier, side by side in one run (issue 13, goal 4).
+"""SERVER over inproc against ROUTER, with and without the ipc carrier, side by side in one run.
 
 Three generaldomo stacks over ``inproc://`` in this process (broker thread, worker threads, a Client), as the
 ``transport`` part builds them: ROUTER; SERVER on a real inproc pipe (needs the project's libzmq, patch

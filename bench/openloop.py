@@ -21,7 +21,7 @@ Each generator's lag behind its schedule is reported, so that a generator that c
 mistaken for the system. Rounds repeat the ladder; within a step the systems run one after the other in an
 order rotated each round. Reported per system and step: offered and achieved rates, p50/p90/p99/p99.9/max,
 requests lost (unanswered after the drain), the broker's CPU per request, the worst generator's lag; and the
-issue-24 goals at 80 % of each system's own saturation. One PNG: p50/p99/p99.9/max against offered load.
+open-loop goals at 80 % of each system's own saturation. One PNG: p50/p99/p99.9/max against offered load.
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def _late(row: dict[str, Any] | None) -> bool:
 
 
 def goals(part: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 24's open-loop goals, each with its figure and whether it is met; a latency goal whose steps had a
+    """The open-loop goals, each with its figure and whether it is met; a latency goal whose steps had a
     generator more than :data:`MAX_LAG_US` behind its schedule is marked not judged (``met`` None)."""
     saturation = part.get("saturation", {})
     theirs = _at(part, MAJORTOMO, GOAL_FRACTION)
@@ -418,7 +418,7 @@ def markdown(part: dict[str, Any]) -> str:
             "as much as the system's.",
         ]
     if part.get("goals"):
-        lines += ["", "| goal (issue 24) | figure | met |", "|---|---:|---|"]
+        lines += ["", "| goal | figure | met |", "|---|---:|---|"]
         verdicts = {True: "yes", False: "no", None: f"not judged (a generator over {MAX_LAG_US:,.0f} µs late, p99)"}
         lines += [f"| {g['goal']} | {g['value']:.2f}x | {verdicts[g['met']]} |" for g in part["goals"]]
     if part.get("plot"):

@@ -33,9 +33,9 @@ from bench.procs import Children, cpu_seconds
 # cProfile shares: (component, needles matched against the end of "file:function"), cumulative time.
 COMPONENTS = (
     ("poll", ("zmq/sugar/poll.py:poll", "~:<built-in method generaldomo.io._speedups.poll>")),
-    ("link.recv", ("generaldomo/io/links.py:recv_batch",)),
+    ("link.recv", ("generaldomo/io/hub/links.py:recv_batch",)),
     ("core.receive", ("generaldomo/sansio/broker/core/core.py:receive",)),
-    ("link.send", ("generaldomo/io/links.py:send",)),
+    ("link.send", ("generaldomo/io/hub/links.py:send",)),
     ("core.tick", ("generaldomo/sansio/broker/core/core.py:tick",)),
 )
 LOOP = "generaldomo/io/broker.py:run"
@@ -150,8 +150,8 @@ def link_costs(transport: str, count: int) -> dict[str, float]:
     Whether the link runs on the C accelerator is :mod:`generaldomo.io.speedups`' choice, as in the broker.
     """
     from generaldomo.io.broker import waiter
+    from generaldomo.io.hub.links import LINKS
     from generaldomo.io.inproc import resolve
-    from generaldomo.io.links import LINKS
     from generaldomo.sansio.wire import codec, protocol
     from generaldomo.sansio.wire.events import Dialect
 

@@ -1,5 +1,5 @@
 """``python -m bench.restart [--kills N] [--heartbeat S ...]``: what a broker restart costs its peers, measured
-with kill -9 (issue 21).
+with kill -9.
 
 A broker on a state directory (both transports, ipc) serves two Python worker processes (``generaldomo worker
 bench.restart:app``, two tasks at once each) and load from two Python clients (one per transport, three

@@ -1,4 +1,4 @@
-"""Part ``scale`` (issue 13, goal 5): many clients and workers pipelined on one broker, against 1 x 1.
+"""Part ``scale``: many clients and workers pipelined on one broker, against 1 x 1.
 
 Per transport (ROUTER; SERVER too when pyzmq has draft sockets) two set-ups run side by side over loopback
 tcp, each a ``generaldomo broker`` process with its own ``generaldomo worker`` echo processes: the *small* one

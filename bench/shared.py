@@ -1,4 +1,4 @@
-"""Part ``shared``: flow control for a service many jobs share (issue 23), on one broker with worker threads in
+"""Part ``shared``: flow control for a service many jobs share, on one broker with worker threads in
 this process, over loopback tcp; the clients are threads in this process, except in (b).
 
 (a) *Fair shares*: two tenants share a service of :data:`WORKERS` workers (:data:`WORK` s a task). One floods it

@@ -1,5 +1,5 @@
 """``python -m bench.state_store [--cycles N] [--services N]``: the two stores considered for ``--state-dir``,
-side by side against a restart loop (issue 21, item 2).
+side by side against a restart loop.
 
 Each cycle starts a child process that opens a store, loads it and then changes one service's flow limits
 after another, saying each change's sequence number once its write returned; the parent kills it (SIGKILL)
@@ -7,7 +7,7 @@ after a random 20-200 ms of writing, opens the store itself and checks that it l
 holds every change the child had acknowledged. The kinds alternate cycle by cycle, so that both see the
 same machine. Stores:
 
-- ``json``: :mod:`generaldomo.io.state` as the broker uses it: the whole state in one JSON file written by
+- ``json``: :mod:`generaldomo.io.hub.state` as the broker uses it: the whole state in one JSON file written by
   rename (temporary file, fsync, rename, fsync of the directory).
 - ``sqlite``: the standard library's SQLite in WAL mode with ``synchronous=FULL`` (durable against power loss
   as the JSON store is), one row per service, a change one ``INSERT OR REPLACE`` transaction.
@@ -56,10 +56,10 @@ class SqliteStore:
 
 
 class JsonStore:
-    """The broker's store, :class:`generaldomo.io.state.StateDir`; a change's sequence number is its rate."""
+    """The broker's store, :class:`generaldomo.io.hub.state.StateDir`; a change's sequence number is its rate."""
 
     def __init__(self, directory: Path) -> None:
-        from generaldomo.io.state import StateDir  # (as above)
+        from generaldomo.io.hub.state import StateDir  # (as above)
 
         self.state = StateDir(directory)
         self.state.restore({})

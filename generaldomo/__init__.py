@@ -19,7 +19,7 @@ from generaldomo.errors import *  # noqa: F403  (the error family: every name of
 
 if _TYPE_CHECKING:
     from generaldomo.io.broker import Broker
-    from generaldomo.io.locator import Where
+    from generaldomo.io.peer.locator import Where
     from generaldomo.io.transport import BindError, Transport
     from generaldomo.peers.aio import AsyncClient
     from generaldomo.peers.app import App
@@ -35,7 +35,7 @@ if _TYPE_CHECKING:
 # ``--version``) does not load the broker, the dashboard and the rest that one command does not need.
 _LAZY: dict[str, str] = {
     "Broker": "generaldomo.io.broker",
-    "Where": "generaldomo.io.locator",
+    "Where": "generaldomo.io.peer.locator",
     "Transport": "generaldomo.io.transport",
     "BindError": "generaldomo.io.transport",
     "AsyncClient": "generaldomo.peers.aio",

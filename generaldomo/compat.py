@@ -1,12 +1,13 @@
 """The module paths of releases before the package was split into layers, kept importable, lazily.
 
-Rules: ``generaldomo.core``, ``from generaldomo import codec``, ``import generaldomo.resolvers.attributes``,
-the IO-free layer's modules from before its sub-packages (``generaldomo.sansio.protocol``, ``from
-generaldomo.sansio import session``: :data:`SANSIO` says where each lives) and the rest of :data:`MOVED` give the module
-at its new path (the same object, not a copy), with a ``DeprecationWarning`` naming that path; nothing is imported
-before it is asked for, so that ``import generaldomo`` loads only what the public names need. :class:`MovedFinder`
-(first on ``sys.meta_path``) serves the ``import`` statements, :func:`moved_attribute` (the package's module
-``__getattr__``) the attribute and ``from generaldomo import ...`` forms. It knows nothing of what the modules hold.
+Rules: ``generaldomo.core``, ``from generaldomo import codec``, ``import generaldomo.resolvers.attributes``, the
+IO-free layer's modules from before its sub-packages (``generaldomo.sansio.protocol``, ``from generaldomo.sansio
+import session``: :data:`SANSIO` says where each lives), the IO layer's modules from before its sides' sub-packages
+(``generaldomo.io.links``: :data:`IO`) and the rest of :data:`MOVED` give the module at its new path (the same
+object, not a copy), with a ``DeprecationWarning`` naming that path; nothing is imported before it is asked for, so
+that ``import generaldomo`` loads only what the public names need. :class:`MovedFinder` (first on ``sys.meta_path``)
+serves the ``import`` statements, :func:`moved_attribute` (the package's module ``__getattr__``) the attribute and
+``from generaldomo import ...`` forms. It knows nothing of what the modules hold.
 
 Names that moved out of a module that stays (the exceptions, all in :mod:`generaldomo.errors`) are kept the same
 way: :func:`moved_names` makes that module's ``__getattr__``, which gives the object at its new home with a
@@ -38,6 +39,16 @@ SANSIO: dict[str, str] = {
     **dict.fromkeys("core records states actions access deadlines served mmi report".split(), "broker"),
 }
 RESOLVERS = ("attributes", "balanced", "descriptions")  # the modules of the built-in resolvers' package
+# The IO layer's modules that live in one side's sub-package of generaldomo.io: the broker's (hub), a peer's (peer).
+IO: dict[str, str] = {
+    **dict.fromkeys("links backlog state metrics".split(), "hub"),
+    **dict.fromkeys("connection monitor locator".split(), "peer"),
+}
+
+
+def _io(name: str) -> str:
+    """Where the IO layer's module ``name`` lives now."""
+    return f"generaldomo.io.{IO[name]}.{name}" if name in IO else f"generaldomo.io.{name}"
 
 
 def _sansio(name: str) -> str:
@@ -51,7 +62,8 @@ MOVED: dict[str, str] = {
     **{f"resolvers.{name}": _sansio(f"resolvers.{name}") for name in RESOLVERS},
     **{f"sansio.{name}": _sansio(name) for name in SANSIO},
     **{f"sansio.resolvers.{name}": _sansio(f"resolvers.{name}") for name in RESOLVERS},
-    **{name: f"generaldomo.io.{name}" for name in "links broker connection inproc beacon metrics bridge".split()},
+    **{name: _io(name) for name in "links broker connection inproc beacon metrics bridge".split()},
+    **{f"io.{name}": _io(name) for name in IO},
     "client": "generaldomo.peers.client",
     "worker": "generaldomo.peers.worker",
     "status_view": "generaldomo.cli.status_view",

@@ -6,6 +6,8 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
+from worker_commands import parse_worker_command
+
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dismiss, Dispatch, Forward, Respond, Send
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.wire import protocol
@@ -73,7 +75,7 @@ class Harness:
         """(task id, description, body) of each REQUEST the worker got, in order."""
         return [
             (args[0], args[1], args[2:])
-            for parsed in map(protocol.parse_worker_command, self.inbox[worker])
+            for parsed in map(parse_worker_command, self.inbox[worker])
             if parsed and parsed[0] == protocol.REQUEST
             for args in [parsed[1]]
         ]

@@ -31,7 +31,7 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.errors import HandshakeFailed, NotFound, RequestFailed
 from generaldomo.io import files
-from generaldomo.io.connection import Curve
+from generaldomo.io.peer.connection import Curve
 from generaldomo.peers.client import Client, Reply
 from generaldomo.sansio.peer import serializers
 from generaldomo.sansio.peer.serializers import Serializer

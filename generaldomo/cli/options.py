@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +20,9 @@ import attrs
 from generaldomo.io import keys
 from generaldomo.io.address_file import BROKER_FILE_VARIABLE
 from generaldomo.io.beacon import BROKER_VARIABLE, locate
-from generaldomo.io.connection import Curve
-from generaldomo.io.locator import Where
+from generaldomo.io.peer.connection import Curve
+from generaldomo.io.peer.locator import Where
+from generaldomo.io.signals import SignalEvent
 from generaldomo.io.signals import stop_on_signals as stop_on_signals  # the commands' way to stop
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.config.knobs import Knob
@@ -281,7 +281,7 @@ class PeerCurve:
         return {"server_key": self.server_key, "keys": self.keys}
 
     def curve(self) -> Curve | None:
-        """The same as a connection's :class:`~generaldomo.io.connection.Curve` (fresh keys if none given)."""
+        """The same as a connection's :class:`~generaldomo.io.peer.connection.Curve` (fresh keys if none given)."""
         return Curve.of(self.server_key, self.keys)
 
 
@@ -357,7 +357,7 @@ def security(args: argparse.Namespace, roles: tuple[str, ...] = tuple(ALLOWLISTS
     return BrokerSecurity.from_files(secret, **lists)
 
 
-def wait_for_signal(stop: threading.Event | None = None, alive: Callable[[], bool] = lambda: True) -> None:
+def wait_for_signal(stop: SignalEvent | None = None, alive: Callable[[], bool] = lambda: True) -> None:
     """Return on SIGINT or SIGTERM (or when ``stop``, made by :func:`stop_on_signals`, is set), or within
     :data:`ALIVE_CHECK` seconds of ``alive()`` turning false (a loop that ended without saying so)."""
     stop = stop or stop_on_signals()

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from generaldomo.io.connection import Curve, connect
+from generaldomo.io.peer.connection import Curve, connect
 from generaldomo.io.transport import Transport, draft_available
 from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.wire import protocol, wirejson

@@ -24,7 +24,7 @@ from generaldomo.sansio.config import knobs
 __all__ = ["COMMAND", "ECHO", "arguments", "echo", "run"]
 
 if TYPE_CHECKING:  # imported where used: the other commands do not load the pools
-    from generaldomo.io.connection import Curve
+    from generaldomo.io.peer.connection import Curve
     from generaldomo.peers.worker import Handler, Worker
 
 ECHO = "echo"

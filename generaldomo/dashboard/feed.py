@@ -49,7 +49,7 @@ from generaldomo.dashboard.frames import Framer
 from generaldomo.errors import HandshakeFailed, RequestFailed
 from generaldomo.peers.client import Client
 from generaldomo.sansio.broker.report import MAX_PAGE, StatusReport
-from generaldomo.sansio.wire.protocol import FORBIDDEN
+from generaldomo.sansio.wire.statuses import FORBIDDEN
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["TooManyStreams"])

@@ -8,7 +8,7 @@
  * rest of such a message is read and discarded at C speed). It never blocks except in poll(), which releases
  * the GIL. It knows nothing of the protocol: what the frames mean is decided in Python. A CURVE link's read also
  * returns each message's User-Id metadata (the sender's key, set by the ZAP handler); what it allows is decided
- * in Python too (generaldomo/io/links.py, Link.credential).
+ * in Python too (generaldomo/io/hub/links.py, Link.credential).
  *
  * Frames kept by reference: a link's read may be asked to keep frames of `keep_min` bytes or more in the message
  * libzmq received instead of copying them into bytes objects; such a frame is a read-only memoryview of a
@@ -299,7 +299,7 @@ static unsigned long long copied_in, kept_in, copied_out, referenced_out;
 
 /* ----------------------------------------------------------------------------- marked sends */
 
-/* A message whose last part libzmq shares and reports letting go of (generaldomo.io.backlog's marks, as pyzmq's
+/* A message whose last part libzmq shares and reports letting go of (generaldomo.io.hub.backlog's marks, as pyzmq's
  * MessageTracker does): the part's free function sets `done`, from whichever thread libzmq calls it. */
 typedef struct {
     long refs; /* atomic: the Tracker's and the part's */
@@ -795,7 +795,7 @@ static PyObject *tracked(tracker_t *tracker, int code) {
 
 PyDoc_STRVAR(router_send_marked_doc,
              "router_send_marked(handle, route, frames) -> Tracker | int: router_send with the last frame marked "
-             "(generaldomo.io.backlog): a Tracker whose done says when libzmq has let go of it, or the errno that "
+             "(generaldomo.io.hub.backlog): a Tracker whose done says when libzmq has let go of it, or the errno that "
              "refused the message.");
 
 static PyObject *sp_router_send_marked(PyObject *self, PyObject *args) {
@@ -1082,7 +1082,7 @@ static PyObject *sp_server_send(PyObject *self, PyObject *args) {
 
 PyDoc_STRVAR(server_send_marked_doc,
              "server_send_marked(handle, routing_id, frames) -> Tracker | int: server_send with the part marked "
-             "(generaldomo.io.backlog): a Tracker whose done says when libzmq has let go of it, or the errno that "
+             "(generaldomo.io.hub.backlog): a Tracker whose done says when libzmq has let go of it, or the errno that "
              "refused it.");
 
 static PyObject *sp_server_send_marked(PyObject *self, PyObject *args) {

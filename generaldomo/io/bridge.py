@@ -25,7 +25,7 @@ its CANCEL and forgotten with its silent client, as one in flight is.
 
 With ``security`` the SERVER side speaks CURVE only and admits the keys it lists (a ZAP handler on a context of
 the bridge's own); only keys with the client role may send requests (others get ``403``). With ``upstream``
-(a :class:`~generaldomo.io.connection.Curve`) the DEALERs authenticate to a CURVE broker with the bridge's key.
+(a :class:`~generaldomo.io.peer.connection.Curve`) the DEALERs authenticate to a CURVE broker with the bridge's key.
 A CURVE upstream with plaintext clients would let any keyless peer use the CURVE broker with the bridge's key
 (an open relay): the bridge refuses to start so unless ``allow_plaintext`` (and then warns).
 
@@ -54,11 +54,11 @@ import zmq
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
-from generaldomo.io.connection import Curve
 from generaldomo.io.endpoints import FORMS
 from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.failfast import Failure, OnFailure, ServingLoop
-from generaldomo.io.links import Address, ServerLink
+from generaldomo.io.hub.links import Address, ServerLink
+from generaldomo.io.peer.connection import Curve
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.broker.access import Credential, Role
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS

@@ -31,13 +31,13 @@ import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.errors import StateError
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
-from generaldomo.io.backlog import POLL as BACKLOG_POLL
-from generaldomo.io.backlog import Backlog
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
 from generaldomo.io.failfast import Failure, OnFailure, ServingLoop
-from generaldomo.io.links import LINKS, NO_LIMIT, Link
+from generaldomo.io.hub.backlog import POLL as BACKLOG_POLL
+from generaldomo.io.hub.backlog import Backlog
+from generaldomo.io.hub.links import LINKS, NO_LIMIT, Link
+from generaldomo.io.hub.state import StateDir
 from generaldomo.io.randomness import RandomPool
-from generaldomo.io.state import StateDir
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
@@ -94,7 +94,7 @@ class Broker(ServingLoop):
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
         of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
         changed at run time are kept there and restored when a broker starts on it again
-        (:mod:`generaldomo.io.state`); limits set with ``core.set_flow`` before the broker runs are its
+        (:mod:`generaldomo.io.hub.state`); limits set with ``core.set_flow`` before the broker runs are its
         configuration, which run-time changes override.
 
         Args:
@@ -194,7 +194,7 @@ class Broker(ServingLoop):
             address: the address to listen on.
             period: seconds between snapshots.
         """
-        from generaldomo.io import metrics
+        from generaldomo.io.hub import metrics
 
         self._snapshot_period = period
         return int(metrics.serve(lambda: self.snapshot, port, address))

@@ -2,7 +2,7 @@
 
 ``_speedups.c`` (built by ``setup.py`` when a C compiler is there) reads a batch of whole messages from a socket,
 sends a message, polls the links, and packs and unpacks frames, each in one call instead of a Python call per
-frame; the links (:mod:`generaldomo.io.links`) and the broker loop use it when :data:`native` is not None and
+frame; the links (:mod:`generaldomo.io.hub.links`) and the broker loop use it when :data:`native` is not None and
 keep their pure-Python path otherwise. It calls the libzmq that pyzmq loaded, found through pyzmq's own
 extension module, never a second copy. Setting ``GENERALDOMO_PURE_PYTHON=1`` forces the pure-Python path (as
 ``AIOHTTP_NO_EXTENSIONS`` and ``MSGPACK_PUREPYTHON`` do for those projects); ``generaldomo doctor`` reports

@@ -20,8 +20,8 @@ import zmq
 
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
-from generaldomo.io.connection import BrokerChannel, Curve
-from generaldomo.io.locator import Where
+from generaldomo.io.peer.connection import BrokerChannel, Curve
+from generaldomo.io.peer.locator import Where
 from generaldomo.io.transport import Transport
 from generaldomo.peers.client_io import ClientIO
 from generaldomo.peers.payload import Keys as Keys
@@ -81,7 +81,7 @@ class Client:
     reconnects on a new socket and does the same. Resent requests keep their ids, so a broker that still has
     them does not run them twice, and a reply that arrives twice is delivered once. A cancelled future, or a
     :meth:`request` that times out, withdraws its request (CANCEL). ``endpoint`` may be several endpoints (on
-    silence the client moves to the next), or a :class:`generaldomo.io.locator.Where` (an address file, a
+    silence the client moves to the next), or a :class:`generaldomo.io.peer.locator.Where` (an address file, a
     beacon, which the client follows when the broker moves). Without an ``endpoint`` the client finds its
     broker as :func:`generaldomo.io.beacon.find_broker` does, in this order: the ``GENERALDOMO_BROKER``
     environment variable; the broker address file named by ``GENERALDOMO_BROKER_FILE`` (waited for, and
@@ -89,7 +89,7 @@ class Client:
     handshake fails requests with :class:`HandshakeFailed` within about a second, and so does an endpoint where
     nothing accepts connections (:class:`~generaldomo.BrokerUnreachable`, a wrong host, port or path, or no broker
     running) while no broker has answered this client yet, unless ``fail_unreachable=False`` (a client that starts
-    before its broker; a client given several endpoints or a :class:`~generaldomo.io.locator.Where` waits
+    before its broker; a client given several endpoints or a :class:`~generaldomo.io.peer.locator.Where` waits
     too). Each future has its
     ``request_id``, and each :class:`Reply` the id it answers. ``server_key`` (the broker's CURVE public key,
     Z85 text or 32 bytes) turns on CURVE, with ``keys=(public, secret)`` or a fresh key pair.
@@ -105,7 +105,7 @@ class Client:
 
     Args:
         endpoint: the broker's endpoint (``tcp://HOST:PORT``, ``ipc://PATH``, ``inproc://NAME``), several (tried
-            in turn on silence), a :class:`~generaldomo.io.locator.Where`, or None: found as described above.
+            in turn on silence), a :class:`~generaldomo.io.peer.locator.Where`, or None: found as described above.
         transport: ``router`` (a DEALER socket) or ``server`` (a CLIENT socket; needs draft sockets).
         context: the ZeroMQ context to use (the process's shared one by default; ``inproc://`` needs the broker's).
         heartbeat_interval: seconds between heartbeats while requests are outstanding (use the broker's).

@@ -40,7 +40,7 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Final, TypeVar
 
 from generaldomo.errors import BrokerUnreachable, ClientClosed, HandshakeFailed
-from generaldomo.io.connection import BrokerChannel
+from generaldomo.io.peer.connection import BrokerChannel
 from generaldomo.io.randomness import RandomPool
 from generaldomo.peers.reader_role import READER_ROLE, ReaderEvent, ReaderRole
 from generaldomo.peers.reply import Call, OnPartial, Reply, RequestFuture, partial, resolve

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol, TextIO
 
-from generaldomo.io.locator import Locator, Place, Where
+from generaldomo.io.peer.locator import Locator, Place, Where
 from generaldomo.io.signals import stop_on_signals
 from generaldomo.peers.app import App, load
 from generaldomo.peers.slots import DEFAULT_OPTIONS, SlotGroup, SlotOptions

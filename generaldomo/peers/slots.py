@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from generaldomo.io.locator import Place
+from generaldomo.io.peer.locator import Place
 from generaldomo.peers.app import Bound, ServiceSpec
 from generaldomo.peers.task import TaskContext
 from generaldomo.peers.worker import Worker

@@ -29,8 +29,9 @@ import zmq
 
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
-from generaldomo.io.connection import BrokerChannel, Curve
-from generaldomo.io.locator import Where
+from generaldomo.io.peer.connection import BrokerChannel, Curve
+from generaldomo.io.peer.locator import Where
+from generaldomo.io.signals import SignalEvent
 from generaldomo.io.transport import Transport
 from generaldomo.peers.payload import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
@@ -68,7 +69,7 @@ class Worker:
     what happened, and the worker goes on. A handler that is a generator streams: each value it yields goes to
     the client at once as a partial result, and the value it returns is the final result. ``endpoint`` is
     found and followed as for :class:`generaldomo.Client` (several endpoints, a
-    :class:`~generaldomo.io.locator.Where`, or None: ``GENERALDOMO_BROKER``, the broker file, a beacon).
+    :class:`~generaldomo.io.peer.locator.Where`, or None: ``GENERALDOMO_BROKER``, the broker file, a beacon).
     ``server_key`` and ``keys`` turn on CURVE, as for :class:`generaldomo.Client`.
 
     Args:
@@ -118,12 +119,12 @@ class Worker:
         info = protocol.worker_info(socket.gethostname()[: protocol.MAX_HOST] or None, os.getpid())
         self._session = WorkerSession(self.description, settings, time.monotonic(), info, random.random)
         self._channel = BrokerChannel(endpoint, self.transport, self.context, Curve.of(server_key, keys))
-        self._stopping = threading.Event()
+        self._stopping = SignalEvent()  # stop() may come from a signal handler: the events it sets take no lock
         # The socket (and the session) belong to the serving thread, except while it runs the handler: then
         # the heartbeat thread may use them, holding this lock (a socket may move between threads across a lock).
         self._socket_lock = threading.Lock()
         self._busy = False  # the handler runs; changed with the socket lock held
-        self._poke = threading.Event()  # wakes the heartbeat thread early (stop)
+        self._poke = SignalEvent()  # wakes the heartbeat thread early (stop)
         self._finish = False  # stop(finish=True): the running task's result still goes out
         self._barrier = Barrier(log, "the worker")  # around each message from the broker (socket held)
         self._failure: HandshakeFailure | None = None  # the socket monitor's latest, until a handshake succeeds

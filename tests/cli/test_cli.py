@@ -264,7 +264,7 @@ def test_the_installed_entry_point_runs_the_same_command_line() -> None:
 
 # What only the broker, the bridge, the worker pools, the dashboard and Ray need: the short commands load none.
 HEAVY = (
-    "generaldomo.io.broker", "generaldomo.io.bridge", "generaldomo.io.state", "generaldomo.io.auth",
+    "generaldomo.io.broker", "generaldomo.io.bridge", "generaldomo.io.hub.state", "generaldomo.io.auth",
     "generaldomo.sansio.broker.core", "generaldomo.peers.pool", "generaldomo.peers.app", "generaldomo.dashboard",
     "generaldomo.ray", "multiprocessing", "asyncio", "ray",
 )  # fmt: skip

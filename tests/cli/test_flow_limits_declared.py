@@ -125,7 +125,7 @@ def test_a_dummy_limit_declared_once_shows_in_the_made_surfaces(dummy: dict[str,
             "from generaldomo.sansio.broker.flow import declaration\n"
             "from generaldomo.sansio.broker.flow.flow import LIMITS, FlowLimits\n"
             "from generaldomo.sansio.broker.report import FlowReport\n"
-            "from generaldomo.io.metrics import _LIMITS\n"
+            "from generaldomo.io.hub.metrics import _LIMITS\n"
             "print(json.dumps({'package': generaldomo.__file__, 'limits': [f.name for f in attrs.fields(FlowLimits)],"
             " 'report': [f.name for f in attrs.fields(FlowReport)], 'schema': declaration.schema(LIMITS),"
             " 'table': declaration.rst_table(LIMITS), 'gauges': sorted(_LIMITS)}))",

@@ -15,7 +15,6 @@ import math
 import os
 import socket
 import tempfile
-import threading
 import time
 import tomllib
 import uuid
@@ -23,17 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from following import FAST, PEER, beacon_port, serve, silence
 from fuzz_profiles import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from restart_harness import WAIT
 from waiting import eventually
 
-from generaldomo import Broker, Settings, Worker
+from generaldomo import Broker, Worker
 from generaldomo.cli import _SUBPARSERS, COMMANDS, main, parser
 from generaldomo.io import address_file, endpoints, files
-from generaldomo.io.beacon import MAGIC, VERSION, Listener, decode
-from generaldomo.io.locator import Where, _Beacons
+from generaldomo.io.beacon import MAGIC, VERSION, decode
+from generaldomo.io.peer.locator import Where, _Beacons
 from generaldomo.sansio.config import knobs
 
 parser()
@@ -232,27 +232,17 @@ def test_announcements_decode_to_usable_endpoints_only(body: dict[str, Any]) -> 
         assert found.public_key is None or len(found.public_key) == 40
 
 
-FAST = Settings(heartbeat_interval=0.25, liveness=4)
-
-
 def test_a_listening_worker_survives_any_beacons_and_finds_its_broker_after(monkeypatch: pytest.MonkeyPatch) -> None:
-    with Listener(port=0, bind="127.0.0.1") as probe:
-        port = probe.port
-    monkeypatch.setenv("GENERALDOMO_BEACON_PORT", str(port))
-    monkeypatch.setenv("GENERALDOMO_BEACON_BIND", "127.0.0.1")
+    port = beacon_port(monkeypatch)
     name = f"fuzz-{uuid.uuid4().hex[:8]}"
     first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
     first.announce(name, destination="127.0.0.1", port=port, interval=0.1)
-    worker = Worker(
-        Where(beacon=True, name=name, timeout=WAIT), "echo", lambda p: p, "router", heartbeat_interval=0.25, liveness=4
-    )
-    serving = threading.Thread(target=worker.serve, daemon=True)
-    serving.start()
+    worker = Worker(Where(beacon=True, name=name, timeout=WAIT), "echo", lambda p: p, "router", **PEER)
+    serving = serve(worker)
     second = None
     try:
         eventually(lambda: bool(first.core.workers), WAIT)
-        first.core.close()
-        first.stop()  # silent: the worker listens for beacons once it notices
+        silence(first)  # the worker listens for beacons once it notices
         eventually(lambda: _Beacons._shared, WAIT, "the worker listening for beacons again")
 
         @fuzz_settings(10, live=True)
@@ -281,14 +271,12 @@ def test_a_worker_following_an_address_file_survives_any_content_and_finds_its_b
     first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
     address_file.write(path, address_file.BrokerAddress("b", "1", (("router", first.endpoint("router", "tcp")),)))
     where = Where(broker_file=str(path), timeout=WAIT)
-    worker = Worker(where, "echo", lambda p: p, "router", heartbeat_interval=0.25, liveness=4)
-    serving = threading.Thread(target=worker.serve, daemon=True)
-    serving.start()
+    worker = Worker(where, "echo", lambda p: p, "router", **PEER)
+    serving = serve(worker)
     second = None
     try:
         eventually(lambda: bool(first.core.workers), WAIT)
-        first.core.close()
-        first.stop()  # silent: the worker reads the file again
+        silence(first)  # the worker reads the file again
 
         @fuzz_settings(10, live=True)
         @given(

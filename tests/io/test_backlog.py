@@ -1,11 +1,11 @@
-"""The backlog of replies peers have not read (generaldomo.io.backlog), with trackers made by hand: marks every
+"""The backlog of replies peers have not read (generaldomo.io.hub.backlog), with trackers made by hand: marks every
 CHUNK bytes, charges in the ledger until libzmq lets go, refusals only for backed-up connections."""
 
 from __future__ import annotations
 
 import attrs
 
-from generaldomo.io.backlog import CHUNK, DROP, MARK, TAILS, Backlog
+from generaldomo.io.hub.backlog import CHUNK, DROP, MARK, TAILS, Backlog
 from generaldomo.sansio.broker.accounts.ledger import Kind, Ledger
 
 A, B = (0, b"a"), (0, b"b")

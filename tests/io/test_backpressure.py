@@ -29,7 +29,7 @@ def test_a_peer_that_never_reads_costs_others_nothing(transport, brokers, worker
     sink.setsockopt(zmq.RCVHWM, 1)
     sink.setsockopt(zmq.RCVBUF, 4096)
     sink.connect(endpoint)
-    with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"), Client(endpoint, transport) as other:
+    with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"), Client(endpoint, transport) as other:
         try:
             n = 0
             # 64 KiB answers the sink never reads: the broker's queue to it fills, then each answer is dropped
@@ -53,7 +53,7 @@ def test_undecodable_parts_are_counted_and_logged_a_few_times(brokers, workers, 
     attacker = zmq.Context.instance().socket(zmq.CLIENT)
     attacker.setsockopt(zmq.LINGER, 1000)
     attacker.connect(endpoint)
-    with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+    with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"):
         for _ in range(2000):
             attacker.send(b"\x05ab")
         attacker.close()

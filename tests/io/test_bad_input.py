@@ -67,7 +67,7 @@ def test_raw_tcp_garbage_and_port_scan(transport, brokers, workers, caplog) -> N
     workers(endpoint, transport)
     port = int(endpoint.rsplit(":", 1)[1])
     payloads = [b"", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", bytes(range(256)) * 40, b"\xff" + b"\x00" * 8 + b"\x7f"]
-    with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+    with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"):
         for payload in payloads:
             with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
                 raw.sendall(payload)

@@ -22,7 +22,7 @@ from generaldomo.cli.command import Exit
 from generaldomo.errors import BridgeFailed
 from generaldomo.io import keys
 from generaldomo.io.bridge import QUEUED_OVERHEAD, Bridge
-from generaldomo.io.connection import Curve
+from generaldomo.io.peer.connection import Curve
 from generaldomo.sansio.wire import protocol
 
 TESTS = Path(__file__).resolve().parents[1]  # the shared helpers: faulty.py

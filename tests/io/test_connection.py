@@ -11,7 +11,7 @@ import zmq
 from zmq.utils import z85
 
 from generaldomo import Client
-from generaldomo.io.connection import BrokerChannel, Curve, connect
+from generaldomo.io.peer.connection import BrokerChannel, Curve, connect
 from generaldomo.sansio.peer.session import Reconnect
 from generaldomo.sansio.wire import codec
 

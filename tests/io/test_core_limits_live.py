@@ -8,6 +8,7 @@ import time
 import zmq
 from raw_peers import RawClient, rss_kib, start_broker
 from waiting import eventually
+from worker_commands import parse_worker_command
 
 from generaldomo.sansio.broker.accounts.ledger import request_charge
 from generaldomo.sansio.broker.report import StatusReport
@@ -110,7 +111,7 @@ def test_one_connection_claiming_many_workers_gets_its_share(brokers) -> None:
                 claimer.send([b"\xffhop-%04d" % n, *protocol.gdp_ready(b"svc-%d" % (n % 7))])
             told = [claimer.recv() for _ in range(200 - share)]
             assert all(frames[0].startswith(b"\xffhop-") for frames in told)  # back through the claimed hops
-            assert {protocol.parse_worker_command(frames[1:])[0] for frames in told} == {protocol.DISCONNECT}
+            assert {parse_worker_command(frames[1:])[0] for frames in told} == {protocol.DISCONNECT}
             eventually(lambda: broker.core.counters["workers_refused"] == 200 - share, 30, "the refusals counted")
             assert len(broker.core.workers) == share
             others = [RawClient(context, endpoint, "router") for _ in range(45)]

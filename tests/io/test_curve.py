@@ -18,7 +18,7 @@ from waiting import eventually
 from generaldomo import Client, RequestFailed, errors
 from generaldomo.io import keys, speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
-from generaldomo.io.links import LINKS, Link, Received
+from generaldomo.io.hub.links import LINKS, Link, Received
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.broker.access import Credential, Role
 from generaldomo.sansio.broker.core import BrokerCore
@@ -105,7 +105,7 @@ def test_plaintext_and_unknown_keys_are_refused(keyring: Keyring, transport, bro
     kind = zmq.DEALER if transport == "router" else zmq.CLIENT
     request = [b"GDPC01", b"\x01", b"r1", b"echo", b"forged"]
     intruders = [zmq.Context.instance().socket(kind), keyring.context("stranger").socket(kind)]
-    with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+    with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"):
         for sock in intruders:
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect(endpoint)
@@ -183,7 +183,7 @@ def test_curve_links_read_each_credential_on_both_paths(
         expected = Counter(dropped_unauthenticated=4, dropped_too_large=1, dropped_too_many_frames=2)
         if not router:  # a part that does not unpack is dropped before its credential is looked at
             expected = Counter(dropped_unauthenticated=3, dropped_too_many_frames=3)
-        with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+        with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"):
             got, counts = _read_curve(link, 2, lambda counts: counts == expected)
         assert counts == expected
         assert "without a known CURVE key" in caplog.text

@@ -14,17 +14,16 @@ from pathlib import Path
 import pytest
 from cli_processes import expect, lines, run, spawn
 from curve_keys import Keyring
+from following import FAST, PEER, beacon_port, serve, silence
 from restart_harness import WAIT
 from waiting import eventually
 
-from generaldomo import Broker, Client, Settings, Worker
+from generaldomo import Broker, Client, Worker
 from generaldomo.io import address_file, endpoints, keys
 from generaldomo.io.address_file import BrokerAddress
 from generaldomo.io.beacon import Listener, decode, encode, find_broker
-from generaldomo.io.locator import Locator, Where, _Beacons
+from generaldomo.io.peer.locator import Locator, Where, _Beacons
 
-FAST = Settings(heartbeat_interval=0.25, liveness=4)
-PEER = {"heartbeat_interval": 0.25, "liveness": 4}
 BAD = ("bogus://x", "tcp://127.0.0.1:notaport", "inproc://inside", "tcp://*:5555", "ipc://", 7, None)
 
 
@@ -42,17 +41,17 @@ def test_bad_announced_endpoints_and_keys_are_ignored_and_counted() -> None:
 
 
 def test_spoofed_beacons_neither_kill_nor_redirect_a_discovering_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    port = _beacon_port(monkeypatch)
+    port = beacon_port(monkeypatch)
     name = f"spoof-{uuid.uuid4().hex[:8]}"
     first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
     first.announce(name, destination="127.0.0.1", port=port, interval=0.1)
     worker = Worker(Where(beacon=True, name=name, timeout=WAIT), "echo", lambda payload: payload, "router", **PEER)
-    serving = _serve(worker)
+    serving = serve(worker)
     second = None
     try:
         with Client(Where(beacon=True, name=name, timeout=WAIT), "router", **PEER) as client:
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
-            _silence(first)
+            silence(first)
             _spoof(port, name, [("router", endpoint) for endpoint in BAD[:2]], until=lambda: not serving.is_alive())
             assert serving.is_alive()
             second = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
@@ -72,12 +71,12 @@ def test_a_bad_endpoint_in_the_broker_file_never_kills_a_worker(tmp_path: Path) 
     first = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
     address_file.write(path, BrokerAddress("b", "1", (("router", first.endpoint("router", "tcp")),)))
     worker = Worker(Where(broker_file=str(path), timeout=WAIT), "echo", lambda payload: payload, "router", **PEER)
-    serving = _serve(worker)
+    serving = serve(worker)
     second = None
     try:
         with Client(Where(broker_file=str(path), timeout=WAIT), "router", **PEER) as client:
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
-            _silence(first)
+            silence(first)
             for bad in BAD[:2]:
                 path.write_text(
                     '{"version": 1, "name": "b", "instance": "2", "endpoints": '
@@ -99,7 +98,7 @@ def test_a_bad_endpoint_in_the_broker_file_never_kills_a_worker(tmp_path: Path) 
 def test_beacons_of_many_names_leave_nothing_in_a_listener(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beacons of distinct long names (a flood of them once grew a listening worker by a gigabyte in 20 s) are
     not kept: the listener holds the latest beacon of each name listened for, nothing else."""
-    port = _beacon_port(monkeypatch)
+    port = beacon_port(monkeypatch)
     beacons = _Beacons.join("wanted")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
@@ -125,7 +124,7 @@ def test_a_pinned_worker_keeps_its_last_good_broker_until_another_proves_the_key
 ) -> None:
     """A spoofed beacon names another broker (plaintext: it cannot prove the pinned key): the worker tries it,
     goes back to its last good endpoint, and serves the real broker there when it comes back."""
-    port = _beacon_port(monkeypatch)
+    port = beacon_port(monkeypatch)
     name = f"pinned-{uuid.uuid4().hex[:8]}"
     keyring = Keyring(tmp_path)
     server_key = keys.load_public(keyring.secret("broker"))
@@ -136,11 +135,11 @@ def test_a_pinned_worker_keeps_its_last_good_broker_until_another_proves_the_key
     impostor = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
     where = Where(beacon=True, name=name, timeout=WAIT)
     worker = Worker(where, "echo", lambda payload: payload, "router", server_key=server_key, keys=pair, **PEER)
-    serving = _serve(worker)
+    serving = serve(worker)
     back = None
     try:
         eventually(lambda: bool(first.core.workers), WAIT)
-        _silence(first)
+        silence(first)
         _spoof(port, name, [("router", impostor.endpoint("router", "tcp"))], until=lambda: worker.endpoint != good)
         back = _bind_curve(good, keyring)  # the real broker again, where it was; it sends no beacon
         eventually(lambda: bool(back.core.workers), WAIT)
@@ -165,16 +164,6 @@ def test_a_locator_goes_back_to_its_last_good_target_from_one_that_never_proved_
     assert locator.advance(proven=False).endpoint == "tcp://127.0.0.1:2"  # the good one silent too: try again
 
 
-def _beacon_port(monkeypatch: pytest.MonkeyPatch) -> int:
-    with Listener(port=0, bind="127.0.0.1") as probe:
-        port = probe.port
-    monkeypatch.setenv("GENERALDOMO_BEACON_PORT", str(port))
-    monkeypatch.setenv("GENERALDOMO_BEACON_BIND", "127.0.0.1")
-    for variable in ("GENERALDOMO_BROKER", "GENERALDOMO_BROKER_FILE"):
-        monkeypatch.delenv(variable, raising=False)
-    return port
-
-
 def _spoof(port: int, name: str, pairs: list[tuple[str, object]], until: object) -> None:
     """Spoofed beacons of broker ``name`` every 0.1 s for six seconds, or until ``until()``."""
     datagram = encode(name, "f" * 8, pairs)  # type: ignore[arg-type]
@@ -184,18 +173,6 @@ def _spoof(port: int, name: str, pairs: list[tuple[str, object]], until: object)
             if callable(until) and until():
                 return
             time.sleep(0.1)
-
-
-def _serve(worker: Worker) -> threading.Thread:
-    thread = threading.Thread(target=worker.serve, daemon=True)
-    thread.start()
-    return thread
-
-
-def _silence(broker: Broker) -> None:
-    """A broker that goes away without a word (as kill -9 would: no DISCONNECT to its workers)."""
-    broker.core.close()
-    broker.stop()
 
 
 def _bind_curve(endpoint: str, keyring: Keyring) -> Broker:
@@ -239,7 +216,7 @@ _KEPT = {"GENERALDOMO_CACHE", "GENERALDOMO_PURE_PYTHON", "GENERALDOMO_ALLOW_NO_D
 
 def test_a_peer_starting_passes_over_beacons_it_cannot_use(monkeypatch: pytest.MonkeyPatch) -> None:
     """At start, a spoofed beacon with no usable endpoint is passed over for the broker's own."""
-    port = _beacon_port(monkeypatch)
+    port = beacon_port(monkeypatch)
     name = f"start-{uuid.uuid4().hex[:8]}"
     spoofing = threading.Thread(target=_spoof, args=(port, name, [("router", "bogus://x")], lambda: False))
     spoofing.start()

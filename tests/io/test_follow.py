@@ -4,25 +4,23 @@ turn, a beacon listened for again, host names left to libzmq; real brokers, work
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from following import FAST, beacon_port, serve, silence
 from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, stop_all
 from waiting import eventually
 
-from generaldomo import Broker, Client, Settings, Worker
+from generaldomo import Broker, Client, Worker
 from generaldomo.io import address_file
 from generaldomo.io.address_file import BrokerAddress
-from generaldomo.io.beacon import Listener
-from generaldomo.io.locator import FILE_LOOK, Locator, Target, Where
+from generaldomo.io.peer.locator import FILE_LOOK, Locator, Target, Where
 from generaldomo.sansio.config.settings import PeerSettings
 from generaldomo.sansio.peer.session import ClientSession, Reconnect, ToBroker, WorkerSession
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import Dialect
 
-FAST = Settings(heartbeat_interval=0.25, liveness=4)
 HEARTBEAT = ["--heartbeat", "0.25", "--liveness", "4"]
 
 
@@ -99,12 +97,12 @@ def test_peers_move_to_the_next_endpoint_when_the_broker_is_silent(transport: st
     second = Broker(transport, ["tcp://127.0.0.1:*"], settings=FAST).start()
     endpoints = [first.endpoint(transport, "tcp"), second.endpoint(transport, "tcp")]
     worker = Worker(endpoints, "echo", lambda payload: payload, transport, heartbeat_interval=0.25, liveness=4)
-    serving = _serve(worker)
+    serving = serve(worker)
     try:
         with Client(endpoints, transport, heartbeat_interval=0.25, liveness=4) as client:
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
             assert client.endpoint == endpoints[0]
-            _silence(first)
+            silence(first)
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
             assert client.endpoint == endpoints[1] == worker.endpoint
     finally:
@@ -134,21 +132,16 @@ def test_the_cli_takes_several_connect_endpoints(transport: str, tmp_path: Path)
 
 
 def test_a_beacon_found_broker_is_listened_for_again(transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    with Listener(port=0, bind="127.0.0.1") as probe:
-        port = probe.port
-    monkeypatch.setenv("GENERALDOMO_BEACON_PORT", str(port))
-    monkeypatch.setenv("GENERALDOMO_BEACON_BIND", "127.0.0.1")
-    for name in ("GENERALDOMO_BROKER", "GENERALDOMO_BROKER_FILE"):
-        monkeypatch.delenv(name, raising=False)
+    port = beacon_port(monkeypatch)
     first = Broker(transport, ["tcp://127.0.0.1:*"], settings=FAST).start()
     first.announce("follow", destination="127.0.0.1", port=port, interval=0.1)
     worker = Worker(None, "echo", lambda payload: payload, transport, heartbeat_interval=0.25, liveness=4)
-    serving = _serve(worker)
+    serving = serve(worker)
     second = None
     try:
         with Client(None, transport, heartbeat_interval=0.25, liveness=4) as client:
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
-            _silence(first)
+            silence(first)
             second = Broker(transport, ["tcp://127.0.0.1:*"], settings=FAST).start()
             second.announce("follow", destination="127.0.0.1", port=port, interval=0.1)
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
@@ -169,12 +162,12 @@ def test_a_host_name_is_left_to_libzmq_which_resolves_it_at_each_attempt(transpo
     probe.stop()  # the port is free again; the broker below binds it (retried, should another take it meanwhile)
     named = f"tcp://localhost:{port}"
     worker = Worker(named, "echo", lambda payload: payload, transport, heartbeat_interval=0.25, liveness=4)
-    serving = _serve(worker)
+    serving = serve(worker)
     broker = _bind(transport, f"tcp://127.0.0.1:{port}")
     try:
         with Client(named, transport, heartbeat_interval=0.25, liveness=4) as client:
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
-            _silence(broker)
+            silence(broker)
             broker = _bind(transport, f"tcp://127.0.0.1:{port}")
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
             assert client.endpoint == named == worker.endpoint
@@ -182,18 +175,6 @@ def test_a_host_name_is_left_to_libzmq_which_resolves_it_at_each_attempt(transpo
         worker.stop()
         serving.join(WAIT)
         broker.stop()
-
-
-def _serve(worker: Worker) -> threading.Thread:
-    thread = threading.Thread(target=worker.serve, daemon=True)
-    thread.start()
-    return thread
-
-
-def _silence(broker: Broker) -> None:
-    """A broker that goes away without a word (as kill -9 would: no DISCONNECT to its workers)."""
-    broker.core.close()  # forget the workers, so that stop() says nothing to them
-    broker.stop()
 
 
 def _bind(transport: str, endpoint: str) -> Broker:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from hostile import RawBroker, RawPeer
 from waiting import eventually
+from worker_commands import parse_worker_command
 
 from generaldomo import Client, RequestFailed, Worker
 from generaldomo.sansio.wire import protocol
@@ -93,11 +94,11 @@ def test_a_worker_status_of_5000_digits_is_refused_and_the_client_lives(
         while task is None:
             frames = hostile.recv()
             assert frames is not None, "the hostile worker got no task"
-            command = protocol.parse_worker_command(frames)
+            command = parse_worker_command(frames)
             task = command[1] if command is not None and command[0] == protocol.REQUEST else None
         hostile.send(protocol.gdp_ready(ECHO, (task[0], b"5" * 5000, [b"forged"])))
         disconnect = hostile.recv()
-        assert disconnect is not None and protocol.parse_worker_command(disconnect) == (protocol.DISCONNECT, ())
+        assert disconnect is not None and parse_worker_command(disconnect) == (protocol.DISCONNECT, ())
         worker, thread = serve_echo(endpoint, transport)  # the task was reissued: the honest worker answers it
         try:
             assert first.result(30).payload == b"victim"

@@ -15,7 +15,7 @@ from transports import TRANSPORTS
 from generaldomo import Broker, Client, draft
 from generaldomo.io import inproc
 from generaldomo.io.auth import BrokerSecurity
-from generaldomo.io.links import ServerLink
+from generaldomo.io.hub.links import ServerLink
 from generaldomo.sansio.wire import codec
 
 STRESS = Path(__file__).with_name("inproc_stress.py")

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from waiting import eventually
 
 from generaldomo import Client, errors
-from generaldomo.io import links
-from generaldomo.io.links import RouterLink, ServerLink
+from generaldomo.io.hub import links
+from generaldomo.io.hub.links import RouterLink, ServerLink
 from generaldomo.sansio.broker.core import Settings
 from generaldomo.sansio.wire import codec
 
@@ -65,7 +65,7 @@ def test_router_frame_bomb_is_dropped_once_while_others_are_served(brokers, work
     others = RoundTrips(endpoint, "router")
     others.start()
     eventually(lambda: others.done > 0, 60, "a first round trip")
-    with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+    with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"):
         send_bomb(endpoint, 300_000)
         eventually(lambda: broker.core.counters["dropped_too_many_frames"] == 1, 60, "the bomb to be dropped")
         before = others.done
@@ -103,7 +103,7 @@ def test_server_part_of_zeros_stops_decoding_at_the_frame_limit(brokers, workers
     attacker = zmq.Context.instance().socket(zmq.CLIENT)
     attacker.setsockopt(zmq.LINGER, 2000)
     attacker.connect(endpoint)
-    with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+    with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"):
         attacker.send(bytes(20_000_000))  # 20 million empty frames, packed
         eventually(lambda: broker.core.counters["dropped_too_many_frames"] == 1, 60, "the part to be dropped")
     attacker.close()

@@ -8,7 +8,7 @@ import time
 import pytest
 import zmq
 
-from generaldomo.io.links import RouterLink, ServerLink
+from generaldomo.io.hub.links import RouterLink, ServerLink
 from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path

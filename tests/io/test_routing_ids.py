@@ -33,7 +33,7 @@ def test_a_chosen_id_in_the_reserved_range_is_refused(brokers, workers, caplog) 
     squatter.setsockopt(zmq.LINGER, 0)
     squatter.setsockopt(zmq.ROUTING_ID, b"\x00abc")  # generated ids are 0x00 + 4 bytes; this one was chosen
     squatter.connect(endpoint)
-    with caplog.at_level(logging.WARNING, logger="generaldomo.io.links"):
+    with caplog.at_level(logging.WARNING, logger="generaldomo.io.hub.links"):
         for n in range(10):
             squatter.send_multipart([b"GDPC01", b"\x01", b"%d" % n, b"echo", b"mine"])
         eventually(lambda: broker.core.counters["dropped_reserved_id"] == 10, 30, "the squatter to be refused")
@@ -46,7 +46,7 @@ def test_a_chosen_id_in_the_reserved_range_is_refused(brokers, workers, caplog) 
 
 FIRST_ID = """\
 import zmq
-from generaldomo.io.links import RouterLink
+from generaldomo.io.hub.links import RouterLink
 link = RouterLink(zmq.Context.instance(), ["tcp://127.0.0.1:*"])
 peer = zmq.Context.instance().socket(zmq.DEALER)
 peer.connect(link.endpoints[0])

@@ -16,7 +16,7 @@ from generaldomo import Client, HandshakeFailed
 from generaldomo.io import keys
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.bridge import Bridge
-from generaldomo.io.connection import Curve
+from generaldomo.io.peer.connection import Curve
 from generaldomo.sansio.wire import codec, protocol
 
 SWEEP = 64  # guessed task ids the forger tries besides the real one

@@ -24,7 +24,7 @@ from generaldomo import errors
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.broker import waiter
-from generaldomo.io.links import BATCH_BYTES, Link, Received, RouterLink, ServerLink
+from generaldomo.io.hub.links import BATCH_BYTES, Link, Received, RouterLink, ServerLink
 from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path

@@ -18,8 +18,8 @@ from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
 from generaldomo.errors import StateError
-from generaldomo.io import state
-from generaldomo.io.state import StateDir
+from generaldomo.io.hub import state
+from generaldomo.io.hub.state import StateDir
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.config.settings import Settings

@@ -18,7 +18,7 @@ from waiting import eventually
 
 from generaldomo import Broker, Settings
 from generaldomo.io import speedups
-from generaldomo.io.links import KEEP
+from generaldomo.io.hub.links import KEEP
 from generaldomo.sansio.wire import codec, protocol
 from generaldomo.sansio.wire.limits import DESCRIPTION
 

@@ -16,7 +16,7 @@ from generaldomo.compat import MOVED, SANSIO
 # What only some users need; ``import generaldomo`` must not load it (the old paths loaded all of it).
 NOT_AT_IMPORT = (
     *("generaldomo.cli", "generaldomo.dashboard", "generaldomo.ray", "generaldomo.draft", "generaldomo.io.bridge"),
-    *("generaldomo.io.metrics", "generaldomo.sansio.broker.services.resolvers", "prometheus_client"),
+    *("generaldomo.io.hub.metrics", "generaldomo.sansio.broker.services.resolvers", "prometheus_client"),
 )
 SMALL = 70  # generaldomo's modules that the public names need today: about 57 of its 100
 
@@ -108,3 +108,17 @@ def test_the_io_free_layers_old_paths_name_its_sub_packages_and_every_form_impor
     from generaldomo.sansio.peer import session
 
     assert (ClientSession, WorkerSession) == (session.ClientSession, session.WorkerSession)
+
+
+def test_the_io_layers_old_paths_name_its_sides_and_every_form_imports(forgotten: None) -> None:
+    """``generaldomo.io.<module>`` for each module that moved into a side's sub-package: ``import`` and ``from ...
+    import``, each with the warning naming where it lives now."""
+    from generaldomo.compat import IO
+
+    assert all(f"io.{name}" in MOVED for name in IO)
+    for name, side in IO.items():
+        new = importlib.import_module(f"generaldomo.io.{side}.{name}")
+        assert MOVED[f"io.{name}"] == new.__name__
+        with pytest.warns(DeprecationWarning, match=f"generaldomo.io.{name} is deprecated; import {new.__name__}"):
+            exec(f"from generaldomo.io import {name} as module", namespace := {})
+        assert namespace["module"] is new

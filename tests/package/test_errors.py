@@ -69,7 +69,7 @@ OLD_HOMES = {
     "generaldomo.io.beacon": ("DiscoveryError",),
     "generaldomo.io.transport": ("DraftUnavailable",),
     "generaldomo.io.keys": ("KeyFileError",),
-    "generaldomo.io.state": ("StateError",),
+    "generaldomo.io.hub.state": ("StateError",),
     "generaldomo.sansio.broker.services.resolver": ("ResolveError",),
     "generaldomo.sansio.peer.serializers": ("ContentTypeError", "DecodeError"),
     "generaldomo.cli.embedded": ("SettingsError",),

@@ -133,7 +133,7 @@ def test_the_parts_are_in_order() -> None:
     assert below("cli", PARTS) == set(PARTS) - {"cli", "__main__", "ray"}
     assert upward(
         "from generaldomo import Client\nfrom generaldomo.cli import main\n",
-        "generaldomo.io.links",
+        "generaldomo.io.hub.links",
         "generaldomo",
         PARTS,
     ) == ["generaldomo", "generaldomo.Client", "generaldomo.cli", "generaldomo.cli.main"]
@@ -203,3 +203,44 @@ def test_the_order_check_catches_an_upward_import() -> None:
         "generaldomo.sansio.peer.session.ClientSession",
     ]
     assert upward(source.split("\n", 2)[2], "generaldomo.sansio.broker.core") == []
+
+
+# The IO layer's sides, each a sub-package of generaldomo.io: neither imports the other, nor what drives them both
+# (the broker process and the bridge, at the IO layer's root); both may import the root's shared modules.
+IO_SIDES = ("hub", "peer")
+IO_DRIVERS = ("broker", "bridge")
+IO_SIDE_MODULES = sorted(path for side in IO_SIDES for path in (PACKAGE / "io" / side).rglob("*.py"))
+
+
+def across_sides(source: str, module: str) -> list[str]:
+    """The imports of ``source`` (a module of an IO side) of the other side or of the drivers."""
+    side = module.split(".")[2]
+    package = module.rsplit(".", 1)[0]
+    banned = [f"generaldomo.io.{name}" for name in (*IO_SIDES, *IO_DRIVERS) if name != side]
+    names = imported(source, package)
+    return sorted(n for n in names if any(n == b or n.startswith(f"{b}.") for b in banned))
+
+
+@pytest.mark.parametrize("path", IO_SIDE_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_runs_between_the_sides_of_the_io_layer(path: Path) -> None:
+    wrong = across_sides(path.read_text(), module_of(path))
+    assert not wrong, f"{path.relative_to(PACKAGE)} imports the other side or a driver: {wrong}"
+
+
+def test_every_sub_package_of_the_io_layer_is_a_side() -> None:
+    found = {init.parent.name for init in (PACKAGE / "io").glob("*/__init__.py")}
+    assert found == set(IO_SIDES), f"give each sub-package of io its place in IO_SIDES: {sorted(found ^ set(IO_SIDES))}"
+
+
+def test_the_sides_check_catches_a_crossing() -> None:
+    source = (
+        "from generaldomo.io.peer.connection import Curve\n"
+        "from generaldomo.io import transport\n"
+        "from ..broker import x\n"
+    )
+    assert across_sides(source, "generaldomo.io.hub.links") == [
+        "generaldomo.io.broker",
+        "generaldomo.io.broker.x",
+        "generaldomo.io.peer.connection",
+        "generaldomo.io.peer.connection.Curve",
+    ]

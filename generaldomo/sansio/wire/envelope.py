@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from generaldomo.sansio.wire.dialects import HEADERS
 from generaldomo.sansio.wire.limits import HOP, HOPS
-from generaldomo.sansio.wire.protocol import HEADERS
 
 __all__ = ["HEADER_FRAMES", "MAX_HOP", "MAX_HOPS", "Envelope", "join", "split"]
 

@@ -6,6 +6,7 @@ import pytest
 from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
+from worker_commands import parse_worker_command
 
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dismiss, Dispatch, Send
@@ -105,7 +106,7 @@ def test_silent_worker_expires_and_its_task_is_reissued() -> None:
     h.advance(1.0)
     assert worker(1) not in h.core.workers
     assert h.tasks_of(worker(2))[0][0] == task_id
-    assert [protocol.HEARTBEAT] == list({protocol.parse_worker_command(m)[0] for m in h.inbox[worker(1)][1:]})
+    assert [protocol.HEARTBEAT] == list({parse_worker_command(m)[0] for m in h.inbox[worker(1)][1:]})
 
 
 def reissued_from_1_to_2(h: Harness) -> bytes:
@@ -316,7 +317,7 @@ def test_workers_beyond_max_workers_are_told_to_go_and_counted() -> None:
         h.ready(worker(n))
     assert len(h.core.workers) == 3 and h.core.counters["workers_refused"] == 2
     for n in (3, 4):
-        assert protocol.parse_worker_command(h.inbox[worker(n)][-1])[0] == protocol.DISCONNECT  # type: ignore[index]
+        assert parse_worker_command(h.inbox[worker(n)][-1])[0] == protocol.DISCONNECT  # type: ignore[index]
     h.feed(worker(0), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
     h.ready(worker(4))  # a place came free
     assert worker(4) in h.core.workers and len(h.core.workers) == 3

@@ -21,6 +21,7 @@ from core_harness import checked
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from worker_commands import parse_worker_command
 
 from generaldomo.sansio.broker.access import Credential, Role
 from generaldomo.sansio.broker.accounts.ledger import MARGIN, Kind, request_charge
@@ -93,7 +94,7 @@ class BrokerMachine(RuleBasedStateMachine):
             if peer in CLIENTS or peer == THIEF:
                 self.client_gets(peer, frames)
                 continue
-            parsed = protocol.parse_worker_command(frames)
+            parsed = parse_worker_command(frames)
             assert parsed is not None
             command, args = parsed
             if command == protocol.REQUEST:

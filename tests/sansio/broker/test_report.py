@@ -8,7 +8,7 @@ import pytest
 from core_harness import Harness, client, worker
 
 from generaldomo.cli.status_view import render
-from generaldomo.io.metrics import StatusCollector
+from generaldomo.io.hub.metrics import StatusCollector
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import request_charge
 from generaldomo.sansio.broker.report import StatusReport

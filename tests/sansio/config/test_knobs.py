@@ -138,7 +138,7 @@ def test_a_broker_flow_flag_sets_backoff_and_tenants(processes) -> None:
 def test_the_metrics_name_each_setting_by_its_knob() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from generaldomo.io.metrics import StatusCollector
+    from generaldomo.io.hub.metrics import StatusCollector
 
     report = BrokerCore(settings=Settings(queue_timeout=None, max_workers=77), random=bytes).report(0.0)
     registry = CollectorRegistry()

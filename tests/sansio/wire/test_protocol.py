@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from worker_commands import parse_worker_command
 
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import (
@@ -160,6 +161,14 @@ def test_peer_side_parsers() -> None:
     assert protocol.parse_client_reply(partial) == (b"rid", None, b"", (b"p",))
     assert protocol.parse_client_reply([b"MDPC02", b"\x03", b"x"]) is None
     request = protocol.worker_request(Dialect.GDP, b"tid", b"echo", [b"b"])
-    assert protocol.parse_worker_command(request) == (protocol.REQUEST, (b"tid", b"echo", b"b"))
-    assert protocol.parse_worker_command([b"GDPW01", b"\x02", b"tid"]) is None
-    assert protocol.parse_worker_command([b"GDPW01", b"\x01", b"x"]) is None
+    assert parse_worker_command(request) == (protocol.REQUEST, (b"tid", b"echo", b"b"))
+    assert parse_worker_command([b"GDPW01", b"\x02", b"tid"]) is None
+    assert parse_worker_command([b"GDPW01", b"\x01", b"x"]) is None
+
+
+def test_a_peer_info_frame_handed_over_as_a_memoryview_reads_as_bytes() -> None:
+    info = protocol.worker_info("h", 3)
+    assert protocol.read_worker_info(memoryview(info)) == ("h", 3, protocol.FEATURES)  # type: ignore[arg-type]
+    resume = protocol.parse([*protocol.gdp_resume(b"svc", b"task"), memoryview(info)])  # type: ignore[list-item]
+    assert resume == protocol.parse(protocol.gdp_resume(b"svc", b"task", info))
+    assert protocol.parse([*protocol.gdp_resume(b"svc", b"task"), memoryview(b"[1]")]).reason  # type: ignore[list-item, union-attr]

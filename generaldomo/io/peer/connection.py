@@ -43,8 +43,9 @@ import attrs
 import zmq
 
 import generaldomo.errors as errors
-from generaldomo.io import endpoints, monitor, speedups
-from generaldomo.io.locator import Locator, Target, Where
+from generaldomo.io import endpoints, speedups
+from generaldomo.io.peer import monitor
+from generaldomo.io.peer.locator import Locator, Target, Where
 from generaldomo.io.transport import Transport, connect_target, require_draft
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.peer.handshake import HandshakeWatch
@@ -478,7 +479,7 @@ class BrokerChannel:
         self, where: str | Sequence[str] | Where | Locator | None, transport: str | Transport,
         context: zmq.Context[Any], curve: Curve | None,
     ) -> None:  # fmt: skip
-        """``where``: an endpoint, several (tried in turn on silence), a :class:`~generaldomo.io.locator.Where`
+        """``where``: an endpoint, several (tried in turn on silence), a :class:`~generaldomo.io.peer.locator.Where`
         (an address file, a beacon), a live Locator, or None (as :meth:`Where.of` says); ``curve``: the peer's
         CURVE settings (a broker key that comes with a target, under ``trust_announced_key``, replaces their
         server key)."""

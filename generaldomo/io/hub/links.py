@@ -10,7 +10,7 @@ are carried by :mod:`generaldomo.io.inproc`. Links know nothing of the protocol 
 Rules: a link never blocks and never lets one peer cost more than one bounded message's work. While reading it
 enforces a frame-count limit and a byte limit across frames (the rest of a message beyond either is drained
 without being kept, and dropped); a send to a peer whose queue is full is dropped, and so is one to a peer
-that has not read too many bytes sent before (:mod:`generaldomo.io.backlog`, shared by a broker's links,
+that has not read too many bytes sent before (:mod:`generaldomo.io.hub.backlog`, shared by a broker's links,
 which tells the links when a message must go out marked). Every drop is counted in
 :attr:`Link.counters` (the broker hands them to the core's status report) and logged at most a few lines per
 interval (:mod:`generaldomo.sansio.lograte`). With CURVE (:mod:`generaldomo.io.auth`) each message carries the
@@ -45,8 +45,8 @@ from zmq.utils.monitor import recv_monitor_message
 import generaldomo.errors as errors
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
-from generaldomo.io.backlog import MARK, SEND, Backlog, Tracker
 from generaldomo.io.endpoints import check as check_endpoint
+from generaldomo.io.hub.backlog import MARK, SEND, Backlog, Tracker
 from generaldomo.io.transport import BindError, Transport, bind, require_draft
 from generaldomo.sansio.broker.access import Credential
 from generaldomo.sansio.config.settings import DEFAULT_MAX_FRAMES
@@ -294,7 +294,7 @@ class Link:
 
     def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
         """Send ``frames`` to ``address`` with the last frame (part) shared with libzmq and tracked: the tracker,
-        done once libzmq has written it out (see :mod:`generaldomo.io.backlog`); None (counted) if refused."""
+        done once libzmq has written it out (see :mod:`generaldomo.io.hub.backlog`); None (counted) if refused."""
         raise NotImplementedError
 
     def _marked(self, sent: Tracker | int, address: Address) -> Tracker | None:
