@@ -22,7 +22,7 @@ from core_harness import checked
 from fuzz_strategies import shown as _shown
 
 from generaldomo.sansio.broker.access import Credential, Role
-from generaldomo.sansio.broker.accounts.ledger import MARGIN, Kind
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, Holding
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
 from generaldomo.sansio.config.settings import DEFAULT_MAX_FRAMES, Settings
 from generaldomo.sansio.wire import envelope, protocol
@@ -322,14 +322,14 @@ class Scene:
         assert core.counters[ERRORS] == 0, "the core's barrier caught an error:\n" + "\n".join(self.caught.texts)
         ledger = core.ledger
         held: Counter[object] = Counter()
-        counts: Counter[tuple[object, Kind]] = Counter()
+        counts: Counter[tuple[object, Holding]] = Counter()
         for where, kind, size in core.holdings():
             held[where] += size
             counts[where, kind] += 1
         assert ledger.total == sum(held.values()) and len(ledger) == len(held), "the ledger does not add up"
         assert all(ledger.account(where).bytes == size for where, size in held.items()), "an account is wrong"
         assert all(ledger.account(where).count(kind) == n for (where, kind), n in counts.items())
-        kept = ledger.by_kind[Kind.KEPT]
+        kept = ledger.by_kind[Holding.KEPT]
         assert kept <= settings.keep_bytes, "kept answers beyond their budget"
         assert settings.held_bytes is not None and settings.connection_bytes is not None
         assert ledger.total - kept <= settings.held_bytes * (1 + MARGIN), "the ledger beyond its total budget"

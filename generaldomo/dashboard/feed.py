@@ -67,7 +67,7 @@ __all__ = [
     "SHARE",
     "TIMEOUT",
     "Feed",
-    "Message",
+    "SentEvent",
     "Stream",
     "event",
 ]
@@ -85,7 +85,7 @@ PIECE: Final = 64 * 1024  # bytes a stream hands the server at a time
 KEEPALIVE: Final = 15.0  # seconds of silence after which a stream sends a comment
 PROBE_SERVICE: Final = "mmi.dashboard"  # no worker may serve an mmi. name: a change of nothing for it is harmless
 
-Message = tuple[int, bytes]  # sequence number, the server-sent event (``event: KIND``, ``data: JSON``)
+SentEvent = tuple[int, bytes]  # sequence number, the server-sent event (``event: KIND``, ``data: JSON``)
 KEEPALIVE_EVENT: Final = b": keep-alive\n\n"
 
 
@@ -167,8 +167,8 @@ class Feed:
         self._framer = framer or Framer()
         self._lock = threading.Lock()
         self._seq = 0
-        self._kept: deque[Message] = deque(maxlen=KEPT)
-        self._history_message: Message | None = None  # built at most once per message
+        self._kept: deque[SentEvent] = deque(maxlen=KEPT)
+        self._history_message: SentEvent | None = None  # built at most once per message
         self._bells: dict[asyncio.AbstractEventLoop, _Bell] = {}
         self._clients: Counter[str] = Counter()  # open streams per client address
         self._round_trips: deque[float] = deque(maxlen=ROUND_TRIPS)
@@ -250,7 +250,7 @@ class Feed:
         with self._lock:
             return sum(self._clients.values())
 
-    def since(self, sent: int) -> list[Message]:
+    def since(self, sent: int) -> list[SentEvent]:
         """The messages after the one numbered ``sent`` (-1: none yet): the kept ones, or the history when they
         do not reach back that far; [] when there is nothing new."""
         with self._lock:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import attrs
 
 from generaldomo.io.hub.backlog import CHUNK, DROP, MARK, TAILS, Backlog
-from generaldomo.sansio.broker.accounts.ledger import Kind, Ledger
+from generaldomo.sansio.broker.accounts.ledger import Holding, Ledger
 
 A, B = (0, b"a"), (0, b"b")
 
@@ -43,7 +43,7 @@ def test_small_replies_carry_a_mark_once_per_chunk() -> None:
     marks = [send(backlog, A, 1000) for _ in range(10 * per_mark + 5)]
     assert [n for n, mark in enumerate(marks) if mark is not None] == [k * per_mark - 1 for k in range(1, 11)]
     # what the marks cover is charged; the bytes sent since the last mark are not
-    assert backlog.ledger.by_kind[Kind.UNSENT] == backlog.unread(A) == 10 * per_mark * 1000
+    assert backlog.ledger.by_kind[Holding.UNSENT] == backlog.unread(A) == 10 * per_mark * 1000
 
 
 def test_a_done_mark_releases_what_it_covers_and_everything_before() -> None:
@@ -77,7 +77,7 @@ def test_the_total_budget_refuses_backed_up_connections() -> None:
     ledger = Ledger(total=3 * CHUNK)
     backlog = Backlog(ledger, None)
     send(backlog, A, CHUNK)
-    ledger.charge(B, Kind.TASK, 3 * CHUNK)  # others fill the total
+    ledger.charge(B, Holding.TASK, 3 * CHUNK)  # others fill the total
     assert not admits(backlog, A, 1)
     assert admits(backlog, B, CHUNK)  # not backed up: sent to whatever the total
 

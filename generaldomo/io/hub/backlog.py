@@ -6,7 +6,7 @@ last frame shared with libzmq (zero-copy) and tracked (pyzmq's ``MessageTracker`
 frame only once it has written it out of the process (into the kernel, or to an inproc peer that read it).
 Messages to one connection leave in order, so a *mark* that is done means everything sent before it has left.
 What was sent up to a mark that is not done yet is charged to the connection in the broker's ledger
-(:class:`~generaldomo.sansio.broker.accounts.ledger.Kind` ``UNSENT``) until it is.
+(:class:`~generaldomo.sansio.broker.accounts.ledger.Holding` ``UNSENT``) until it is.
 
 Rules: a connection's message carries a mark once :data:`CHUNK` bytes went to it since its last mark (a large
 message always does: marks cost tens of microseconds, so a peer that reads small replies pays for one mark per
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final, Protocol
 
-from generaldomo.sansio.broker.accounts.ledger import MARGIN, Connection, Kind, Ledger
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, ConnectionId, Holding, Ledger
 
 __all__ = ["CHUNK", "POLL", "TAILS", "Backlog", "Tracker"]
 
@@ -57,20 +57,20 @@ class Backlog:
     def __init__(self, ledger: Ledger, per_connection: int | None) -> None:
         self.ledger = ledger
         self.per_connection = per_connection
-        self._tails: dict[Connection, int] = {}  # bytes sent since the latest mark, first counted first
-        self._backed_up: dict[Connection, _Outbox] = {}
+        self._tails: dict[ConnectionId, int] = {}  # bytes sent since the latest mark, first counted first
+        self._backed_up: dict[ConnectionId, _Outbox] = {}
         self.next_poll = 0.0
 
     def __len__(self) -> int:
         """Connections backed up."""
         return len(self._backed_up)
 
-    def unread(self, where: Connection) -> int:
+    def unread(self, where: ConnectionId) -> int:
         """Bytes sent to ``where`` up to its latest mark that are not known to have left."""
         box = self._backed_up.get(where)
         return 0 if box is None else box.unread
 
-    def route(self, where: Connection, size: int) -> int:
+    def route(self, where: ConnectionId, size: int) -> int:
         """How a message of ``size`` bytes to ``where`` goes: :data:`SEND` (counted as sent already),
         :data:`MARK` (send it marked and call :meth:`marked`) or :data:`DROP`."""
         backed_up = self._backed_up
@@ -85,7 +85,7 @@ class Backlog:
             del tails[next(iter(tails))]  # the first counted: its bytes since its latest mark are forgotten
         return SEND
 
-    def _admits(self, where: Connection, box: _Outbox, size: int) -> bool:
+    def _admits(self, where: ConnectionId, box: _Outbox, size: int) -> bool:
         """Whether a message of ``size`` bytes may go to ``where``, which was backed up."""
         self._settle(where, box)
         if where not in self._backed_up:
@@ -96,7 +96,7 @@ class Backlog:
         budget = self.ledger.total_budget
         return budget is None or self.ledger.total + size <= budget * (1 + MARGIN)
 
-    def marked(self, where: Connection, size: int, mark: Tracker) -> None:
+    def marked(self, where: ConnectionId, size: int, mark: Tracker) -> None:
         """A message of ``size`` bytes went to ``where`` with ``mark``: it and the bytes before it are charged."""
         covered = self._tails.pop(where, 0) + size
         box = self._backed_up.get(where)
@@ -104,18 +104,18 @@ class Backlog:
             box = self._backed_up[where] = _Outbox()
         box.marks.append((mark, covered))
         box.unread += covered
-        self.ledger.charge(where, Kind.UNSENT, covered)
+        self.ledger.charge(where, Holding.UNSENT, covered)
 
     def poll(self) -> None:
         """Release what the marks that are done cover."""
         for where, box in list(self._backed_up.items()):
             self._settle(where, box)
 
-    def _settle(self, where: Connection, box: _Outbox) -> None:
+    def _settle(self, where: ConnectionId, box: _Outbox) -> None:
         marks = box.marks
         while marks and marks[0][0].done:
             _, covered = marks.popleft()
             box.unread -= covered
-            self.ledger.release(where, Kind.UNSENT, covered)
+            self.ledger.release(where, Holding.UNSENT, covered)
         if not marks:
             del self._backed_up[where]

@@ -17,7 +17,7 @@ from generaldomo.sansio.broker.states import IN_FLIGHT, TaskState, WorkerState
 from generaldomo.sansio.wire.events import Dialect
 from generaldomo.sansio.wire.ticket import Ticket
 
-__all__ = ["Claim", "Peer", "RequestKey", "Task", "Worker", "displaced", "is_displaced", "request_key"]
+__all__ = ["Claim", "Peer", "RequestKey", "Task", "WorkerRecord", "displaced", "is_displaced", "request_key"]
 
 # A request's identity: its id, scoped to the credential key when there is one. Without a credential it is the
 # bare id (bytes never equal a tuple), so that an unauthenticated queued request holds no tuple of its own.
@@ -73,7 +73,7 @@ class Claim:
 
 
 @attrs.define(eq=False, slots=True)
-class Worker:
+class WorkerRecord:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
     ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
     its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
@@ -126,7 +126,7 @@ class Task:
     size: int
     charge: int
     state: TaskState = TaskState.QUEUED
-    worker: Worker | None = None
+    worker: WorkerRecord | None = None
     dispatched: float | None = None
     attempts: int = 0
     deadline: float | None = None

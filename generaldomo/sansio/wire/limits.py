@@ -22,7 +22,6 @@ __all__ = [
     "ADAPTIVE",
     "BURST",
     "BYTES_IN_FLIGHT",
-    "BY_NAME",
     "CONCURRENCY",
     "DEADLINE_MS",
     "DESCRIPTION",
@@ -201,7 +200,6 @@ FIELDS: Final[tuple[Field, ...]] = (
     INSTANCE,
     TIMING,
 )
-BY_NAME: Final[dict[str, Field]] = {field.name: field for field in FIELDS}
 
 
 def as_settings() -> dict[str, dict[str, int | float | str]]:

@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from worker_commands import parse_worker_command
 
 from generaldomo.sansio.broker.access import Credential, Role
-from generaldomo.sansio.broker.accounts.ledger import MARGIN, Kind, request_charge
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, Holding, request_charge
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import FlowLimits
@@ -82,7 +82,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.tenants: dict[Key, tuple[str | None, int]] = {}  # requests' tenant and priority fields
         self.flags: dict[Key, int] = {}  # requests' flags (detached, known service)
         self.served: set[bytes] = set()  # services a worker ever joined
-        self.served_before_drain: set[bytes] | None = None  # those, when the teardown's workers joined
+        self.not_found: dict[Key, frozenset[bytes]] = {}  # requests answered 404 -> services served by then
         self.losses: Counter[bytes] = Counter()  # request body -> times its task was lost with a worker
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -140,8 +140,9 @@ class BrokerMachine(RuleBasedStateMachine):
         elif status == protocol.NOT_FOUND:
             service = self.expected[key].rsplit(b"/", 1)[1]
             assert self.flags.get(key, 0) & protocol.FLAG_KNOWN_SERVICE, "a 404 to a request that did not ask"
-            # (during the drain, a 404 lost earlier comes again from the kept answers: it was made before)
-            served = self.served if self.served_before_drain is None else self.served_before_drain
+            # (a 404 lost earlier comes again from the kept answers when re-asked about, even after a worker for
+            # the service joined: it is checked against the services served when it was made)
+            served = self.not_found.setdefault(key, frozenset(self.served))
             assert service not in served, "a 404 for a service that had workers"
         else:
             assert status == protocol.OVER_BUDGET and b"budget" in body[0]
@@ -417,7 +418,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def the_ledger_adds_up(self) -> None:
         ledger = self.core.ledger
         held: Counter[object] = Counter()
-        counts: Counter[tuple[object, Kind]] = Counter()
+        counts: Counter[tuple[object, Holding]] = Counter()
         for where, kind, size in self.core.holdings():
             held[where] += size
             counts[where, kind] += 1
@@ -472,7 +473,6 @@ class BrokerMachine(RuleBasedStateMachine):
             unlimited = FlowLimits(burst=1, backoff={"min": 1e9})
             self.deliver(self.core.apply_flow(FlowChange(service.decode(), unlimited), self.now))
         self.time_passes(2.5)  # past any retry_after
-        self.served_before_drain = set(self.served)
         for service in SERVICES:
             self.worker_joins(service)
         for _ in range(10 * (len(self.expected) + 1)):
@@ -501,3 +501,27 @@ BrokerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count
 KeyedBrokerMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
 TestBrokerMachine = BrokerMachine.TestCase
 TestKeyedBrokerMachine = KeyedBrokerMachine.TestCase
+
+
+def test_a_kept_404_comes_again_after_a_worker_for_its_service_joined() -> None:
+    """A request asking for a known service is answered 404 (no worker had served it), the client's pipe loses
+    the answer, a worker for the service joins and leaves; re-asked about at the drain, the request gets the kept
+    404 again, which the model checks against the services served when it was made."""
+    machine = BrokerMachine()
+    client, service = CLIENTS[1], b"b"
+    machine.time_passes(0.5)
+    machine.request(client, service, None, flags=protocol.FLAG_KNOWN_SERVICE)  # within the grace: it waits
+    (key,) = machine.expected
+    machine.clients_pipe_loses_an_answer(client)
+    for _ in range(20):  # the grace runs out within QUEUE_TIMEOUT: the 404 is made, and lost
+        if machine.finals[key]:
+            break
+        machine.time_passes(1.0)
+    assert machine.finals[key] == machine.lost[key] == 1 and machine.not_found[key] == frozenset()
+    machine.worker_joins(service)
+    worker = Peer(1, machine.next_worker)
+    machine.forget(worker)
+    machine.feed(worker, protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
+    resent = machine.core.counters["answers_resent"]
+    machine.teardown()
+    assert machine.finals[key] == 2 and machine.core.counters["answers_resent"] == resent + 1

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 
-from generaldomo.sansio.broker.accounts.ledger import FRAME, OVERHEAD, Connection, Kind, Ledger
+from generaldomo.sansio.broker.accounts.ledger import FRAME, OVERHEAD, ConnectionId, Holding, Ledger
 
 __all__ = ["ENTRY_OVERHEAD", "Entry", "KeptAnswers", "answer_size"]
 
-ENTRY_OVERHEAD = OVERHEAD[Kind.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
-Entry = tuple[float, list[bytes], int, Connection, bytes | None]  # kept at, frames, size, charged to, digest
+ENTRY_OVERHEAD = OVERHEAD[Holding.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
+Entry = tuple[float, list[bytes], int, ConnectionId, bytes | None]  # kept at, frames, size, charged to, digest
 
 
 def answer_size(frames: list[bytes]) -> int:
@@ -41,7 +41,12 @@ class KeptAnswers:
         return len(self._answers)
 
     def keep(
-        self, key: Hashable, frames: list[bytes], now: float, where: Connection = (0, b""), digest: bytes | None = None
+        self,
+        key: Hashable,
+        frames: list[bytes],
+        now: float,
+        where: ConnectionId = (0, b""),
+        digest: bytes | None = None,
     ) -> None:
         """Keep ``frames`` as the answer for ``key`` (replacing any older one), charged to ``where``, for a request
         of ``digest`` if given; ``frames`` must not change."""
@@ -53,12 +58,12 @@ class KeptAnswers:
             self._drop(old)
         self._answers[key] = (now, frames, size, where, digest)
         self.bytes += size
-        self._ledger.charge(where, Kind.KEPT, size)
+        self._ledger.charge(where, Holding.KEPT, size)
         while self.bytes > self.budget:
             self._drop(self._answers.popitem(last=False)[1])
             self.evicted += 1
 
-    def holdings(self) -> Iterator[tuple[Connection, int]]:
+    def holdings(self) -> Iterator[tuple[ConnectionId, int]]:
         """``(connection, bytes)`` of every answer kept: what it is charged in the ledger."""
         for _, _, size, where, _ in self._answers.values():
             yield where, size
@@ -88,4 +93,4 @@ class KeptAnswers:
     def _drop(self, entry: Entry) -> None:
         _, _, size, where, _ = entry
         self.bytes -= size
-        self._ledger.release(where, Kind.KEPT, size)
+        self._ledger.release(where, Holding.KEPT, size)

@@ -28,6 +28,7 @@ from typing import Final
 import attrs
 
 __all__ = [
+    "CHARGED",
     "ENVELOPE_HOP",
     "FRAME",
     "MARGIN",
@@ -35,8 +36,8 @@ __all__ = [
     "RESERVE",
     "TENANT_LIMIT",
     "Account",
-    "Connection",
-    "Kind",
+    "ConnectionId",
+    "Holding",
     "Ledger",
     "Refusal",
     "address_bytes",
@@ -46,10 +47,10 @@ __all__ = [
     "request_charge",
 ]
 
-Connection = tuple[int, bytes | int]  # (link, the first hop of the address)
+ConnectionId = tuple[int, bytes | int]  # (link, the first hop of the address)
 
 
-def connection(link: int, address: bytes | int | tuple[bytes, ...]) -> Connection:
+def connection(link: int, address: bytes | int | tuple[bytes, ...]) -> ConnectionId:
     """The connection a message from ``address`` on ``link`` came over: the first hop of an envelope."""
     return (link, address if not isinstance(address, tuple) else address[0])
 
@@ -67,7 +68,7 @@ def request_charge(size: int, frames: int, request_id: bytes | None, address: by
     """What a request costs: ``size`` bytes of description and body in ``frames`` body frames, its id and the
     envelope it came with, and the overhead of a task."""
     return (
-        OVERHEAD[Kind.TASK]
+        OVERHEAD[Holding.TASK]
         + size
         + FRAME * frames
         + (0 if request_id is None else len(request_id))
@@ -87,10 +88,10 @@ def exceeds(budget: int | None, total: int, held: int) -> bool:
 def flow_charge(name: str, tenants: Iterable[str] = ()) -> int:
     """What a flow entry for the service name ``name`` costs, with limits for the ``tenants`` it names (each
     :data:`TENANT_LIMIT` bytes and its name: a peer may name 1024 per entry)."""
-    return OVERHEAD[Kind.FLOW] + len(name.encode()) + sum(TENANT_LIMIT + len(t.encode()) for t in tenants)
+    return OVERHEAD[Holding.FLOW] + len(name.encode()) + sum(TENANT_LIMIT + len(t.encode()) for t in tenants)
 
 
-class Kind(enum.Enum):
+class Holding(enum.Enum):
     """What a holding is."""
 
     TASK = "tasks"  # a queued or running request: ids, description, body, envelope
@@ -110,14 +111,14 @@ class Kind(enum.Enum):
 # Bytes a holding costs beyond the bytes of its fields (records, dictionary and queue entries, small
 # objects), measured with tracemalloc on CPython 3.11 and rounded up
 # (tests/sansio/broker/accounts/test_ledger.py checks them).
-OVERHEAD: Final[Mapping[Kind, int]] = {
-    Kind.TASK: 768,
-    Kind.WORKER: 1536,
-    Kind.SERVICE: 48 * 1024,  # its queues, flow state, recent times and its latest fair.KEEP_IDLE idle tenants
-    Kind.FLOW: 512,
-    Kind.CLIENT: 384,
-    Kind.KEPT: 512,
-    Kind.UNSENT: 0,
+OVERHEAD: Final[Mapping[Holding, int]] = {
+    Holding.TASK: 768,
+    Holding.WORKER: 1536,
+    Holding.SERVICE: 48 * 1024,  # its queues, flow state, recent times and its latest fair.KEEP_IDLE idle tenants
+    Holding.FLOW: 512,
+    Holding.CLIENT: 384,
+    Holding.KEPT: 512,
+    Holding.UNSENT: 0,
 }
 TENANT_LIMIT: Final = (
     256  # bytes one tenant's limits in a flow entry cost beyond its name (the entry, the queue's copy)
@@ -136,9 +137,9 @@ class Refusal(enum.Enum):
     TOTAL_BYTES = "refused_total_bytes"
     CONNECTION_COUNT = "refused_connection_count"
 
-    __hash__ = object.__hash__  # (as Kind's)
+    __hash__ = object.__hash__  # (as Holding's)
 
-    def counter(self, kind: Kind) -> str:
+    def counter(self, kind: Holding) -> str:
         """The counter of this refusal for a holding of ``kind``."""
         if self is Refusal.CONNECTION_COUNT:
             return f"refused_connection_{kind.value}"
@@ -153,9 +154,9 @@ class Account:
     bytes: int = 0
     kept: int = 0
     tasks: int = 0  # of them, in requests (what the queue budgets count)
-    counts: dict[Kind, int] = attrs.field(factory=dict)
+    counts: dict[Holding, int] = attrs.field(factory=dict)
 
-    def count(self, kind: Kind) -> int:
+    def count(self, kind: Holding) -> int:
         return self.counts.get(kind, 0)
 
 
@@ -164,29 +165,29 @@ class Ledger:
     connection (None: no budget), and ``caps``: at most so many holdings of a kind per connection."""
 
     def __init__(
-        self, total: int | None = None, per_connection: int | None = None, caps: Mapping[Kind, int | None] = {}
+        self, total: int | None = None, per_connection: int | None = None, caps: Mapping[Holding, int | None] = {}
     ) -> None:
         self.total_budget = total
         self.connection_budget = per_connection
         self.caps = {kind: cap for kind, cap in caps.items() if cap is not None}
         self.total = 0
-        self.by_kind: dict[Kind, int] = dict.fromkeys(Kind, 0)  # bytes held, per kind of holding
-        self._accounts: dict[Connection, Account] = {}
+        self.by_kind: dict[Holding, int] = dict.fromkeys(Holding, 0)  # bytes held, per kind of holding
+        self._accounts: dict[ConnectionId, Account] = {}
 
     def __len__(self) -> int:
         """Connections with holdings."""
         return len(self._accounts)
 
-    def account(self, where: Connection) -> Account:
+    def account(self, where: ConnectionId) -> Account:
         """What ``where`` holds (an empty account if nothing)."""
         return self._accounts.get(where) or Account()
 
-    def held(self, where: Connection) -> int:
+    def held(self, where: ConnectionId) -> int:
         """Bytes charged to ``where``."""
         account = self._accounts.get(where)
         return 0 if account is None else account.bytes
 
-    def admit(self, where: Connection, kind: Kind, size: int) -> Refusal | None:
+    def admit(self, where: ConnectionId, kind: Holding, size: int) -> Refusal | None:
         """Why a new holding of ``kind`` and ``size`` bytes for ``where`` does not fit, or None if it does."""
         account = self._accounts.get(where)
         cap = self.caps.get(kind)
@@ -194,46 +195,46 @@ class Ledger:
             return Refusal.CONNECTION_COUNT
         return self.room(where, size, account)
 
-    def room(self, where: Connection, size: int, account: Account | None = None) -> Refusal | None:
+    def room(self, where: ConnectionId, size: int, account: Account | None = None) -> Refusal | None:
         """Why ``size`` more bytes for ``where`` would break a byte budget, or None if they fit (the total: by
         the small-request rule, :func:`exceeds`)."""
         if account is None:
             account = self._accounts.get(where)
         held = size + (0 if account is None else account.bytes - account.kept)
-        if exceeds(self.total_budget, self.total - self.by_kind[Kind.KEPT] + size, held):
+        if exceeds(self.total_budget, self.total - self.by_kind[Holding.KEPT] + size, held):
             return Refusal.TOTAL_BYTES
         if self.connection_budget is not None and held > self.connection_budget:
             return Refusal.CONNECTION_BYTES
         return None
 
-    def over_budget(self, where: Connection, size: int = 0) -> bool:
+    def over_budget(self, where: ConnectionId, size: int = 0) -> bool:
         """True when ``where`` holds more than its budget (kept answers aside), or would with ``size`` more."""
         account = self._accounts.get(where)
         budget = self.connection_budget
         return budget is not None and size + (0 if account is None else account.bytes - account.kept) > budget
 
-    def charge(self, where: Connection, kind: Kind, size: int) -> None:
+    def charge(self, where: ConnectionId, kind: Holding, size: int) -> None:
         """Charge one holding of ``kind`` and ``size`` bytes to ``where``, whatever the budgets."""
         account = self._accounts.get(where)
         if account is None:
             account = self._accounts[where] = Account()
         account.bytes += size
-        if kind is Kind.KEPT:
+        if kind is Holding.KEPT:
             account.kept += size
-        elif kind is Kind.TASK:
+        elif kind is Holding.TASK:
             account.tasks += size
         counts = account.counts
         counts[kind] = counts.get(kind, 0) + 1
         self.total += size
         self.by_kind[kind] += size
 
-    def release(self, where: Connection, kind: Kind, size: int) -> None:
+    def release(self, where: ConnectionId, kind: Holding, size: int) -> None:
         """Give back one holding of ``kind`` and ``size`` bytes that was charged to ``where``."""
         account = self._accounts[where]
         account.bytes -= size
-        if kind is Kind.KEPT:
+        if kind is Holding.KEPT:
             account.kept -= size
-        elif kind is Kind.TASK:
+        elif kind is Holding.TASK:
             account.tasks -= size
         counts = account.counts
         left = counts[kind] - 1
@@ -246,6 +247,6 @@ class Ledger:
         self.total -= size
         self.by_kind[kind] -= size
 
-    def top(self, n: int) -> list[tuple[Connection, Account]]:
+    def top(self, n: int) -> list[tuple[ConnectionId, Account]]:
         """The ``n`` connections holding the most bytes, most first."""
         return heapq.nlargest(n, self._accounts.items(), key=lambda item: item[1].bytes)

@@ -14,7 +14,7 @@ from generaldomo.sansio.broker.core.core import (
     Send,
     Settings,
     Task,
-    Worker,
+    WorkerRecord,
 )
 
-__all__ = ["HOLDINGS", "MMI_PREFIX", "PARTS", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
+__all__ = ["HOLDINGS", "MMI_PREFIX", "PARTS", "BrokerCore", "Peer", "Send", "Settings", "Task", "WorkerRecord"]

@@ -18,8 +18,8 @@ import generaldomo.errors as errors
 from generaldomo.sansio.broker.accounts.ledger import (
     CHARGED,
     OVERHEAD,
-    Connection,
-    Kind,
+    ConnectionId,
+    Holding,
     Ledger,
     Refusal,
     address_bytes,
@@ -55,9 +55,9 @@ class Budgets:
         self._counters = counters
         self._held: dict[Service, int] = {}  # bytes charged for the live tasks of each service
         self._total = 0
-        self._adopted: dict[Service, tuple[Connection, int]] = {}  # services seen -> who made them, at what charge
+        self._adopted: dict[Service, tuple[ConnectionId, int]] = {}  # services seen -> who made them, at what charge
         self._idle_since: dict[Service, float] = {}
-        self._flow_charges: dict[str, tuple[Connection, int]] = {}  # flow entries peers set -> who, at what charge
+        self._flow_charges: dict[str, tuple[ConnectionId, int]] = {}  # flow entries peers set -> who, at what charge
         self._flow_idle_since: dict[str, float] = {}
 
     @property
@@ -75,7 +75,7 @@ class Budgets:
 
     # ------------------------------------------------------------------------------------------- refusals
 
-    def refuse_task(self, service: Service, where: Connection, charge: int, client: int) -> str | None:
+    def refuse_task(self, service: Service, where: ConnectionId, charge: int, client: int) -> str | None:
         """Why a request charged ``charge`` bytes for ``service`` from ``where`` (and ``client`` more, for listening to
         its client) does not fit, or None: the connection's share of the queue, then the queue's and the service's
         budgets, by the small-request rule (:func:`~generaldomo.sansio.broker.accounts.ledger.exceeds`) as the ledger's
@@ -91,9 +91,9 @@ class Budgets:
         limit = settings.service_queue_bytes
         if exceeds(limit, self._held.get(service, 0) + charge, held):
             return f"service queue budget exceeded: service_queue_bytes={limit} bytes held for {service.name!r}"
-        return self.refusal(where, Kind.TASK, charge + client)
+        return self.refusal(where, Holding.TASK, charge + client)
 
-    def refusal(self, where: Connection, kind: Kind, size: int) -> str | None:
+    def refusal(self, where: ConnectionId, kind: Holding, size: int) -> str | None:
         """Why a new holding of ``kind`` and ``size`` bytes does not fit the ledger (counted), or None if it does."""
         refusal = self._ledger.admit(where, kind, size)
         if refusal is None:
@@ -106,7 +106,7 @@ class Budgets:
         with ``size`` more."""
         return self._ledger.over_budget(connection(peer.link, peer.address), size)
 
-    def _refusal_text(self, refusal: Refusal, kind: Kind) -> str:
+    def _refusal_text(self, refusal: Refusal, kind: Holding) -> str:
         settings = self._settings
         if refusal is Refusal.TOTAL_BYTES:
             return f"broker budget exceeded: held_bytes={settings.held_bytes} bytes held for all peers"
@@ -119,14 +119,14 @@ class Budgets:
     def charge(self, task: Task) -> None:
         """Hold ``task``'s bytes, charged to its client's connection."""
         client, charge, service = task.client, task.charge, task.service
-        self._ledger.charge(connection(client.link, client.address), Kind.TASK, charge)
+        self._ledger.charge(connection(client.link, client.address), Holding.TASK, charge)
         self._held[service] = self._held.get(service, 0) + charge
         self._total += charge
 
     def release(self, task: Task) -> None:
         """Release ``task``'s bytes (it finished)."""
         client, charge, service = task.client, task.charge, task.service
-        self._ledger.release(connection(client.link, client.address), Kind.TASK, charge)
+        self._ledger.release(connection(client.link, client.address), Holding.TASK, charge)
         self._total -= charge
         held = self._held[service] - charge
         if held:
@@ -140,11 +140,11 @@ class Budgets:
         old = connection(task.client.link, task.client.address)
         where = connection(peer.link, peer.address)
         charge = task.charge - address_bytes(task.client.address) + address_bytes(peer.address)
-        self._ledger.release(old, Kind.TASK, task.charge)
+        self._ledger.release(old, Holding.TASK, task.charge)
         if self._ledger.room(where, charge) is not None:
-            self._ledger.charge(old, Kind.TASK, task.charge)
+            self._ledger.charge(old, Holding.TASK, task.charge)
             return False
-        self._ledger.charge(where, Kind.TASK, charge)
+        self._ledger.charge(where, Holding.TASK, charge)
         delta = charge - task.charge
         self._held[task.service] += delta
         self._total += delta
@@ -153,44 +153,46 @@ class Budgets:
 
     # ------------------------------------------------------------------------------------------- services and flows
 
-    def adopt(self, service: Service, where: Connection, flows: Mapping[str, FlowLimits], forget: Forget) -> str | None:
+    def adopt(
+        self, service: Service, where: ConnectionId, flows: Mapping[str, FlowLimits], forget: Forget
+    ) -> str | None:
         """Charge a service the core sees for the first time to the connection whose message made it, and apply the
         flow limits ``flows`` holds for its name; or say why it does not fit the ledger (counted), and ``forget``
         it if it was made for this message alone."""
         if service in self._adopted:
             return None
-        charge = OVERHEAD[Kind.SERVICE] + len(service.name.encode())
-        refusal = self.refusal(where, Kind.SERVICE, charge)
+        charge = OVERHEAD[Holding.SERVICE] + len(service.name.encode())
+        refusal = self.refusal(where, Holding.SERVICE, charge)
         if refusal is not None:
             if forget is not None and not service.workers and not service.pending:
                 forget(service)
             return refusal
-        self._ledger.charge(where, Kind.SERVICE, charge)
+        self._ledger.charge(where, Holding.SERVICE, charge)
         self._adopted[service] = (where, charge)
         limits = flows.get(service.name)
         if limits is not None:
             service.apply_flow(limits)
         return None
 
-    def charge_flow(self, name: str, limits: FlowLimits, where: Connection | None, configured: bool) -> None:
+    def charge_flow(self, name: str, limits: FlowLimits, where: ConnectionId | None, configured: bool) -> None:
         """Charge the flow entry ``name`` set to ``limits`` to ``where`` (None: the operator's, charged to nobody),
         its earlier charge released; an entry already ``configured`` by the operator stays the operator's. Raises
         :class:`~generaldomo.errors.OverBudget` (counted) when it does not fit: the entry stays as it was."""
         charged = self._flow_charges.pop(name, None)
         if charged is not None:
-            self._ledger.release(charged[0], Kind.FLOW, charged[1])
+            self._ledger.release(charged[0], Holding.FLOW, charged[1])
             self._flow_idle_since.pop(name, None)
         if limits.unset or where is None or (charged is None and configured):
             return
         size = flow_charge(name, limits.tenants or ())
-        refusal = self._ledger.admit(where, Kind.FLOW, size)
+        refusal = self._ledger.admit(where, Holding.FLOW, size)
         if refusal is not None:
             if charged is not None:  # the entry stays as it was, charged as it was
-                self._ledger.charge(charged[0], Kind.FLOW, charged[1])
+                self._ledger.charge(charged[0], Holding.FLOW, charged[1])
                 self._flow_charges[name] = charged
-            self._counters.add(refusal.counter(Kind.FLOW))
-            raise errors.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Kind.FLOW)}")
-        self._ledger.charge(where, Kind.FLOW, size)
+            self._counters.add(refusal.counter(Holding.FLOW))
+            raise errors.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Holding.FLOW)}")
+        self._ledger.charge(where, Holding.FLOW, size)
         self._flow_charges[name] = (where, size)
 
     def forget_idle(
@@ -220,7 +222,7 @@ class Budgets:
                 del self._idle_since[service]
                 where, charge = self._adopted.pop(service, (None, 0))
                 if where is not None:
-                    self._ledger.release(where, Kind.SERVICE, charge)
+                    self._ledger.release(where, Holding.SERVICE, charge)
                 if forget is not None and not kept:
                     forget(service)
                     gone.append(service)
@@ -233,15 +235,15 @@ class Budgets:
             since = self._flow_idle_since.setdefault(name, now)
             if now - since >= idle_for:
                 where, charge = charged.pop(name)
-                self._ledger.release(where, Kind.FLOW, charge)
+                self._ledger.release(where, Holding.FLOW, charge)
                 del self._flow_idle_since[name]
                 names.append(name)
                 self._counters.flows_forgotten += 1
         return gone, names
 
-    def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
+    def holdings(self) -> Iterator[tuple[ConnectionId, Holding, int]]:
         """The services and flow entries charged to peers, as ``(connection, kind, bytes)``."""
         for where, charge in self._adopted.values():
-            yield where, Kind.SERVICE, charge
+            yield where, Holding.SERVICE, charge
         for where, charge in self._flow_charges.values():
-            yield where, Kind.FLOW, charge
+            yield where, Holding.FLOW, charge

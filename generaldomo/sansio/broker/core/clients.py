@@ -19,8 +19,8 @@ from generaldomo.sansio.broker.access import Credential
 from generaldomo.sansio.broker.accounts.ledger import (
     CHARGED,
     OVERHEAD,
-    Connection,
-    Kind,
+    ConnectionId,
+    Holding,
     Ledger,
     address_bytes,
     connection,
@@ -65,9 +65,9 @@ class Clients:
     @staticmethod
     def charge(peer: Peer) -> int:
         """What listening to the client at ``peer`` costs its connection."""
-        return OVERHEAD[Kind.CLIENT] + address_bytes(peer.address)
+        return OVERHEAD[Holding.CLIENT] + address_bytes(peer.address)
 
-    def listen(self, peer: Peer, where: Connection, now: float) -> None:
+    def listen(self, peer: Peer, where: ConnectionId, now: float) -> None:
         """Note that the generaldomo client at ``peer`` was heard (its queued tasks live while it is not silent);
         a client the broker did not listen to yet is charged to its connection, and not listened to beyond the
         budgets (its tasks then wait as MDP ones do, without the silence rule)."""
@@ -77,8 +77,8 @@ class Clients:
             heard.move_to_end(peer)
             return
         size = self.charge(peer)
-        if self._ledger.admit(where, Kind.CLIENT, size) is None:
-            self._ledger.charge(where, Kind.CLIENT, size)
+        if self._ledger.admit(where, Holding.CLIENT, size) is None:
+            self._ledger.charge(where, Holding.CLIENT, size)
             heard[peer] = now
 
     def refresh(self, peer: Peer, now: float) -> None:
@@ -98,13 +98,13 @@ class Clients:
                 break
             silent.add(peer)
             del heard[peer]
-            self._ledger.release(connection(peer.link, peer.address), Kind.CLIENT, self.charge(peer))
+            self._ledger.release(connection(peer.link, peer.address), Holding.CLIENT, self.charge(peer))
         return silent
 
-    def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
+    def holdings(self) -> Iterator[tuple[ConnectionId, Holding, int]]:
         """The clients listened to, as ``(connection, kind, bytes)``."""
         for peer in self._heard:
-            yield connection(peer.link, peer.address), Kind.CLIENT, self.charge(peer)
+            yield connection(peer.link, peer.address), Holding.CLIENT, self.charge(peer)
 
     # ------------------------------------------------------------------------------------------- answers
 

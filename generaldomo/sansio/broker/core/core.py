@@ -76,7 +76,7 @@ from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.access import NEEDS, Credential
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
-from generaldomo.sansio.broker.accounts.ledger import CHARGED, Connection, Kind, Ledger, connection
+from generaldomo.sansio.broker.accounts.ledger import CHARGED, ConnectionId, Holding, Ledger, connection
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dispatch, Respond, Send
 from generaldomo.sansio.broker.core import budgets, clients, expiry, handover, reporting, workers
 from generaldomo.sansio.broker.core.budgets import Budgets
@@ -84,6 +84,7 @@ from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.expiry import PAST_DEADLINE, Expiry
 from generaldomo.sansio.broker.core.handover import Handover
+from generaldomo.sansio.broker.core.management import Management
 from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
@@ -91,7 +92,7 @@ from generaldomo.sansio.broker.core.results import Results
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
-from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, Worker, is_displaced
+from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
 from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
@@ -115,7 +116,7 @@ from generaldomo.sansio.wire.events import (
 )
 from generaldomo.sansio.wire.ticket import request_digest
 
-__all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "Worker"]
+__all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "WorkerRecord"]
 
 TASK_ID_BYTES = 16
 _ALL = StatusQuery()
@@ -131,8 +132,8 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
 PARTS: dict[str, dict[str, str]] = {
     "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_expiry": expiry.HOLDINGS,
-    "_handover": handover.HOLDINGS, "_registration": {}, "_reporting": reporting.HOLDINGS, "_requests": {},
-    "_results": {}, "_workers": workers.HOLDINGS,
+    "_handover": handover.HOLDINGS, "_management": {}, "_registration": {}, "_reporting": reporting.HOLDINGS,
+    "_requests": {}, "_results": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
@@ -146,7 +147,6 @@ HOLDINGS: dict[str, str] = {
     "_handlers": "fixed: one per kind of event",
     "_kept": CHARGED + "kept answers, within keep_bytes",
     "_large": "fixed: one per kind of event",
-    "_message": "one message's turn, emptied for each",
     "_served": "bounded: served.MAX_NAMES names",
     "_tasks": CHARGED + "tasks",
     "_throttled": CHARGED + "services",
@@ -216,10 +216,10 @@ class BrokerCore:
             settings.held_bytes,
             settings.connection_bytes,
             {
-                Kind.TASK: settings.connection_requests,
-                Kind.WORKER: settings.connection_workers,
-                Kind.SERVICE: settings.connection_services,
-                Kind.FLOW: settings.connection_services,
+                Holding.TASK: settings.connection_requests,
+                Holding.WORKER: settings.connection_workers,
+                Holding.SERVICE: settings.connection_services,
+                Holding.FLOW: settings.connection_services,
             },
         )
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
@@ -238,9 +238,10 @@ class BrokerCore:
             log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
             lambda: self.resolver.services(),
         )  # fmt: skip
+        self._management = Management(self, self.counters, self._clients, self._reporting)
         self._requests = Requests(
             self, settings, self.counters, self._kept, self._served, self._clients, self._budgets, self._handover,
-            self._reporting,
+            self._reporting, self._management,
         )  # fmt: skip
         self._registration = Registration(
             self, settings, self.counters, self._served, self._workers, self._budgets, self._handover,
@@ -254,13 +255,12 @@ class BrokerCore:
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
         self._next_sweep: float | None = None
         self._stopping = False  # new requests are answered 503 (see stop_accepting)
-        self._message = Message()  # the turn of the message being handled (see receive)
         self._handlers, self._large = _tables(self._requests, self._registration, self._results)
 
     # ------------------------------------------------------------------------------------------- public
 
     @property
-    def workers(self) -> dict[Peer, Worker]:
+    def workers(self) -> dict[Peer, WorkerRecord]:
         """Registered workers by peer (read only)."""
         return self._workers.by_peer
 
@@ -287,12 +287,8 @@ class BrokerCore:
             now: the time, on the clock the core is fed.
             credential: the sender's CURVE credential (None: not authenticated).
         """
-        message = self._message  # (one statement per field: no tuple made)
-        message.peer = peer
-        message.now = now
-        message.credential = credential
-        out: list[Send] = []
-        message.out = out
+        message = Message(peer, now, credential)
+        out = message.out
         try:
             event = protocol.parse(frames)
             kind = type(event)
@@ -304,7 +300,6 @@ class BrokerCore:
                     self._handlers[kind](event, message)
         except Exception:
             self._caught("a message", now)
-        del message.out  # the kept turn must not hold what is sent (a large frame's buffer) until the next message
         if self._next_sweep is None:
             self._next_sweep = now + self.settings.heartbeat_interval
         return out
@@ -353,7 +348,7 @@ class BrokerCore:
                 self._caught("a dispatch", now)
         paced = self._clients.due()
         if paced is not None and now >= paced:
-            self._requests.answer_waiting(turn)
+            self._management.answer_waiting(turn)
         return turn.out
 
     def set_flow(self, name: str, now: float, **limits: object) -> list[Send]:
@@ -380,7 +375,7 @@ class BrokerCore:
         """
         return self.apply_flow(mmi.FlowChange(name, FlowLimits().merged(limits)), now)
 
-    def apply_flow(self, change: mmi.FlowChange, now: float, where: Connection | None = None) -> list[Send]:
+    def apply_flow(self, change: mmi.FlowChange, now: float, where: ConnectionId | None = None) -> list[Send]:
         """Apply new flow limits to the services named ``change.name``, now and when they appear. The entry is
         the operator's (kept while idle) unless ``where`` names the connection of the peer that set it: then it
         is charged to that connection and forgotten once no service of its name has been busy for
@@ -470,17 +465,17 @@ class BrokerCore:
         """
         return self._reporting.report(now, query, page_bytes, instance=self._instance, started=self.started)
 
-    def holdings(self) -> Iterator[tuple[Connection, Kind, int]]:
+    def holdings(self) -> Iterator[tuple[ConnectionId, Holding, int]]:
         """Every holding the core keeps on peers' behalf, as ``(connection, kind, bytes)``, recomputed from its
         state: what its ledger must add up to, less what the IO layer charges (an audit, for the tests)."""
         for task in self._tasks.values():
-            yield connection(task.client.link, task.client.address), Kind.TASK, task.charge
+            yield connection(task.client.link, task.client.address), Holding.TASK, task.charge
         for worker in self._workers.by_peer.values():
-            yield connection(worker.peer.link, worker.peer.address), Kind.WORKER, worker.charge
+            yield connection(worker.peer.link, worker.peer.address), Holding.WORKER, worker.charge
         yield from self._budgets.holdings()
         yield from self._clients.holdings()
         for where, size in self._kept.holdings():
-            yield where, Kind.KEPT, size
+            yield where, Holding.KEPT, size
 
     def stop_accepting(self) -> None:
         """From now on answer new requests ``503`` (the broker is stopping); the requests it holds are still served,
@@ -533,7 +528,7 @@ class BrokerCore:
 
     def _accept(
         self, event: ClientRequest, message: Message, service: Service, key: RequestKey | None,
-        cost: tuple[int, int], resumed: tuple[Worker, Claim] | None,
+        cost: tuple[int, int], resumed: tuple[WorkerRecord, Claim] | None,
     ) -> None:  # fmt: skip
         """Make ``event`` a task of ``service`` (the one path of every request accepted), its ``cost`` = (size,
         charge) in bytes: queued and dispatched, or, ``resumed``, running at the resumed worker that claimed it
@@ -587,12 +582,12 @@ class BrokerCore:
             task.worker.state = _W_CANCEL[task.worker.state]
             self._tell_cancel(task.worker, task, turn)
 
-    def _tell_cancel(self, worker: Worker, task: Task, turn: Turn) -> None:
+    def _tell_cancel(self, worker: WorkerRecord, task: Task, turn: Turn) -> None:
         """Tell ``worker`` (if it understands CANCEL) that nobody waits for the result of ``task`` any more."""
         if "cancel" in worker.features:
             turn.out.append(Cancel(worker.peer, protocol.worker_cancel(task.id)))
 
-    def _run_at(self, task: Task, worker: Worker, task_id: bytes, since: float) -> None:
+    def _run_at(self, task: Task, worker: WorkerRecord, task_id: bytes, since: float) -> None:
         """Make ``task`` run at resumed ``worker`` under the id ``task_id`` (a ticket) since ``since``."""
         del self._tasks[task.id]
         # (last in acceptance order with an earlier time: were it reissued, a queue timeout would see it late)
@@ -606,12 +601,12 @@ class BrokerCore:
 
     # ------------------------------------------------------------------------------------------- services and workers
 
-    def _adopt(self, service: Service, where: Connection) -> str | None:
+    def _adopt(self, service: Service, where: ConnectionId) -> str | None:
         """Charge a service the core sees for the first time to the connection whose message made it, and apply
         the flow limits configured for its name; or say why it does not fit the ledger (counted), and forget it."""
         return self._budgets.adopt(service, where, self.flows, getattr(self.resolver, "forget", None))
 
-    def _wait(self, worker: Worker, turn: Turn) -> None:
+    def _wait(self, worker: WorkerRecord, turn: Turn) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
         worker.service.wait(worker)
         self._dispatch(worker.service, turn)
@@ -729,7 +724,7 @@ class BrokerCore:
         task.worker = None
         self._budgets.release(task)
 
-    def _leave(self, worker: Worker, now: float) -> None:
+    def _leave(self, worker: WorkerRecord, now: float) -> None:
         """``worker`` leaves: out of the tables and its service (the caller reissues the task it held)."""
         self._served.seen(worker.service.name, now)
         self._workers.remove(worker)
@@ -741,13 +736,13 @@ class BrokerCore:
         for worker in self._workers.woken(turn.now):
             self._wait(worker, turn)
 
-    def _silent(self, worker: Worker, now: float) -> None:
+    def _silent(self, worker: WorkerRecord, now: float) -> None:
         """``worker``, silent past its expiry, leaves (the caller reissues the task it held)."""
         log.info("worker %s (%r) expired", worker.label, worker.description[:64])
         self.counters.workers_expired += 1
         self._leave(worker, now)
 
-    def _reissue(self, worker: Worker, turn: Turn) -> None:
+    def _reissue(self, worker: WorkerRecord, turn: Turn) -> None:
         """Reissue the task a ``worker`` that left held: back to the front of its queue, failed after
         ``max_attempts``, or finished if it was cancelled."""
         task, worker.task = worker.task, None

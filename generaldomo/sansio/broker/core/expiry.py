@@ -16,7 +16,7 @@ from generaldomo.sansio.broker.accounts.ledger import CHARGED
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.turns import Tasks, Turn
 from generaldomo.sansio.broker.deadlines import Deadlines
-from generaldomo.sansio.broker.records import Task, Worker
+from generaldomo.sansio.broker.records import Task, WorkerRecord
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState
 from generaldomo.sansio.wire import protocol
@@ -37,7 +37,7 @@ class Core(Tasks, Protocol):
     answered and its worker told."""
 
     def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: Turn) -> None: ...
-    def _tell_cancel(self, worker: Worker, task: Task, turn: Turn) -> None: ...
+    def _tell_cancel(self, worker: WorkerRecord, task: Task, turn: Turn) -> None: ...
 
 
 class Expiry:

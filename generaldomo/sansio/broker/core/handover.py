@@ -13,7 +13,7 @@ builds.
 from __future__ import annotations
 
 from generaldomo.sansio.broker.accounts.ledger import CHARGED
-from generaldomo.sansio.broker.records import Claim, RequestKey, Worker, request_key
+from generaldomo.sansio.broker.records import Claim, RequestKey, WorkerRecord, request_key
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import Dialect
@@ -36,7 +36,7 @@ class Handover:
     def __init__(self, key: bytes | None, instance: bytes, hold_until: float | None) -> None:
         self._instance = instance
         self._tickets = None if key is None else Tickets(key, instance)
-        self._claims: dict[RequestKey, Worker] = {}  # requests that resumed workers run, until they arrive
+        self._claims: dict[RequestKey, WorkerRecord] = {}  # requests that resumed workers run, until they arrive
         self._hold_until = hold_until if self._tickets is not None else None
 
     @property
@@ -77,14 +77,14 @@ class Handover:
 
     # ------------------------------------------------------------------------------------------- claims
 
-    def claim(self, worker: Worker, task_id: bytes, ticket: Ticket, now: float) -> None:
+    def claim(self, worker: WorkerRecord, task_id: bytes, ticket: Ticket, now: float) -> None:
         """Resumed ``worker`` runs ``task_id`` (``ticket``) since ``now``; its request has not arrived: it holds a
         place in flight of its service until it does."""
         worker.claim = Claim(task_id, ticket, now)
         self._claims[request_key(ticket.owner, ticket.request_id)] = worker
         worker.service.flow.adopt()
 
-    def take_claim(self, key: RequestKey, service: Service, digest: bytes) -> tuple[Worker, Claim] | None:
+    def take_claim(self, key: RequestKey, service: Service, digest: bytes) -> tuple[WorkerRecord, Claim] | None:
         """The resumed worker that runs the request ``key`` that has arrived, and its claim, no longer waiting;
         None if there is none or it is not the same request (another service, description or payload)."""
         worker = self._claims.get(key)
@@ -95,7 +95,7 @@ class Handover:
         worker.claim = None
         return worker, claim
 
-    def drop_claim(self, worker: Worker) -> None:
+    def drop_claim(self, worker: WorkerRecord) -> None:
         """``worker`` no longer runs its claimed task (it left, or its result came): its place in flight is freed."""
         claim, worker.claim = worker.claim, None
         if claim is not None:
@@ -104,7 +104,7 @@ class Handover:
 
     # ------------------------------------------------------------------------------------------- heartbeats
 
-    def heartbeat(self, worker: Worker) -> list[bytes]:
+    def heartbeat(self, worker: WorkerRecord) -> list[bytes]:
         """A HEARTBEAT for ``worker``: a GDP worker of a hand-over broker learns which results were taken."""
         if self._tickets is None or worker.dialect is not Dialect.GDP:
             return protocol.worker_command(worker.dialect, protocol.HEARTBEAT)
@@ -112,7 +112,7 @@ class Handover:
         return protocol.worker_heartbeat(self._instance, taken)
 
     @staticmethod
-    def taken(worker: Worker, task_id: bytes) -> None:
+    def taken(worker: WorkerRecord, task_id: bytes) -> None:
         """Tell the worker, in its next heartbeat, that the result of ``task_id`` was taken (GDP workers)."""
         if worker.dialect is Dialect.GDP:
             taken = worker.taken

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from generaldomo.errors import ResolveError
-from generaldomo.sansio.broker.accounts.ledger import OVERHEAD, Connection, Kind, address_bytes, connection
+from generaldomo.sansio.broker.accounts.ledger import OVERHEAD, ConnectionId, Holding, address_bytes, connection
 from generaldomo.sansio.broker.actions import Beat, Respond
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.counters import Counters
@@ -22,7 +22,7 @@ from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX
 from generaldomo.sansio.broker.core.turns import Message, Turn, dismiss, log
 from generaldomo.sansio.broker.core.workers import Workers
-from generaldomo.sansio.broker.records import RequestKey, Task, Worker, request_key
+from generaldomo.sansio.broker.records import RequestKey, Task, WorkerRecord, request_key
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.broker.services.service import Service
@@ -50,11 +50,11 @@ class Core(Protocol):
 
     @property
     def resolver(self) -> Resolver: ...
-    def _adopt(self, service: Service, where: Connection) -> str | None: ...
-    def _wait(self, worker: Worker, turn: Turn) -> None: ...
-    def _leave(self, worker: Worker, now: float) -> None: ...
-    def _reissue(self, worker: Worker, turn: Turn) -> None: ...
-    def _run_at(self, task: Task, worker: Worker, task_id: bytes, since: float) -> None: ...
+    def _adopt(self, service: Service, where: ConnectionId) -> str | None: ...
+    def _wait(self, worker: WorkerRecord, turn: Turn) -> None: ...
+    def _leave(self, worker: WorkerRecord, now: float) -> None: ...
+    def _reissue(self, worker: WorkerRecord, turn: Turn) -> None: ...
+    def _run_at(self, task: Task, worker: WorkerRecord, task_id: bytes, since: float) -> None: ...
 
 
 class Registration:
@@ -89,7 +89,7 @@ class Registration:
         self, message: Message, dialect: Dialect, description: bytes,
         where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
         *, busy: bool = False,
-    ) -> Worker | None:  # fmt: skip
+    ) -> WorkerRecord | None:  # fmt: skip
         """Register the worker that sent ``message``, running on ``where`` = (host, pid) as far as it said and
         understanding ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond
         ``max_workers``, or beyond what its connection may hold (one connection may claim many peer addresses
@@ -107,8 +107,8 @@ class Registration:
             return None
         account = connection(peer.link, peer.address)
         host, pid = where
-        charge = OVERHEAD[Kind.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
-        refusal = self._budgets.refusal(account, Kind.WORKER, charge)
+        charge = OVERHEAD[Holding.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
+        refusal = self._budgets.refusal(account, Holding.WORKER, charge)
         if refusal is not None:
             self._counters.workers_refused += 1
             self._reporting.warn("refused worker", peer, now, "refused a worker: %s", refusal)
@@ -116,7 +116,7 @@ class Registration:
             return None
         state = WorkerState.BUSY if busy else WorkerState.WAITING
         label = self._reporting.label(peer)
-        worker = Worker(peer, dialect, description, service, now + self._settings.expiry, label, state)
+        worker = WorkerRecord(peer, dialect, description, service, now + self._settings.expiry, label, state)
         worker.host, worker.pid = host, pid
         worker.features = features
         worker.charge = charge

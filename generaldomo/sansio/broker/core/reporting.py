@@ -13,11 +13,11 @@ import logging
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
-from generaldomo.sansio.broker.accounts.ledger import Connection, Ledger, connection
+from generaldomo.sansio.broker.accounts.ledger import ConnectionId, Ledger, connection
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.workers import Workers
-from generaldomo.sansio.broker.records import Peer, Worker
+from generaldomo.sansio.broker.records import Peer, WorkerRecord
 from generaldomo.sansio.broker.report import (
     DESCRIPTION_BYTES,
     BrokerReport,
@@ -83,7 +83,7 @@ class Reporting:
         """An opaque name for ``peer`` in reports and logs (see :mod:`generaldomo.sansio.labels`)."""
         return self.labels(peer.link, peer.address)
 
-    def connection_label(self, where: Connection) -> str:
+    def connection_label(self, where: ConnectionId) -> str:
         """An opaque name for a connection: its link and a keyed hash of its first hop (as its peers' labels
         for a direct peer)."""
         return self.label(Peer(*where))
@@ -157,7 +157,7 @@ class Reporting:
         return StatusReport(broker=broker, services=service_reports, workers=worker_reports, next=next_page)
 
     @staticmethod
-    def _worker_report(worker: Worker, now: float, expiry: float) -> WorkerReport:
+    def _worker_report(worker: WorkerRecord, now: float, expiry: float) -> WorkerReport:
         return WorkerReport(
             peer=worker.label,
             description=worker.description[:DESCRIPTION_BYTES].decode(errors="replace"),

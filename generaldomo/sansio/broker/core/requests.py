@@ -1,34 +1,32 @@
 """The broker core's requests: what the broker does with each message of a client.
 
-This module owns the handling of a client's REQUEST up to its acceptance (a retry whose id is live or answered
-absorbed, a request refused with its error: stopping, no such service, over a budget, past its deadline, too
-large, a management request answered now, later or ``429``), of its HEARTBEAT (the re-asked ids it does not know)
-and of its CANCEL; the ``404`` of a request that asked to fail fast for a service nobody serves (also once the
-grace after start is over), and the queued tasks of clients gone silent. It accepts a task only through the core
-(``_accept``: one path for every task), and reaches the core only through :class:`Core`, what it may
-call of it. It knows nothing of sockets, clocks or frames' layout.
+This module owns the handling of a client's REQUEST up to its acceptance (a retry whose id is live or answered absorbed,
+a request refused with its error: stopping, no such service, over a budget, past its deadline, too large; a management
+request goes to :mod:`generaldomo.sansio.broker.core.management`), of its HEARTBEAT (the re-asked ids it does not know)
+and of its CANCEL; the ``404`` of a request that asked to fail fast for a service nobody serves (also once the grace
+after start is over), and the queued tasks of clients gone silent. It accepts a task only through the core (``_accept``:
+one path for every task), and reaches the core only through :class:`Core`, what it may call of it. It knows nothing of
+sockets, clocks or frames' layout.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
 from typing import Protocol
 
-import generaldomo.errors as errors
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker import mmi
-from generaldomo.sansio.broker.access import Role
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
-from generaldomo.sansio.broker.accounts.ledger import Connection, address_bytes, connection, request_charge
-from generaldomo.sansio.broker.actions import Beat, Respond, Send
+from generaldomo.sansio.broker.accounts.ledger import ConnectionId, connection, request_charge
+from generaldomo.sansio.broker.actions import Beat, Respond
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.handover import Handover
+from generaldomo.sansio.broker.core.management import Management, reject
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, log
-from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, Worker, displaced, request_key
+from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, displaced, request_key
 from generaldomo.sansio.broker.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TaskState
@@ -52,14 +50,12 @@ class Core(Tasks, mmi.BrokerView, Protocol):
     def instance(self) -> bytes: ...
     @property
     def started(self) -> float: ...
-    def apply_flow(self, change: mmi.FlowChange, now: float, where: Connection | None = None) -> list[Send]: ...
-    def _adopt(self, service: Service, where: Connection) -> str | None: ...
+    def _adopt(self, service: Service, where: ConnectionId) -> str | None: ...
     def _accept(
         self, event: ClientRequest, message: Message, service: Service, key: RequestKey | None,
-        cost: tuple[int, int], resumed: tuple[Worker, Claim] | None,
+        cost: tuple[int, int], resumed: tuple[WorkerRecord, Claim] | None,
     ) -> None: ...  # fmt: skip
     def _cancel(self, task: Task, turn: Turn) -> None: ...
-    def _caught(self, handling: str, now: float) -> None: ...
 
 
 class Requests:
@@ -68,7 +64,7 @@ class Requests:
 
     def __init__(
         self, core: Core, settings: Settings, counters: Counters, kept: KeptAnswers, served: ServedRecently,
-        clients: Clients, budgets: Budgets, handover: Handover, reporting: Reporting,
+        clients: Clients, budgets: Budgets, handover: Handover, reporting: Reporting, management: Management,
     ) -> None:  # fmt: skip
         self._core = core
         self._settings = settings
@@ -79,12 +75,13 @@ class Requests:
         self._budgets = budgets
         self._handover = handover
         self._reporting = reporting
+        self._management = management
         self._graced = False  # True once the requests that asked to fail fast within the grace were looked at
 
     def on_request(self, event: ClientRequest, message: Message) -> None:
         self._counters.requests += 1
         if event.description.startswith(MMI_PREFIX):
-            self._answer_mmi(event, message)
+            self._management.answer(event, message)
             return
         peer, now = message.peer, message.now
         key = None
@@ -212,78 +209,7 @@ class Requests:
 
     def reject(self, event: ClientRequest, message: Message, status: bytes, reason: str) -> None:
         """Answer the request ``event`` with the error ``status`` saying ``reason`` (counted, and logged)."""
-        self._counters.rejected += 1
-        peer = message.peer
-        level = logging.INFO
-        self._reporting.warn(
-            f"rejected {status.decode()}", peer, message.now, "rejected a request: %s", reason, level=level
-        )
-        frames = protocol.client_reply(
-            event.dialect, event.request_id, event.description, status, [reason.encode()], final=True
-        )
-        if frames is not None:
-            message.out.append(Respond(peer, frames))
-
-    def _answer_mmi(self, event: ClientRequest, message: Message) -> None:
-        """Answer a management request now, or, for an expensive one (:data:`~generaldomo.sansio.broker.mmi.PACED`)
-        beyond its connection's or the broker's work per second, when its turn comes (a tick), or ``429`` beyond
-        the waiting lines (:mod:`generaldomo.sansio.broker.accounts.pacing`)."""
-        peer, now = message.peer, message.now
-        if event.description in mmi.PACED and not self._clients.may_go(peer, now):
-            size = len(event.description) + sum(map(len, event.body)) + address_bytes(peer.address)
-            later = self._clients.wait((peer, event, message.credential), size, now)
-            if later is not None:
-                self._slow_down_peer(event, message, later)
-            return
-        self._answer_mmi_now(event, message)
-
-    def _slow_down_peer(self, event: ClientRequest, message: Message, later: float) -> None:
-        """Answer ``event`` ``429``: its connection's expensive requests wait beyond their line; ``later``: the
-        seconds after which one may go."""
-        reason = "too many expensive requests waiting: this connection's work per second is spent"
-        self._counters.rejected += 1
-        self._reporting.warn(
-            "paced 429", message.peer, message.now, "rejected a request: %s", reason, level=logging.INFO
-        )
-        body = [reason.encode(), protocol.retry_after_frame(round(later, 3))]
-        frames = protocol.client_reply(
-            event.dialect, event.request_id, event.description, protocol.OVER_BUDGET, body, final=True
-        )
-        if frames is not None:
-            message.out.append(Respond(message.peer, frames))
-
-    def _answer_mmi_now(self, event: ClientRequest, message: Message) -> None:
-        peer, now, credential = message.peer, message.now, message.credential
-        admin = credential is None or credential.may(Role.ADMIN)
-        # a change by an authenticated admin is the operator's; one by an unauthenticated peer is that peer's
-        where = connection(peer.link, peer.address)
-        try:
-            answer = mmi.answer(self._core, event.description, event.body, now, admin)
-            owner = where if credential is None else None
-            caused = self._core.apply_flow(answer.change, now, owner) if answer.change is not None else []
-        except errors.ManagementError as error:
-            if isinstance(error, errors.Forbidden):
-                self._counters.forbidden += 1
-            self.reject(event, message, error.status, str(error))
-            return
-        if answer.work:
-            self._clients.spent(peer, answer.work, now)
-        status, body = answer.status, answer.body
-        frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
-        if frames is not None:
-            message.out.append(Respond(peer, frames))
-        message.out.extend(caused)
-
-    def answer_waiting(self, turn: Turn) -> None:
-        """Answer the expensive management requests whose turn has come (see :meth:`_answer_mmi`)."""
-        now = turn.now
-        for peer, event, credential in self._clients.ready(now):
-            message = Message()
-            message.peer, message.now, message.credential, message.out = peer, now, credential, turn.out
-            try:
-                self._answer_mmi_now(event, message)
-            except Exception:
-                self._core._caught("a management request", now)
+        reject(self._counters, self._reporting, event, message, status, reason)
 
     def _unknown(self, service: Service, now: float) -> bool:
         """True when the broker knows that nobody serves ``service``: no worker now, none within

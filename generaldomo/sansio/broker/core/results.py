@@ -25,7 +25,7 @@ from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, dismiss
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.backoff import rest
-from generaldomo.sansio.broker.records import Task, Worker, request_key
+from generaldomo.sansio.broker.records import Task, WorkerRecord, request_key
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState, WorkerState
 from generaldomo.sansio.config.settings import Settings
@@ -44,8 +44,8 @@ class Core(Tasks, Protocol):
 
     def _cancel(self, task: Task, turn: Turn) -> None: ...
     def _dispatch(self, service: Service, turn: Turn) -> None: ...
-    def _wait(self, worker: Worker, turn: Turn) -> None: ...
-    def _leave(self, worker: Worker, now: float) -> None: ...
+    def _wait(self, worker: WorkerRecord, turn: Turn) -> None: ...
+    def _leave(self, worker: WorkerRecord, now: float) -> None: ...
 
 
 class Results:
@@ -122,7 +122,7 @@ class Results:
         if worker.rests is None:
             self._core._wait(worker, message)
 
-    def _slow_down(self, task: Task, worker: Worker, body: Sequence[bytes], now: float) -> None:
+    def _slow_down(self, task: Task, worker: WorkerRecord, body: Sequence[bytes], now: float) -> None:
         """``worker`` answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt), the
         worker rests for the answer's retry_after (bounded both ways:
         :func:`~generaldomo.sansio.broker.flow.backoff.rest`) and its service's dispatch rate adapts, as far as the 429s
@@ -140,7 +140,9 @@ class Results:
         self._counters.throttled += 1
         service.push(task, front=True)
 
-    def _refuse_result(self, event: WorkerReply, message: Message, worker: Worker | None, task: Task | None) -> None:
+    def _refuse_result(
+        self, event: WorkerReply, message: Message, worker: WorkerRecord | None, task: Task | None
+    ) -> None:
         peer, now = message.peer, message.now
         if worker is not None:
             worker.expires = now + self._settings.expiry
@@ -162,7 +164,7 @@ class Results:
             message.out.append(dismiss(peer, event.dialect))
 
     def _resumed_result(
-        self, event: WorkerReply, message: Message, status: bytes, body: Sequence[bytes], worker: Worker | None
+        self, event: WorkerReply, message: Message, status: bytes, body: Sequence[bytes], worker: WorkerRecord | None
     ) -> None:
         """The result of a resumed worker's own task, or of a worker this instance does not know (a restart
         forgot it) whose task an earlier instance dispatched: taken over if it can be, and the worker waits."""

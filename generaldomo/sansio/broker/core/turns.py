@@ -20,7 +20,7 @@ from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import Dialect, Event
 
-__all__ = ["Handler", "Message", "Table", "Tasks", "Turn", "dismiss", "log", "on"]
+__all__ = ["EventHandler", "Message", "Table", "Tasks", "Turn", "dismiss", "log", "on"]
 
 # the lines of the core and of its parts: one logger, the package's
 log = logging.getLogger(__name__.rpartition(".")[0])
@@ -38,18 +38,15 @@ class Turn:
 
 
 class Message(Turn):
-    """The turn of one message: also who sent it, and the credential it came with (None: not authenticated).
-
-    The core keeps one and fills it in for each message (its ``out`` a new list, returned to the caller): the
-    handling of a message is never re-entered, and an object made per message would cost the hot path about 2 %
-    of the core's instructions. Nothing keeps it, or its ``out``, beyond the message's handling."""
+    """The turn of one message: also who sent it, and the credential it came with (None: not authenticated)."""
 
     __slots__ = ("credential", "peer")
 
-    def __init__(self) -> None:
-        super().__init__(0.0)
-        self.peer: Peer = Peer(-1, b"")
-        self.credential: Credential | None = None
+    def __init__(self, peer: Peer, now: float, credential: Credential | None) -> None:
+        self.now = now
+        self.out: list[Send] = []
+        self.peer = peer
+        self.credential = credential
 
     @property
     def owner(self) -> str | None:
@@ -63,11 +60,11 @@ def dismiss(peer: Peer, dialect: Dialect) -> Dismiss:
 
 
 E = TypeVar("E", bound=Event)
-Handler = Callable[[E, Message], None]  # the handler of one kind of event, given the message's turn
-Table = dict[type, Handler[Any]]  # the handler of each kind of event, by the event's class
+EventHandler = Callable[[E, Message], None]  # the handler of one kind of event, given the message's turn
+Table = dict[type, EventHandler[Any]]  # the handler of each kind of event, by the event's class
 
 
-def on(kind: type[E], handler: Handler[E]) -> tuple[type, Handler[Any]]:
+def on(kind: type[E], handler: EventHandler[E]) -> tuple[type, EventHandler[Any]]:
     """An entry of a handler table: the handler of events of ``kind``, typed for that kind (the table, keyed by
     the event's class, cannot say that each value takes its key's events: each entry says it)."""
     return kind, handler

@@ -13,9 +13,9 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from generaldomo.sansio.broker.accounts.ledger import CHARGED, Kind, Ledger, connection
+from generaldomo.sansio.broker.accounts.ledger import CHARGED, Holding, Ledger, connection
 from generaldomo.sansio.broker.deadlines import Deadlines
-from generaldomo.sansio.broker.records import Peer, Worker
+from generaldomo.sansio.broker.records import Peer, WorkerRecord
 from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.queues import Queue
 
@@ -37,36 +37,36 @@ class Workers:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._by_peer: dict[Peer, Worker] = {}  # in order of registration
+        self._by_peer: dict[Peer, WorkerRecord] = {}  # in order of registration
         self._serial = 0  # the serial of the latest registered worker
         self._hosts: Counter[str] = Counter()  # registered workers per announced host ("unknown": none)
-        self._beats: Queue[Worker] = Queue(tracked=True)  # registered workers, next heartbeat due first
-        self._resting: Deadlines[Worker] = Deadlines(_awake)  # workers a 429's retry_after holds back, until when
+        self._beats: Queue[WorkerRecord] = Queue(tracked=True)  # registered workers, next heartbeat due first
+        self._resting: Deadlines[WorkerRecord] = Deadlines(_awake)  # workers a 429's retry_after holds back, until when
 
     @property
-    def by_peer(self) -> dict[Peer, Worker]:
+    def by_peer(self) -> dict[Peer, WorkerRecord]:
         """The registered workers by peer, in order of registration (read only)."""
         return self._by_peer
 
     def __len__(self) -> int:
         return len(self._by_peer)
 
-    def get(self, peer: Peer) -> Worker | None:
+    def get(self, peer: Peer) -> WorkerRecord | None:
         """The worker registered at ``peer``, if any."""
         return self._by_peer.get(peer)
 
-    def add(self, worker: Worker, beat: float) -> None:
+    def add(self, worker: WorkerRecord, beat: float) -> None:
         """Register ``worker`` (its charge held), its first heartbeat due at ``beat``."""
         self._serial += 1
         worker.serial = self._serial
         worker.beat = beat
         peer = worker.peer
-        self._ledger.charge(connection(peer.link, peer.address), Kind.WORKER, worker.charge)
+        self._ledger.charge(connection(peer.link, peer.address), Holding.WORKER, worker.charge)
         self._by_peer[peer] = worker
         self._hosts[worker.host or "unknown"] += 1
         self._beats.append(worker)
 
-    def remove(self, worker: Worker) -> None:
+    def remove(self, worker: WorkerRecord) -> None:
         """Take ``worker`` out of the table, its heartbeat turn, its rest and its host's count; its charge is
         released."""
         peer = worker.peer
@@ -77,18 +77,18 @@ class Workers:
             self._hosts[host] -= 1
         else:
             del self._hosts[host]
-        self._ledger.release(connection(peer.link, peer.address), Kind.WORKER, worker.charge)
+        self._ledger.release(connection(peer.link, peer.address), Holding.WORKER, worker.charge)
         if worker.rests is not None:
             worker.rests = None
             self._resting.forget()
 
-    def clear(self) -> list[Worker]:
+    def clear(self) -> list[WorkerRecord]:
         """Every registered worker, the table emptied (the broker goes away)."""
         workers = list(self._by_peer.values())
         self._by_peer.clear()
         return workers
 
-    def rest(self, worker: Worker, until: float) -> None:
+    def rest(self, worker: WorkerRecord, until: float) -> None:
         """Hold ``worker`` back from tasks until ``until`` (a 429's retry_after)."""
         worker.rests = until
         self._resting.add(until, worker)
@@ -97,7 +97,7 @@ class Workers:
         """True when some worker rests."""
         return bool(self._resting)
 
-    def woken(self, now: float) -> Iterator[Worker]:
+    def woken(self, now: float) -> Iterator[WorkerRecord]:
         """The workers whose rest is over at ``now``, each no longer resting as it comes."""
         for worker in self._resting.due(now):
             worker.rests = None
@@ -108,13 +108,13 @@ class Workers:
         """True when some worker's heartbeat is due at ``now``."""
         return bool(self._beats) and self._beats[0].beat <= now
 
-    def beats(self, now: float, interval: float) -> tuple[list[Worker], list[Worker]]:
+    def beats(self, now: float, interval: float) -> tuple[list[WorkerRecord], list[WorkerRecord]]:
         """The workers whose heartbeat is due at ``now``, at most :data:`BEATS_PER_TICK`: those to heartbeat (their
         next turn an ``interval`` later), and those silent past their expiry (out of the turns; the caller makes
         them leave)."""
         beats = self._beats
-        beaten: list[Worker] = []
-        expired: list[Worker] = []
+        beaten: list[WorkerRecord] = []
+        expired: list[WorkerRecord] = []
         for _ in range(BEATS_PER_TICK):
             if not beats or beats[0].beat > now:
                 break
@@ -143,9 +143,9 @@ class Workers:
         rest = len(self._by_peer) - sum(n for _, n in named)
         return dict(sorted(named)) | ({"other": rest} if rest else {})
 
-    def page(self, query: StatusQuery) -> list[Worker]:
+    def page(self, query: StatusQuery) -> list[WorkerRecord]:
         """The workers of ``query``'s page and one more if there are more, in order of registration."""
-        workers: Iterable[Worker] = self._by_peer.values()
+        workers: Iterable[WorkerRecord] = self._by_peer.values()
         after, name = query.workers_after, query.service
         if after is not None:
             workers = itertools.dropwhile(lambda worker: worker.serial <= after, workers)
@@ -154,5 +154,5 @@ class Workers:
         return list(itertools.islice(workers, query.limit + 1))
 
 
-def _awake(worker: Worker) -> bool:
+def _awake(worker: WorkerRecord) -> bool:
     return worker.rests is None

@@ -14,7 +14,7 @@ from core_harness import Harness, client, worker
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from generaldomo.sansio.broker.accounts.ledger import MARGIN, RESERVE, Kind, Ledger, Refusal, connection
+from generaldomo.sansio.broker.accounts.ledger import MARGIN, RESERVE, Holding, Ledger, Refusal, connection
 from generaldomo.sansio.broker.core import Peer
 from generaldomo.sansio.broker.core.clients import ECHO_BYTES
 from generaldomo.sansio.broker.core.workers import BEATS_PER_TICK
@@ -22,7 +22,7 @@ from generaldomo.sansio.wire import limits, protocol
 from generaldomo.sansio.wire.events import Dialect
 
 MIB = 1024 * 1024
-KINDS = tuple(Kind)
+KINDS = tuple(Holding)
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -30,17 +30,19 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ledger = Ledger(total=4 * RESERVE, per_connection=2 * RESERVE, caps={Kind.TASK: 3, Kind.WORKER: None})
-        self.charges: list[tuple[tuple[int, bytes], Kind, int]] = []
+        self.ledger = Ledger(
+            total=4 * RESERVE, per_connection=2 * RESERVE, caps={Holding.TASK: 3, Holding.WORKER: None}
+        )
+        self.charges: list[tuple[tuple[int, bytes], Holding, int]] = []
 
     @rule(who=st.integers(0, 5), kind=st.sampled_from(KINDS), size=st.integers(0, RESERVE))
-    def charge_if_admitted(self, who: int, kind: Kind, size: int) -> None:
+    def charge_if_admitted(self, who: int, kind: Holding, size: int) -> None:
         where = (0, b"c%d" % who)
         account = self.ledger.account(where)
         refusal = self.ledger.admit(where, kind, size)
-        kept = self.ledger.by_kind[Kind.KEPT]  # kept answers leave the budgets to the others
+        kept = self.ledger.by_kind[Holding.KEPT]  # kept answers leave the budgets to the others
         total, held = self.ledger.total - kept + size, account.bytes - account.kept + size
-        if kind is Kind.TASK and account.count(kind) >= 3:
+        if kind is Holding.TASK and account.count(kind) >= 3:
             assert refusal is Refusal.CONNECTION_COUNT
         elif total > 4 * RESERVE and (held > RESERVE or total > 4 * RESERVE * (1 + MARGIN)):
             assert refusal is Refusal.TOTAL_BYTES
@@ -54,8 +56,8 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(who=st.integers(0, 5), size=st.integers(0, 2 * RESERVE))
     def charge_anyway(self, who: int, size: int) -> None:
-        self.ledger.charge((0, b"c%d" % who), Kind.UNSENT, size)  # what the IO layer charges, whatever the budgets
-        self.charges.append(((0, b"c%d" % who), Kind.UNSENT, size))
+        self.ledger.charge((0, b"c%d" % who), Holding.UNSENT, size)  # what the IO layer charges, whatever the budgets
+        self.charges.append(((0, b"c%d" % who), Holding.UNSENT, size))
 
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
@@ -74,7 +76,7 @@ class LedgerMachine(RuleBasedStateMachine):
             mine = [(k, size) for w, k, size in self.charges if w == where]
             assert ledger.held(where) == sum(size for _, size in mine)
             assert all(ledger.account(where).count(k) == sum(1 for x, _ in mine if x is k) for k in KINDS)
-            assert ledger.account(where).kept == sum(size for k, size in mine if k is Kind.KEPT)
+            assert ledger.account(where).kept == sum(size for k, size in mine if k is Holding.KEPT)
         top = ledger.top(2)
         assert [account.bytes for _, account in top] == sorted(
             (ledger.held(w) for w in {w for w, _, _ in self.charges}), reverse=True
@@ -104,7 +106,7 @@ def test_forged_hops_are_charged_to_one_connection_with_their_bytes() -> None:
     for n in range(100):
         h.feed(forged(n, hop), protocol.gdp_request(b"r%d" % n, b"echo", [b"x"]))
     account = h.core.ledger.account((0, b"attacker"))
-    accepted = account.count(Kind.TASK)
+    accepted = account.count(Holding.TASK)
     assert 0 < accepted < 40  # 64 KiB hops, counted in the task and its client's entry
     assert account.bytes <= 2 * MIB and h.core.counters["refused_connection_bytes"] == 100 - accepted
     assert len(h.core.ledger) == 1  # one connection, whatever the hops say
@@ -162,7 +164,10 @@ def test_services_a_connection_makes_are_capped_and_forgotten_when_idle() -> Non
     for _ in range(6):
         h.advance(0.5)
     assert not list(h.core.resolver.services()) and h.core.counters["services_forgotten"] == 11
-    assert h.core.ledger.by_kind[Kind.SERVICE] == 0 and h.core.ledger.account((0, b"attacker")).count(Kind.SERVICE) == 0
+    assert (
+        h.core.ledger.by_kind[Holding.SERVICE] == 0
+        and h.core.ledger.account((0, b"attacker")).count(Holding.SERVICE) == 0
+    )
 
 
 def test_workers_a_connection_registers_are_capped_and_released() -> None:
@@ -177,7 +182,7 @@ def test_workers_a_connection_registers_are_capped_and_released() -> None:
     assert len(h.core.workers) == 40  # the table's own limit, reached by many connections
     for n in range(20):
         h.feed(forged(n), protocol.worker_command(Dialect.GDP, protocol.DISCONNECT))
-    assert h.core.ledger.account((0, b"attacker")).count(Kind.WORKER) == 0
+    assert h.core.ledger.account((0, b"attacker")).count(Holding.WORKER) == 0
 
 
 def test_the_worker_share_is_at_most_half() -> None:
@@ -215,12 +220,12 @@ def test_a_connection_over_its_budget_gets_no_echo_and_no_resend() -> None:
     h.request(client(0), b"r1")
     h.answer(worker(1), h.tasks_of(worker(1))[0][0], b"done")
     where = connection(client(0).link, client(0).address)
-    h.core.ledger.charge(where, Kind.UNSENT, 100 * 1024)  # what the IO layer charges for unread replies
+    h.core.ledger.charge(where, Holding.UNSENT, 100 * 1024)  # what the IO layer charges for unread replies
     before = len(h.inbox[client(0)])
     h.feed(client(0), protocol.gdp_client_heartbeat(None, [b"r1", b"unknown"]))
     assert h.inbox[client(0)][before:] == [[protocol.GDP_CLIENT, b"\x04", b"test"]]  # no resend, no echo
     assert h.core.counters["resends_refused"] == 1 and h.core.counters["echoes_refused"] == 1
-    h.core.ledger.release(where, Kind.UNSENT, 100 * 1024)  # it read them
+    h.core.ledger.release(where, Holding.UNSENT, 100 * 1024)  # it read them
     h.feed(client(0), protocol.gdp_client_heartbeat(None, [b"r1", b"unknown"]))
     assert h.inbox[client(0)][-1][3:] == [b"unknown"] and h.inbox[client(0)][-2][2] == b"r1"
 
@@ -232,7 +237,7 @@ def test_flow_limits_peers_set_are_charged_and_forgotten_when_idle_the_operators
         h.feed(client(0), protocol.gdp_request(b"f%d" % n, b"mmi.flow", [b"svc-%d" % n, b'{"rate": 2}']))
     statuses = [status for _, status, _ in h.replies_of(client(0))]
     assert statuses == [b"200"] * 3 + [b"429"] * 2 and h.core.counters["refused_connection_flows"] == 2
-    assert h.core.ledger.by_kind[Kind.FLOW] > 0
+    assert h.core.ledger.by_kind[Holding.FLOW] > 0
     h.feed(client(0), protocol.gdp_request(b"busy", b"svc-0", [b"x"]))  # a busy service keeps its limits
     for _ in range(6):
         h.advance(0.5)
@@ -240,7 +245,7 @@ def test_flow_limits_peers_set_are_charged_and_forgotten_when_idle_the_operators
     h.feed(client(0), protocol.gdp_cancel(b"busy"))
     for _ in range(8):
         h.advance(0.5)
-    assert set(h.core.flows) == {"pinned"} and h.core.ledger.by_kind[Kind.FLOW] == 0
+    assert set(h.core.flows) == {"pinned"} and h.core.ledger.by_kind[Holding.FLOW] == 0
 
 
 def test_the_heartbeat_sweep_does_a_bounded_share_of_a_long_table_per_tick() -> None:
@@ -277,16 +282,16 @@ def test_a_service_the_operator_keeps_is_charged_to_nobody_once_idle() -> None:
     h.core.set_flow("pinned", h.now, rate=5.0)
     h.feed(client(0), protocol.gdp_request(b"r0", b"pinned", [b"x"]))
     h.feed(client(0), protocol.gdp_cancel(b"r0"))
-    assert h.core.ledger.account(connection(0, b"client-0")).count(Kind.SERVICE) == 1
+    assert h.core.ledger.account(connection(0, b"client-0")).count(Holding.SERVICE) == 1
     for _ in range(6):
         h.advance(0.5)
     assert h.core.resolver.find(b"pinned") is not None and h.core.counters["services_forgotten"] == 0  # kept
-    assert h.core.ledger.by_kind[Kind.SERVICE] == 0
-    assert h.core.ledger.account(connection(0, b"client-0")).count(Kind.SERVICE) == 0
+    assert h.core.ledger.by_kind[Holding.SERVICE] == 0
+    assert h.core.ledger.account(connection(0, b"client-0")).count(Holding.SERVICE) == 0
     h.feed(client(0), protocol.gdp_request(b"r1", b"other", [b"x"]))  # its cap of one service is free again
     h.feed(client(1), protocol.gdp_request(b"r2", b"pinned", [b"x"]))  # whoever uses it next is charged for it
     assert h.core.counters["refused_connection_services"] == 0
-    assert h.core.ledger.account(connection(0, b"client-1")).count(Kind.SERVICE) == 1
+    assert h.core.ledger.account(connection(0, b"client-1")).count(Holding.SERVICE) == 1
 
 
 def test_everything_is_released_when_everybody_has_gone() -> None:

@@ -13,7 +13,7 @@ import types
 
 from core_harness import Harness, client, worker
 
-from generaldomo.sansio.broker.accounts.ledger import OVERHEAD, TENANT_LIMIT, Kind, flow_charge
+from generaldomo.sansio.broker.accounts.ledger import OVERHEAD, TENANT_LIMIT, Holding, flow_charge
 from generaldomo.sansio.broker.flow.fair import KEEP_IDLE
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.services.service import Service
@@ -35,8 +35,8 @@ def test_a_flow_entry_is_charged_its_tenants_limits() -> None:
         set_tenants(h, call, "svc", [f"t{call * 50 + k:04d}" for k in range(50)])
     assert [status for _, status, _ in h.replies_of(client(0))] == [b"200"] * 20
     assert len(h.core.flow_limits("svc").tenants or ()) == 1000
-    charged = h.core.ledger.by_kind[Kind.FLOW]
-    assert charged == OVERHEAD[Kind.FLOW] + len("svc") + 1000 * (TENANT_LIMIT + 5)
+    charged = h.core.ledger.by_kind[Holding.FLOW]
+    assert charged == OVERHEAD[Holding.FLOW] + len("svc") + 1000 * (TENANT_LIMIT + 5)
 
 
 def test_tenant_limits_beyond_the_connections_budget_get_429() -> None:
@@ -66,7 +66,7 @@ def test_a_tenants_limits_cost_no_more_than_they_are_charged() -> None:
         tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     assert limits.tenants is not None and len(limits.tenants) == 1000
-    assert grown <= flow_charge("svc", limits.tenants) - OVERHEAD[Kind.FLOW], grown
+    assert grown <= flow_charge("svc", limits.tenants) - OVERHEAD[Holding.FLOW], grown
 
 
 def test_one_off_tenants_leave_no_more_than_their_service_is_charged() -> None:
@@ -88,8 +88,8 @@ def test_one_off_tenants_leave_no_more_than_their_service_is_charged() -> None:
     (service,) = list(h.core.resolver.services())
     assert not h.core.tasks and len(service.pending._tenants) <= KEEP_IDLE
     assert len(service.pending._tenants) == KEEP_IDLE
-    charge = h.core.ledger.by_kind[Kind.SERVICE]
-    assert charge == OVERHEAD[Kind.SERVICE] + len("svc")
+    charge = h.core.ledger.by_kind[Holding.SERVICE]
+    assert charge == OVERHEAD[Holding.SERVICE] + len("svc")
     held = held_bytes(service)
     assert held <= charge, held  # its idle tenants' state, its queues, statistics and flow: within its charge
 
