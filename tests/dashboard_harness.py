@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cli_processes import expect, lines, spawn
+from waiting import served_at
 
 HEARTBEAT = "0.5"  # seconds: a killed worker is forgotten within 1.5 s
 
@@ -20,8 +21,11 @@ def start_broker(processes: list[subprocess.Popen[str]], *extra: str) -> str:
 
 
 def start_worker(processes: list[subprocess.Popen[str]], endpoint: str, *extra: str) -> subprocess.Popen[str]:
-    """A ``generaldomo worker`` (the echo worker unless told otherwise)."""
-    return spawn(processes, "worker", "--connect", endpoint, "--heartbeat", HEARTBEAT, *extra)
+    """A ``generaldomo worker`` (the echo worker unless told otherwise), once the broker answers that its service
+    has a worker (a request sent next is not answered 404)."""
+    worker = spawn(processes, "worker", "--connect", endpoint, "--heartbeat", HEARTBEAT, *extra)
+    served_at(endpoint, extra[extra.index("--service") + 1] if "--service" in extra else "echo")
+    return worker
 
 
 def start_dashboard(processes: list[subprocess.Popen[str]], endpoint: str, *extra: str) -> str:

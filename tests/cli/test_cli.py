@@ -14,6 +14,7 @@ import pytest
 import zmq
 from cli_processes import COMMAND, expect, lines, spawn
 from transports import unbound_endpoint
+from waiting import served_at
 
 from generaldomo.cli import COMMANDS, parser
 from generaldomo.sansio.config.settings import Settings
@@ -26,6 +27,7 @@ def test_broker_worker_client(transport: str, processes: list[subprocess.Popen])
     endpoint = line.split()[-1]
     worker = spawn(processes, "worker", "--transport", transport, "--connect", endpoint, "--service", "echo")
     assert "serving 'echo'" in worker.stdout.readline()
+    served_at(endpoint, "echo", transport)
     client = subprocess.run(
         [*COMMAND, "client", "--transport", transport, "--connect", endpoint, "echo", "hello", "world"],
         capture_output=True,
@@ -97,6 +99,7 @@ def test_one_broker_both_transports(processes: list[subprocess.Popen]) -> None:
     broker = spawn(processes, "broker", "--router", "tcp://127.0.0.1:*", "--server", "tcp://127.0.0.1:*")
     endpoints = dict(broker.stdout.readline().split()[-2:] for _ in range(2))
     spawn(processes, "worker", "--transport", "router", "--connect", endpoints["router"], "--service", "echo")
+    served_at(endpoints["router"], "echo")
     client = subprocess.run(
         [*COMMAND, "client", "--transport", "server", "--connect", endpoints["server"], "echo", "across"],
         capture_output=True,

@@ -14,7 +14,7 @@ import pytest
 from cli_processes import expect, lines, run, spawn
 from dashboard_harness import latest
 from doc_blocks import named
-from waiting import eventually
+from waiting import eventually, served
 
 from generaldomo import Client
 from generaldomo.cli import _SUBPARSERS, COMMANDS, config, parser, settings_table
@@ -264,7 +264,7 @@ def test_status_flow_dashboard_and_a_server_bridge_run_from_a_file(tmp_path: Pat
     expect(lines(broker.stdout), f"generaldomo broker: router ipc://{tmp_path}/broker.sock")
     spawn(processes, "worker", env=given)
     with Client(f"ipc://{tmp_path}/broker.sock") as client:  # the worker has registered
-        eventually(lambda: client.request("mmi.service", b"cfg-peers", 30).payload == b"200", 60, "the worker")
+        served(client, "cfg-peers")
     status = run("status", "--json", env=given)
     assert status.returncode == 0, status.stderr
     assert any(s["name"] == "cfg-peers" for s in json.loads(status.stdout)["services"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from doc_blocks import named
 from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, stop_all
-from waiting import eventually
+from waiting import eventually, served
 
 from generaldomo import Client, Where
 from generaldomo.cli.command import Exit
@@ -53,12 +53,14 @@ def test_the_systemd_unit_restarts_the_broker_as_it_says(tmp_path: Path) -> None
     try:
         broker.wait_serving()
         with Client(Where(broker_file=str(path), timeout=WAIT), heartbeat_interval=0.25, liveness=4) as client:
+            served(client, "echo", WAIT)
             assert client.request("echo", b"before", timeout=WAIT).payload == b"before"
             assert client.flow("echo", timeout=WAIT, concurrency=3)["concurrency"] == 3
             old = client.endpoint
             broker.kill()  # Restart=always: the supervisor starts it again (on a new port here)
             broker.start().wait_serving()
             eventually(lambda: address_file.read(path).endpoint("router") != old, WAIT, "the new address file")
+            served(client, "echo", WAIT)
             assert client.request("echo", b"after", timeout=WAIT).payload == b"after"  # worker and client followed
             assert client.flow("echo", timeout=WAIT)["concurrency"] == 3  # the state directory kept it
 

@@ -16,7 +16,7 @@ from cli_processes import expect, lines, run, spawn
 from curve_keys import Keyring
 from following import FAST, PEER, beacon_port, serve, silence
 from restart_harness import WAIT
-from waiting import eventually
+from waiting import eventually, served
 
 from generaldomo import Broker, Client, Worker
 from generaldomo.io import address_file, endpoints, keys
@@ -50,12 +50,14 @@ def test_spoofed_beacons_neither_kill_nor_redirect_a_discovering_worker(monkeypa
     second = None
     try:
         with Client(Where(beacon=True, name=name, timeout=WAIT), "router", **PEER) as client:
+            served(client, "echo", WAIT)
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
             silence(first)
             _spoof(port, name, [("router", endpoint) for endpoint in BAD[:2]], until=lambda: not serving.is_alive())
             assert serving.is_alive()
             second = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
             second.announce(name, destination="127.0.0.1", port=port, interval=0.1)
+            served(client, "echo", WAIT)
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
             assert worker.endpoint == second.endpoint("router", "tcp")
             assert serving.is_alive()
@@ -75,6 +77,7 @@ def test_a_bad_endpoint_in_the_broker_file_never_kills_a_worker(tmp_path: Path) 
     second = None
     try:
         with Client(Where(broker_file=str(path), timeout=WAIT), "router", **PEER) as client:
+            served(client, "echo", WAIT)
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
             silence(first)
             for bad in BAD[:2]:
@@ -86,6 +89,7 @@ def test_a_bad_endpoint_in_the_broker_file_never_kills_a_worker(tmp_path: Path) 
                 assert serving.is_alive()
             second = Broker("router", ["tcp://127.0.0.1:*"], settings=FAST).start()
             address_file.write(path, BrokerAddress("b", "3", (("router", second.endpoint("router", "tcp")),)))
+            served(client, "echo", WAIT)
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
             assert serving.is_alive()
     finally:

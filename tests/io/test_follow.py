@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from following import FAST, beacon_port, serve, silence
 from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, stop_all
-from waiting import eventually
+from waiting import eventually, served
 
 from generaldomo import Broker, Client, Worker
 from generaldomo.io import address_file
@@ -79,11 +79,13 @@ def test_peers_follow_the_address_file_of_a_broker_restarted_on_a_new_port(trans
         broker.wait_serving()
         where = Where(broker_file=str(path), timeout=WAIT)
         with Client(where, transport, heartbeat_interval=0.25, liveness=4) as client:
+            served(client, "echo", WAIT)
             assert client.request("echo", b"before", timeout=WAIT).payload == b"before"
             old = client.endpoint
             broker.kill()  # the file stays, naming a port nobody listens on
             broker.start()
             eventually(lambda: address_file.read(path).endpoint(transport) != old, WAIT, "the new address file")
+            served(client, "echo", WAIT)
             assert client.request("echo", b"after", timeout=WAIT).payload == b"after"
             assert client.endpoint == address_file.read(path).endpoint(transport) != old
     finally:
@@ -100,9 +102,11 @@ def test_peers_move_to_the_next_endpoint_when_the_broker_is_silent(transport: st
     serving = serve(worker)
     try:
         with Client(endpoints, transport, heartbeat_interval=0.25, liveness=4) as client:
+            served(client, "echo", WAIT)
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
             assert client.endpoint == endpoints[0]
             silence(first)
+            served(client, "echo", WAIT)
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
             assert client.endpoint == endpoints[1] == worker.endpoint
     finally:
@@ -140,10 +144,12 @@ def test_a_beacon_found_broker_is_listened_for_again(transport: str, monkeypatch
     second = None
     try:
         with Client(None, transport, heartbeat_interval=0.25, liveness=4) as client:
+            served(client, "echo", WAIT)
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
             silence(first)
             second = Broker(transport, ["tcp://127.0.0.1:*"], settings=FAST).start()
             second.announce("follow", destination="127.0.0.1", port=port, interval=0.1)
+            served(client, "echo", WAIT)
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
             assert client.endpoint == second.endpoint(transport, "tcp") == worker.endpoint
     finally:
@@ -166,9 +172,11 @@ def test_a_host_name_is_left_to_libzmq_which_resolves_it_at_each_attempt(transpo
     broker = _bind(transport, f"tcp://127.0.0.1:{port}")
     try:
         with Client(named, transport, heartbeat_interval=0.25, liveness=4) as client:
+            served(client, "echo", WAIT)
             assert client.request("echo", b"one", timeout=WAIT).payload == b"one"
             silence(broker)
             broker = _bind(transport, f"tcp://127.0.0.1:{port}")
+            served(client, "echo", WAIT)
             assert client.request("echo", b"two", timeout=WAIT).payload == b"two"
             assert client.endpoint == named == worker.endpoint
     finally:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 import zmq
-from waiting import eventually
+from waiting import eventually, served
 
 from generaldomo import Client
 from generaldomo.sansio.config.settings import Settings
@@ -157,6 +157,7 @@ def test_with_the_broker_reasking_a_running_task_resends_nothing(transport: str,
     worker = workers(endpoint, transport, "slow", slow, heartbeat_interval=0.05)
     with Client(endpoint, transport, heartbeat_interval=0.05, reask_after=0.1) as client:
         broker_keeps_answers(client)
+        served(client, "slow")  # the broker's grace for 404s is 0.3 s here
         assert client.request("slow", b"once", timeout=30).payload == b"once"
         assert client.resent == 0 and client.reconnects == 0 and worker.tasks_done == 1
 
@@ -171,6 +172,7 @@ def test_with_the_broker_a_cancelled_request_never_runs(transport: str, brokers,
             client.request("echo", b"timed out", timeout=0.2)
         eventually(lambda: client.status()["broker"]["queued"] == 0, what="the cancelled tasks to leave the queue")
         worker = workers(endpoint, transport)
+        served(client, "echo")
         assert client.request("echo", b"served", timeout=30).payload == b"served"
         assert worker.tasks_done == 1
 

@@ -124,9 +124,11 @@ def test_load_handler_takes_callables_and_module_attr_text() -> None:
         gdray.load_handler("os:sep")
 
 
-def test_pool_of_two_actors_serves_a_fan_out_of_200_ray_tasks(local_ray: None) -> None:
+def test_pool_of_two_actors_serves_a_fan_out_of_200_ray_tasks(local_ray: None, endpoint: str) -> None:
+    client = gdray.client(endpoint)
     with pool("hex", "binascii:hexlify", 2) as workers:
         infos = workers.wait()
+        eventually(lambda: registered(client, "hex", 2), what="two workers registered")  # else a 404 may come
         assert len({info["pid"] for info in infos}) == 2
         results = ray.get([hex_task.remote(n) for n in range(200)], timeout=180)
         assert sorted(n for n, _, _ in results) == list(range(200))

@@ -31,6 +31,7 @@ from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.dialects import PREFIX
 from generaldomo.sansio.wire.events import Dialect
 
 SERVICES = (b"a", b"b")
@@ -84,13 +85,22 @@ class BrokerMachine(RuleBasedStateMachine):
         self.served: set[bytes] = set()  # services a worker ever joined
         self.not_found: dict[Key, frozenset[bytes]] = {}  # requests answered 404 -> services served by then
         self.losses: Counter[bytes] = Counter()  # request body -> times its task was lost with a worker
+        self.garbage_answers = 0  # final answers the scanner got (garbage may read as a request, refused or served)
 
     # ------------------------------------------------------------------------------------------ plumbing
 
     def deliver(self, out: list) -> None:
         for peer, frames in checked(out):
-            if peer == SCANNER:
-                continue  # whatever garbage gets back is not checked here
+            if peer == SCANNER:  # what garbage gets back is only counted: a final answer, or a reply in another dialect
+                parsed_reply = protocol.parse_client_reply(frames)
+                final = parsed_reply is not None and parsed_reply[1] is not None
+                other = any(  # (an MDP client reads every reply as an answer)
+                    tuple(frames[: len(prefix)]) == prefix
+                    for (dialect, worker), prefix in PREFIX.items()
+                    if not worker and dialect is not Dialect.GDP
+                )
+                self.garbage_answers += final or other
+                continue
             if peer in CLIENTS or peer == THIEF:
                 self.client_gets(peer, frames)
                 continue
@@ -370,7 +380,10 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(garbage=st.lists(st.binary(max_size=6), max_size=4))
     def garbage_arrives(self, garbage: list[bytes]) -> None:
+        rejected, answers = self.core.counters["rejected"], self.garbage_answers
         self.feed(SCANNER, garbage)
+        refused = self.core.counters["rejected"] - rejected  # a request in the garbage, refused (a 400, 404...)
+        assert refused <= self.garbage_answers - answers, "garbage refused without an answer"
 
     # ------------------------------------------------------------------------------------------ invariants
 
@@ -408,7 +421,8 @@ class BrokerMachine(RuleBasedStateMachine):
     @invariant()
     def counters_add_up(self) -> None:
         c = self.core.counters
-        assert sum(self.finals.values()) == c["completed"] + c["answers_resent"] + c["rejected"]
+        answered = sum(self.finals.values()) + self.garbage_answers
+        assert answered == c["completed"] + c["answers_resent"] + c["rejected"]
         # a lost answer re-asked for comes again from the kept answers (not counted again by the broker), or
         # once it is no longer kept, the request runs again (and may fail or expire again)
         assert len(self.failed) <= c["failed"] <= sum(self.failed.values())
@@ -525,3 +539,22 @@ def test_a_kept_404_comes_again_after_a_worker_for_its_service_joined() -> None:
     resent = machine.core.counters["answers_resent"]
     machine.teardown()
     assert machine.finals[key] == 2 and machine.core.counters["answers_resent"] == resent + 1
+
+
+def test_garbage_answered_as_a_request_is_counted_as_answered() -> None:
+    """Garbage that reads as an MDP request is a request: for the empty service name it is refused at once (a 400
+    to the scanner, counted as rejected), for a served service a worker runs it (completed, its answer to the
+    scanner); either answer is counted with the clients' final answers, with and without keys."""
+    for machine in (BrokerMachine(), KeyedBrokerMachine()):
+        machine.client_falls_quiet(CLIENTS[0])
+        machine.garbage_arrives([b"", b"MDPC01", b""])
+        assert machine.core.counters["rejected"] == machine.garbage_answers == 1
+        machine.counters_add_up()
+        machine.worker_joins(SERVICES[0])
+        machine.garbage_arrives([b"", b"MDPC01", SERVICES[0], b"x"])
+        (worker,) = machine.holding
+        task_id, body = machine.holding.pop(worker)
+        machine.feed(worker, protocol.gdp_ready(SERVICES[0], (task_id, protocol.OK, [body + b"!"])))
+        assert machine.core.counters["completed"] == 1 and machine.garbage_answers == 2
+        machine.counters_add_up()
+        machine.teardown()
