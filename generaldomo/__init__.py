@@ -14,35 +14,13 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 __version__ = "0.1.0"
 
 from generaldomo import compat as _compat
-from generaldomo.errors import (
-    AppImportError,
-    AppSpecError,
-    BrokerUnreachable,
-    ClientClosed,
-    ContentTypeError,
-    DecodeError,
-    DiscoveryError,
-    DraftUnavailable,
-    GeneraldomoError,
-    HandshakeFailed,
-    KeyFileError,
-    NotFound,
-    RequestExpired,
-    RequestFailed,
-    RequestRejected,
-    RequestTimeout,
-    ResolveError,
-    ServiceUnavailable,
-    SettingsError,
-    StateError,
-    WorkerError,
-    WorkerStopped,
-)
+from generaldomo import errors as _errors
+from generaldomo.errors import *  # noqa: F403  (the error family: every name of errors.__all__)
 
 if _TYPE_CHECKING:
     from generaldomo.io.broker import Broker
     from generaldomo.io.peer.locator import Where
-    from generaldomo.io.transport import Transport
+    from generaldomo.io.transport import BindError, Transport
     from generaldomo.peers.aio import AsyncClient
     from generaldomo.peers.app import App
     from generaldomo.peers.client import Client, Reply
@@ -59,6 +37,7 @@ _LAZY: dict[str, str] = {
     "Broker": "generaldomo.io.broker",
     "Where": "generaldomo.io.peer.locator",
     "Transport": "generaldomo.io.transport",
+    "BindError": "generaldomo.io.transport",
     "AsyncClient": "generaldomo.peers.aio",
     "App": "generaldomo.peers.app",
     "Client": "generaldomo.peers.client",
@@ -95,43 +74,23 @@ if not _TYPE_CHECKING:  # (type checkers see only the names below, not the depre
 
 __all__ = [
     "App",
-    "AppImportError",
-    "AppSpecError",
     "AsyncClient",
+    "BindError",
     "Broker",
     "BrokerCore",
-    "BrokerUnreachable",
     "Client",
-    "ClientClosed",
-    "ContentTypeError",
-    "DecodeError",
-    "DiscoveryError",
-    "DraftUnavailable",
-    "GeneraldomoError",
-    "HandshakeFailed",
-    "KeyFileError",
     "NameResolver",
-    "NotFound",
     "Peer",
     "Reject",
     "Reply",
-    "RequestExpired",
-    "RequestFailed",
-    "RequestRejected",
-    "RequestTimeout",
-    "ResolveError",
     "Resolver",
     "Send",
     "Service",
-    "ServiceUnavailable",
     "Settings",
-    "SettingsError",
-    "StateError",
     "Transport",
     "TypedClient",
     "Where",
     "Worker",
-    "WorkerError",
-    "WorkerStopped",
     "__version__",
 ]
+__all__ += _errors.__all__  # the error family, declared once in errors.py

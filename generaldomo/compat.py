@@ -8,6 +8,10 @@ object, not a copy), with a ``DeprecationWarning`` naming that path; nothing is 
 that ``import generaldomo`` loads only what the public names need. :class:`MovedFinder` (first on ``sys.meta_path``)
 serves the ``import`` statements, :func:`moved_attribute` (the package's module ``__getattr__``) the attribute and
 ``from generaldomo import ...`` forms. It knows nothing of what the modules hold.
+
+Names that moved out of a module that stays (the exceptions, all in :mod:`generaldomo.errors`) are kept the same
+way: :func:`moved_names` makes that module's ``__getattr__``, which gives the object at its new home with a
+``DeprecationWarning``; the module itself no longer holds the name.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
+
+__all__ = ["MOVED", "PACKAGE", "MovedFinder", "moved", "moved_attribute", "moved_names"]
 
 PACKAGE = "generaldomo"
 # The IO-free layer's modules by the sub-package of generaldomo.sansio they live in (wire, config, peer, broker...).
@@ -78,6 +84,26 @@ def moved_attribute(name: str) -> ModuleType:
         setattr(sys.modules[PACKAGE], name, module)  # warned once: later uses find the attribute
         return module
     raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}")
+
+
+def moved_names(module: str, home: str, names: Iterable[str]) -> Callable[[str], object]:
+    """The module ``__getattr__`` of ``module`` for the ``names`` that moved from it to ``home``: each gives the
+    object at ``home`` (the same object), with a DeprecationWarning naming where to import it from; any other
+    name raises AttributeError.
+
+    Example (in ``generaldomo/peers/worker.py``)::
+
+        __getattr__ = moved_names(__name__, "generaldomo", ["WorkerStopped"])
+    """
+    moved = frozenset(names)
+
+    def __getattr__(name: str) -> object:
+        if name not in moved:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} is deprecated; import it from {home}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(home), name)
+
+    return __getattr__
 
 
 class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -3,13 +3,16 @@
 Rules: every exception class generaldomo defines derives from :class:`GeneraldomoError`, so that
 ``except GeneraldomoError`` catches whatever the package raises, and keeps the standard base a caller would
 catch without knowing generaldomo (``RequestTimeout`` is a ``TimeoutError``, ``HandshakeFailed`` a
-``ConnectionError``, a bad description a ``ValueError``). Those a user may meet are defined here and import from
-``generaldomo`` too (and from the module that raises them, as before); the few that never leave the package stay
-beside their code (:mod:`generaldomo.sansio.wire.codec`, :mod:`generaldomo.sansio.broker.mmi`). Two exceptions are not
-in the family, on purpose: :class:`generaldomo.Reject` is a handler's *answer* (the worker turns it into a status
-for the client; no user catches it, and ``except GeneraldomoError`` in a handler must not swallow it), and the
-draft builder's ``BuildError`` (:mod:`generaldomo.draft` imports only the standard library, to run from a source
-tree).
+``ConnectionError``, a bad description a ``ValueError``). Every one is defined here and imports from
+``generaldomo`` too; the modules that raise them import them from here (their old paths, such as
+``generaldomo.peers.client.RequestFailed``, still give the same class, with a ``DeprecationWarning``). One is
+defined beside its code: :class:`generaldomo.BindError` (:mod:`generaldomo.io.transport`) is also a
+``zmq.ZMQError`` (code written for pyzmq catches a failed bind as one), and this module must not import pyzmq
+(the IO-free layer imports it, and ``python -m generaldomo.draft`` runs while pyzmq is being replaced). Two
+exceptions are not in the family, on purpose: :class:`generaldomo.Reject` is a handler's *answer* (the worker
+turns it into a status for the client; no user catches it, and ``except GeneraldomoError`` in a handler must
+not swallow it), and the draft builder's ``BuildError`` (:mod:`generaldomo.draft` imports only the standard
+library, to run from a source tree).
 
 The family::
 
@@ -33,7 +36,19 @@ The family::
     ├── AppSpecError                    (LookupError) a worker app spec names no attribute or service there
     ├── KeyFileError                    (ValueError) a CURVE certificate file that cannot be used
     ├── StateError                      (ValueError) a broker state directory that cannot be used
-    └── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
+    ├── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
+    ├── LoopFailed                      (RuntimeError) a serving loop stopped because of an error
+    │   ├── BrokerFailed                the broker's
+    │   └── BridgeFailed                the bridge's
+    ├── BindError                       (zmq.ZMQError) an endpoint that cannot be bound (in generaldomo.io.transport)
+    ├── TooManyStreams                  (RuntimeError) the dashboard's event streams are at their cap
+    ├── CodecError                      (ValueError) a CLIENT/SERVER message part that is not well-formed frames
+    │   └── TooManyFrames               more frames than allowed
+    ├── WireJSONError                   (ValueError) JSON from a peer, malformed or outside the bounds
+    ├── ManagementError                 (ValueError) an mmi request the broker cannot act on (400)
+    │   ├── Forbidden                   the sender's role does not allow it (403)
+    │   └── OverBudget                  its change does not fit the broker's budgets (429)
+    └── IllegalTransition               (RuntimeError) a state machine told an event it has no move for (a bug)
 
 It imports nothing of generaldomo (every layer imports it) and knows nothing of sockets; the status codes the
 families stand for are the protocol's (:mod:`generaldomo.sansio.wire.protocol`, tests/package/test_errors.py checks
@@ -43,6 +58,42 @@ they agree).
 from __future__ import annotations
 
 from typing import ClassVar
+
+__all__ = [
+    "AppImportError",
+    "AppSpecError",
+    "BridgeFailed",
+    "BrokerFailed",
+    "BrokerUnreachable",
+    "ClientClosed",
+    "CodecError",
+    "ContentTypeError",
+    "DecodeError",
+    "DiscoveryError",
+    "DraftUnavailable",
+    "Forbidden",
+    "GeneraldomoError",
+    "HandshakeFailed",
+    "IllegalTransition",
+    "KeyFileError",
+    "LoopFailed",
+    "ManagementError",
+    "NotFound",
+    "OverBudget",
+    "RequestExpired",
+    "RequestFailed",
+    "RequestRejected",
+    "RequestTimeout",
+    "ResolveError",
+    "ServiceUnavailable",
+    "SettingsError",
+    "StateError",
+    "TooManyFrames",
+    "TooManyStreams",
+    "WireJSONError",
+    "WorkerError",
+    "WorkerStopped",
+]
 
 
 class GeneraldomoError(Exception):
@@ -395,3 +446,161 @@ class SettingsError(GeneraldomoError, ValueError):
         except SettingsError as error:  # the broker command has no --no-such-flag
             print(error)
     """
+
+
+class LoopFailed(GeneraldomoError, RuntimeError):
+    """A serving loop stopped because of an error (its ``__cause__``): it serves nothing any more. Raised as its
+    owner's kind: :class:`BrokerFailed` or :class:`BridgeFailed`.
+
+    Example::
+
+        try:
+            server.join()  # a Broker or a Bridge
+        except LoopFailed as error:
+            log.error("stopped serving: %r", error.__cause__)
+    """
+
+
+class BrokerFailed(LoopFailed):
+    """The broker's loop stopped because of an error (its ``__cause__``): the broker serves nothing any more.
+    :meth:`Broker.join`, :meth:`Broker.check` and :meth:`Broker.stop` raise it.
+
+    Example::
+
+        broker = Broker("router", ["tcp://127.0.0.1:*"]).start()
+        try:
+            broker.join()
+        except BrokerFailed as error:
+            log.error("the broker stopped: %r", error.__cause__)
+    """
+
+
+class BridgeFailed(LoopFailed):
+    """The bridge's loop stopped because of an error (its ``__cause__``): the bridge serves nothing any more.
+    :meth:`~generaldomo.io.bridge.Bridge.join`, :meth:`~generaldomo.io.bridge.Bridge.check` and
+    :meth:`~generaldomo.io.bridge.Bridge.stop` raise it.
+
+    Example::
+
+        bridge = Bridge(["tcp://127.0.0.1:*"], "tcp://127.0.0.1:5555").start()
+        try:
+            bridge.join()
+        except BridgeFailed as error:
+            log.error("the bridge stopped: %r", error.__cause__)
+    """
+
+
+class TooManyStreams(GeneraldomoError, RuntimeError):
+    """The dashboard's event streams are at their cap, in all or from this client (the page gets a 503).
+
+    Example::
+
+        try:
+            stream = feed.open_stream("127.0.0.1")
+        except TooManyStreams as error:  # "8 event streams are open from 127.0.0.1, the most"
+            print(error)
+    """
+
+
+class CodecError(GeneraldomoError, ValueError):
+    """The bytes are not a well-formed sequence of length-prefixed frames (a CLIENT or SERVER message part).
+
+    Example::
+
+        try:
+            frames = codec.decode(part)
+        except CodecError:  # truncated or malformed: the peer's message is dropped
+            ...
+    """
+
+
+class TooManyFrames(CodecError):
+    """The bytes hold more frames than the decoder was allowed to unpack.
+
+    Example::
+
+        try:
+            frames = codec.decode(part, max_frames=64)
+        except TooManyFrames:  # refused without unpacking the rest
+            ...
+    """
+
+
+class WireJSONError(GeneraldomoError, ValueError):
+    """JSON text from a peer that is malformed or outside the bounds (size, depth, numbers).
+
+    Example::
+
+        try:
+            limits = wirejson.loads(b'{"rate": NaN}')
+        except WireJSONError as error:  # JSON numbers must be finite, not NaN
+            print(error)
+    """
+
+
+class IllegalTransition(GeneraldomoError, RuntimeError):
+    """A state machine was told an event its table has no move for in its state (a bug of generaldomo's).
+
+    Args:
+        machine: the machine's name.
+        state: the state it was in.
+        event: the event it has no move for.
+
+    Example::
+
+        try:
+            LIGHT.step("on", "pull")
+        except IllegalTransition as error:
+            print(error)  # light: no move for pull in state on
+    """
+
+    def __init__(self, machine: str, state: object, event: object) -> None:
+        super().__init__(f"{machine}: no move for {_named(event)} in state {_named(state)}")
+        self.machine, self.state, self.event = machine, state, event
+
+
+def _named(value: object) -> str:
+    """A state's or event's name in messages: an enum member's name, else its str."""
+    return getattr(value, "name", None) or str(value)
+
+
+class ManagementError(GeneraldomoError, ValueError):
+    """A management request (``mmi.*``) the broker cannot act on; its text goes back to the client (status 400).
+
+    Example::
+
+        try:
+            client.request("mmi.flow", b"not json", timeout=10)
+        except RequestRejected as error:  # the broker's ManagementError, as the client sees it
+            print(error.status)  # 400
+    """
+
+    status: ClassVar[bytes] = b"400"  # the protocol's BAD_REQUEST
+
+
+class Forbidden(ManagementError):
+    """A management request the sender's role does not allow (status 403).
+
+    Example::
+
+        try:
+            client.request("mmi.flow", b'echo {"rate": 10}', timeout=10)  # without the admin role
+        except RequestRejected as error:  # the broker's Forbidden, as the client sees it
+            print(error.status)  # 403
+    """
+
+    status: ClassVar[bytes] = b"403"  # the protocol's FORBIDDEN
+
+
+class OverBudget(ManagementError):
+    """A management request whose change does not fit the broker's budgets (status 429).
+
+    Example::
+
+        try:
+            client.request("mmi.flow", b'echo {"rate": 10}', timeout=10)  # no room for more flow limits
+        except RequestRejected as error:  # the broker's OverBudget, as the client sees it
+            print(error.status)  # 429
+    """
+
+    status: ClassVar[bytes] = b"429"  # the protocol's OVER_BUDGET

@@ -1,7 +1,8 @@
 """The API reference's rules, checked: every public name documented, with its parameters and an example.
 
-The public names are the ``__all__`` of each module in :data:`PUBLIC_MODULES` (``generaldomo`` itself, and the
-modules whose names the guide tells users to call). :func:`problems` lists what breaks a rule:
+The public API is ``generaldomo.__all__`` and the names of :data:`EXTRAS` (the few the guide tells users to
+import from their own module: the optional parts, the key files, discovery, the pools, the sans-IO sessions);
+the reference has a page for each of them and for nothing else. :func:`problems` lists what breaks a rule:
 
 - a public class or function without a docstring, or without an example (a ``>>>`` line or an ``Example``
   section);
@@ -25,18 +26,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-PUBLIC_MODULES = (
-    "generaldomo",
-    "generaldomo.io.auth",
-    "generaldomo.io.keys",
-    "generaldomo.io.beacon",
-    "generaldomo.io.bridge",
-    "generaldomo.peers.pool",
-    "generaldomo.peers.task",
-    "generaldomo.sansio.peer.session",
-    "generaldomo.ray",
-    "generaldomo.dashboard",
-    "generaldomo.cpp",
+# The public names users import from a module of their own (``module.name``), besides ``generaldomo.__all__``.
+EXTRAS = (
+    "generaldomo.io.auth.BrokerSecurity",
+    *("generaldomo.io.keys.keygen", "generaldomo.io.keys.load_public", "generaldomo.io.keys.load_secret"),
+    *("generaldomo.io.beacon.Announcement", "generaldomo.io.beacon.discover", "generaldomo.io.beacon.find_broker"),
+    "generaldomo.io.bridge.Bridge",
+    *("generaldomo.peers.pool.make_pool", "generaldomo.peers.pool.run_app"),
+    "generaldomo.peers.task.TaskContext",
+    *("generaldomo.sansio.peer.session.ClientSession", "generaldomo.sansio.peer.session.WorkerSession"),
+    *(f"generaldomo.ray.{name}" for name in ("WorkerHost", "WorkerPool", "client", "close", "load_handler")),
+    *(f"generaldomo.ray.{name}" for name in ("request", "start_local")),
+    *(f"generaldomo.dashboard.{name}" for name in ("Dashboard", "create_app", "create_wsgi_app")),
+    *(f"generaldomo.cpp.{name}" for name in ("cflags", "cmake_prefix_path", "include_dir", "libs")),
+    *(f"generaldomo.cpp.{name}" for name in ("libzmq_prefix", "pkg_config_path", "prefix")),
 )
 OPTIONAL = ("ray", "starlette", "uvicorn", "a2wsgi")  # the extras' imports, mocked where they are missing
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,17 +50,22 @@ _DOTTED = re.compile(r"\bgeneraldomo((?:\.[a-z_]+)+)(?:\.|:)([A-Za-z_]\w*)\b")
 _FROM = re.compile(r"^\s*from (generaldomo(?:\.\w+)*) import ([\w, ]+)$", re.MULTILINE)
 
 
+def names() -> list[tuple[str, str]]:
+    """``(module, name)`` of the public API: ``generaldomo.__all__``, then :data:`EXTRAS`."""
+    package = importlib.import_module("generaldomo")
+    extras = [(module, name) for module, name in (extra.rsplit(".", 1) for extra in EXTRAS)]
+    return [("generaldomo", name) for name in package.__all__] + extras
+
+
 def public() -> Iterator[tuple[str, str, Any]]:
-    """``(module, name, object)`` of every public name that is a class or a function, each object once (where
-    it is first listed: a name another public module imports again, e.g. an error, has one page)."""
+    """``(module, name, object)`` of every public name (:func:`names`) that is a class or a function, each object
+    once (where it is first listed)."""
     seen: set[int] = set()
-    for module_name in PUBLIC_MODULES:
-        module = importlib.import_module(module_name)
-        for name in module.__all__:
-            value = getattr(module, name)
-            if (inspect.isclass(value) or inspect.isfunction(value)) and id(value) not in seen:
-                seen.add(id(value))
-                yield module_name, name, value
+    for module_name, name in names():
+        value = getattr(importlib.import_module(module_name), name)
+        if (inspect.isclass(value) or inspect.isfunction(value)) and id(value) not in seen:
+            seen.add(id(value))
+            yield module_name, name, value
 
 
 def described(doc: str) -> set[str]:
@@ -181,7 +189,6 @@ def undocumented_in_readme(documented: set[str]) -> list[str]:
             continue  # a module path, or not a name (README's prose)
         if (inspect.isclass(value) or inspect.isfunction(value)) and f"{module}.{name}" not in documented:
             if f"{value.__module__}.{name}" not in documented:
-                found.append(
-                    f"the guide calls {module}.{name}, not a public name (add it to an __all__ of PUBLIC_MODULES)"
-                )
+                where = "generaldomo.__all__ or apicheck.EXTRAS"
+                found.append(f"the guide calls {module}.{name}, not a public name (add it to {where})")
     return found

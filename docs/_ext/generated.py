@@ -1,9 +1,9 @@
 """The parts of the guide made from the code at build time, so that they cannot disagree with it.
 
-- ``api/``: one page per public class or function (:mod:`apicheck`: ``generaldomo.__all__`` and the modules the
-  guide names), written at ``config-inited``; every rule of the API reference that is broken is a warning (``-W``
-  makes it an error). The folder is generated, not kept in git; a page is rewritten only when its text changes, so
-  incremental builds stay incremental.
+- ``api/``: one page per public class or function (:mod:`apicheck`: ``generaldomo.__all__`` and
+  ``apicheck.EXTRAS``), written at ``config-inited``; every rule of the API reference that is broken is a warning
+  (``-W`` makes it an error). The folder is generated, not kept in git; a page is rewritten only when its text
+  changes, so incremental builds stay incremental.
 - ``.. generaldomo-settings::``: the table of every setting of the configurable commands (their knobs and options:
   :func:`generaldomo.cli.settings_table`).
 - ``.. generaldomo-cli::``: every command's ``--help``, from its own parser.
@@ -86,8 +86,9 @@ def generate(app: Sphinx, config: Config) -> None:
     for name, text in api:
         write(DOCS / "api" / f"{name}.rst", text)
     intro = (
-        "The public classes and functions: those importable from ``generaldomo``, then those of the modules the "
-        "guide names (each with its parameters and an example); and the draft-socket installer.\n\n"
+        "The public API, each class and function with its parameters and an example: the names importable from "
+        "``generaldomo`` (``generaldomo.__all__``), then the few imported from a module of their own; and the "
+        "draft-socket installer. Any other module or name of generaldomo may change without notice.\n\n"
     )
     write(DOCS / "api" / "index.rst", toctree("API", [*(name for name, _ in api), "draft"], intro))
     write(DOCS / "api" / "draft.rst", DRAFT_PAGE)

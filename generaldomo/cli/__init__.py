@@ -33,8 +33,10 @@ from generaldomo.cli import (
 )  # fmt: skip
 from generaldomo.cli.command import Command, Exit, HelpFormatter
 from generaldomo.cli.options import scrub, secrets
-from generaldomo.errors import AppSpecError, DiscoveryError, HandshakeFailed
-from generaldomo.io.transport import BindError, DraftUnavailable, require_draft
+from generaldomo.errors import AppSpecError, DiscoveryError, DraftUnavailable, HandshakeFailed
+from generaldomo.io.transport import BindError, require_draft
+
+__all__ = ["COMMANDS", "DESCRIPTION", "main", "parse", "parser", "settings_table"]
 
 COMMANDS: tuple[Command, ...] = tuple(
     module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, dashboard, bridge, keygen)

@@ -17,6 +17,8 @@ from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.sansio.config import knobs
 
+__all__ = ["BRIDGE_ROLES", "COMMAND", "arguments", "run"]
+
 BRIDGE_ROLES = ("clients", "admins")  # who may use the bridge; it has no workers of its own
 
 
@@ -52,7 +54,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from generaldomo.io.bridge import Bridge, BridgeFailed  # here: the other commands do not load the bridge
+    from generaldomo.errors import BridgeFailed
+    from generaldomo.io.bridge import Bridge
 
     stop = options.stop_on_signals()
     bridge = Bridge(

@@ -26,6 +26,23 @@ from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.config.settings import PeerSettings, Settings
 
+__all__ = [
+    "BEACON_INTERVAL",
+    "BEACON_NAME",
+    "COMMAND",
+    "DEFAULTS",
+    "FLOW_EXAMPLE",
+    "FLOW_KEYS",
+    "LIMITS",
+    "FlowSpec",
+    "FlowSpecs",
+    "announce",
+    "arguments",
+    "make_broker",
+    "parse_flow",
+    "run",
+]
+
 if TYPE_CHECKING:  # imported where used: the other commands do not load the broker
     from generaldomo.io.broker import Broker
     from generaldomo.io.failfast import OnFailure
@@ -138,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _stopped(broker: Broker) -> None:
     """Stop the broker; say so if it had stopped serving because of an error (the exit status says it too)."""
-    from generaldomo.io.broker import BrokerFailed
+    from generaldomo.errors import BrokerFailed
 
     try:
         broker.stop()

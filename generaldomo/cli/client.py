@@ -26,13 +26,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import generaldomo.errors as errors
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
+from generaldomo.errors import HandshakeFailed, NotFound, RequestFailed
 from generaldomo.io import files
 from generaldomo.io.peer.connection import Curve
-from generaldomo.peers.client import Client, HandshakeFailed, NotFound, Reply, RequestFailed
+from generaldomo.peers.client import Client, Reply
 from generaldomo.sansio.peer import serializers
 from generaldomo.sansio.peer.serializers import Serializer
+
+__all__ = ["COMMAND", "DESCRIPTION", "PAYLOAD_FILE", "PROBE_TIMEOUT", "STDIN", "arguments", "payload_frames", "run"]
 
 PROBE_TIMEOUT = probe.TIMEOUT  # seconds per diagnostic question after a timeout
 STDIN = "-"
@@ -234,7 +238,7 @@ def _print(reply: Reply, typed: tuple[Serializer, Any] | None) -> Exit:
     what = "partial reply" if reply.partial else "reply"
     try:
         value = serializers.decode(typed[0], reply.frames, what)
-    except (serializers.ContentTypeError, serializers.DecodeError) as error:
+    except (errors.ContentTypeError, errors.DecodeError) as error:
         return _fail(Exit.FAILED, str(error))
     print(json.dumps(value, default=repr, ensure_ascii=False), flush=reply.partial)
     return Exit.OK

@@ -17,6 +17,22 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
+__all__ = [
+    "DOTTED_CIRCLE",
+    "GAP",
+    "MAX_TEXT",
+    "MIN_TEXT",
+    "NONE",
+    "Column",
+    "Format",
+    "cell",
+    "cut",
+    "pad",
+    "printable",
+    "table",
+    "width_of",
+]
+
 T = TypeVar("T")
 NONE: Final = "-"
 DOTTED_CIRCLE: Final = "\u25cc"  # the base Unicode shows a combining mark on when it has none

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import attrs
 
+__all__ = ["Command", "Exit", "HelpFormatter"]
+
 
 class Exit(enum.IntEnum):
     """Exit statuses of every command (docs/reference/cli.rst)."""

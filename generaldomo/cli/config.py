@@ -36,6 +36,23 @@ from generaldomo.errors import SettingsError
 from generaldomo.io import files
 from generaldomo.sansio.config import knobs
 
+__all__ = [
+    "CONFIG_FILE",
+    "CONFIG_VARIABLE",
+    "Option",
+    "Resolved",
+    "arguments",
+    "config_path",
+    "convert",
+    "file_values",
+    "missing",
+    "options_of",
+    "read_file",
+    "render",
+    "resolve",
+    "table",
+]
+
 CONFIG_VARIABLE = "GENERALDOMO_CONFIG"
 CONFIG_FILE = files.FileKind("configuration file", 1024 * 1024)  # a configuration of a few hundred lines is 10 KiB
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")

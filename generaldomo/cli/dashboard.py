@@ -18,6 +18,19 @@ from generaldomo.cli import options
 from generaldomo.cli.command import Command, Exit
 from generaldomo.sansio.config import knobs
 
+__all__ = [
+    "BACKLOG",
+    "COMMAND",
+    "DEFAULT_HTTP",
+    "DESCRIPTION",
+    "MAX_STREAMS",
+    "MAX_STREAMS_PER_CLIENT",
+    "TOKEN_VARIABLE",
+    "arguments",
+    "listen_address",
+    "run",
+]
+
 DEFAULT_HTTP = "127.0.0.1:8077"
 MAX_STREAMS = 64  # generaldomo.dashboard.feed's (that module needs the extra; this one is imported by every command)
 MAX_STREAMS_PER_CLIENT = 8

@@ -15,6 +15,8 @@ from generaldomo.cli.command import Command, Exit
 from generaldomo.io.transport import draft_available, require_draft
 from generaldomo.sansio.config import knobs
 
+__all__ = ["COMMAND", "arguments", "run"]
+
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -20,6 +20,8 @@ from generaldomo.io import inproc, speedups
 from generaldomo.io.crypto import curve_library
 from generaldomo.io.transport import draft_available, install_command
 
+__all__ = ["COMMAND", "arguments", "run", "versions"]
+
 
 def versions() -> str:
     """One line: generaldomo, pyzmq and libzmq versions, and draft support (with how to get it)."""

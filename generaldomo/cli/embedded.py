@@ -30,12 +30,17 @@ from typing import Any, NamedTuple, NoReturn
 
 import zmq
 
-from generaldomo import cpp
+from generaldomo import cpp, errors
 from generaldomo.cli import broker as command
 from generaldomo.cli.config import CONFIG_FILE
-from generaldomo.errors import SettingsError as SettingsError  # importable from here, as before
+from generaldomo.compat import moved_names
 from generaldomo.io import files
 from generaldomo.io.broker import Broker
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["SettingsError"])
+
+__all__ = ["DRAIN", "BuildFlags", "EmbeddedBroker", "build_flags", "flags", "main", "parser", "read_config"]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +52,7 @@ class _Parser(argparse.ArgumentParser):
     """The broker command's parser, raising instead of printing usage and exiting."""
 
     def error(self, message: str) -> NoReturn:
-        raise SettingsError(message)
+        raise errors.SettingsError(message)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,9 +69,9 @@ def read_config(path: str | Path) -> list[tuple[str, str]]:
     try:
         text = files.read(path, CONFIG_FILE).decode("utf-8")
     except OSError as error:
-        raise SettingsError(f"cannot read the configuration file {path}: {error.strerror or error}") from None
+        raise errors.SettingsError(f"cannot read the configuration file {path}: {error.strerror or error}") from None
     except UnicodeDecodeError:
-        raise SettingsError(f"{path}: not a configuration file (not UTF-8 text)") from None
+        raise errors.SettingsError(f"{path}: not a configuration file (not UTF-8 text)") from None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -75,7 +80,7 @@ def read_config(path: str | Path) -> list[tuple[str, str]]:
         if not sep:
             key, _, value = line.partition(" ")
         if not key.strip():
-            raise SettingsError(f"{path}:{number}: no key in {raw!r}")
+            raise errors.SettingsError(f"{path}:{number}: no key in {raw!r}")
         pairs.append((key.strip(), value.strip()))
     return pairs
 
@@ -90,13 +95,13 @@ def flags(pairs: Iterable[tuple[str, str]], parsing: argparse.ArgumentParser | N
     for key, value in pairs:
         option = "--" + key.strip().lstrip("-").replace("_", "-")
         if option not in takes_no_value:
-            raise SettingsError(f"unknown broker setting {key!r} (the broker command has no {option})")
+            raise errors.SettingsError(f"unknown broker setting {key!r} (the broker command has no {option})")
         if not takes_no_value[option]:
             argv += [option, value]
         elif value.strip().lower() in TRUE:
             argv.append(option)
         elif value.strip().lower() not in FALSE:
-            raise SettingsError(f"broker setting {key!r} is true or false, not {value!r}")
+            raise errors.SettingsError(f"broker setting {key!r} is true or false, not {value!r}")
     return argv
 
 

@@ -14,10 +14,13 @@ from typing import Any
 
 from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
-from generaldomo.peers.client import Client, RequestFailed
+from generaldomo.errors import RequestFailed
+from generaldomo.peers.client import Client
 from generaldomo.sansio.broker.flow.flow import FLOW
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.wire import protocol
+
+__all__ = ["COMMAND", "FLOW_KEYS", "arguments", "run"]
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

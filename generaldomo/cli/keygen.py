@@ -16,6 +16,8 @@ from generaldomo.cli.command import Command, Exit
 from generaldomo.io import files, keys
 from generaldomo.io.keys import keygen
 
+__all__ = ["COMMAND", "ROLES", "arguments", "run"]
+
 ROLES = ("clients", "workers", "admins")
 
 

@@ -15,6 +15,8 @@ import logging
 import sys
 from typing import Final
 
+__all__ = ["FORMATS", "TEXT", "JsonFormatter", "configure"]
+
 FORMATS: Final = ("text", "json")
 TEXT: Final = "%(asctime)s %(name)s %(levelname)s %(message)s"
 

@@ -28,6 +28,41 @@ from generaldomo.sansio.config import knobs
 from generaldomo.sansio.config.knobs import Knob
 from generaldomo.sansio.config.settings import PeerSettings
 
+__all__ = [
+    "ALIVE_CHECK",
+    "ALLOWLISTS",
+    "CURVE_KEY",
+    "CURVE_SECRET",
+    "CURVE_SERVER_KEY",
+    "CURVE_TRUST",
+    "DASHBOARD_TOKEN",
+    "DEFAULT_ENDPOINT",
+    "FIND_TIMEOUT",
+    "PEER",
+    "REQUEST_TIMEOUT",
+    "SECRETS",
+    "TRANSPORTS",
+    "VARIABLES",
+    "PeerCurve",
+    "PeerFlags",
+    "add_knob",
+    "connect",
+    "curve",
+    "curve_server",
+    "endpoint",
+    "heartbeats",
+    "knob_type",
+    "peer",
+    "peer_curve",
+    "scrub",
+    "secrets",
+    "security",
+    "timeout",
+    "transport",
+    "wait_for_broker",
+    "wait_for_signal",
+]
+
 if TYPE_CHECKING:
     from generaldomo.io.auth import BrokerSecurity
 

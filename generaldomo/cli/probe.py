@@ -21,6 +21,21 @@ from generaldomo.io.transport import Transport, draft_available
 from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.wire import protocol, wirejson
 
+__all__ = [
+    "BUSIEST",
+    "TIMEOUT",
+    "answers_over",
+    "ask",
+    "broker_instance",
+    "management",
+    "nearest",
+    "nobody_answered",
+    "served",
+    "services",
+    "transport_hint",
+    "unserved",
+]
+
 T = TypeVar("T")
 TIMEOUT = 3.0  # seconds a diagnostic question waits for its answer, unless told otherwise
 _BURST = 100  # messages read per wake-up, at most

@@ -21,6 +21,8 @@ from generaldomo.cli.status_view import WIDTH, render
 from generaldomo.peers.client import Client
 from generaldomo.sansio.config import knobs
 
+__all__ = ["COMMAND", "MIN_COLUMNS", "MOST", "PAGE_SIZE", "arguments", "columns", "gather", "run", "width"]
+
 MIN_COLUMNS = 40  # narrower than this, tables would be mostly cut
 PAGE_SIZE = 500  # services and workers asked for per mmi.status request
 MOST = 10_000  # services and workers shown at most (the header says how many there are)

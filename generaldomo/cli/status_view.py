@@ -19,6 +19,8 @@ from generaldomo.sansio.broker.flow.flow import LIMITS
 from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
 from generaldomo.sansio.config import knobs
 
+__all__ = ["COUNTS", "FLOW", "NAME", "WIDTH", "WORKERS", "S", "W", "render"]
+
 WIDTH: Final = 100  # columns the report fits in unless told otherwise
 
 S = ServiceReport

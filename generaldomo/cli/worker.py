@@ -21,6 +21,8 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.sansio.config import knobs
 
+__all__ = ["COMMAND", "ECHO", "arguments", "echo", "run"]
+
 if TYPE_CHECKING:  # imported where used: the other commands do not load the pools
     from generaldomo.io.peer.connection import Curve
     from generaldomo.peers.worker import Handler, Worker

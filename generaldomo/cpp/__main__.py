@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from generaldomo import cpp
 
+__all__ = ["main"]
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print what each flag asks for, one line each, in the order given; with no flag, the include folder."""

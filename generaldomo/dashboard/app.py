@@ -36,22 +36,28 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import generaldomo
-from generaldomo.dashboard.feed import (
-    INTERVAL,
-    MAX_STREAMS,
-    MAX_STREAMS_PER_CLIENT,
-    TIMEOUT,
-    Feed,
-    Stream,
-    TooManyStreams,
-)
+from generaldomo.dashboard.feed import INTERVAL, MAX_STREAMS, MAX_STREAMS_PER_CLIENT, TIMEOUT, Feed, Stream
 from generaldomo.dashboard.frames import MAX_SERVICES, MAX_WORKERS, Framer
 from generaldomo.dashboard.guard import ASGIApp, Guard, Policy
+from generaldomo.errors import RequestFailed, TooManyStreams
 from generaldomo.io import files
-from generaldomo.peers.client import Client, Keys, RequestFailed
+from generaldomo.peers.client import Client, Keys
 from generaldomo.sansio.broker.flow.declaration import controls
 from generaldomo.sansio.broker.flow.flow import LIMIT_NAMES, LIMITS
 from generaldomo.sansio.wire import wirejson
+
+__all__ = [
+    "CONTROLS_OFF",
+    "MAX_BODY",
+    "MAX_NAME",
+    "NO_STORE",
+    "PAGE",
+    "RETRY",
+    "STATIC",
+    "Dashboard",
+    "create_app",
+    "create_wsgi_app",
+]
 
 log = logging.getLogger(__name__)
 

@@ -43,11 +43,34 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.dashboard.frames import Framer
-from generaldomo.errors import GeneraldomoError
-from generaldomo.peers.client import Client, HandshakeFailed, RequestFailed
+from generaldomo.errors import HandshakeFailed, RequestFailed
+from generaldomo.peers.client import Client
 from generaldomo.sansio.broker.report import MAX_PAGE, StatusReport
 from generaldomo.sansio.wire.statuses import FORBIDDEN
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["TooManyStreams"])
+
+__all__ = [
+    "INTERVAL",
+    "KEEPALIVE",
+    "KEEPALIVE_EVENT",
+    "KEPT",
+    "MAX_STREAMS",
+    "MAX_STREAMS_PER_CLIENT",
+    "PIECE",
+    "PROBE_SERVICE",
+    "ROUND_TRIPS",
+    "SHARE",
+    "TIMEOUT",
+    "Feed",
+    "SentEvent",
+    "Stream",
+    "event",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +92,6 @@ KEEPALIVE_EVENT: Final = b": keep-alive\n\n"
 def event(kind: str, text: str) -> bytes:
     """A server-sent event of ``kind`` with the JSON ``text`` (which has no newline in it)."""
     return f"event: {kind}\ndata: {text}\n\n".encode()
-
-
-class TooManyStreams(GeneraldomoError, RuntimeError):
-    """The event streams are at their cap (in all, or from this client)."""
 
 
 class _Bell:
@@ -201,9 +220,13 @@ class Feed:
         loop = asyncio.get_running_loop()
         with self._lock:
             if sum(self._clients.values()) >= self.max_streams:
-                raise TooManyStreams(f"{self.max_streams} event streams are open, the most this dashboard serves")
+                raise errors.TooManyStreams(
+                    f"{self.max_streams} event streams are open, the most this dashboard serves"
+                )
             if self._clients[client] >= self.max_streams_per_client:
-                raise TooManyStreams(f"{self.max_streams_per_client} event streams are open from {client}, the most")
+                raise errors.TooManyStreams(
+                    f"{self.max_streams_per_client} event streams are open from {client}, the most"
+                )
             self._clients[client] += 1
             bell = self._bells.get(loop)
             if bell is None:

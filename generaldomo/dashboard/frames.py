@@ -23,6 +23,22 @@ import attrs
 
 from generaldomo.sansio.broker.report import ServiceReport, StatusReport
 
+__all__ = [
+    "BARS_KEPT",
+    "DROPS",
+    "HISTORY",
+    "MAX_SERVICES",
+    "MAX_WORKERS",
+    "REFUSALS",
+    "Bar",
+    "Framer",
+    "Sample",
+    "bars",
+    "cap",
+    "counter_group",
+    "sample",
+]
+
 HISTORY: Final = 300.0  # seconds of samples a page opened late gets
 BARS_KEPT: Final = 2000  # timeline bars kept per service for a page opened late
 MAX_SERVICES: Final = 50  # services a frame shows (unless told otherwise)

@@ -36,6 +36,26 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 import attrs
 
+__all__ = [
+    "CSRF_HEADER",
+    "HEADERS",
+    "LOOPBACK_HOSTS",
+    "MIN_TOKEN",
+    "SAFE_METHODS",
+    "ASGIApp",
+    "ASGISend",
+    "Guard",
+    "Policy",
+    "Receive",
+    "Scope",
+    "cookie_value",
+    "host_name",
+    "is_loopback",
+    "new_token",
+    "own_path",
+    "token_problem",
+]
+
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]

@@ -30,6 +30,19 @@ from generaldomo.io import files
 from generaldomo.io.endpoints import announced, announced_key
 from generaldomo.sansio.wire import wirejson
 
+__all__ = [
+    "BROKER_FILE_VARIABLE",
+    "KIND",
+    "VERSION",
+    "BrokerAddress",
+    "Published",
+    "decode",
+    "encode",
+    "read",
+    "wait",
+    "write",
+]
+
 log = logging.getLogger(__name__)
 
 VERSION = 1

@@ -33,13 +33,17 @@ from typing import Any
 
 import attrs
 
-from generaldomo.errors import DiscoveryError as DiscoveryError  # importable from here, as before
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.io import address_file
 from generaldomo.io.endpoints import announced, announced_key
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.wire import wirejson
 
-__all__ = ["Announcement", "DiscoveryError", "discover", "find_broker"]
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["DiscoveryError"])
+
+__all__ = ["Announcement", "discover", "find_broker"]
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +88,7 @@ class Announcement:
         for kind, endpoint in self.endpoints:
             if transport is None or kind == transport:
                 return endpoint
-        raise DiscoveryError(f"broker {self.name!r} announces no {transport} endpoint")
+        raise errors.DiscoveryError(f"broker {self.name!r} announces no {transport} endpoint")
 
 
 def encode(name: str, instance: str, endpoints: list[tuple[str, str]], public_key: str | None = None) -> bytes:
@@ -187,7 +191,7 @@ class Listener:
             try:
                 port = knobs.COMMANDS["beacon_port"].parse(text) if text else DEFAULT_PORT
             except ValueError as error:
-                raise DiscoveryError(f"{PORT_VARIABLE}: {error}") from None
+                raise errors.DiscoveryError(f"{PORT_VARIABLE}: {error}") from None
         if bind is None:
             bind = os.environ.get("GENERALDOMO_BEACON_BIND", "")
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -212,7 +216,7 @@ class Listener:
                 if transport is None or any(kind == transport for kind, _ in heard.endpoints):
                     return heard
         wanted = f"broker {name!r}" if name else "a broker"
-        raise DiscoveryError(f"heard no beacon from {wanted} on UDP port {self.port} within {timeout} s")
+        raise errors.DiscoveryError(f"heard no beacon from {wanted} on UDP port {self.port} within {timeout} s")
 
     def close(self) -> None:
         self.socket.close()
@@ -310,6 +314,6 @@ def _from_file(path: str | os.PathLike[str], transport: str, timeout: float) -> 
         address = address_file.wait(path, timeout, transport)
         found = address.endpoint(transport)
     except (TimeoutError, LookupError) as error:
-        raise DiscoveryError(str(error)) from error
+        raise errors.DiscoveryError(str(error)) from error
     log.debug("broker %r (instance %s) endpoint %s from address file %s", address.name, address.instance, found, path)
     return Found(found, address.public_key)

@@ -51,10 +51,12 @@ from typing import NamedTuple
 
 import zmq
 
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.endpoints import FORMS
 from generaldomo.io.endpoints import check as check_endpoint
-from generaldomo.io.failfast import Failure, LoopFailed, OnFailure, ServingLoop
+from generaldomo.io.failfast import Failure, OnFailure, ServingLoop
 from generaldomo.io.hub.links import Address, ServerLink
 from generaldomo.io.peer.connection import Curve
 from generaldomo.sansio.barrier import Barrier
@@ -63,6 +65,9 @@ from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["BridgeFailed"])
 
 __all__ = ["Bridge"]
 
@@ -76,10 +81,6 @@ RETRY_AFTER = 0.25  # seconds a 429 of the bridge asks the client to wait before
 TOTAL_QUEUE_BYTES = 128 << 20  # bytes of requests all connections together may have waiting (429 beyond)
 QUEUED_OVERHEAD = 64  # bytes a waiting request is charged beyond its description and payload
 _DRAIN = 256  # client messages read before looking at the broker's replies
-
-
-class BridgeFailed(LoopFailed):
-    """The bridge's loop stopped because of an error (its ``__cause__``): the bridge serves nothing any more."""
 
 
 class _InFlight(NamedTuple):
@@ -174,7 +175,7 @@ class Bridge(ServingLoop):
         self._last_heard: dict[Address, float] = {}
         self._warnings = LogLimiter(log)
         self._barrier = Barrier(log, "the bridge")
-        self._failure = Failure(log, "bridge", BridgeFailed, on_failure)
+        self._failure = Failure(log, "bridge", errors.BridgeFailed, on_failure)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._running = False

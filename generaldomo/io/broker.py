@@ -27,13 +27,16 @@ from typing import Any
 
 import zmq
 
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
+from generaldomo.errors import StateError
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.beacon import BROADCAST, DEFAULT_PORT, Beacon
-from generaldomo.io.failfast import Failure, LoopFailed, OnFailure, ServingLoop
+from generaldomo.io.failfast import Failure, OnFailure, ServingLoop
 from generaldomo.io.hub.backlog import POLL as BACKLOG_POLL
 from generaldomo.io.hub.backlog import Backlog
 from generaldomo.io.hub.links import LINKS, NO_LIMIT, Link
-from generaldomo.io.hub.state import StateDir, StateError
+from generaldomo.io.hub.state import StateDir
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
@@ -42,6 +45,11 @@ from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
 from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.config.settings import Settings
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["BrokerFailed"])
+
+__all__ = ["ENVELOPE_SLACK", "MIN_DRAIN", "REFUSALS_PERIOD", "SNAPSHOT", "SNAPSHOT_BYTES", "TURN_SECONDS", "Broker"]
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +68,6 @@ ENVELOPE_SLACK = 64 * 1024
 SNAPSHOT = StatusQuery(limit=200, order="busy")
 SNAPSHOT_BYTES = PAGE_BYTES // 4
 REFUSALS_PERIOD = 0.5  # seconds between reads of the links' monitors (refused connections are logged then)
-
-
-class BrokerFailed(LoopFailed):
-    """The broker's loop stopped because of an error (its ``__cause__``): the broker serves nothing any more."""
 
 
 class Broker(ServingLoop):
@@ -122,7 +126,7 @@ class Broker(ServingLoop):
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
         self._thread: threading.Thread | None = None
         self._running = False
-        self._failure = Failure(log, "broker", BrokerFailed, on_failure)
+        self._failure = Failure(log, "broker", errors.BrokerFailed, on_failure)
         self._barrier = Barrier(log, "the broker loop")
         self._drain: float | None = None  # set by stop(drain=...): serve what is held that long, then fail it
         self._drains: list[int] = []  # messages each link's next batch reads at most (see TURN_SECONDS)
@@ -260,7 +264,7 @@ class Broker(ServingLoop):
         if exc_info[0] is None:
             self.stop()
         else:  # an error is on its way out already: do not hide it behind the broker's
-            with contextlib.suppress(BrokerFailed):
+            with contextlib.suppress(errors.BrokerFailed):
                 self.stop()
 
     def run(self) -> None:

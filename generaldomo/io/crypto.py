@@ -19,6 +19,8 @@ import zmq
 from generaldomo.io import files
 from generaldomo.io.speedups import _pyzmq_extension
 
+__all__ = ["MAPS", "SODIUM_ONLY", "TWEETNACL", "curve_library"]
+
 MAPS = files.FileKind("memory map", 16 * 1024 * 1024)  # /proc/self/maps: a line per mapping
 SODIUM_ONLY = "crypto_box_easy_afternm"
 TWEETNACL = "tweetnacl (libzmq's bundled reference code: large CURVE messages are about 10x slower)"

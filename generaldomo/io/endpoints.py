@@ -27,6 +27,18 @@ import zmq.utils.z85
 
 from generaldomo.sansio.lograte import LogLimiter
 
+__all__ = [
+    "ANNOUNCED",
+    "FORMS",
+    "MAX_IPC_PATH",
+    "REFUSED",
+    "Refused",
+    "announced",
+    "announced_key",
+    "announced_problem",
+    "check",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_IPC_PATH: Final = 107  # bytes of an ipc:// path (sun_path less its terminating zero)

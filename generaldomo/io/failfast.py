@@ -22,21 +22,23 @@ from typing import Any, Self
 
 import zmq
 
-from generaldomo.errors import GeneraldomoError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.sansio.barrier import Barrier
 
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["LoopFailed"])
+
+__all__ = ["Failure", "OnFailure", "ServingLoop"]
+
 OnFailure = Callable[[BaseException], None]
-
-
-class LoopFailed(GeneraldomoError, RuntimeError):
-    """A serving loop stopped because of an error (its ``__cause__``): it serves nothing any more."""
 
 
 class Failure:
     """The error that stopped the loop of ``what`` (e.g. "broker"), if one did; raised as ``kind``."""
 
     def __init__(
-        self, log: logging.Logger, what: str, kind: type[LoopFailed], on_failure: OnFailure | None = None
+        self, log: logging.Logger, what: str, kind: type[errors.LoopFailed], on_failure: OnFailure | None = None
     ) -> None:
         self._log = log
         self.what = what

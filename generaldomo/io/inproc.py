@@ -23,6 +23,8 @@ import threading
 
 from generaldomo.io import files
 
+__all__ = ["MAILBOX_SYMBOL", "NATIVE", "carried", "claim", "release", "resolve"]
+
 MAILBOX_SYMBOL = "zmq_generaldomo_mailbox_lock"  # generaldomo.draft.MAILBOX_SYMBOL (that module imports no zmq)
 
 _lock = threading.Lock()

@@ -27,10 +27,14 @@ from pathlib import Path
 import zmq
 import zmq.utils.z85
 
-from generaldomo.errors import KeyFileError as KeyFileError  # importable from here, as before
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.io import files
 
-__all__ = ["KeyFileError", "keygen", "load_public", "load_secret"]
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["KeyFileError"])
+
+__all__ = ["keygen", "load_public", "load_secret"]
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +99,9 @@ def _read(path: str | os.PathLike[str], kind: files.FileKind) -> str:
     try:
         return files.read(path, kind).decode("utf-8")
     except OSError as error:
-        raise KeyFileError(f"cannot load the {kind.what} {path}: {error.strerror or error}") from error
+        raise errors.KeyFileError(f"cannot load the {kind.what} {path}: {error.strerror or error}") from error
     except UnicodeDecodeError:
-        raise KeyFileError(f"{path} is not a certificate file (not UTF-8 text)") from None
+        raise errors.KeyFileError(f"{path} is not a certificate file (not UTF-8 text)") from None
 
 
 def _keys(path: str | os.PathLike[str], text: str) -> dict[str, bytes]:
@@ -114,10 +118,10 @@ def _keys(path: str | os.PathLike[str], text: str) -> dict[str, bytes]:
             except (ValueError, KeyError, IndexError, TypeError):
                 valid = False
             if not valid:
-                raise KeyFileError(f"{path}: its {match[1]} is not a CURVE key (40 characters of Z85 text)")
+                raise errors.KeyFileError(f"{path}: its {match[1]} is not a CURVE key (40 characters of Z85 text)")
             found[match[1]] = value
     if "public-key" not in found:
-        raise KeyFileError(f"{path} is not a CURVE certificate (no public-key in a curve section)")
+        raise errors.KeyFileError(f"{path} is not a CURVE certificate (no public-key in a curve section)")
     return found
 
 
@@ -133,10 +137,10 @@ def load_secret(path: str | os.PathLike[str]) -> tuple[bytes, bytes]:
     """
     found = _keys(path, _read(path, SECRET))
     if "secret-key" not in found:
-        raise KeyFileError(f"{path} holds no secret key (use the .key_secret file)")
+        raise errors.KeyFileError(f"{path} holds no secret key (use the .key_secret file)")
     public, secret = found["public-key"], found["secret-key"]
     if zmq.curve_public(secret) != public:
-        raise KeyFileError(f"{path}: its public-key is not the one of its secret-key")
+        raise errors.KeyFileError(f"{path}: its public-key is not the one of its secret-key")
     return public, secret
 
 
@@ -169,7 +173,7 @@ def load_allowlist(directory: str | os.PathLike[str]) -> dict[str, tuple[str, ..
     """Every public certificate (``*.key``) in ``directory``: Z85 key text -> its ``services`` patterns."""
     root = Path(directory)
     if not root.is_dir():
-        raise KeyFileError(f"{directory} is not a directory of public certificates")
+        raise errors.KeyFileError(f"{directory} is not a directory of public certificates")
     _check_allowlist(root)
     keys: dict[str, tuple[str, ...]] = {}
     for path in sorted(root.glob("*.key")):
@@ -183,7 +187,7 @@ def _check_allowlist(root: Path) -> None:
     status = root.stat()
     mode = stat.S_IMODE(status.st_mode)
     if mode & stat.S_IWOTH:
-        raise KeyFileError(
+        raise errors.KeyFileError(
             f"the allowlist directory {root} is writable by every user (mode {mode:04o}): anyone "
             "could add a key; chmod o-w it"
         )
@@ -204,8 +208,8 @@ def server_key(value: str) -> bytes:
         try:
             zmq.utils.z85.decode(text.encode("ascii"))
         except (ValueError, UnicodeEncodeError, KeyError) as error:
-            raise KeyFileError(f"{value!r} is neither a Z85 public key nor a certificate file") from error
+            raise errors.KeyFileError(f"{value!r} is neither a Z85 public key nor a certificate file") from error
         return text.encode("ascii")
     if not Path(text).is_file():
-        raise KeyFileError(f"{value!r} is neither a Z85 public key (40 characters) nor a certificate file")
+        raise errors.KeyFileError(f"{value!r} is neither a Z85 public key (40 characters) nor a certificate file")
     return load_public(text)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+__all__ = ["RandomPool"]
+
 
 class RandomPool:
     """``os.urandom`` bytes, fetched ``chunk`` bytes at a time; each byte is handed out once."""

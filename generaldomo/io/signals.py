@@ -19,6 +19,8 @@ import signal
 import weakref
 from collections.abc import Iterable
 
+__all__ = ["STOP_SIGNALS", "stop_on_signals"]
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

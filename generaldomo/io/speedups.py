@@ -17,6 +17,8 @@ from types import ModuleType
 
 import zmq
 
+__all__ = ["PURE_PYTHON"]
+
 PURE_PYTHON = "GENERALDOMO_PURE_PYTHON"
 # pyzmq's extension modules that link libzmq, newest layout first (pyzmq >= 26 has one, older ones several)
 _PYZMQ_EXTENSIONS = ("zmq.backend.cython._zmq", "zmq.backend.cython.socket")

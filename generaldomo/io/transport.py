@@ -16,10 +16,16 @@ from typing import Any
 
 import zmq
 
-from generaldomo.errors import DraftUnavailable as DraftUnavailable  # importable from here, as before
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.errors import GeneraldomoError
 from generaldomo.io import inproc
 from generaldomo.io.endpoints import FORMS
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["DraftUnavailable"])
+
+__all__ = ["BindError", "Transport", "bind", "connect_target", "draft_available", "install_command", "require_draft"]
 
 
 class Transport(enum.StrEnum):
@@ -56,7 +62,7 @@ def install_command() -> str:
 def require_draft() -> None:
     """Raise :class:`DraftUnavailable`, naming the fix, unless draft sockets are available."""
     if not draft_available():
-        raise DraftUnavailable(
+        raise errors.DraftUnavailable(
             f"the server transport needs pyzmq built with the libzmq draft API, but pyzmq {zmq.pyzmq_version()} "
             f"(libzmq {zmq.zmq_version()}) has none; install one with: {install_command()}"
         )
@@ -72,7 +78,21 @@ _MALFORMED = frozenset({errno.EINVAL, zmq.EPROTONOSUPPORT, zmq.ENOCOMPATPROTO})
 
 class BindError(GeneraldomoError, zmq.ZMQError):
     """An endpoint that could not be bound; the message names it, says why and gives the form endpoints take.
-    ``malformed``: the endpoint itself is wrong (a usage error), rather than taken or not allowed."""
+    ``malformed``: the endpoint itself is wrong (a usage error), rather than taken or not allowed. A
+    ``zmq.ZMQError`` too (its ``errno`` is pyzmq's), so code written for pyzmq catches it as one.
+
+    Args:
+        transport: the transport of the socket (``router``, ``server``).
+        endpoint: the endpoint that could not be bound (``.endpoint``).
+        error: pyzmq's error.
+
+    Example::
+
+        try:
+            Broker("router", ["tcp://127.0.0.1:5555"]).start()  # another program listens there
+        except BindError as error:
+            print(error)  # cannot bind the router endpoint 'tcp://127.0.0.1:5555': Address already in use; ...
+    """
 
     def __init__(self, transport: str, endpoint: str, error: zmq.ZMQError) -> None:
         self.endpoint = endpoint

@@ -15,6 +15,8 @@ import zmq
 
 from generaldomo.io import speedups
 
+__all__ = ["waiter"]
+
 
 def waiter(sockets: list[zmq.Socket[bytes]], fds: tuple[int, ...] = ()) -> Callable[[int], int]:
     """A function that waits up to its argument (ms) for any of ``sockets`` or file descriptors ``fds`` to be

@@ -36,6 +36,8 @@ from generaldomo.peers.typed import TypedClient, TypedFuture
 from generaldomo.sansio.peer.serializers import Serializer
 from generaldomo.sansio.wire import wirejson
 
+__all__ = ["AsyncClient", "AsyncFuture"]
+
 _DONE = object()
 
 

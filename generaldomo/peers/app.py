@@ -36,12 +36,17 @@ from typing import Any, TypeVar
 
 import attrs
 
-from generaldomo.errors import AppImportError as AppImportError  # importable from here, as before
-from generaldomo.errors import AppSpecError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
 from generaldomo.sansio.peer import serializers
 from generaldomo.sansio.peer.serializers import Serializer
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["AppImportError", "AppSpecError"])
+
+__all__ = ["App", "Bound", "Description", "ServiceSpec", "load", "wire_description"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Description = str | Mapping[str, Any]
@@ -151,12 +156,12 @@ class App:
             return self.services
         if self.from_handler:
             if len(names) != 1:
-                raise AppSpecError(f"a handler function serves one description, not {list(names)!r}")
+                raise errors.AppSpecError(f"a handler function serves one description, not {list(names)!r}")
             return App.of(self.services[0].handler, names[0]).services
         unknown = [name for name in names if name not in self._services]
         if unknown:
             hint = _nearest(unknown[0], list(self._services))
-            raise AppSpecError(
+            raise errors.AppSpecError(
                 f"app {self.name!r} has no service {unknown[0]!r} (it has {list(self._services)!r}){hint}"
             )
         return tuple(self._services[name] for name in names)
@@ -181,7 +186,7 @@ def load(spec: str) -> App:
         name = attr or "app"
         apps = [key for key, value in vars(module).items() if isinstance(value, App)]
         hint = _nearest(name.rpartition(".")[2], apps) or _nearest(name.rpartition(".")[2], _public(module))
-        raise AppSpecError(f"{module_name!r} has no attribute {name!r} (from {spec!r}){hint}") from None
+        raise errors.AppSpecError(f"{module_name!r} has no attribute {name!r} (from {spec!r}){hint}") from None
     if isinstance(target, App):
         return target
     if callable(target):
@@ -223,9 +228,9 @@ def _import(module_name: str, spec: str) -> ModuleType:
                 f"and sys.path){hint}",
                 name=error.name,
             ) from None
-        raise AppImportError(_failed(module_name, spec, error)) from error
+        raise errors.AppImportError(_failed(module_name, spec, error)) from error
     except Exception as error:  # anything the user's module raises while it runs
-        raise AppImportError(_failed(module_name, spec, error)) from error
+        raise errors.AppImportError(_failed(module_name, spec, error)) from error
 
 
 def _failed(module_name: str, spec: str, error: BaseException) -> str:
@@ -284,7 +289,7 @@ class Bound:
             return payload
         try:
             return serializers.decode(serializer, frames, "request")
-        except (serializers.ContentTypeError, serializers.DecodeError) as error:
+        except (errors.ContentTypeError, errors.DecodeError) as error:
             raise Reject(error.status, f"service {self.service.name!r}: {error}") from None
 
     def _encode(self, value: Any) -> Any:

@@ -18,15 +18,8 @@ from typing import Any, Final
 
 import zmq
 
-from generaldomo.errors import ClientClosed as ClientClosed  # the client's errors import from here, as before
-from generaldomo.errors import HandshakeFailed as HandshakeFailed
-from generaldomo.errors import NotFound as NotFound
-from generaldomo.errors import RequestExpired as RequestExpired
-from generaldomo.errors import RequestFailed as RequestFailed
-from generaldomo.errors import RequestRejected as RequestRejected
-from generaldomo.errors import RequestTimeout as RequestTimeout
-from generaldomo.errors import ServiceUnavailable as ServiceUnavailable
-from generaldomo.errors import WorkerError as WorkerError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.io.peer.connection import BrokerChannel, Curve
 from generaldomo.io.peer.locator import Where
 from generaldomo.io.transport import Transport
@@ -44,6 +37,26 @@ from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 from generaldomo.sansio.peer.session import ClientSession
 from generaldomo.sansio.wire import protocol, wirejson
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(
+    __name__,
+    "generaldomo",
+    [
+        "BrokerUnreachable",
+        "ClientClosed",
+        "HandshakeFailed",
+        "NotFound",
+        "RequestExpired",
+        "RequestFailed",
+        "RequestRejected",
+        "RequestTimeout",
+        "ServiceUnavailable",
+        "WorkerError",
+    ],
+)
+
+__all__ = ["DEADLINE_PASSED", "DEFAULT", "DEFAULT_TIMEOUT", "MAX_PAUSE", "MAX_RESENDS", "Client"]
 
 DEFAULT_TIMEOUT: Final = 60.0  # seconds request() waits when not told
 MAX_RESENDS: Final = 10_000  # times request() sends a request again after a 429 with retry_after, at most
@@ -331,7 +344,7 @@ class Client:
             )  # fmt: skip
             try:
                 return self._answer(future, description, left, wait)
-            except RequestFailed as error:  # (RequestExpired is a TimeoutError too: this comes first)
+            except errors.RequestFailed as error:  # (RequestExpired is a TimeoutError too: this comes first)
                 time.sleep(self.pause_after(error, description, wait, end))  # backpressure: then send it again
                 left = None if end is None else end - time.monotonic()
         raise self.timeout_error(description, wait)
@@ -354,7 +367,7 @@ class Client:
                 yield item
         except queue.Empty:
             future.cancel()
-            raise RequestTimeout(f"nothing from {named(description)} for {timeout} s") from None
+            raise errors.RequestTimeout(f"nothing from {named(description)} for {timeout} s") from None
         finally:
             future.cancel()  # the caller stopped reading (or a timeout): withdraw the request, if still open
         yield future.result()
@@ -403,7 +416,7 @@ class Client:
         withdrawn and :class:`RequestTimeout` raised (for a request that waited ``wait``)."""
         try:
             return future.result(left)
-        except RequestFailed:
+        except errors.RequestFailed:
             raise
         except TimeoutError:
             if not future.cancel() and future.done():  # the answer came just now (it may raise RequestFailed)
@@ -413,32 +426,36 @@ class Client:
             future.cancel()
             raise
 
-    def pause_after(self, error: RequestFailed, description: object, timeout: float | None, end: float | None) -> float:
+    def pause_after(
+        self, error: errors.RequestFailed, description: object, timeout: float | None, end: float | None
+    ) -> float:
         """What :meth:`request` (and :class:`~generaldomo.AsyncClient`) does with an error answer to a request to
         ``description`` sent with ``timeout`` (ending at ``end``, monotonic): a ``429`` with a ``retry_after``
         the timeout leaves room for gives the seconds to wait before sending the request again; the broker's
         ``504`` for the deadline (which is the timeout) raises the :class:`RequestTimeout` the client's own wait
         would; anything else raises ``error``."""
         deadline = self.deadlines and end is not None
-        if isinstance(error, RequestExpired) and deadline and error.reason.startswith(DEADLINE_PASSED):
+        if isinstance(error, errors.RequestExpired) and deadline and error.reason.startswith(DEADLINE_PASSED):
             raise self.timeout_error(description, timeout, error.reason) from error
         pause = error.retry_after if self.backpressure and error.status == 429 else None
         if pause is None or (end is not None and time.monotonic() + pause >= end):
             raise error
         return min(pause, MAX_PAUSE)
 
-    def timeout_error(self, description: object, timeout: float | None, said: str | None = None) -> RequestTimeout:
+    def timeout_error(
+        self, description: object, timeout: float | None, said: str | None = None
+    ) -> errors.RequestTimeout:
         """The :class:`RequestTimeout` for a request to ``description`` left unanswered for ``timeout`` seconds,
         as :meth:`request` raises it (and :class:`~generaldomo.AsyncClient`): its message says when no broker
         ever answered at the endpoint, or that nothing accepts connections there; ``said``: the broker's reason,
         when its ``504`` for the deadline came first."""
         message = f"no reply to {named(description)} within {timeout} s"
         if said is not None:
-            return RequestTimeout(f"{message} (the broker: {said})")
+            return errors.RequestTimeout(f"{message} (the broker: {said})")
         if self.broker_answered:
-            return RequestTimeout(message)
+            return errors.RequestTimeout(message)
         nobody = f"{message}; no broker has answered at {self.endpoint} over the {self.transport} transport"
         if self.connection_refused:
-            return RequestTimeout(f"{nobody}: nothing accepts connections there (is a broker running?)")
+            return errors.RequestTimeout(f"{nobody}: nothing accepts connections there (is a broker running?)")
         other = next(t for t in Transport if t is not self.transport)
-        return RequestTimeout(f"{nobody} (is one running there? does it serve the {other} transport instead?)")
+        return errors.RequestTimeout(f"{nobody} (is one running there? does it serve the {other} transport instead?)")

@@ -48,6 +48,8 @@ from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.peer.handshake import UNREACHABLE, HandshakeWatch
 from generaldomo.sansio.peer.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
 
+__all__ = ["CLOSE_LINGER_MS", "LEND_CHECK", "READ_BATCH", "REQUEST_ID_BYTES", "SHUT_WAITS", "WAIT_HINT", "ClientIO"]
+
 log = logging.getLogger("generaldomo.peers.client")  # the client's log, by the name users configure it under
 X = TypeVar("X")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+__all__ = ["Keys", "Payload", "as_bytes", "as_frames", "named"]
+
 Payload = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 Keys = tuple[str | bytes, str | bytes]
 

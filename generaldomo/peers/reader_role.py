@@ -4,7 +4,7 @@ This module owns the reader role's life (see :mod:`generaldomo.peers.client_io`,
 lock): it is the IO thread's (``IO``) until a caller waiting for its reply claims it (``READING``); leaving its
 read loop, the caller keeps it lent (``LENT``: no wake-up for the next synchronous round trip) or gives it back
 (``IO``); the IO thread takes back a lent role nobody uses. A move the table lacks raises
-:class:`~generaldomo.sansio.machine.IllegalTransition`. When a move is *wanted* (nobody else reading, nothing
+:class:`~generaldomo.errors.IllegalTransition`. When a move is *wanted* (nobody else reading, nothing
 left for the IO thread, ...) is the client's to say; this module knows nothing of threads, sockets or clocks.
 """
 
@@ -14,6 +14,8 @@ import enum
 from typing import Final
 
 from generaldomo.sansio.machine import Machine
+
+__all__ = ["READER_ROLE", "ReaderEvent", "ReaderRole"]
 
 
 class ReaderRole(enum.Enum):

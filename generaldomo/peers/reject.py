@@ -13,6 +13,8 @@ import math
 
 from generaldomo.sansio.wire import protocol
 
+__all__ = ["Reject"]
+
 
 class Reject(Exception):
     """Raised by a handler: the client gets ``status`` (an int, 400 to 599) and ``reason``; a 429's

@@ -20,6 +20,8 @@ from generaldomo.errors import RequestFailed, RequestTimeout
 from generaldomo.sansio.peer.session import Progress, Resolve
 from generaldomo.sansio.wire import protocol
 
+__all__ = ["Call", "OnPartial", "Owner", "Reply", "RequestFuture", "fetch_timeout", "partial", "resolve"]
+
 X = TypeVar("X")
 OnPartial = Callable[["Reply"], None]
 _DONE_STATES: Final = frozenset((CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED))  # a Future's, once it is done

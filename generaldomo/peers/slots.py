@@ -31,6 +31,8 @@ from generaldomo.peers.task import TaskContext
 from generaldomo.peers.worker import Worker
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS
 
+__all__ = ["ABANDON_WAIT", "DEFAULT_OPTIONS", "Slot", "SlotGroup", "SlotOptions"]
+
 log = logging.getLogger(__name__)
 
 ABANDON_WAIT = 0.25  # seconds the slots cut short get, all together, to write their DISCONNECT

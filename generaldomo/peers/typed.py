@@ -3,7 +3,7 @@
 Rules: a description may be text or a mapping (sent as JSON, for the attributes resolver); each request goes
 out as a typed payload of the serializer (a content-type frame and the body, see
 :mod:`generaldomo.sansio.peer.serializers`); each reply, partial or final, must come back in the same content
-type, or the caller gets :class:`~generaldomo.sansio.peer.serializers.ContentTypeError` (a worker serving raw
+type, or the caller gets :class:`~generaldomo.errors.ContentTypeError` (a worker serving raw
 bytes, or another serializer) rather than a wrong value. A worker that gets the wrong content type answers
 ``415``, raised as :class:`~generaldomo.RequestFailed`. It wraps a :class:`~generaldomo.Client` and shares
 its IO thread, and has what the Client has for later answers: ``submit(..., detached=True)``, the future's
@@ -17,10 +17,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
+import generaldomo.errors as errors
 from generaldomo.peers.app import Description, wire_description
 from generaldomo.peers.client import DEFAULT, Client, Reply, RequestFuture, _Default
 from generaldomo.sansio.peer import serializers
 from generaldomo.sansio.peer.serializers import Serializer
+
+__all__ = ["TypedClient", "TypedFuture"]
 
 
 class TypedFuture(Future[Any]):
@@ -148,7 +151,7 @@ class TypedClient:
         def deliver(reply: Reply) -> None:
             try:
                 value = self.decode(reply)
-            except (serializers.ContentTypeError, serializers.DecodeError) as error:
+            except (errors.ContentTypeError, errors.DecodeError) as error:
                 value = error
             on_partial(value)
 
@@ -163,5 +166,5 @@ class TypedClient:
             else:
                 try:
                     outer.set_result(self.decode(inner.result()))
-                except (serializers.ContentTypeError, serializers.DecodeError) as wrong:
+                except (errors.ContentTypeError, errors.DecodeError) as wrong:
                     outer.set_exception(wrong)

@@ -27,7 +27,8 @@ from typing import Any, Final
 
 import zmq
 
-from generaldomo.errors import WorkerStopped as WorkerStopped  # importable from here, as before
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.io.peer.connection import BrokerChannel, Curve
 from generaldomo.io.peer.locator import Where
 from generaldomo.io.signals import SignalEvent
@@ -40,6 +41,11 @@ from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, Pee
 from generaldomo.sansio.peer.handshake import HandshakeFailure
 from generaldomo.sansio.peer.session import Action, CancelTask, Reconnect, RunTask, WorkerSession
 from generaldomo.sansio.wire import protocol
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["WorkerStopped"])
+
+__all__ = ["LISTEN_EVERY", "MAX_SAID", "READ_BATCH", "Handler", "Result", "TaskInput", "Worker"]
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +209,7 @@ class Worker:
             self._serve()
         except Exception as error:
             log.exception("the worker stopped serving %r", self.description)
-            raise WorkerStopped(f"the worker stopped serving {named(self.description)}: {error!r}") from error
+            raise errors.WorkerStopped(f"the worker stopped serving {named(self.description)}: {error!r}") from error
         finally:
             self._busy = False
             with contextlib.suppress(zmq.ZMQError):  # a terminated context has no socket to say goodbye on

@@ -18,6 +18,8 @@ from typing import Any
 
 from generaldomo.peers.client import Client, Payload, Reply
 
+__all__ = ["client", "close", "request"]
+
 
 class _Shared:
     """The process's clients, the pid that made them, and whether ``atexit`` knows to close them."""

@@ -10,6 +10,8 @@ import pkgutil
 from collections.abc import Callable
 from typing import Any
 
+__all__ = ["HandlerSpec", "load_handler"]
+
 HandlerSpec = Callable[..., Any] | str
 
 

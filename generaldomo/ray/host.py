@@ -17,6 +17,8 @@ from typing import Any
 from generaldomo.peers.worker import Worker
 from generaldomo.ray.handlers import HandlerSpec, load_handler
 
+__all__ = ["STOP_GRACE", "WorkerHost"]
+
 STOP_GRACE = 10.0  # seconds stop() waits for running handlers
 
 

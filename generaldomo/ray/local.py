@@ -13,6 +13,8 @@ from typing import Any
 
 import ray
 
+__all__ = ["LOOPBACK_ENVIRONMENT", "start_local"]
+
 LOOPBACK_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 

@@ -17,6 +17,8 @@ import ray
 from generaldomo.ray.handlers import HandlerSpec
 from generaldomo.ray.host import STOP_GRACE, WorkerHost
 
+__all__ = ["RemoteHost", "WorkerPool"]
+
 RemoteHost = ray.remote(WorkerHost)
 
 

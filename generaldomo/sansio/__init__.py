@@ -10,3 +10,5 @@ modules (what every sub-package shares) at the bottom; :mod:`.wire` (what is on 
 side) and :mod:`.broker` (the core, over its :mod:`.broker.flow`, :mod:`.broker.services` and
 :mod:`.broker.accounts`), which never import each other.
 """
+
+__all__: list[str] = []

@@ -17,6 +17,8 @@ import sys
 
 from generaldomo.sansio.lograte import LogLimiter
 
+__all__ = ["INTERNAL_ERRORS", "Barrier"]
+
 INTERNAL_ERRORS = "internal_errors"  # the counter's name, everywhere it is shown
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 
+__all__ = ["PeerLabels"]
+
 
 class PeerLabels:
     """Names peers by ``(link, address)`` under one key.

@@ -18,6 +18,8 @@ from collections.abc import Callable, Hashable
 
 import attrs
 
+__all__ = ["DEFAULT_INTERVAL", "DEFAULT_MAX_KEYS", "LogLimiter"]
+
 DEFAULT_INTERVAL = 10.0
 DEFAULT_MAX_KEYS = 4096
 _OTHERS = ("lograte", "others")  # the key all keys of allow() share once max_keys are in use

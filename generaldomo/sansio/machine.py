@@ -15,18 +15,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Generic, TypeVar
 
-from generaldomo.errors import GeneraldomoError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["IllegalTransition"])
+
+__all__ = ["Machine", "Row"]
 
 S = TypeVar("S", bound=Hashable)
 E = TypeVar("E", bound=Hashable)
-
-
-class IllegalTransition(GeneraldomoError, RuntimeError):
-    """A machine was told an event its table has no move for in its state (a bug of generaldomo's)."""
-
-    def __init__(self, machine: str, state: object, event: object) -> None:
-        super().__init__(f"{machine}: no move for {_name(event)} in state {_name(state)}")
-        self.machine, self.state, self.event = machine, state, event
 
 
 class Row(dict[S, S], Generic[S, E]):
@@ -40,7 +38,7 @@ class Row(dict[S, S], Generic[S, E]):
         self.machine, self.event = machine, event
 
     def __missing__(self, state: S) -> S:
-        raise IllegalTransition(self.machine, state, self.event)
+        raise errors.IllegalTransition(self.machine, state, self.event)
 
 
 class Machine(Generic[S, E]):
@@ -52,7 +50,7 @@ class Machine(Generic[S, E]):
     >>> light.apply("on", "pull")
     Traceback (most recent call last):
     ...
-    generaldomo.sansio.machine.IllegalTransition: light: no move for pull in state on
+    generaldomo.errors.IllegalTransition: light: no move for pull in state on
     """
 
     def __init__(self, name: str, table: Mapping[tuple[S, E], S]) -> None:
@@ -69,7 +67,7 @@ class Machine(Generic[S, E]):
         try:
             return self.table[state, event]
         except KeyError:
-            raise IllegalTransition(self.name, state, event) from None
+            raise errors.IllegalTransition(self.name, state, event) from None
 
     def allows(self, state: S, event: E) -> bool:
         """Whether the table has a move for ``event`` in ``state``."""
@@ -80,7 +78,7 @@ class Machine(Generic[S, E]):
         try:
             return self._rows[event]
         except KeyError:
-            raise IllegalTransition(self.name, "any", event) from None
+            raise errors.IllegalTransition(self.name, "any", event) from None
 
 
 def _name(value: object) -> str:

@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
+__all__ = ["COMPACT_AFTER", "Queue"]
+
 T = TypeVar("T")
 COMPACT_AFTER = 64  # marked items kept before a rebuild is considered
 

@@ -17,7 +17,8 @@ import zmq
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, ServiceUnavailable, cpp
-from generaldomo.cli.embedded import EmbeddedBroker, SettingsError, build_flags, flags, read_config
+from generaldomo.cli.embedded import EmbeddedBroker, build_flags, flags, read_config
+from generaldomo.errors import SettingsError
 from generaldomo.io import keys
 from generaldomo.sansio.broker.core import BrokerCore, Peer
 from generaldomo.sansio.wire import protocol

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from cli_processes import expect, lines, run, spawn
 
+from generaldomo import errors
 from generaldomo.io import keys
 
 # reads, as another user, every file that appears in a directory; prints how many it could read
@@ -159,7 +160,7 @@ def test_a_link_of_another_user_to_a_secret_is_refused(keydir: Path, tmp_path: P
     link = tmp_path / "planted.key_secret"
     link.symlink_to(keydir / "broker.key_secret")
     os.lchown(link, 65534, 65534)
-    with pytest.raises(keys.KeyFileError, match="symbolic link of another user"):
+    with pytest.raises(errors.KeyFileError, match="symbolic link of another user"):
         keys.load_secret(link)
     os.lchown(link, 0, 0)  # a root-owned link (a container runtime's mounted secret) is followed
     assert keys.load_secret(link) == keys.load_secret(keydir / "broker.key_secret")

@@ -36,9 +36,10 @@ else:
 
 from generaldomo.dashboard import Dashboard
 from generaldomo.dashboard.app import CONTROLS_OFF
-from generaldomo.dashboard.feed import KEPT, MAX_STREAMS, MAX_STREAMS_PER_CLIENT, SHARE, Feed, TooManyStreams
+from generaldomo.dashboard.feed import KEPT, MAX_STREAMS, MAX_STREAMS_PER_CLIENT, SHARE, Feed
 from generaldomo.dashboard.frames import MAX_SERVICES, Framer
 from generaldomo.dashboard.guard import is_loopback
+from generaldomo.errors import TooManyStreams
 
 CHANGE = {"service": "echo", "limits": {"concurrency": 2}}
 

@@ -66,7 +66,7 @@ def test_the_broker_and_bridge_pages_show_their_shared_serving_methods() -> None
         shown = {name for name, _ in apicheck.own_members(owner)}
         assert {"start", "join", "check", "failure", "serving", "run", "stop"} <= shown, shown
     assert apicheck.inherited_up_to(generaldomo.Client) is None  # no such base: its page as before
-    assert apicheck.inherited_up_to(generaldomo.io.broker.BrokerFailed) is None  # LoopFailed adds no member
+    assert apicheck.inherited_up_to(generaldomo.BrokerFailed) is None  # LoopFailed adds no member
 
 
 def docstring_examples() -> list[doctest.DocTest]:

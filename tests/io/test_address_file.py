@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from generaldomo.errors import DiscoveryError
 from generaldomo.io import address_file
 from generaldomo.io.address_file import BrokerAddress, Published
-from generaldomo.io.beacon import DiscoveryError, find_broker
+from generaldomo.io.beacon import find_broker
 
 COMMAND = [sys.executable, "-m", "generaldomo"]
 ADDRESS = BrokerAddress("b1", "0a0b0c0d", (("router", "tcp://10.0.0.5:5555"), ("server", "ipc:///tmp/b.sock")))

@@ -9,15 +9,8 @@ import sys
 import pytest
 
 from generaldomo import Client
-from generaldomo.io.beacon import (
-    Announcement,
-    DiscoveryError,
-    Listener,
-    announceable,
-    decode,
-    encode,
-    find_broker,
-)
+from generaldomo.errors import DiscoveryError
+from generaldomo.io.beacon import Announcement, Listener, announceable, decode, encode, find_broker
 from generaldomo.sansio.broker.access import Credential, Role
 
 

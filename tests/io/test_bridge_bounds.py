@@ -19,8 +19,9 @@ from waiting import eventually
 
 from generaldomo import Broker, Client, RequestRejected
 from generaldomo.cli.command import Exit
+from generaldomo.errors import BridgeFailed
 from generaldomo.io import keys
-from generaldomo.io.bridge import QUEUED_OVERHEAD, Bridge, BridgeFailed
+from generaldomo.io.bridge import QUEUED_OVERHEAD, Bridge
 from generaldomo.io.peer.connection import Curve
 from generaldomo.sansio.wire import protocol
 

@@ -15,7 +15,7 @@ from curve_keys import Keyring
 from transports import TRANSPORTS
 from waiting import eventually
 
-from generaldomo import Client, RequestFailed
+from generaldomo import Client, RequestFailed, errors
 from generaldomo.io import keys, speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.hub.links import LINKS, Link, Received
@@ -40,7 +40,7 @@ def test_key_files_round_trip(keyring: Keyring) -> None:
     assert len(public) == len(secret) == 40 and zmq.curve_public(secret) == public
     assert keys.load_allowlist(keyring.root / "workers") == {public.decode(): ("echo*",)}
     assert oct(os.stat(keyring.secret("worker")).st_mode & 0o777) == "0o600"
-    with pytest.raises(keys.KeyFileError):
+    with pytest.raises(errors.KeyFileError):
         keys.load_secret(keyring.root / "workers" / "worker.key")  # a public certificate has no secret
 
 

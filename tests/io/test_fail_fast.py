@@ -21,8 +21,8 @@ from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
 from generaldomo.cli.command import Exit
-from generaldomo.io.bridge import Bridge, BridgeFailed
-from generaldomo.io.broker import BrokerFailed
+from generaldomo.errors import BridgeFailed, BrokerFailed
+from generaldomo.io.bridge import Bridge
 from generaldomo.io.failfast import ServingLoop
 from generaldomo.sansio.wire import protocol
 

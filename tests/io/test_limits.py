@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from waiting import eventually
 
-from generaldomo import Client
+from generaldomo import Client, errors
 from generaldomo.io.hub import links
 from generaldomo.io.hub.links import RouterLink, ServerLink
 from generaldomo.sansio.broker.core import Settings
@@ -152,5 +152,5 @@ def test_codec_decodes_up_to_the_frame_limit(frames: list[bytes], limit: int) ->
     if len(frames) <= limit:
         assert codec.decode(data, limit) == frames
     else:
-        with pytest.raises(codec.TooManyFrames):
+        with pytest.raises(errors.TooManyFrames):
             codec.decode(data, limit)

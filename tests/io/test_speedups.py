@@ -20,6 +20,7 @@ from curve_keys import Keyring
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from generaldomo import errors
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
 from generaldomo.io.broker import waiter
@@ -66,12 +67,14 @@ def test_decode_matches_the_codec(data: bytes, max_frames: int | None) -> None:
     assert speedups.native is not None
     try:
         expected: list[bytes] | type[Exception] = codec.decode(data, max_frames)
-    except codec.CodecError as error:
+    except errors.CodecError as error:
         expected = type(error)
     try:
         limit = -1 if max_frames is None else max_frames
-        got: list[bytes] | type[Exception] = speedups.native.decode(data, limit, codec.TooManyFrames, codec.CodecError)
-    except codec.CodecError as error:
+        got: list[bytes] | type[Exception] = speedups.native.decode(
+            data, limit, errors.TooManyFrames, errors.CodecError
+        )
+    except errors.CodecError as error:
         got = type(error)
     assert got == expected
 

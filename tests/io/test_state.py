@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from generaldomo import Broker, Client, Worker
+from generaldomo.errors import StateError
 from generaldomo.io.hub import state
-from generaldomo.io.hub.state import StateDir, StateError
+from generaldomo.io.hub.state import StateDir
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.mmi import FlowChange

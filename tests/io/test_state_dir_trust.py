@@ -17,8 +17,9 @@ from cli_processes import COMMAND, expect, lines, spawn
 from waiting import eventually
 
 from generaldomo import Broker, Client, Worker
+from generaldomo.errors import StateError
 from generaldomo.io.hub import state
-from generaldomo.io.hub.state import StateDir, StateError
+from generaldomo.io.hub.state import StateDir
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.config.settings import Settings

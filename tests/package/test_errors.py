@@ -1,12 +1,16 @@
-"""One error family: every exception generaldomo defines is a GeneraldomoError, with the stdlib base users catch,
-importable from where it always was; AsyncClient raises what Client raises, case by case, over real sockets."""
+"""One error family, one home: every exception generaldomo defines is a GeneraldomoError defined in
+generaldomo.errors, with the stdlib base users catch, exported from generaldomo and documented; importable from
+where it was defined before, with a DeprecationWarning; AsyncClient raises what Client raises, case by case, over
+real sockets."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
 import importlib
+import sys
 import threading
+import warnings
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -21,6 +25,8 @@ from generaldomo.sansio.wire import protocol
 
 PACKAGE = Path(generaldomo.__file__).parent
 OUTSIDE = {"generaldomo.peers.reject.Reject", "generaldomo.draft.BuildError", "generaldomo.draft.Unsupported"}
+# In the family and exported, but defined beside its code: a zmq.ZMQError too, and errors.py imports no pyzmq.
+BESIDE = {"generaldomo.io.transport.BindError"}
 # The standard base each public exception keeps, so that code written without generaldomo in mind catches it.
 STDLIB_BASES = {
     "RequestFailed": Exception,
@@ -40,13 +46,26 @@ STDLIB_BASES = {
     "KeyFileError": ValueError,
     "StateError": ValueError,
     "SettingsError": ValueError,
+    "LoopFailed": RuntimeError,
+    "BrokerFailed": RuntimeError,
+    "BridgeFailed": RuntimeError,
+    "TooManyStreams": RuntimeError,
+    "CodecError": ValueError,
+    "TooManyFrames": ValueError,
+    "WireJSONError": ValueError,
+    "ManagementError": ValueError,
+    "Forbidden": ValueError,
+    "OverBudget": ValueError,
+    "IllegalTransition": RuntimeError,
 }
-# Where each was defined before generaldomo.errors: still importable from there.
+# Where each was defined (or imported from) before generaldomo.errors: still importable from there, with a
+# DeprecationWarning.
 OLD_HOMES = {
     "generaldomo.peers.client": ("RequestFailed", "RequestRejected", "WorkerError", "ServiceUnavailable",
-                                 "RequestExpired", "ClientClosed", "RequestTimeout", "HandshakeFailed"),
+                                 "RequestExpired", "ClientClosed", "RequestTimeout", "HandshakeFailed",
+                                 "NotFound", "BrokerUnreachable"),
     "generaldomo.peers.worker": ("WorkerStopped",),
-    "generaldomo.peers.app": ("AppImportError",),
+    "generaldomo.peers.app": ("AppImportError", "AppSpecError"),
     "generaldomo.io.beacon": ("DiscoveryError",),
     "generaldomo.io.transport": ("DraftUnavailable",),
     "generaldomo.io.keys": ("KeyFileError",),
@@ -54,6 +73,14 @@ OLD_HOMES = {
     "generaldomo.sansio.broker.services.resolver": ("ResolveError",),
     "generaldomo.sansio.peer.serializers": ("ContentTypeError", "DecodeError"),
     "generaldomo.cli.embedded": ("SettingsError",),
+    "generaldomo.sansio.wire.codec": ("CodecError", "TooManyFrames"),
+    "generaldomo.sansio.wire.wirejson": ("WireJSONError",),
+    "generaldomo.sansio.machine": ("IllegalTransition",),
+    "generaldomo.sansio.broker.mmi": ("ManagementError", "Forbidden", "OverBudget"),
+    "generaldomo.io.failfast": ("LoopFailed",),
+    "generaldomo.io.broker": ("BrokerFailed",),
+    "generaldomo.io.bridge": ("BridgeFailed",),
+    "generaldomo.dashboard.feed": ("TooManyStreams",),
 }  # fmt: skip
 
 
@@ -97,7 +124,64 @@ def test_each_keeps_its_stdlib_base_and_imports_from_generaldomo(name: str) -> N
 @pytest.mark.parametrize("module", sorted(OLD_HOMES))
 def test_each_still_imports_from_its_old_module(module: str) -> None:
     for name in OLD_HOMES[module]:
-        assert getattr(importlib.import_module(module), name) is getattr(errors, name)
+        with pytest.warns(DeprecationWarning, match=rf"\.{name} is deprecated; import it from generaldomo"):
+            assert getattr(importlib.import_module(module), name) is getattr(errors, name)
+        assert name not in vars(importlib.import_module(module)), f"{module} holds {name}: use errors.{name} there"
+
+
+def test_an_old_path_warns_in_every_form_of_import_and_gives_the_same_class() -> None:
+    namespace: dict[str, Any] = {}
+    with pytest.warns(DeprecationWarning, match="generaldomo.peers.worker.WorkerStopped is deprecated"):
+        exec("from generaldomo.peers.worker import WorkerStopped", namespace)
+    assert namespace["WorkerStopped"] is errors.WorkerStopped
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert generaldomo.WorkerStopped is errors.WorkerStopped  # its home and the package: no warning
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchError'"):
+        importlib.import_module("generaldomo.peers.worker").NoSuchError  # noqa: B018
+
+
+def exception_classes() -> dict[str, type[BaseException]]:
+    """Every exception class generaldomo defines, by the ``module.Class`` that defines it."""
+    found = {}
+    for qualified in defined_classes():
+        module, name = qualified.rsplit(".", 1)
+        cls = vars(importlib.import_module(module)).get(name)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found[qualified] = cls
+    return found
+
+
+def test_every_exception_is_defined_in_errors_py_exported_and_documented() -> None:
+    sys.path.insert(0, str(PACKAGE.parent / "docs" / "_ext"))
+    try:
+        import apicheck
+    finally:
+        sys.path.pop(0)
+    documented = {name for module, name, _ in apicheck.public() if module == "generaldomo"}
+    elsewhere, unexported, undocumented = [], [], []
+    for qualified, cls in exception_classes().items():
+        if qualified in OUTSIDE:
+            continue
+        name = qualified.rsplit(".", 1)[1]
+        if not qualified.startswith("generaldomo.errors.") and qualified not in BESIDE:
+            elsewhere.append(qualified)
+        if getattr(generaldomo, name, None) is not cls or name not in generaldomo.__all__:
+            unexported.append(name)
+        if name not in documented:
+            undocumented.append(name)
+    assert not elsewhere, f"define these in generaldomo/errors.py (the old module gets compat.moved_names): {elsewhere}"
+    assert not unexported, f"import these in generaldomo/__init__.py and add them to its __all__: {unexported}"
+    assert not undocumented, f"these have no page in the API reference: {undocumented}"
+    assert len([q for q in exception_classes() if q.startswith("generaldomo.errors.")]) >= 33
+
+
+def test_the_management_errors_answer_the_protocol_s_statuses() -> None:
+    assert errors.ManagementError.status == protocol.BAD_REQUEST
+    assert errors.Forbidden.status == protocol.FORBIDDEN
+    assert errors.OverBudget.status == protocol.OVER_BUDGET
+    for family in (errors.NotFound, errors.WorkerError, errors.ServiceUnavailable, errors.RequestExpired):
+        assert errors.RequestFailed.of(family.code, "why").__class__ is family
 
 
 def test_request_failed_gives_the_family_of_each_status() -> None:

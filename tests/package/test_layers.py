@@ -35,7 +35,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "errors": (),
     "compat": (),
     "draft": (),
-    "sansio": ("errors",),
+    "sansio": ("errors", "compat"),
     "io": ("sansio",),
     "peers": ("io",),
     "": ("peers", "compat"),

@@ -7,9 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo import GeneraldomoError
+from generaldomo.errors import IllegalTransition
 from generaldomo.peers.reader_role import READER_ROLE, ReaderEvent, ReaderRole
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState, WorkerState
-from generaldomo.sansio.machine import IllegalTransition, Machine
+from generaldomo.sansio.machine import Machine
 from generaldomo.sansio.peer.session import WORKER_SESSION, WorkerSessionEvent, WorkerSessionState
 
 MACHINES = [

@@ -2,3 +2,5 @@
 peers have not read yet, its state directory, and its metrics. Nothing here knows a peer's side
 (:mod:`generaldomo.io.peer`); the broker process and the bridge (:mod:`generaldomo.io.broker`,
 :mod:`generaldomo.io.bridge`) drive these."""
+
+__all__: list[str] = []

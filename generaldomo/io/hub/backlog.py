@@ -25,6 +25,8 @@ from typing import Final, Protocol
 
 from generaldomo.sansio.broker.accounts.ledger import MARGIN, ConnectionId, Holding, Ledger
 
+__all__ = ["CHUNK", "POLL", "TAILS", "Backlog", "Tracker"]
+
 CHUNK: Final = 256 * 1024  # bytes sent to a connection between two marks
 TAILS: Final = 1024  # connections whose bytes since their latest mark are counted (the first counted go first)
 POLL: Final = 0.05  # seconds between looks at the marks not done

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+import generaldomo.errors as errors
 from generaldomo.io import inproc, speedups
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.io.endpoints import check as check_endpoint
@@ -52,6 +53,19 @@ from generaldomo.sansio.config.settings import DEFAULT_MAX_FRAMES
 from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.wire import codec, envelope
+
+__all__ = [
+    "BATCH_BYTES",
+    "KEEP",
+    "LINKS",
+    "NO_LIMIT",
+    "Address",
+    "Link",
+    "Received",
+    "RouterLink",
+    "ServerLink",
+    "seed_routing_ids",
+]
 
 log = logging.getLogger(__name__)
 
@@ -641,10 +655,10 @@ class ServerLink(Link):
             peer = message.routing_id
             try:
                 frames = codec.decode(message.buffer, self.max_frames)
-            except codec.TooManyFrames:
+            except errors.TooManyFrames:
                 self._dropped_too_many(peer)
                 continue
-            except codec.CodecError as error:
+            except errors.CodecError as error:
                 self.drop(
                     "dropped_undecodable", "dropped a message from %s that does not unpack: %s", self.label(peer), error
                 )

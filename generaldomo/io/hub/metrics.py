@@ -18,6 +18,8 @@ from generaldomo.sansio.broker.flow.flow import FLOW
 from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
 from generaldomo.sansio.config import knobs
 
+__all__ = ["MAX_HOSTS", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
+
 PREFIX = "generaldomo"
 MAX_HOSTS = 32  # hosts named in the workers-by-host gauge; workers on the others count as host "other"
 _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {

@@ -46,10 +46,30 @@ from typing import Any
 
 import attrs
 
-from generaldomo.errors import StateError as StateError  # importable from here, as before
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.io import files
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.mmi import FlowChange
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["StateError"])
+
+__all__ = [
+    "KEY_BYTES",
+    "KEY_FILE",
+    "KEY_KIND",
+    "LOCK_FILE",
+    "MAX_STATE_BYTES",
+    "PAUSE_EVERY",
+    "STATE_FILE",
+    "STATE_KIND",
+    "VERSION",
+    "SavedFlow",
+    "StateDir",
+    "decode",
+    "encode",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +103,7 @@ class StateDir:
             files.make_directory(self.path, 0o700)
             self._dir = files.check_directory(self.path, private=True)
         except OSError as error:
-            raise StateError(f"cannot use the state directory {self.path}: {error.strerror}") from error
+            raise errors.StateError(f"cannot use the state directory {self.path}: {error.strerror}") from error
         self._lock = -1
         self._writer: _Writer | None = None
         try:
@@ -106,13 +126,13 @@ class StateDir:
             descriptor = files.lock(self._dir, LOCK_FILE)
         except OSError as error:
             if error.errno not in (errno.ELOOP, errno.EINVAL):
-                raise StateError(
+                raise errors.StateError(
                     f"cannot lock the state directory ({self.path / LOCK_FILE}: {error.strerror})"
                 ) from error
             self._set_aside(LOCK_FILE, str(error.strerror))  # a link or a FIFO planted as the lock
             return self._take_lock()
         if descriptor is None:
-            raise StateError(f"the state directory {self.path} is in use by another broker")
+            raise errors.StateError(f"the state directory {self.path} is in use by another broker")
         return descriptor
 
     def _set_aside(self, name: str, why: str) -> None:
@@ -121,7 +141,7 @@ class StateDir:
         try:
             aside = files.set_aside(self._dir, name, stamp)
         except OSError as error:
-            raise StateError(
+            raise errors.StateError(
                 f"the file {self.path / name} is unusable ({why}) and cannot be set aside: {error.strerror}"
             ) from error
         log.error("the file %s is unusable (%s): set aside as %s", self.path / name, why, self.path / aside)
@@ -133,7 +153,7 @@ class StateDir:
             return {}
         except OSError as error:
             why = str(error.strerror)
-        except StateError as error:
+        except errors.StateError as error:
             why = str(error)
         self._set_aside(STATE_FILE, why)
         log.error("the run-time flow limits it held are lost: the configured ones apply")
@@ -153,7 +173,9 @@ class StateDir:
         try:
             files.write_in(self._dir, KEY_FILE, key, 0o600)
         except OSError as error:
-            raise StateError(f"cannot write the hand-over key {self.path / KEY_FILE}: {error.strerror}") from error
+            raise errors.StateError(
+                f"cannot write the hand-over key {self.path / KEY_FILE}: {error.strerror}"
+            ) from error
         log.info("made a new hand-over key in %s", self.path / KEY_FILE)
         self.reused = False
         return key
@@ -229,7 +251,7 @@ class StateDir:
         try:
             files.write_in(self._dir, STATE_FILE, data, 0o600)
         except OSError as error:
-            raise StateError(
+            raise errors.StateError(
                 f"cannot write the broker state file {self.path / STATE_FILE}: {error.strerror}"
             ) from error
 
@@ -256,7 +278,7 @@ class _Writer:
         self.state = state
         self._condition = threading.Condition()
         self._wanted = self._durable = state.generation
-        self._failure: StateError | None = None
+        self._failure: errors.StateError | None = None
         self._stopping = False
         self.ready, self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread = threading.Thread(target=self._run, name="generaldomo-state", daemon=True)
@@ -301,7 +323,7 @@ class _Writer:
             generation, data = self.state.snapshot()
             try:
                 self.state._write(data)
-            except StateError as error:
+            except errors.StateError as error:
                 log.error("%s", error)
                 with self._condition:
                     self._failure = error
@@ -342,7 +364,7 @@ def decode(data: bytes) -> dict[str, SavedFlow]:
             raise ValueError("flows is not an object")
         return {str(name): _entry(value) for name, value in flows.items()}
     except (ValueError, KeyError, TypeError, RecursionError) as error:
-        raise StateError(str(error)) from error
+        raise errors.StateError(str(error)) from error
 
 
 def _entry(value: Any) -> SavedFlow:

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import attrs
 import zmq
 
+import generaldomo.errors as errors
 from generaldomo.io import endpoints, speedups
 from generaldomo.io.peer import monitor
 from generaldomo.io.peer.locator import Locator, Target, Where
@@ -50,6 +51,18 @@ from generaldomo.io.waiter import waiter
 from generaldomo.sansio.peer.handshake import HandshakeWatch
 from generaldomo.sansio.peer.session import Action, Reconnect, ToBroker
 from generaldomo.sansio.wire import codec
+
+__all__ = [
+    "CONNECTIONS",
+    "CURVE_KEY_SIZES",
+    "BrokerChannel",
+    "ClientSocketConnection",
+    "Connection",
+    "Curve",
+    "DealerConnection",
+    "connect",
+    "curve_key",
+]
 
 log = logging.getLogger(__name__)
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -334,7 +347,7 @@ class ClientSocketConnection(Connection):
                 break
             try:
                 batch.append(codec.decode(data))
-            except codec.CodecError:
+            except errors.CodecError:
                 continue  # the broker never sends this; skip rather than stop the IO thread
             if len(batch) == limit or (len(batch) == 1 and not int(_get(self.socket, _EVENTS)) & _POLLIN):
                 break  # one message per wake-up (sync): EVENTS costs less than the EAGAIN that ends a drain

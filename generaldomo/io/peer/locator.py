@@ -35,9 +35,12 @@ from typing import Final
 
 import attrs
 
+from generaldomo.errors import DiscoveryError
 from generaldomo.io import address_file
-from generaldomo.io.beacon import BROKER_VARIABLE, Announcement, DiscoveryError, Listener
+from generaldomo.io.beacon import BROKER_VARIABLE, Announcement, Listener
 from generaldomo.io.transport import Transport
+
+__all__ = ["FILE_LOOK", "FIND_TIMEOUT", "Locator", "Place", "Target", "Where"]
 
 log = logging.getLogger(__name__)
 

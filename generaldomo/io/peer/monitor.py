@@ -16,6 +16,8 @@ import zmq
 
 from generaldomo.sansio.peer.handshake import WATCHED, HandshakeWatch
 
+__all__ = ["Monitor", "attach"]
+
 _EVENT = struct.Struct("=Hi")
 _BURST = 64  # events read per look, at most (a reconnecting socket makes a few per attempt)
 

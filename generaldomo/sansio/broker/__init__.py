@@ -6,3 +6,5 @@ control (:mod:`.flow`), the services and their resolvers (:mod:`.services`) and 
 holds for its peers (:mod:`.accounts`). It imports the wire, the configuration and the package root, never
 :mod:`generaldomo.sansio.peer`.
 """
+
+__all__: list[str] = []

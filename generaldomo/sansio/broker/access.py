@@ -27,6 +27,8 @@ from generaldomo.sansio.wire.events import (
     WorkerResume,
 )
 
+__all__ = ["NEEDS", "Credential", "Role"]
+
 
 class Role(enum.StrEnum):
     """What a key is allowed to be."""

@@ -14,6 +14,8 @@ import heapq
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+__all__ = ["COMPACT_AFTER", "Deadlines"]
+
 T = TypeVar("T")
 COMPACT_AFTER = 64  # finished entries kept before a rebuild is considered
 

@@ -16,14 +16,21 @@ from typing import Protocol
 
 import attrs
 
-from generaldomo.errors import GeneraldomoError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
+from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.accounts import pacing
 from generaldomo.sansio.broker.flow.fair import first_tenants
 from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits
 from generaldomo.sansio.broker.report import StatusQuery, StatusReport, limits_in_force
-from generaldomo.sansio.broker.services.resolver import ResolveError, Resolver
+from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.wire import protocol, wirejson
 from generaldomo.sansio.wire.limits import MMI_FRAMES, SERVICE_NAME
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["Forbidden", "ManagementError", "OverBudget"])
+
+__all__ = ["PACED", "Answer", "BrokerView", "FlowChange", "answer", "service_name", "shown", "status"]
 
 
 class BrokerView(Protocol):
@@ -67,24 +74,6 @@ class Answer:
 PACED = frozenset({b"mmi.status", b"mmi.flow"})  # the management requests paced per connection
 
 
-class ManagementError(GeneraldomoError, ValueError):
-    """A management request the broker cannot act on; its text goes back to the client (status 400)."""
-
-    status = protocol.BAD_REQUEST
-
-
-class Forbidden(ManagementError):
-    """A management request the sender's role does not allow (status 403)."""
-
-    status = protocol.FORBIDDEN
-
-
-class OverBudget(ManagementError):
-    """A management request whose change does not fit the broker's budgets (status 429)."""
-
-    status = protocol.OVER_BUDGET
-
-
 def answer(broker: BrokerView, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
     """Answer the management request ``name`` with ``body`` from a sender who may change settings if ``admin``;
     raise :class:`ManagementError` on bad input."""
@@ -92,7 +81,7 @@ def answer(broker: BrokerView, name: bytes, body: Sequence[bytes], now: float, a
     if handler is None:
         return Answer(protocol.OK, [protocol.NOT_IMPLEMENTED])
     if not MMI_FRAMES.admits(len(body)):
-        raise ManagementError(MMI_FRAMES.refusal(len(body)))
+        raise errors.ManagementError(MMI_FRAMES.refusal(len(body)))
     return handler(broker, body, now, admin)
 
 
@@ -101,7 +90,7 @@ def _service(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool)
         service = broker.resolver.find(body[0]) if body else None
         found = service is not None and service.can_serve(body[0])
     except ResolveError as error:
-        raise ManagementError(str(error)) from None
+        raise errors.ManagementError(str(error)) from None
     return Answer(protocol.OK, [protocol.OK if found else protocol.NOT_FOUND])
 
 
@@ -109,7 +98,7 @@ def _status(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) 
     try:
         query = StatusQuery.from_json(body[0]) if body and body[0] else StatusQuery()
     except ValueError as error:
-        raise ManagementError(f"bad status query: {error}") from None
+        raise errors.ManagementError(f"bad status query: {error}") from None
     report = status(broker, now, query)
     text = report.to_json().encode()
     return Answer(protocol.OK, [text], work=pacing.status_cost(len(text), report.broker.service_count))
@@ -117,20 +106,20 @@ def _status(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) 
 
 def _flow(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
     if not body:
-        raise ManagementError("mmi.flow needs a service name, and JSON limits to change them")
+        raise errors.ManagementError("mmi.flow needs a service name, and JSON limits to change them")
     name = service_name(body[0])
     limits = broker.flow_limits(name)
     change = None
     if len(body) > 1:
         if not admin:
-            raise Forbidden("changing flow limits needs the admin role")
+            raise errors.Forbidden("changing flow limits needs the admin role")
         try:
             wanted = wirejson.loads(body[1])
             if not isinstance(wanted, dict):
                 raise ValueError(f"limits must be a JSON object with keys among {', '.join(LIMIT_NAMES)}")
             limits = limits.merged(wanted)
         except (ValueError, TypeError) as error:
-            raise ManagementError(f"bad flow limits: {error}") from None
+            raise errors.ManagementError(f"bad flow limits: {error}") from None
         change = FlowChange(name, limits)
     in_force = _in_force(broker.live_flow(name), limits, change is not None)
     text = json.dumps({"service": name, **shown(in_force)}).encode()
@@ -141,11 +130,11 @@ def service_name(frame: bytes) -> str:
     """The service name in an MMI request's frame: UTF-8 within :data:`~generaldomo.sansio.wire.limits.SERVICE_NAME`;
     :class:`ManagementError` otherwise."""
     if not SERVICE_NAME.fits(frame):
-        raise ManagementError(SERVICE_NAME.refusal(len(frame)))
+        raise errors.ManagementError(SERVICE_NAME.refusal(len(frame)))
     try:
         return frame.decode()
     except UnicodeDecodeError:
-        raise ManagementError("a service name must be UTF-8") from None
+        raise errors.ManagementError("a service name must be UTF-8") from None
 
 
 def shown(limits: FlowLimits) -> dict[str, object]:

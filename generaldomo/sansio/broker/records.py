@@ -17,6 +17,8 @@ from generaldomo.sansio.broker.states import IN_FLIGHT, TaskState, WorkerState
 from generaldomo.sansio.wire.events import Dialect
 from generaldomo.sansio.wire.ticket import Ticket
 
+__all__ = ["Claim", "Peer", "RequestKey", "Task", "WorkerRecord", "displaced", "is_displaced", "request_key"]
+
 # A request's identity: its id, scoped to the credential key when there is one. Without a credential it is the
 # bare id (bytes never equal a tuple), so that an unauthenticated queued request holds no tuple of its own.
 RequestKey = bytes | tuple[str, bytes]

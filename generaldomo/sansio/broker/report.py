@@ -29,6 +29,37 @@ from generaldomo.sansio.config.settings import Settings
 from generaldomo.sansio.wire import wirejson
 from generaldomo.sansio.wire.limits import STATUS_PAGE, STATUS_QUERY
 
+__all__ = [
+    "ADAPTIVE_BYTES",
+    "BACKOFF_BYTES",
+    "COMPLETION_BYTES",
+    "DESCRIPTION_BYTES",
+    "ESCAPED",
+    "MAX_PAGE",
+    "MAX_QUERY",
+    "PAGE",
+    "PAGE_BYTES",
+    "SERVICE_BYTES",
+    "TENANT_BYTES",
+    "WORKER_BYTES",
+    "BrokerReport",
+    "ConnectionReport",
+    "Endpoint",
+    "LedgerReport",
+    "NextPage",
+    "Percentiles",
+    "RecentReport",
+    "ServiceReport",
+    "SettingsReport",
+    "StatusQuery",
+    "StatusReport",
+    "TenantReport",
+    "WorkerReport",
+    "flow_report_class",
+    "limits_in_force",
+    "page",
+]
+
 if TYPE_CHECKING:
     import cattrs
 

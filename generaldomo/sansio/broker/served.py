@@ -12,6 +12,8 @@ from __future__ import annotations
 import difflib
 from collections import OrderedDict
 
+__all__ = ["MAX_NAMES", "MAX_SUGGESTED", "ServedRecently"]
+
 MAX_NAMES = 4096  # service names remembered, the least recently seen forgotten first
 MAX_SUGGESTED = 256  # names (most recently seen first) among which a nearest name is looked for
 

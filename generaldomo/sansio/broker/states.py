@@ -22,6 +22,8 @@ from typing import Final
 
 from generaldomo.sansio.machine import Machine
 
+__all__ = ["IN_FLIGHT", "TASK", "WORKER", "Step", "TaskState", "WorkerState"]
+
 
 class WorkerState(enum.Enum):
     """Where a registered worker is in its life cycle; the values appear in the status report."""

@@ -4,3 +4,5 @@ Rules of this package: every setting has its default here, once, and every knob 
 here, once. It imports only the wire's field limits (:mod:`generaldomo.sansio.wire.limits`) and the package
 root; it knows nothing of the broker's or the peers' state, sockets or clocks.
 """
+
+__all__: list[str] = []

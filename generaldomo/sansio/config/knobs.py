@@ -29,6 +29,27 @@ import attrs
 from generaldomo.sansio.config.settings import PeerSettings, Settings
 from generaldomo.sansio.wire import limits
 
+__all__ = [
+    "AUTO",
+    "COMMAND",
+    "COMMANDS",
+    "ENV_PREFIX",
+    "MAX_BYTES",
+    "MAX_COUNT",
+    "MAX_SECONDS",
+    "METRIC_PREFIX",
+    "NONE",
+    "PEER",
+    "SETTINGS",
+    "TENANT",
+    "Kind",
+    "Knob",
+    "by_name",
+    "command",
+    "setting",
+    "tenant_limits",
+]
+
 ENV_PREFIX: Final = "GENERALDOMO_"
 METRIC_PREFIX: Final = "generaldomo"
 NONE: Final = "none"  # the text that stands for None where None lifts a limit (no limit, never, off)

@@ -12,6 +12,17 @@ from typing import Any
 
 import attrs
 
+__all__ = [
+    "DEFAULT_MAX_FRAMES",
+    "DEFAULT_MAX_MESSAGE",
+    "HEARTBEAT_INTERVAL",
+    "LIVENESS",
+    "MAX_ATTEMPTS",
+    "MIB",
+    "PeerSettings",
+    "Settings",
+]
+
 HEARTBEAT_INTERVAL = 2.5
 LIVENESS = 3
 MAX_ATTEMPTS = 3

@@ -5,3 +5,5 @@ events mean (:mod:`.handshake`) and how payloads are typed (:mod:`.serializers`)
 configuration and the package root, never :mod:`generaldomo.sansio.broker`: a peer knows the broker only by
 its messages.
 """
+
+__all__: list[str] = []

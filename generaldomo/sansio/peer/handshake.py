@@ -35,6 +35,25 @@ from typing import Final
 
 import attrs
 
+__all__ = [
+    "CLOSED",
+    "CONNECTED",
+    "CONNECT_RETRIED",
+    "CRYPTOGRAPHIC",
+    "DISCONNECTED",
+    "HANDSHAKE_FAILED_AUTH",
+    "HANDSHAKE_FAILED_NO_DETAIL",
+    "HANDSHAKE_FAILED_PROTOCOL",
+    "HANDSHAKE_SUCCEEDED",
+    "MECHANISM_MISMATCH",
+    "UNREACHABLE",
+    "UNREACHABLE_AFTER",
+    "WATCHED",
+    "HandshakeFailure",
+    "HandshakeWatch",
+    "unreachable",
+]
+
 # Event numbers (zmq.h, ZMQ_EVENT_*).
 CONNECTED: Final = 0x0001
 CONNECT_RETRIED: Final = 0x0004

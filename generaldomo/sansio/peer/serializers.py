@@ -24,8 +24,26 @@ from typing import Any, Protocol
 
 import attrs
 
-from generaldomo.errors import ContentTypeError as ContentTypeError  # importable from here, as before
-from generaldomo.errors import DecodeError as DecodeError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["ContentTypeError", "DecodeError"])
+
+__all__ = [
+    "JSON",
+    "MARKER",
+    "MAX_NAME",
+    "PICKLE",
+    "Codec",
+    "Serializer",
+    "content_type",
+    "decode",
+    "encode",
+    "get",
+    "names",
+]
+
 
 MARKER = b"\x00content-type:"
 MAX_NAME = 64
@@ -113,10 +131,10 @@ def decode(serializer: Serializer, frames: Sequence[bytes], what: str = "payload
     """The value a typed payload carries; raises :class:`ContentTypeError` or :class:`DecodeError`."""
     actual = content_type(frames)
     if actual != serializer.name:
-        raise ContentTypeError(serializer.name, actual, what)
+        raise errors.ContentTypeError(serializer.name, actual, what)
     if len(frames) != 2:
-        raise DecodeError(f"a {actual} {what} has 2 frames (content type, body), not {len(frames)}")
+        raise errors.DecodeError(f"a {actual} {what} has 2 frames (content type, body), not {len(frames)}")
     try:
         return serializer.loads(bytes(frames[1]))
     except Exception as error:  # any serializer's failure means the same: not a valid body
-        raise DecodeError(f"cannot decode the {what} as {actual}: {type(error).__name__}: {error}") from error
+        raise errors.DecodeError(f"cannot decode the {what} as {actual}: {type(error).__name__}: {error}") from error

@@ -9,3 +9,5 @@ send (:mod:`.writers`, :mod:`.peer_writers`), by the dialects' tables (:mod:`.di
 the broker or a peer decides, of settings, sockets or clocks; it imports only :mod:`generaldomo.sansio`'s own
 modules (the package root) besides itself.
 """
+
+__all__: list[str] = []

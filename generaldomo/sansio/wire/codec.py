@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from generaldomo.errors import GeneraldomoError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["CodecError", "TooManyFrames"])
+
+__all__ = ["decode", "encode"]
 
 _LONG = 0xFF
 _MAX_FRAME = 0xFFFFFFFF
-
-
-class CodecError(GeneraldomoError, ValueError):
-    """The bytes are not a well-formed sequence of length-prefixed frames."""
-
-
-class TooManyFrames(CodecError):
-    """The bytes hold more frames than the decoder was allowed to unpack."""
 
 
 def encode(frames: Sequence[bytes]) -> bytes:
@@ -36,7 +34,7 @@ def encode(frames: Sequence[bytes]) -> bytes:
         elif size <= _MAX_FRAME:
             append(b"\xff" + size.to_bytes(4, "big"))
         else:
-            raise CodecError(f"frame of {size} bytes is too large to encode")
+            raise errors.CodecError(f"frame of {size} bytes is too large to encode")
         append(frame)
     return b"".join(parts)
 
@@ -52,17 +50,17 @@ def decode(data: bytes | memoryview, max_frames: int | None = None) -> list[byte
     left = -1 if max_frames is None else max_frames
     while pos < end:
         if left == 0:
-            raise TooManyFrames(f"more than {max_frames} frames")
+            raise errors.TooManyFrames(f"more than {max_frames} frames")
         left -= 1
         size = data[pos]
         pos += 1
         if size == _LONG:
             if pos + 4 > end:
-                raise CodecError(f"truncated length prefix at byte {pos - 1}")
+                raise errors.CodecError(f"truncated length prefix at byte {pos - 1}")
             size = int.from_bytes(view[pos : pos + 4], "big")
             pos += 4
         if pos + size > end:
-            raise CodecError(f"frame of {size} bytes at byte {pos} runs past the end ({end} bytes)")
+            raise errors.CodecError(f"frame of {size} bytes at byte {pos} runs past the end ({end} bytes)")
         append(bytes(view[pos : pos + size]))
         pos += size
     return frames

@@ -13,6 +13,24 @@ from typing import Final
 from generaldomo.sansio.wire.events import Dialect
 from generaldomo.sansio.wire.limits import REASKED, TAKEN
 
+__all__ = [
+    "CANCEL",
+    "CANCEL_BYTE",
+    "CLIENT_COMMANDS",
+    "FIELDS_REQUEST",
+    "GDP_CLIENT",
+    "GDP_WORKER",
+    "HANDOVER",
+    "HEADERS",
+    "MAX_REASKED",
+    "MAX_TAKEN",
+    "PREFIX",
+    "RESUME",
+    "WORKER_COMMANDS",
+    "WORKER_NAMES",
+    "command_byte",
+]
+
 GDP_CLIENT: Final = b"GDPC01"
 GDP_WORKER: Final = b"GDPW01"
 

@@ -18,6 +18,8 @@ from typing import Final
 from generaldomo.sansio.wire.dialects import HEADERS
 from generaldomo.sansio.wire.limits import HOP, HOPS
 
+__all__ = ["HEADER_FRAMES", "MAX_HOP", "MAX_HOPS", "Envelope", "join", "split"]
+
 MAX_HOPS: Final = HOPS.high
 MAX_HOP: Final = HOP.high
 _MIN_HOP: Final = HOP.low

@@ -10,6 +10,21 @@ import enum
 
 import attrs
 
+__all__ = [
+    "ClientCancel",
+    "ClientHeartbeat",
+    "ClientRequest",
+    "Dialect",
+    "Event",
+    "Malformed",
+    "WorkerDisconnect",
+    "WorkerHandover",
+    "WorkerHeartbeat",
+    "WorkerReady",
+    "WorkerReply",
+    "WorkerResume",
+]
+
 
 class Dialect(enum.Enum):
     """The wire protocol a peer speaks; replies to a peer use the dialect it spoke."""

@@ -14,6 +14,25 @@ from typing import Final
 
 from generaldomo.sansio.wire.limits import DEADLINE_MS, FIELDS_FRAME, PRIORITY, TENANT
 
+__all__ = [
+    "FIELD_DEADLINE",
+    "FIELD_FLAGS",
+    "FIELD_PRIORITY",
+    "FIELD_TENANT",
+    "FLAGS",
+    "FLAG_DETACHED",
+    "FLAG_KNOWN_SERVICE",
+    "MAX_DEADLINE_MS",
+    "MAX_FIELDS",
+    "MAX_PRIORITY",
+    "MAX_TENANT",
+    "MIN_PRIORITY",
+    "Fields",
+    "deadline_field",
+    "parse_fields",
+    "request_fields",
+]
+
 # A request's fields (a GDP REQUEST+FIELDS, and the broker's REQUEST+FIELDS to a worker): entries of one tag
 # byte, one length byte and that many value bytes, each tag at most once; unknown tags are skipped, so that
 # fields can be added without a new layout.

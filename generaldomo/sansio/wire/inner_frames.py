@@ -14,9 +14,22 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Final
 
+from generaldomo.errors import WireJSONError
 from generaldomo.sansio.wire.limits import HOST, PEER_INFO, PID
-from generaldomo.sansio.wire.wirejson import WireJSONError
 from generaldomo.sansio.wire.wirejson import loads as json_loads
+
+__all__ = [
+    "FEATURES",
+    "MAX_HOST",
+    "MAX_INFO",
+    "MAX_RETRY_AFTER_FRAME",
+    "parse_retry_after",
+    "parse_timing",
+    "read_worker_info",
+    "retry_after_frame",
+    "timing",
+    "worker_info",
+]
 
 # A plain generaldomo READY may end with one peer-info frame: a JSON object (limits.PEER_INFO), whose keys "host"
 # (printable text, limits.HOST) and "pid" (a whole number, limits.PID) say where the worker runs.

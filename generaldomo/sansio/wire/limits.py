@@ -18,6 +18,46 @@ from typing import Final
 
 import attrs
 
+__all__ = [
+    "ADAPTIVE",
+    "BURST",
+    "BYTES_IN_FLIGHT",
+    "CONCURRENCY",
+    "DEADLINE_MS",
+    "DESCRIPTION",
+    "FIELDS",
+    "FIELDS_FRAME",
+    "HOP",
+    "HOPS",
+    "HOST",
+    "INSTANCE",
+    "JSON_BYTES",
+    "JSON_DEPTH",
+    "JSON_INTEGER",
+    "JSON_NUMBER",
+    "MMI_FRAMES",
+    "PEER_INFO",
+    "PID",
+    "PRIORITY",
+    "RATE",
+    "REASKED",
+    "REQUEST_ID",
+    "SERVICE_NAME",
+    "STATUS",
+    "STATUS_PAGE",
+    "STATUS_QUERY",
+    "TAKEN",
+    "TASK_ID",
+    "TENANT",
+    "TENANTS",
+    "TIMING",
+    "WEIGHT",
+    "Field",
+    "Measure",
+    "as_settings",
+    "rst_table",
+]
+
 
 class Measure(enum.Enum):
     """What a bound applies to."""

@@ -11,6 +11,18 @@ import attrs
 
 from generaldomo.sansio.wire.events import Malformed
 
+__all__ = [
+    "BrokerDisconnect",
+    "BrokerHeartbeat",
+    "FinalReply",
+    "HeartbeatAnswer",
+    "PartialReply",
+    "TaskCancel",
+    "TaskRequest",
+    "ToClient",
+    "ToWorker",
+]
+
 
 @attrs.frozen(slots=True)
 class FinalReply:

@@ -45,6 +45,14 @@ from generaldomo.sansio.wire.peer_events import (
 )
 from generaldomo.sansio.wire.statuses import is_status
 
+__all__ = [
+    "parse_broker_instance",
+    "parse_client_reply",
+    "parse_mdp_client_reply",
+    "read_client_message",
+    "read_worker_message",
+]
+
 _GDP_FINAL = command_byte(Dialect.GDP, FINAL, worker=False)
 _GDP_PARTIAL = command_byte(Dialect.GDP, PARTIAL, worker=False)
 _GDP_HEARTBEAT = command_byte(Dialect.GDP, HEARTBEAT, worker=False)

@@ -26,6 +26,18 @@ from generaldomo.sansio.wire.dialects import (
 )
 from generaldomo.sansio.wire.events import Dialect
 
+__all__ = [
+    "gdp_cancel",
+    "gdp_client_heartbeat",
+    "gdp_handover",
+    "gdp_partial",
+    "gdp_ready",
+    "gdp_request",
+    "gdp_resume",
+    "gdp_worker_command",
+    "mdp_client_request",
+]
+
 _GDP_REQUEST = command_byte(Dialect.GDP, REQUEST, worker=False)
 _GDP_FIELDS_REQUEST = command_byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
 _GDP_HEARTBEAT = command_byte(Dialect.GDP, HEARTBEAT, worker=False)

@@ -49,6 +49,8 @@ from generaldomo.sansio.wire.inner_frames import read_worker_info
 from generaldomo.sansio.wire.limits import DESCRIPTION, REASKED, REQUEST_ID, STATUS, TASK_ID, Field
 from generaldomo.sansio.wire.statuses import OK, is_status
 
+__all__ = ["READERS", "Reader", "parse"]
+
 Reader = Callable[[Sequence[bytes]], Event]  # the frames after the header -> the event they are
 
 _ID_LOW, _ID_HIGH = REQUEST_ID.low, REQUEST_ID.high  # the hot path compares lengths inline

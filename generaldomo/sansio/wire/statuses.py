@@ -10,6 +10,21 @@ from typing import Final
 
 from generaldomo.sansio.wire.limits import STATUS
 
+__all__ = [
+    "BAD_GATEWAY",
+    "BAD_REQUEST",
+    "EXPIRED",
+    "FORBIDDEN",
+    "NOT_FOUND",
+    "NOT_IMPLEMENTED",
+    "OK",
+    "OVER_BUDGET",
+    "TOO_LARGE",
+    "UNAVAILABLE",
+    "WORKER_ERROR",
+    "is_status",
+]
+
 OK: Final = b"200"
 BAD_REQUEST: Final = b"400"
 NOT_FOUND: Final = b"404"

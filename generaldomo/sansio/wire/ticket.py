@@ -29,6 +29,19 @@ import attrs
 
 from generaldomo.sansio.wire.limits import TASK_ID
 
+__all__ = [
+    "DIGEST_BYTES",
+    "INSTANCE_BYTES",
+    "MAC_BYTES",
+    "MAX_TICKET",
+    "NONCE_BYTES",
+    "VERSION",
+    "Ticket",
+    "Tickets",
+    "nonce",
+    "request_digest",
+]
+
 NONCE_BYTES: Final = 16
 VERSION: Final = b"\x01"
 INSTANCE_BYTES: Final = 4

@@ -19,8 +19,14 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from generaldomo.errors import GeneraldomoError
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.sansio.wire.limits import JSON_BYTES, JSON_DEPTH, JSON_INTEGER, JSON_NUMBER
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["WireJSONError"])
+
+__all__ = ["loads", "nesting"]
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string, escapes included
 _OTHER = re.compile(r"[^\[\]{}]+")  # what is not a bracket
@@ -28,29 +34,25 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _INTEGER_DIGITS = len(str(JSON_INTEGER.high)) + 1  # a longer integer is refused before it is converted
 
 
-class WireJSONError(GeneraldomoError, ValueError):
-    """JSON text that is malformed or outside the bounds."""
-
-
 def loads(data: bytes | str, max_bytes: int | None = JSON_BYTES.high, max_depth: int = JSON_DEPTH.high) -> Any:
     """The value of the JSON text ``data`` (UTF-8 bytes or text) within the bounds (``max_bytes`` None: no size
     bound); :class:`WireJSONError` otherwise."""
     size = len(data)
     if max_bytes is not None and size > max_bytes:
-        raise WireJSONError(f"JSON text of {size} bytes (at most {max_bytes})")
+        raise errors.WireJSONError(f"JSON text of {size} bytes (at most {max_bytes})")
     try:
         text = data if isinstance(data, str) else data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise WireJSONError(f"JSON text is not UTF-8: {error}") from None
+        raise errors.WireJSONError(f"JSON text is not UTF-8: {error}") from None
     depth = nesting(text, max_depth)
     if depth > max_depth:
-        raise WireJSONError(f"JSON nested {depth} levels deep (at most {max_depth})")
+        raise errors.WireJSONError(f"JSON nested {depth} levels deep (at most {max_depth})")
     try:
         return json.loads(text, parse_int=_integer, parse_float=_number, parse_constant=_constant)
-    except WireJSONError:
+    except errors.WireJSONError:
         raise
     except (ValueError, RecursionError) as error:  # RecursionError: not reachable within the depth bound
-        raise WireJSONError(str(error)) from None
+        raise errors.WireJSONError(str(error)) from None
 
 
 def nesting(text: str, limit: int = JSON_DEPTH.high) -> int:
@@ -65,7 +67,7 @@ def nesting(text: str, limit: int = JSON_DEPTH.high) -> int:
 
 def _integer(digits: str) -> int:
     if len(digits) > _INTEGER_DIGITS or not JSON_INTEGER.admits(value := int(digits)):
-        raise WireJSONError(f"JSON integer {digits[:24]}{'...' if len(digits) > 24 else ''} is outside "
+        raise errors.WireJSONError(f"JSON integer {digits[:24]}{'...' if len(digits) > 24 else ''} is outside "
                             f"{JSON_INTEGER.bounds}")  # fmt: skip
     return value
 
@@ -73,9 +75,9 @@ def _integer(digits: str) -> int:
 def _number(text: str) -> float:
     value = float(text)
     if not math.isfinite(value) or not JSON_NUMBER.admits(value):
-        raise WireJSONError(f"JSON number {text[:24]} is outside {JSON_NUMBER.bounds}")
+        raise errors.WireJSONError(f"JSON number {text[:24]} is outside {JSON_NUMBER.bounds}")
     return value
 
 
 def _constant(name: str) -> float:
-    raise WireJSONError(f"JSON numbers must be finite, not {name}")
+    raise errors.WireJSONError(f"JSON numbers must be finite, not {name}")

@@ -25,6 +25,8 @@ from generaldomo.sansio.wire.dialects import (
 from generaldomo.sansio.wire.events import Dialect
 from generaldomo.sansio.wire.statuses import OK
 
+__all__ = ["client_reply", "worker_cancel", "worker_command", "worker_heartbeat", "worker_request"]
+
 _GDP_FINAL = command_byte(Dialect.GDP, FINAL, worker=False)
 _GDP_PARTIAL = command_byte(Dialect.GDP, PARTIAL, worker=False)
 _GDP_WORKER_REQUEST = command_byte(Dialect.GDP, REQUEST, worker=True)

@@ -8,9 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from worker_commands import parse_worker_command
 
+from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dismiss, Dispatch, Send
 from generaldomo.sansio.broker.core import Peer
-from generaldomo.sansio.broker.services.resolver import NameResolver, ResolveError
+from generaldomo.sansio.broker.services.resolver import NameResolver
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import WorkerState
 from generaldomo.sansio.wire import protocol

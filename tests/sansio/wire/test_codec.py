@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generaldomo.sansio.wire.codec import CodecError, decode, encode
+from generaldomo.errors import CodecError
+from generaldomo.sansio.wire.codec import decode, encode
 
 frames = st.lists(st.binary(max_size=600), max_size=12)
 

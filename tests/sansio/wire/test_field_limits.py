@@ -13,6 +13,7 @@ from fuzz_strategies import bounds
 from hypothesis import given
 from hypothesis import strategies as st
 
+from generaldomo import errors
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.services.resolvers.attributes import AttributeResolver
@@ -158,7 +159,7 @@ def nested(depth: int) -> bytes:
     ],
 )
 def test_wire_json_refuses_what_is_outside_its_bounds_with_one_error(text: bytes) -> None:
-    with pytest.raises(wirejson.WireJSONError):
+    with pytest.raises(errors.WireJSONError):
         wirejson.loads(text)
 
 
@@ -166,7 +167,7 @@ def test_wire_json_takes_what_is_within_its_bounds() -> None:
     assert wirejson.loads(nested(limits.JSON_DEPTH.high)) == json.loads(nested(limits.JSON_DEPTH.high))
     assert wirejson.loads(b'{"a": "[[[[[[[[[[[[[[[[[[[[", "n": -9007199254740992}') == {"a": "[" * 20, "n": -(2**53)}
     assert wirejson.loads(b'{"x": 1e300}') == {"x": 1e300}
-    with pytest.raises(wirejson.WireJSONError):
+    with pytest.raises(errors.WireJSONError):
         wirejson.loads(b'{"x": 1.1e301}')
 
 
@@ -188,7 +189,7 @@ def test_wire_json_reads_what_json_writes_within_the_bounds(value: object) -> No
 def test_wire_json_raises_nothing_but_its_own_error(data: bytes) -> None:
     try:
         wirejson.loads(data)
-    except wirejson.WireJSONError:
+    except errors.WireJSONError:
         pass
 
 

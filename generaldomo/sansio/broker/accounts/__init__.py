@@ -5,3 +5,5 @@ expensive requests draw from budgets (:mod:`.pacing`), and the answers kept for 
 charged (:mod:`.kept`). It is fed times and sizes; it knows nothing of tasks, services or messages, and imports
 only the package root besides itself.
 """
+
+__all__: list[str] = []

@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable, Iterator
 
 from generaldomo.sansio.broker.accounts.ledger import FRAME, OVERHEAD, ConnectionId, Holding, Ledger
 
+__all__ = ["ENTRY_OVERHEAD", "Entry", "KeptAnswers", "answer_size"]
+
 ENTRY_OVERHEAD = OVERHEAD[Holding.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
 Entry = tuple[float, list[bytes], int, ConnectionId, bytes | None]  # kept at, frames, size, charged to, digest
 

@@ -27,6 +27,26 @@ from typing import Final
 
 import attrs
 
+__all__ = [
+    "CHARGED",
+    "ENVELOPE_HOP",
+    "FRAME",
+    "MARGIN",
+    "OVERHEAD",
+    "RESERVE",
+    "TENANT_LIMIT",
+    "Account",
+    "ConnectionId",
+    "Holding",
+    "Ledger",
+    "Refusal",
+    "address_bytes",
+    "connection",
+    "exceeds",
+    "flow_charge",
+    "request_charge",
+]
+
 ConnectionId = tuple[int, bytes | int]  # (link, the first hop of the address)
 
 

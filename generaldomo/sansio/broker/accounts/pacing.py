@@ -26,6 +26,24 @@ from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator
 from typing import Final, Generic, TypeVar
 
+__all__ = [
+    "BROKER_WORK",
+    "BROKER_WORK_RATE",
+    "BUCKETS",
+    "CONNECTION_WORK",
+    "LINE",
+    "LOOK_BYTES",
+    "MMI_BYTES",
+    "RESEND_SHARE",
+    "TURN_WORK",
+    "WAITING_BYTES",
+    "Key",
+    "Pacer",
+    "flow_cost",
+    "resend_cost",
+    "status_cost",
+]
+
 CONNECTION_WORK: Final = 256 * 1024  # bytes of work a connection's bucket holds, and gets back per second
 BROKER_WORK: Final = 256 * 1024  # bytes of work the broker's bucket holds
 BROKER_WORK_RATE: Final = 1024 * 1024  # bytes of work the broker's bucket gets back per second

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from generaldomo.sansio.broker import mmi
+import generaldomo.errors as errors
 from generaldomo.sansio.broker.accounts.ledger import (
     CHARGED,
     OVERHEAD,
@@ -177,7 +177,7 @@ class Budgets:
     def charge_flow(self, name: str, limits: FlowLimits, where: ConnectionId | None, configured: bool) -> None:
         """Charge the flow entry ``name`` set to ``limits`` to ``where`` (None: the operator's, charged to nobody),
         its earlier charge released; an entry already ``configured`` by the operator stays the operator's. Raises
-        :class:`~generaldomo.sansio.broker.mmi.OverBudget` (counted) when it does not fit: the entry stays as it was."""
+        :class:`~generaldomo.errors.OverBudget` (counted) when it does not fit: the entry stays as it was."""
         charged = self._flow_charges.pop(name, None)
         if charged is not None:
             self._ledger.release(charged[0], Holding.FLOW, charged[1])
@@ -191,7 +191,7 @@ class Budgets:
                 self._ledger.charge(charged[0], Holding.FLOW, charged[1])
                 self._flow_charges[name] = charged
             self._counters.add(refusal.counter(Holding.FLOW))
-            raise mmi.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Holding.FLOW)}")
+            raise errors.OverBudget(f"no room for more flow limits: {self._refusal_text(refusal, Holding.FLOW)}")
         self._ledger.charge(where, Holding.FLOW, size)
         self._flow_charges[name] = (where, size)
 

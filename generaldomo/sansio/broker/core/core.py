@@ -380,7 +380,7 @@ class BrokerCore:
         the operator's (kept while idle) unless ``where`` names the connection of the peer that set it: then it
         is charged to that connection and forgotten once no service of its name has been busy for
         ``service_idle``; an entry of the operator's stays the operator's. The change is reported
-        (:meth:`take_changes`). Raises :class:`~generaldomo.sansio.broker.mmi.OverBudget` when a peer's entry does not
+        (:meth:`take_changes`). Raises :class:`~generaldomo.errors.OverBudget` when a peer's entry does not
         fit the ledger.
 
         Args:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+import generaldomo.errors as errors
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.access import Role
 from generaldomo.sansio.broker.accounts.ledger import ConnectionId, address_bytes, connection
@@ -100,8 +101,8 @@ class Management:
             answer = mmi.answer(self._core, event.description, event.body, now, admin)
             owner = where if credential is None else None
             caused = self._core.apply_flow(answer.change, now, owner) if answer.change is not None else []
-        except mmi.ManagementError as error:
-            if isinstance(error, mmi.Forbidden):
+        except errors.ManagementError as error:
+            if isinstance(error, errors.Forbidden):
                 self._counters.forbidden += 1
             reject(self._counters, self._reporting, event, message, error.status, str(error))
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.accounts.ledger import OVERHEAD, ConnectionId, Holding, address_bytes, connection
 from generaldomo.sansio.broker.actions import Beat, Respond
 from generaldomo.sansio.broker.core.budgets import Budgets
@@ -23,7 +24,7 @@ from generaldomo.sansio.broker.core.turns import Message, Turn, dismiss, log
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.records import RequestKey, Task, WorkerRecord, request_key
 from generaldomo.sansio.broker.served import ServedRecently
-from generaldomo.sansio.broker.services.resolver import ResolveError, Resolver
+from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TaskState, WorkerState
 from generaldomo.sansio.config.settings import Settings

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Protocol
 
+from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import ConnectionId, connection, request_charge
@@ -27,7 +28,6 @@ from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, log
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, displaced, request_key
 from generaldomo.sansio.broker.served import MAX_NAMES, ServedRecently
-from generaldomo.sansio.broker.services.resolver import ResolveError
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.config.settings import Settings

@@ -8,3 +8,5 @@ answers (:mod:`.backoff`), and the token bucket (:mod:`.bucket`) and the check o
 workers, peers, messages or the core, and imports only the wire's field limits, the knobs (a limit's CLI flag
 and help) and the package root.
 """
+
+__all__: list[str] = []

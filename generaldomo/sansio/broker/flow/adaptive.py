@@ -22,6 +22,8 @@ import attrs
 
 from generaldomo.sansio.wire.limits import ADAPTIVE
 
+__all__ = ["DECREASE", "GROW_BELOW", "SHRINK_ABOVE", "Adaptive", "AdaptiveLimits"]
+
 GROW_BELOW = 1.2  # a round's mean service time up to this many floors: near the floor, the cap may grow
 SHRINK_ABOVE = 1.5  # above this many floors: latency has climbed, the cap shrinks
 DECREASE = 0.8  # the factor a shrinking cap is multiplied by

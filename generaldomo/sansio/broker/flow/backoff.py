@@ -26,6 +26,20 @@ from typing import Any, Final
 
 import attrs
 
+__all__ = [
+    "DECREASE",
+    "MAX_RETRY_AFTER",
+    "MIN_RATE",
+    "MIN_REST",
+    "MIN_STEP",
+    "SHARE",
+    "STEP_SHARE",
+    "WINDOW",
+    "Backoff",
+    "BackoffLimits",
+    "rest",
+]
+
 DECREASE = 0.5  # the factor a 429 multiplies the rate by
 MIN_STEP = 0.5  # dispatches per second the rate grows by, at least, per second held back by it
 STEP_SHARE = 0.1  # the step, as a share of the rate at the last decrease

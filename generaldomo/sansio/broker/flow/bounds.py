@@ -15,6 +15,8 @@ import attrs
 
 from generaldomo.sansio.wire.limits import Field
 
+__all__ = ["Validator", "check", "within"]
+
 Validator = Callable[[object, "attrs.Attribute[Any]", Any], None]
 
 

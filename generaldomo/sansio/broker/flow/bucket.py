@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+__all__ = ["ROUNDING", "TokenBucket"]
+
 ROUNDING: Final = 1e-9  # a token that floating-point arithmetic leaves a hair short of whole still counts
 
 

@@ -24,6 +24,22 @@ from generaldomo.sansio.broker.flow.bounds import within
 from generaldomo.sansio.config.knobs import NONE, TENANT, Kind, Knob, by_name, tenant_limits
 from generaldomo.sansio.wire.limits import Field
 
+__all__ = [
+    "Beside",
+    "Control",
+    "Limit",
+    "ReportField",
+    "Reported",
+    "changes",
+    "controls",
+    "example",
+    "knob",
+    "report_fields",
+    "rst_table",
+    "schema",
+    "text",
+]
+
 Reported = Callable[[Any, Any, float], Any]  # (the service's Flow, the limits in force, now) -> a report field
 
 

@@ -44,6 +44,19 @@ from generaldomo.sansio.broker.flow.bucket import TokenBucket
 from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.wire.limits import BURST, CONCURRENCY, RATE, TENANT, TENANTS, WEIGHT
 
+__all__ = [
+    "AGING",
+    "DEFAULT",
+    "KEEP_IDLE",
+    "MAX_NAMED",
+    "MAX_WEIGHT",
+    "FairQueue",
+    "TenantLimits",
+    "Tenants",
+    "merge_tenants",
+    "tenants_of",
+]
+
 AGING = 8  # dispatches of its tenant after which a waiting task gains one priority level
 MAX_WEIGHT = WEIGHT.high
 MAX_NAMED = TENANTS.high  # tenants one service may have limits for

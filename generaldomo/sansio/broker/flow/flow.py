@@ -37,6 +37,8 @@ from generaldomo.sansio.broker.flow.fair import (
 from generaldomo.sansio.config.knobs import Kind, Knob
 from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
+__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits"]
+
 _NO_LIMIT = "no limit"
 _COUNT: Final = {"$ref": "#/$defs/count"}
 

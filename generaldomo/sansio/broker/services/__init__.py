@@ -5,3 +5,5 @@ their statistics (:mod:`.stats`); a resolver (:mod:`.resolver`, and the built-in
 turns a description into the service that queues it. It imports flow control
 (:mod:`generaldomo.sansio.broker.flow`), the wire and the package root, never the core.
 """
+
+__all__: list[str] = []

@@ -13,9 +13,15 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
-from generaldomo.errors import ResolveError as ResolveError  # importable from here, as before
+import generaldomo.errors as errors
+from generaldomo.compat import moved_names
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.wire.limits import SERVICE_NAME
+
+# the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
+__getattr__ = moved_names(__name__, "generaldomo", ["ResolveError"])
+
+__all__ = ["ENTRY_POINTS", "REQUIRED", "NameResolver", "Resolver", "load_resolver"]
 
 
 @runtime_checkable
@@ -99,11 +105,13 @@ class NameResolver:
         service = self._services.get(description)
         if service is None:
             if not SERVICE_NAME.fits(description):
-                raise ResolveError("empty service name" if not description else SERVICE_NAME.refusal(len(description)))
+                raise errors.ResolveError(
+                    "empty service name" if not description else SERVICE_NAME.refusal(len(description))
+                )
             try:
                 name = description.decode()
             except UnicodeDecodeError:
-                raise ResolveError("service name is not UTF-8") from None
+                raise errors.ResolveError("service name is not UTF-8") from None
             service = self._services[description] = Service(name)
         return service
 

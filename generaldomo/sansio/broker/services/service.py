@@ -24,6 +24,8 @@ from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.services.stats import ServiceStats
 from generaldomo.sansio.queues import Queue
 
+__all__ = ["Described", "Service"]
+
 
 class Described(Protocol):
     """What a service may read of a worker or a task."""

@@ -15,6 +15,18 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
+__all__ = [
+    "PERCENTILES",
+    "RATE_WINDOW",
+    "RECENT",
+    "SAMPLES",
+    "Samples",
+    "ServiceStats",
+    "nearest_rank",
+    "percentile",
+    "percentiles",
+]
+
 SAMPLES = 1024
 RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measured
 PERCENTILES = (50, 90, 99)

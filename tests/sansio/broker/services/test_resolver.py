@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from generaldomo.sansio.broker.services.resolver import NameResolver, ResolveError, Resolver, load_resolver
+from generaldomo.errors import ResolveError
+from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver, load_resolver
 
 
 def test_name_resolver_is_majordomo() -> None:

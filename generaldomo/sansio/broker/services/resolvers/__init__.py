@@ -3,3 +3,5 @@
 Each is also registered in the ``generaldomo.resolvers`` entry-point group, where third-party packages add
 theirs; ``generaldomo broker --resolver NAME`` loads one by name.
 """
+
+__all__: list[str] = []

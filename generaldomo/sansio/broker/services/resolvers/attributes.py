@@ -17,6 +17,8 @@ from typing import Any
 from generaldomo.sansio.broker.services.resolvers.descriptions import Attributes, parse, satisfies
 from generaldomo.sansio.broker.services.service import Service
 
+__all__ = ["AttributeResolver", "AttributeService"]
+
 
 class AttributeService(Service):
     """One service name; pairs each request with the best waiting worker that satisfies it."""

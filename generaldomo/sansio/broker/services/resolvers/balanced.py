@@ -17,6 +17,8 @@ from typing import Any
 from generaldomo.sansio.broker.services.resolvers.attributes import AttributeResolver, AttributeService
 from generaldomo.sansio.broker.services.resolvers.descriptions import Attributes, parse
 
+__all__ = ["BalancedResolver", "BalancedService"]
+
 
 class BalancedService(AttributeService):
     """Ranks satisfying workers by the current load of their resource."""

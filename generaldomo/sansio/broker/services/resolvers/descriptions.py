@@ -10,9 +10,11 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from generaldomo.sansio.broker.services.resolver import ResolveError
+from generaldomo.errors import ResolveError
 from generaldomo.sansio.wire import wirejson
 from generaldomo.sansio.wire.limits import DESCRIPTION, SERVICE_NAME
+
+__all__ = ["Attributes", "parse", "satisfies"]
 
 Attributes = dict[str, Any]
 
