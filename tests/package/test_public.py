@@ -17,13 +17,14 @@ import generaldomo
 
 PACKAGE = Path(generaldomo.__file__).parent
 ROOT = PACKAGE.parent
+SOURCE = Path(__file__).resolve().parents[2]  # the checkout: docs/ and README.rst (the package may be installed)
 MODULES = sorted(PACKAGE.rglob("*.py"))
 SKIPPED_CALLS = ("TypeVar", "ParamSpec", "getLogger")  # a type variable, a logger: not what a module offers
 
 
 @pytest.fixture(scope="module")
 def apicheck() -> types.ModuleType:
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    sys.path.insert(0, str(SOURCE / "docs" / "_ext"))
     try:
         import apicheck
     finally:
@@ -140,7 +141,7 @@ def test_the_api_reference_documents_exactly_the_public_api(apicheck: types.Modu
 
 
 def test_each_extra_is_in_its_module_s_all_and_the_readme_names_its_module(apicheck: types.ModuleType) -> None:
-    readme = (ROOT / "README.rst").read_text()
+    readme = (SOURCE / "README.rst").read_text()
     unlisted, unnamed = [], []
     for extra in apicheck.EXTRAS:
         module, name = extra.rsplit(".", 1)
