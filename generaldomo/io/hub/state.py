@@ -32,6 +32,7 @@ core beyond the flow limits' form and the :class:`~generaldomo.sansio.broker.mmi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import errno
 import json
@@ -350,7 +351,7 @@ def encode(entries: Mapping[str, SavedFlow], pause_every: int = 0) -> bytes:
 
 
 def _limits(limits: FlowLimits) -> dict[str, Any]:
-    return attrs.asdict(limits)
+    return dataclasses.asdict(limits)
 
 
 def decode(data: bytes) -> dict[str, SavedFlow]:
