@@ -10,8 +10,8 @@ worker has come to it. When the link between the two fails but peers still reach
 passive, which stays passive. A primary that starts alone serves once its (never heard) peer has expired; a backup
 that starts alone never serves before it has heard the primary. An active that hears its peer say *active*, or a
 passive that hears *passive*, has found the pair broken (two brokers would serve, or none would): it stops
-serving (:attr:`State.BROKEN`) and the broker fails, for an operator to restart one of them (there is no
-automatic fail-back). The events are the peer's state and a peer's message (:class:`Event`), the latter split by
+serving (:attr:`PairState.BROKEN`) and the broker fails, for an operator to restart one of them (there is no
+automatic fail-back). The events are the peer's state and a peer's message (:class:`PairEvent`), the latter split by
 whether the peer has expired, so that the whole decision is the table :data:`PAIR`.
 
 :class:`Pair` is the live machine of one broker: fed what its link hears and what its links receive, with the
@@ -31,10 +31,10 @@ __all__ = [
     "EXPIRY",
     "PAIR",
     "PAIR_HEADER",
-    "Event",
     "Pair",
-    "Role",
-    "State",
+    "PairEvent",
+    "PairRole",
+    "PairState",
     "read_state",
     "state_message",
 ]
@@ -43,14 +43,14 @@ EXPIRY: Final = 2  # pair heartbeats without a word from the peer before it has 
 PAIR_HEADER: Final = b"GDPAIR01"  # the first frame of every message on the pair link
 
 
-class Role(enum.Enum):
+class PairRole(enum.Enum):
     """Which of the two brokers this is, as the operator says."""
 
     PRIMARY = "primary"
     BACKUP = "backup"
 
 
-class State(enum.Enum):
+class PairState(enum.Enum):
     """A pair broker's state; the value is what the status report shows and (its first byte) what the link
     carries."""
 
@@ -63,7 +63,7 @@ class State(enum.Enum):
     __hash__ = object.__hash__
 
 
-class Event(enum.Enum):
+class PairEvent(enum.Enum):
     """What a pair broker hears: its peer's state, or a message from a client or worker (with the peer live, or
     expired)."""
 
@@ -78,57 +78,57 @@ class Event(enum.Enum):
 
 
 _PEER_EVENT: Final = {
-    State.PRIMARY: Event.PEER_PRIMARY,
-    State.BACKUP: Event.PEER_BACKUP,
-    State.ACTIVE: Event.PEER_ACTIVE,
-    State.PASSIVE: Event.PEER_PASSIVE,
+    PairState.PRIMARY: PairEvent.PEER_PRIMARY,
+    PairState.BACKUP: PairEvent.PEER_BACKUP,
+    PairState.ACTIVE: PairEvent.PEER_ACTIVE,
+    PairState.PASSIVE: PairEvent.PEER_PASSIVE,
 }
 
-_P, _B, _A, _S, _X = State.PRIMARY, State.BACKUP, State.ACTIVE, State.PASSIVE, State.BROKEN
+_P, _B, _A, _S, _X = PairState.PRIMARY, PairState.BACKUP, PairState.ACTIVE, PairState.PASSIVE, PairState.BROKEN
 # Every (state, event), listed: the Guide's table (bstar.c, s_execute_fsm), with "no change" spelled out and its
 # aborts made the BROKEN state. Two primaries or two backups (a mistake in the configuration) decide nothing: a
 # primary that hears a primary waits (and serves alone once its real peer has expired, as a lone primary would).
-PAIR: Final = Machine[State, Event](
+PAIR: Final = Machine[PairState, PairEvent](
     "broker pair",
     {
-        (_P, Event.PEER_PRIMARY): _P,
-        (_P, Event.PEER_BACKUP): _A,  # connected to the backup: ready as active
-        (_P, Event.PEER_ACTIVE): _S,  # the backup is active (it took over): passive
-        (_P, Event.PEER_PASSIVE): _P,  # we restarted quickly: the backup goes active on hearing us, then we passive
-        (_P, Event.REQUEST): _P,  # the backup may be active: refuse
-        (_P, Event.REQUEST_PEER_EXPIRED): _A,  # alone: serve
-        (_B, Event.PEER_PRIMARY): _B,  # the primary decides: it goes active on hearing us
-        (_B, Event.PEER_BACKUP): _B,
-        (_B, Event.PEER_ACTIVE): _S,
-        (_B, Event.PEER_PASSIVE): _B,
-        (_B, Event.REQUEST): _B,  # a backup never serves before it has heard the primary
-        (_B, Event.REQUEST_PEER_EXPIRED): _B,
-        (_A, Event.PEER_PRIMARY): _A,  # the other restarts: it will go passive on hearing us
-        (_A, Event.PEER_BACKUP): _A,
-        (_A, Event.PEER_ACTIVE): _X,  # two actives: split brain
-        (_A, Event.PEER_PASSIVE): _A,
-        (_A, Event.REQUEST): _A,
-        (_A, Event.REQUEST_PEER_EXPIRED): _A,
-        (_S, Event.PEER_PRIMARY): _A,  # the primary restarts: we stay the one serving
-        (_S, Event.PEER_BACKUP): _A,  # the backup restarts
-        (_S, Event.PEER_ACTIVE): _S,
-        (_S, Event.PEER_PASSIVE): _X,  # two passives: nobody would serve
-        (_S, Event.REQUEST): _S,  # the active is live: refuse
-        (_S, Event.REQUEST_PEER_EXPIRED): _A,  # failover: the active is silent and a peer came to us
-        **{(_X, event): _X for event in Event},
+        (_P, PairEvent.PEER_PRIMARY): _P,
+        (_P, PairEvent.PEER_BACKUP): _A,  # connected to the backup: ready as active
+        (_P, PairEvent.PEER_ACTIVE): _S,  # the backup is active (it took over): passive
+        (_P, PairEvent.PEER_PASSIVE): _P,  # we restarted quickly: the backup goes active on hearing us, then we passive
+        (_P, PairEvent.REQUEST): _P,  # the backup may be active: refuse
+        (_P, PairEvent.REQUEST_PEER_EXPIRED): _A,  # alone: serve
+        (_B, PairEvent.PEER_PRIMARY): _B,  # the primary decides: it goes active on hearing us
+        (_B, PairEvent.PEER_BACKUP): _B,
+        (_B, PairEvent.PEER_ACTIVE): _S,
+        (_B, PairEvent.PEER_PASSIVE): _B,
+        (_B, PairEvent.REQUEST): _B,  # a backup never serves before it has heard the primary
+        (_B, PairEvent.REQUEST_PEER_EXPIRED): _B,
+        (_A, PairEvent.PEER_PRIMARY): _A,  # the other restarts: it will go passive on hearing us
+        (_A, PairEvent.PEER_BACKUP): _A,
+        (_A, PairEvent.PEER_ACTIVE): _X,  # two actives: split brain
+        (_A, PairEvent.PEER_PASSIVE): _A,
+        (_A, PairEvent.REQUEST): _A,
+        (_A, PairEvent.REQUEST_PEER_EXPIRED): _A,
+        (_S, PairEvent.PEER_PRIMARY): _A,  # the primary restarts: we stay the one serving
+        (_S, PairEvent.PEER_BACKUP): _A,  # the backup restarts
+        (_S, PairEvent.PEER_ACTIVE): _S,
+        (_S, PairEvent.PEER_PASSIVE): _X,  # two passives: nobody would serve
+        (_S, PairEvent.REQUEST): _S,  # the active is live: refuse
+        (_S, PairEvent.REQUEST_PEER_EXPIRED): _A,  # failover: the active is silent and a peer came to us
+        **{(_X, event): _X for event in PairEvent},
     },
 )
 
 
-def state_message(state: State) -> list[bytes]:
+def state_message(state: PairState) -> list[bytes]:
     """The frames that tell the peer broker ``state``."""
     return [PAIR_HEADER, state.value.encode("ascii")]
 
 
-_STATES: Final = {state.value.encode("ascii"): state for state in State if state is not State.BROKEN}
+_STATES: Final = {state.value.encode("ascii"): state for state in PairState if state is not PairState.BROKEN}
 
 
-def read_state(frames: Sequence[bytes | memoryview]) -> State | None:
+def read_state(frames: Sequence[bytes | memoryview]) -> PairState | None:
     """The state a pair link message tells (None: not a pair state message: dropped and counted by the caller)."""
     if len(frames) != 2 or bytes(frames[0]) != PAIR_HEADER:
         return None
@@ -140,49 +140,49 @@ class Pair:
     ``now``. Feed it :meth:`heard` (the peer's state) and :meth:`admit` (a peer's message); send
     :meth:`beat`'s frames when :meth:`due`. :attr:`serving` says whether this broker serves now.
 
-    >>> primary, backup = Pair(Role.PRIMARY, 1.0, 0.0), Pair(Role.BACKUP, 1.0, 0.0)
+    >>> primary, backup = Pair(PairRole.PRIMARY, 1.0, 0.0), Pair(PairRole.BACKUP, 1.0, 0.0)
     >>> primary.heard(backup.state, 0.5); backup.heard(primary.state, 0.5)
     >>> primary.state, backup.state
-    (<State.ACTIVE: 'active'>, <State.PASSIVE: 'passive'>)
+    (<PairState.ACTIVE: 'active'>, <PairState.PASSIVE: 'passive'>)
     >>> backup.admit(1.0), backup.admit(3.0)  # refused while the active is live; after its silence, failover
     (False, True)
     """
 
     __slots__ = ("changes", "expiry", "heard_at", "heartbeat", "last_heard", "next_beat", "role", "state")
 
-    def __init__(self, role: Role, heartbeat: float, now: float) -> None:
+    def __init__(self, role: PairRole, heartbeat: float, now: float) -> None:
         self.role = role
         self.heartbeat = heartbeat
-        self.state = State.PRIMARY if role is Role.PRIMARY else State.BACKUP
+        self.state = PairState.PRIMARY if role is PairRole.PRIMARY else PairState.BACKUP
         self.expiry = now + EXPIRY * heartbeat  # when the peer has expired unless heard before
         self.heard_at: float | None = None  # when the peer was last heard (None: never)
-        self.last_heard: State | None = None  # what it said then
+        self.last_heard: PairState | None = None  # what it said then
         self.next_beat = now
         self.changes = 0  # state changes so far
 
     @property
     def serving(self) -> bool:
         """Whether this broker serves its peers now."""
-        return self.state is State.ACTIVE
+        return self.state is PairState.ACTIVE
 
     def expired(self, now: float) -> bool:
         """Whether the peer broker has been silent for :data:`EXPIRY` heartbeats (or never spoke since the
         start)."""
         return now >= self.expiry
 
-    def heard(self, peer: State, now: float) -> None:
+    def heard(self, peer: PairState, now: float) -> None:
         """The peer broker says it is in ``peer``."""
         self.heard_at, self.last_heard = now, peer
         self.expiry = now + EXPIRY * self.heartbeat
-        if peer is not State.BROKEN:
+        if peer is not PairState.BROKEN:
             self._move(_PEER_EVENT[peer])
 
     def admit(self, now: float) -> bool:
         """A client's or worker's message came: whether to serve it (the failover happens here)."""
-        if self.state is State.ACTIVE:
+        if self.state is PairState.ACTIVE:
             return True
-        self._move(Event.REQUEST_PEER_EXPIRED if self.expired(now) else Event.REQUEST)
-        return self.state is State.ACTIVE
+        self._move(PairEvent.REQUEST_PEER_EXPIRED if self.expired(now) else PairEvent.REQUEST)
+        return self.serving
 
     def due(self, now: float) -> bool:
         """Whether this broker's state is due to the peer."""
@@ -193,7 +193,7 @@ class Pair:
         self.next_beat = now + self.heartbeat
         return state_message(self.state)
 
-    def _move(self, event: Event) -> None:
+    def _move(self, event: PairEvent) -> None:
         after = PAIR.apply(self.state, event)
         if after is not self.state:
             self.state = after

@@ -14,10 +14,10 @@ from generaldomo.sansio.broker.pair import (
     EXPIRY,
     PAIR,
     PAIR_HEADER,
-    Event,
     Pair,
-    Role,
-    State,
+    PairEvent,
+    PairRole,
+    PairState,
     read_state,
     state_message,
 )
@@ -28,35 +28,35 @@ STEP = 0.5 * HEARTBEAT  # the longest step of the clock (a beat is sent at most 
 
 
 def test_every_state_and_event_has_its_move() -> None:
-    assert all(PAIR.allows(state, event) for state in State for event in Event)
+    assert all(PAIR.allows(state, event) for state in PairState for event in PairEvent)
 
 
 def test_a_primary_and_a_backup_decide_and_the_backup_takes_over_only_when_the_active_is_silent() -> None:
-    primary, backup = Pair(Role.PRIMARY, HEARTBEAT, 0.0), Pair(Role.BACKUP, HEARTBEAT, 0.0)
+    primary, backup = Pair(PairRole.PRIMARY, HEARTBEAT, 0.0), Pair(PairRole.BACKUP, HEARTBEAT, 0.0)
     assert not backup.admit(10.0)  # a backup alone never serves
-    primary.heard(read_state(backup.beat(10.0)) or State.BROKEN, 10.0)
-    backup.heard(read_state(primary.beat(10.0)) or State.BROKEN, 10.0)
-    assert (primary.state, backup.state) == (State.ACTIVE, State.PASSIVE)
-    assert primary.admit(10.5) and not backup.admit(10.5) and backup.state is State.PASSIVE
+    primary.heard(read_state(backup.beat(10.0)) or PairState.BROKEN, 10.0)
+    backup.heard(read_state(primary.beat(10.0)) or PairState.BROKEN, 10.0)
+    assert (primary.state, backup.state) == (PairState.ACTIVE, PairState.PASSIVE)
+    assert primary.admit(10.5) and not backup.admit(10.5) and backup.state is PairState.PASSIVE
     assert not backup.expired(10.0 + EXPIRY * HEARTBEAT - 0.01)
     assert backup.admit(10.0 + EXPIRY * HEARTBEAT) and backup.serving  # failover
-    primary.heard(State.ACTIVE, 13.0)
-    assert primary.state is State.BROKEN and not primary.admit(14.0)
+    primary.heard(PairState.ACTIVE, 13.0)
+    assert primary.state is PairState.BROKEN and not primary.admit(14.0)
 
 
 def test_a_primary_alone_serves_once_its_peer_has_expired() -> None:
-    primary = Pair(Role.PRIMARY, HEARTBEAT, 0.0)
+    primary = Pair(PairRole.PRIMARY, HEARTBEAT, 0.0)
     assert not primary.admit(EXPIRY * HEARTBEAT - 0.01) and primary.admit(EXPIRY * HEARTBEAT)
 
 
 def test_the_link_messages_are_read_strictly() -> None:
-    for state in (State.PRIMARY, State.BACKUP, State.ACTIVE, State.PASSIVE):
+    for state in (PairState.PRIMARY, PairState.BACKUP, PairState.ACTIVE, PairState.PASSIVE):
         assert read_state(state_message(state)) is state
     assert read_state([PAIR_HEADER, b"broken"]) is None
     assert read_state([PAIR_HEADER]) is None
     assert read_state([b"GDPAIR02", b"active"]) is None
     assert read_state([PAIR_HEADER, b"active", b""]) is None
-    assert read_state([memoryview(PAIR_HEADER), memoryview(b"passive")]) is State.PASSIVE
+    assert read_state([memoryview(PAIR_HEADER), memoryview(b"passive")]) is PairState.PASSIVE
 
 
 Names = ("a", "b")
@@ -72,11 +72,11 @@ class PairMachine(RuleBasedStateMachine):
         super().__init__()
         self.now = 0.0
         self.pairs: dict[str, Pair | None] = {
-            "a": Pair(Role.PRIMARY, HEARTBEAT, 0.0),
-            "b": Pair(Role.BACKUP, HEARTBEAT, 0.0),
+            "a": Pair(PairRole.PRIMARY, HEARTBEAT, 0.0),
+            "b": Pair(PairRole.BACKUP, HEARTBEAT, 0.0),
         }
         self.link_up = True
-        self.wires: dict[str, deque[tuple[float, State]]] = {"a": deque(), "b": deque()}  # to each broker
+        self.wires: dict[str, deque[tuple[float, PairState]]] = {"a": deque(), "b": deque()}  # to each broker
         self.clients = [0, 0, 0]  # the broker each client sends to (0: the primary, first in its list)
         self.served = 0
 
@@ -116,7 +116,7 @@ class PairMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(Names))
     def restart(self, name: str) -> None:
         if self.pairs[name] is None:
-            self.pairs[name] = Pair(Role.PRIMARY if name == "a" else Role.BACKUP, HEARTBEAT, self.now)
+            self.pairs[name] = Pair(PairRole.PRIMARY if name == "a" else PairRole.BACKUP, HEARTBEAT, self.now)
 
     @rule()
     def partition(self) -> None:
@@ -147,9 +147,9 @@ PairMachine.TestCase.settings = settings(max_examples=400, stateful_step_count=6
 TestPairMachine = PairMachine.TestCase
 
 
-@pytest.mark.parametrize("role", list(Role))
-def test_a_broken_pair_serves_nobody(role: Role) -> None:
+@pytest.mark.parametrize("role", list(PairRole))
+def test_a_broken_pair_serves_nobody(role: PairRole) -> None:
     pair = Pair(role, HEARTBEAT, 0.0)
-    pair.heard(State.ACTIVE, 0.0)
-    pair.heard(State.PASSIVE, 0.1)
-    assert pair.state is State.BROKEN and not pair.admit(100.0)
+    pair.heard(PairState.ACTIVE, 0.0)
+    pair.heard(PairState.PASSIVE, 0.1)
+    assert pair.state is PairState.BROKEN and not pair.admit(100.0)
