@@ -27,7 +27,7 @@ def test_the_client_command_delays_a_request(transport: str, processes: list[sub
         eventually(lambda: next(s for s in c.status()["services"] if s["name"] == "echo")["delayed"] == 1)
     soon = _client(transport, endpoint, "--delay", "0.2", "echo", "soon")
     assert (soon.returncode, soon.stdout) == (0, "soon\n"), soon.stderr
-    when = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=0.2)).isoformat()
+    when = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=0.2)).isoformat()
     at = _client(transport, endpoint, "--not-before", when, "echo", "at")
     assert (at.returncode, at.stdout) == (0, "at\n"), at.stderr
 

@@ -60,7 +60,7 @@ def test_the_async_client_takes_a_time_and_both_clients_refuse_bad_ones(
     async def main() -> tuple[float, bytes]:
         async with AsyncClient(endpoint, transport) as c:
             sent = time.monotonic()
-            when = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=0.4)
+            when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=0.4)
             reply = await c.submit("echo", b"at", not_before=when)
             return sent, reply.payload
 
