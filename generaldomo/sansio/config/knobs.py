@@ -375,6 +375,10 @@ COMMAND: Final[tuple[Knob, ...]] = (
     ),
     command("beacon_port", Kind.INT, "beacon UDP port", low=1, high=65535, metavar="PORT"),
     command(
+        "ha_heartbeat", Kind.FLOAT, "with --ha-peer: seconds between the pair's state messages (the peer is "
+        "presumed gone after two missed)", unit="seconds", low=0.01, high=3600, metavar="SECONDS",
+    ),
+    command(
         "beacon_interval", Kind.FLOAT, "seconds between beacons", unit="seconds", low=0.05, metavar="SECONDS"
     ),
     command(
