@@ -202,6 +202,7 @@ class ServiceReport:
     workers: int = 0
     waiting: int = 0
     queued: int = 0
+    delayed: int = 0  # queued tasks held until their not_before (not in the queue yet)
     in_flight: int = 0
     flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
@@ -236,6 +237,7 @@ class ServiceReport:
             workers=len(service.workers),
             waiting=len(service.waiting),
             queued=len(service.pending),
+            delayed=len(service.delayed),
             in_flight=flow.in_flight,
             flow=FlowReport.of(flow, now),
             completed=stats.completed,
