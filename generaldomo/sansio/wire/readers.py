@@ -151,16 +151,18 @@ def _mdp02_client(dialect: Dialect) -> Reader:
 def _client_request(
     dialect: Dialect, request_id: Frame | None, description: Frame, body: Sequence[Frame], fields: Fields | None = None
 ) -> Event:
-    rid = None
     if request_id is not None:
         if not _ID_LOW <= len(request_id) <= _ID_HIGH:
             return Malformed(REQUEST_ID.refusal(len(request_id)))
-        rid = _field(request_id)
+        if type(request_id) is not bytes:  # (_field, inline: the hot path)
+            request_id = bytes(request_id)
     if not _DESCRIPTION_LOW <= len(description) <= _DESCRIPTION_HIGH:
-        return Malformed(DESCRIPTION.refusal(len(description)), request_id=rid)
+        return Malformed(DESCRIPTION.refusal(len(description)), request_id=request_id)
+    if type(description) is not bytes:
+        description = bytes(description)
     if fields is None:
-        return ClientRequest(dialect, rid, _field(description), tuple(body))
-    return ClientRequest(dialect, rid, _field(description), tuple(body), *fields)
+        return ClientRequest(dialect, request_id, description, tuple(body))
+    return ClientRequest(dialect, request_id, description, tuple(body), *fields)
 
 
 # ---------------------------------------------------------------------------------------------------- workers
@@ -260,7 +262,8 @@ def _worker_reply(
 ) -> Event:
     if not _TASK_LOW <= len(task_id) <= _TASK_HIGH:
         return Malformed(TASK_ID.refusal(len(task_id)), worker=dialect)
-    return WorkerReply(dialect, _field(task_id), status, tuple(body), final, description)
+    task_id = task_id if type(task_id) is bytes else bytes(task_id)  # (_field, inline: the hot path)
+    return WorkerReply(dialect, task_id, status, tuple(body), final, description)
 
 
 def _unknown_worker_command(dialect: Dialect, rest: Sequence[Frame]) -> Malformed:
