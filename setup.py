@@ -27,6 +27,9 @@ CPP = ROOT / "cpp"
 NOT_COMPILED = {
     "generaldomo/sansio/broker/actions.py": "its records are NamedTuple subclasses, which mypyc does not compile",
     "generaldomo/sansio/broker/report.py": "its attrs records, made at import, are read back by cattrs",
+    "generaldomo/sansio/broker/services/resolver.py": "NameResolver is the base class of users' resolvers",
+    "generaldomo/sansio/broker/services/resolvers/attributes.py": "its resolver is a NameResolver",
+    "generaldomo/sansio/broker/services/resolvers/balanced.py": "its resolver is a NameResolver",
 }
 COMPILED_LIBRARY = "generaldomo_core"  # the shared library's module: generaldomo_core__mypyc
 CPP_FILES = ("include/generaldomo/*.hpp", "lib/pkgconfig/*.pc", "lib/cmake/generaldomo/*.cmake")
