@@ -33,10 +33,12 @@ from generaldomo.peers.reply import OnPartial as OnPartial
 from generaldomo.peers.reply import Reply as Reply
 from generaldomo.peers.reply import RequestFuture as RequestFuture
 from generaldomo.peers.reply import fetch_timeout as fetch_timeout
+from generaldomo.peers.tracing import as_trace
 from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 from generaldomo.sansio.peer.session import ClientSession
 from generaldomo.sansio.wire import protocol, wirejson
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(
@@ -227,7 +229,7 @@ class Client:
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0,
-        fail_unknown: bool | None = None, detached: bool = False,
+        fail_unknown: bool | None = None, detached: bool = False, trace: TraceContext | str | bool | None = None,
     ) -> RequestFuture:  # fmt: skip
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
@@ -248,6 +250,11 @@ class Client:
         exits, say): the answer is then fetched by its id (``future.request_id``, :meth:`fetch`) within the
         broker's ``keep_answers`` seconds of being ready. A broker older than these flags ignores them.
 
+        ``trace``: the W3C trace context the request carries to its worker, whose handler runs in a child span
+        of it: by default (None) the current OpenTelemetry span's, when ``opentelemetry`` is installed and a
+        span is current; a :class:`TraceContext` or a ``traceparent`` text (ValueError when malformed) given
+        explicitly; False for none.
+
         Args:
             description: the request description (a service name with the default resolver; ``str`` is UTF-8).
             payload: bytes, or a sequence of bytes frames.
@@ -257,15 +264,17 @@ class Client:
             priority: see above.
             fail_unknown: see above.
             detached: see above.
+            trace: see above.
         """
         body, name = as_frames(payload), as_bytes(description)
+        context = as_trace(trace)
         now = time.monotonic()
         tenant = self.tenant if tenant is None else tenant
         fail = self.fail_unknown if fail_unknown is None else fail_unknown
         flags = (protocol.FLAG_KNOWN_SERVICE if fail else 0) | (protocol.FLAG_DETACHED if detached else 0)
         return self._io.submit(
             name, body, on_partial, now, deadline=None if deadline is None else now + deadline, tenant=tenant,
-            priority=priority, flags=flags,
+            priority=priority, flags=flags, trace=context,
         )  # fmt: skip
 
     def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Reply:
@@ -310,6 +319,7 @@ class Client:
     def request(
         self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT, *,
         tenant: str | None = None, priority: int = 0, fail_unknown: bool | None = None,
+        trace: TraceContext | str | bool | None = None,
     ) -> Reply:  # fmt: skip
         """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit),
         which is also the request's deadline (see :meth:`submit`) unless the client was made with
@@ -333,14 +343,16 @@ class Client:
             tenant: as for :meth:`submit`.
             priority: as for :meth:`submit`.
             fail_unknown: as for :meth:`submit`.
+            trace: as for :meth:`submit`.
         """
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         end = None if wait is None else time.monotonic() + wait
+        context = as_trace(trace)  # the caller's span now, the same for every send
         left = wait
         for _ in range(MAX_RESENDS + 1):
             future = self.submit(
                 description, payload, deadline=left if self.deadlines else None, tenant=tenant, priority=priority,
-                fail_unknown=fail_unknown,
+                fail_unknown=fail_unknown, trace=context or False,
             )  # fmt: skip
             try:
                 return self._answer(future, description, left, wait)

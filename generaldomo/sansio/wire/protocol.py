@@ -41,6 +41,8 @@ from generaldomo.sansio.wire.fields import (
     FIELD_FLAGS,
     FIELD_PRIORITY,
     FIELD_TENANT,
+    FIELD_TRACEPARENT,
+    FIELD_TRACESTATE,
     FLAG_DETACHED,
     FLAG_KNOWN_SERVICE,
     FLAGS,
@@ -53,6 +55,7 @@ from generaldomo.sansio.wire.fields import (
     deadline_field,
     parse_fields,
     request_fields,
+    trace_entries,
 )
 from generaldomo.sansio.wire.inner_frames import (
     FEATURES,
@@ -122,6 +125,8 @@ __all__ = [
     "FIELD_FLAGS",
     "FIELD_PRIORITY",
     "FIELD_TENANT",
+    "FIELD_TRACEPARENT",
+    "FIELD_TRACESTATE",
     "FINAL",
     "FLAGS",
     "FLAG_DETACHED",
@@ -192,6 +197,7 @@ __all__ = [
     "request_fields",
     "retry_after_frame",
     "timing",
+    "trace_entries",
     "worker_cancel",
     "worker_command",
     "worker_heartbeat",
