@@ -44,7 +44,14 @@ _ZERO_PARENT: Final = "0" * 16
 @dataclasses.dataclass(frozen=True, slots=True)
 class TraceContext:
     """A request's W3C trace context: ``traceparent`` (``00-<trace id>-<parent id>-<flags>``) and
-    ``tracestate`` (vendors' ``key=value`` list; empty: none). Make one checked with :meth:`of`."""
+    ``tracestate`` (vendors' ``key=value`` list; empty: none). Make one checked with :meth:`of`; give it to
+    ``Client.submit(trace=...)``; a handler reads its request's as ``TaskContext.trace``.
+
+    Example:
+        >>> from generaldomo import TraceContext
+        >>> TraceContext.of("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").parent_id
+        '00f067aa0ba902b7'
+    """
 
     traceparent: str
     tracestate: str = ""
@@ -52,6 +59,10 @@ class TraceContext:
     @classmethod
     def of(cls, traceparent: str, tracestate: str = "") -> TraceContext:
         """The trace context of these values; ValueError saying what is wrong with a malformed one.
+
+        Args:
+            traceparent: the W3C ``traceparent``: ``00-<trace id>-<parent id>-<flags>``.
+            tracestate: the W3C ``tracestate`` (empty: none).
 
         Example:
             >>> from generaldomo.sansio.wire.tracecontext import TraceContext
