@@ -1,4 +1,5 @@
-"""The fields frame of a request: by when its sender needs the answer, its tenant, priority, flags and trace context.
+"""The fields frame of a request: by when its sender needs the answer, not before when, its tenant, priority, flags
+and trace context.
 
 This module owns that frame's layout (see ``docs/protocol.rst``, "Request fields"), its writer and its reader,
 used by the broker's reader (a GDP client's REQUEST+FIELDS), its writer (the REQUEST+FIELDS it hands a worker)
@@ -14,12 +15,13 @@ import math
 import struct
 from typing import Final
 
-from generaldomo.sansio.wire.limits import DEADLINE_MS, FIELDS_FRAME, PRIORITY, TENANT
+from generaldomo.sansio.wire.limits import DEADLINE_MS, FIELDS_FRAME, NOT_BEFORE_MS, PRIORITY, TENANT
 from generaldomo.sansio.wire.tracecontext import TraceContext, fit_tracestate, read_trace
 
 __all__ = [
     "FIELD_DEADLINE",
     "FIELD_FLAGS",
+    "FIELD_NOT_BEFORE",
     "FIELD_PRIORITY",
     "FIELD_TENANT",
     "FIELD_TRACEPARENT",
@@ -29,6 +31,7 @@ __all__ = [
     "FLAG_KNOWN_SERVICE",
     "MAX_DEADLINE_MS",
     "MAX_FIELDS",
+    "MAX_NOT_BEFORE_MS",
     "MAX_PRIORITY",
     "MAX_TENANT",
     "MIN_PRIORITY",
@@ -46,6 +49,7 @@ FIELD_DEADLINE: Final = 0x01  # 4 bytes, unsigned big-endian: milliseconds the s
 FIELD_PRIORITY: Final = 0x02  # 1 byte, signed: MIN_PRIORITY..MAX_PRIORITY, higher first (absent: 0)
 FIELD_TENANT: Final = 0x03  # 1..MAX_TENANT bytes of printable UTF-8: who the request is for
 FIELD_FLAGS: Final = 0x04  # 1 byte of FLAG_* bits; bits not listed are ignored (absent: 0)
+FIELD_NOT_BEFORE: Final = 0x05  # 4 bytes, unsigned big-endian: milliseconds before the task may be dispatched
 FIELD_TRACEPARENT: Final = 0x10  # 55..255 ASCII characters: the W3C traceparent of the span that sent it
 FIELD_TRACESTATE: Final = 0x11  # 1..255 ASCII characters: the W3C tracestate beside it (trimmed to fit the frame)
 FLAG_DETACHED: Final = 0x01  # kept queued while its client is silent: the answer is fetched later (by its id)
@@ -56,20 +60,30 @@ MIN_PRIORITY: Final = PRIORITY.low
 MAX_PRIORITY: Final = PRIORITY.high
 MAX_TENANT: Final = TENANT.high
 MAX_DEADLINE_MS: Final = DEADLINE_MS.high
+MAX_NOT_BEFORE_MS: Final = NOT_BEFORE_MS.high
 _DEADLINE = struct.Struct(">I")
-# (deadline in seconds, tenant, priority, flags, trace context, why a trace context sent was dropped)
-Fields = tuple[float | None, str | None, int, int, TraceContext | None, str | None]
+# (deadline in seconds, tenant, priority, flags, not before: seconds from now, trace context, why a trace context
+# sent was dropped)
+Fields = tuple[float | None, str | None, int, int, float | None, TraceContext | None, str | None]
 
 
 def request_fields(
     deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
-    trace: TraceContext | None = None,
+    not_before: float | None = None, trace: TraceContext | None = None,
 ) -> bytes:  # fmt: skip
     """The fields frame of a request: ``deadline`` seconds from now (rounded up to a millisecond, clamped at
     :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant``, ``priority``, ``flags`` (``FLAG_*``
-    bits) and ``trace`` (its tracestate trimmed to the room left in the frame); ValueError on a tenant,
-    priority or flag the broker would refuse. Empty when nothing is set (a plain REQUEST then does)."""
+    bits), ``not_before``: seconds from now before which it is not dispatched (rounded up to a millisecond,
+    clamped at :data:`MAX_NOT_BEFORE_MS`; 0 or less: left out) and ``trace`` (its tracestate trimmed to the room
+    left in the frame); ValueError on a tenant, priority, flag or delay the broker would refuse. Empty when
+    nothing is set (a plain REQUEST then does)."""
     frame = b"" if deadline is None else deadline_field(deadline)
+    if not_before is not None:
+        if not_before != not_before:
+            raise ValueError("a delay is a number of seconds, not NaN")
+        if not_before > 0:
+            ms = MAX_NOT_BEFORE_MS if not_before * 1000 >= MAX_NOT_BEFORE_MS else math.ceil(not_before * 1000)
+            frame += _NOT_BEFORE_TAG + _DEADLINE.pack(ms)
     if flags:
         if flags & ~FLAGS:
             raise ValueError(f"unknown request flags {flags & ~FLAGS:#x}")
@@ -109,6 +123,7 @@ def deadline_field(seconds: float) -> bytes:
 
 
 _DEADLINE_TAG = bytes((FIELD_DEADLINE, 4))
+_NOT_BEFORE_TAG = bytes((FIELD_NOT_BEFORE, 4))
 
 
 def _good_tenant(tenant: str, encoded: bytes) -> bool:
@@ -116,14 +131,16 @@ def _good_tenant(tenant: str, encoded: bytes) -> bool:
 
 
 def parse_fields(frame: bytes) -> Fields | str:
-    """``(deadline seconds, tenant, priority, flags, trace context, why a trace context was dropped)`` of a fields
-    frame, or the reason it is malformed; never raises. Flag bits this version does not know are dropped (a
-    newer client's, ignored); a malformed trace context is dropped from the request, with the reason."""
+    """``(deadline seconds, tenant, priority, flags, not before seconds, trace context, why a trace context was
+    dropped)`` of a fields frame, or the reason it is malformed; never raises. Flag bits this version does not
+    know are dropped (a newer client's, ignored); a malformed trace context is dropped from the request, with the
+    reason."""
     if len(frame) == 6 and frame[:2] == _DEADLINE_TAG:  # the deadline alone: what clients send by default
-        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0, 0, None, None
+        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0, 0, None, None, None
     if len(frame) > MAX_FIELDS:
         return f"request fields of {len(frame)} bytes (at most {MAX_FIELDS})"
     deadline: float | None = None
+    not_before: float | None = None
     tenant: str | None = None
     priority = flags = 0
     traceparent: bytes | None = None
@@ -160,10 +177,14 @@ def parse_fields(frame: bytes) -> Fields | str:
             if size != 1:
                 return "a flags field has 1 byte"
             flags = value[0] & FLAGS
+        elif tag == FIELD_NOT_BEFORE:
+            if size != 4:
+                return "a not-before field has 4 bytes"
+            not_before = _DEADLINE.unpack(value)[0] / 1000.0
         elif tag == FIELD_TRACEPARENT:
             traceparent = bytes(value)
         elif tag == FIELD_TRACESTATE:
             tracestate = bytes(value)
     if traceparent is None and tracestate is None:
-        return deadline, tenant, priority, flags, None, None
-    return (deadline, tenant, priority, flags, *read_trace(traceparent, tracestate))
+        return deadline, tenant, priority, flags, not_before, None, None
+    return (deadline, tenant, priority, flags, not_before, *read_trace(traceparent, tracestate))

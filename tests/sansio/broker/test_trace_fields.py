@@ -24,7 +24,7 @@ def test_a_trace_context_reaches_the_worker_and_a_malformed_one_is_left_out_and_
     h.feed(client(1), protocol.gdp_request(b"a", b"echo", [b"x"], protocol.request_fields(5.0, trace=trace)))
     sent = h.inbox[worker(1)][-1]
     parsed = protocol.parse_fields(sent[4])
-    assert sent[1] == b"\x07" and not isinstance(parsed, str) and parsed[4] == trace and parsed[0] is not None
+    assert sent[1] == b"\x07" and not isinstance(parsed, str) and parsed[5] == trace and parsed[0] is not None
     assert 0 < parsed[0] <= 5.0
     h.answer(worker(1), h.tasks_of(worker(1))[0][0], b"a!")
 
@@ -40,7 +40,7 @@ def test_a_trace_context_reaches_the_worker_and_a_malformed_one_is_left_out_and_
     state_only += entry(protocol.FIELD_TRACESTATE, b"Not A Key=1")
     h.feed(client(1), protocol.gdp_request(b"c", b"echo", [b"z"], state_only))
     parsed = protocol.parse_fields(h.inbox[worker(1)][-1][4])
-    assert not isinstance(parsed, str) and parsed[4] == TraceContext(PARENT)  # the tracestate alone left out
+    assert not isinstance(parsed, str) and parsed[5] == TraceContext(PARENT)  # the tracestate alone left out
     assert h.core.counters["trace_dropped"] == 2
 
 

@@ -44,7 +44,7 @@ def test_valid_trace_contexts_travel_unchanged(parent: str, state: str) -> None:
     frame = protocol.request_fields(2.0, trace=TraceContext(parent, state))
     parsed = protocol.parse_fields(frame)
     assert not isinstance(parsed, str)
-    trace, dropped = parsed[4], parsed[5]
+    trace, dropped = parsed[5], parsed[6]
     assert dropped is None and trace is not None and trace.traceparent == parent
     assert trace.tracestate == fit_tracestate(state, FIELDS_FRAME.high - 6 - 2 - len(parent) - 2)
     assert len(frame) <= FIELDS_FRAME.high
@@ -66,7 +66,7 @@ def test_any_bytes_in_the_trace_fields_are_kept_or_dropped_with_a_reason_never_r
 def test_any_fields_frame_parses_to_fields_or_a_reason(frame: bytes) -> None:
     parsed = protocol.parse_fields(frame)
     if not isinstance(parsed, str):
-        trace, dropped = parsed[4], parsed[5]
+        trace, dropped = parsed[5], parsed[6]
         assert trace is None or traceparent_error(trace.traceparent) is None
         assert dropped is None or isinstance(dropped, str)
 
@@ -87,7 +87,7 @@ def test_malformed_traceparents_are_dropped_with_the_tracestate_and_the_request_
     frame = protocol.request_fields(3.0) + entry(0x10, parent.encode()) + entry(0x11, b"a=1")
     parsed = protocol.parse_fields(frame)
     assert not isinstance(parsed, str) and parsed[0] == 3.0
-    assert parsed[4] is None and parsed[5]
+    assert parsed[5] is None and parsed[6]
 
 
 def test_a_later_version_may_carry_more_and_a_malformed_tracestate_is_dropped_alone() -> None:
@@ -109,7 +109,7 @@ def test_a_tracestate_is_trimmed_long_members_first_then_from_the_end() -> None:
     frame = protocol.request_fields(1.0, "tenant", 2, protocol.FLAG_DETACHED, TraceContext(PARENT, state))
     parsed = protocol.parse_fields(frame)
     assert len(frame) <= FIELDS_FRAME.high and not isinstance(parsed, str)
-    kept = parsed[4]
+    kept = parsed[5]
     assert kept is not None and state.startswith(kept.tracestate) and kept.tracestate.count(",") < 11
 
 
