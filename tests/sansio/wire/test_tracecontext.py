@@ -106,7 +106,7 @@ def test_a_tracestate_is_trimmed_long_members_first_then_from_the_end() -> None:
     assert fit_tracestate("a=1,b=2,c=3", 8) == "a=1,b=2"
     assert fit_tracestate("a=1", 2) == ""
     state = ",".join(f"k{i:02}={string.ascii_letters[:20]}" for i in range(12))  # 299 characters
-    frame = protocol.request_fields(1.0, "tenant", 2, protocol.FLAG_DETACHED, TraceContext(PARENT, state))
+    frame = protocol.request_fields(1.0, "tenant", 2, protocol.FLAG_DETACHED, trace=TraceContext(PARENT, state))
     parsed = protocol.parse_fields(frame)
     assert len(frame) <= FIELDS_FRAME.high and not isinstance(parsed, str)
     kept = parsed[5]
