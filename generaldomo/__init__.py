@@ -31,6 +31,7 @@ if _TYPE_CHECKING:
     from generaldomo.sansio.broker.core import BrokerCore, Peer, Send, Settings
     from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
     from generaldomo.sansio.broker.services.service import Service
+    from generaldomo.sansio.wire.tracecontext import TraceContext
 
 # The public names below are imported when first used, so that ``import generaldomo.cli`` (every command, even
 # ``--version``) does not load the broker, the dashboard and the rest that one command does not need.
@@ -53,6 +54,7 @@ _LAZY: dict[str, str] = {
     "NameResolver": "generaldomo.sansio.broker.services.resolver",
     "Resolver": "generaldomo.sansio.broker.services.resolver",
     "Service": "generaldomo.sansio.broker.services.service",
+    "TraceContext": "generaldomo.sansio.wire.tracecontext",
 }
 
 # The compiled sans-IO core, when it is built and in use (generaldomo.compiled): found before the .py modules.
@@ -91,6 +93,7 @@ __all__ = [
     "Send",
     "Service",
     "Settings",
+    "TraceContext",
     "Transport",
     "TypedClient",
     "Where",
