@@ -114,11 +114,12 @@ class Results:
             self._slow_down(task, worker, body, now)
             if not same or worker.rests is not None:
                 self._core._dispatch(task.service, message)
-        elif self._retries.take(task, status, body, event.dialect, message):  # held for a retry (or out of time)
+        elif status[:1] == b"5" and self._retries.take(task, status, body, event.dialect, message):  # held, or 504
             if not same:
                 self._core._dispatch(task.service, message)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
-            body = body[:1] if protocol.marked_retry(status, body) else body  # (the mark is the broker's)
+            if status == protocol.UNAVAILABLE and protocol.marked_retry(status, body):
+                body = body[:1]  # (the retry mark is the broker's, not the client's)
             self._core._complete(task, status, body, message, dispatch=not same)
         if not same and event.description is not None:
             self._core._leave(worker, now)

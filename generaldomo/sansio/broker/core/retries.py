@@ -60,10 +60,10 @@ class Retries:
         return len(self._held)
 
     def take(self, task: Task, status: bytes, body: Sequence[bytes], dialect: Dialect, turn: Turn) -> bool:
-        """The running ``task``'s worker answered ``status`` and ``body`` (the caller has freed the worker): True
-        when that answer is the retries' business (the task held for a retry, or answered ``504`` as its backoff
-        would end past its deadline); False when the caller completes the task with it."""
-        if dialect is not Dialect.GDP or status[:1] != b"5":  # (the one test most answers take)
+        """The running ``task``'s worker answered ``status`` (a 5xx) and ``body`` (the caller has freed the worker):
+        True when that answer is the retries' business (the task held for a retry, or answered ``504`` as its
+        backoff would end past its deadline); False when the caller completes the task with it."""
+        if dialect is not Dialect.GDP:
             return False
         service = task.service
         policy = service.flow.limits.retry or DEFAULT
