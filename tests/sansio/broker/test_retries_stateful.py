@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from generaldomo.sansio.broker.flow.retry import DEFAULT
+from generaldomo.sansio.broker.records import Task
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
 
@@ -32,6 +33,10 @@ ANSWERS = {
 }
 
 
+def body_of(task: Task) -> bytes:
+    return task.body[0]
+
+
 class RetryMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -39,6 +44,7 @@ class RetryMachine(RuleBasedStateMachine):
         for peer in WORKERS:
             self.h.ready(peer)
         self.retries = DEFAULT.retries  # the most retries of the policies in force so far
+        self.current, self.statuses = DEFAULT.retries, False  # the policy in force: its retries, whether 500 retries
         self.sent: dict[bytes, float | None] = {}  # request id -> its deadline (broker time), None: none
         self.cancelled: set[bytes] = set()
         self.dispatches: Counter[bytes] = Counter()
@@ -81,9 +87,18 @@ class RetryMachine(RuleBasedStateMachine):
         record = self.h.core.workers[peer]
         if record.task is None:
             return
-        status, body = ANSWERS[answer]
-        self.h.feed(peer, protocol.gdp_ready(b"echo", (record.task.id, status, body)))
+        task, status, body = record.task, *ANSWERS[answer]
+        before = task.retries
+        self.h.feed(peer, protocol.gdp_ready(b"echo", (task.id, status, body)))
         self._observe()
+        retried = answer == "marked" or (answer == "error" and self.statuses)
+        if body_of(task) in self.cancelled:  # its result dropped
+            assert task.state is TaskState.DONE and not self.answered[body_of(task)]
+        elif retried and before < self.current and self.current > 0:  # held for a retry, or answered 504 at once
+            assert task.state is TaskState.RETRYING or self.answered[body_of(task)] == 1
+            assert task.state is not TaskState.RETRYING or task.retries == before + 1
+        else:  # answered as it is
+            assert task.state is TaskState.DONE and self.answered[body_of(task)] == 1
 
     @rule(seconds=st.sampled_from([0.01, 0.05, 0.2, 0.5, 1.0, 3.0]))
     def advance(self, seconds: float) -> None:
@@ -103,6 +118,7 @@ class RetryMachine(RuleBasedStateMachine):
     @rule(retries=st.integers(0, 3), low=st.sampled_from([0.05, 0.5, 2.0]), statuses=st.sampled_from([[], [500]]))
     def policy(self, retries: int, low: float, statuses: list[int]) -> None:
         self.retries = max(self.retries, retries)  # tasks retried under an earlier policy keep their count
+        self.current, self.statuses = retries, bool(statuses)
         policy = {"retries": retries, "backoff": {"min": low, "max": 4 * low}, "statuses": statuses}
         self.h.core.set_flow("echo", self.h.now, retry=policy)
 
