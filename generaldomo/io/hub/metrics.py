@@ -30,7 +30,6 @@ _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {
     "in_flight": lambda s: s.in_flight,
     "in_flight_bytes": lambda s: s.flow.in_flight_bytes,
     "observed_rate": lambda s: s.observed_rate,
-    "retrying": lambda s: s.retrying,
 }
 _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "completed": lambda s: s.completed,

@@ -207,7 +207,7 @@ class ServiceReport:
     workers: int = 0
     waiting: int = 0
     queued: int = 0
-    delayed: int = 0  # queued tasks held until their not_before (not in the queue yet)
+    delayed: int = 0  # queued tasks held until their not_before or a retry's backoff ends (not in the queue yet)
     in_flight: int = 0
     flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
@@ -224,7 +224,6 @@ class ServiceReport:
     busy_tenants: int = 0  # tenants with tasks queued or in flight
     throttled: int = 0  # tasks its workers sent back with 429, queued again
     retried: int = 0  # answers its retry policy retried
-    retrying: int = 0  # tasks held now for a retry's backoff
 
     @classmethod
     def of(
@@ -261,7 +260,6 @@ class ServiceReport:
             busy_tenants=pending.busy_tenants,
             throttled=stats.throttled,
             retried=stats.retried,
-            retrying=stats.retrying,
         )
 
     @property

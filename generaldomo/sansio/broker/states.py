@@ -10,11 +10,9 @@ makes it WAITING again. A cancel of the task it holds makes it FINISHING: it sti
 result will be dropped, and it waits again once that result comes. Leaving (DISCONNECT, silence, a new
 READY) makes it GONE from any state.
 
-Task: accepted QUEUED; a dispatch makes it RUNNING; losing its worker puts it back QUEUED (reissue). A result its
-service's retry policy retries makes a running task RETRYING: out of its queue until its backoff ends, then
-QUEUED again (reissue). A cancel ends a queued or retrying task (DONE) and makes a running one CANCELLED (its
-worker's result will be dropped). Finishing (answered, expired, failed, dropped) makes it DONE from any live
-state.
+Task: accepted QUEUED; a dispatch makes it RUNNING; losing its worker puts it back QUEUED (reissue). A cancel
+ends a queued task (DONE) and makes a running one CANCELLED (its worker's result will be dropped). Finishing
+(answered, expired, failed, dropped) makes it DONE from any live state.
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ class TaskState(enum.Enum):
     QUEUED = "queued"
     RUNNING = "running"
     CANCELLED = "cancelled"
-    RETRYING = "retrying"  # out of its queue until a retry's backoff ends
     DONE = "done"
 
     __hash__ = object.__hash__  # (as WorkerState's)
@@ -60,7 +57,6 @@ class Step(enum.Enum):
     RESULT = "result"
     CANCEL = "cancel"
     REISSUE = "reissue"
-    RETRY = "retry"
     LEAVE = "leave"
     FINISH = "finish"
 
@@ -83,10 +79,6 @@ TASK: Final[Machine[TaskState, Step]] = Machine(
     {
         (T.QUEUED, Step.DISPATCH): T.RUNNING,
         (T.RUNNING, Step.REISSUE): T.QUEUED,
-        (T.RUNNING, Step.RETRY): T.RETRYING,
-        (T.RETRYING, Step.REISSUE): T.QUEUED,
-        (T.RETRYING, Step.CANCEL): T.DONE,
-        (T.RETRYING, Step.FINISH): T.DONE,
         (T.QUEUED, Step.CANCEL): T.DONE,
         (T.RUNNING, Step.CANCEL): T.CANCELLED,
         (T.QUEUED, Step.FINISH): T.DONE,

@@ -30,7 +30,7 @@ def test_a_marked_503_is_retried_with_backoff_and_answered_once() -> None:
     first = fail(h, 1)
     assert h.replies_of(client(1)) == []  # no answer: held for its backoff
     (task,) = h.core.tasks.values()
-    assert task.state is TaskState.RETRYING and task.retries == 1
+    assert task.state is TaskState.QUEUED and task in task.service.delayed and task.retries == 1
     assert len(h.tasks_of(worker(1))) == 1  # not before the backoff: 0.5 to 1 s
     h.advance(0.49)
     assert len(h.tasks_of(worker(1))) == 1
@@ -42,7 +42,7 @@ def test_a_marked_503_is_retried_with_backoff_and_answered_once() -> None:
     h.answer(worker(1), first, b"done")
     assert h.replies_of(client(1)) == [(b"r1", protocol.OK, (b"done",))]
     report = h.core.report(h.now).services[0]
-    assert (report.retried, report.retrying) == (2, 0)
+    assert (report.retried, report.delayed, report.completed) == (2, 0, 1)
     assert h.core.counters.retried == 2
 
 
@@ -103,14 +103,15 @@ def test_a_held_task_cancelled_or_expired_is_answered_once_and_forgotten() -> No
     h.feed(client(1), protocol.gdp_request(b"r1", b"echo", [b"x"], protocol.request_fields(2.5)))
     fail(h, 1)
     h.advance(1.0)  # its retry comes at 1 to 2 s: a late tick finds it held past its deadline
-    assert next(iter(h.core.tasks.values())).state is TaskState.RETRYING
+    (task,) = h.core.tasks.values()
+    assert task in task.service.delayed
     h.now += 2.0
     h.advance(0.0)
     assert h.replies_of(client(1)) == [(b"r1", protocol.EXPIRED, (PAST_DEADLINE,))]
     h.request(client(2), b"r2")
     fail(h, 1)
     h.feed(client(2), protocol.gdp_cancel(b"r2"))
-    assert not h.core.tasks and h.core.report(h.now).services[0].retrying == 0
+    assert not h.core.tasks and h.core.report(h.now).services[0].delayed == 0
     h.advance(5.0)
     assert len(h.tasks_of(worker(1))) == 2 and h.replies_of(client(2)) == []
 

@@ -3,8 +3,8 @@ retry, statuses the policy names or not), cancels, policy changes and time again
 
 Invariants: a request is answered at most once; a task is dispatched at most ``retries + 1`` times under the
 policy in force (workers never leave here, so no reissue adds attempts); no task is dispatched at or after its
-deadline, and none is answered after it; a task held for a retry is in no queue and no worker's hands, and the
-report's ``retrying`` counts exactly the held ones; a cancelled request is never answered. At the end, once the
+deadline, and none is answered after it; a task held for a retry is QUEUED, held off its queue (a delayed task)
+and in no worker's hands; a cancelled request is never answered. At the end, once the
 workers answer everything with success and time passes, every request not cancelled has had its one answer and
 the core holds nothing.
 """
@@ -95,8 +95,9 @@ class RetryMachine(RuleBasedStateMachine):
         if body_of(task) in self.cancelled:  # its result dropped
             assert task.state is TaskState.DONE and not self.answered[body_of(task)]
         elif retried and before < self.current and self.current > 0:  # held for a retry, or answered 504 at once
-            assert task.state is TaskState.RETRYING or self.answered[body_of(task)] == 1
-            assert task.state is not TaskState.RETRYING or task.retries == before + 1
+            held = task in task.service.delayed
+            assert held or self.answered[body_of(task)] == 1
+            assert not held or (task.state is TaskState.QUEUED and task.retries == before + 1)
         else:  # answered as it is
             assert task.state is TaskState.DONE and self.answered[body_of(task)] == 1
 
@@ -125,11 +126,10 @@ class RetryMachine(RuleBasedStateMachine):
     @invariant()
     def held_tasks_are_out_of_queues_and_counted(self) -> None:
         tasks = self.h.core.tasks.values()
-        held = [t for t in tasks if t.state is TaskState.RETRYING]
-        assert all(t.worker is None for t in held)
         (service,) = self.h.core.resolver.services()
+        held = [t for t in tasks if t in service.delayed]
+        assert all(t.worker is None and t.state is TaskState.QUEUED for t in held)
         assert not any(t in held for t in service.pending)
-        assert service.stats.retrying == len(held)
 
     def teardown(self) -> None:
         h = self.h

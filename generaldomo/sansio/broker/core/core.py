@@ -12,7 +12,7 @@ Rules of this file:
   :mod:`~generaldomo.sansio.broker.core.budgets` (queue budgets, services and flow entries charged),
   :mod:`~generaldomo.sansio.broker.core.handover` (tickets, claims, recovery),
   :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
-  :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff),
+  :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff, held as delayed tasks),
   :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
   :mod:`~generaldomo.sansio.broker.core.reporting` (the status report and log lines); their counts go to one record
   (:mod:`~generaldomo.sansio.broker.core.counters`).
@@ -80,7 +80,7 @@ from generaldomo.sansio.broker.access import NEEDS, Credential
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import CHARGED, ConnectionId, Holding, Ledger, connection
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dispatch, Respond, Send
-from generaldomo.sansio.broker.core import budgets, clients, expiry, handover, reporting, retries, workers
+from generaldomo.sansio.broker.core import budgets, clients, expiry, handover, reporting, workers
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
@@ -137,7 +137,7 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 PARTS: dict[str, dict[str, str]] = {
     "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_delays": {}, "_expiry": expiry.HOLDINGS,
     "_handover": handover.HOLDINGS, "_management": {}, "_registration": {}, "_reporting": reporting.HOLDINGS,
-    "_requests": {}, "_results": {}, "_retries": retries.HOLDINGS, "_workers": workers.HOLDINGS,
+    "_requests": {}, "_results": {}, "_retries": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
@@ -235,8 +235,8 @@ class BrokerCore:
         # the parts (each owns its state; see the module docstring)
         self._workers = Workers(self.ledger)
         self._expiry = Expiry(self, self.counters)
-        self._retries = Retries(self, self.counters, random)
         self._delays = Delays(self, self.counters)
+        self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
         hold_until = started + settings.recovery_window if recovering else None
@@ -315,8 +315,7 @@ class BrokerCore:
         """The time at which :meth:`tick` next has work to do, or None if it has none."""
         soonest = self._next_sweep
         throttled = min(self._throttled.values()) if self._throttled else None
-        dues = (self._workers.next_due(), self._expiry.soonest(), throttled, self._clients.due(), self._retries.due())
-        for due in dues:
+        for due in (self._workers.next_due(), self._expiry.soonest(), throttled, self._clients.due()):
             if due is not None and (soonest is None or due < soonest):
                 soonest = due
         return soonest
@@ -348,11 +347,6 @@ class BrokerCore:
                 self._wake(turn)
             except Exception:
                 self._caught("the resting workers", now)
-        if len(self._retries):
-            try:
-                self._retries.release(turn)
-            except Exception:
-                self._caught("the retries", now)
         for service in [s for s, when in self._throttled.items() if when <= now]:
             del self._throttled[service]
             try:
@@ -595,9 +589,8 @@ class BrokerCore:
         worker told, if it understands CANCEL)."""
         state = task.state
         task.state = _T_CANCEL[state]
-        if task.state is TaskState.DONE:  # it was queued, or held for a retry
-            if state is TaskState.QUEUED:
-                task.service.drop(task)
+        if task.state is TaskState.DONE:  # it was queued
+            task.service.drop(task)
             self._finish(task, state, dequeued=True)
         elif task.worker is not None:
             task.worker.state = _W_CANCEL[task.worker.state]
@@ -749,8 +742,6 @@ class BrokerCore:
         elif state in IN_FLIGHT:
             service.flow.finished(task.size)
             service.stopped(task)
-        elif state is TaskState.RETRYING:
-            self._retries.forget(task)
         task.worker = None
         self._budgets.release(task)
 

@@ -72,7 +72,7 @@ class Expiry:
             if task.state is TaskState.CANCELLED:
                 continue  # nobody waits for it already
             self._counters.past_deadline += 1
-            if task.state is TaskState.QUEUED or task.state is TaskState.RETRYING:
+            if task.state is TaskState.QUEUED:
                 self._core._complete(task, protocol.EXPIRED, [PAST_DEADLINE], turn)
                 continue
             worker = task.worker

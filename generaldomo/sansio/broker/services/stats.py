@@ -97,7 +97,6 @@ class ServiceStats:
     expired: int = 0
     throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
     retried: int = 0  # answers its retry policy retried: tasks held for a backoff, then queued again
-    retrying: int = 0  # tasks held now for a retry's backoff
     queue_times: Samples = attrs.field(factory=Samples)
     service_times: Samples = attrs.field(factory=Samples)
     finished_at: Samples = attrs.field(factory=lambda: Samples(RECENT))
