@@ -55,6 +55,9 @@ __all__ = [
     "TENANT",
     "TENANTS",
     "TIMING",
+    "TRACEPARENT",
+    "TRACESTATE",
+    "TRACESTATE_MEMBERS",
     "WEIGHT",
     "Field",
     "Measure",
@@ -132,6 +135,7 @@ _ANSWERED = "malformed; a GDP request: 400"
 _WORKER = "malformed; its worker dropped"
 _400 = "400"
 _CLIENT = "a peer drops the message"
+_TRACE = "left out, counted"
 
 REQUEST_ID: Final = Field("request_id", "request id", 1, 255, Measure.BYTES, _MALFORMED)
 DESCRIPTION: Final = Field("description", "description", 0, 4096, Measure.BYTES, _ANSWERED)
@@ -173,6 +177,9 @@ INSTANCE: Final = Field("instance", "broker instance", 1, 255, Measure.BYTES, _C
 TIMING: Final = Field(
     "timing", "timing", 0, 16, Measure.BYTES, "no timing", shown="0 or 16 bytes, finite, not negative"
 )
+TRACEPARENT: Final = Field("traceparent", "traceparent", 55, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE: Final = Field("tracestate", "tracestate", 0, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE_MEMBERS: Final = Field("trace_members", "tracestate members", 0, 32, Measure.ITEMS, _TRACE)
 
 FIELDS: Final[tuple[Field, ...]] = (
     REQUEST_ID,
@@ -211,6 +218,9 @@ FIELDS: Final[tuple[Field, ...]] = (
     TENANTS,
     INSTANCE,
     TIMING,
+    TRACEPARENT,
+    TRACESTATE,
+    TRACESTATE_MEMBERS,
 )
 
 

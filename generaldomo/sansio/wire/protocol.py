@@ -42,6 +42,8 @@ from generaldomo.sansio.wire.fields import (
     FIELD_NOT_BEFORE,
     FIELD_PRIORITY,
     FIELD_TENANT,
+    FIELD_TRACEPARENT,
+    FIELD_TRACESTATE,
     FLAG_DETACHED,
     FLAG_KNOWN_SERVICE,
     FLAGS,
@@ -55,6 +57,7 @@ from generaldomo.sansio.wire.fields import (
     deadline_field,
     parse_fields,
     request_fields,
+    trace_entries,
 )
 from generaldomo.sansio.wire.inner_frames import (
     FEATURES,
@@ -127,6 +130,8 @@ __all__ = [
     "FIELD_NOT_BEFORE",
     "FIELD_PRIORITY",
     "FIELD_TENANT",
+    "FIELD_TRACEPARENT",
+    "FIELD_TRACESTATE",
     "FINAL",
     "FLAGS",
     "FLAG_DETACHED",
@@ -200,6 +205,7 @@ __all__ = [
     "request_fields",
     "retry_after_frame",
     "timing",
+    "trace_entries",
     "worker_cancel",
     "worker_command",
     "worker_heartbeat",

@@ -563,7 +563,7 @@ class BrokerCore:
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
             detached=bool(event.flags & protocol.FLAG_DETACHED),
-            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE),
+            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE), trace=event.trace,
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -681,8 +681,9 @@ class BrokerCore:
             flow.dispatched(now, task.size)
             service.started(task, now)
             fields = (
-                b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
-            )
+                b"" if (deadline is None and task.trace is None) or "fields" not in worker.features
+                else protocol.request_fields(None if deadline is None else deadline - now, trace=task.trace)
+            )  # fmt: skip
             frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
             turn.out.append(Dispatch(worker.peer, frames))
             if self._trace:

@@ -40,6 +40,7 @@ class Counters:
     moves_refused: int = 0  # answers that could not follow their client to a new connection
     paced: int = 0  # expensive management requests that waited their turn
     paced_refused: int = 0  # expensive management requests refused beyond their line
+    trace_dropped: int = 0  # trace contexts dropped from requests: malformed (the requests go on)
     # tasks
     completed: int = 0  # tasks answered
     failed: int = 0  # of them: lost with their worker max_attempts times
