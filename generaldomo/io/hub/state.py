@@ -32,7 +32,6 @@ core beyond the flow limits' form and the :class:`~generaldomo.sansio.broker.mmi
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import errno
 import json
@@ -50,6 +49,7 @@ import attrs
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io import files
+from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.mmi import FlowChange
 
@@ -351,7 +351,7 @@ def encode(entries: Mapping[str, SavedFlow], pause_every: int = 0) -> bytes:
 
 
 def _limits(limits: FlowLimits) -> dict[str, Any]:
-    return dataclasses.asdict(limits)
+    return mmi.limits_json(limits)
 
 
 def decode(data: bytes) -> dict[str, SavedFlow]:
