@@ -49,7 +49,7 @@ import attrs
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io import files
-from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.flow.flow import FlowLimits, limits_json
 from generaldomo.sansio.broker.mmi import FlowChange
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
@@ -350,7 +350,7 @@ def encode(entries: Mapping[str, SavedFlow], pause_every: int = 0) -> bytes:
 
 
 def _limits(limits: FlowLimits) -> dict[str, Any]:
-    return attrs.asdict(limits)
+    return limits_json(limits)
 
 
 def decode(data: bytes) -> dict[str, SavedFlow]:
