@@ -37,11 +37,13 @@ from generaldomo.io.hub.backlog import POLL as BACKLOG_POLL
 from generaldomo.io.hub.backlog import Backlog
 from generaldomo.io.hub.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.hub.state import StateDir
+from generaldomo.io.hub.wal import Fsync, WriteAheadLog, log_limit
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
+from generaldomo.sansio.broker.journal import Live
 from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.config.settings import Settings
@@ -90,6 +92,7 @@ class Broker(ServingLoop):
         security: BrokerSecurity | None = None,
         state_dir: str | os.PathLike[str] | None = None,
         on_failure: OnFailure | None = None,
+        fsync: str = "batch",
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
         of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
@@ -105,11 +108,18 @@ class Broker(ServingLoop):
             settings: the core's timing and limits (:class:`~generaldomo.Settings`).
             context: the ZeroMQ context (``inproc://`` peers must share it).
             security: CURVE keys and the admitted keys' roles (:class:`~generaldomo.io.auth.BrokerSecurity`).
-            state_dir: where run-time flow changes are kept across restarts.
+            state_dir: where run-time flow changes, queued requests and kept answers are kept across restarts
+                (:mod:`generaldomo.io.hub.wal`).
+            fsync: when the state directory's write-ahead log is flushed to disk: ``batch`` (after each group of
+                records, before what they report is sent) or ``os`` (the operating system's buffers).
             on_failure: called with the error, from the loop's thread, if the loop stops because of one (see the
                 module docstring).
         """
+        if fsync not in ("batch", "os"):
+            raise ValueError(f"fsync must be 'batch' or 'os', not {fsync!r}")
+        self._fsync = Fsync(fsync)
         self.state = None if state_dir is None else StateDir(state_dir)
+        self.wal: WriteAheadLog | None = None  # the state directory's write-ahead log, opened at start
         self._own_context = security is not None and context is None
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
@@ -118,6 +128,7 @@ class Broker(ServingLoop):
         self.core = BrokerCore(
             resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool(),
             handover_key=None if state is None else state.handover_key, recovering=state is not None and state.reused,
+            journal=None if state is None else time.time() - time.monotonic(),
         )  # fmt: skip
         # replies the links hold for peers that do not read, charged to the core's ledger
         self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
@@ -137,8 +148,9 @@ class Broker(ServingLoop):
         self._stop_read, self._stop_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # no write to the pipe once its descriptors are closed (and maybe reused); reentrant for signal handlers
         self._stop_lock = threading.RLock()
-        # answers held until the flow changes they report are on disk (the generation), in order; their peers
-        self._pending: collections.deque[tuple[int, list[Send]]] = collections.deque()
+        # answers held until the flow changes they report are on disk (the generation) and the records of the
+        # write-ahead log their turns made are written (the count), in order; their peers
+        self._pending: collections.deque[tuple[int, int, list[Send]]] = collections.deque()
         self._held_peers: set[Peer] = set()
         try:
             if transport is not None:
@@ -282,9 +294,9 @@ class Broker(ServingLoop):
 
     def _finish(self) -> None:
         with contextlib.suppress(zmq.ZMQError):  # failed sockets take no goodbye
-            self._flush_state()
             if self._drain is not None:
-                self._send(self.core.abandon(time.monotonic()))
+                self._after(self.core.abandon(time.monotonic()))
+            self._flush_state()
             self._send(self.core.close())
         self._close_sockets()
         log.info("broker stopped; %s", self.core.counters.reported())
@@ -292,11 +304,12 @@ class Broker(ServingLoop):
     def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
         state = self.state
-        wait = waiter(
-            [link.socket for link in self.links], (self._stop_read, *(() if state is None else (state.ready,)))
-        )
+        wal = self.wal
+        pipes = () if state is None or wal is None else (state.ready, wal.ready)
+        wait = waiter([link.socket for link in self.links], (self._stop_read, *pipes))
         stop_bit = 1 << len(self.links)
         state_bit = stop_bit << 1  # the state directory's writer wrote changes to disk
+        wal_bit = state_bit << 1  # the write-ahead log's writer wrote records
         links = list(enumerate(self.links))
         core, backlog = self.core, self.backlog
         clock = time.monotonic
@@ -320,8 +333,9 @@ class Broker(ServingLoop):
                     if self._drain is None or draining is not None or not core.tasks:
                         return
                     draining = self._begin_drain()
-                if ready & state_bit and state is not None:
+                if ready & (state_bit | wal_bit) and state is not None and wal is not None:
                     state.drain()
+                    wal.drain()
                     self._release()
                 for index, link in links:
                     if ready >> index & 1:
@@ -335,11 +349,7 @@ class Broker(ServingLoop):
             # the tick only when its time has come: what serving scheduled is later than the batch's clock read
             # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
             if due is not None and now >= due:
-                out = core.tick(now)
-                if core.changed:  # a flow change that waited its turn (pacing): in the state directory first
-                    self._hold(out)
-                else:
-                    self._send(out)
+                self._after(core.tick(now))
             if now >= backlog.next_poll:
                 backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
                 if backlog:
@@ -371,7 +381,8 @@ class Broker(ServingLoop):
         return time.monotonic() + self._drain
 
     def _restore(self) -> None:
-        """Take the limits configured so far as the base, and apply the state directory's run-time changes."""
+        """Take the limits configured so far as the base, apply the state directory's run-time changes, and queue
+        again what its write-ahead log left standing (the log is written anew holding it)."""
         core = self.core
         core.take_changes()  # the configuration's, not run-time changes
         if self.state is not None:
@@ -379,6 +390,17 @@ class Broker(ServingLoop):
             for change in self.state.restore(core.flows):
                 core.apply_flow(change, now)
             core.take_changes()
+            settings = core.settings
+            limit = log_limit(settings.held_bytes, settings.keep_bytes)
+            wal, decoded = self.state.open_log(self._fsync, limit, settings.keep_answers)
+            self.wal = wal
+            core.count("journal_damaged", decoded.damaged + decoded.truncated)
+            out = core.restore(Live().apply_all(decoded.records), now)
+            restored = core.counters.tasks_restored, core.counters.answers_restored
+            if decoded.records:
+                log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
+            wal.begin(core.take_journal())
+            self._send(out)
 
     def _serve(self, index: int, link: Link) -> None:
         """Feed the core what ``link`` has (a bounded number of messages: see :data:`TURN_SECONDS`), sending what it
@@ -387,11 +409,11 @@ class Broker(ServingLoop):
         the state directory's writer (:meth:`_release`); other peers are served meanwhile."""
         core, links, held = self.core, self.links, self._held_peers
         receive, now = core.receive, time.monotonic()  # one clock read per batch (and one at its end)
-        drains = self._drains
+        drains, journal = self._drains, self.wal is not None
         for address, frames, credential in link.recv_batch(drains[index]):
             try:
                 out = receive(Peer(index, address), frames, now, credential)
-                if core.changed:
+                if core.changed or journal:
                     self._hold(out)
                 elif held:
                     self._send(out)
@@ -408,40 +430,63 @@ class Broker(ServingLoop):
         elif took < TURN_SECONDS / 4 and drains[index] < _DRAIN:
             drains[index] = min(_DRAIN, drains[index] * 2)
 
+    def _after(self, out: list[Send]) -> None:
+        """Send ``out`` (what a turn of the core returned), held if the turn changed flow limits or made records of
+        the write-ahead log (:meth:`_hold`)."""
+        if self.core.changed or self.wal is not None:
+            self._hold(out)
+        else:
+            self._send(out)
+
     def _hold(self, out: list[Send]) -> None:
-        """Record the core's flow changes and hold ``out`` (the answers of the message that made them) until the
-        state directory has them on disk."""
-        changes = self.core.take_changes()
-        if self.state is None:
+        """Record the core's flow changes and its journal's records, and hold ``out`` (what the turn that made them
+        returned) until the state directory has them on disk: the flow changes' answers, to their peers; with a
+        write-ahead log, everything (nothing leaves before what it reports is written). Other peers are served
+        meanwhile, without a write-ahead log."""
+        core, state, wal = self.core, self.state, self.wal
+        if state is None:
+            core.take_changes()
             self._send(out)
             return
-        generation = self.state.record(changes)
-        self._pending.append((generation, out))
+        generation = state.record(core.take_changes()) if core.changed else state.generation
+        count = 0
+        if wal is not None:
+            records = core.take_journal()
+            count = wal.append(records) if records else wal.appended
+        if not self._pending and generation <= state.durable and (wal is None or count <= wal.durable):
+            self._send_now(out)  # nothing to wait for
+            return
+        self._pending.append((generation, count, out))
         self._held_peers.update(peer for peer, _ in out)
         self._release()
 
     def _release(self) -> None:
-        """Send the held answers whose changes are on disk, in order (raises if the state file cannot be written:
-        the broker fails)."""
+        """Send the held answers whose changes and records are on disk, in order (raises if the state file or the
+        log cannot be written: the broker fails)."""
         assert self.state is not None
         durable, pending = self.state.durable, self._pending
-        if pending and pending[0][0] <= durable:
-            while pending and pending[0][0] <= durable:
-                self._send_now(pending.popleft()[1])
+        written = 0 if self.wal is None else self.wal.durable
+        if pending and pending[0][0] <= durable and pending[0][1] <= written:
+            while pending and pending[0][0] <= durable and pending[0][1] <= written:
+                self._send_now(pending.popleft()[2])
             self._held_peers.clear()
-            self._held_peers.update(peer for _, out in pending for peer, _ in out)
+            self._held_peers.update(peer for _, _, out in pending for peer, _ in out)
 
     def _send(self, messages: list[Send]) -> None:
-        """Send ``messages``; those to peers with held answers wait behind them."""
-        held = self._held_peers
-        if not held:
+        """Send ``messages``; those to peers with held answers wait behind them (all of them, with a write-ahead
+        log: a message may report what a held turn recorded)."""
+        held, pending = self._held_peers, self._pending
+        if not pending:
             self._send_now(messages)
             return
-        links, pending = self.links, self._pending
+        if self.wal is not None:
+            pending.append((pending[-1][0], pending[-1][1], messages))
+            return
+        links = self.links
         for message in messages:
             peer = message[0]
             if peer in held:
-                pending.append((pending[-1][0], [message]))
+                pending.append((pending[-1][0], pending[-1][1], [message]))
             else:
                 links[peer.link].send(peer.address, message[1])
 
@@ -451,10 +496,12 @@ class Broker(ServingLoop):
             links[peer.link].send(peer.address, frames)
 
     def _flush_state(self) -> None:
-        """Wait until every recorded change is on disk, and send what waited for it."""
+        """Wait until every recorded change and record is on disk, and send what waited for it."""
         if self.state is not None:
             try:
                 self.state.flush()
+                if self.wal is not None:
+                    self.wal.flush()
                 self._release()
             except StateError:
                 pass  # the loop failed with it: what waited for the write is never sent
@@ -473,5 +520,7 @@ class Broker(ServingLoop):
             self._zap.stop()
         if self._own_context:
             self.context.term()
+        if self.wal is not None:
+            self.wal.close()
         if self.state is not None:
             self.state.close()
