@@ -42,6 +42,7 @@ from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
+from generaldomo.sansio.broker.actions import Dispatch
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
 from generaldomo.sansio.broker.journal import Live
 from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
@@ -148,9 +149,11 @@ class Broker(ServingLoop):
         self._stop_read, self._stop_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # no write to the pipe once its descriptors are closed (and maybe reused); reentrant for signal handlers
         self._stop_lock = threading.RLock()
-        # answers held until the flow changes they report are on disk (the generation) and the records of the
-        # write-ahead log their turns made are written (the count), in order; their peers
-        self._pending: collections.deque[tuple[int, int, list[Send]]] = collections.deque()
+        # answers held until the flow changes they report are on disk (the generation), in order; their peers
+        self._pending: collections.deque[tuple[int, list[Send]]] = collections.deque()
+        # what turns returned, held until the records of the write-ahead log made until then are written (the
+        # count), with the flow changes' generation they then wait for (0: none)
+        self._journaled: collections.deque[tuple[int, int, list[Send]]] = collections.deque()
         self._held_peers: set[Peer] = set()
         try:
             if transport is not None:
@@ -406,14 +409,17 @@ class Broker(ServingLoop):
         """Feed the core what ``link`` has (a bounded number of messages: see :data:`TURN_SECONDS`), sending what it
         answers, each message inside the barrier. A flow change is in the state directory before its answer goes:
         the answers of a message that changed the flow limits, and what follows them to the same peers, wait for
-        the state directory's writer (:meth:`_release`); other peers are served meanwhile."""
+        the state directory's writer (:meth:`_release`); other peers are served meanwhile. With a write-ahead log,
+        what the whole batch answers waits for the batch's records (one group commit)."""
         core, links, held = self.core, self.links, self._held_peers
         receive, now = core.receive, time.monotonic()  # one clock read per batch (and one at its end)
-        drains, journal = self._drains, self.wal is not None
+        drains, batch = self._drains, None if self.wal is None else list[Send]()
         for address, frames, credential in link.recv_batch(drains[index]):
             try:
                 out = receive(Peer(index, address), frames, now, credential)
-                if core.changed or journal:
+                if batch is not None:
+                    batch += out
+                elif core.changed:
                     self._hold(out)
                 elif held:
                     self._send(out)
@@ -424,6 +430,8 @@ class Broker(ServingLoop):
                 raise
             except Exception:
                 self._caught("a message")
+        if batch is not None:
+            self._hold(batch)
         took = time.monotonic() - now
         if took > TURN_SECONDS:
             drains[index] = max(MIN_DRAIN, drains[index] // 2)
@@ -439,56 +447,87 @@ class Broker(ServingLoop):
             self._send(out)
 
     def _hold(self, out: list[Send]) -> None:
-        """Record the core's flow changes and its journal's records, and hold ``out`` (what the turn that made them
-        returned) until the state directory has them on disk: the flow changes' answers, to their peers; with a
-        write-ahead log, everything (nothing leaves before what it reports is written). Other peers are served
-        meanwhile, without a write-ahead log."""
+        """Record the core's flow changes and its journal's records, and hold ``out`` (what the turns that made them
+        returned) until the state directory has them on disk. With a write-ahead log, everything waits for the
+        records written before it, but the tasks dispatched to workers (no answer, no heartbeat telling a worker
+        its result was taken, leaves before what it reports is written; a task runs meanwhile: were its record
+        lost, so was its request, and its worker's result is handed over). Then a flow change's answers, and what
+        follows them to the same peers, wait for the state file; other peers are served meanwhile."""
         core, state, wal = self.core, self.state, self.wal
         if state is None:
             core.take_changes()
             self._send(out)
             return
-        generation = state.record(core.take_changes()) if core.changed else state.generation
-        count = 0
+        generation = state.record(core.take_changes()) if core.changed else 0
         if wal is not None:
-            records = core.take_journal()
-            count = wal.append(records) if records else wal.appended
-        if not self._pending and generation <= state.durable and (wal is None or count <= wal.durable):
-            self._send_now(out)  # nothing to wait for
-            return
-        self._pending.append((generation, count, out))
-        self._held_peers.update(peer for peer, _ in out)
-        self._release()
+            records, journaled = core.take_journal(), self._journaled
+            count = wal.append(records) if records else journaled[-1][0] if journaled else 0
+            if count > wal.durable:
+                journaled.append((count, generation, self._dispatch_now(out)))
+                self._release()
+                return
+        self._gate(generation, out)
+
+    def _gate(self, generation: int, out: list[Send]) -> None:
+        """Send ``out``, or hold it until the state file holds ``generation`` (0: no flow change in it)."""
+        assert self.state is not None
+        if generation and (self._pending or generation > self.state.durable):
+            self._pending.append((generation, out))
+            self._held_peers.update(peer for peer, _ in out)
+        else:
+            self._pass(out)
 
     def _release(self) -> None:
-        """Send the held answers whose changes and records are on disk, in order (raises if the state file or the
-        log cannot be written: the broker fails)."""
+        """Send what was held and is now on disk, in order (raises if the state file or the log cannot be written:
+        the broker fails)."""
         assert self.state is not None
+        journaled = self._journaled
+        if journaled and self.wal is not None:
+            written = self.wal.durable
+            while journaled and journaled[0][0] <= written:
+                _, generation, out = journaled.popleft()
+                self._gate(generation, out)
         durable, pending = self.state.durable, self._pending
-        written = 0 if self.wal is None else self.wal.durable
-        if pending and pending[0][0] <= durable and pending[0][1] <= written:
-            while pending and pending[0][0] <= durable and pending[0][1] <= written:
-                self._send_now(pending.popleft()[2])
+        if pending and pending[0][0] <= durable:
+            while pending and pending[0][0] <= durable:
+                self._send_now(pending.popleft()[1])
             self._held_peers.clear()
-            self._held_peers.update(peer for _, _, out in pending for peer, _ in out)
+            self._held_peers.update(peer for _, out in pending for peer, _ in out)
 
     def _send(self, messages: list[Send]) -> None:
-        """Send ``messages``; those to peers with held answers wait behind them (all of them, with a write-ahead
-        log: a message may report what a held turn recorded)."""
-        held, pending = self._held_peers, self._pending
-        if not pending:
+        """Send ``messages``; with records of the write-ahead log not yet written, they wait behind them (but the
+        tasks dispatched, :meth:`_hold`); those to peers with held flow answers wait behind those."""
+        journaled = self._journaled
+        if journaled:
+            journaled.append((journaled[-1][0], 0, self._dispatch_now(messages)))
+        else:
+            self._pass(messages)
+
+    def _pass(self, messages: list[Send]) -> None:
+        """Send ``messages`` that waited for no record; those to peers with held flow answers wait behind them."""
+        held = self._held_peers
+        if not held:
             self._send_now(messages)
             return
-        if self.wal is not None:
-            pending.append((pending[-1][0], pending[-1][1], messages))
-            return
-        links = self.links
+        links, pending = self.links, self._pending
         for message in messages:
             peer = message[0]
             if peer in held:
-                pending.append((pending[-1][0], pending[-1][1], [message]))
+                pending.append((pending[-1][0], [message]))
             else:
                 links[peer.link].send(peer.address, message[1])
+
+    def _dispatch_now(self, messages: list[Send]) -> list[Send]:
+        """Send the tasks dispatched to workers among ``messages``; the others, to be held."""
+        if not any(type(message) is Dispatch for message in messages):
+            return messages
+        links, held = self.links, []
+        for message in messages:
+            if type(message) is Dispatch:
+                links[message[0].link].send(message[0].address, message[1])
+            else:
+                held.append(message)
+        return held
 
     def _send_now(self, messages: list[Send]) -> None:
         links = self.links

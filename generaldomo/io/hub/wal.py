@@ -43,7 +43,7 @@ from collections.abc import Sequence
 
 import generaldomo.errors as errors
 from generaldomo.io import files
-from generaldomo.sansio.broker.journal import Decoded, Live, Record, decode, encode
+from generaldomo.sansio.broker.journal import Decoded, JournalRecord, Live, decode, encode
 
 __all__ = [
     "COMPACT_FACTOR",
@@ -96,7 +96,7 @@ class WriteAheadLog:
         self._fd = -1
         self._size = 0
         self._condition = threading.Condition()
-        self._queue: list[Record] = []
+        self._queue: list[JournalRecord] = []
         self._appended = self._durable = 0  # records handed to the writer, and written (and flushed)
         self._failure: errors.StateError | None = None
         self._stopping = False
@@ -124,7 +124,7 @@ class WriteAheadLog:
             log.warning("the write-ahead log %s ended with an entry cut short (a crash during a write)", self.path)
         return decoded
 
-    def begin(self, records: Sequence[Record]) -> None:
+    def begin(self, records: Sequence[JournalRecord]) -> None:
         """Write the log anew holding ``records`` (what was restored), atomically, and start the writer thread."""
         self._live = Live().apply_all(records)
         self._rewrite()
@@ -144,7 +144,7 @@ class WriteAheadLog:
 
     # ------------------------------------------------------------------------------------------- the loop's side
 
-    def append(self, records: list[Record]) -> int:
+    def append(self, records: list[JournalRecord]) -> int:
         """Have the writer append ``records`` (a turn's); the count that makes them durable (:attr:`durable`)."""
         with self._condition:
             self._queue.extend(records)
@@ -225,7 +225,7 @@ class WriteAheadLog:
             with contextlib.suppress(BlockingIOError, OSError):
                 os.write(self._wake, b"x")
 
-    def _write(self, group: list[Record]) -> None:
+    def _write(self, group: list[JournalRecord]) -> None:
         chunks = []
         live = self._live
         for count, record in enumerate(group, 1):

@@ -33,12 +33,12 @@ __all__ = [
     "MAX_ENTRY",
     "MAX_RESYNC",
     "Accepted",
-    "Address",
     "Decoded",
     "Finished",
+    "JournalRecord",
     "Kept",
     "Live",
-    "Record",
+    "RecordAddress",
     "decode",
     "encode",
     "encode_all",
@@ -51,7 +51,7 @@ MAX_RESYNC = 4096  # candidate entries tried after a damaged one, per log: a hos
 _FIELD = struct.Struct("<I")
 _FLOAT = struct.Struct("<d")
 
-Address = bytes | int | tuple[bytes, ...]  # a peer's address on its link (records.Peer's)
+RecordAddress = bytes | int | tuple[bytes, ...]  # a peer's address on its link (records.Peer's)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class Accepted:
 
     serial: int
     link: int
-    address: Address
+    address: RecordAddress
     dialect: str
     owner: str | None
     request_id: bytes | None
@@ -94,11 +94,11 @@ class Kept:
     frames: tuple[bytes, ...]
     at: float
     link: int
-    address: Address
+    address: RecordAddress
     digest: bytes | None = None
 
 
-Record = Accepted | Finished | Kept
+JournalRecord = Accepted | Finished | Kept
 _ACCEPTED, _FINISHED, _KEPT = 1, 2, 3
 
 
@@ -109,7 +109,7 @@ def _optional(value: bytes | None) -> list[bytes]:
     return [b""] if value is None else [b"\x01", value]
 
 
-def _address(address: Address) -> list[bytes]:
+def _address(address: RecordAddress) -> list[bytes]:
     if isinstance(address, bytes):
         return [b"b", address]
     if isinstance(address, int):
@@ -121,7 +121,7 @@ def _number(value: float | None) -> bytes:
     return b"" if value is None else _FLOAT.pack(value)
 
 
-def _fields(record: Record) -> tuple[int, list[bytes]]:
+def _fields(record: JournalRecord) -> tuple[int, list[bytes]]:
     if isinstance(record, Accepted):
         flags = (1 if record.detached else 0) | (2 if record.fail_unknown else 0)
         return _ACCEPTED, [
@@ -140,7 +140,7 @@ def _fields(record: Record) -> tuple[int, list[bytes]]:
     ]  # fmt: skip
 
 
-def encode(record: Record) -> bytes:
+def encode(record: JournalRecord) -> bytes:
     """The bytes of one journal entry holding ``record`` (the module docstring gives the layout)."""
     kind, fields = _fields(record)
     body = b"".join(_FIELD.pack(len(field)) + field for field in fields)
@@ -148,7 +148,7 @@ def encode(record: Record) -> bytes:
     return HEADER.pack(MAGIC, len(body), crc, kind) + body
 
 
-def encode_all(records: Iterable[Record]) -> bytes:
+def encode_all(records: Iterable[JournalRecord]) -> bytes:
     """The entries of ``records``, in order."""
     return b"".join(map(encode, records))
 
@@ -161,7 +161,7 @@ class Decoded:
     """What :func:`decode` read: the ``records``, how many entries were damaged and skipped, whether the log
     ended with an entry cut short (``truncated``) and the bytes read up to the end of the last good entry."""
 
-    records: list[Record] = dataclasses.field(default_factory=list)
+    records: list[JournalRecord] = dataclasses.field(default_factory=list)
     damaged: int = 0
     truncated: bool = False
     end: int = 0
@@ -206,7 +206,7 @@ class _Fields:
             raise ValueError("a time that is not finite")
         return float(number)
 
-    def address(self) -> Address:
+    def address(self) -> RecordAddress:
         kind = self.take()
         if kind == b"b":
             return self.take()
@@ -221,9 +221,9 @@ class _Fields:
             raise ValueError("bytes after the last field")
 
 
-def _record(kind: int, body: memoryview) -> Record:
+def _record(kind: int, body: memoryview) -> JournalRecord:
     fields = _Fields(body)
-    record: Record
+    record: JournalRecord
     if kind == _ACCEPTED:
         serial, link, address = fields.number(), fields.number(), fields.address()
         dialect, owner = fields.take().decode(), fields.text()
@@ -248,7 +248,7 @@ def _record(kind: int, body: memoryview) -> Record:
     return record
 
 
-def _entry(view: memoryview, at: int) -> tuple[Record | None, int]:
+def _entry(view: memoryview, at: int) -> tuple[JournalRecord | None, int]:
     """The record of the entry at ``at`` and where the next begins; (None, -1) when it is cut short, (None, 0) when
     it is damaged."""
     if at + HEADER.size > len(view):
@@ -321,7 +321,7 @@ class Live:
         self.kept: dict[tuple[str | None, bytes], Kept] = {}
         self.bytes = 0
 
-    def apply(self, record: Record) -> None:
+    def apply(self, record: JournalRecord) -> None:
         """Fold ``record`` in."""
         if isinstance(record, Accepted):
             old = self.tasks.pop(record.serial, None)
@@ -337,7 +337,7 @@ class Live:
             self.bytes += _size(record) - (0 if replaced is None else _size(replaced))
             self.kept[key] = record
 
-    def apply_all(self, records: Iterable[Record]) -> Live:
+    def apply_all(self, records: Iterable[JournalRecord]) -> Live:
         """Fold ``records`` in, in order; return self."""
         for record in records:
             self.apply(record)
@@ -348,7 +348,7 @@ class Live:
         for key in [key for key, kept in self.kept.items() if kept.at < before]:
             self.bytes -= _size(self.kept.pop(key))
 
-    def records(self) -> Iterator[Record]:
+    def records(self) -> Iterator[JournalRecord]:
         """The records that make this state: every live request, then every kept answer (a compacted log)."""
         yield from self.tasks.values()
         yield from self.kept.values()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
-from generaldomo.sansio.broker.journal import Accepted, Finished, Kept, Live, Record, decode, encode, encode_all
+from generaldomo.sansio.broker.journal import Accepted, Finished, JournalRecord, Kept, Live, decode, encode, encode_all
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.fields import request_fields
@@ -23,7 +23,7 @@ addresses = st.one_of(
 )
 times = st.floats(-1e9, 1e10, allow_nan=False)
 texts = st.none() | st.text(max_size=8)
-records: st.SearchStrategy[Record] = st.one_of(
+records: st.SearchStrategy[JournalRecord] = st.one_of(
     st.builds(
         Accepted, st.integers(0, 2**40), st.integers(0, 9), addresses, st.sampled_from(["generaldomo/1", "MDP/0.1"]),
         texts, st.none() | st.binary(max_size=8), st.binary(max_size=12), frames, times, st.none() | times, texts,
@@ -38,14 +38,16 @@ records: st.SearchStrategy[Record] = st.one_of(
 
 
 @given(st.lists(records, max_size=8))
-def test_every_record_comes_back_as_it_was(written: list[Record]) -> None:
+def test_every_record_comes_back_as_it_was(written: list[JournalRecord]) -> None:
     decoded = decode(encode_all(written))
     assert decoded.records == written
     assert not decoded.damaged and not decoded.truncated
 
 
 @given(st.lists(records, min_size=1, max_size=6), st.data())
-def test_a_log_cut_anywhere_gives_back_the_entries_before_the_cut(written: list[Record], data: st.DataObject) -> None:
+def test_a_log_cut_anywhere_gives_back_the_entries_before_the_cut(
+    written: list[JournalRecord], data: st.DataObject
+) -> None:
     log = encode_all(written)
     cut = data.draw(st.integers(0, len(log) - 1))
     decoded = decode(log[:cut])
@@ -55,7 +57,7 @@ def test_a_log_cut_anywhere_gives_back_the_entries_before_the_cut(written: list[
 
 
 @given(st.lists(records, min_size=1, max_size=6), st.data())
-def test_damaged_bytes_are_skipped_and_counted_never_a_crash(written: list[Record], data: st.DataObject) -> None:
+def test_damaged_bytes_are_skipped_and_counted_never_a_crash(written: list[JournalRecord], data: st.DataObject) -> None:
     log = bytearray(encode_all(written))
     for _ in range(data.draw(st.integers(1, 4))):
         log[data.draw(st.integers(0, len(log) - 1))] ^= data.draw(st.integers(1, 255))

@@ -93,7 +93,7 @@ from generaldomo.sansio.broker.core.results import Results
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
-from generaldomo.sansio.broker.journal import Live, Record
+from generaldomo.sansio.broker.journal import JournalRecord, Live
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
 from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
@@ -420,7 +420,7 @@ class BrokerCore:
         changes, self._changed = list(self._changed.values()), {}
         return changes
 
-    def take_journal(self) -> list[Record]:
+    def take_journal(self) -> list[JournalRecord]:
         """The journal's records made since the last call (:mod:`generaldomo.sansio.broker.core.durable`; none
         when the journal is off): the IO layer writes them before it sends what the same turns returned."""
         return self._durable.take() if len(self._durable) else []

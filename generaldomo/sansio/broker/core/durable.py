@@ -23,7 +23,7 @@ from generaldomo.sansio.broker.accounts.ledger import CHARGED, connection
 from generaldomo.sansio.broker.actions import Send
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.turns import Message
-from generaldomo.sansio.broker.journal import Accepted, Finished, Kept, Live, Record
+from generaldomo.sansio.broker.journal import Accepted, Finished, JournalRecord, Kept, Live
 from generaldomo.sansio.broker.records import Peer, RequestKey, Task, request_key
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import ClientRequest, Dialect
@@ -50,13 +50,13 @@ class Durable:
         self._counters = counters
         self._serials: dict[Task, int] = {}
         self._next = 0
-        self._records: list[Record] = []
+        self._records: list[JournalRecord] = []
 
     def __len__(self) -> int:
         """How many records wait for the IO layer."""
         return len(self._records)
 
-    def take(self) -> list[Record]:
+    def take(self) -> list[JournalRecord]:
         """The records made since the last call, in order."""
         records, self._records = self._records, []
         return records
