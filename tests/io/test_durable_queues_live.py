@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+from doc_blocks import named
 from restart_harness import WAIT, BrokerProcess, python_runs, python_worker, stop_all
 
 from generaldomo import Client
@@ -21,6 +22,14 @@ HEARTBEAT = 0.5
 PEER = ["--heartbeat", str(HEARTBEAT), "--liveness", "4"]
 RECOVER = ["--recovery", str(4 * HEARTBEAT)]
 DETACHED, MDP = 12, 6
+
+
+def documented(line: int, endpoint: str, state: Path) -> list[str]:
+    """The arguments of the HA page's ``line``-th command, at ``endpoint`` on the state directory ``state``."""
+    command = named("ha-state-dir").splitlines()[line].split()
+    assert command[:2] == ["generaldomo", "broker"]
+    swap = {"tcp://127.0.0.1:5555": endpoint, "/var/lib/generaldomo": str(state)}
+    return [swap.get(word, word) for word in command[2:]]
 
 
 def client(endpoint: str) -> Client:
@@ -49,9 +58,7 @@ def test_queued_detached_and_mdp_requests_survive_a_kill_9_and_run_once(tmp_path
     endpoint = f"ipc://{tmp_path}/broker.sock"
     runs = tmp_path / "runs"
     runs.mkdir()
-    broker = BrokerProcess(
-        ["--router", endpoint, "--state-dir", str(tmp_path / "state"), *PEER, *RECOVER], tmp_path / "broker.log"
-    )
+    broker = BrokerProcess([*documented(0, endpoint, tmp_path / "state"), *PEER, *RECOVER], tmp_path / "broker.log")
     broker.start().wait_serving()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     mdp = mdp_client(context, endpoint, b"mdp-" + uuid.uuid4().bytes)
@@ -124,7 +131,7 @@ def test_requests_running_and_queued_at_a_kill_9_under_load_are_answered_once_an
 def test_a_damaged_log_costs_what_it_damaged_and_the_broker_serves(tmp_path: Path) -> None:
     endpoint = f"ipc://{tmp_path}/broker.sock"
     state = tmp_path / "state"
-    broker = BrokerProcess(["--router", endpoint, "--state-dir", str(state), *PEER], tmp_path / "broker.log")
+    broker = BrokerProcess([*documented(1, endpoint, state), *PEER], tmp_path / "broker.log")  # --fsync os
     broker.start().wait_serving()
     try:
         with client(endpoint) as gone:

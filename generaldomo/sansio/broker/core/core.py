@@ -427,7 +427,12 @@ class BrokerCore:
 
     def restore(self, live: Live, now: float) -> list[Send]:
         """Keep again the answers and queue again the requests a journal left standing (``live``), before the
-        first message; return what to send."""
+        first message; return what to send.
+
+        Args:
+            live: what the journal's records leave standing (:class:`~generaldomo.sansio.broker.journal.Live`).
+            now: the time, on the clock the core is fed.
+        """
         return self._durable.restore(live, now, self._requests.on_request)
 
     def flow_limits(self, name: str) -> FlowLimits:
