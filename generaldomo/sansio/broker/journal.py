@@ -59,7 +59,8 @@ class Accepted:
     """A request the broker accepted: ``serial`` names it in the journal; the rest is what queues it again (its
     client's link and address, its dialect's name, its owner's key and request id, its description and payload,
     when it came and by when it must be answered (wall clock, None: no deadline), its tenant's name, priority,
-    and whether it is detached and fails fast for a service nobody serves)."""
+    whether it is detached and fails fast for a service nobody serves, and when it may be dispatched (wall clock,
+    None: at once))."""
 
     serial: int
     link: int
@@ -75,6 +76,7 @@ class Accepted:
     priority: int = 0
     detached: bool = False
     fail_unknown: bool = False
+    not_before: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,7 +131,7 @@ def _fields(record: JournalRecord) -> tuple[int, list[bytes]]:
             record.dialect.encode(), *_optional(None if record.owner is None else record.owner.encode()),
             *_optional(record.request_id), record.description, _number(record.enqueued), _number(record.deadline),
             *_optional(None if record.tenant is None else record.tenant.encode()), str(record.priority).encode(),
-            str(flags).encode(), str(len(record.body)).encode(), *record.body,
+            str(flags).encode(), _number(record.not_before), str(len(record.body)).encode(), *record.body,
         ]  # fmt: skip
     if isinstance(record, Finished):
         return _FINISHED, [str(record.serial).encode()]
@@ -229,11 +231,11 @@ def _record(kind: int, body: memoryview) -> JournalRecord:
         dialect, owner = fields.take().decode(), fields.text()
         request_id, description = fields.optional(), fields.take()
         enqueued, deadline, tenant = fields.real(), fields.real(), fields.text()
-        priority, flags = fields.number(), fields.number()
+        priority, flags, not_before = fields.number(), fields.number(), fields.real()
         body_frames = tuple(fields.take() for _ in range(fields.count()))
         record = Accepted(
             serial, link, address, dialect, owner, request_id, description, body_frames, enqueued or 0.0, deadline,
-            tenant, priority, bool(flags & 1), bool(flags & 2),
+            tenant, priority, bool(flags & 1), bool(flags & 2), not_before,
         )  # fmt: skip
     elif kind == _FINISHED:
         record = Finished(fields.number())

@@ -27,7 +27,7 @@ records: st.SearchStrategy[JournalRecord] = st.one_of(
     st.builds(
         Accepted, st.integers(0, 2**40), st.integers(0, 9), addresses, st.sampled_from(["generaldomo/1", "MDP/0.1"]),
         texts, st.none() | st.binary(max_size=8), st.binary(max_size=12), frames, times, st.none() | times, texts,
-        st.integers(-5, 5), st.booleans(), st.booleans(),
+        st.integers(-5, 5), st.booleans(), st.booleans(), st.none() | times,
     ),
     st.builds(Finished, st.integers(0, 2**40)),
     st.builds(
@@ -163,10 +163,10 @@ class LogAndReplay(RuleBasedStateMachine):
     def _journal(self) -> None:
         self.log += encode_all(self.core.take_journal())
 
-    @rule(detached=st.booleans(), service=st.sampled_from([b"a", b"b"]))
-    def request(self, detached: bool, service: bytes) -> None:
+    @rule(detached=st.booleans(), service=st.sampled_from([b"a", b"b"]), delay=st.sampled_from([None, 3.0]))
+    def request(self, detached: bool, service: bytes, delay: float | None) -> None:
         self.requests += 1
-        fields = request_fields(flags=protocol.FLAG_DETACHED if detached else 0)
+        fields = request_fields(flags=protocol.FLAG_DETACHED if detached else 0, not_before=delay)
         request = protocol.gdp_request(b"r%d" % self.requests, service, [b"p%d" % self.requests], fields)
         self.core.receive(CLIENT, request, self.now)
         self._journal()

@@ -61,8 +61,9 @@ class Durable:
         records, self._records = self._records, []
         return records
 
-    def accepted(self, task: Task) -> None:
-        """``task`` was accepted (queued, or running at a resumed worker)."""
+    def accepted(self, task: Task, not_before: float | None = None) -> None:
+        """``task`` was accepted (queued, or running at a resumed worker), not to be dispatched before
+        ``not_before`` (None: at once)."""
         self._next += 1
         self._serials[task] = serial = self._next
         key, client, offset = task.key, task.client, self.offset
@@ -84,6 +85,7 @@ class Durable:
                 task.priority,
                 task.detached,
                 task.fail_unknown,
+                None if not_before is None else not_before + offset,
             )
         )
 
@@ -121,9 +123,10 @@ class Durable:
             if dialect is None:  # (a record that checked, of no dialect this broker speaks: another's making)
                 self._counters.journal_damaged += 1
                 continue
+            delay = None if task.not_before is None else max(0.0, task.not_before - offset - now) or None
             event = ClientRequest(
                 dialect, task.request_id, task.description, task.body, deadline, task.tenant,
-                task.priority, flags,
+                task.priority, flags, delay,
             )  # fmt: skip
             credential = None if task.owner is None else Credential(task.owner, _CLIENT)
             message = Message(Peer(task.link, task.address), now, credential)

@@ -119,7 +119,9 @@ class Requests:
             return False
         where = connection(peer.link, peer.address)
         client = 0 if key is None or self._clients.listening(peer) else Clients.charge(peer)
-        refusal = self._core._adopt(service, where) or self._budgets.refuse_task(service, where, charge, client)
+        budgets = self._budgets
+        refusal = None if budgets.adopted(service) else self._core._adopt(service, where)
+        refusal = refusal or budgets.refuse_task(service, where, charge, client)
         if refusal is not None:
             self._counters.over_budget += 1
             self.reject(event, message, protocol.OVER_BUDGET, refusal)
