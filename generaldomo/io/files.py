@@ -105,16 +105,9 @@ def _read(path: str | os.PathLike[str], kind: FileKind, directory: int | None) -
         link = os.lstat(path, dir_fd=directory)
         if stat.S_ISLNK(link.st_mode) and link.st_uid not in (os.geteuid(), 0):
             raise _refused(errno.EPERM, f"a symbolic link of another user (uid {link.st_uid})")
+    descriptor = _open(path, flags, directory, kind.follow)
     try:
-        descriptor = os.open(path, flags, dir_fd=directory)
-    except OSError as error:
-        if error.errno == errno.ELOOP and not kind.follow:
-            raise _refused(errno.ELOOP, "a symbolic link (refused here)") from None
-        raise
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):
-            raise _refused(errno.EINVAL, "not a regular file")
+        status = _regular(descriptor)
         if status.st_size > kind.limit:
             raise _refused(errno.EFBIG, f"larger than {kind.limit} bytes")
         if kind.private:
@@ -130,6 +123,24 @@ def _read(path: str | os.PathLike[str], kind: FileKind, directory: int | None) -
     if len(data) > kind.limit:
         raise _refused(errno.EFBIG, f"larger than {kind.limit} bytes")
     return data
+
+
+def _open(path: str | os.PathLike[str], flags: int, directory: int | None, follow: bool) -> int:
+    """``os.open``, a symbolic link refused in words where it is not followed."""
+    try:
+        return os.open(path, flags, dir_fd=directory)
+    except OSError as error:
+        if error.errno == errno.ELOOP and not follow:
+            raise _refused(errno.ELOOP, "a symbolic link (refused here)") from None
+        raise
+
+
+def _regular(descriptor: int) -> os.stat_result:
+    """The status of the open file ``descriptor``; OSError if it is not a regular file."""
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        raise _refused(errno.EINVAL, "not a regular file")
+    return status
 
 
 def _check_private(path: str | os.PathLike[str], kind: FileKind, status: os.stat_result) -> None:
@@ -215,16 +226,9 @@ def open_append(directory: int, name: str, kind: FileKind) -> int:
     """A descriptor that appends to the regular file ``name`` in the checked ``directory`` (never through a symbolic
     link; private to this user if ``kind`` says so), for a log its one writer extends; OSError (``strerror`` in
     words) otherwise. The file must exist (made by :func:`write_in`, with its final mode)."""
+    descriptor = _open(name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, directory, False)
     try:
-        descriptor = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise _refused(errno.ELOOP, "a symbolic link (refused here)") from None
-        raise
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):
-            raise _refused(errno.EINVAL, "not a regular file")
+        status = _regular(descriptor)
         if kind.private:
             _check_private(name, kind, status)
     except BaseException:

@@ -161,9 +161,10 @@ class WriteAheadLog:
     def durable(self) -> int:
         """Records written (and flushed by the policy) so far; raises the writer's error if a write failed."""
         with self._condition:
-            if self._failure is not None:
-                raise self._failure
-            return self._durable
+            failure, durable = self._failure, self._durable
+        if failure is not None:
+            raise failure
+        return durable
 
     def drain(self) -> None:
         """Empty :attr:`ready`'s pipe (readable when :attr:`durable` grew or a write failed)."""
@@ -205,23 +206,19 @@ class WriteAheadLog:
                     return  # stopping, and everything is written
                 group, self._queue = self._queue, []
                 done = self._appended - len(self._queue)
+            failure = None
             try:
                 self._write(group)
             except OSError as error:
                 failure = errors.StateError(f"cannot write the write-ahead log {self.path}: {error.strerror}")
+            except errors.StateError as error:  # (a compaction's)
+                failure = error
+            if failure is not None:
                 log.error("%s", failure)
-                with self._condition:
-                    self._failure = failure
-                    self._condition.notify_all()
-            except errors.StateError as failure:
-                log.error("%s", failure)
-                with self._condition:
-                    self._failure = failure
-                    self._condition.notify_all()
-            else:
-                with self._condition:
-                    self._durable = max(self._durable, done)
-                    self._condition.notify_all()
+            with self._condition:  # the loop learns of it by the pipe: durable grew, or it raises the failure
+                self._failure = failure
+                self._durable = done if failure is None else self._durable
+                self._condition.notify_all()
             with contextlib.suppress(BlockingIOError, OSError):
                 os.write(self._wake, b"x")
 
