@@ -46,12 +46,10 @@ from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.broker.actions import Dispatch
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
 from generaldomo.sansio.broker.journal import Live
-from generaldomo.sansio.broker.pair import Pair, PairState
+from generaldomo.sansio.broker.pair import Pair, PairState, Visit, visit
 from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.config.settings import Settings
-from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import ClientRequest
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["BrokerFailed"])
@@ -492,15 +490,18 @@ class Broker(ServingLoop):
 
     def _serve_passive(self, index: int, link: Link, pair: Pair) -> None:
         """Serve what ``link`` has while this broker is not the active one of its pair: a status request is
-        answered; any other message is the moment the passive takes over if its peer has expired (then it is
-        served), and is dropped unanswered otherwise (its peer hears nothing and moves to its next endpoint)."""
+        answered; a client's request or a worker's READY is the moment the passive takes over if its peer has
+        expired (then it is served); anything else is dropped unanswered (its peer hears nothing and moves to its
+        next endpoint). See :class:`~generaldomo.sansio.broker.pair.Visit`."""
         core, now, dropped = self.core, time.monotonic(), 0
         for address, frames, credential in link.recv_batch(self._drains[index]):
-            if not pair.serving and not _asks_status(frames):
-                if not pair.admit(now):
+            if not pair.serving:
+                seen = visit(frames)
+                if seen is Visit.NOTHING or (seen is Visit.SERVE and not pair.admit(now)):
                     dropped += 1
                     continue
-                log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
+                if pair.serving:
+                    log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
             try:
                 self._after(core.receive(Peer(index, address), frames, now, credential))
             except zmq.ZMQError:
@@ -642,12 +643,3 @@ class Broker(ServingLoop):
             self.wal.close()
         if self.state is not None:
             self.state.close()
-
-
-def _asks_status(frames: list[bytes]) -> bool:
-    """Whether ``frames`` are a client's ``mmi.status`` request (which a passive broker of a pair answers)."""
-    try:
-        event = protocol.parse(frames)
-    except Exception:
-        return False
-    return type(event) is ClientRequest and event.description == b"mmi.status"

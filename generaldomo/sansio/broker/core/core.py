@@ -12,6 +12,7 @@ Rules of this file:
   :mod:`~generaldomo.sansio.broker.core.budgets` (queue budgets, services and flow entries charged),
   :mod:`~generaldomo.sansio.broker.core.handover` (tickets, claims, recovery),
   :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
+  :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff, held as delayed tasks),
   :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
   :mod:`~generaldomo.sansio.broker.core.reporting` (the status report and log lines); their counts go to one record
   (:mod:`~generaldomo.sansio.broker.core.counters`).
@@ -92,6 +93,7 @@ from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
 from generaldomo.sansio.broker.core.results import Results
+from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
@@ -137,7 +139,7 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 PARTS: dict[str, dict[str, str]] = {
     "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_delays": {}, "_durable": durable.HOLDINGS,
     "_expiry": expiry.HOLDINGS, "_handover": handover.HOLDINGS, "_management": {}, "_registration": {},
-    "_reporting": reporting.HOLDINGS, "_requests": {}, "_results": {}, "_workers": workers.HOLDINGS,
+    "_reporting": reporting.HOLDINGS, "_requests": {}, "_results": {}, "_retries": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
@@ -240,6 +242,7 @@ class BrokerCore:
         self._workers = Workers(self.ledger)
         self._expiry = Expiry(self, self.counters)
         self._delays = Delays(self, self.counters)
+        self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
         hold_until = started + settings.recovery_window if recovering else None
@@ -259,7 +262,7 @@ class BrokerCore:
         )  # fmt: skip
         self._results = Results(
             self, settings, self.counters, self._kept, self._workers, self._registration, self._handover,
-            self._reporting,
+            self._reporting, self._retries,
         )  # fmt: skip
         self._barrier = Barrier(log, "the broker core")
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
@@ -581,7 +584,7 @@ class BrokerCore:
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
             detached=bool(event.flags & protocol.FLAG_DETACHED),
-            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE),
+            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE), trace=event.trace,
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -703,8 +706,9 @@ class BrokerCore:
             flow.dispatched(now, task.size)
             service.started(task, now)
             fields = (
-                b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
-            )
+                b"" if (deadline is None and task.trace is None) or "fields" not in worker.features
+                else protocol.request_fields(None if deadline is None else deadline - now, trace=task.trace)
+            )  # fmt: skip
             frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
             turn.out.append(Dispatch(worker.peer, frames))
             if self._trace:
