@@ -119,8 +119,9 @@ class OptionalBuildExt(build_ext):
 
     def _get_inplace_equivalent(self, build_py: Any, ext: Extension) -> tuple[str, str]:
         if ext.name in getattr(self, "_compiled", {}):  # (--inplace: into the tree's _compiled/, not beside a source)
-            filename = self.get_ext_filename(ext.name)
-            return str(ROOT / "generaldomo" / "_compiled" / filename), self.get_ext_fullpath(ext.name)
+            inplace = ROOT / "generaldomo" / "_compiled" / self.get_ext_filename(ext.name)
+            inplace.parent.mkdir(parents=True, exist_ok=True)  # (copied there, as a file into a folder)
+            return str(inplace), self.get_ext_fullpath(ext.name)
         return super()._get_inplace_equivalent(build_py, ext)
 
     def _write_manifest(self, target: Path) -> None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.accounts import pacing
 from generaldomo.sansio.broker.flow.fair import first_tenants
-from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits, limits_json
 from generaldomo.sansio.broker.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.wire import protocol, wirejson
@@ -30,7 +30,7 @@ from generaldomo.sansio.wire.limits import MMI_FRAMES, SERVICE_NAME
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["Forbidden", "ManagementError", "OverBudget"])
 
-__all__ = ["PACED", "Answer", "BrokerView", "FlowChange", "answer", "limits_json", "service_name", "shown", "status"]
+__all__ = ["PACED", "Answer", "BrokerView", "FlowChange", "answer", "service_name", "shown", "status"]
 
 
 class BrokerView(Protocol):
@@ -137,29 +137,13 @@ def service_name(frame: bytes) -> str:
         raise errors.ManagementError("a service name must be UTF-8") from None
 
 
-def limits_json(limits: FlowLimits) -> dict[str, Any]:
-    """Flow limits as JSON-ready data, by name (what ``FlowLimits(**converted)`` reads back)."""
-    return {field.name: _json_form(getattr(limits, field.name)) for field in dataclasses.fields(limits)}
-
-
-def _json_form(value: Any) -> Any:
-    """A limit's JSON form: a record of its own JSON form (a policy) as it says, another record as its fields."""
-    if hasattr(value, "as_json"):
-        return value.as_json()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {key: _json_form(item) for key, item in value.items()}
-    return value
-
-
 def shown(limits: FlowLimits) -> dict[str, object]:
     """The JSON form of ``limits`` in an ``mmi.flow`` answer: the limits declared ``always_shown`` (rate, burst and
     concurrency) always, the newer ones only when set, so older readers see what they always saw; of the tenants'
     limits, as the status report shows them, those of "*" and the first others set, and their number
     (``tenant_limits``)."""
     tenants = limits.tenants
-    data = limits_json(limits) | {"tenants": None}
+    data = limits_json(dataclasses.replace(limits, tenants=None))
     shown = {key: value for key, value in data.items() if value is not None or LIMIT[key].always_shown}
     if tenants is not None:
         shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}

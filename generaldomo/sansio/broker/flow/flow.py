@@ -39,7 +39,7 @@ from generaldomo.sansio.checked import check_fields
 from generaldomo.sansio.config.knobs import Kind, Knob
 from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
-__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits"]
+__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits", "limits_json"]
 
 _NO_LIMIT = "no limit"
 _COUNT: Final = {"$ref": "#/$defs/count"}
@@ -205,6 +205,23 @@ class FlowLimits:
 
 
 LIMIT_NAMES = tuple({field.name: field for field in dataclasses.fields(FlowLimits)})  # mmi.flow's keys
+
+
+def limits_json(limits: FlowLimits) -> dict[str, Any]:
+    """``limits`` in their JSON form, a key per limit (what :meth:`FlowLimits.merged` reads back): ``mmi.flow``'s
+    answer and the state directory's file."""
+    return {field.name: _json_form(getattr(limits, field.name)) for field in dataclasses.fields(limits)}
+
+
+def _json_form(value: Any) -> Any:
+    """A limit's JSON form: a policy's as it says, another record's as its fields (in a dict of them too)."""
+    if isinstance(value, RetryPolicy):
+        return value.as_json()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {key: _json_form(item) for key, item in value.items()}
+    return value
 
 
 @dataclasses.dataclass(slots=True)
