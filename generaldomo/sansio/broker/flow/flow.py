@@ -147,7 +147,7 @@ LIMITS: Final[tuple[Limit, ...]] = (
             "(doubling from MIN, with jitter, within the request's deadline), statuses=500+503 (retried without a "
             "handler's mark); a bare number is retries=N; 'auto': the defaults",
             metavar="retries=N/backoff=MIN..MAX/statuses=S+S", metric=None, reader=retry_text,
-            writer=lambda value: _policy(value).text(),
+            writer=lambda value: value if isinstance(value, str) else _policy(value).text(),
         ),
         converter=RetryPolicy.of, example="retries=3/backoff=0.1..10", schema=RETRY_SCHEMA,
         type=dict[str, Any] | None, description="The retry policy; null: the defaults (answers marked for a retry "
