@@ -39,7 +39,7 @@ from generaldomo.sansio.broker.flow.retry import RetryPolicy, retry_text
 from generaldomo.sansio.config.knobs import Kind, Knob
 from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
-__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits"]
+__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits", "limits_json"]
 
 _NO_LIMIT = "no limit"
 _COUNT: Final = {"$ref": "#/$defs/count"}
@@ -202,6 +202,13 @@ class FlowLimits:
 
 
 LIMIT_NAMES = tuple(attrs.fields_dict(FlowLimits))  # mmi.flow's keys
+
+
+def limits_json(limits: FlowLimits) -> dict[str, Any]:
+    """``limits`` in their JSON form, a key per limit (what :meth:`FlowLimits.merged` reads back): ``mmi.flow``'s
+    answer and the state directory's file."""
+    data = attrs.asdict(limits)
+    return {key: value.as_json() if isinstance(value, RetryPolicy) else value for key, value in data.items()}
 
 
 @attrs.define
