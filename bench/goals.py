@@ -160,7 +160,10 @@ def _cpeers_goals(parts: dict[str, Any]) -> list[dict[str, Any]]:
             loop = rps("minimal loop on the C accelerator", mode, workers)
             what = f"ROUTER broker / C mdbroker, {mode}, {workers} worker{'s' if workers > 1 else ''}"
             if theirs is None:
-                found.append(_goal(what, None, C_BROKER_GOAL, True, "no C broker: give --c-broker PATH"))
+                why = "no C broker: give --c-broker PATH"
+                if ours and loop:  # the ceiling of a core that cost nothing, on the same links
+                    why += f"; against the minimal loop on the same accelerator (no core) {ours / loop:.2f}x"
+                found.append(_goal(what, None, C_BROKER_GOAL, True, why))
                 continue
             ceiling = f"the minimal loop on the same accelerator (no core) does {loop / theirs:.2f}x" if loop else ""
             why = f"{ceiling}: the rest is the core" if ceiling else "the core (see its instructions)"
