@@ -10,7 +10,9 @@ live beside it. It knows nothing of workers or services beyond the descriptions 
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import queue
 import time
 from collections.abc import Iterator, Sequence
@@ -227,7 +229,8 @@ class Client:
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0,
-        fail_unknown: bool | None = None, detached: bool = False,
+        fail_unknown: bool | None = None, detached: bool = False, delay: float | None = None,
+        not_before: float | datetime.datetime | None = None,
     ) -> RequestFuture:  # fmt: skip
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
@@ -248,6 +251,12 @@ class Client:
         exits, say): the answer is then fetched by its id (``future.request_id``, :meth:`fetch`) within the
         broker's ``keep_answers`` seconds of being ready. A broker older than these flags ignores them.
 
+        ``delay`` (seconds from now) or ``not_before`` (a time: seconds since the epoch, as ``time.time()``, or
+        an aware ``datetime``) asks the broker not to dispatch the request before then; it is held apart from
+        the service's queue meanwhile, so it holds no other request back, and counts against its deadline (a
+        deadline that passes first answers it ``504``). Sent again (a broker restart), it carries the delay
+        then left. ValueError for both at once, or a value that is not a finite number or an aware datetime.
+
         Args:
             description: the request description (a service name with the default resolver; ``str`` is UTF-8).
             payload: bytes, or a sequence of bytes frames.
@@ -257,15 +266,18 @@ class Client:
             priority: see above.
             fail_unknown: see above.
             detached: see above.
+            delay: see above.
+            not_before: see above.
         """
         body, name = as_frames(payload), as_bytes(description)
         now = time.monotonic()
+        due = _not_before(now, delay, not_before)
         tenant = self.tenant if tenant is None else tenant
         fail = self.fail_unknown if fail_unknown is None else fail_unknown
         flags = (protocol.FLAG_KNOWN_SERVICE if fail else 0) | (protocol.FLAG_DETACHED if detached else 0)
         return self._io.submit(
             name, body, on_partial, now, deadline=None if deadline is None else now + deadline, tenant=tenant,
-            priority=priority, flags=flags,
+            priority=priority, flags=flags, not_before=due,
         )  # fmt: skip
 
     def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Reply:
@@ -459,3 +471,21 @@ class Client:
             return errors.RequestTimeout(f"{nobody}: nothing accepts connections there (is a broker running?)")
         other = next(t for t in Transport if t is not self.transport)
         return errors.RequestTimeout(f"{nobody} (is one running there? does it serve the {other} transport instead?)")
+
+
+def _not_before(now: float, delay: float | None, not_before: float | datetime.datetime | None) -> float | None:
+    """The time (on the clock that read ``now``, monotonic) before which a request is not dispatched: ``delay``
+    seconds from ``now``, or the wall-clock time ``not_before``; None for neither. ValueError for both, or for
+    a value that is not a finite number (an aware datetime)."""
+    if delay is None and not_before is None:
+        return None
+    if delay is not None and not_before is not None:
+        raise ValueError("give a request's delay or its not_before time, not both")
+    if isinstance(not_before, datetime.datetime):
+        if not_before.tzinfo is None:
+            raise ValueError(f"a not_before datetime needs a time zone (naive: {not_before.isoformat()})")
+        not_before = not_before.timestamp()
+    seconds = delay if not_before is None else not_before - time.time()
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        raise ValueError(f"a request's delay or not_before is a finite number of seconds, not {seconds!r}")
+    return now + max(seconds, 0.0)

@@ -135,6 +135,7 @@ class Task:
     order: int = 0
     detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
     fail_unknown: bool = False  # answered 404 while its service has no worker and had none recently
+    not_before: float | None = None  # QUEUED but held off its queue until then (None: in its queue, or running)
 
     @property
     def request_id(self) -> bytes | None:

@@ -47,6 +47,7 @@ __all__ = [
     "Endpoint",
     "LedgerReport",
     "NextPage",
+    "PairReport",
     "Percentiles",
     "RecentReport",
     "ServiceReport",
@@ -201,6 +202,7 @@ class ServiceReport:
     workers: int = 0
     waiting: int = 0
     queued: int = 0
+    delayed: int = 0  # queued tasks held until their not_before (not in the queue yet)
     in_flight: int = 0
     flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
@@ -235,6 +237,7 @@ class ServiceReport:
             workers=len(service.workers),
             waiting=len(service.waiting),
             queued=len(service.pending),
+            delayed=len(service.delayed),
             in_flight=flow.in_flight,
             flow=FlowReport.of(flow, now),
             completed=stats.completed,
@@ -372,6 +375,21 @@ class ConnectionReport:
 
 
 @attrs.frozen(kw_only=True)
+class PairReport:
+    """This broker's place in a broker pair (:mod:`generaldomo.sansio.broker.pair`): its ``role`` (primary or
+    backup), its ``state`` (active: it serves; passive; primary or backup: not yet decided; broken), the peer
+    broker's pair endpoint, the state the peer said last and how many seconds ago (None: never heard), and the
+    state changes so far."""
+
+    role: str = ""
+    state: str = ""
+    peer: str = ""
+    peer_state: str | None = None
+    last_contact: float | None = None
+    changes: int = 0
+
+
+@attrs.frozen(kw_only=True)
 class LedgerReport:
     """The ledger (:mod:`generaldomo.sansio.broker.accounts.ledger`): bytes held on peers' behalf in all
     (``held_bytes``) and by kind of holding, the connections that hold any, and the
@@ -403,6 +421,7 @@ class BrokerReport:
     hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
+    pair: PairReport | None = None  # its place in a broker pair (None: a broker alone)
 
 
 @attrs.frozen(kw_only=True)

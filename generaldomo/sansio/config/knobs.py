@@ -366,10 +366,18 @@ PEER: Final[tuple[Knob, ...]] = tuple(
 COMMAND: Final[tuple[Knob, ...]] = (
     command("timeout", Kind.FLOAT, "wait for the answer", unit="seconds", low=0, low_open=True, metavar="SECONDS"),
     command(
+        "delay", Kind.FLOAT, "the broker dispatches the request no earlier than this long from now", unit="seconds",
+        low=0, high=limits.NOT_BEFORE_MS.high / 1000, metavar="SECONDS",
+    ),
+    command(
         "find_timeout", Kind.FLOAT, "wait this long for the broker file to appear or a beacon to be heard",
         unit="seconds", low=0, metavar="SECONDS",
     ),
     command("beacon_port", Kind.INT, "beacon UDP port", low=1, high=65535, metavar="PORT"),
+    command(
+        "ha_heartbeat", Kind.FLOAT, "with --ha-peer: seconds between the pair's state messages (the peer is "
+        "presumed gone after two missed)", unit="seconds", low=0.01, high=3600, metavar="SECONDS",
+    ),
     command(
         "beacon_interval", Kind.FLOAT, "seconds between beacons", unit="seconds", low=0.05, metavar="SECONDS"
     ),

@@ -17,7 +17,8 @@ Rules:
   broker says it does not know one that it was asked about after it was last sent. Each heartbeat asks about
   the requests outstanding longer than the re-ask age since last sent or asked about, oldest first, 64 per
   heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). A request with a deadline
-  is sent again with the time then left (never a fresh one). The broker answers an asked
+  is sent again with the time then left (never a fresh one), and a request not to be dispatched before a time
+  with the delay then left (so a broker that restarted holds it until the same time). The broker answers an asked
   id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
   as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL). A *fetch*
   waits for the answer to a request sent earlier (by this session or another, with the same key): it is
@@ -220,6 +221,7 @@ class _Outstanding(Generic[T]):
     sent_seq: int  # order of the last send among this session's requests and heartbeats
     asked_seq: int = -1
     deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
+    not_before: float | None = None  # when it may be dispatched (its clock), if the request says
     fields: tuple[str | None, int, int] = (None, 0, 0)  # tenant, priority, flags: a resend with the time left
 
 
@@ -276,9 +278,11 @@ class ClientSession(Generic[T]):
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
+        not_before: float | None = None,
     ) -> list[bytes]:  # fmt: skip
-        """Make a request outstanding; returns its frames, to be sent. ``deadline`` (a time on the clock ``now``
-        reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad one).
+        """Make a request outstanding; returns its frames, to be sent. ``deadline`` and ``not_before`` (times on
+        the clock ``now`` reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad
+        one).
 
         Args:
             request_id: the request's id (16 random bytes, unique).
@@ -290,17 +294,21 @@ class ClientSession(Generic[T]):
             tenant: see above.
             priority: see above.
             flags: see above (``protocol.FLAG_*``).
+            not_before: see above: the broker dispatches it no earlier.
         """
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
-        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority, flags)
+        fields = protocol.request_fields(
+            None if deadline is None else deadline - now, tenant, priority, flags,
+            None if not_before is None else not_before - now,
+        )  # fmt: skip
         if not self.outstanding:
             self.pulse.restart(now)  # nobody listened while nothing was asked
         frames = protocol.gdp_request(request_id, description, body, fields)
         self._seq += 1
         entry = _Outstanding(frames, token, now, now, self._seq)
-        if deadline is not None:
-            entry.deadline, entry.fields = deadline, (tenant, priority, flags)
+        if deadline is not None or not_before is not None:
+            entry.deadline, entry.not_before, entry.fields = deadline, not_before, (tenant, priority, flags)
         self.outstanding[request_id] = entry
         return frames
 
@@ -451,8 +459,12 @@ class ClientSession(Generic[T]):
             entry.touched, entry.asked_seq = now, self._seq
             self.asked += 1
             return ToBroker(protocol.gdp_client_heartbeat(ids=[request_id]))
-        if entry.deadline is not None:  # the time left now, not the time it had when first sent
-            fields = protocol.request_fields(entry.deadline - now, *entry.fields)
+        deadline, not_before = entry.deadline, entry.not_before
+        if deadline is not None or not_before is not None:  # the times left now, not those it had when first sent
+            fields = protocol.request_fields(
+                None if deadline is None else deadline - now, *entry.fields,
+                None if not_before is None else not_before - now,
+            )  # fmt: skip
             entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]
         self._seq += 1
         entry.touched, entry.sent_seq = now, self._seq

@@ -36,6 +36,7 @@ __all__ = [
     "JSON_INTEGER",
     "JSON_NUMBER",
     "MMI_FRAMES",
+    "NOT_BEFORE_MS",
     "PEER_INFO",
     "PID",
     "PRIORITY",
@@ -159,6 +160,7 @@ FIELDS_FRAME: Final = Field("fields_frame", "request fields", 0, 256, Measure.BY
 TENANT: Final = Field("tenant", "tenant", 1, 64, Measure.BYTES, _MALFORMED + "; in mmi.flow: 400")
 PRIORITY: Final = Field("priority", "priority", -5, 5, Measure.VALUE, _MALFORMED)
 DEADLINE_MS: Final = Field("deadline_ms", "deadline (milliseconds)", 0, 2**32 - 1, Measure.VALUE, "clamped to it")
+NOT_BEFORE_MS: Final = Field("not_before_ms", "not before (milliseconds)", 0, 2**32 - 1, Measure.VALUE, "clamped to it")
 WEIGHT: Final = Field("weight", "tenant weight", 1, 1000, Measure.VALUE, _400)
 TENANTS: Final = Field("tenants", "tenants with limits, per service", 0, 1024, Measure.ITEMS, _400)
 INSTANCE: Final = Field("instance", "broker instance", 1, 255, Measure.BYTES, _CLIENT)
@@ -195,6 +197,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     TENANT,
     PRIORITY,
     DEADLINE_MS,
+    NOT_BEFORE_MS,
     WEIGHT,
     TENANTS,
     INSTANCE,

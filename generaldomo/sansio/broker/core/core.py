@@ -11,7 +11,8 @@ Rules of this file:
   (the table of workers), :mod:`~generaldomo.sansio.broker.core.clients` (clients listened to, resends, paced requests),
   :mod:`~generaldomo.sansio.broker.core.budgets` (queue budgets, services and flow entries charged),
   :mod:`~generaldomo.sansio.broker.core.handover` (tickets, claims, recovery),
-  :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts) and
+  :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
+  :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
   :mod:`~generaldomo.sansio.broker.core.reporting` (the status report and log lines); their counts go to one record
   (:mod:`~generaldomo.sansio.broker.core.counters`).
 - Every task is accepted through one path (``_accept``), a resumed worker's claimed one too.
@@ -82,6 +83,7 @@ from generaldomo.sansio.broker.core import budgets, clients, expiry, handover, r
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
+from generaldomo.sansio.broker.core.delays import Delays
 from generaldomo.sansio.broker.core.expiry import PAST_DEADLINE, Expiry
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management
@@ -93,7 +95,7 @@ from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, 
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
-from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
+from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
 from generaldomo.sansio.broker.services.service import Service
@@ -131,7 +133,7 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
 PARTS: dict[str, dict[str, str]] = {
-    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_expiry": expiry.HOLDINGS,
+    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_delays": {}, "_expiry": expiry.HOLDINGS,
     "_handover": handover.HOLDINGS, "_management": {}, "_registration": {}, "_reporting": reporting.HOLDINGS,
     "_requests": {}, "_results": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
@@ -155,6 +157,7 @@ HOLDINGS: dict[str, str] = {
     "ledger": "the ledger: an account only while its connection holds something",
     "resolver": CHARGED + "services",
     "settings": "fixed: the operator's",
+    "service.delayed": CHARGED + "tasks (stale entries compacted)",
     "service.flow": CHARGED + "services (its limits: flows)",
     "service.pending": CHARGED + "tasks, and fair.KEEP_IDLE idle tenants as services",
     "service.stats": CHARGED + "services",
@@ -230,6 +233,7 @@ class BrokerCore:
         # the parts (each owns its state; see the module docstring)
         self._workers = Workers(self.ledger)
         self._expiry = Expiry(self, self.counters)
+        self._delays = Delays(self, self.counters)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
         hold_until = started + settings.recovery_window if recovering else None
@@ -438,6 +442,10 @@ class BrokerCore:
         """
         self._reporting.set_endpoints(endpoints)
 
+    def set_pair(self, report: Callable[[float], PairReport]) -> None:
+        """Report this broker's place in a broker pair (``report(now)``) in the status report."""
+        self._reporting.pair = report
+
     def count(self, name: str, n: int = 1) -> None:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
 
@@ -567,6 +575,9 @@ class BrokerCore:
             return
         if deadline is not None:
             self._expiry.add(deadline, task)
+        if event.not_before:
+            self._delays.hold(task, now + event.not_before)
+            return
         service.push(task)
         self._dispatch(service, message)
 
@@ -606,6 +617,11 @@ class BrokerCore:
         the flow limits configured for its name; or say why it does not fit the ledger (counted), and forget it."""
         return self._budgets.adopt(service, where, self.flows, getattr(self.resolver, "forget", None))
 
+    def _again(self, service: Service, when: float) -> None:
+        """Dispatch ``service`` again at ``when`` at the latest (a held task's time)."""
+        again = self._throttled.get(service)
+        self._throttled[service] = when if again is None else min(again, when)
+
     def _wait(self, worker: WorkerRecord, turn: Turn) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
         worker.service.wait(worker)
@@ -613,7 +629,9 @@ class BrokerCore:
 
     def _dispatch(self, service: Service, turn: Turn) -> None:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
-        allow, and, after a restart, not before the recovery window ends."""
+        allow, and, after a restart, not before the recovery window ends; held tasks whose time came join first."""
+        if service.delayed:
+            self._delays.release(service, turn.now)
         if not service.pending:  # (most answers free a worker of a service with nothing queued: no pair to make)
             return
         now = turn.now

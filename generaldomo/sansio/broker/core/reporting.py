@@ -25,6 +25,7 @@ from generaldomo.sansio.broker.report import (
     Endpoint,
     LedgerReport,
     NextPage,
+    PairReport,
     ServiceReport,
     SettingsReport,
     StatusQuery,
@@ -72,6 +73,7 @@ class Reporting:
         self._services = services
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
+        self.pair: Callable[[float], PairReport] | None = None  # the broker pair's report, when in a pair
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
         """What the broker's links are bound to, as ``(transport, endpoint)``."""
@@ -142,6 +144,7 @@ class Reporting:
             hosts=self._workers.hosts(),
             internal_errors=counters.internal_errors,
             in_flight=in_flight,
+            pair=None if self.pair is None else self.pair(now),
         )
         held = self._budgets.held
         service_reports, more_services = page(
