@@ -177,6 +177,7 @@ def _broker(report: StatusReport) -> dict[str, Any]:
         "services": max(broker.service_count, len(report.services)),
         "kept_answers": broker.kept_answers,
         "kept_bytes": broker.kept_bytes,
+        "pair": None if broker.pair is None else attrs.asdict(broker.pair),  # a broker pair's role and state
     }
 
 

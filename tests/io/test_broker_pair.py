@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 import zmq
+from metrics_page import wait_for
 from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, python_worker, stop_all
 from waiting import eventually
 
-from generaldomo import Client, Reply
+from generaldomo import Broker, Client, NotFound, Reply, Settings
 from generaldomo.io import keys
+from generaldomo.io.hub.pair import PairConfig
+from generaldomo.sansio.broker.pair import PairRole
 
 HEARTBEAT = 0.25
 LIVENESS = 4
@@ -115,6 +118,26 @@ def test_a_backup_alone_serves_nobody_but_answers_status(tmp_path: Path) -> None
         backup.stop()
 
 
+def test_a_primary_alone_serves_on_a_request_once_its_peer_has_expired_but_not_on_a_status_request(
+    tmp_path: Path,
+) -> None:
+    endpoint = f"ipc://{tmp_path}/primary.sock"
+    args = ["--bind", endpoint, "--ha-role", "primary", "--ha-bind", f"ipc://{tmp_path}/primary-pair.sock"]
+    args += ["--ha-peer", f"ipc://{tmp_path}/nobody", "--ha-plaintext", *PEER]
+    primary = BrokerProcess(args, tmp_path / "primary.log").start()
+    try:
+        primary.wait_serving()
+        time.sleep(3 * HA_HEARTBEAT)  # its (absent) peer has expired
+        for _ in range(3):
+            assert pair_status(endpoint)["state"] == "primary"  # status requests and heartbeats decide nothing
+        with Client(endpoint, heartbeat_interval=HEARTBEAT, liveness=LIVENESS, fail_unknown=True) as client:
+            with pytest.raises(NotFound):  # served: nobody serves echo
+                client.request("echo", b"hi", timeout=WAIT)
+        assert pair_status(endpoint)["state"] == "active"
+    finally:
+        primary.stop()
+
+
 def test_the_pair_link_under_curve_admits_the_peer_only(tmp_path: Path) -> None:
     certificates = {}
     for name in ("primary", "backup", "client", "stranger"):
@@ -191,3 +214,23 @@ def test_the_pair_flags_are_checked(flags: list[str], says: str) -> None:
     )  # fmt: skip
     assert run.returncode == 2, run.stderr
     assert says in run.stderr
+
+
+def test_an_embedded_pair_reports_its_states_as_metrics(tmp_path: Path) -> None:
+    links = [f"ipc://{tmp_path}/{name}-pair.sock" for name in ("primary", "backup")]
+    brokers = [
+        Broker(
+            "router", [f"ipc://{tmp_path}/{role.value}.sock"], settings=Settings(HEARTBEAT, LIVENESS),
+            pair=PairConfig(role, links[n], links[1 - n], HA_HEARTBEAT, plaintext=True),
+        ).start()
+        for n, role in enumerate((PairRole.PRIMARY, PairRole.BACKUP))
+    ]  # fmt: skip
+    try:
+        ports = [broker.serve_metrics(0, "127.0.0.1", period=0.05) for broker in brokers]
+        wait_for(ports[0], 'generaldomo_pair_state{role="primary",state="active"} 1.0')
+        text = wait_for(ports[1], 'generaldomo_pair_state{role="backup",state="passive"} 1.0')
+        assert 'generaldomo_pair_state{role="backup",state="active"} 0.0' in text
+        assert "generaldomo_pair_last_contact_seconds" in text
+    finally:
+        for broker in brokers:
+            broker.stop()

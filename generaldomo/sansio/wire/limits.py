@@ -43,6 +43,9 @@ __all__ = [
     "RATE",
     "REASKED",
     "REQUEST_ID",
+    "RETRIES",
+    "RETRY_DELAY",
+    "RETRY_STATUS",
     "SERVICE_NAME",
     "STATUS",
     "STATUS_PAGE",
@@ -52,6 +55,9 @@ __all__ = [
     "TENANT",
     "TENANTS",
     "TIMING",
+    "TRACEPARENT",
+    "TRACESTATE",
+    "TRACESTATE_MEMBERS",
     "WEIGHT",
     "Field",
     "Measure",
@@ -129,6 +135,7 @@ _ANSWERED = "malformed; a GDP request: 400"
 _WORKER = "malformed; its worker dropped"
 _400 = "400"
 _CLIENT = "a peer drops the message"
+_TRACE = "left out, counted"
 
 REQUEST_ID: Final = Field("request_id", "request id", 1, 255, Measure.BYTES, _MALFORMED)
 DESCRIPTION: Final = Field("description", "description", 0, 4096, Measure.BYTES, _ANSWERED)
@@ -156,6 +163,9 @@ BURST: Final = Field("burst", "flow burst", 1, 10**9, Measure.VALUE, _400)
 CONCURRENCY: Final = Field("concurrency", "flow concurrency", 1, 10**9, Measure.VALUE, _400)
 BYTES_IN_FLIGHT: Final = Field("bytes_in_flight", "flow bytes in flight", 1, 2**53, Measure.VALUE, _400)
 ADAPTIVE: Final = Field("adaptive", "adaptive cap bound", 1, 10**6, Measure.VALUE, _400)
+RETRIES: Final = Field("retries", "retry count", 0, 100, Measure.VALUE, _400)
+RETRY_DELAY: Final = Field("retry_delay", "retry backoff (seconds)", 0, 3600, Measure.VALUE, _400, low_open=True)
+RETRY_STATUS: Final = Field("retry_status", "retried status", 500, 599, Measure.VALUE, _400)
 FIELDS_FRAME: Final = Field("fields_frame", "request fields", 0, 256, Measure.BYTES, _MALFORMED)
 TENANT: Final = Field("tenant", "tenant", 1, 64, Measure.BYTES, _MALFORMED + "; in mmi.flow: 400")
 PRIORITY: Final = Field("priority", "priority", -5, 5, Measure.VALUE, _MALFORMED)
@@ -167,6 +177,9 @@ INSTANCE: Final = Field("instance", "broker instance", 1, 255, Measure.BYTES, _C
 TIMING: Final = Field(
     "timing", "timing", 0, 16, Measure.BYTES, "no timing", shown="0 or 16 bytes, finite, not negative"
 )
+TRACEPARENT: Final = Field("traceparent", "traceparent", 55, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE: Final = Field("tracestate", "tracestate", 0, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE_MEMBERS: Final = Field("trace_members", "tracestate members", 0, 32, Measure.ITEMS, _TRACE)
 
 FIELDS: Final[tuple[Field, ...]] = (
     REQUEST_ID,
@@ -193,6 +206,9 @@ FIELDS: Final[tuple[Field, ...]] = (
     CONCURRENCY,
     BYTES_IN_FLIGHT,
     ADAPTIVE,
+    RETRIES,
+    RETRY_DELAY,
+    RETRY_STATUS,
     FIELDS_FRAME,
     TENANT,
     PRIORITY,
@@ -202,6 +218,9 @@ FIELDS: Final[tuple[Field, ...]] = (
     TENANTS,
     INSTANCE,
     TIMING,
+    TRACEPARENT,
+    TRACESTATE,
+    TRACESTATE_MEMBERS,
 )
 
 
