@@ -52,7 +52,7 @@ import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io import files
 from generaldomo.io.hub.wal import LOG_FILE, Fsync, WriteAheadLog
-from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.flow.flow import FlowLimits, limits_json
 from generaldomo.sansio.broker.journal import Decoded
 from generaldomo.sansio.broker.mmi import FlowChange
 
@@ -365,7 +365,7 @@ def encode(entries: Mapping[str, SavedFlow], pause_every: int = 0) -> bytes:
 
 
 def _limits(limits: FlowLimits) -> dict[str, Any]:
-    return attrs.asdict(limits)
+    return limits_json(limits)
 
 
 def decode(data: bytes) -> dict[str, SavedFlow]:
