@@ -9,6 +9,7 @@ state; the core builds the rest. It knows nothing of sockets or clocks (``now`` 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -57,6 +58,7 @@ __all__ = [
     "StatusReport",
     "TenantReport",
     "WorkerReport",
+    "as_data",
     "flow_report_class",
     "limits_in_force",
     "page",
@@ -367,7 +369,7 @@ class SettingsReport:
             "connection_queue_bytes": settings.connection_queue_bytes,
             "field_limits": field_limits,
         }
-        values = attrs.asdict(settings) | shown
+        values = dataclasses.asdict(settings) | shown
         return cls(**{field.name: values[field.name] for field in attrs.fields(cls)})
 
 
@@ -487,6 +489,22 @@ class StatusQuery:
         return json.dumps(data).encode()
 
 
+def _plain(instance: object, field: object, value: Any) -> Any:
+    """A field's value as JSON-ready data: the flow's records (dataclasses) as dicts, the rest as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def as_data(record: Any) -> dict[str, Any]:
+    """A report record (this module's, or one of those it holds) as JSON-ready data."""
+    return attrs.asdict(record, value_serializer=_plain)
+
+
+def _is_record(kind: type[Any]) -> bool:
+    return attrs.has(kind) or dataclasses.is_dataclass(kind)
+
+
 @functools.cache
 def _converter() -> cattrs.Converter:
     """cattrs' converter of JSON-ready data into these records, each of which must come as a JSON object
@@ -507,7 +525,7 @@ def _converter() -> cattrs.Converter:
 
         return strictly
 
-    converter.register_structure_hook_factory(attrs.has, record)
+    converter.register_structure_hook_factory(_is_record, record)
     return converter
 
 
@@ -522,7 +540,7 @@ class StatusReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
-        return attrs.asdict(self)
+        return as_data(self)
 
     def to_json(self) -> str:
         """The report as JSON text, as ``mmi.status`` sends it."""

@@ -112,6 +112,7 @@ from generaldomo.sansio.wire.events import (
     ClientHeartbeat,
     ClientRequest,
     Event,
+    Frame,
     Malformed,
     WorkerDisconnect,
     WorkerHandover,
@@ -200,7 +201,7 @@ class BrokerCore:
         resolver: Resolver | None = None,
         settings: Settings | None = None,
         instance: bytes = b"",
-        started: float = 0.0,
+        started: float | None = None,  # (0.0; a float default before `random` trips mypyc's signature)
         *,
         random: Callable[[int], bytes],
         handover_key: bytes | None = None,
@@ -214,7 +215,7 @@ class BrokerCore:
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters = Counters()
-        self.started = started
+        self.started = 0.0 if started is None else started
         self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
@@ -245,7 +246,7 @@ class BrokerCore:
         self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
-        hold_until = started + settings.recovery_window if recovering else None
+        hold_until = self.started + settings.recovery_window if recovering else None
         self._handover = Handover(handover_key, instance, hold_until)
         self._reporting = Reporting(
             log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
@@ -718,7 +719,7 @@ class BrokerCore:
                 )  # fmt: skip
 
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
+        self, task: Task, status: bytes, body: Sequence[Frame], turn: Turn, *, dequeued: bool = False,
         dispatch: bool = True,
     ) -> None:  # fmt: skip
         """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue); then
@@ -744,7 +745,7 @@ class BrokerCore:
         if dispatch and state in IN_FLIGHT:
             self._dispatch(task.service, turn)  # a place in flight came free
 
-    def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: Turn) -> None:
+    def _reply(self, task: Task, status: bytes, body: Sequence[Frame], meta: bytes, turn: Turn) -> None:
         """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
