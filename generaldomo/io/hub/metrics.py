@@ -38,6 +38,7 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
     "throttled": lambda s: s.throttled,
+    "retried": lambda s: s.retried,
 }
 
 
@@ -56,6 +57,11 @@ def _backoff_rate(service: ServiceReport) -> float | None:
     return None if backoff is None else backoff.rate
 
 
+def _retries(service: ServiceReport) -> float | None:
+    retry = service.flow.retry
+    return None if retry is None else retry["retries"]
+
+
 def _flow_field(field: str) -> Callable[[ServiceReport], float | None]:
     return lambda service: cast(float | None, getattr(service.flow, field))
 
@@ -71,6 +77,7 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     f"{PREFIX}_service_adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
     f"{PREFIX}_service_adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
     f"{PREFIX}_service_backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
+    f"{PREFIX}_service_retry_limit": ("Retries of a task the service's retry policy allows", _retries),
 }
 
 

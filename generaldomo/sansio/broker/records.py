@@ -130,6 +130,7 @@ class Task:
     worker: WorkerRecord | None = None
     dispatched: float | None = None
     attempts: int = 0
+    retries: int = 0  # times its service's retry policy retried it
     deadline: float | None = None
     tenant: Hashable = None
     priority: int = 0

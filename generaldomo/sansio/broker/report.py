@@ -39,6 +39,7 @@ __all__ = [
     "MAX_QUERY",
     "PAGE",
     "PAGE_BYTES",
+    "RETRY_BYTES",
     "SERVICE_BYTES",
     "TENANT_BYTES",
     "WORKER_BYTES",
@@ -76,6 +77,7 @@ PAGE_BYTES = 384 * 1024
 SERVICE_BYTES = 1152  # a service's record, besides its name, tenants, completions, adaptive cap and backoff
 ADAPTIVE_BYTES = 256  # its adaptive cap's report
 BACKOFF_BYTES = 288  # its backoff's report
+RETRY_BYTES = 128  # its retry policy's report, besides 5 bytes per status it names
 TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
 COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
 WORKER_BYTES = 512  # a worker's record, besides its texts
@@ -125,8 +127,11 @@ class _FlowReportBase:
     @property
     def estimated_bytes(self) -> int:
         """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
-        adaptive, backoff, tenants = (getattr(self, name, None) for name in ("adaptive", "backoff", "tenants"))
+        adaptive, backoff, tenants, retry = (
+            getattr(self, name, None) for name in ("adaptive", "backoff", "tenants", "retry")
+        )
         parts = (ADAPTIVE_BYTES if adaptive is not None else 0) + (BACKOFF_BYTES if backoff is not None else 0)
+        parts += 0 if retry is None else RETRY_BYTES + 5 * len(retry["statuses"])
         return parts + sum(TENANT_BYTES + ESCAPED * len(name) for name in tenants or ())
 
 
@@ -202,7 +207,7 @@ class ServiceReport:
     workers: int = 0
     waiting: int = 0
     queued: int = 0
-    delayed: int = 0  # queued tasks held until their not_before (not in the queue yet)
+    delayed: int = 0  # queued tasks held until their not_before or a retry's backoff ends (not in the queue yet)
     in_flight: int = 0
     flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
@@ -218,6 +223,7 @@ class ServiceReport:
     tenants: list[TenantReport] = attrs.field(factory=list)  # the busiest
     busy_tenants: int = 0  # tenants with tasks queued or in flight
     throttled: int = 0  # tasks its workers sent back with 429, queued again
+    retried: int = 0  # answers its retry policy retried
 
     @classmethod
     def of(
@@ -253,6 +259,7 @@ class ServiceReport:
             tenants=tenants,
             busy_tenants=pending.busy_tenants,
             throttled=stats.throttled,
+            retried=stats.retried,
         )
 
     @property

@@ -12,6 +12,7 @@ Rules of this file:
   :mod:`~generaldomo.sansio.broker.core.budgets` (queue budgets, services and flow entries charged),
   :mod:`~generaldomo.sansio.broker.core.handover` (tickets, claims, recovery),
   :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
+  :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff, held as delayed tasks),
   :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
   :mod:`~generaldomo.sansio.broker.core.reporting` (the status report and log lines); their counts go to one record
   (:mod:`~generaldomo.sansio.broker.core.counters`).
@@ -91,6 +92,7 @@ from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
 from generaldomo.sansio.broker.core.results import Results
+from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
@@ -135,7 +137,7 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 PARTS: dict[str, dict[str, str]] = {
     "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_delays": {}, "_expiry": expiry.HOLDINGS,
     "_handover": handover.HOLDINGS, "_management": {}, "_registration": {}, "_reporting": reporting.HOLDINGS,
-    "_requests": {}, "_results": {}, "_workers": workers.HOLDINGS,
+    "_requests": {}, "_results": {}, "_retries": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
@@ -234,6 +236,7 @@ class BrokerCore:
         self._workers = Workers(self.ledger)
         self._expiry = Expiry(self, self.counters)
         self._delays = Delays(self, self.counters)
+        self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
         hold_until = started + settings.recovery_window if recovering else None
@@ -253,7 +256,7 @@ class BrokerCore:
         )  # fmt: skip
         self._results = Results(
             self, settings, self.counters, self._kept, self._workers, self._registration, self._handover,
-            self._reporting,
+            self._reporting, self._retries,
         )  # fmt: skip
         self._barrier = Barrier(log, "the broker core")
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off

@@ -50,6 +50,9 @@ class Counters:
     abandoned: int = 0  # tasks answered 503 when the broker stopped
     reissued: int = 0  # tasks queued again after their worker left
     throttled: int = 0  # tasks a worker answered 429 ("slow down")
+    retried: int = 0  # answers a retry policy retried (the task held for a backoff, then queued again)
+    retries_exhausted: int = 0  # answers a policy would retry, given to the client: the task had all its retries
+    retries_past_deadline: int = 0  # answers a policy would retry, answered 504: the backoff ends past the deadline
     client_gone_dropped: int = 0  # queued tasks of clients gone silent
     duplicates_dropped: int = 0  # results for tasks that are not live
     results_refused: int = 0  # results from peers that do not hold the task
