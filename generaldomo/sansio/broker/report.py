@@ -47,6 +47,7 @@ __all__ = [
     "BrokerReport",
     "ConnectionReport",
     "Endpoint",
+    "JournalReport",
     "LedgerReport",
     "NextPage",
     "PairReport",
@@ -399,6 +400,20 @@ class PairReport:
 
 
 @attrs.frozen(kw_only=True)
+class JournalReport:
+    """The write-ahead log of the broker's state directory (:mod:`generaldomo.io.hub.wal`): its ``fsync`` policy,
+    the records written and those ``waiting`` for the writer (what the broker's answers wait for), the group
+    commits and compactions so far, and the log's size."""
+
+    fsync: str = ""
+    written: int = 0
+    waiting: int = 0
+    commits: int = 0
+    compactions: int = 0
+    bytes: int = 0
+
+
+@attrs.frozen(kw_only=True)
 class LedgerReport:
     """The ledger (:mod:`generaldomo.sansio.broker.accounts.ledger`): bytes held on peers' behalf in all
     (``held_bytes``) and by kind of holding, the connections that hold any, and the
@@ -431,6 +446,7 @@ class BrokerReport:
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
     pair: PairReport | None = None  # its place in a broker pair (None: a broker alone)
+    journal: JournalReport | None = None  # its state directory's write-ahead log (None: no state directory)
 
 
 @attrs.frozen(kw_only=True)

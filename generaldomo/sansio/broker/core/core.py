@@ -99,7 +99,7 @@ from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.journal import JournalRecord, Live
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
-from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
+from generaldomo.sansio.broker.report import PAGE_BYTES, JournalReport, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
 from generaldomo.sansio.broker.services.service import Service
@@ -467,9 +467,17 @@ class BrokerCore:
         """
         self._reporting.set_endpoints(endpoints)
 
+    def recover(self, now: float) -> None:
+        """Begin a recovery window at ``now``, as after a restart (hand-over on): a broker of a pair taking over."""
+        self._handover.hold(now + self.settings.recovery_window)
+
     def set_pair(self, report: Callable[[float], PairReport]) -> None:
         """Report this broker's place in a broker pair (``report(now)``) in the status report."""
         self._reporting.pair = report
+
+    def set_journal(self, report: Callable[[], JournalReport]) -> None:
+        """Report the state directory's write-ahead log (``report()``) in the status report."""
+        self._reporting.journal = report
 
     def count(self, name: str, n: int = 1) -> None:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
