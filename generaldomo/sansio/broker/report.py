@@ -9,6 +9,7 @@ state; the core builds the rest. It knows nothing of sockets or clocks (``now`` 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
+from generaldomo.sansio.broker.accounts.dead import DeadLetters
 from generaldomo.sansio.broker.flow import flow as flow_module
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveReport as AdaptiveReport
 from generaldomo.sansio.broker.flow.backoff import BackoffReport as BackoffReport
@@ -33,6 +35,7 @@ __all__ = [
     "ADAPTIVE_BYTES",
     "BACKOFF_BYTES",
     "COMPLETION_BYTES",
+    "DEAD_SERVICES",
     "DESCRIPTION_BYTES",
     "ESCAPED",
     "MAX_PAGE",
@@ -44,6 +47,8 @@ __all__ = [
     "WORKER_BYTES",
     "BrokerReport",
     "ConnectionReport",
+    "DeadLettersReport",
+    "DeadServiceReport",
     "Endpoint",
     "LedgerReport",
     "NextPage",
@@ -78,6 +83,7 @@ BACKOFF_BYTES = 288  # its backoff's report
 TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
 COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
 WORKER_BYTES = 512  # a worker's record, besides its texts
+DEAD_SERVICES = 10  # services the report names in its dead letters, those with the most
 ESCAPED = 12  # bytes of JSON text a character of a name may take (a character beyond U+FFFF: two \\uXXXX)
 _QUERY_KEYS = frozenset({"limit", "services_after", "workers_after", "service", "order"})
 
@@ -334,6 +340,8 @@ class SettingsReport:
     service_queue_bytes: int | None = None
     keep_answers: float = 0.0
     keep_bytes: int = 0
+    dead_letters: int = 0
+    dead_bytes: int = 0
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
@@ -383,6 +391,40 @@ class LedgerReport:
     top: list[ConnectionReport] = attrs.field(factory=list)
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DeadServiceReport:
+    """A service's dead letters: how many, their bytes, and the age in seconds of the newest."""
+
+    service: str = ""
+    count: int = 0
+    bytes: int = 0
+    newest_age: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLettersReport:
+    """The dead letters (:mod:`generaldomo.sansio.broker.accounts.dead`): the tasks that failed for good, kept in
+    all (``letters``, ``bytes``), evicted for the bounds, in how many services, and the :data:`DEAD_SERVICES`
+    services with the most (``generaldomo dead list`` shows the rest)."""
+
+    letters: int = 0
+    bytes: int = 0
+    evicted: int = 0
+    service_count: int = 0
+    services: list[DeadServiceReport] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(cls, dead: DeadLetters, now: float) -> DeadLettersReport:
+        """The report of ``dead`` at ``now``."""
+        return cls(
+            letters=len(dead), bytes=dead.bytes, evicted=dead.evicted, service_count=dead.service_count(),
+            services=[
+                DeadServiceReport(service=s.service, count=s.count, bytes=s.bytes, newest_age=round(now - s.newest, 3))
+                for s in dead.services(DEAD_SERVICES)
+            ],
+        )  # fmt: skip
+
+
 @attrs.frozen(kw_only=True)
 class BrokerReport:
     """The broker as a whole."""
@@ -403,6 +445,7 @@ class BrokerReport:
     hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
+    dead_letters: DeadLettersReport = attrs.field(factory=DeadLettersReport)
 
 
 @attrs.frozen(kw_only=True)
@@ -461,6 +504,13 @@ class StatusQuery:
         return json.dumps(data).encode()
 
 
+def _plain(_: object, __: object, value: Any) -> Any:
+    """A record that is a dataclass as JSON-ready data (``attrs.asdict`` gives those of attrs)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
 @functools.cache
 def _converter() -> cattrs.Converter:
     """cattrs' converter of JSON-ready data into these records, each of which must come as a JSON object
@@ -496,7 +546,7 @@ class StatusReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
-        return attrs.asdict(self)
+        return attrs.asdict(self, value_serializer=_plain)
 
     def to_json(self) -> str:
         """The report as JSON text, as ``mmi.status`` sends it."""

@@ -303,6 +303,15 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         "keep_bytes", Kind.INT, "bytes of kept answers, oldest evicted first", unit="bytes", low=0, metavar="BYTES"
     ),
     setting(
+        "dead_letters", Kind.INT,
+        "tasks that finally failed kept per service (see 'generaldomo dead'), oldest evicted first; 0: none",
+        low=0, high=1_000_000, metavar="N",
+    ),
+    setting(
+        "dead_bytes", Kind.INT, "bytes of dead letters, all services together, oldest evicted first",
+        unit="bytes", low=0, metavar="BYTES",
+    ),
+    setting(
         "service_idle", Kind.FLOAT, "forget services idle this long; 'none': never",
         unit="seconds", low=0, none_means="never", metavar="SECONDS",
     ),

@@ -66,6 +66,9 @@ class Settings:
         service_queue_bytes: the same, per service.
         keep_answers: seconds a final answer is kept for re-asks and fetches.
         keep_bytes: bytes of kept answers, the oldest evicted first.
+        dead_letters: tasks that finally failed kept per service (its dead letters), the oldest evicted first;
+            0: none kept.
+        dead_bytes: bytes of dead letters, all services together, the oldest evicted first.
         service_idle: seconds after which a service with nothing in it is forgotten; None: never.
         served_memory: seconds a service that had workers counts as known (``404`` to a request that asks to
             fail fast only beyond).
@@ -98,6 +101,8 @@ class Settings:
     service_queue_bytes: int | None = 32 * MIB  # the same, per service
     keep_answers: float = 60.0  # seconds a final answer to a generaldomo client is kept for its re-asks
     keep_bytes: int = 64 * MIB  # bytes of kept answers, oldest evicted first
+    dead_letters: int = 100  # tasks that finally failed kept per service, oldest evicted first; 0: none
+    dead_bytes: int = 16 * MIB  # bytes of dead letters, all services together, oldest evicted first
     service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
     served_memory: float = 600.0  # seconds a service that had workers is known (see known_service_grace)
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below

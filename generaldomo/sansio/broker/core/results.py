@@ -19,6 +19,7 @@ from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import connection
 from generaldomo.sansio.broker.actions import Forward, Respond
 from generaldomo.sansio.broker.core.counters import Counters
+from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
@@ -54,7 +55,7 @@ class Results:
 
     def __init__(
         self, core: Core, settings: Settings, counters: Counters, kept: KeptAnswers, workers: Workers,
-        registration: Registration, handover: Handover, reporting: Reporting,
+        registration: Registration, handover: Handover, reporting: Reporting, dead: Dead,
     ) -> None:  # fmt: skip
         self._core = core
         self._settings = settings
@@ -64,6 +65,7 @@ class Results:
         self._registration = registration
         self._handover = handover
         self._reporting = reporting
+        self._dead = dead
 
     def on_reply(self, event: WorkerReply, message: Message) -> None:
         self._result(event, message, event.status, event.body)
@@ -112,6 +114,7 @@ class Results:
             if not same or worker.rests is not None:
                 self._core._dispatch(task.service, message)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
+            self._dead.failed(task, status, body, now)
             self._core._complete(task, status, body, message, dispatch=not same)
         if not same and event.description is not None:
             self._core._leave(worker, now)
