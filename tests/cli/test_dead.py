@@ -1,6 +1,6 @@
 """``generaldomo dead`` through the command, both transports, a worker served by ``generaldomo worker``: a poison
 task kept as a dead letter, shown, replayed after the fix and answered once; letters dropped; the status report
-(against docs/status.schema.json); the admin role under CURVE."""
+(against docs/status.schema.json), ``generaldomo status`` and the metrics; the admin role under CURVE."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from app_harness import start_pool, wait_for_workers
 from cli_processes import run
+from metrics_page import wait_for
 
 from generaldomo import Client, RequestFailed
 
@@ -29,6 +30,7 @@ def test_a_poison_task_is_kept_shown_replayed_after_the_fix_and_answered(
     transport: str, brokers, tmp_path: Path
 ) -> None:
     broker = brokers(transport, ["tcp://127.0.0.1:*"])
+    port = broker.serve_metrics(0, "127.0.0.1", period=0.05)
     endpoint = broker.endpoint(transport, "tcp")
     pool = start_pool("tests.dead_apps:app", endpoint, transport, tmp_path / "worker.log")
     marker = tmp_path / "mended"
@@ -45,6 +47,10 @@ def test_a_poison_task_is_kept_shown_replayed_after_the_fix_and_answered(
             jsonschema.Draft202012Validator(SCHEMA).validate(report)
             assert report["broker"]["dead_letters"]["letters"] == 3
             assert report["broker"]["dead_letters"]["services"][0]["service"] == "parse"
+            text = wait_for(port, "generaldomo_dead_letters 3.0")
+            assert 'generaldomo_service_dead_letters{service="parse"} 3.0' in text
+            shown = run("status", "--transport", transport, "--connect", endpoint)
+            assert shown.returncode == 0 and "dead letters 3 (" in shown.stdout and "parse 3" in shown.stdout
             (services,) = dead(transport, endpoint, "list")
             assert services["services"][0]["count"] == 3
             (page,) = dead(transport, endpoint, "list", "parse", "--limit", "1")
