@@ -18,8 +18,8 @@ from generaldomo.cli import options, probe
 from generaldomo.cli.command import Command, Exit
 from generaldomo.errors import NotFound, RequestFailed
 from generaldomo.peers.client import Client
+from generaldomo.sansio.config import knobs
 from generaldomo.sansio.wire import wirejson
-from generaldomo.sansio.wire.limits import DEAD_PAGE
 
 __all__ = ["COMMAND", "arguments", "run"]
 
@@ -37,27 +37,15 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.wait_for_broker(parser)
     options.curve(parser)
     options.timeout(parser, "the answer")
+    options.add_knob(parser, knobs.COMMANDS["dead_limit"], default=20)
     parser.add_argument(
-        "--limit",
-        type=_limit,
-        default=20,
-        metavar="N",
-        help=f"letters (or services) listed at most ({DEAD_PAGE.bounds})",
+        "--after",
+        metavar="ID",
+        help="list the letters after this one (the 'next' a list printed; default: from the oldest)",
     )
-    parser.add_argument("--after", metavar="ID", help="list the letters after this one (the 'next' a list printed)")
     parser.add_argument(
         "--wait", action="store_true", help="replay: wait for the replay's answer (--timeout) and print it"
     )
-
-
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not DEAD_PAGE.admits(value):
-        raise argparse.ArgumentTypeError(f"--limit must be a whole number, {DEAD_PAGE.bounds}, not {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     with Client(endpoint, args.transport, fail_unreachable=args.fail_unreachable, **target.curve.kwargs()) as client:
         try:
             if args.verb == "list":
-                query = {"limit": args.limit, "after": args.after}
+                query = {"limit": args.dead_limit, "after": args.after}
                 print(json.dumps(_ask(client, "list", args.service, None, args.timeout, **query)[0]))
             elif args.verb == "show":
                 letter, payload = _ask(client, "show", args.service, args.ids[0], args.timeout)
@@ -131,7 +119,7 @@ def _frame(frame: bytes) -> dict[str, str]:
 
 COMMAND = Command(
     "dead", "list, show, replay or drop a service's dead letters (mmi.dead; the admin role under CURVE)", arguments,
-    run, configurable=True, per_run=("limit", "after", "wait"),
+    run, configurable=True, per_run=("dead_limit", "after", "wait"),
     description="""\
 list, show, replay or drop the dead letters of a service (mmi.dead): the tasks
 that failed for good, lost with their worker max_attempts times or answered

@@ -342,6 +342,7 @@ class SettingsReport:
     keep_bytes: int = 0
     dead_letters: int = 0
     dead_bytes: int = 0
+    dead_seconds: float = 0.0
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None

@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from generaldomo.sansio.broker.access import Credential, Role
-from generaldomo.sansio.broker.accounts.dead import DeadLetter, DeadLetters, letter_size
+from generaldomo.sansio.broker.accounts.dead import SERVICE_SHARE, DeadLetter, DeadLetters, letter_size
 from generaldomo.sansio.broker.accounts.ledger import Holding, Ledger
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import Dialect
@@ -104,13 +104,29 @@ def test_dead_letters_are_bounded_per_service_and_in_bytes_oldest_evicted_and_no
     assert [letter.id for letter in kept] == ids[2:] and not more
     assert h.core.report(h.now).broker.dead_letters.evicted == 2
     audit(h)
-    h = Harness(dead_bytes=3000)
-    for n in range(5):
+    h = Harness(dead_bytes=8000)
+    fail_once(h, rid=b"other", body=b"y" * 1000)
+    h.ready(worker(2), b"other")
+    h.request(client(0), b"o", b"other", b"y" * 1000)
+    ((task_id, _, _),) = h.tasks_of(worker(2))
+    h.feed(worker(2), protocol.gdp_ready(b"other", (task_id, protocol.WORKER_ERROR, [b"no"])))
+    for n in range(5):  # one service's letters hold at most half the bytes: the other's stays
         fail_once(h, rid=b"r%d" % n, body=b"x" * 1000)
-    assert h.core.dead_letters.bytes <= 3000 and len(h.core.dead_letters) == 1
+    assert h.core.dead_letters.count("echo") == 2 and h.core.dead_letters.count("other") == 1
+    assert h.core.dead_letters.bytes <= 8000
     audit(h)
     h = Harness(dead_letters=0)
     fail_once(h)
+    assert len(h.core.dead_letters) == 0 and h.core.ledger.by_kind[Holding.DEAD] == 0
+
+
+def test_dead_letters_are_forgotten_after_dead_seconds() -> None:
+    h = Harness(dead_seconds=30.0)
+    fail_once(h)
+    h.advance(20.0)
+    assert len(h.core.dead_letters) == 1
+    for _ in range(10):
+        h.advance(2.5)
     assert len(h.core.dead_letters) == 0 and h.core.ledger.by_kind[Holding.DEAD] == 0
 
 
@@ -158,7 +174,7 @@ class DeadLettersMachine(RuleBasedStateMachine):
     """Any sequence of letters kept, taken (replayed or dropped) and looked at: the store stays within its bounds,
     the ledger adds up to it, and a letter is taken at most once (a replay never runs one twice)."""
 
-    PER_SERVICE, BUDGET = 3, 6000
+    PER_SERVICE, BUDGET = 3, 9000
 
     def __init__(self) -> None:
         super().__init__()
@@ -193,6 +209,11 @@ class DeadLettersMachine(RuleBasedStateMachine):
             pass  # evicted for a bound
         assert self.store.take(self.kept_ever[task_id], task_id) is None
 
+    @rule(age=st.integers(0, 50))
+    def expire(self, age: int) -> None:
+        self.store.expire(float(self.made - age))
+        assert all(letter.when >= self.made - age for letter in _all(self.store))
+
     @invariant()
     def bounded_and_charged(self) -> None:
         store = self.store
@@ -205,6 +226,7 @@ class DeadLettersMachine(RuleBasedStateMachine):
         assert len(store) == sum(per.values()) and store.service_count() == len(per)
         for summary in store.services(10):
             assert summary.count == per[summary.service]
+            assert summary.bytes <= self.BUDGET * SERVICE_SHARE
 
 
 def _all(store: DeadLetters) -> list[DeadLetter]:

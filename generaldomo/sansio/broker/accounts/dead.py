@@ -2,12 +2,14 @@
 
 This module owns the bounded store behind ``generaldomo dead``: each letter is a failed task's request (its
 description and payload, tenant and priority) with why and when it failed, kept under its task id in its
-service's letters, at most ``per_service`` of them per service and ``budget`` bytes in all, the oldest evicted
-first (counted), each charged to the ledger (:mod:`generaldomo.sansio.broker.accounts.ledger`, as
+service's letters, at most ``per_service`` of them per service and ``budget`` bytes in all (a service's at most
+:data:`SERVICE_SHARE` of them, so that a service whose workers fail everything does not evict the others'), the
+oldest evicted first (counted), and forgotten once their time is up (:meth:`DeadLetters.expire`). Each is charged
+to the ledger (:mod:`generaldomo.sansio.broker.accounts.ledger`, as
 :attr:`~generaldomo.sansio.broker.accounts.ledger.Holding.DEAD`) under the connection of the client that sent it,
 as kept answers are (a budget of their own: they never make that client's next request wait). A letter leaves
-only once: taken (for a replay, or dropped) or evicted, so that no letter is replayed twice. It is fed the time by
-its caller and reads no clock; it knows nothing of sockets, tasks, services' queues or dialects.
+only once: taken (for a replay, or dropped), evicted or expired, so that no letter is replayed twice. It is fed
+the time by its caller and reads no clock; it knows nothing of sockets, tasks, services' queues or dialects.
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from collections.abc import Iterator
 
 from generaldomo.sansio.broker.accounts.ledger import FRAME, OVERHEAD, ConnectionId, Holding, Ledger
 
-__all__ = ["ENTRY_OVERHEAD", "REASON_BYTES", "DeadLetter", "DeadLetters", "ServiceLetters", "letter_size"]
+__all__ = [
+    "ENTRY_OVERHEAD",
+    "REASON_BYTES",
+    "SERVICE_SHARE",
+    "DeadLetter",
+    "DeadLetters",
+    "ServiceLetters",
+    "letter_size",
+]
 
 ENTRY_OVERHEAD = OVERHEAD[Holding.DEAD]  # bytes a letter costs beyond its fields' bytes
+SERVICE_SHARE = 0.5  # the share of the byte budget one service's letters may hold
 REASON_BYTES = 256  # bytes of the worker's reason a letter keeps (the start of its answer's first frame)
 
 
@@ -83,7 +94,7 @@ class DeadLetters:
     def keep(self, letter: DeadLetter) -> bool:
         """Keep ``letter`` (one with its id leaves first), evicting the oldest beyond the bounds; False when it is
         not kept at all (none are, or it alone is larger than the budget)."""
-        if self.per_service <= 0 or letter.size > self.budget:
+        if self.per_service <= 0 or letter.size > self.budget * SERVICE_SHARE:
             return False
         old = self._all.get(letter.id)
         if old is not None:
@@ -94,11 +105,20 @@ class DeadLetters:
         self.bytes += letter.size
         self._ledger.charge(letter.charged, Holding.DEAD, letter.size)
         mine = self._by_service[letter.service]
-        while len(mine) > self.per_service:
+        while len(mine) > self.per_service or self._service_bytes[letter.service] > self.budget * SERVICE_SHARE:
             self._evict(next(iter(mine.values())))
         while self.bytes > self.budget:
             self._evict(next(iter(self._all.values())))
         return True
+
+    def expire(self, before: float) -> None:
+        """Forget the letters that came before ``before`` (their time is up; not counted as evicted)."""
+        letters = self._all
+        while letters:
+            letter = next(iter(letters.values()))
+            if letter.when >= before:
+                return
+            self._remove(letter)
 
     def get(self, service: str, task_id: bytes) -> DeadLetter | None:
         """The letter of the task ``task_id`` in ``service``'s letters, or None."""

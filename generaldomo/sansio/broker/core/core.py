@@ -804,10 +804,12 @@ class BrokerCore:
             self._expiry.expire_queued(now - anonymous, turn, anonymous=True)
         self._requests.drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
+        self._dead.letters.expire(now - settings.dead_seconds)
         self._forget_idle_services(now)
         logging_held = self._reporting.flush(now)
         self._barrier.flush(now)
-        busy = self._tasks or len(self._clients) or len(self._kept) or self._budgets.holds() or logging_held
+        held = len(self._kept) or len(self._dead.letters) or self._budgets.holds()
+        busy = self._tasks or len(self._clients) or held or logging_held
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 
     def _forget_idle_services(self, now: float) -> None:
