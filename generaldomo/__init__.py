@@ -30,6 +30,7 @@ if _TYPE_CHECKING:
     from generaldomo.sansio.broker.core import BrokerCore, Peer, Send, Settings
     from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
     from generaldomo.sansio.broker.services.service import Service
+    from generaldomo.sansio.wire.tracecontext import TraceContext
 
 # The public names below are imported when first used, so that ``import generaldomo.cli`` (every command, even
 # ``--version``) does not load the broker, the dashboard and the rest that one command does not need.
@@ -52,6 +53,7 @@ _LAZY: dict[str, str] = {
     "NameResolver": "generaldomo.sansio.broker.services.resolver",
     "Resolver": "generaldomo.sansio.broker.services.resolver",
     "Service": "generaldomo.sansio.broker.services.service",
+    "TraceContext": "generaldomo.sansio.wire.tracecontext",
 }
 
 # The module paths of releases before the layers (generaldomo.core, generaldomo.client...): lazy, deprecated.
@@ -87,6 +89,7 @@ __all__ = [
     "Send",
     "Service",
     "Settings",
+    "TraceContext",
     "Transport",
     "TypedClient",
     "Where",

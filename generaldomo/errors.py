@@ -36,6 +36,7 @@ The family::
     ├── AppSpecError                    (LookupError) a worker app spec names no attribute or service there
     ├── KeyFileError                    (ValueError) a CURVE certificate file that cannot be used
     ├── StateError                      (ValueError) a broker state directory that cannot be used
+    ├── PairBroken                      (RuntimeError) a broker pair heard two actives or two passives
     ├── SettingsError                   (ValueError) an embedded broker's setting the broker command refuses
     ├── LoopFailed                      (RuntimeError) a serving loop stopped because of an error
     │   ├── BrokerFailed                the broker's
@@ -80,6 +81,7 @@ __all__ = [
     "ManagementError",
     "NotFound",
     "OverBudget",
+    "PairBroken",
     "RequestExpired",
     "RequestFailed",
     "RequestRejected",
@@ -433,6 +435,22 @@ class StateError(GeneraldomoError, ValueError):
             Broker("router", ["tcp://127.0.0.1:*"], state_dir="/var/lib/generaldomo")
         except StateError as error:  # not writable, or another broker holds it
             print(error)
+    """
+
+
+class PairBroken(GeneraldomoError, RuntimeError):
+    """The broker pair is broken: this broker heard its peer say *active* while it was active itself (two brokers
+    would serve), or *passive* while it was passive (none would). The broker stops serving (its loop fails with
+    this error as the ``__cause__`` of :class:`BrokerFailed`) until an operator restarts it, which makes it the
+    passive one of the pair.
+
+    Example::
+
+        try:
+            broker.join()  # a Broker run with pair=PairConfig(...)
+        except BrokerFailed as error:
+            if isinstance(error.__cause__, PairBroken):
+                log.error("restart this broker once the other one serves: %s", error.__cause__)
     """
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "announce",
     "arguments",
     "make_broker",
+    "pair_config",
     "parse_flow",
     "run",
 ]
@@ -46,6 +47,7 @@ __all__ = [
 if TYPE_CHECKING:  # imported where used: the other commands do not load the broker
     from generaldomo.io.broker import Broker
     from generaldomo.io.failfast import OnFailure
+    from generaldomo.io.hub.pair import PairConfig
 
 DEFAULTS = Settings()
 _HEARTBEATS = {knob.name for knob in knobs.PEER}  # flags of their own (options.heartbeats)
@@ -87,6 +89,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     _limits(parser)
     options.curve_server(parser)
+    _pairing(parser)
     _announcing(parser)
 
 
@@ -112,6 +115,54 @@ def _binds(parser: argparse.ArgumentParser) -> None:
             metavar="ENDPOINT",
             help=f"bind a {transport} link to ENDPOINT too (repeatable; default: none); serves both transports",
         )
+
+
+def _pairing(parser: argparse.ArgumentParser) -> None:
+    """The flags of a broker pair (one active, one passive: see the guide's high availability page)."""
+    parser.add_argument(
+        "--ha-peer",
+        metavar="ENDPOINT",
+        help="run as one of a broker pair: the other broker's --ha-bind endpoint (default: a broker alone)",
+    )
+    parser.add_argument(
+        "--ha-role", choices=["primary", "backup"], help="with --ha-peer: this broker's role in the pair"
+    )
+    parser.add_argument(
+        "--ha-bind", metavar="ENDPOINT", help="with --ha-peer: the endpoint of this broker's side of the pair's link"
+    )
+    options.add_knob(parser, knobs.COMMANDS["ha_heartbeat"], default=1.0)
+    parser.add_argument(
+        "--ha-peer-key",
+        metavar="PATH",
+        help="with --ha-peer and --curve-secret: the other broker's public certificate, the only key admitted on "
+        "the pair's link",
+    )
+    parser.add_argument(
+        "--ha-plaintext",
+        action="store_true",
+        help="with --ha-peer and no --curve-secret: allow the pair's link without CURVE (not authenticated)",
+    )
+
+
+def pair_config(args: argparse.Namespace) -> PairConfig | None:
+    """The broker pair the flags of :func:`_pairing` ask for (None: a broker alone); ValueError naming what is
+    missing."""
+    from generaldomo.io.hub.pair import PairConfig
+    from generaldomo.io.keys import load_public
+    from generaldomo.sansio.broker.pair import PairRole
+
+    if args.ha_peer is None:
+        given = [flag for flag in ("ha_role", "ha_bind", "ha_peer_key") if getattr(args, flag) is not None]
+        if given or args.ha_plaintext:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given or ["ha_plaintext"])
+            raise ValueError(f"{flags} need --ha-peer (the other broker of the pair)")
+        return None
+    if args.ha_role is None or args.ha_bind is None:
+        raise ValueError("--ha-peer needs --ha-role primary|backup and --ha-bind ENDPOINT")
+    key = None if args.ha_peer_key is None else load_public(args.ha_peer_key)
+    return PairConfig(
+        PairRole(args.ha_role), args.ha_bind, args.ha_peer, args.ha_heartbeat, key, plaintext=args.ha_plaintext
+    )
 
 
 def _announcing(parser: argparse.ArgumentParser) -> None:
@@ -207,7 +258,7 @@ def make_broker(
         require_draft()
     broker = Broker(
         resolver=resolver, settings=settings, context=context, security=options.security(args),
-        state_dir=args.state_dir, on_failure=on_failure,
+        state_dir=args.state_dir, on_failure=on_failure, pair=pair_config(args),
     )  # fmt: skip
     try:
         for spec in args.flow:

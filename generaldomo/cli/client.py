@@ -20,7 +20,9 @@ so an abandoned request never runs later.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +35,7 @@ from generaldomo.errors import HandshakeFailed, NotFound, RequestFailed
 from generaldomo.io import files
 from generaldomo.io.peer.connection import Curve
 from generaldomo.peers.client import Client, Reply
+from generaldomo.sansio.config import knobs
 from generaldomo.sansio.peer import serializers
 from generaldomo.sansio.peer.serializers import Serializer
 
@@ -80,6 +83,15 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="queue the request even if the broker has no worker for the service and had none recently (default: "
         "fail at once with 404, the services that have workers and the nearest name)",
     )
+    later = parser.add_mutually_exclusive_group()
+    options.add_knob(later, knobs.COMMANDS["delay"], default=0.0, help=knobs.COMMANDS["delay"].help + " (default: 0)")
+    later.add_argument(
+        "--not-before",
+        metavar="TIME",
+        type=_not_before,
+        help="the broker dispatches the request no earlier than TIME: ISO 8601 with a time zone "
+        "(2026-12-24T18:00:00+01:00, or Z for UTC) or seconds since the epoch (default: at once)",
+    )
     handle = parser.add_mutually_exclusive_group()
     handle.add_argument(
         "--no-wait",
@@ -112,6 +124,27 @@ def payload_frames(args: argparse.Namespace) -> list[bytes]:
     return frames
 
 
+def _not_before(text: str) -> float:
+    """A time given as ISO 8601 with a time zone, or as seconds since the epoch (``--not-before``): seconds since
+    the epoch."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"a time is ISO 8601 with a time zone (2026-12-24T18:00:00+01:00) or seconds since the epoch, "
+                f"not {text!r}"
+            ) from None
+        if when.tzinfo is None:
+            raise argparse.ArgumentTypeError(f"give {text!r} a time zone (+01:00, or Z for UTC)") from None
+        seconds = when.timestamp()
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"a time is a finite number of seconds since the epoch, not {text!r}")
+    return seconds
+
+
 def _request_id(text: str) -> bytes:
     """A request id given as hex text (``--fetch``)."""
     try:
@@ -139,7 +172,13 @@ def run(args: argparse.Namespace) -> int:
         payload: Any = frames if typed is None else serializers.encode(typed[0], typed[1])
         if args.no_wait:
             return _send_detached(client, args, payload)
-        future = client.submit(args.service, payload, on_partial=lambda reply: _ignore(_print(reply, typed)))
+        future = client.submit(
+            args.service,
+            payload,
+            on_partial=lambda reply: _ignore(_print(reply, typed)),
+            delay=args.delay or None,
+            not_before=args.not_before,
+        )
         try:
             reply = future.result(args.timeout)
         except RequestFailed as error:
@@ -166,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _send_detached(client: Client, args: argparse.Namespace, payload: Any) -> int:
     """``--no-wait``: send the request detached, make sure the broker has it, print its id."""
-    future = client.submit(args.service, payload, detached=True)
+    future = client.submit(args.service, payload, detached=True, delay=args.delay or None, not_before=args.not_before)
     try:  # the broker answers in order: once mmi.service is answered, the request is in (or was refused)
         client.request("mmi.service", args.service.encode(), args.timeout, fail_unknown=False)
     except HandshakeFailed as error:
@@ -301,5 +340,5 @@ id alone fetches the answer (keep it private); under CURVE only the same key.
 """
 COMMAND = Command(
     "client", "send one request and print the reply", arguments, run, DESCRIPTION, extra="payload",
-    configurable=True, per_run=("fetch", "no_wait", "file"),
+    configurable=True, per_run=("fetch", "no_wait", "file", "delay", "not_before"),
 )  # fmt: skip

@@ -151,7 +151,7 @@ def knob_type(knob: Knob) -> Callable[[str], Any]:
 
 
 def add_knob(
-    parser: argparse.ArgumentParser,
+    parser: argparse.ArgumentParser | argparse._ActionsContainer,
     knob: Knob,
     *,
     default: Any = None,

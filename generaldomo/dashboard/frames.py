@@ -183,6 +183,7 @@ def _broker(report: StatusReport) -> dict[str, Any]:
         "dead_services": [  # the report's (at most report.DEAD_SERVICES)
             {"service": s.service, "count": s.count, "newest_age": s.newest_age} for s in broker.dead_letters.services
         ],
+        "pair": None if broker.pair is None else attrs.asdict(broker.pair),  # a broker pair's role and state
     }
 
 

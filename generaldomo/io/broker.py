@@ -36,13 +36,15 @@ from generaldomo.io.failfast import Failure, OnFailure, ServingLoop
 from generaldomo.io.hub.backlog import POLL as BACKLOG_POLL
 from generaldomo.io.hub.backlog import Backlog
 from generaldomo.io.hub.links import LINKS, NO_LIMIT, Link
+from generaldomo.io.hub.pair import PairConfig, PairLink
 from generaldomo.io.hub.state import StateDir
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
-from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
+from generaldomo.sansio.broker.pair import Pair, PairState, Visit, visit
+from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.config.settings import Settings
 
@@ -90,6 +92,7 @@ class Broker(ServingLoop):
         security: BrokerSecurity | None = None,
         state_dir: str | os.PathLike[str] | None = None,
         on_failure: OnFailure | None = None,
+        pair: PairConfig | None = None,
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
         of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
@@ -108,6 +111,8 @@ class Broker(ServingLoop):
             state_dir: where run-time flow changes are kept across restarts.
             on_failure: called with the error, from the loop's thread, if the loop stops because of one (see the
                 module docstring).
+            pair: this broker's place in a broker pair (:class:`~generaldomo.io.hub.pair.PairConfig`): it serves
+                only while it is the active one (:mod:`generaldomo.sansio.broker.pair`); None: a broker alone.
         """
         self.state = None if state_dir is None else StateDir(state_dir)
         self._own_context = security is not None and context is None
@@ -140,7 +145,14 @@ class Broker(ServingLoop):
         # answers held until the flow changes they report are on disk (the generation), in order; their peers
         self._pending: collections.deque[tuple[int, list[Send]]] = collections.deque()
         self._held_peers: set[Peer] = set()
+        self.pair_link: PairLink | None = None
+        self.pair: Pair | None = None
+        self._pair_refused = 0  # the pair link's refusals counted so far
         try:
+            if pair is not None:
+                self.pair_link = PairLink(self.context, pair, security, self._zap)
+                self.pair = Pair(pair.role, pair.heartbeat, time.monotonic())
+                self.core.set_pair(self._pair_report)
             if transport is not None:
                 self.add_link(transport, bind)
         except Exception:
@@ -276,6 +288,8 @@ class Broker(ServingLoop):
         self._serve_until_done(self._serving, self._finish)
 
     def _serving(self) -> None:
+        if self.pair is not None:  # the peer's expiry counts from the start of serving, not of construction
+            self.pair = Pair(self.pair.role, self.pair.heartbeat, time.monotonic())
         self._restore()
         log.info("broker serving %s", ", ".join(f"{t} {e}" for t, e in self.endpoints))
         self._loop()
@@ -291,11 +305,11 @@ class Broker(ServingLoop):
 
     def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
-        state = self.state
-        wait = waiter(
-            [link.socket for link in self.links], (self._stop_read, *(() if state is None else (state.ready,)))
-        )
-        stop_bit = 1 << len(self.links)
+        state, pair, pair_link = self.state, self.pair, self.pair_link
+        sockets = [link.socket for link in self.links] + ([] if pair_link is None else [pair_link.socket])
+        wait = waiter(sockets, (self._stop_read, *(() if state is None else (state.ready,))))
+        pair_bit = 1 << len(self.links)  # the pair link heard its peer (when in a pair)
+        stop_bit = 1 << len(sockets)
         state_bit = stop_bit << 1  # the state directory's writer wrote changes to disk
         links = list(enumerate(self.links))
         core, backlog = self.core, self.backlog
@@ -314,7 +328,11 @@ class Broker(ServingLoop):
                     next_snapshot = clock() + self._snapshot_period
                 deadline = next_snapshot if deadline is None else min(deadline, next_snapshot)
             deadline = next_refusals if deadline is None else min(deadline, next_refusals)
+            if pair is not None:
+                deadline = min(deadline, pair.next_beat)
             ready = wait(max(0, int((deadline - clock()) * 1000) + 1))
+            if pair is not None and (ready & pair_bit or clock() >= pair.next_beat):
+                self._pair_turn(pair)
             if ready:
                 if ready & stop_bit:
                     if self._drain is None or draining is not None or not core.tasks:
@@ -348,6 +366,9 @@ class Broker(ServingLoop):
                 for link in self.links:
                     self._guarded("the refusals", link.log_refusals)
                 next_refusals = now + REFUSALS_PERIOD
+                if pair_link is not None and pair_link.refused > self._pair_refused:
+                    core.count("pair_refused", pair_link.refused - self._pair_refused)
+                    self._pair_refused = pair_link.refused
             for link in self.links:
                 if link.counters:
                     for name, n in link.take_counts().items():
@@ -385,6 +406,9 @@ class Broker(ServingLoop):
         answers, each message inside the barrier. A flow change is in the state directory before its answer goes:
         the answers of a message that changed the flow limits, and what follows them to the same peers, wait for
         the state directory's writer (:meth:`_release`); other peers are served meanwhile."""
+        if self.pair is not None and not self.pair.serving:
+            self._serve_passive(index, link, self.pair)
+            return
         core, links, held = self.core, self.links, self._held_peers
         receive, now = core.receive, time.monotonic()  # one clock read per batch (and one at its end)
         drains = self._drains
@@ -407,6 +431,63 @@ class Broker(ServingLoop):
             drains[index] = max(MIN_DRAIN, drains[index] // 2)
         elif took < TURN_SECONDS / 4 and drains[index] < _DRAIN:
             drains[index] = min(_DRAIN, drains[index] * 2)
+
+    # ------------------------------------------------------------------------------------------ the pair
+
+    def _pair_turn(self, pair: Pair) -> None:
+        """Hear the peer broker, tell it this broker's state when due; a broken pair fails the loop."""
+        assert self.pair_link is not None
+        before = pair.state
+        self.pair_link.beat(pair, time.monotonic())
+        if pair.state is not before:
+            log.warning("broker pair: %s -> %s (the peer said %s)", before.value, pair.state.value,
+                        pair.last_heard.value if pair.last_heard else "nothing")  # fmt: skip
+        if pair.state is PairState.BROKEN:
+            said = pair.last_heard.value if pair.last_heard else "?"
+            raise errors.PairBroken(
+                f"the broker pair is broken: this broker was {before.value} and its peer says it is {said}; "
+                f"restart this broker once the other one serves"
+            )
+
+    def _serve_passive(self, index: int, link: Link, pair: Pair) -> None:
+        """Serve what ``link`` has while this broker is not the active one of its pair: a status request is
+        answered; a client's request or a worker's READY is the moment the passive takes over if its peer has
+        expired (then it is served); anything else is dropped unanswered (its peer hears nothing and moves to its
+        next endpoint). See :class:`~generaldomo.sansio.broker.pair.Visit`."""
+        core, now, dropped = self.core, time.monotonic(), 0
+        for address, frames, credential in link.recv_batch(self._drains[index]):
+            if not pair.serving:
+                seen = visit(frames)
+                if seen is Visit.NOTHING or (seen is Visit.SERVE and not pair.admit(now)):
+                    dropped += 1
+                    continue
+                if pair.serving:
+                    log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
+            try:
+                out = core.receive(Peer(index, address), frames, now, credential)
+                if core.changed:
+                    self._hold(out)
+                else:
+                    self._send(out)
+            except zmq.ZMQError:
+                raise
+            except Exception:
+                self._caught("a message")
+        if dropped:
+            core.count("passive_dropped", dropped)
+
+    def _pair_report(self, now: float) -> PairReport:
+        pair, config = self.pair, self.pair_link.config if self.pair_link is not None else None
+        assert pair is not None and config is not None
+        heard = pair.heard_at
+        return PairReport(
+            role=pair.role.value,
+            state=pair.state.value,
+            peer=config.peer,
+            peer_state=None if pair.last_heard is None else pair.last_heard.value,
+            last_contact=None if heard is None else round(max(0.0, now - heard), 3),
+            changes=pair.changes,
+        )
 
     def _hold(self, out: list[Send]) -> None:
         """Record the core's flow changes and hold ``out`` (the answers of the message that made them) until the
@@ -464,6 +545,8 @@ class Broker(ServingLoop):
             self._beacon.stop()
         for link in self.links:
             link.close()
+        if self.pair_link is not None:
+            self.pair_link.close()
         with self._stop_lock:
             if self._stop_write >= 0:
                 ends, self._stop_read, self._stop_write = (self._stop_read, self._stop_write), -1, -1

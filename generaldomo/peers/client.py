@@ -10,7 +10,9 @@ live beside it. It knows nothing of workers or services beyond the descriptions 
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import queue
 import time
 from collections.abc import Iterator, Sequence
@@ -33,10 +35,12 @@ from generaldomo.peers.reply import OnPartial as OnPartial
 from generaldomo.peers.reply import Reply as Reply
 from generaldomo.peers.reply import RequestFuture as RequestFuture
 from generaldomo.peers.reply import fetch_timeout as fetch_timeout
+from generaldomo.peers.tracing import as_trace
 from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 from generaldomo.sansio.peer.session import ClientSession
 from generaldomo.sansio.wire import protocol, wirejson
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(
@@ -227,7 +231,8 @@ class Client:
     def submit(
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0,
-        fail_unknown: bool | None = None, detached: bool = False,
+        fail_unknown: bool | None = None, detached: bool = False, delay: float | None = None,
+        not_before: float | datetime.datetime | None = None, trace: TraceContext | str | bool | None = None,
     ) -> RequestFuture:  # fmt: skip
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
@@ -248,6 +253,17 @@ class Client:
         exits, say): the answer is then fetched by its id (``future.request_id``, :meth:`fetch`) within the
         broker's ``keep_answers`` seconds of being ready. A broker older than these flags ignores them.
 
+        ``delay`` (seconds from now) or ``not_before`` (a time: seconds since the epoch, as ``time.time()``, or
+        an aware ``datetime``) asks the broker not to dispatch the request before then; it is held apart from
+        the service's queue meanwhile, so it holds no other request back, and counts against its deadline (a
+        deadline that passes first answers it ``504``). Sent again (a broker restart), it carries the delay
+        then left. ValueError for both at once, or a value that is not a finite number or an aware datetime.
+
+        ``trace``: the W3C trace context the request carries to its worker, whose handler runs in a child span
+        of it: by default (None) the current OpenTelemetry span's, when ``opentelemetry`` is installed and a
+        span is current; a :class:`TraceContext` or a ``traceparent`` text (ValueError when malformed) given
+        explicitly; False for none.
+
         Args:
             description: the request description (a service name with the default resolver; ``str`` is UTF-8).
             payload: bytes, or a sequence of bytes frames.
@@ -257,15 +273,20 @@ class Client:
             priority: see above.
             fail_unknown: see above.
             detached: see above.
+            delay: see above.
+            not_before: see above.
+            trace: see above.
         """
         body, name = as_frames(payload), as_bytes(description)
+        context = as_trace(trace)
         now = time.monotonic()
+        due = _not_before(now, delay, not_before)
         tenant = self.tenant if tenant is None else tenant
         fail = self.fail_unknown if fail_unknown is None else fail_unknown
         flags = (protocol.FLAG_KNOWN_SERVICE if fail else 0) | (protocol.FLAG_DETACHED if detached else 0)
         return self._io.submit(
             name, body, on_partial, now, deadline=None if deadline is None else now + deadline, tenant=tenant,
-            priority=priority, flags=flags,
+            priority=priority, flags=flags, not_before=due, trace=context,
         )  # fmt: skip
 
     def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Reply:
@@ -310,6 +331,7 @@ class Client:
     def request(
         self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT, *,
         tenant: str | None = None, priority: int = 0, fail_unknown: bool | None = None,
+        trace: TraceContext | str | bool | None = None,
     ) -> Reply:  # fmt: skip
         """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit),
         which is also the request's deadline (see :meth:`submit`) unless the client was made with
@@ -333,14 +355,16 @@ class Client:
             tenant: as for :meth:`submit`.
             priority: as for :meth:`submit`.
             fail_unknown: as for :meth:`submit`.
+            trace: as for :meth:`submit`.
         """
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         end = None if wait is None else time.monotonic() + wait
+        context = as_trace(trace)  # the caller's span now, the same for every send
         left = wait
         for _ in range(MAX_RESENDS + 1):
             future = self.submit(
                 description, payload, deadline=left if self.deadlines else None, tenant=tenant, priority=priority,
-                fail_unknown=fail_unknown,
+                fail_unknown=fail_unknown, trace=context or False,
             )  # fmt: skip
             try:
                 return self._answer(future, description, left, wait)
@@ -459,3 +483,21 @@ class Client:
             return errors.RequestTimeout(f"{nobody}: nothing accepts connections there (is a broker running?)")
         other = next(t for t in Transport if t is not self.transport)
         return errors.RequestTimeout(f"{nobody} (is one running there? does it serve the {other} transport instead?)")
+
+
+def _not_before(now: float, delay: float | None, not_before: float | datetime.datetime | None) -> float | None:
+    """The time (on the clock that read ``now``, monotonic) before which a request is not dispatched: ``delay``
+    seconds from ``now``, or the wall-clock time ``not_before``; None for neither. ValueError for both, or for
+    a value that is not a finite number (an aware datetime)."""
+    if delay is None and not_before is None:
+        return None
+    if delay is not None and not_before is not None:
+        raise ValueError("give a request's delay or its not_before time, not both")
+    if isinstance(not_before, datetime.datetime):
+        if not_before.tzinfo is None:
+            raise ValueError(f"a not_before datetime needs a time zone (naive: {not_before.isoformat()})")
+        not_before = not_before.timestamp()
+    seconds = delay if not_before is None else not_before - time.time()
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        raise ValueError(f"a request's delay or not_before is a finite number of seconds, not {seconds!r}")
+    return now + max(seconds, 0.0)

@@ -45,6 +45,7 @@ STDLIB_BASES = {
     "AppSpecError": LookupError,
     "KeyFileError": ValueError,
     "StateError": ValueError,
+    "PairBroken": RuntimeError,
     "SettingsError": ValueError,
     "LoopFailed": RuntimeError,
     "BrokerFailed": RuntimeError,

@@ -149,12 +149,16 @@ struct ClientOptions {
 
 // What a request may carry besides its payload (docs/protocol.rst, "Request fields"): a deadline (the broker
 // answers 504 instead of dispatching it later, and tells a worker running it), a tenant (empty: the client's)
-// and a priority (-5..5, higher first within the tenant).
+// and a priority (-5..5, higher first within the tenant), and the W3C trace context of the caller's span (the
+// worker's span is its child): a traceparent ("00-<trace id>-<span id>-<flags>"; empty: none; std::invalid_argument
+// when malformed) and its tracestate (trimmed to the room the request's fields leave).
 struct RequestFields {
     std::optional<std::chrono::milliseconds> deadline;
     std::string tenant;
     int priority = 0;
     std::optional<bool> fail_unknown;  // 404 at once for a service nobody serves (default: the client's option)
+    std::string traceparent;
+    std::string tracestate;
 };
 
 class Client {
@@ -258,7 +262,7 @@ private:
         Clock::time_point sent;
         OnPartial on_partial;
         std::optional<Clock::time_point> deadline;  // a resend carries the time then left
-        std::string description, tenant;
+        std::string description, tenant, traceparent, tracestate;
         Frames frames;
         int priority = 0;
         unsigned char flags = 0;
@@ -274,14 +278,17 @@ private:
         }
         const std::string &tenant = fields.tenant.empty() ? options_.tenant : fields.tenant;
         const unsigned char flags = fields.fail_unknown.value_or(options_.fail_unknown) ? protocol::flag_known_service : 0;
-        const std::string packed_fields = protocol::request_fields(fields.deadline, tenant, fields.priority, flags);
+        const std::string packed_fields = protocol::request_fields(fields.deadline, tenant, fields.priority, flags,
+                                                                   fields.traceparent, fields.tracestate);
         auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames, packed_fields));
         const auto now = Clock::now();
-        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, fields.priority, flags};
+        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, {}, {}, fields.priority, flags};
         if (fields.deadline) {  // kept to send the time left again, should the broker need the request again
             pending.deadline = now + *fields.deadline;
             pending.description = std::string(description);
             pending.tenant = tenant;
+            pending.traceparent = fields.traceparent;
+            pending.tracestate = fields.tracestate;
             pending.frames = frames;
         }
         std::future<Reply> future = pending.promise.get_future();
@@ -435,7 +442,8 @@ private:
                 if (pending.deadline) {
                     const auto left = std::chrono::ceil<std::chrono::milliseconds>(*pending.deadline - now);
                     const std::string fields =
-                        protocol::request_fields(left, pending.tenant, pending.priority, pending.flags);
+                        protocol::request_fields(left, pending.tenant, pending.priority, pending.flags,
+                                                 pending.traceparent, pending.tracestate);
                     pending.packed = std::make_shared<const std::string>(
                         protocol::request(entry.first, pending.description, pending.frames, fields));
                 }

@@ -167,6 +167,10 @@
     $("#broker-instance").textContent = b.instance || "–";
     $("#broker-uptime").textContent = fmt.uptime(b.uptime);
     $("#broker-endpoints").textContent = b.endpoints.join(", ") || "–";
+    const pair = b.pair;  // null: a broker alone
+    $("#broker-pair").textContent = !pair ? "–" : pair.role + ", " + pair.state + "; peer " +
+      (pair.last_contact == null ? "never heard" : (pair.peer_state || "?") + ", heard " + pair.last_contact.toFixed(1) + " s ago");
+    $("#broker-pair").dataset.state = pair ? pair.state : "";
     const totals = $("#totals");
     totals.replaceChildren();
     const cards = [

@@ -18,7 +18,7 @@ from generaldomo.sansio.broker.flow.flow import FLOW
 from generaldomo.sansio.broker.report import DeadLettersReport, ServiceReport, StatusReport, WorkerReport
 from generaldomo.sansio.config import knobs
 
-__all__ = ["MAX_HOSTS", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
+__all__ = ["MAX_HOSTS", "PAIR_STATES", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
 
 PREFIX = "generaldomo"
 MAX_HOSTS = 32  # hosts named in the workers-by-host gauge; workers on the others count as host "other"
@@ -38,6 +38,7 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
     "throttled": lambda s: s.throttled,
+    "retried": lambda s: s.retried,
 }
 
 
@@ -56,6 +57,11 @@ def _backoff_rate(service: ServiceReport) -> float | None:
     return None if backoff is None else backoff.rate
 
 
+def _retries(service: ServiceReport) -> float | None:
+    retry = service.flow.retry
+    return None if retry is None else retry["retries"]
+
+
 def _flow_field(field: str) -> Callable[[ServiceReport], float | None]:
     return lambda service: cast(float | None, getattr(service.flow, field))
 
@@ -71,6 +77,7 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     f"{PREFIX}_service_adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
     f"{PREFIX}_service_adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
     f"{PREFIX}_service_backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
+    f"{PREFIX}_service_retry_limit": ("Retries of a task the service's retry policy allows", _retries),
 }
 
 
@@ -125,6 +132,7 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_workers", "Registered workers, all of them", broker.worker_count)
         yield from _ledger(report)
         yield from _settings(report)
+        yield from _pair(report)
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
         for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)
@@ -178,6 +186,33 @@ def _settings(report: StatusReport) -> Iterator[Any]:
         if knob.gauge is not None and value is not None:
             unit = f" ({knob.unit})" if knob.unit else ""
             yield GaugeMetricFamily(knob.gauge, f"The broker setting {knob.name}{unit}: {knob.help}", value)
+
+
+PAIR_STATES = ("primary", "backup", "active", "passive", "broken")  # a broker pair's states (pair.PairState)
+
+
+def _pair(report: StatusReport) -> Iterator[Any]:
+    """A broker pair's gauges (none for a broker alone): its state (1 for the one it is in, labelled with its role),
+    and the seconds since the peer broker was last heard (absent: never)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    pair = report.broker.pair
+    if pair is None:
+        return
+    states = GaugeMetricFamily(
+        f"{PREFIX}_pair_state",
+        "A broker pair's state: 1 for this broker's (active: it serves)",
+        labels=["role", "state"],
+    )
+    for state in PAIR_STATES:
+        states.add_metric([pair.role, state], 1.0 if state == pair.state else 0.0)
+    yield states
+    if pair.last_contact is not None:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_pair_last_contact_seconds",
+            "Seconds since the peer broker of the pair was heard",
+            pair.last_contact,
+        )
 
 
 def _ledger(report: StatusReport) -> Iterator[Any]:

@@ -286,7 +286,11 @@ def shown(limits: FlowLimits) -> dict[str, object]:
     (``tenant_limits``)."""
     tenants = limits.tenants
     data = attrs.asdict(attrs.evolve(limits, tenants=None))
-    shown = {key: value for key, value in data.items() if value is not None or LIMIT[key].always_shown}
+    shown = {
+        key: value.as_json() if hasattr(value, "as_json") else value  # (a record of its own JSON form: a policy)
+        for key, value in data.items()
+        if value is not None or LIMIT[key].always_shown
+    }
     if tenants is not None:
         shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}
     return shown

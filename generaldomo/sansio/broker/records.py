@@ -16,6 +16,7 @@ from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import IN_FLIGHT, TaskState, WorkerState
 from generaldomo.sansio.wire.events import Dialect
 from generaldomo.sansio.wire.ticket import Ticket
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 __all__ = ["Claim", "Peer", "RequestKey", "Task", "WorkerRecord", "displaced", "is_displaced", "request_key"]
 
@@ -129,12 +130,15 @@ class Task:
     worker: WorkerRecord | None = None
     dispatched: float | None = None
     attempts: int = 0
+    retries: int = 0  # times its service's retry policy retried it
     deadline: float | None = None
     tenant: Hashable = None
     priority: int = 0
     order: int = 0
     detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
     fail_unknown: bool = False  # answered 404 while its service has no worker and had none recently
+    not_before: float | None = None  # QUEUED but held off its queue until then (None: in its queue, or running)
+    trace: TraceContext | None = None  # the request's W3C trace context, passed on to its worker
 
     @property
     def request_id(self) -> bytes | None:

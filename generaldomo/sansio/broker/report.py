@@ -42,6 +42,7 @@ __all__ = [
     "MAX_QUERY",
     "PAGE",
     "PAGE_BYTES",
+    "RETRY_BYTES",
     "SERVICE_BYTES",
     "TENANT_BYTES",
     "WORKER_BYTES",
@@ -52,6 +53,7 @@ __all__ = [
     "Endpoint",
     "LedgerReport",
     "NextPage",
+    "PairReport",
     "Percentiles",
     "RecentReport",
     "ServiceReport",
@@ -80,6 +82,7 @@ PAGE_BYTES = 384 * 1024
 SERVICE_BYTES = 1152  # a service's record, besides its name, tenants, completions, adaptive cap and backoff
 ADAPTIVE_BYTES = 256  # its adaptive cap's report
 BACKOFF_BYTES = 288  # its backoff's report
+RETRY_BYTES = 128  # its retry policy's report, besides 5 bytes per status it names
 TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
 COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
 WORKER_BYTES = 512  # a worker's record, besides its texts
@@ -130,8 +133,11 @@ class _FlowReportBase:
     @property
     def estimated_bytes(self) -> int:
         """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
-        adaptive, backoff, tenants = (getattr(self, name, None) for name in ("adaptive", "backoff", "tenants"))
+        adaptive, backoff, tenants, retry = (
+            getattr(self, name, None) for name in ("adaptive", "backoff", "tenants", "retry")
+        )
         parts = (ADAPTIVE_BYTES if adaptive is not None else 0) + (BACKOFF_BYTES if backoff is not None else 0)
+        parts += 0 if retry is None else RETRY_BYTES + 5 * len(retry["statuses"])
         return parts + sum(TENANT_BYTES + ESCAPED * len(name) for name in tenants or ())
 
 
@@ -207,6 +213,7 @@ class ServiceReport:
     workers: int = 0
     waiting: int = 0
     queued: int = 0
+    delayed: int = 0  # queued tasks held until their not_before or a retry's backoff ends (not in the queue yet)
     in_flight: int = 0
     flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
@@ -222,6 +229,7 @@ class ServiceReport:
     tenants: list[TenantReport] = attrs.field(factory=list)  # the busiest
     busy_tenants: int = 0  # tenants with tasks queued or in flight
     throttled: int = 0  # tasks its workers sent back with 429, queued again
+    retried: int = 0  # answers its retry policy retried
 
     @classmethod
     def of(
@@ -241,6 +249,7 @@ class ServiceReport:
             workers=len(service.workers),
             waiting=len(service.waiting),
             queued=len(service.pending),
+            delayed=len(service.delayed),
             in_flight=flow.in_flight,
             flow=FlowReport.of(flow, now),
             completed=stats.completed,
@@ -256,6 +265,7 @@ class ServiceReport:
             tenants=tenants,
             busy_tenants=pending.busy_tenants,
             throttled=stats.throttled,
+            retried=stats.retried,
         )
 
     @property
@@ -381,6 +391,21 @@ class ConnectionReport:
 
 
 @attrs.frozen(kw_only=True)
+class PairReport:
+    """This broker's place in a broker pair (:mod:`generaldomo.sansio.broker.pair`): its ``role`` (primary or
+    backup), its ``state`` (active: it serves; passive; primary or backup: not yet decided; broken), the peer
+    broker's pair endpoint, the state the peer said last and how many seconds ago (None: never heard), and the
+    state changes so far."""
+
+    role: str = ""
+    state: str = ""
+    peer: str = ""
+    peer_state: str | None = None
+    last_contact: float | None = None
+    changes: int = 0
+
+
+@attrs.frozen(kw_only=True)
 class LedgerReport:
     """The ledger (:mod:`generaldomo.sansio.broker.accounts.ledger`): bytes held on peers' behalf in all
     (``held_bytes``) and by kind of holding, the connections that hold any, and the
@@ -447,6 +472,7 @@ class BrokerReport:
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
     dead_letters: DeadLettersReport = attrs.field(factory=DeadLettersReport)
+    pair: PairReport | None = None  # its place in a broker pair (None: a broker alone)
 
 
 @attrs.frozen(kw_only=True)

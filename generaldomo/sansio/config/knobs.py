@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -65,6 +66,7 @@ class Kind(enum.Enum):
     RANGE = "MIN..MAX"  # whole-number bounds, JSON {"min": ..., "max": ...}
     RATE_RANGE = "MIN..[MAX]"  # bounds per second, MAX optional (null: none), JSON {"min": ..., "max": ...}
     TENANTS = "tenants"  # per-tenant limits, JSON {"name": {"weight": ...}} (see generaldomo.sansio.broker.flow.fair)
+    POLICY = "KEY=VALUE/..."  # a structured value with a text form of its own (the knob's reader and writer)
 
 
 _UNIT_SUFFIX = {"seconds": "_seconds", "bytes": "_bytes"}
@@ -88,6 +90,8 @@ class Knob:
     metavar: str = ""
     report: str | None = ""  # the status report's field; empty: the name; None: not reported
     metric: str | None = ""  # the Prometheus gauge; empty: derived from the name and unit; None: none
+    reader: Callable[[str], Any] | None = None  # a POLICY's text to its JSON form (ValueError saying what is wrong)
+    writer: Callable[[Any], str] | None = None  # a POLICY's JSON form to its text
 
     @property
     def nullable(self) -> bool:
@@ -167,6 +171,8 @@ class Knob:
             return text
         if self.kind is Kind.RANGE or self.kind is Kind.RATE_RANGE:
             return self._range(text)
+        if self.reader is not None:
+            return self.reader(text)
         if self.kind is Kind.TENANTS:
             raise ValueError(f"{self.name} are set one tenant at a time (see --tenant), not from {text!r}")
         try:
@@ -379,10 +385,18 @@ PEER: Final[tuple[Knob, ...]] = tuple(
 COMMAND: Final[tuple[Knob, ...]] = (
     command("timeout", Kind.FLOAT, "wait for the answer", unit="seconds", low=0, low_open=True, metavar="SECONDS"),
     command(
+        "delay", Kind.FLOAT, "the broker dispatches the request no earlier than this long from now", unit="seconds",
+        low=0, high=limits.NOT_BEFORE_MS.high / 1000, metavar="SECONDS",
+    ),
+    command(
         "find_timeout", Kind.FLOAT, "wait this long for the broker file to appear or a beacon to be heard",
         unit="seconds", low=0, metavar="SECONDS",
     ),
     command("beacon_port", Kind.INT, "beacon UDP port", low=1, high=65535, metavar="PORT"),
+    command(
+        "ha_heartbeat", Kind.FLOAT, "with --ha-peer: seconds between the pair's state messages (the peer is "
+        "presumed gone after two missed)", unit="seconds", low=0.01, high=3600, metavar="SECONDS",
+    ),
     command(
         "beacon_interval", Kind.FLOAT, "seconds between beacons", unit="seconds", low=0.05, metavar="SECONDS"
     ),

@@ -17,7 +17,8 @@ Rules:
   broker says it does not know one that it was asked about after it was last sent. Each heartbeat asks about
   the requests outstanding longer than the re-ask age since last sent or asked about, oldest first, 64 per
   heartbeat (up to 16 heartbeats at once, so a mass loss is recovered quickly). A request with a deadline
-  is sent again with the time then left (never a fresh one). The broker answers an asked
+  is sent again with the time then left (never a fresh one), and a request not to be dispatched before a time
+  with the delay then left (so a broker that restarted holds it until the same time). The broker answers an asked
   id it keeps an answer for with that answer: if the first one crossed the heartbeat, the second is counted
   as repeated, not as a duplicate. A cancelled request is forgotten and the broker told (CANCEL). A *fetch*
   waits for the answer to a request sent earlier (by this session or another, with the same key): it is
@@ -71,6 +72,7 @@ from generaldomo.sansio.wire.peer_events import (
     TaskRequest,
 )
 from generaldomo.sansio.wire.ticket import nonce
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -150,6 +152,7 @@ class RunTask:
     description: bytes
     body: tuple[bytes, ...]
     deadline: float | None = None
+    trace: TraceContext | None = None  # the request's W3C trace context, if it carries one
 
 
 @attrs.frozen(slots=True)
@@ -220,7 +223,9 @@ class _Outstanding(Generic[T]):
     sent_seq: int  # order of the last send among this session's requests and heartbeats
     asked_seq: int = -1
     deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
-    fields: tuple[str | None, int, int] = (None, 0, 0)  # tenant, priority, flags: a resend with the time left
+    not_before: float | None = None  # when it may be dispatched (its clock), if the request says
+    # tenant, priority, flags, trace context: a resend with the time left
+    fields: tuple[str | None, int, int, TraceContext | None] = (None, 0, 0, None)
 
 
 M = TypeVar("M")
@@ -276,9 +281,11 @@ class ClientSession(Generic[T]):
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
+        not_before: float | None = None, trace: TraceContext | None = None,
     ) -> list[bytes]:  # fmt: skip
-        """Make a request outstanding; returns its frames, to be sent. ``deadline`` (a time on the clock ``now``
-        reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad one).
+        """Make a request outstanding; returns its frames, to be sent. ``deadline`` and ``not_before`` (times on
+        the clock ``now`` reads), ``tenant``, ``priority``, ``flags`` and ``trace`` go in its fields (ValueError on
+        a bad one).
 
         Args:
             request_id: the request's id (16 random bytes, unique).
@@ -290,17 +297,22 @@ class ClientSession(Generic[T]):
             tenant: see above.
             priority: see above.
             flags: see above (``protocol.FLAG_*``).
+            not_before: see above: the broker dispatches it no earlier.
+            trace: the W3C trace context of the caller's span.
         """
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
-        fields = protocol.request_fields(None if deadline is None else deadline - now, tenant, priority, flags)
+        fields = protocol.request_fields(
+            None if deadline is None else deadline - now, tenant, priority, flags,
+            None if not_before is None else not_before - now, trace,
+        )  # fmt: skip
         if not self.outstanding:
             self.pulse.restart(now)  # nobody listened while nothing was asked
         frames = protocol.gdp_request(request_id, description, body, fields)
         self._seq += 1
         entry = _Outstanding(frames, token, now, now, self._seq)
-        if deadline is not None:
-            entry.deadline, entry.fields = deadline, (tenant, priority, flags)
+        if deadline is not None or not_before is not None:
+            entry.deadline, entry.not_before, entry.fields = deadline, not_before, (tenant, priority, flags, trace)
         self.outstanding[request_id] = entry
         return frames
 
@@ -451,8 +463,13 @@ class ClientSession(Generic[T]):
             entry.touched, entry.asked_seq = now, self._seq
             self.asked += 1
             return ToBroker(protocol.gdp_client_heartbeat(ids=[request_id]))
-        if entry.deadline is not None:  # the time left now, not the time it had when first sent
-            fields = protocol.request_fields(entry.deadline - now, *entry.fields)
+        deadline, not_before = entry.deadline, entry.not_before
+        if deadline is not None or not_before is not None:  # the times left now, not those it had when first sent
+            tenant, priority, flags, trace = entry.fields
+            fields = protocol.request_fields(
+                None if deadline is None else deadline - now, tenant, priority, flags,
+                None if not_before is None else not_before - now, trace,
+            )  # fmt: skip
             entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]
         self._seq += 1
         entry.touched, entry.sent_seq = now, self._seq
@@ -605,7 +622,7 @@ class WorkerSession:
             self._apply(_WE.TASK)
             self.task_id, self.resume = message.task_id, True
             deadline = None if message.deadline is None else now + message.deadline
-            return [RunTask(message.task_id, message.description, message.body, deadline)]
+            return [RunTask(message.task_id, message.description, message.body, deadline, message.trace)]
         if isinstance(message, TaskCancel):
             running = self.state in RUNNING and message.task_id == self.task_id
             return [CancelTask(message.task_id)] if running else []

@@ -10,6 +10,8 @@ import enum
 
 import attrs
 
+from generaldomo.sansio.wire.tracecontext import TraceContext
+
 __all__ = [
     "ClientCancel",
     "ClientHeartbeat",
@@ -49,8 +51,10 @@ class Dialect(enum.Enum):
 class ClientRequest:
     """A client asks for a task. MDP dialects carry no request id, and no fields: a GDP client may say by when
     it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for, the request's
-    ``priority`` (higher first, within its tenant) and ``flags`` (whether it is detached from its client, and
-    whether to fail at once for a service nobody serves)."""
+    ``priority`` (higher first, within its tenant), ``flags`` (whether it is detached from its client, and
+    whether to fail at once for a service nobody serves), ``not_before`` (seconds from now before which it
+    is not dispatched) and its W3C ``trace`` context (``trace_dropped``: why the one it sent was dropped,
+    malformed)."""
 
     dialect: Dialect
     request_id: bytes | None
@@ -60,6 +64,9 @@ class ClientRequest:
     tenant: str | None = None
     priority: int = 0
     flags: int = 0  # protocol.FLAG_* bits: detached, fail fast for a service nobody serves
+    not_before: float | None = None  # seconds from now before which it is not dispatched (None: at once)
+    trace: TraceContext | None = None
+    trace_dropped: str | None = None
 
 
 @attrs.frozen(slots=True)

@@ -37,12 +37,16 @@ __all__ = [
     "JSON_INTEGER",
     "JSON_NUMBER",
     "MMI_FRAMES",
+    "NOT_BEFORE_MS",
     "PEER_INFO",
     "PID",
     "PRIORITY",
     "RATE",
     "REASKED",
     "REQUEST_ID",
+    "RETRIES",
+    "RETRY_DELAY",
+    "RETRY_STATUS",
     "SERVICE_NAME",
     "STATUS",
     "STATUS_PAGE",
@@ -52,6 +56,9 @@ __all__ = [
     "TENANT",
     "TENANTS",
     "TIMING",
+    "TRACEPARENT",
+    "TRACESTATE",
+    "TRACESTATE_MEMBERS",
     "WEIGHT",
     "Field",
     "Measure",
@@ -129,6 +136,7 @@ _ANSWERED = "malformed; a GDP request: 400"
 _WORKER = "malformed; its worker dropped"
 _400 = "400"
 _CLIENT = "a peer drops the message"
+_TRACE = "left out, counted"
 
 REQUEST_ID: Final = Field("request_id", "request id", 1, 255, Measure.BYTES, _MALFORMED)
 DESCRIPTION: Final = Field("description", "description", 0, 4096, Measure.BYTES, _ANSWERED)
@@ -157,16 +165,23 @@ BURST: Final = Field("burst", "flow burst", 1, 10**9, Measure.VALUE, _400)
 CONCURRENCY: Final = Field("concurrency", "flow concurrency", 1, 10**9, Measure.VALUE, _400)
 BYTES_IN_FLIGHT: Final = Field("bytes_in_flight", "flow bytes in flight", 1, 2**53, Measure.VALUE, _400)
 ADAPTIVE: Final = Field("adaptive", "adaptive cap bound", 1, 10**6, Measure.VALUE, _400)
+RETRIES: Final = Field("retries", "retry count", 0, 100, Measure.VALUE, _400)
+RETRY_DELAY: Final = Field("retry_delay", "retry backoff (seconds)", 0, 3600, Measure.VALUE, _400, low_open=True)
+RETRY_STATUS: Final = Field("retry_status", "retried status", 500, 599, Measure.VALUE, _400)
 FIELDS_FRAME: Final = Field("fields_frame", "request fields", 0, 256, Measure.BYTES, _MALFORMED)
 TENANT: Final = Field("tenant", "tenant", 1, 64, Measure.BYTES, _MALFORMED + "; in mmi.flow: 400")
 PRIORITY: Final = Field("priority", "priority", -5, 5, Measure.VALUE, _MALFORMED)
 DEADLINE_MS: Final = Field("deadline_ms", "deadline (milliseconds)", 0, 2**32 - 1, Measure.VALUE, "clamped to it")
+NOT_BEFORE_MS: Final = Field("not_before_ms", "not before (milliseconds)", 0, 2**32 - 1, Measure.VALUE, "clamped to it")
 WEIGHT: Final = Field("weight", "tenant weight", 1, 1000, Measure.VALUE, _400)
 TENANTS: Final = Field("tenants", "tenants with limits, per service", 0, 1024, Measure.ITEMS, _400)
 INSTANCE: Final = Field("instance", "broker instance", 1, 255, Measure.BYTES, _CLIENT)
 TIMING: Final = Field(
     "timing", "timing", 0, 16, Measure.BYTES, "no timing", shown="0 or 16 bytes, finite, not negative"
 )
+TRACEPARENT: Final = Field("traceparent", "traceparent", 55, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE: Final = Field("tracestate", "tracestate", 0, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE_MEMBERS: Final = Field("trace_members", "tracestate members", 0, 32, Measure.ITEMS, _TRACE)
 
 FIELDS: Final[tuple[Field, ...]] = (
     REQUEST_ID,
@@ -194,14 +209,21 @@ FIELDS: Final[tuple[Field, ...]] = (
     CONCURRENCY,
     BYTES_IN_FLIGHT,
     ADAPTIVE,
+    RETRIES,
+    RETRY_DELAY,
+    RETRY_STATUS,
     FIELDS_FRAME,
     TENANT,
     PRIORITY,
     DEADLINE_MS,
+    NOT_BEFORE_MS,
     WEIGHT,
     TENANTS,
     INSTANCE,
     TIMING,
+    TRACEPARENT,
+    TRACESTATE,
+    TRACESTATE_MEMBERS,
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import attrs
 
 from generaldomo.sansio.wire.events import Malformed
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 __all__ = [
     "BrokerDisconnect",
@@ -52,12 +53,14 @@ class HeartbeatAnswer:
 
 @attrs.frozen(slots=True)
 class TaskRequest:
-    """The broker hands a worker a task; ``deadline``: seconds the client still waits, if it said."""
+    """The broker hands a worker a task; ``deadline``: seconds the client still waits, if it said; ``trace``: the
+    request's W3C trace context, if it carries one."""
 
     task_id: bytes
     description: bytes
     body: tuple[bytes, ...]
     deadline: float | None = None
+    trace: TraceContext | None = None
 
 
 @attrs.frozen(slots=True)

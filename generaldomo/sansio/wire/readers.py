@@ -153,10 +153,12 @@ def _client_request(
     if request_id is not None:
         if not _ID_LOW <= len(request_id) <= _ID_HIGH:
             return Malformed(REQUEST_ID.refusal(len(request_id)))
-        request_id = _field(request_id)
+        if type(request_id) is not bytes:  # (_field, inline: the hot path)
+            request_id = bytes(request_id)
     if not _DESCRIPTION_LOW <= len(description) <= _DESCRIPTION_HIGH:
         return Malformed(DESCRIPTION.refusal(len(description)), request_id=request_id)
-    description = _field(description)
+    if type(description) is not bytes:
+        description = bytes(description)
     if fields is None:
         return ClientRequest(dialect, request_id, description, tuple(body))
     return ClientRequest(dialect, request_id, description, tuple(body), *fields)
@@ -259,7 +261,8 @@ def _worker_reply(
 ) -> Event:
     if not _TASK_LOW <= len(task_id) <= _TASK_HIGH:
         return Malformed(TASK_ID.refusal(len(task_id)), worker=dialect)
-    return WorkerReply(dialect, _field(task_id), status, tuple(body), final, description)
+    task_id = task_id if type(task_id) is bytes else bytes(task_id)  # (_field, inline: the hot path)
+    return WorkerReply(dialect, task_id, status, tuple(body), final, description)
 
 
 def _unknown_worker_command(dialect: Dialect, rest: Sequence[bytes]) -> Malformed:

@@ -1,17 +1,17 @@
 """Random interleavings of clients, workers, failures and time against the sans-IO core.
 
-Invariants: every accepted request is answered at most once per ask (a re-ask may get the kept answer again),
-only to the client that asked, with the result of its own request; a cancelled request is never answered; no
-task is held by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed
-the queue budgets; no task is dispatched after its deadline, a request is never answered 504 for its deadline
-before that deadline, and a worker that understands CANCEL is told when the task it runs is cancelled or
-passes its deadline (and only then); a task a worker answers 429 ("slow down") is queued again, never lost
-nor failed for it (only losing its worker max_attempts times fails it), and the service's adapted rate stays
-within its bounds and never above a configured rate. A task its worker fails (500) is answered once and kept as a dead letter;
-an admin's replay of one is a new task answered once, to the admin, never to the first client, and a letter is
-replayed at most once; the dead letters kept are those made less those replayed, dropped and evicted. At the end, after every client re-asks about what it
-still waits for (and asks again for what the broker does not know), every request that was not cancelled has
-been answered.
+Invariants: every accepted request is answered at most once per ask (a re-ask may get the kept answer again), only
+to the client that asked, with the result of its own request; a cancelled request is never answered; no task is held
+by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed the queue budgets;
+no task is dispatched after its deadline, a request is never answered 504 for its deadline before that deadline, and
+a worker that understands CANCEL is told when the task it runs is cancelled or passes its deadline (and only then);
+a task a worker answers 429 ("slow down") is queued again, never lost nor failed for it (only losing its worker
+max_attempts times fails it), and the service's adapted rate stays within its bounds and never above a configured
+rate. A task its worker fails (500) is answered once and kept as a dead letter; an admin's replay of one is a new
+task answered once, to the admin, never to the first client, and a letter is replayed at most once; the dead letters
+kept are those made less those replayed, dropped and evicted. At the end, after every client re-asks about what it
+still waits for (and asks again for what the broker does not know), every request that was not cancelled has been
+answered.
 """
 
 from __future__ import annotations

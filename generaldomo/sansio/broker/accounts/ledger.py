@@ -188,6 +188,11 @@ class Ledger:
         """What ``where`` holds (an empty account if nothing)."""
         return self._accounts.get(where) or Account()
 
+    def tasks(self, where: ConnectionId) -> int:
+        """Bytes of tasks charged to ``where`` (no account is made for the asking)."""
+        account = self._accounts.get(where)
+        return 0 if account is None else account.tasks
+
     def held(self, where: ConnectionId) -> int:
         """Bytes charged to ``where``."""
         account = self._accounts.get(where)

@@ -69,6 +69,10 @@ class Budgets:
         """Bytes charged for the live tasks of ``service``."""
         return self._held.get(service, 0)
 
+    def adopted(self, service: Service) -> bool:
+        """True when ``service`` is charged to a connection already (:meth:`adopt` has nothing to do)."""
+        return service in self._adopted
+
     def holds(self) -> bool:
         """True when a service or a flow entry is charged to a peer (the sweep has work to do)."""
         return bool(self._adopted or self._flow_charges)
@@ -81,7 +85,7 @@ class Budgets:
         budgets, by the small-request rule (:func:`~generaldomo.sansio.broker.accounts.ledger.exceeds`) as the ledger's
         total, then the ledger."""
         settings = self._settings
-        held = self._ledger.account(where).tasks + charge
+        held = self._ledger.tasks(where) + charge
         limit = settings.connection_queue_bytes
         if limit is not None and held > limit:
             share = settings.connection_queue_share
@@ -119,14 +123,18 @@ class Budgets:
     def charge(self, task: Task) -> None:
         """Hold ``task``'s bytes, charged to its client's connection."""
         client, charge, service = task.client, task.charge, task.service
-        self._ledger.charge(connection(client.link, client.address), Holding.TASK, charge)
+        address = client.address  # (connection(), inline: the hot path)
+        where = (client.link, address if not isinstance(address, tuple) else address[0])
+        self._ledger.charge(where, Holding.TASK, charge)
         self._held[service] = self._held.get(service, 0) + charge
         self._total += charge
 
     def release(self, task: Task) -> None:
         """Release ``task``'s bytes (it finished)."""
         client, charge, service = task.client, task.charge, task.service
-        self._ledger.release(connection(client.link, client.address), Holding.TASK, charge)
+        address = client.address  # (connection(), inline: the hot path)
+        where = (client.link, address if not isinstance(address, tuple) else address[0])
+        self._ledger.release(where, Holding.TASK, charge)
         self._total -= charge
         held = self._held[service] - charge
         if held:

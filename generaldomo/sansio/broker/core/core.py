@@ -12,7 +12,9 @@ Rules of this file:
   :mod:`~generaldomo.sansio.broker.core.budgets` (queue budgets, services and flow entries charged),
   :mod:`~generaldomo.sansio.broker.core.handover` (tickets, claims, recovery),
   :mod:`~generaldomo.sansio.broker.core.dead` (the tasks that failed for good, their replays),
-  :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts) and
+  :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
+  :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff, held as delayed tasks),
+  :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
   :mod:`~generaldomo.sansio.broker.core.reporting` (the status report and log lines); their counts go to one record
   (:mod:`~generaldomo.sansio.broker.core.counters`).
 - Every task is accepted through one path (``_accept``), a resumed worker's claimed one too.
@@ -85,6 +87,7 @@ from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.dead import Dead
+from generaldomo.sansio.broker.core.delays import Delays
 from generaldomo.sansio.broker.core.expiry import PAST_DEADLINE, Expiry
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management
@@ -92,11 +95,12 @@ from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
 from generaldomo.sansio.broker.core.results import Results
+from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
-from generaldomo.sansio.broker.report import PAGE_BYTES, StatusQuery, StatusReport
+from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
 from generaldomo.sansio.broker.services.service import Service
@@ -134,9 +138,9 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
 PARTS: dict[str, dict[str, str]] = {
-    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_dead": dead.HOLDINGS, "_expiry": expiry.HOLDINGS,
-    "_handover": handover.HOLDINGS, "_management": {}, "_registration": {}, "_reporting": reporting.HOLDINGS,
-    "_requests": {}, "_results": {}, "_workers": workers.HOLDINGS,
+    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_dead": dead.HOLDINGS, "_delays": {},
+    "_expiry": expiry.HOLDINGS, "_handover": handover.HOLDINGS, "_management": {}, "_registration": {},
+    "_reporting": reporting.HOLDINGS, "_requests": {}, "_results": {}, "_retries": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
@@ -158,6 +162,7 @@ HOLDINGS: dict[str, str] = {
     "ledger": "the ledger: an account only while its connection holds something",
     "resolver": CHARGED + "services",
     "settings": "fixed: the operator's",
+    "service.delayed": CHARGED + "tasks (stale entries compacted)",
     "service.flow": CHARGED + "services (its limits: flows)",
     "service.pending": CHARGED + "tasks, and fair.KEEP_IDLE idle tenants as services",
     "service.stats": CHARGED + "services",
@@ -233,6 +238,8 @@ class BrokerCore:
         # the parts (each owns its state; see the module docstring)
         self._workers = Workers(self.ledger)
         self._expiry = Expiry(self, self.counters)
+        self._delays = Delays(self, self.counters)
+        self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
         self._dead = Dead(self, settings, self.counters, self.ledger, random)
@@ -253,7 +260,7 @@ class BrokerCore:
         )  # fmt: skip
         self._results = Results(
             self, settings, self.counters, self._kept, self._workers, self._registration, self._handover,
-            self._reporting, self._dead,
+            self._reporting, self._retries, self._dead,
         )  # fmt: skip
         self._barrier = Barrier(log, "the broker core")
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
@@ -447,6 +454,10 @@ class BrokerCore:
         """
         self._reporting.set_endpoints(endpoints)
 
+    def set_pair(self, report: Callable[[float], PairReport]) -> None:
+        """Report this broker's place in a broker pair (``report(now)``) in the status report."""
+        self._reporting.pair = report
+
     def count(self, name: str, n: int = 1) -> None:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
 
@@ -567,7 +578,7 @@ class BrokerCore:
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
             detached=bool(event.flags & protocol.FLAG_DETACHED),
-            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE),
+            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE), trace=event.trace,
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
@@ -582,6 +593,9 @@ class BrokerCore:
             return
         if deadline is not None:
             self._expiry.add(deadline, task)
+        if event.not_before:
+            self._delays.hold(task, now + event.not_before)
+            return
         service.push(task)
         self._dispatch(service, message)
 
@@ -621,6 +635,11 @@ class BrokerCore:
         the flow limits configured for its name; or say why it does not fit the ledger (counted), and forget it."""
         return self._budgets.adopt(service, where, self.flows, getattr(self.resolver, "forget", None))
 
+    def _again(self, service: Service, when: float) -> None:
+        """Dispatch ``service`` again at ``when`` at the latest (a held task's time)."""
+        again = self._throttled.get(service)
+        self._throttled[service] = when if again is None else min(again, when)
+
     def _wait(self, worker: WorkerRecord, turn: Turn) -> None:
         """Queue a worker that has just become WAITING, and dispatch."""
         worker.service.wait(worker)
@@ -628,7 +647,9 @@ class BrokerCore:
 
     def _dispatch(self, service: Service, turn: Turn) -> None:
         """Send the service's queued tasks to its waiting workers, as far as its flow limits (and its tenants')
-        allow, and, after a restart, not before the recovery window ends."""
+        allow, and, after a restart, not before the recovery window ends; held tasks whose time came join first."""
+        if service.delayed:
+            self._delays.release(service, turn.now)
         if not service.pending:  # (most answers free a worker of a service with nothing queued: no pair to make)
             return
         now = turn.now
@@ -675,8 +696,9 @@ class BrokerCore:
             flow.dispatched(now, task.size)
             service.started(task, now)
             fields = (
-                b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
-            )
+                b"" if (deadline is None and task.trace is None) or "fields" not in worker.features
+                else protocol.request_fields(None if deadline is None else deadline - now, trace=task.trace)
+            )  # fmt: skip
             frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
             turn.out.append(Dispatch(worker.peer, frames))
             if self._trace:

@@ -40,14 +40,19 @@ class Counters:
     moves_refused: int = 0  # answers that could not follow their client to a new connection
     paced: int = 0  # expensive management requests that waited their turn
     paced_refused: int = 0  # expensive management requests refused beyond their line
+    trace_dropped: int = 0  # trace contexts dropped from requests: malformed (the requests go on)
     # tasks
     completed: int = 0  # tasks answered
     failed: int = 0  # of them: lost with their worker max_attempts times
     expired: int = 0  # of them: answered 504 (queue timeout or deadline)
     past_deadline: int = 0  # tasks whose deadline passed
+    delayed: int = 0  # tasks held off their queue until a time (a request's not_before)
     abandoned: int = 0  # tasks answered 503 when the broker stopped
     reissued: int = 0  # tasks queued again after their worker left
     throttled: int = 0  # tasks a worker answered 429 ("slow down")
+    retried: int = 0  # answers a retry policy retried (the task held for a backoff, then queued again)
+    retries_exhausted: int = 0  # answers a policy would retry, given to the client: the task had all its retries
+    retries_past_deadline: int = 0  # answers a policy would retry, answered 504: the backoff ends past the deadline
     client_gone_dropped: int = 0  # queued tasks of clients gone silent
     duplicates_dropped: int = 0  # results for tasks that are not live
     results_refused: int = 0  # results from peers that do not hold the task

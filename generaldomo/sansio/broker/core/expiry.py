@@ -96,7 +96,8 @@ class Expiry:
         for task in self._core._tasks.values():  # oldest first
             if task.enqueued >= enqueued_before:
                 break
-            if task.state is TaskState.QUEUED and not (anonymous and task.key is not None):
+            held = task.not_before is not None  # not in its queue yet: its wait begins when its time comes
+            if task.state is TaskState.QUEUED and not held and not (anonymous and task.key is not None):
                 stale.setdefault(task.service, set()).add(task)
         for service, tasks in stale.items():
             service.discard(tasks)

@@ -27,6 +27,7 @@ from generaldomo.sansio.broker.report import (
     Endpoint,
     LedgerReport,
     NextPage,
+    PairReport,
     ServiceReport,
     SettingsReport,
     StatusQuery,
@@ -78,6 +79,7 @@ class Reporting:
         self._dead = dead if dead is not None else DeadLetters(0, 0)
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
+        self.pair: Callable[[float], PairReport] | None = None  # the broker pair's report, when in a pair
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
         """What the broker's links are bound to, as ``(transport, endpoint)``."""
@@ -149,6 +151,7 @@ class Reporting:
             internal_errors=counters.internal_errors,
             in_flight=in_flight,
             dead_letters=DeadLettersReport.of(self._dead, now),
+            pair=None if self.pair is None else self.pair(now),
         )
         held = self._budgets.held
         service_reports, more_services = page(

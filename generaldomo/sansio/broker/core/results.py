@@ -1,7 +1,8 @@
 """The broker core's results: what the broker does with what a worker answers.
 
 This module owns the handling of a worker's REPLY (a partial result forwarded, a final one completing the task
-through the core, a ``429`` that sends the task back to the head of its queue while the worker rests, a result
+through the core or held for a retry by :mod:`~generaldomo.sansio.broker.core.retries`, a ``429`` that sends the
+task back to the head of its queue while the worker rests, a result
 from a peer that does not hold the task refused, one too large failing its task), the final result of a task a
 resumed worker ran or an earlier instance dispatched (taken over when it can be), and a hand-over's results.
 Results are accepted only from the task's holder; a task is *completed*, *cancelled* or *finished* only through
@@ -23,6 +24,7 @@ from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
+from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, dismiss
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.backoff import rest
@@ -55,7 +57,8 @@ class Results:
 
     def __init__(
         self, core: Core, settings: Settings, counters: Counters, kept: KeptAnswers, workers: Workers,
-        registration: Registration, handover: Handover, reporting: Reporting, dead: Dead,
+        registration: Registration, handover: Handover, reporting: Reporting, retries: Retries,
+        dead: Dead,
     ) -> None:  # fmt: skip
         self._core = core
         self._settings = settings
@@ -65,6 +68,7 @@ class Results:
         self._registration = registration
         self._handover = handover
         self._reporting = reporting
+        self._retries = retries
         self._dead = dead
 
     def on_reply(self, event: WorkerReply, message: Message) -> None:
@@ -113,7 +117,12 @@ class Results:
             self._slow_down(task, worker, body, now)
             if not same or worker.rests is not None:
                 self._core._dispatch(task.service, message)
+        elif status[:1] == b"5" and self._retries.take(task, status, body, event.dialect, message):  # held, or 504
+            if not same:
+                self._core._dispatch(task.service, message)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
+            if status == protocol.UNAVAILABLE and protocol.marked_retry(status, body):
+                body = body[:1]  # (the retry mark is the broker's, not the client's)
             self._dead.failed(task, status, body, now)
             self._core._complete(task, status, body, message, dispatch=not same)
         if not same and event.description is not None:

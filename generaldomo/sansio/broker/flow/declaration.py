@@ -231,6 +231,8 @@ def text(limits: Sequence[Limit], found: Mapping[str, Any]) -> str:
                     pairs += [
                         f"tenants.{name}.{k}={_text(v, by_name(TENANT)[k].word)}" for k, v in dict(chosen).items()
                     ]
+        elif key in known and (writer := known[key].writer) is not None and value is not None:
+            pairs.append(f"{key}={writer(value)}")
         else:
             pairs.append(f"{key}={_text(value, known[key].word if key in known else NONE)}")
     return ",".join(pairs)

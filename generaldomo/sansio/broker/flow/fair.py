@@ -289,12 +289,25 @@ class FairQueue:
 
     # ---------------------------------------------------------------------------------------- queueing
 
+    # append, popleft, started and stopped are on the broker's hot path: the common case (a tenant known, one
+    # level, nothing held) calls none of this class's helpers
+
     def append(self, task: Any) -> None:
         """Queue ``task`` behind its tenant's tasks of its priority."""
-        tenant = self._tenant(task.tenant)
+        tenant = self._tenants.get(task.tenant)
+        if tenant is None:
+            tenant = self._tenant(task.tenant)
+        elif self._idle:
+            self._idle.pop(tenant.key, None)
         task.order = tenant.dispatched
-        self._level(tenant, task.priority).append(task)
-        self._queued(tenant, front=False)
+        level = tenant.levels.get(task.priority)
+        if level is None:
+            level = self._level(tenant, task.priority)
+        level.append(task)
+        tenant.queued += 1
+        self._len += 1
+        if tenant.queued == 1 and not tenant.held:
+            self._rotation.append(tenant)
 
     def appendleft(self, task: Any) -> None:
         """Queue ``task`` (reissued, or put back) at the head of its tenant's queue, keeping its age."""
@@ -328,7 +341,14 @@ class FairQueue:
                     rotation.popleft()
                     rotation.append(tenant)
                     continue
-            return self._take(tenant, tenant.best())
+            levels = tenant.levels
+            if len(levels) == 1:  # (best and _take, inline: the hot path)
+                for level in levels.values():
+                    task = level.popleft()
+            else:
+                task = tenant.best().popleft()
+            self._dequeued(tenant)
+            return task
         raise IndexError("no task may be dispatched now")
 
     def _take(self, tenant: _Tenant, level: Queue[Any]) -> Any:
@@ -346,7 +366,8 @@ class FairQueue:
             else:
                 rotation.remove(tenant)
             tenant.deficit = 0.0
-            self._maybe_idle(tenant)
+            if not tenant.in_flight:
+                self._maybe_idle(tenant)
 
     def remove(self, task: Any) -> None:
         """Take ``task``, which is queued, out (a cancel, a deadline, or a resolver's own choice); nothing
@@ -367,7 +388,11 @@ class FairQueue:
 
     def started(self, task: Any, now: float) -> None:
         """``task``, taken from this queue, was dispatched at ``now``: charge its tenant; hold it at a limit."""
-        tenant = self._tenant(task.tenant)
+        tenant = self._tenants.get(task.tenant)
+        if tenant is None:
+            tenant = self._tenant(task.tenant)
+        elif self._idle:
+            self._idle.pop(tenant.key, None)
         tenant.in_flight += 1
         tenant.dispatched += 1
         if tenant.limits.rate is not None:
@@ -391,7 +416,7 @@ class FairQueue:
         tenant.in_flight -= 1
         if tenant.held and not tenant.blocked():
             self._unhold(tenant)
-        elif not tenant.in_flight:
+        elif not tenant.in_flight and not tenant.queued:
             self._maybe_idle(tenant)
 
     def release_due(self, now: float) -> None:

@@ -34,6 +34,8 @@ from generaldomo.sansio.broker.flow.fair import (
     merge_tenants,
     tenants_of,
 )
+from generaldomo.sansio.broker.flow.retry import REPORT_SCHEMA as RETRY_SCHEMA
+from generaldomo.sansio.broker.flow.retry import RetryPolicy, retry_text
 from generaldomo.sansio.config.knobs import Kind, Knob
 from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
@@ -136,15 +138,41 @@ LIMITS: Final[tuple[Limit, ...]] = (
         description="The dispatch rate adapted to the service's 429 answers; null: no 429 yet and default bounds.",
         reported=lambda flow, limits, now: BackoffReport.of(flow.backoff, flow.backoff_set, now), line=None,
     ),
+    Limit(
+        knob=Knob(
+            name="retry", kind=Kind.POLICY, default=None, derived=True, flag="--retry",
+            none_means="answers marked for a retry (a handler's Reject(503, retry=True)) retried 3 times, backoff "
+            "0.1..10 s",
+            help="retry the service's failed answers: retries=N (0 turns retrying off), backoff=MIN..MAX seconds "
+            "(doubling from MIN, with jitter, within the request's deadline), statuses=500+503 (retried without a "
+            "handler's mark); a bare number is retries=N; 'auto': the defaults",
+            metavar="retries=N/backoff=MIN..MAX/statuses=S+S", metric=None, reader=retry_text,
+            writer=lambda value: _policy(value).text(),
+        ),
+        converter=RetryPolicy.of, example="retries=3/backoff=0.1..10", schema=RETRY_SCHEMA,
+        type=dict[str, Any] | None, description="The retry policy; null: the defaults (answers marked for a retry "
+        "retried 3 times, backoff 0.1..10 s).",
+        reported=lambda flow, limits, now: None if limits.retry is None else limits.retry.as_json(),
+        line="retry {retry[retries]}x, backoff {retry[backoff][min]}..{retry[backoff][max]} s",
+    ),
 )  # fmt: skip
 LIMIT = {limit.name: limit for limit in LIMITS}
+
+
+def _policy(value: object) -> RetryPolicy:
+    policy = RetryPolicy.of(value)
+    assert policy is not None  # (a writer is given values, not null)
+    return policy
+
+
 FLOW: Final = tuple(limit.knob for limit in LIMITS)  # the limits' knobs: their CLI flags and metrics
 
 
 @attrs.frozen(slots=True)
 class FlowLimits:
     """The limits an operator sets for a service name, a field per declaration in :data:`LIMITS`, in its order;
-    None: no limit (``burst``: keep the current burst; ``backoff``: the default bounds).
+    None: no limit (``burst``: keep the current burst; ``backoff``: the default bounds; ``retry``: the default
+    policy).
 
     Raises ValueError on a bad limit, so a FlowLimits that exists is valid."""
 
@@ -155,6 +183,7 @@ class FlowLimits:
     adaptive: AdaptiveLimits | None = attrs.field(default=None, **LIMIT["adaptive"].checks)
     tenants: dict[str, TenantLimits] | None = attrs.field(default=None, **LIMIT["tenants"].checks)
     backoff: BackoffLimits | None = attrs.field(default=None, **LIMIT["backoff"].checks)
+    retry: RetryPolicy | None = attrs.field(default=None, **LIMIT["retry"].checks)
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
         """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input.

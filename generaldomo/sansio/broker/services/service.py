@@ -13,6 +13,9 @@ worker's ``task``, None while it is idle; a task's ``tenant`` and ``priority``) 
 The waiting queue is a :class:`~generaldomo.sansio.queues.Queue` (deque-like, FIFO, with O(1) removal from
 anywhere), the pending one a :class:`~generaldomo.sansio.broker.flow.fair.FairQueue` of such queues, so that no peer can
 make the broker slow by queueing many tasks, or registering many workers, and taking them away out of order.
+A task held until a time (its ``not_before``) waits beside the pending queue, in the service's timer heap
+(:class:`~generaldomo.sansio.broker.services.delayed.Delayed`), and joins the queue when its time comes
+(:meth:`Service.release_delayed`); taking a task off the service takes it from either.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Protocol
 
 from generaldomo.sansio.broker.flow.fair import FairQueue
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
+from generaldomo.sansio.broker.services.delayed import Delayed
 from generaldomo.sansio.broker.services.stats import ServiceStats
 from generaldomo.sansio.queues import Queue
 
@@ -50,12 +54,15 @@ class Service:
         self.name = name
         self.waiting: Queue[Any] = Queue(tracked=True)  # a worker may be asked to leave when it is not waiting
         self.pending = FairQueue()  # the core drops only queued tasks
+        self.delayed = Delayed()  # queued tasks held until their time, off the pending queue
         self.workers: set[Any] = set()
         self.flow = Flow()
         self.stats = ServiceStats()
 
     def __repr__(self) -> str:
         counts = f"{len(self.workers)} workers, {len(self.waiting)} waiting, {len(self.pending)} pending"
+        if self.delayed:
+            counts += f", {len(self.delayed)} delayed"
         return f"<Service {self.name!r}: {counts}>"
 
     def join(self, worker: Described) -> None:
@@ -82,13 +89,29 @@ class Service:
         else:
             self.pending.append(task)
 
+    def hold(self, task: Described, until: float) -> None:
+        """Hold ``task`` off the queue until ``until``, when :meth:`release_delayed` queues it."""
+        self.delayed.hold(task, until)
+
     def drop(self, task: Described) -> None:
-        """Take ``task``, which is pending, off the queue."""
-        self.pending.remove(task)
+        """Take ``task``, which is pending or held, off the queue."""
+        if not (self.delayed and self.delayed.remove(task)):
+            self.pending.remove(task)
 
     def discard(self, tasks: set[Any]) -> None:
-        """Take every task in ``tasks`` off the pending queue, in one pass."""
-        self.pending.remove_all(tasks)
+        """Take every task in ``tasks`` (each pending or held) off the queue, in one pass."""
+        self.pending.remove_all(self.delayed.discard(tasks) if self.delayed else tasks)
+
+    def release_delayed(self, now: float) -> list[Any]:
+        """Queue the held tasks whose time is ``now`` or earlier (at the back, soonest first); return them.
+
+        Args:
+            now: the time.
+        """
+        due = self.delayed.due(now)
+        for task in due:
+            self.pending.append(task)
+        return due
 
     def put_back(self, worker: Described, task: Described | None = None) -> None:
         """Undo :meth:`next_pair` when flow control holds the pair back: both go to the front of their queues (a

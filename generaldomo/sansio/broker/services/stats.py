@@ -96,6 +96,7 @@ class ServiceStats:
     duplicates_dropped: int = 0
     expired: int = 0
     throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
+    retried: int = 0  # answers its retry policy retried: tasks held for a backoff, then queued again
     queue_times: Samples = attrs.field(factory=Samples)
     service_times: Samples = attrs.field(factory=Samples)
     finished_at: Samples = attrs.field(factory=lambda: Samples(RECENT))
