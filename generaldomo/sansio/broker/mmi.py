@@ -24,7 +24,7 @@ from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.accounts import pacing
 from generaldomo.sansio.broker.accounts.dead import DeadLetter, DeadLetters
 from generaldomo.sansio.broker.flow.fair import first_tenants
-from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits, limits_json
 from generaldomo.sansio.broker.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.wire import protocol, wirejson
@@ -285,12 +285,8 @@ def shown(limits: FlowLimits) -> dict[str, object]:
     limits, as the status report shows them, those of "*" and the first others set, and their number
     (``tenant_limits``)."""
     tenants = limits.tenants
-    data = attrs.asdict(attrs.evolve(limits, tenants=None))
-    shown = {
-        key: value.as_json() if hasattr(value, "as_json") else value  # (a record of its own JSON form: a policy)
-        for key, value in data.items()
-        if value is not None or LIMIT[key].always_shown
-    }
+    data = limits_json(attrs.evolve(limits, tenants=None))
+    shown = {key: value for key, value in data.items() if value is not None or LIMIT[key].always_shown}
     if tenants is not None:
         shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}
     return shown

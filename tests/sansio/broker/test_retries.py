@@ -142,3 +142,16 @@ def test_the_backoff_doubles_up_to_its_max_and_the_jitter_keeps_it_within_half()
     policy = RetryPolicy(retries=10, min=0.25, max=3.0)
     assert [policy.wait(n, 1.0) for n in range(1, 7)] == [0.25, 0.5, 1.0, 2.0, 3.0, 3.0]
     assert [policy.wait(n, 0.0) for n in (1, 4, 100)] == [0.125, 1.0, 1.5]
+
+
+def test_a_handed_over_answer_marked_for_a_retry_reaches_the_client_without_the_mark() -> None:
+    """A run an earlier instance dispatched is not retried by the next one: its answer stands, unmarked."""
+    old = Harness(handover_key=b"k" * 32, instance=b"I1I1")
+    old.ready(worker(1))
+    old.request(client(1), b"rid-1", body=b"payload")
+    [(task_id, _, _)] = old.tasks_of(worker(1))
+    new = Harness(handover_key=b"k" * 32, instance=b"I2I2", recovering=True, seed=1)
+    new.ready(worker(1))
+    new.feed(worker(1), protocol.gdp_handover(task_id, protocol.UNAVAILABLE, list(MARKED)))
+    new.request(client(1), b"rid-1", body=b"payload")
+    assert new.replies_of(client(1)) == [(b"rid-1", protocol.UNAVAILABLE, (b"upstream down",))]

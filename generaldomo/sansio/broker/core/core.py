@@ -82,12 +82,13 @@ from generaldomo.sansio.broker.accounts.dead import DeadLetters
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import CHARGED, ConnectionId, Holding, Ledger, connection
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dispatch, Respond, Send
-from generaldomo.sansio.broker.core import budgets, clients, dead, expiry, handover, reporting, workers
+from generaldomo.sansio.broker.core import budgets, clients, dead, durable, expiry, handover, reporting, workers
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.delays import Delays
+from generaldomo.sansio.broker.core.durable import Durable
 from generaldomo.sansio.broker.core.expiry import PAST_DEADLINE, Expiry
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management
@@ -99,6 +100,7 @@ from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
+from generaldomo.sansio.broker.journal import JournalRecord, Live
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
 from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
@@ -139,6 +141,7 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
 PARTS: dict[str, dict[str, str]] = {
     "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_dead": dead.HOLDINGS, "_delays": {},
+    "_durable": durable.HOLDINGS,
     "_expiry": expiry.HOLDINGS, "_handover": handover.HOLDINGS, "_management": {}, "_registration": {},
     "_reporting": reporting.HOLDINGS, "_requests": {}, "_results": {}, "_retries": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
@@ -206,10 +209,12 @@ class BrokerCore:
         random: Callable[[int], bytes],
         handover_key: bytes | None = None,
         recovering: bool = False,
+        journal: float | None = None,
     ) -> None:
         """``handover_key`` (the state directory's) turns hand-over on: tasks of generaldomo clients get tickets
         for ids, and results of tasks earlier instances dispatched are taken over; ``recovering`` (a broker
-        started again on a state directory) holds dispatch back for the first ``recovery_window`` seconds."""
+        started again on a state directory) holds dispatch back for the first ``recovery_window`` seconds;
+        ``journal`` (the wall clock minus ``now``'s clock) turns the journal on (:meth:`take_journal`)."""
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters = Counters()
@@ -233,6 +238,8 @@ class BrokerCore:
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
         self._kept = KeptAnswers(settings.keep_answers, settings.keep_bytes, self.ledger)
+        self._durable = Durable(journal, self._kept, self.counters)
+        self._journal = journal is not None
         self._served = ServedRecently(settings.served_memory)
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
         # the parts (each owns its state; see the module docstring)
@@ -430,6 +437,21 @@ class BrokerCore:
         changes, self._changed = list(self._changed.values()), {}
         return changes
 
+    def take_journal(self) -> list[JournalRecord]:
+        """The journal's records made since the last call (:mod:`generaldomo.sansio.broker.core.durable`; none
+        when the journal is off): the IO layer writes them before it sends what the same turns returned."""
+        return self._durable.take() if len(self._durable) else []
+
+    def restore(self, live: Live, now: float) -> list[Send]:
+        """Keep again the answers and queue again the requests a journal left standing (``live``), before the
+        first message; return what to send.
+
+        Args:
+            live: what the journal's records leave standing (:class:`~generaldomo.sansio.broker.journal.Live`).
+            now: the time, on the clock the core is fed.
+        """
+        return self._durable.restore(live, now, self._requests.on_request)
+
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``.
 
@@ -584,6 +606,8 @@ class BrokerCore:
         if key is not None:
             self._by_request[key] = task
         self._budgets.charge(task)
+        if self._journal:
+            self._durable.accepted(task, now + event.not_before if event.not_before else None)
         if resumed is not None:
             worker, claim = resumed
             self._run_at(task, worker, claim.task_id, claim.since)
@@ -602,6 +626,8 @@ class BrokerCore:
     def _cancel(self, task: Task, turn: Turn) -> None:
         """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
         worker told, if it understands CANCEL)."""
+        if self._journal:
+            self._durable.finished(task)  # (not queued again after a restart: nobody waits for it)
         state = task.state
         task.state = _T_CANCEL[state]
         if task.state is TaskState.DONE:  # it was queued
@@ -741,7 +767,10 @@ class BrokerCore:
             turn.out.append(Respond(task.client, frames))
             if task.key is not None and not is_displaced(task.key) and self._kept.seconds > 0:
                 where = connection(task.client.link, task.client.address)  # kept for this request only:
-                self._kept.keep(task.key, frames, turn.now, where, _digest(task))  # another with its id is not it
+                digest = _digest(task)
+                self._kept.keep(task.key, frames, turn.now, where, digest)  # another with its id is not it
+                if self._journal:
+                    self._durable.kept(task.key, frames, turn.now, task.client, digest)
 
     def _finish(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
         """Finish ``task``, which was in ``state``: out of the tables, off its queue and out of flight, its bytes
@@ -760,6 +789,8 @@ class BrokerCore:
             service.stopped(task)
         task.worker = None
         self._budgets.release(task)
+        if self._journal:
+            self._durable.finished(task)
 
     def _leave(self, worker: WorkerRecord, now: float) -> None:
         """``worker`` leaves: out of the tables and its service (the caller reissues the task it held)."""

@@ -70,6 +70,10 @@ class Counters:
     tasks_resumed: int = 0  # tasks a resumed worker runs
     handed_over: int = 0  # results of tasks an earlier instance dispatched, taken over
     handovers_refused: int = 0  # such results for another request under the same id
+    # durable queues (a state directory's journal)
+    tasks_restored: int = 0  # requests queued again from the journal at start
+    answers_restored: int = 0  # answers kept again from the journal at start
+    journal_damaged: int = 0  # journal entries skipped at start: damaged, or cut short by a crash
     # forgotten
     services_forgotten: int = 0
     flows_forgotten: int = 0

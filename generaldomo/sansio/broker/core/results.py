@@ -208,6 +208,8 @@ class Results:
         if live is not None and request_digest(live.description, live.body) != ticket.digest:
             self._counters.handovers_refused += 1
             return
+        if status == protocol.UNAVAILABLE and protocol.marked_retry(status, body):
+            body = body[:1]  # (a run an earlier instance dispatched is not retried here: its answer stands)
         frames = protocol.client_reply(Dialect.GDP, ticket.request_id, b"", status, body, True)
         assert frames is not None  # a final reply always has frames
         self._counters.handed_over += 1

@@ -39,7 +39,7 @@ from generaldomo.sansio.broker.flow.retry import RetryPolicy, retry_text
 from generaldomo.sansio.config.knobs import Kind, Knob
 from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
-__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits"]
+__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits", "limits_json"]
 
 _NO_LIMIT = "no limit"
 _COUNT: Final = {"$ref": "#/$defs/count"}
@@ -147,7 +147,7 @@ LIMITS: Final[tuple[Limit, ...]] = (
             "(doubling from MIN, with jitter, within the request's deadline), statuses=500+503 (retried without a "
             "handler's mark); a bare number is retries=N; 'auto': the defaults",
             metavar="retries=N/backoff=MIN..MAX/statuses=S+S", metric=None, reader=retry_text,
-            writer=lambda value: _policy(value).text(),
+            writer=lambda value: value if isinstance(value, str) else _policy(value).text(),
         ),
         converter=RetryPolicy.of, example="retries=3/backoff=0.1..10", schema=RETRY_SCHEMA,
         type=dict[str, Any] | None, description="The retry policy; null: the defaults (answers marked for a retry "
@@ -202,6 +202,13 @@ class FlowLimits:
 
 
 LIMIT_NAMES = tuple(attrs.fields_dict(FlowLimits))  # mmi.flow's keys
+
+
+def limits_json(limits: FlowLimits) -> dict[str, Any]:
+    """``limits`` in their JSON form, a key per limit (what :meth:`FlowLimits.merged` reads back): ``mmi.flow``'s
+    answer and the state directory's file."""
+    data = attrs.asdict(limits)
+    return {key: value.as_json() if isinstance(value, RetryPolicy) else value for key, value in data.items()}
 
 
 @attrs.define
