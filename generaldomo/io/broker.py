@@ -425,6 +425,7 @@ class Broker(ServingLoop):
             if decoded.records:
                 log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
             wal.begin(core.take_journal())
+            core.set_journal(wal.report)
             self._send(out)
 
     def _serve(self, index: int, link: Link) -> None:

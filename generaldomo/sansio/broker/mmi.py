@@ -16,8 +16,6 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-import attrs
-
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.errors import ResolveError
@@ -28,7 +26,8 @@ from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLi
 from generaldomo.sansio.broker.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.wire import protocol, wirejson
-from generaldomo.sansio.wire.limits import DEAD_PAGE, MMI_FRAMES, SERVICE_NAME
+from generaldomo.sansio.wire.events import Frame
+from generaldomo.sansio.wire.limits import DEAD_PAGE, JSON_BYTES, MMI_FRAMES, SERVICE_NAME
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["Forbidden", "ManagementError", "OverBudget"])
@@ -72,7 +71,7 @@ class BrokerView(Protocol):
         ...
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class FlowChange:
     """New flow limits for the services called ``name``, now and when they appear."""
 
@@ -90,7 +89,7 @@ class DeadChange:
     replay: bool
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Answer:
     """The reply to a management request, the change the core must apply before it is sent (flow limits, or a dead
     letter taken: then the core answers), and the work it costs its sender's budget (bytes,
@@ -109,7 +108,7 @@ _DEAD_KEYS = frozenset({"service", "id", "limit", "after"})
 _DEAD_LIST = 20  # letters (or services) an mmi.dead list answer shows unless asked for fewer or more
 
 
-def answer(broker: BrokerView, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
+def answer(broker: BrokerView, name: bytes, body: Sequence[Frame], now: float, admin: bool = True) -> Answer:
     """Answer the management request ``name`` with ``body`` from a sender who may change settings if ``admin``;
     raise :class:`ManagementError` on bad input."""
     handler = _SERVICES.get(name)
@@ -117,7 +116,7 @@ def answer(broker: BrokerView, name: bytes, body: Sequence[bytes], now: float, a
         return Answer(protocol.OK, [protocol.NOT_IMPLEMENTED])
     if not MMI_FRAMES.admits(len(body)):
         raise errors.ManagementError(MMI_FRAMES.refusal(len(body)))
-    return handler(broker, body, now, admin)
+    return handler(broker, [bytes(frame) for frame in body], now, admin)  # (JSON is read from bytes)
 
 
 def _service(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
@@ -161,9 +160,11 @@ def _flow(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) ->
     return Answer(protocol.OK, [text], change, pacing.flow_cost(sum(map(len, body)), len(text), change is not None))
 
 
-def _dead(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
+def _dead(broker: BrokerView, frames: Sequence[Frame], now: float, admin: bool) -> Answer:
     if not admin:
         raise errors.Forbidden("the dead letters need the admin role")
+    # a verb and a JSON object (at most JSON_BYTES: a longer frame is cut one byte beyond, which loads refuses)
+    body = [bytes(frame[: JSON_BYTES.high + 1]) for frame in frames]
     if not body or body[0] not in DEAD_VERBS:
         verbs = ", ".join(verb.decode() for verb in DEAD_VERBS)
         raise errors.ManagementError(f"mmi.dead needs a verb ({verbs}), then its arguments as a JSON object")
@@ -285,7 +286,7 @@ def shown(limits: FlowLimits) -> dict[str, object]:
     limits, as the status report shows them, those of "*" and the first others set, and their number
     (``tenant_limits``)."""
     tenants = limits.tenants
-    data = limits_json(attrs.evolve(limits, tenants=None))
+    data = limits_json(dataclasses.replace(limits, tenants=None))
     shown = {key: value for key, value in data.items() if value is not None or LIMIT[key].always_shown}
     if tenants is not None:
         shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}
@@ -295,7 +296,7 @@ def shown(limits: FlowLimits) -> dict[str, object]:
 def _in_force(live: Flow | None, limits: FlowLimits, changed: bool) -> FlowLimits:
     """The limits in force on a service once the core has applied ``limits`` (if ``changed``, or when the
     service is not live: it will get them when it appears), exactly as its status report will show them."""
-    flow = Flow() if live is None else attrs.evolve(live)
+    flow = Flow() if live is None else dataclasses.replace(live)
     if changed or live is None:
         flow.apply(limits)
     return limits_in_force(flow)

@@ -27,7 +27,7 @@ from generaldomo.sansio.broker.mmi import DeadChange
 from generaldomo.sansio.broker.records import Task, request_key
 from generaldomo.sansio.config.settings import Settings
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import ClientRequest, Dialect
+from generaldomo.sansio.wire.events import ClientRequest, Dialect, Frame
 
 __all__ = ["FAILURES", "HOLDINGS", "REQUEST_ID_BYTES", "Core", "Dead"]
 
@@ -58,7 +58,7 @@ class Dead:
         self._random = random
         self.letters = DeadLetters(settings.dead_letters, settings.dead_bytes, ledger)
 
-    def failed(self, task: Task, status: bytes, body: Sequence[bytes], now: float) -> None:
+    def failed(self, task: Task, status: bytes, body: Sequence[Frame], now: float) -> None:
         """``task``'s worker answered it ``status`` with ``body``, its final answer: a dead letter if it is a failure
         (:data:`FAILURES`), the start of the answer's first frame its reason."""
         if status in FAILURES:
@@ -71,7 +71,8 @@ class Dead:
         service = task.service.name
         size = letter_size(task.id, service, task.description, task.body, reason)
         letter = DeadLetter(
-            id=task.id, service=service, description=task.description, body=task.body, status=status, reason=reason,
+            id=task.id, service=service, description=bytes(task.description), body=tuple(map(bytes, task.body)),
+            status=status, reason=reason,
             when=now, attempts=task.attempts, tenant=task.tenant if isinstance(task.tenant, str) else None,
             priority=task.priority, charged=connection(task.client.link, task.client.address), size=size,
         )  # fmt: skip

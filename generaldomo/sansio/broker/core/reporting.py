@@ -25,6 +25,7 @@ from generaldomo.sansio.broker.report import (
     ConnectionReport,
     DeadLettersReport,
     Endpoint,
+    JournalReport,
     LedgerReport,
     NextPage,
     PairReport,
@@ -80,6 +81,7 @@ class Reporting:
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
         self.pair: Callable[[float], PairReport] | None = None  # the broker pair's report, when in a pair
+        self.journal: Callable[[], JournalReport] | None = None  # the write-ahead log's, with a state directory
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
         """What the broker's links are bound to, as ``(transport, endpoint)``."""
@@ -152,6 +154,7 @@ class Reporting:
             in_flight=in_flight,
             dead_letters=DeadLettersReport.of(self._dead, now),
             pair=None if self.pair is None else self.pair(now),
+            journal=None if self.journal is None else self.journal(),
         )
         held = self._budgets.held
         service_reports, more_services = page(
