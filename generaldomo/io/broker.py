@@ -425,6 +425,7 @@ class Broker(ServingLoop):
             if decoded.records:
                 log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
             wal.begin(core.take_journal())
+            core.set_journal(wal.report)
             self._send(out)
 
     def _serve(self, index: int, link: Link) -> None:
@@ -500,8 +501,9 @@ class Broker(ServingLoop):
                 if seen is Visit.NOTHING or (seen is Visit.SERVE and not pair.admit(now)):
                     dropped += 1
                     continue
-                if pair.serving:
+                if pair.serving:  # taking over: the peer's workers may come back with its tasks (shared key)
                     log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
+                    core.recover(now)
             try:
                 self._after(core.receive(Peer(index, address), frames, now, credential))
             except zmq.ZMQError:

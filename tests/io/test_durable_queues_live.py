@@ -90,7 +90,11 @@ def test_queued_detached_and_mdp_requests_survive_a_kill_9_and_run_once(tmp_path
         assert all(python_runs(runs, f"d{n}") == 1 for n in range(DETACHED))
         assert all(python_runs(runs, f"m{n}") == 1 for n in range(MDP))
         with client(endpoint) as probe:
-            assert probe.status(timeout=WAIT)["broker"]["counters"]["tasks_restored"] == DETACHED + MDP
+            report = probe.status(timeout=WAIT)["broker"]
+        assert report["counters"]["tasks_restored"] == DETACHED + MDP
+        journal = report["journal"]
+        assert journal["fsync"] == "batch" and journal["commits"] >= 1 and journal["bytes"] > 0
+        assert journal["written"] >= DETACHED + MDP  # the restored ones, then their ends and answers
     finally:
         mdp.close()
         context.term()
@@ -148,6 +152,7 @@ def test_a_damaged_log_costs_what_it_damaged_and_the_broker_serves(tmp_path: Pat
             status = probe.status(timeout=WAIT)
         assert 3 <= status["broker"]["queued"] <= 4
         assert status["broker"]["counters"]["journal_damaged"] >= 2
+        assert status["broker"]["journal"]["fsync"] == "os"
         assert "damaged entries" in broker.log.read_text()
         broker.kill()
         log.unlink()

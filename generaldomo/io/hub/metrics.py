@@ -115,6 +115,7 @@ class StatusCollector:
         yield from _ledger(report)
         yield from _settings(report)
         yield from _pair(report)
+        yield from _journal(report)
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
         for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)
@@ -195,6 +196,24 @@ def _pair(report: StatusReport) -> Iterator[Any]:
             "Seconds since the peer broker of the pair was heard",
             pair.last_contact,
         )
+
+
+def _journal(report: StatusReport) -> Iterator[Any]:
+    """The write-ahead log's figures (none without a state directory): records waiting for the writer, its size,
+    its group commits and compactions."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    journal = report.broker.journal
+    if journal is None:
+        return
+    yield GaugeMetricFamily(
+        f"{PREFIX}_journal_waiting_records", "Records of the write-ahead log not yet written", journal.waiting
+    )
+    yield GaugeMetricFamily(f"{PREFIX}_journal_bytes", "Bytes of the write-ahead log", journal.bytes)
+    yield CounterMetricFamily(f"{PREFIX}_journal_commits", "Group commits of the write-ahead log", journal.commits)
+    yield CounterMetricFamily(
+        f"{PREFIX}_journal_compactions", "Compactions of the write-ahead log", journal.compactions
+    )
 
 
 def _ledger(report: StatusReport) -> Iterator[Any]:

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 import generaldomo.errors as errors
 from generaldomo.io import files
 from generaldomo.sansio.broker.journal import Decoded, JournalRecord, Live, decode, encode
+from generaldomo.sansio.broker.report import JournalReport
 
 __all__ = [
     "COMPACT_FACTOR",
@@ -165,6 +166,15 @@ class WriteAheadLog:
         if failure is not None:
             raise failure
         return durable
+
+    def report(self) -> JournalReport:
+        """The log's figures for the status report (the loop's call; the writer's figures as last seen)."""
+        with self._condition:
+            written, appended = self._durable, self._appended
+        return JournalReport(
+            fsync=self.fsync.value, written=written, waiting=appended - written, commits=self.groups,
+            compactions=self.compactions, bytes=self._size,
+        )  # fmt: skip
 
     def drain(self) -> None:
         """Empty :attr:`ready`'s pipe (readable when :attr:`durable` grew or a write failed)."""

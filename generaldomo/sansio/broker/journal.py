@@ -27,6 +27,8 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 
+from generaldomo.sansio.wire.events import Frame
+
 __all__ = [
     "HEADER",
     "MAGIC",
@@ -69,7 +71,7 @@ class Accepted:
     owner: str | None
     request_id: bytes | None
     description: bytes
-    body: tuple[bytes, ...]
+    body: tuple[Frame, ...]
     enqueued: float
     deadline: float | None = None
     tenant: str | None = None
@@ -93,7 +95,7 @@ class Kept:
 
     owner: str | None
     request_id: bytes
-    frames: tuple[bytes, ...]
+    frames: tuple[Frame, ...]
     at: float
     link: int
     address: RecordAddress
@@ -123,7 +125,7 @@ def _number(value: float | None) -> bytes:
     return b"" if value is None else _FLOAT.pack(value)
 
 
-def _fields(record: JournalRecord) -> tuple[int, list[bytes]]:
+def _fields(record: JournalRecord) -> tuple[int, list[Frame]]:
     if isinstance(record, Accepted):
         flags = (1 if record.detached else 0) | (2 if record.fail_unknown else 0)
         return _ACCEPTED, [

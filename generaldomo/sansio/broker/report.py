@@ -9,6 +9,7 @@ state; the core builds the rest. It knows nothing of sockets or clocks (``now`` 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -46,6 +47,7 @@ __all__ = [
     "BrokerReport",
     "ConnectionReport",
     "Endpoint",
+    "JournalReport",
     "LedgerReport",
     "NextPage",
     "PairReport",
@@ -57,6 +59,7 @@ __all__ = [
     "StatusReport",
     "TenantReport",
     "WorkerReport",
+    "as_data",
     "flow_report_class",
     "limits_in_force",
     "page",
@@ -367,7 +370,7 @@ class SettingsReport:
             "connection_queue_bytes": settings.connection_queue_bytes,
             "field_limits": field_limits,
         }
-        values = attrs.asdict(settings) | shown
+        values = dataclasses.asdict(settings) | shown
         return cls(**{field.name: values[field.name] for field in attrs.fields(cls)})
 
 
@@ -394,6 +397,20 @@ class PairReport:
     peer_state: str | None = None
     last_contact: float | None = None
     changes: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class JournalReport:
+    """The write-ahead log of the broker's state directory (:mod:`generaldomo.io.hub.wal`): its ``fsync`` policy,
+    the records written and those ``waiting`` for the writer (what the broker's answers wait for), the group
+    commits and compactions so far, and the log's size."""
+
+    fsync: str = ""
+    written: int = 0
+    waiting: int = 0
+    commits: int = 0
+    compactions: int = 0
+    bytes: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -429,6 +446,7 @@ class BrokerReport:
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
     pair: PairReport | None = None  # its place in a broker pair (None: a broker alone)
+    journal: JournalReport | None = None  # its state directory's write-ahead log (None: no state directory)
 
 
 @attrs.frozen(kw_only=True)
@@ -487,6 +505,22 @@ class StatusQuery:
         return json.dumps(data).encode()
 
 
+def _plain(instance: object, field: object, value: Any) -> Any:
+    """A field's value as JSON-ready data: the flow's records (dataclasses) as dicts, the rest as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def as_data(record: Any) -> dict[str, Any]:
+    """A report record (this module's, or one of those it holds) as JSON-ready data."""
+    return attrs.asdict(record, value_serializer=_plain)
+
+
+def _is_record(kind: type[Any]) -> bool:
+    return attrs.has(kind) or dataclasses.is_dataclass(kind)
+
+
 @functools.cache
 def _converter() -> cattrs.Converter:
     """cattrs' converter of JSON-ready data into these records, each of which must come as a JSON object
@@ -507,7 +541,7 @@ def _converter() -> cattrs.Converter:
 
         return strictly
 
-    converter.register_structure_hook_factory(attrs.has, record)
+    converter.register_structure_hook_factory(_is_record, record)
     return converter
 
 
@@ -522,7 +556,7 @@ class StatusReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
-        return attrs.asdict(self)
+        return as_data(self)
 
     def to_json(self) -> str:
         """The report as JSON text, as ``mmi.status`` sends it."""

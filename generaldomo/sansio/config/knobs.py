@@ -20,12 +20,11 @@ those too, as files written before ``auto`` say. It knows nothing of sockets, cl
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable
 from typing import Any, Final
-
-import attrs
 
 from generaldomo.sansio.config.settings import PeerSettings, Settings
 from generaldomo.sansio.wire import limits
@@ -72,7 +71,7 @@ class Kind(enum.Enum):
 _UNIT_SUFFIX = {"seconds": "_seconds", "bytes": "_bytes"}
 
 
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Knob:
     """One setting or limit: what it is and every name it goes by (see the module docstring)."""
 
@@ -233,7 +232,7 @@ def _shown(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-_SETTINGS = attrs.fields_dict(Settings)
+_SETTINGS = {field.name: field for field in dataclasses.fields(Settings)}
 
 
 MAX_SECONDS: Final = 1_000_000.0  # about 11.6 days: the longest wait or interval any knob takes
@@ -363,7 +362,7 @@ SETTINGS: Final[tuple[Knob, ...]] = (
 _PEER = PeerSettings()
 # A peer's heartbeats (client, worker, bridge): the broker's two knobs with the peers' defaults.
 PEER: Final[tuple[Knob, ...]] = tuple(
-    attrs.evolve(knob, default=getattr(_PEER, knob.name), report=None, metric=None)
+    dataclasses.replace(knob, default=getattr(_PEER, knob.name), report=None, metric=None)
     for knob in SETTINGS
     if knob.name in ("heartbeat_interval", "liveness")
 )

@@ -13,10 +13,9 @@ nothing of sockets or clocks.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from typing import Final
-
-import attrs
 
 __all__ = [
     "ADAPTIVE",
@@ -76,7 +75,7 @@ class Measure(enum.Enum):
     VALUE = "value"  # a number's value
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Field:
     """One field's bounds: ``low`` to ``high`` inclusive (``low_open``: ``low`` itself excluded), in ``measure``;
     ``beyond`` says what happens to a message outside them, ``shown`` (if given) the bounds in words."""
@@ -95,7 +94,7 @@ class Field:
         above_low = value > self.low if self.low_open else value >= self.low
         return above_low and value <= self.high
 
-    def fits(self, frame: bytes) -> bool:
+    def fits(self, frame: bytes | memoryview) -> bool:
         """True when a frame's length is within the bounds."""
         return self.low <= len(frame) <= self.high
 

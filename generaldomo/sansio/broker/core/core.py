@@ -99,7 +99,7 @@ from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.journal import JournalRecord, Live
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
-from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
+from generaldomo.sansio.broker.report import PAGE_BYTES, JournalReport, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
 from generaldomo.sansio.broker.services.service import Service
@@ -112,6 +112,7 @@ from generaldomo.sansio.wire.events import (
     ClientHeartbeat,
     ClientRequest,
     Event,
+    Frame,
     Malformed,
     WorkerDisconnect,
     WorkerHandover,
@@ -200,7 +201,7 @@ class BrokerCore:
         resolver: Resolver | None = None,
         settings: Settings | None = None,
         instance: bytes = b"",
-        started: float = 0.0,
+        started: float | None = None,  # (0.0; a float default before `random` trips mypyc's signature)
         *,
         random: Callable[[int], bytes],
         handover_key: bytes | None = None,
@@ -214,7 +215,7 @@ class BrokerCore:
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters = Counters()
-        self.started = started
+        self.started = 0.0 if started is None else started
         self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
@@ -245,7 +246,7 @@ class BrokerCore:
         self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
-        hold_until = started + settings.recovery_window if recovering else None
+        hold_until = self.started + settings.recovery_window if recovering else None
         self._handover = Handover(handover_key, instance, hold_until)
         self._reporting = Reporting(
             log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
@@ -466,9 +467,17 @@ class BrokerCore:
         """
         self._reporting.set_endpoints(endpoints)
 
+    def recover(self, now: float) -> None:
+        """Begin a recovery window at ``now``, as after a restart (hand-over on): a broker of a pair taking over."""
+        self._handover.hold(now + self.settings.recovery_window)
+
     def set_pair(self, report: Callable[[float], PairReport]) -> None:
         """Report this broker's place in a broker pair (``report(now)``) in the status report."""
         self._reporting.pair = report
+
+    def set_journal(self, report: Callable[[], JournalReport]) -> None:
+        """Report the state directory's write-ahead log (``report()``) in the status report."""
+        self._reporting.journal = report
 
     def count(self, name: str, n: int = 1) -> None:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
@@ -718,7 +727,7 @@ class BrokerCore:
                 )  # fmt: skip
 
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
+        self, task: Task, status: bytes, body: Sequence[Frame], turn: Turn, *, dequeued: bool = False,
         dispatch: bool = True,
     ) -> None:  # fmt: skip
         """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue); then
@@ -744,7 +753,7 @@ class BrokerCore:
         if dispatch and state in IN_FLIGHT:
             self._dispatch(task.service, turn)  # a place in flight came free
 
-    def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: Turn) -> None:
+    def _reply(self, task: Task, status: bytes, body: Sequence[Frame], meta: bytes, turn: Turn) -> None:
         """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:

@@ -10,14 +10,13 @@ sockets, clocks or frames.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-
-import attrs
 
 __all__ = ["Counters"]
 
 
-@attrs.define(slots=True)
+@dataclasses.dataclass(slots=True)
 class Counters:
     """What the broker counted since it started; each field is reported under its name once it is not zero."""
 
@@ -86,7 +85,7 @@ class Counters:
     # the barrier's (generaldomo.sansio.barrier.INTERNAL_ERRORS)
     internal_errors: int = 0
     # the IO layer's counts, by the names it gives
-    others: Counter[str] = attrs.field(factory=Counter)
+    others: Counter[str] = dataclasses.field(default_factory=Counter)
 
     def add(self, name: str, n: int = 1) -> None:
         """Count ``n`` more under ``name``: a field's, or else one of the IO layer's names.
@@ -111,4 +110,4 @@ class Counters:
         return dict(sorted(counts.items()))
 
 
-_FIELDS = frozenset(field.name for field in attrs.fields(Counters) if field.name != "others")
+_FIELDS = frozenset(field.name for field in dataclasses.fields(Counters) if field.name != "others")

@@ -26,7 +26,7 @@ from generaldomo.sansio.broker.core.turns import Message
 from generaldomo.sansio.broker.journal import Accepted, Finished, JournalRecord, Kept, Live
 from generaldomo.sansio.broker.records import Peer, RequestKey, Task, request_key
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import ClientRequest, Dialect
+from generaldomo.sansio.wire.events import ClientRequest, Dialect, Frame
 
 __all__ = ["HOLDINGS", "Durable"]
 
@@ -95,7 +95,7 @@ class Durable:
         if serial is not None:
             self._records.append(Finished(serial))
 
-    def kept(self, key: RequestKey, frames: list[bytes], now: float, client: Peer, digest: bytes | None) -> None:
+    def kept(self, key: RequestKey, frames: list[Frame], now: float, client: Peer, digest: bytes | None) -> None:
         """The answer ``frames`` to the request ``key`` is kept since ``now`` for re-asks."""
         owner, request_id = (None, key) if isinstance(key, bytes) else key
         at = now + self.offset

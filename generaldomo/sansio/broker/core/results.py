@@ -32,7 +32,7 @@ from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState, WorkerState
 from generaldomo.sansio.config.settings import Settings
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import Dialect, WorkerHandover, WorkerReply
+from generaldomo.sansio.wire.events import Dialect, Frame, WorkerHandover, WorkerReply
 from generaldomo.sansio.wire.ticket import Ticket, request_digest
 
 __all__ = ["Core", "Results"]
@@ -80,7 +80,7 @@ class Results:
         elif (worker := self._workers.get(message.peer)) is not None:
             worker.expires = message.now + self._settings.expiry
 
-    def _result(self, event: WorkerReply, message: Message, status: bytes, body: Sequence[bytes]) -> None:
+    def _result(self, event: WorkerReply, message: Message, status: bytes, body: Sequence[Frame]) -> None:
         """A worker's (partial) result with ``status`` and ``body``: accepted only from the task's holder."""
         peer, now = message.peer, message.now
         worker = self._workers.get(peer)
@@ -130,7 +130,7 @@ class Results:
         if worker.rests is None:
             self._core._wait(worker, message)
 
-    def _slow_down(self, task: Task, worker: WorkerRecord, body: Sequence[bytes], now: float) -> None:
+    def _slow_down(self, task: Task, worker: WorkerRecord, body: Sequence[Frame], now: float) -> None:
         """``worker`` answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt), the
         worker rests for the answer's retry_after (bounded both ways:
         :func:`~generaldomo.sansio.broker.flow.backoff.rest`) and its service's dispatch rate adapts, as far as the 429s
@@ -172,7 +172,7 @@ class Results:
             message.out.append(dismiss(peer, event.dialect))
 
     def _resumed_result(
-        self, event: WorkerReply, message: Message, status: bytes, body: Sequence[bytes], worker: WorkerRecord | None
+        self, event: WorkerReply, message: Message, status: bytes, body: Sequence[Frame], worker: WorkerRecord | None
     ) -> None:
         """The result of a resumed worker's own task, or of a worker this instance does not know (a restart
         forgot it) whose task an earlier instance dispatched: taken over if it can be, and the worker waits."""
@@ -193,7 +193,7 @@ class Results:
         worker.done += 1
         self._core._wait(worker, message)
 
-    def _hand_over(self, ticket: Ticket, status: bytes, body: Sequence[bytes], message: Message) -> None:
+    def _hand_over(self, ticket: Ticket, status: bytes, body: Sequence[Frame], message: Message) -> None:
         """A result of a task an earlier instance dispatched, from the worker that sent ``message``: it answers the
         request if it is live here (whose own run is then let go) and is kept for the client's resend or re-ask
         (charged to that client's connection, else to the worker's); a request with another description or

@@ -26,7 +26,7 @@ from generaldomo.sansio.broker.flow.retry import DEFAULT
 from generaldomo.sansio.broker.records import Task
 from generaldomo.sansio.broker.states import TASK, Step
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.events import Dialect, Frame
 
 __all__ = ["PAST_RETRY", "Core", "Retries"]
 
@@ -49,7 +49,7 @@ class Retries:
         self._delays = delays
         self._random = random
 
-    def take(self, task: Task, status: bytes, body: Sequence[bytes], dialect: Dialect, turn: Turn) -> bool:
+    def take(self, task: Task, status: bytes, body: Sequence[Frame], dialect: Dialect, turn: Turn) -> bool:
         """The running ``task``'s worker answered ``status`` (a 5xx) and ``body`` (the caller has freed the worker):
         True when that answer is the retries' business (the task held for a retry, or answered ``504`` as its
         backoff would end past its deadline); False when the caller completes the task with it."""

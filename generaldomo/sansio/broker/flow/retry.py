@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from generaldomo.sansio.wire.events import Frame
 from generaldomo.sansio.wire.inner_frames import marked_retry
 from generaldomo.sansio.wire.limits import RETRIES, RETRY_DELAY, RETRY_STATUS, Field
 
@@ -72,7 +73,7 @@ class RetryPolicy:
         if len(set(self.statuses)) != len(self.statuses):
             raise ValueError(f"retry statuses are named once each, not {list(self.statuses)}")
 
-    def retried(self, status: bytes, body: Sequence[bytes], retried: int) -> bool:
+    def retried(self, status: bytes, body: Sequence[Frame], retried: int) -> bool:
         """True when a task retried ``retried`` times so far, answered ``status`` with ``body``, is tried again."""
         if retried >= self.retries:
             return False
