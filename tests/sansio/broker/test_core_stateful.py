@@ -7,11 +7,12 @@ no task is dispatched after its deadline, a request is never answered 504 for it
 a worker that understands CANCEL is told when the task it runs is cancelled or passes its deadline (and only then);
 a task a worker answers 429 ("slow down") is queued again, never lost nor failed for it (only losing its worker
 max_attempts times fails it), and the service's adapted rate stays within its bounds and never above a configured
-rate. A task its worker fails (500) is answered once and kept as a dead letter; an admin's replay of one is a new
-task answered once, to the admin, never to the first client, and a letter is replayed at most once; the dead letters
-kept are those made less those replayed, dropped and evicted. At the end, after every client re-asks about what it
-still waits for (and asks again for what the broker does not know), every request that was not cancelled has been
-answered.
+rate; a task a worker answers 503 marked for a retry is held and queued again, never lost, and answered that 503
+only once it has had its retries. A task its worker fails (500) is answered once and kept as a dead letter; an
+admin's replay of one is a new task answered once, to the admin, never to the first client, and a letter is replayed
+at most once; the dead letters kept are those made less those replayed, dropped and evicted. At the end, after every
+client re-asks about what it still waits for (and asks again for what the broker does not know), every request that
+was not cancelled has been answered.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from generaldomo.sansio.broker.accounts.ledger import MARGIN, Holding, request_c
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.flow.retry import DEFAULT
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
@@ -77,6 +79,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.quiet: set[Peer] = set()  # clients that stopped heartbeating
         self.live: dict[Peer, bytes] = {}  # worker -> its service
         self.holding: dict[Peer, tuple[bytes, bytes]] = {}  # worker -> (task id, body) it was given
+        self.tried_again: Counter[bytes] = Counter()  # bodies of the tasks answered 503 marked for a retry
         self.silent: set[Peer] = set()
         self.ghosts: list[tuple[Peer, bytes, bytes, bytes]] = []  # forgotten worker, service, task id, body
         self.next_worker = 0
@@ -158,7 +161,10 @@ class BrokerMachine(RuleBasedStateMachine):
                 assert self.deadlines[key] <= self.now, "a 504 before the request's deadline"
         elif status == protocol.UNAVAILABLE:
             self.failed[key] += 1
-            assert self.losses[self.expected[key]] >= MAX_ATTEMPTS, "failed, but not lost with its workers"
+            if body == (b"try again",):  # its retries spent: the last answer, without the retry mark
+                assert self.tried_again[self.expected[key]] > DEFAULT.retries, "answered before its retries"
+            else:
+                assert self.losses[self.expected[key]] >= MAX_ATTEMPTS, "failed, but not lost with its workers"
         elif status == protocol.WORKER_ERROR:
             assert body == (b"boom",), "another failure than the worker's"
         elif status == protocol.NOT_FOUND:
@@ -366,6 +372,20 @@ class BrokerMachine(RuleBasedStateMachine):
             assert self.core.counters["throttled"] == throttled + 1
             assert task.state in (TaskState.QUEUED, TaskState.RUNNING) and task.id in self.core.tasks, "429'd: lost"
 
+    @precondition(lambda self: self.holding)
+    @rule(data=st.data())
+    def worker_says_try_again(self, data: st.DataObject) -> None:
+        peer = data.draw(st.sampled_from(sorted(self.holding)))
+        task_id, body = self.holding.pop(peer)
+        task = self.core.tasks[task_id]
+        running = task.state is TaskState.RUNNING
+        answer = (task_id, protocol.UNAVAILABLE, [b"try again", protocol.RETRY_MARK])
+        self.feed(peer, protocol.gdp_ready(self.live[peer], answer))
+        if running:  # held for a retry (queued, off its queue), or answered (its retries spent, its deadline near)
+            self.tried_again[body] += 1
+            held = task.id in self.core.tasks and task in task.service.delayed
+            assert (held and task.state is TaskState.QUEUED) or task.state is TaskState.DONE, "tried again: lost"
+
     @precondition(lambda self: self.holding and len(self.live) > 1)
     @rule(data=st.data())
     def worker_forges_a_result(self, data: st.DataObject) -> None:
@@ -526,7 +546,7 @@ class BrokerMachine(RuleBasedStateMachine):
                 if limits.concurrency is not None and service.name not in self.loose:
                     assert in_flight <= limits.concurrency
             queued = sum(t.state is TaskState.QUEUED for t in self.core.tasks.values() if t.service is service)
-            assert len(service.pending) == queued
+            assert len(service.pending) + len(service.delayed) == queued  # (held: a retry's backoff)
 
     @invariant()
     def modern_workers_are_told_of_every_drop(self) -> None:

@@ -477,6 +477,10 @@ class BrokerCore:
         """
         self._reporting.set_endpoints(endpoints)
 
+    def recover(self, now: float) -> None:
+        """Begin a recovery window at ``now``, as after a restart (hand-over on): a broker of a pair taking over."""
+        self._handover.hold(now + self.settings.recovery_window)
+
     def set_pair(self, report: Callable[[float], PairReport]) -> None:
         """Report this broker's place in a broker pair (``report(now)``) in the status report."""
         self._reporting.pair = report
