@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 __version__ = "0.1.0"
 
 from generaldomo import compat as _compat
+from generaldomo import compiled as _compiled
 from generaldomo import errors as _errors
 from generaldomo.errors import *  # noqa: F403  (the error family: every name of errors.__all__)
 
@@ -55,6 +56,9 @@ _LAZY: dict[str, str] = {
     "Service": "generaldomo.sansio.broker.services.service",
     "TraceContext": "generaldomo.sansio.wire.tracecontext",
 }
+
+# The compiled sans-IO core, when it is built and in use (generaldomo.compiled): found before the .py modules.
+_compiled.install()
 
 # The module paths of releases before the layers (generaldomo.core, generaldomo.client...): lazy, deprecated.
 if not any(isinstance(finder, _compat.MovedFinder) for finder in _sys.meta_path):

@@ -34,6 +34,7 @@ COUNTS: Final = [
     Column[S]("done", Format.COUNT, lambda s: s.completed),
     Column[S]("failed", Format.COUNT, lambda s: s.failed),
     Column[S]("reissued", Format.COUNT, lambda s: s.reissued),
+    Column[S]("retried", Format.COUNT, lambda s: s.retried),
     Column[S]("dups", Format.COUNT, lambda s: s.duplicates_dropped),
     Column[S]("expired", Format.COUNT, lambda s: s.expired),
 ]

@@ -26,6 +26,7 @@ from doc_blocks import named
 from waiting import eventually
 
 from generaldomo import Broker, Client, RequestFailed, Settings
+from generaldomo.errors import ServiceUnavailable
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.sansio.wire import protocol
 
@@ -339,6 +340,22 @@ def test_error_status_reaches_the_cpp_client(run: Programs, brokers, workers, en
     workers(endpoint, "server", "echo", refuse)
     out = run.client(endpoint, "threads", "--threads", "2", "--requests", "3").finish()
     assert out == threads_expected(2, 3, lambda payload: f"error 500 ValueError: no {payload}")
+
+
+def test_a_cpp_workers_reject_for_a_retry_is_retried_by_the_policy(run: Programs, brokers, endpoint_for) -> None:
+    """``Reject(503, ..., Reject::retry)`` from a C++ handler: the broker retries it as the service's policy says,
+    then gives the client the last answer, without the retry mark."""
+    broker, endpoint = server_broker(brokers, endpoint_for, "tcp")
+    worker = run.worker(endpoint, "--heartbeat-ms", "200")
+    with Client(endpoint, "server") as client:
+        client.flow("echo", retry={"retries": 2, "backoff": {"min": 0.01, "max": 0.05}})
+        with pytest.raises(ServiceUnavailable) as failed:
+            client.request("echo", b"try-again", timeout=WAIT, fail_unknown=False)
+        assert failed.value.reason == "try again"
+        assert client.request("echo", b"x", timeout=WAIT).payload == b"x"
+    assert broker.core.counters["retried"] == 2 and broker.core.counters["retries_exhausted"] == 1
+    worker.popen.send_signal(signal.SIGTERM)
+    worker.finish(WAIT)
 
 
 def test_cpp_client_sends_its_timeout_as_the_deadline(run: Programs, brokers, workers, endpoint_for) -> None:

@@ -15,7 +15,7 @@ from metrics_page import wait_for
 from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, python_worker, stop_all
 from waiting import eventually
 
-from generaldomo import Broker, Client, Reply, Settings
+from generaldomo import Broker, Client, NotFound, Reply, Settings
 from generaldomo.io import keys
 from generaldomo.io.hub.pair import PairConfig
 from generaldomo.sansio.broker.pair import PairRole
@@ -116,6 +116,26 @@ def test_a_backup_alone_serves_nobody_but_answers_status(tmp_path: Path) -> None
         assert counters.get("passive_dropped", 0) >= 1
     finally:
         backup.stop()
+
+
+def test_a_primary_alone_serves_on_a_request_once_its_peer_has_expired_but_not_on_a_status_request(
+    tmp_path: Path,
+) -> None:
+    endpoint = f"ipc://{tmp_path}/primary.sock"
+    args = ["--bind", endpoint, "--ha-role", "primary", "--ha-bind", f"ipc://{tmp_path}/primary-pair.sock"]
+    args += ["--ha-peer", f"ipc://{tmp_path}/nobody", "--ha-plaintext", *PEER]
+    primary = BrokerProcess(args, tmp_path / "primary.log").start()
+    try:
+        primary.wait_serving()
+        time.sleep(3 * HA_HEARTBEAT)  # its (absent) peer has expired
+        for _ in range(3):
+            assert pair_status(endpoint)["state"] == "primary"  # status requests and heartbeats decide nothing
+        with Client(endpoint, heartbeat_interval=HEARTBEAT, liveness=LIVENESS, fail_unknown=True) as client:
+            with pytest.raises(NotFound):  # served: nobody serves echo
+                client.request("echo", b"hi", timeout=WAIT)
+        assert pair_status(endpoint)["state"] == "active"
+    finally:
+        primary.stop()
 
 
 def test_the_pair_link_under_curve_admits_the_peer_only(tmp_path: Path) -> None:

@@ -37,6 +37,8 @@ inline constexpr std::size_t nonce_bytes = 16;  // a task is named in a heartbea
 // Status codes of FINAL replies (429 from a worker: "slow down", see docs/protocol.rst).
 inline constexpr int ok = 200, bad_request = 400, too_large = 413, too_many = 429, worker_error = 500,
                      unavailable = 503, expired = 504;
+// The second result frame of a worker's 503 that asks the broker to retry the task ("Retries").
+inline constexpr std::string_view retry_mark = "retry";
 
 // Request fields: entries of a tag byte, a length byte and the value (docs/protocol.rst, "Request fields").
 inline constexpr unsigned char field_deadline = 0x01, field_priority = 0x02, field_tenant = 0x03, field_flags = 0x04;

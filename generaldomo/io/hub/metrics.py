@@ -38,6 +38,7 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
     "throttled": lambda s: s.throttled,
+    "retried": lambda s: s.retried,
 }
 
 
@@ -56,6 +57,11 @@ def _backoff_rate(service: ServiceReport) -> float | None:
     return None if backoff is None else backoff.rate
 
 
+def _retries(service: ServiceReport) -> float | None:
+    retry = service.flow.retry
+    return None if retry is None else retry["retries"]
+
+
 def _flow_field(field: str) -> Callable[[ServiceReport], float | None]:
     return lambda service: cast(float | None, getattr(service.flow, field))
 
@@ -71,6 +77,7 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     f"{PREFIX}_service_adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
     f"{PREFIX}_service_adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
     f"{PREFIX}_service_backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
+    f"{PREFIX}_service_retry_limit": ("Retries of a task the service's retry policy allows", _retries),
 }
 
 
@@ -108,6 +115,7 @@ class StatusCollector:
         yield from _ledger(report)
         yield from _settings(report)
         yield from _pair(report)
+        yield from _journal(report)
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
         for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)
@@ -188,6 +196,24 @@ def _pair(report: StatusReport) -> Iterator[Any]:
             "Seconds since the peer broker of the pair was heard",
             pair.last_contact,
         )
+
+
+def _journal(report: StatusReport) -> Iterator[Any]:
+    """The write-ahead log's figures (none without a state directory): records waiting for the writer, its size,
+    its group commits and compactions."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    journal = report.broker.journal
+    if journal is None:
+        return
+    yield GaugeMetricFamily(
+        f"{PREFIX}_journal_waiting_records", "Records of the write-ahead log not yet written", journal.waiting
+    )
+    yield GaugeMetricFamily(f"{PREFIX}_journal_bytes", "Bytes of the write-ahead log", journal.bytes)
+    yield CounterMetricFamily(f"{PREFIX}_journal_commits", "Group commits of the write-ahead log", journal.commits)
+    yield CounterMetricFamily(
+        f"{PREFIX}_journal_compactions", "Compactions of the write-ahead log", journal.compactions
+    )
 
 
 def _ledger(report: StatusReport) -> Iterator[Any]:

@@ -10,21 +10,21 @@ core's records.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from typing import Protocol
-
-import attrs
 
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker.accounts import pacing
 from generaldomo.sansio.broker.flow.fair import first_tenants
-from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits
+from generaldomo.sansio.broker.flow.flow import LIMIT, LIMIT_NAMES, Flow, FlowLimits, limits_json
 from generaldomo.sansio.broker.report import StatusQuery, StatusReport, limits_in_force
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.wire import protocol, wirejson
+from generaldomo.sansio.wire.events import Frame
 from generaldomo.sansio.wire.limits import MMI_FRAMES, SERVICE_NAME
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
@@ -52,7 +52,7 @@ class BrokerView(Protocol):
         ...
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class FlowChange:
     """New flow limits for the services called ``name``, now and when they appear."""
 
@@ -60,7 +60,7 @@ class FlowChange:
     limits: FlowLimits
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Answer:
     """The reply to a management request, the change the core must apply before it is sent, and the work it
     costs its sender's budget (bytes, :mod:`generaldomo.sansio.broker.accounts.pacing`; 0: not paced)."""
@@ -74,7 +74,7 @@ class Answer:
 PACED = frozenset({b"mmi.status", b"mmi.flow"})  # the management requests paced per connection
 
 
-def answer(broker: BrokerView, name: bytes, body: Sequence[bytes], now: float, admin: bool = True) -> Answer:
+def answer(broker: BrokerView, name: bytes, body: Sequence[Frame], now: float, admin: bool = True) -> Answer:
     """Answer the management request ``name`` with ``body`` from a sender who may change settings if ``admin``;
     raise :class:`ManagementError` on bad input."""
     handler = _SERVICES.get(name)
@@ -82,7 +82,7 @@ def answer(broker: BrokerView, name: bytes, body: Sequence[bytes], now: float, a
         return Answer(protocol.OK, [protocol.NOT_IMPLEMENTED])
     if not MMI_FRAMES.admits(len(body)):
         raise errors.ManagementError(MMI_FRAMES.refusal(len(body)))
-    return handler(broker, body, now, admin)
+    return handler(broker, [bytes(frame) for frame in body], now, admin)  # (JSON is read from bytes)
 
 
 def _service(broker: BrokerView, body: Sequence[bytes], now: float, admin: bool) -> Answer:
@@ -143,7 +143,7 @@ def shown(limits: FlowLimits) -> dict[str, object]:
     limits, as the status report shows them, those of "*" and the first others set, and their number
     (``tenant_limits``)."""
     tenants = limits.tenants
-    data = attrs.asdict(attrs.evolve(limits, tenants=None))
+    data = limits_json(dataclasses.replace(limits, tenants=None))
     shown = {key: value for key, value in data.items() if value is not None or LIMIT[key].always_shown}
     if tenants is not None:
         shown |= {"tenants": first_tenants(tenants), "tenant_limits": len(tenants)}
@@ -153,7 +153,7 @@ def shown(limits: FlowLimits) -> dict[str, object]:
 def _in_force(live: Flow | None, limits: FlowLimits, changed: bool) -> FlowLimits:
     """The limits in force on a service once the core has applied ``limits`` (if ``changed``, or when the
     service is not live: it will get them when it appears), exactly as its status report will show them."""
-    flow = Flow() if live is None else attrs.evolve(live)
+    flow = Flow() if live is None else dataclasses.replace(live)
     if changed or live is None:
         flow.apply(limits)
     return limits_in_force(flow)

@@ -9,6 +9,7 @@ state; the core builds the rest. It knows nothing of sockets or clocks (``now`` 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -39,12 +40,14 @@ __all__ = [
     "MAX_QUERY",
     "PAGE",
     "PAGE_BYTES",
+    "RETRY_BYTES",
     "SERVICE_BYTES",
     "TENANT_BYTES",
     "WORKER_BYTES",
     "BrokerReport",
     "ConnectionReport",
     "Endpoint",
+    "JournalReport",
     "LedgerReport",
     "NextPage",
     "PairReport",
@@ -56,6 +59,7 @@ __all__ = [
     "StatusReport",
     "TenantReport",
     "WorkerReport",
+    "as_data",
     "flow_report_class",
     "limits_in_force",
     "page",
@@ -76,6 +80,7 @@ PAGE_BYTES = 384 * 1024
 SERVICE_BYTES = 1152  # a service's record, besides its name, tenants, completions, adaptive cap and backoff
 ADAPTIVE_BYTES = 256  # its adaptive cap's report
 BACKOFF_BYTES = 288  # its backoff's report
+RETRY_BYTES = 128  # its retry policy's report, besides 5 bytes per status it names
 TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
 COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
 WORKER_BYTES = 512  # a worker's record, besides its texts
@@ -125,8 +130,11 @@ class _FlowReportBase:
     @property
     def estimated_bytes(self) -> int:
         """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
-        adaptive, backoff, tenants = (getattr(self, name, None) for name in ("adaptive", "backoff", "tenants"))
+        adaptive, backoff, tenants, retry = (
+            getattr(self, name, None) for name in ("adaptive", "backoff", "tenants", "retry")
+        )
         parts = (ADAPTIVE_BYTES if adaptive is not None else 0) + (BACKOFF_BYTES if backoff is not None else 0)
+        parts += 0 if retry is None else RETRY_BYTES + 5 * len(retry["statuses"])
         return parts + sum(TENANT_BYTES + ESCAPED * len(name) for name in tenants or ())
 
 
@@ -202,7 +210,7 @@ class ServiceReport:
     workers: int = 0
     waiting: int = 0
     queued: int = 0
-    delayed: int = 0  # queued tasks held until their not_before (not in the queue yet)
+    delayed: int = 0  # queued tasks held until their not_before or a retry's backoff ends (not in the queue yet)
     in_flight: int = 0
     flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
@@ -218,6 +226,7 @@ class ServiceReport:
     tenants: list[TenantReport] = attrs.field(factory=list)  # the busiest
     busy_tenants: int = 0  # tenants with tasks queued or in flight
     throttled: int = 0  # tasks its workers sent back with 429, queued again
+    retried: int = 0  # answers its retry policy retried
 
     @classmethod
     def of(
@@ -253,6 +262,7 @@ class ServiceReport:
             tenants=tenants,
             busy_tenants=pending.busy_tenants,
             throttled=stats.throttled,
+            retried=stats.retried,
         )
 
     @property
@@ -360,7 +370,7 @@ class SettingsReport:
             "connection_queue_bytes": settings.connection_queue_bytes,
             "field_limits": field_limits,
         }
-        values = attrs.asdict(settings) | shown
+        values = dataclasses.asdict(settings) | shown
         return cls(**{field.name: values[field.name] for field in attrs.fields(cls)})
 
 
@@ -387,6 +397,20 @@ class PairReport:
     peer_state: str | None = None
     last_contact: float | None = None
     changes: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class JournalReport:
+    """The write-ahead log of the broker's state directory (:mod:`generaldomo.io.hub.wal`): its ``fsync`` policy,
+    the records written and those ``waiting`` for the writer (what the broker's answers wait for), the group
+    commits and compactions so far, and the log's size."""
+
+    fsync: str = ""
+    written: int = 0
+    waiting: int = 0
+    commits: int = 0
+    compactions: int = 0
+    bytes: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -422,6 +446,7 @@ class BrokerReport:
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
     pair: PairReport | None = None  # its place in a broker pair (None: a broker alone)
+    journal: JournalReport | None = None  # its state directory's write-ahead log (None: no state directory)
 
 
 @attrs.frozen(kw_only=True)
@@ -480,6 +505,22 @@ class StatusQuery:
         return json.dumps(data).encode()
 
 
+def _plain(instance: object, field: object, value: Any) -> Any:
+    """A field's value as JSON-ready data: the flow's records (dataclasses) as dicts, the rest as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def as_data(record: Any) -> dict[str, Any]:
+    """A report record (this module's, or one of those it holds) as JSON-ready data."""
+    return attrs.asdict(record, value_serializer=_plain)
+
+
+def _is_record(kind: type[Any]) -> bool:
+    return attrs.has(kind) or dataclasses.is_dataclass(kind)
+
+
 @functools.cache
 def _converter() -> cattrs.Converter:
     """cattrs' converter of JSON-ready data into these records, each of which must come as a JSON object
@@ -500,7 +541,7 @@ def _converter() -> cattrs.Converter:
 
         return strictly
 
-    converter.register_structure_hook_factory(attrs.has, record)
+    converter.register_structure_hook_factory(_is_record, record)
     return converter
 
 
@@ -515,7 +556,7 @@ class StatusReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
-        return attrs.asdict(self)
+        return as_data(self)
 
     def to_json(self) -> str:
         """The report as JSON text, as ``mmi.status`` sends it."""

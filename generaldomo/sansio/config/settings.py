@@ -7,10 +7,11 @@ It knows nothing of sockets or clocks.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
-import attrs
+from generaldomo.sansio.checked import check_fields, checked
 
 __all__ = [
     "DEFAULT_MAX_FRAMES",
@@ -31,7 +32,7 @@ DEFAULT_MAX_MESSAGE = 64 * MIB
 DEFAULT_MAX_FRAMES = 1024
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class PeerSettings:
     """Heartbeats as a peer (client, worker, bridge) keeps them; use the broker's values on every side."""
 
@@ -44,12 +45,13 @@ class PeerSettings:
         return self.heartbeat_interval * self.liveness
 
 
-def _share(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _share(name: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 0.5:
-        raise ValueError(f"{attribute.name} must be a number above 0 and at most 0.5")
+        raise ValueError(f"{name} must be a number above 0 and at most 0.5")
+    return value
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     """Timing and limits the broker core enforces.
 
@@ -108,8 +110,11 @@ class Settings:
     connection_bytes: int | None = 64 * MIB
     connection_requests: int | None = 10_000  # queued and running requests of one connection; 429 beyond
     connection_services: int | None = 1_000  # services (and flow entries) one connection's messages made
-    connection_worker_share: float = attrs.field(default=0.25, validator=_share)
-    connection_queue_share: float = attrs.field(default=0.5, validator=_share)
+    connection_worker_share: float = checked(_share, default=0.25)
+    connection_queue_share: float = checked(_share, default=0.5)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def expiry(self) -> float:

@@ -50,12 +50,11 @@ token handed back in the actions about it.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, TypeVar
-
-import attrs
 
 from generaldomo.sansio.config.settings import DEFAULT_MAX_MESSAGE, PeerSettings
 from generaldomo.sansio.lograte import LogLimiter
@@ -93,14 +92,14 @@ _UNKNOWN = (
 __all__ = ["ClientSession", "WorkerSession"]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToBroker:
     """Send these frames to the broker."""
 
     frames: Sequence[bytes]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Reconnect:
     """Close the socket and connect a new one; ``reason`` is for the log. ``silent``: the broker went silent, so
     the shell looks for it where it may be now (the next endpoint, its address file again), else the same
@@ -110,7 +109,7 @@ class Reconnect:
     silent: bool = False
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Resolve(Generic[T]):
     """A request's final reply: status ``b"200"`` or an error; ``timing`` is ``(queued, served)`` if given."""
 
@@ -123,7 +122,7 @@ class Resolve(Generic[T]):
     received: float
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Progress(Generic[T]):
     """A partial result of an outstanding request."""
 
@@ -134,7 +133,7 @@ class Progress(Generic[T]):
     received: float
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Fail(Generic[T]):
     """A request that will get no reply (the session was closed)."""
 
@@ -143,7 +142,7 @@ class Fail(Generic[T]):
     reason: str
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class RunTask:
     """A worker's task to run now; report its result with :meth:`WorkerSession.finish`. ``deadline``: the time
     (on the clock the session is fed) after which nobody waits for the result, if the client set one."""
@@ -155,7 +154,7 @@ class RunTask:
     trace: TraceContext | None = None  # the request's W3C trace context, if it carries one
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class CancelTask:
     """Nobody waits for the running task's result any more (cancelled, or past its deadline)."""
 
@@ -214,7 +213,7 @@ class _Drops:
         self._lines.line("dropped", now, "%s dropped a message: %s", self.what, reason)
 
 
-@attrs.define(slots=True)
+@dataclasses.dataclass(slots=True)
 class _Outstanding(Generic[T]):
     frames: list[bytes]  # the request as sent; empty for a fetch (nothing to send again)
     token: T

@@ -13,10 +13,9 @@ nothing of sockets or clocks.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from typing import Final
-
-import attrs
 
 __all__ = [
     "ADAPTIVE",
@@ -43,6 +42,9 @@ __all__ = [
     "RATE",
     "REASKED",
     "REQUEST_ID",
+    "RETRIES",
+    "RETRY_DELAY",
+    "RETRY_STATUS",
     "SERVICE_NAME",
     "STATUS",
     "STATUS_PAGE",
@@ -73,7 +75,7 @@ class Measure(enum.Enum):
     VALUE = "value"  # a number's value
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Field:
     """One field's bounds: ``low`` to ``high`` inclusive (``low_open``: ``low`` itself excluded), in ``measure``;
     ``beyond`` says what happens to a message outside them, ``shown`` (if given) the bounds in words."""
@@ -92,7 +94,7 @@ class Field:
         above_low = value > self.low if self.low_open else value >= self.low
         return above_low and value <= self.high
 
-    def fits(self, frame: bytes) -> bool:
+    def fits(self, frame: bytes | memoryview) -> bool:
         """True when a frame's length is within the bounds."""
         return self.low <= len(frame) <= self.high
 
@@ -160,6 +162,9 @@ BURST: Final = Field("burst", "flow burst", 1, 10**9, Measure.VALUE, _400)
 CONCURRENCY: Final = Field("concurrency", "flow concurrency", 1, 10**9, Measure.VALUE, _400)
 BYTES_IN_FLIGHT: Final = Field("bytes_in_flight", "flow bytes in flight", 1, 2**53, Measure.VALUE, _400)
 ADAPTIVE: Final = Field("adaptive", "adaptive cap bound", 1, 10**6, Measure.VALUE, _400)
+RETRIES: Final = Field("retries", "retry count", 0, 100, Measure.VALUE, _400)
+RETRY_DELAY: Final = Field("retry_delay", "retry backoff (seconds)", 0, 3600, Measure.VALUE, _400, low_open=True)
+RETRY_STATUS: Final = Field("retry_status", "retried status", 500, 599, Measure.VALUE, _400)
 FIELDS_FRAME: Final = Field("fields_frame", "request fields", 0, 256, Measure.BYTES, _MALFORMED)
 TENANT: Final = Field("tenant", "tenant", 1, 64, Measure.BYTES, _MALFORMED + "; in mmi.flow: 400")
 PRIORITY: Final = Field("priority", "priority", -5, 5, Measure.VALUE, _MALFORMED)
@@ -200,6 +205,9 @@ FIELDS: Final[tuple[Field, ...]] = (
     CONCURRENCY,
     BYTES_IN_FLIGHT,
     ADAPTIVE,
+    RETRIES,
+    RETRY_DELAY,
+    RETRY_STATUS,
     FIELDS_FRAME,
     TENANT,
     PRIORITY,

@@ -20,12 +20,11 @@ clocks, messages or what the holdings are.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import heapq
 from collections.abc import Iterable, Mapping
 from typing import Final
-
-import attrs
 
 __all__ = [
     "CHARGED",
@@ -146,7 +145,7 @@ class Refusal(enum.Enum):
         return str(self.value)
 
 
-@attrs.define(slots=True)
+@dataclasses.dataclass(slots=True)
 class Account:
     """What one connection holds: bytes (``kept``: of them, in kept answers), and how many holdings of each
     kind."""
@@ -154,7 +153,7 @@ class Account:
     bytes: int = 0
     kept: int = 0
     tasks: int = 0  # of them, in requests (what the queue budgets count)
-    counts: dict[Holding, int] = attrs.field(factory=dict)
+    counts: dict[Holding, int] = dataclasses.field(default_factory=dict)
 
     def count(self, kind: Holding) -> int:
         return self.counts.get(kind, 0)

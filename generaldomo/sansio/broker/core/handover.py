@@ -16,7 +16,7 @@ from generaldomo.sansio.broker.accounts.ledger import CHARGED
 from generaldomo.sansio.broker.records import Claim, RequestKey, WorkerRecord, request_key
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.events import Dialect, Frame
 from generaldomo.sansio.wire.ticket import Ticket, Tickets, nonce
 
 __all__ = ["HOLDINGS", "Handover"]
@@ -104,7 +104,7 @@ class Handover:
 
     # ------------------------------------------------------------------------------------------- heartbeats
 
-    def heartbeat(self, worker: WorkerRecord) -> list[bytes]:
+    def heartbeat(self, worker: WorkerRecord) -> list[Frame]:
         """A HEARTBEAT for ``worker``: a GDP worker of a hand-over broker learns which results were taken."""
         if self._tickets is None or worker.dialect is not Dialect.GDP:
             return protocol.worker_command(worker.dialect, protocol.HEARTBEAT)

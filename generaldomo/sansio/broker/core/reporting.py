@@ -23,6 +23,7 @@ from generaldomo.sansio.broker.report import (
     BrokerReport,
     ConnectionReport,
     Endpoint,
+    JournalReport,
     LedgerReport,
     NextPage,
     PairReport,
@@ -74,6 +75,7 @@ class Reporting:
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
         self.pair: Callable[[float], PairReport] | None = None  # the broker pair's report, when in a pair
+        self.journal: Callable[[], JournalReport] | None = None  # the write-ahead log's, with a state directory
 
     def set_endpoints(self, endpoints: Sequence[tuple[str, str]]) -> None:
         """What the broker's links are bound to, as ``(transport, endpoint)``."""
@@ -145,6 +147,7 @@ class Reporting:
             internal_errors=counters.internal_errors,
             in_flight=in_flight,
             pair=None if self.pair is None else self.pair(now),
+            journal=None if self.journal is None else self.journal(),
         )
         held = self._budgets.held
         service_reports, more_services = page(

@@ -9,11 +9,10 @@ one (for timelines), and completions are counted per second over the last :data:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-
-import attrs
 
 __all__ = [
     "PERCENTILES",
@@ -86,7 +85,7 @@ class Samples:
         return list(ordered[max(0, len(ordered) - n) :])
 
 
-@attrs.define
+@dataclasses.dataclass(slots=True)
 class ServiceStats:
     """What happened to one service's tasks."""
 
@@ -96,11 +95,12 @@ class ServiceStats:
     duplicates_dropped: int = 0
     expired: int = 0
     throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
-    queue_times: Samples = attrs.field(factory=Samples)
-    service_times: Samples = attrs.field(factory=Samples)
-    finished_at: Samples = attrs.field(factory=lambda: Samples(RECENT))
+    retried: int = 0  # answers its retry policy retried: tasks held for a backoff, then queued again
+    queue_times: Samples = dataclasses.field(default_factory=Samples)
+    service_times: Samples = dataclasses.field(default_factory=Samples)
+    finished_at: Samples = dataclasses.field(default_factory=lambda: Samples(RECENT))
     # completions in each of the last RATE_WINDOW whole seconds: second % RATE_WINDOW -> (second, count)
-    _per_second: list[tuple[int, int]] = attrs.field(factory=lambda: [(-1, 0)] * _SECONDS, repr=False)
+    _per_second: list[tuple[int, int]] = dataclasses.field(default_factory=lambda: [(-1, 0)] * _SECONDS, repr=False)
 
     def record(self, queued: float, serviced: float, now: float) -> None:
         """A task was answered after ``queued`` seconds waiting and ``serviced`` seconds with its worker."""
