@@ -353,6 +353,7 @@ class SettingsReport:
     connection_queue_share: float = 0.0
     connection_queue_bytes: int | None = None  # what the share allows
     served_memory: float = 0.0
+    deadline_estimate_after: int | None = None
 
     @classmethod
     def of(cls, settings: Settings, field_limits: dict[str, dict[str, Any]]) -> SettingsReport:
