@@ -13,7 +13,8 @@ CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x
 Poisson arrivals at fixed rates from 10 % to past saturation, HDR histograms, ``bench/openloop.py``; not part of
 ``--smoke``), ``shared`` (12: a shared service: fair shares between two tenants, a remote API with a hidden
 limit against the article's actor with Ray tasks as its callers, goodput with deadlines; ``bench/shared.py``;
-not part of ``--smoke``).
+not part of ``--smoke``), ``goodput`` (13: goodput under overload with deadlines, deadline-aware dispatch on and
+off, ``bench/goodput.py``; not part of ``--smoke``).
 Progress goes to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -36,6 +37,7 @@ from bench import (
     core_scaling,
     cpeers,
     curve,
+    goodput,
     netns,
     openloop,
     peers,
@@ -52,7 +54,7 @@ from bench.procs import Children, machine
 
 PARTS = (
     "transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale", "openloop",
-    "shared",
+    "shared", "goodput",
 )  # fmt: skip
 NOT_SMOKE = (
     "ray",
@@ -62,6 +64,7 @@ NOT_SMOKE = (
     "scale",
     "openloop",
     "shared",
+    "goodput",
 )  # the long ones, the C builds, the many processes
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
@@ -146,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             elif part == "shared":
                 plot = cfg.out / f"{stem}-shared.png" if timeline.can_plot() else None
                 results["parts"][part] = shared.run(cfg, plot=plot)
+            elif part == "goodput":
+                results["parts"][part] = goodput.run(cfg)
     results["duration_s"] = time.time() - started
     paths = report.write(results, cfg.out, stem)
     print(report.markdown(results))

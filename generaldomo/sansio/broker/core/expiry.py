@@ -109,7 +109,7 @@ class Expiry:
         stats = task.service.stats
         self._counters.deadline_unreachable += 1
         reason = unreachable(left, stats.estimate or 0.0)
-        stats.turned_away()
+        stats.turned_away(task.service.flow.in_flight)
         self._core._complete(task, protocol.EXPIRED, [reason], turn, dequeued=True)
 
     def expire_queued(self, enqueued_before: float, turn: Turn, *, anonymous: bool = False) -> None:

@@ -141,7 +141,7 @@ class Requests:
             if left <= ahead:
                 self._counters.deadline_unreachable += 1
                 self._counters.expired += 1
-                service.stats.turned_away()
+                service.stats.turned_away(service.flow.in_flight)
                 self.reject(event, message, protocol.EXPIRED, unreachable(left, ahead).decode())
                 return False
         return True

@@ -140,7 +140,8 @@ class ServiceStats:
             return 0.0
         return estimate
 
-    def turned_away(self) -> None:
-        """A task was answered ``504`` at once, its time left less than the estimate: ease the estimate."""
-        if self.estimate is not None:
+    def turned_away(self, in_flight: int) -> None:
+        """A task was answered ``504`` at once, its time left less than the estimate, while ``in_flight`` tasks
+        of the service run: with none (no answer will come to correct the estimate), ease it."""
+        if self.estimate is not None and not in_flight:
             self.estimate *= ESTIMATE_EASING
