@@ -12,14 +12,12 @@ answered within their deadline (goodput, per second), answered ``504`` at once (
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
-from bench.config import Config, progress, say
-from generaldomo import Broker, Client, Settings, Worker
+from bench.config import Config
+from bench.shared import _deadline_phase, _Service
+from generaldomo import Settings
 
 WORKERS = 2
 WORK = 0.05  # seconds a task takes: the service does WORKERS / WORK tasks a second
@@ -42,72 +40,19 @@ def _work(payload: bytes) -> bytes:
 
 def _run(seconds: float, aware: bool) -> dict[str, Any]:
     name = "deadline-aware dispatch" if aware else "oldest first (deadline_estimate_after none)"
-    say(f"goodput: {name}, {seconds:g} s")
-    progress["last"] = time.monotonic()
     settings = Settings() if aware else Settings(deadline_estimate_after=None)
-    broker = Broker("router", ["tcp://127.0.0.1:*"], settings=settings).start()
-    endpoint = broker.endpoint("router", "tcp")
-    workers = [Worker(endpoint, "busy", _work) for _ in range(WORKERS)]
-    threads = [threading.Thread(target=w.serve, daemon=True) for w in workers]
-    for thread in threads:
-        thread.start()
+    service = _Service("busy", _work, WORKERS, settings)
     try:
-        for _ in range(600):
-            if len(broker.core.workers) >= WORKERS:
-                break
-            time.sleep(0.05)
-        counts = _offer(endpoint, seconds)
-        counters = broker.core.counters
-        figures = {
-            "unreachable": counters.deadline_unreachable,
-            "past_deadline": counters.past_deadline,
-        }
-        estimate = next((s.stats.estimate for s in broker.core.resolver.services() if s.name == "busy"), None)
+        counts = _deadline_phase(
+            service.endpoint, seconds, True, capacity=WORKERS / WORK, overload=OVERLOAD, calm=OVERLOAD,
+            deadline=DEADLINE, name=name,
+        )  # fmt: skip
+        counters = service.broker.core.counters
+        figures = {"unreachable": counters.deadline_unreachable, "past_deadline": counters.past_deadline}
+        estimate = next((s.stats.estimate for s in service.broker.core.resolver.services() if s.name == "busy"), None)
     finally:
-        for worker in workers:
-            worker.stop()
-        for thread in threads:
-            thread.join(10)
-        broker.stop()
-    return {"name": name, **counts, **figures, "estimate": estimate, "goodput_per_s": counts["on_time"] / seconds}
-
-
-def _offer(endpoint: str, seconds: float) -> dict[str, int]:
-    """Open-loop arrivals at OVERLOAD x capacity for ``seconds``; how each request ended."""
-    capacity = WORKERS / WORK
-    lock = threading.Lock()
-    counts = {"offered": 0, "on_time": 0, "late": 0, "refused": 0}
-    with Client(endpoint) as client:
-        start = time.monotonic()
-        futures: list[Future[Any]] = []
-
-        def settle(scheduled: float) -> Callable[[Future[Any]], None]:
-            def done(future: Future[Any]) -> None:
-                with lock:
-                    if future.cancelled() or future.exception() is not None:
-                        counts["refused"] += 1
-                    elif time.monotonic() - scheduled <= DEADLINE:
-                        counts["on_time"] += 1
-                    else:
-                        counts["late"] += 1
-
-            return done
-
-        sent = 0
-        while (now := time.monotonic()) < start + seconds:
-            while sent < int(OVERLOAD * capacity * (now - start)):
-                future = client.submit("busy", b"x", deadline=DEADLINE)
-                future.add_done_callback(settle(start + sent / (OVERLOAD * capacity)))
-                futures.append(future)
-                sent += 1
-            time.sleep(0.002)
-        wait_until = time.monotonic() + DEADLINE + 5
-        while time.monotonic() < wait_until and not all(f.done() for f in futures):
-            time.sleep(0.05)
-        for future in futures:
-            future.cancel()
-    counts["offered"] = sent
-    return counts
+        service.close()
+    return {**counts, **figures, "estimate": estimate}
 
 
 def markdown(part: dict[str, Any]) -> str:
