@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 __version__ = "0.1.0"
 
 from generaldomo import compat as _compat
+from generaldomo import compiled as _compiled
 from generaldomo import errors as _errors
 from generaldomo.errors import *  # noqa: F403  (the error family: every name of errors.__all__)
 
@@ -30,6 +31,7 @@ if _TYPE_CHECKING:
     from generaldomo.sansio.broker.core import BrokerCore, Peer, Send, Settings
     from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
     from generaldomo.sansio.broker.services.service import Service
+    from generaldomo.sansio.wire.tracecontext import TraceContext
 
 # The public names below are imported when first used, so that ``import generaldomo.cli`` (every command, even
 # ``--version``) does not load the broker, the dashboard and the rest that one command does not need.
@@ -52,7 +54,11 @@ _LAZY: dict[str, str] = {
     "NameResolver": "generaldomo.sansio.broker.services.resolver",
     "Resolver": "generaldomo.sansio.broker.services.resolver",
     "Service": "generaldomo.sansio.broker.services.service",
+    "TraceContext": "generaldomo.sansio.wire.tracecontext",
 }
+
+# The compiled sans-IO core, when it is built and in use (generaldomo.compiled): found before the .py modules.
+_compiled.install()
 
 # The module paths of releases before the layers (generaldomo.core, generaldomo.client...): lazy, deprecated.
 if not any(isinstance(finder, _compat.MovedFinder) for finder in _sys.meta_path):
@@ -87,6 +93,7 @@ __all__ = [
     "Send",
     "Service",
     "Settings",
+    "TraceContext",
     "Transport",
     "TypedClient",
     "Where",

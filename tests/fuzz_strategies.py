@@ -115,6 +115,11 @@ def flow_bodies() -> list[bytes]:
     made += [{"tenants": {name: {"weight": 2}}} for name in edge_texts(limits.TENANT)]
     made += [{"tenants": {f"t{i}": {"weight": 1} for i in range(n)}} for n in edges(limits.TENANTS)]
     made += [{"tenants": value} for value in WRONG_TYPES] + [{"unknown": 1}, {}]
+    made += [{"retry": {"retries": value}} for value in [*edge_numbers(limits.RETRIES), *WRONG_TYPES]]
+    delays = [*edge_numbers(limits.RETRY_DELAY), *WRONG_TYPES]
+    made += [{"retry": {"backoff": {key: value}}} for key in ("min", "max") for value in delays]
+    made += [{"retry": {"statuses": [value]}} for value in [*edge_numbers(limits.RETRY_STATUS), *WRONG_TYPES]]
+    made += [{"retry": value} for value in WRONG_TYPES] + [{"retry": {"statuses": list(range(500, 600)) * 2}}]
     assert {key for limits_ in made for key in limits_} - {"unknown"} == set(LIMIT_NAMES), "a flow limit not fuzzed"
     return [dumps(value) for value in made]
 

@@ -1,7 +1,8 @@
 """Check the release artefacts as a new user meets them: ``python tools/check_wheel.py WORK_DIR``.
 
 Builds the sdist and, from it, the wheel (``python -m build``); checks what the wheel holds; installs the wheel
-alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor``, the
+alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor`` (the C
+accelerator and the compiled sans-IO core in use, and not with ``GENERALDOMO_PURE_PYTHON=1``), the
 server transport without draft sockets (whose error must name this environment's install command), that
 command's plan, ``generaldomo doctor --install-draft``, ``generaldomo doctor`` again and ``generaldomo demo``
 on each transport; then builds the guide's C++ example with the headers installed with the wheel, by the
@@ -44,10 +45,13 @@ class CheckFailed(RuntimeError):
     """A step did not do what a user would expect."""
 
 
-def step(cmd: list[str], cwd: Path, expect: int = 0, timeout: float = 1800) -> str:
-    """Run ``cmd`` in ``cwd``, echo its output, and return it; CheckFailed unless it exits with ``expect``."""
+def step(cmd: list[str], cwd: Path, expect: int = 0, timeout: float = 1800, env: dict[str, str] | None = None) -> str:
+    """Run ``cmd`` in ``cwd`` (``env``: added to this environment), echo its output, and return it; CheckFailed
+    unless it exits with ``expect``."""
     print(f"$ {' '.join(cmd)}", flush=True)
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})}
+    )
     output = proc.stdout + proc.stderr
     print(output, end="", flush=True)
     if proc.returncode != expect:
@@ -125,7 +129,8 @@ def cpp_example(work: Path, bin_dir: Path) -> None:
 def check(work: Path) -> None:
     """Every step of the module docstring."""
     work.mkdir(parents=True, exist_ok=True)
-    bin_dir = fresh_venv(work, build(work))
+    wheel = build(work)
+    bin_dir = fresh_venv(work, wheel)
     gd = str(bin_dir / "generaldomo")
     if "draft sockets (CLIENT/SERVER): no" in step([gd, "doctor"], work):  # a warning: the router transport works
         refused = step([gd, "demo", "--transport", "server", "--requests", "10"], work, expect=2)
@@ -139,6 +144,16 @@ def check(work: Path) -> None:
         raise CheckFailed("doctor does not report draft sockets after the install")
     if "broker links: C accelerator" not in doctor:  # the wheel was built with a C compiler at hand
         raise CheckFailed("the wheel's broker links do not use the C accelerator")
+    compiled = any(name == "generaldomo/_compiled/manifest.json" for name in zipfile.ZipFile(wheel).namelist())
+    said = (
+        "sans-IO core: compiled (mypyc: " if compiled else "sans-IO core: pure Python (the compiled core is not built)"
+    )
+    if said not in doctor:  # the compiled core (mypyc is a build requirement) is used exactly when the wheel has it
+        raise CheckFailed(f"doctor does not say {said!r}")
+    print(f"the wheel {'holds' if compiled else 'does not hold'} the compiled sans-IO core", flush=True)
+    pure = step([gd, "doctor"], work, env={"GENERALDOMO_PURE_PYTHON": "1"})
+    if "sans-IO core: pure Python (GENERALDOMO_PURE_PYTHON is set)" not in pure:
+        raise CheckFailed("GENERALDOMO_PURE_PYTHON=1 does not select the wheel's pure-Python core")
     for transport in DEMO_TRANSPORTS:
         shown = step([gd, "demo", "--transport", transport, "--requests", "200"], work, timeout=120)
         if "all answered correctly: True" not in shown:

@@ -84,8 +84,17 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
-        help="keep what is changed at run time (flow limits) in DIR and restore it at start, and let workers hand "
-        "over the results of tasks a previous broker on DIR gave them (default: none, nothing survives a restart)",
+        help="keep the queued requests, the kept answers and what is changed at run time (flow limits) in DIR and "
+        "restore them at start, and let workers hand over the results of tasks a previous broker on DIR gave them "
+        "(default: none, nothing survives a restart)",
+    )
+    parser.add_argument(
+        "--fsync",
+        choices=("batch", "os"),
+        default="batch",
+        help="when --state-dir's write-ahead log is flushed: 'batch' (to disk after each group of writes, before "
+        "what they report is sent; survives a power cut) or 'os' (the system's buffers: survives a crash or kill "
+        "of the broker, not a power cut) (default: batch)",
     )
     _limits(parser)
     options.curve_server(parser)
@@ -258,7 +267,7 @@ def make_broker(
         require_draft()
     broker = Broker(
         resolver=resolver, settings=settings, context=context, security=options.security(args),
-        state_dir=args.state_dir, on_failure=on_failure, pair=pair_config(args),
+        state_dir=args.state_dir, on_failure=on_failure, pair=pair_config(args), fsync=args.fsync,
     )  # fmt: skip
     try:
         for spec in args.flow:

@@ -1,5 +1,6 @@
-"""``generaldomo doctor`` and ``--version``: versions, whether draft sockets (CLIENT/SERVER) work, and whether the
-broker links run on the C accelerator or in pure Python (:mod:`generaldomo.io.speedups`), and whether SERVER links
+"""``generaldomo doctor`` and ``--version``: versions, whether draft sockets (CLIENT/SERVER) work, whether the
+broker links run on the C accelerator or in pure Python (:mod:`generaldomo.io.speedups`), whether the sans-IO core
+runs compiled or in pure Python (:mod:`generaldomo.compiled`), and whether SERVER links
 bind real ``inproc://`` endpoints (:mod:`generaldomo.io.inproc`), and which cryptography library CURVE runs on
 (:mod:`generaldomo.io.crypto`).
 
@@ -11,16 +12,17 @@ installer (:mod:`generaldomo.draft`), which says what it will replace before it 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import zmq
 
-from generaldomo import __version__
+from generaldomo import __version__, compiled
 from generaldomo.cli.command import Command, Exit
 from generaldomo.io import inproc, speedups
 from generaldomo.io.crypto import curve_library
 from generaldomo.io.transport import draft_available, install_command
 
-__all__ = ["COMMAND", "arguments", "run", "versions"]
+__all__ = ["COMMAND", "arguments", "core_path", "run", "versions"]
 
 
 def versions() -> str:
@@ -28,6 +30,17 @@ def versions() -> str:
     draft = "yes" if draft_available() else f"no (run: {install_command()}, or generaldomo doctor --install-draft)"
     found = f"generaldomo {__version__}; pyzmq {zmq.pyzmq_version()}; libzmq {zmq.zmq_version()}"
     return f"{found}; draft sockets (CLIENT/SERVER): {draft}"
+
+
+def core_path() -> str:
+    """Which path the sans-IO core runs, as the build decided (:mod:`generaldomo.compiled`) and as the broker
+    core's module was imported: from the compiled build's folder or from its source."""
+    from generaldomo.sansio.broker.core import core
+
+    imported = Path(core.__file__ or "")
+    if (imported.suffix != ".py") != compiled.in_use():
+        return f"{compiled.description()}, but the broker core was imported from {imported}"
+    return compiled.description()
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return draft.main(["ensure"])
     print(versions())
     print(f"broker links: {speedups.description}")
+    print(f"sans-IO core: {core_path()}")
     how = "real inproc (libzmq patch 'mailbox')" if inproc.NATIVE else "carried over private ipc (a stock libzmq)"
     print(f"SERVER links' inproc:// endpoints: {how}")
     print(f"CURVE cryptography: {curve_library()}")

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import attrs
 
-from generaldomo.sansio.broker.report import ServiceReport, StatusReport
+from generaldomo.sansio.broker.report import ServiceReport, StatusReport, as_data
 
 __all__ = [
     "BARS_KEPT",
@@ -133,7 +133,7 @@ class Framer:
             "services_total": max(report.broker.service_count, len(report.services)),  # (older brokers: no count)
             "workers_total": max(report.broker.worker_count, len(report.workers)),
             "services": [_service(s) for s in shown],
-            "workers": [attrs.asdict(w) for w in report.workers[: self.max_workers]],
+            "workers": [as_data(w) for w in report.workers[: self.max_workers]],
             "bars": new_bars,
             "bars_missed": missed,
         }
@@ -177,6 +177,13 @@ def _broker(report: StatusReport) -> dict[str, Any]:
         "services": max(broker.service_count, len(report.services)),
         "kept_answers": broker.kept_answers,
         "kept_bytes": broker.kept_bytes,
+        "dead_letters": broker.dead_letters.letters,
+        "dead_bytes": broker.dead_letters.bytes,
+        "dead_service_count": broker.dead_letters.service_count,
+        "dead_services": [  # the report's (at most report.DEAD_SERVICES)
+            {"service": s.service, "count": s.count, "newest_age": s.newest_age} for s in broker.dead_letters.services
+        ],
+        "pair": None if broker.pair is None else attrs.asdict(broker.pair),  # a broker pair's role and state
     }
 
 
@@ -188,7 +195,7 @@ def _counters(counters: Iterable[tuple[str, int]]) -> dict[str, dict[str, int]]:
 
 
 def _service(service: ServiceReport) -> dict[str, Any]:
-    data = attrs.asdict(service)
+    data = as_data(service)
     del data["recent"]  # sent as bars
     data["cap"] = cap(service)
     return data

@@ -38,17 +38,18 @@ from generaldomo.io.hub.backlog import Backlog
 from generaldomo.io.hub.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.hub.pair import PairConfig, PairLink
 from generaldomo.io.hub.state import StateDir
+from generaldomo.io.hub.wal import Fsync, WriteAheadLog, log_limit
 from generaldomo.io.randomness import RandomPool
 from generaldomo.io.transport import Transport
 from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
+from generaldomo.sansio.broker.actions import Dispatch
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
-from generaldomo.sansio.broker.pair import Pair, PairState
+from generaldomo.sansio.broker.journal import Live
+from generaldomo.sansio.broker.pair import Pair, PairState, Visit, visit
 from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.config.settings import Settings
-from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import ClientRequest
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["BrokerFailed"])
@@ -95,6 +96,7 @@ class Broker(ServingLoop):
         state_dir: str | os.PathLike[str] | None = None,
         on_failure: OnFailure | None = None,
         pair: PairConfig | None = None,
+        fsync: str = "batch",
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
         of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
@@ -110,13 +112,20 @@ class Broker(ServingLoop):
             settings: the core's timing and limits (:class:`~generaldomo.Settings`).
             context: the ZeroMQ context (``inproc://`` peers must share it).
             security: CURVE keys and the admitted keys' roles (:class:`~generaldomo.io.auth.BrokerSecurity`).
-            state_dir: where run-time flow changes are kept across restarts.
+            state_dir: where run-time flow changes, queued requests and kept answers are kept across restarts
+                (:mod:`generaldomo.io.hub.wal`).
+            fsync: when the state directory's write-ahead log is flushed to disk: ``batch`` (after each group of
+                records, before what they report is sent) or ``os`` (the operating system's buffers).
             on_failure: called with the error, from the loop's thread, if the loop stops because of one (see the
                 module docstring).
             pair: this broker's place in a broker pair (:class:`~generaldomo.io.hub.pair.PairConfig`): it serves
                 only while it is the active one (:mod:`generaldomo.sansio.broker.pair`); None: a broker alone.
         """
+        if fsync not in ("batch", "os"):
+            raise ValueError(f"fsync must be 'batch' or 'os', not {fsync!r}")
+        self._fsync = Fsync(fsync)
         self.state = None if state_dir is None else StateDir(state_dir)
+        self.wal: WriteAheadLog | None = None  # the state directory's write-ahead log, opened at start
         self._own_context = security is not None and context is None
         self.context = context or (zmq.Context() if security is not None else zmq.Context.instance())
         self.security = security
@@ -125,6 +134,7 @@ class Broker(ServingLoop):
         self.core = BrokerCore(
             resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool(),
             handover_key=None if state is None else state.handover_key, recovering=state is not None and state.reused,
+            journal=None if state is None else time.time() - time.monotonic(),
         )  # fmt: skip
         # replies the links hold for peers that do not read, charged to the core's ledger
         self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
@@ -146,6 +156,9 @@ class Broker(ServingLoop):
         self._stop_lock = threading.RLock()
         # answers held until the flow changes they report are on disk (the generation), in order; their peers
         self._pending: collections.deque[tuple[int, list[Send]]] = collections.deque()
+        # what turns returned, held until the records of the write-ahead log made until then are written (the
+        # count), with the flow changes' generation they then wait for (0: none)
+        self._journaled: collections.deque[tuple[int, int, list[Send]]] = collections.deque()
         self._held_peers: set[Peer] = set()
         self.pair_link: PairLink | None = None
         self.pair: Pair | None = None
@@ -298,21 +311,23 @@ class Broker(ServingLoop):
 
     def _finish(self) -> None:
         with contextlib.suppress(zmq.ZMQError):  # failed sockets take no goodbye
-            self._flush_state()
             if self._drain is not None:
-                self._send(self.core.abandon(time.monotonic()))
+                self._after(self.core.abandon(time.monotonic()))
+            self._flush_state()
             self._send(self.core.close())
         self._close_sockets()
         log.info("broker stopped; %s", self.core.counters.reported())
 
     def _loop(self) -> None:
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
-        state, pair, pair_link = self.state, self.pair, self.pair_link
+        state, pair, pair_link, wal = self.state, self.pair, self.pair_link, self.wal
         sockets = [link.socket for link in self.links] + ([] if pair_link is None else [pair_link.socket])
-        wait = waiter(sockets, (self._stop_read, *(() if state is None else (state.ready,))))
+        pipes = () if state is None or wal is None else (state.ready, wal.ready)
+        wait = waiter(sockets, (self._stop_read, *pipes))
         pair_bit = 1 << len(self.links)  # the pair link heard its peer (when in a pair)
         stop_bit = 1 << len(sockets)
         state_bit = stop_bit << 1  # the state directory's writer wrote changes to disk
+        wal_bit = state_bit << 1  # the write-ahead log's writer wrote records
         links = list(enumerate(self.links))
         core, backlog = self.core, self.backlog
         clock = time.monotonic
@@ -340,8 +355,9 @@ class Broker(ServingLoop):
                     if self._drain is None or draining is not None or not core.tasks:
                         return
                     draining = self._begin_drain()
-                if ready & state_bit and state is not None:
+                if ready & (state_bit | wal_bit) and state is not None and wal is not None:
                     state.drain()
+                    wal.drain()
                     self._release()
                 for index, link in links:
                     if ready >> index & 1:
@@ -355,11 +371,7 @@ class Broker(ServingLoop):
             # the tick only when its time has come: what serving scheduled is later than the batch's clock read
             # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
             if due is not None and now >= due:
-                out = core.tick(now)
-                if core.changed:  # a flow change that waited its turn (pacing): in the state directory first
-                    self._hold(out)
-                else:
-                    self._send(out)
+                self._after(core.tick(now))
             if now >= backlog.next_poll:
                 backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
                 if backlog:
@@ -394,7 +406,8 @@ class Broker(ServingLoop):
         return time.monotonic() + self._drain
 
     def _restore(self) -> None:
-        """Take the limits configured so far as the base, and apply the state directory's run-time changes."""
+        """Take the limits configured so far as the base, apply the state directory's run-time changes, and queue
+        again what its write-ahead log left standing (the log is written anew holding it)."""
         core = self.core
         core.take_changes()  # the configuration's, not run-time changes
         if self.state is not None:
@@ -402,22 +415,37 @@ class Broker(ServingLoop):
             for change in self.state.restore(core.flows):
                 core.apply_flow(change, now)
             core.take_changes()
+            settings = core.settings
+            limit = log_limit(settings.held_bytes, settings.keep_bytes)
+            wal, decoded = self.state.open_log(self._fsync, limit, settings.keep_answers)
+            self.wal = wal
+            core.count("journal_damaged", decoded.damaged + decoded.truncated)
+            out = core.restore(Live().apply_all(decoded.records), now)
+            restored = core.counters.tasks_restored, core.counters.answers_restored
+            if decoded.records:
+                log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
+            wal.begin(core.take_journal())
+            core.set_journal(wal.report)
+            self._send(out)
 
     def _serve(self, index: int, link: Link) -> None:
         """Feed the core what ``link`` has (a bounded number of messages: see :data:`TURN_SECONDS`), sending what it
         answers, each message inside the barrier. A flow change is in the state directory before its answer goes:
         the answers of a message that changed the flow limits, and what follows them to the same peers, wait for
-        the state directory's writer (:meth:`_release`); other peers are served meanwhile."""
+        the state directory's writer (:meth:`_release`); other peers are served meanwhile. With a write-ahead log,
+        what the whole batch answers waits for the batch's records (one group commit)."""
         if self.pair is not None and not self.pair.serving:
             self._serve_passive(index, link, self.pair)
             return
         core, links, held = self.core, self.links, self._held_peers
         receive, now = core.receive, time.monotonic()  # one clock read per batch (and one at its end)
-        drains = self._drains
+        drains, batch = self._drains, None if self.wal is None else list[Send]()
         for address, frames, credential in link.recv_batch(drains[index]):
             try:
                 out = receive(Peer(index, address), frames, now, credential)
-                if core.changed:
+                if batch is not None:
+                    batch += out
+                elif core.changed:
                     self._hold(out)
                 elif held:
                     self._send(out)
@@ -428,11 +456,21 @@ class Broker(ServingLoop):
                 raise
             except Exception:
                 self._caught("a message")
+        if batch is not None:
+            self._hold(batch)
         took = time.monotonic() - now
         if took > TURN_SECONDS:
             drains[index] = max(MIN_DRAIN, drains[index] // 2)
         elif took < TURN_SECONDS / 4 and drains[index] < _DRAIN:
             drains[index] = min(_DRAIN, drains[index] * 2)
+
+    def _after(self, out: list[Send]) -> None:
+        """Send ``out`` (what a turn of the core returned), held if the turn changed flow limits or made records of
+        the write-ahead log (:meth:`_hold`)."""
+        if self.core.changed or self.wal is not None:
+            self._hold(out)
+        else:
+            self._send(out)
 
     # ------------------------------------------------------------------------------------------ the pair
 
@@ -453,21 +491,21 @@ class Broker(ServingLoop):
 
     def _serve_passive(self, index: int, link: Link, pair: Pair) -> None:
         """Serve what ``link`` has while this broker is not the active one of its pair: a status request is
-        answered; any other message is the moment the passive takes over if its peer has expired (then it is
-        served), and is dropped unanswered otherwise (its peer hears nothing and moves to its next endpoint)."""
+        answered; a client's request or a worker's READY is the moment the passive takes over if its peer has
+        expired (then it is served); anything else is dropped unanswered (its peer hears nothing and moves to its
+        next endpoint). See :class:`~generaldomo.sansio.broker.pair.Visit`."""
         core, now, dropped = self.core, time.monotonic(), 0
         for address, frames, credential in link.recv_batch(self._drains[index]):
-            if not pair.serving and not _asks_status(frames):
-                if not pair.admit(now):
+            if not pair.serving:
+                seen = visit(frames)
+                if seen is Visit.NOTHING or (seen is Visit.SERVE and not pair.admit(now)):
                     dropped += 1
                     continue
-                log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
+                if pair.serving:  # taking over: the peer's workers may come back with its tasks (shared key)
+                    log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
+                    core.recover(now)
             try:
-                out = core.receive(Peer(index, address), frames, now, credential)
-                if core.changed:
-                    self._hold(out)
-                else:
-                    self._send(out)
+                self._after(core.receive(Peer(index, address), frames, now, credential))
             except zmq.ZMQError:
                 raise
             except Exception:
@@ -489,21 +527,46 @@ class Broker(ServingLoop):
         )
 
     def _hold(self, out: list[Send]) -> None:
-        """Record the core's flow changes and hold ``out`` (the answers of the message that made them) until the
-        state directory has them on disk."""
-        changes = self.core.take_changes()
-        if self.state is None:
+        """Record the core's flow changes and its journal's records, and hold ``out`` (what the turns that made them
+        returned) until the state directory has them on disk. With a write-ahead log, everything waits for the
+        records written before it, but the tasks dispatched to workers (no answer, no heartbeat telling a worker
+        its result was taken, leaves before what it reports is written; a task runs meanwhile: were its record
+        lost, so was its request, and its worker's result is handed over). Then a flow change's answers, and what
+        follows them to the same peers, wait for the state file; other peers are served meanwhile."""
+        core, state, wal = self.core, self.state, self.wal
+        if state is None:
+            core.take_changes()
             self._send(out)
             return
-        generation = self.state.record(changes)
-        self._pending.append((generation, out))
-        self._held_peers.update(peer for peer, _ in out)
-        self._release()
+        generation = state.record(core.take_changes()) if core.changed else 0
+        if wal is not None:
+            records, journaled = core.take_journal(), self._journaled
+            count = wal.append(records) if records else journaled[-1][0] if journaled else 0
+            if count > wal.durable:
+                journaled.append((count, generation, self._dispatch_now(out)))
+                self._release()
+                return
+        self._gate(generation, out)
+
+    def _gate(self, generation: int, out: list[Send]) -> None:
+        """Send ``out``, or hold it until the state file holds ``generation`` (0: no flow change in it)."""
+        assert self.state is not None
+        if generation and (self._pending or generation > self.state.durable):
+            self._pending.append((generation, out))
+            self._held_peers.update(peer for peer, _ in out)
+        else:
+            self._pass(out)
 
     def _release(self) -> None:
-        """Send the held answers whose changes are on disk, in order (raises if the state file cannot be written:
+        """Send what was held and is now on disk, in order (raises if the state file or the log cannot be written:
         the broker fails)."""
         assert self.state is not None
+        journaled = self._journaled
+        if journaled and self.wal is not None:
+            written = self.wal.durable
+            while journaled and journaled[0][0] <= written:
+                _, generation, out = journaled.popleft()
+                self._gate(generation, out)
         durable, pending = self.state.durable, self._pending
         if pending and pending[0][0] <= durable:
             while pending and pending[0][0] <= durable:
@@ -512,7 +575,16 @@ class Broker(ServingLoop):
             self._held_peers.update(peer for _, out in pending for peer, _ in out)
 
     def _send(self, messages: list[Send]) -> None:
-        """Send ``messages``; those to peers with held answers wait behind them."""
+        """Send ``messages``; with records of the write-ahead log not yet written, they wait behind them (but the
+        tasks dispatched, :meth:`_hold`); those to peers with held flow answers wait behind those."""
+        journaled = self._journaled
+        if journaled:
+            journaled.append((journaled[-1][0], 0, self._dispatch_now(messages)))
+        else:
+            self._pass(messages)
+
+    def _pass(self, messages: list[Send]) -> None:
+        """Send ``messages`` that waited for no record; those to peers with held flow answers wait behind them."""
         held = self._held_peers
         if not held:
             self._send_now(messages)
@@ -525,16 +597,30 @@ class Broker(ServingLoop):
             else:
                 links[peer.link].send(peer.address, message[1])
 
+    def _dispatch_now(self, messages: list[Send]) -> list[Send]:
+        """Send the tasks dispatched to workers among ``messages``; the others, to be held."""
+        if not any(type(message) is Dispatch for message in messages):
+            return messages
+        links, held = self.links, []
+        for message in messages:
+            if type(message) is Dispatch:
+                links[message[0].link].send(message[0].address, message[1])
+            else:
+                held.append(message)
+        return held
+
     def _send_now(self, messages: list[Send]) -> None:
         links = self.links
         for peer, frames in messages:
             links[peer.link].send(peer.address, frames)
 
     def _flush_state(self) -> None:
-        """Wait until every recorded change is on disk, and send what waited for it."""
+        """Wait until every recorded change and record is on disk, and send what waited for it."""
         if self.state is not None:
             try:
                 self.state.flush()
+                if self.wal is not None:
+                    self.wal.flush()
                 self._release()
             except StateError:
                 pass  # the loop failed with it: what waited for the write is never sent
@@ -555,14 +641,7 @@ class Broker(ServingLoop):
             self._zap.stop()
         if self._own_context:
             self.context.term()
+        if self.wal is not None:
+            self.wal.close()
         if self.state is not None:
             self.state.close()
-
-
-def _asks_status(frames: list[bytes]) -> bool:
-    """Whether ``frames`` are a client's ``mmi.status`` request (which a passive broker of a pair answers)."""
-    try:
-        event = protocol.parse(frames)
-    except Exception:
-        return False
-    return type(event) is ClientRequest and event.description == b"mmi.status"

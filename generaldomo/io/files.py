@@ -18,6 +18,8 @@ This module owns how files are opened; no other module opens a file (a test grep
   of the new one. Each write then deletes the temporary files of the same name a kill -9 left (older than a
   minute: another writer's in flight is not touched); where one writer owns the directory (the state
   directory, under its lock) :func:`remove_leftovers` deletes them all at start.
+- **Appending** (:func:`open_append`): a log that one writer extends (the state directory's write-ahead log) is
+  made by :func:`write`'s rules and then opened for appending, never through a symbolic link, regular files only.
 - **Locking** (:func:`lock`): a lock file in a checked directory, opened with ``O_NOFOLLOW``, held by
   ``flock`` for the process's life.
 
@@ -43,7 +45,16 @@ import attrs
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FileKind", "check_directory", "lock", "make_directory", "read", "remove_leftovers", "write"]
+__all__ = [
+    "FileKind",
+    "check_directory",
+    "lock",
+    "make_directory",
+    "open_append",
+    "read",
+    "remove_leftovers",
+    "write",
+]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -94,16 +105,9 @@ def _read(path: str | os.PathLike[str], kind: FileKind, directory: int | None) -
         link = os.lstat(path, dir_fd=directory)
         if stat.S_ISLNK(link.st_mode) and link.st_uid not in (os.geteuid(), 0):
             raise _refused(errno.EPERM, f"a symbolic link of another user (uid {link.st_uid})")
+    descriptor = _open(path, flags, directory, kind.follow)
     try:
-        descriptor = os.open(path, flags, dir_fd=directory)
-    except OSError as error:
-        if error.errno == errno.ELOOP and not kind.follow:
-            raise _refused(errno.ELOOP, "a symbolic link (refused here)") from None
-        raise
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):
-            raise _refused(errno.EINVAL, "not a regular file")
+        status = _regular(descriptor)
         if status.st_size > kind.limit:
             raise _refused(errno.EFBIG, f"larger than {kind.limit} bytes")
         if kind.private:
@@ -119,6 +123,24 @@ def _read(path: str | os.PathLike[str], kind: FileKind, directory: int | None) -
     if len(data) > kind.limit:
         raise _refused(errno.EFBIG, f"larger than {kind.limit} bytes")
     return data
+
+
+def _open(path: str | os.PathLike[str], flags: int, directory: int | None, follow: bool) -> int:
+    """``os.open``, a symbolic link refused in words where it is not followed."""
+    try:
+        return os.open(path, flags, dir_fd=directory)
+    except OSError as error:
+        if error.errno == errno.ELOOP and not follow:
+            raise _refused(errno.ELOOP, "a symbolic link (refused here)") from None
+        raise
+
+
+def _regular(descriptor: int) -> os.stat_result:
+    """The status of the open file ``descriptor``; OSError if it is not a regular file."""
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        raise _refused(errno.EINVAL, "not a regular file")
+    return status
 
 
 def _check_private(path: str | os.PathLike[str], kind: FileKind, status: os.stat_result) -> None:
@@ -198,6 +220,21 @@ def write_in(directory: int, name: str, data: bytes, mode: int = 0o600) -> None:
             os.unlink(temporary, dir_fd=directory)
         raise
     os.fsync(directory)
+
+
+def open_append(directory: int, name: str, kind: FileKind) -> int:
+    """A descriptor that appends to the regular file ``name`` in the checked ``directory`` (never through a symbolic
+    link; private to this user if ``kind`` says so), for a log its one writer extends; OSError (``strerror`` in
+    words) otherwise. The file must exist (made by :func:`write_in`, with its final mode)."""
+    descriptor = _open(name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, directory, False)
+    try:
+        status = _regular(descriptor)
+        if kind.private:
+            _check_private(name, kind, status)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
 
 
 def remove_leftovers(directory: int, name: str, older_than: float = 0.0) -> int:

@@ -22,6 +22,7 @@ It knows nothing of sockets, processes or threads: :mod:`generaldomo.peers.pool`
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import difflib
 import importlib
 import inspect
@@ -262,7 +263,8 @@ class Bound:
         handler = self.service.handler
         result = handler(argument, task) if self._pass_task else handler(argument)
         if inspect.isawaitable(result):
-            result = self._loop().run(_awaited(result))
+            # in this thread's context now (a handler's span, say), not the one the loop was made in
+            result = self._loop().run(_awaited(result), context=contextvars.copy_context())
         if isinstance(result, AsyncGenerator):
             result = self._drive(result)
         if isinstance(result, Generator):
@@ -306,11 +308,11 @@ class Bound:
 
     def _drive(self, parts: AsyncGenerator[Any, Any]) -> Generator[Any, None, None]:
         """An async generator as a generator: each step runs on this object's loop."""
-        loop = self._loop()
+        loop, context = self._loop(), contextvars.copy_context()
         try:
             while True:
                 try:
-                    yield loop.run(_next(parts))
+                    yield loop.run(_next(parts), context=context)
                 except StopAsyncIteration:
                     return
         finally:

@@ -35,10 +35,12 @@ from generaldomo.peers.reply import OnPartial as OnPartial
 from generaldomo.peers.reply import Reply as Reply
 from generaldomo.peers.reply import RequestFuture as RequestFuture
 from generaldomo.peers.reply import fetch_timeout as fetch_timeout
+from generaldomo.peers.tracing import as_trace
 from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 from generaldomo.sansio.peer.session import ClientSession
 from generaldomo.sansio.wire import protocol, wirejson
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(
@@ -230,7 +232,7 @@ class Client:
         self, description: str | bytes, payload: Payload = b"", on_partial: OnPartial | None = None, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0,
         fail_unknown: bool | None = None, detached: bool = False, delay: float | None = None,
-        not_before: float | datetime.datetime | None = None,
+        not_before: float | datetime.datetime | None = None, trace: TraceContext | str | bool | None = None,
     ) -> RequestFuture:  # fmt: skip
         """Send a request; the future gives its :class:`Reply` or raises :class:`RequestFailed`.
 
@@ -257,6 +259,11 @@ class Client:
         deadline that passes first answers it ``504``). Sent again (a broker restart), it carries the delay
         then left. ValueError for both at once, or a value that is not a finite number or an aware datetime.
 
+        ``trace``: the W3C trace context the request carries to its worker, whose handler runs in a child span
+        of it: by default (None) the current OpenTelemetry span's, when ``opentelemetry`` is installed and a
+        span is current; a :class:`TraceContext` or a ``traceparent`` text (ValueError when malformed) given
+        explicitly; False for none.
+
         Args:
             description: the request description (a service name with the default resolver; ``str`` is UTF-8).
             payload: bytes, or a sequence of bytes frames.
@@ -268,8 +275,10 @@ class Client:
             detached: see above.
             delay: see above.
             not_before: see above.
+            trace: see above.
         """
         body, name = as_frames(payload), as_bytes(description)
+        context = as_trace(trace)
         now = time.monotonic()
         due = _not_before(now, delay, not_before)
         tenant = self.tenant if tenant is None else tenant
@@ -277,7 +286,7 @@ class Client:
         flags = (protocol.FLAG_KNOWN_SERVICE if fail else 0) | (protocol.FLAG_DETACHED if detached else 0)
         return self._io.submit(
             name, body, on_partial, now, deadline=None if deadline is None else now + deadline, tenant=tenant,
-            priority=priority, flags=flags, not_before=due,
+            priority=priority, flags=flags, not_before=due, trace=context,
         )  # fmt: skip
 
     def fetch(self, request_id: bytes | str, timeout: float | _Default | None = DEFAULT) -> Reply:
@@ -322,6 +331,7 @@ class Client:
     def request(
         self, description: str | bytes, payload: Payload = b"", timeout: float | _Default | None = DEFAULT, *,
         tenant: str | None = None, priority: int = 0, fail_unknown: bool | None = None,
+        trace: TraceContext | str | bool | None = None,
     ) -> Reply:  # fmt: skip
         """Send a request and wait up to ``timeout`` seconds (default: ``default_timeout``; None: no limit),
         which is also the request's deadline (see :meth:`submit`) unless the client was made with
@@ -345,14 +355,16 @@ class Client:
             tenant: as for :meth:`submit`.
             priority: as for :meth:`submit`.
             fail_unknown: as for :meth:`submit`.
+            trace: as for :meth:`submit`.
         """
         wait = self.default_timeout if isinstance(timeout, _Default) else timeout
         end = None if wait is None else time.monotonic() + wait
+        context = as_trace(trace)  # the caller's span now, the same for every send
         left = wait
         for _ in range(MAX_RESENDS + 1):
             future = self.submit(
                 description, payload, deadline=left if self.deadlines else None, tenant=tenant, priority=priority,
-                fail_unknown=fail_unknown,
+                fail_unknown=fail_unknown, trace=context or False,
             )  # fmt: skip
             try:
                 return self._answer(future, description, left, wait)

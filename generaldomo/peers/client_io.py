@@ -47,6 +47,7 @@ from generaldomo.peers.reply import Call, OnPartial, Reply, RequestFuture, parti
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.peer.handshake import UNREACHABLE, HandshakeWatch
 from generaldomo.sansio.peer.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 __all__ = ["CLOSE_LINGER_MS", "LEND_CHECK", "READ_BATCH", "REQUEST_ID_BYTES", "SHUT_WAITS", "WAIT_HINT", "ClientIO"]
 
@@ -113,6 +114,7 @@ class ClientIO:
     def submit(
         self, name: bytes, body: tuple[bytes, ...], on_partial: OnPartial | None, now: float, *,
         deadline: float | None, tenant: str | None, priority: int, flags: int, not_before: float | None = None,
+        trace: TraceContext | None = None,
     ) -> RequestFuture:  # fmt: skip
         """Send a request (``deadline``, ``not_before``: monotonic); its future is failed at once while the
         handshake is refused. :class:`ClientClosed` once closed."""
@@ -127,7 +129,7 @@ class ClientIO:
             idle = not self._session.outstanding and self._role is ReaderRole.IO  # (a lent role is looked at often)
             frames = self._session.submit(
                 request_id, name, body, Call(future, on_partial), now,
-                deadline=deadline, tenant=tenant, priority=priority, flags=flags, not_before=not_before,
+                deadline=deadline, tenant=tenant, priority=priority, flags=flags, not_before=not_before, trace=trace,
             )  # fmt: skip
         self._channel.send(frames)
         if idle:

@@ -1,11 +1,13 @@
-"""What a worker's handler may know of the task it runs: its deadline and whether it was cancelled.
+"""What a worker's handler may know of the task it runs: its deadline, whether it was cancelled, its trace context.
 
 Rules: a handler whose second positional parameter has no default (``def handle(payload, task)``) is called
 with a :class:`TaskContext`; any other handler is called with the payload alone, as before. The deadline is the
 client's (its request's timeout, by default, for generaldomo clients), carried by the broker to workers that
 understand it, on this process's ``time.monotonic()`` clock. ``cancelled`` turns true when the broker says
 nobody waits for the result any more (the client cancelled, or the deadline passed): a cooperative handler
-stops early (whatever it returns is dropped). It knows nothing of sockets or the protocol.
+stops early (whatever it returns is dropped). ``trace`` is the request's W3C trace context, if it carries one
+(the handler runs in a child span of it when OpenTelemetry is installed: see :mod:`generaldomo.peers.tracing`).
+It knows nothing of sockets or the protocol.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from generaldomo.sansio.wire.tracecontext import TraceContext
+
 __all__ = ["TaskContext"]
 _MAKING = threading.Lock()  # makes each context's cancel event once
 
 
 class TaskContext:
     """The task a handler runs: ``task_id``, ``description``, ``deadline`` (monotonic time, None: none given),
-    :meth:`time_left`, and :attr:`cancelled` (or :meth:`wait_cancelled`).
+    :meth:`time_left`, :attr:`cancelled` (or :meth:`wait_cancelled`) and ``trace``, the request's W3C trace
+    context (a :class:`~generaldomo.TraceContext`; None: none came).
 
     Example::
 
@@ -34,12 +39,15 @@ class TaskContext:
             return b"done"
     """
 
-    __slots__ = ("_cancelled", "deadline", "description", "task_id")
+    __slots__ = ("_cancelled", "deadline", "description", "task_id", "trace")
 
-    def __init__(self, task_id: bytes, description: bytes, deadline: float | None) -> None:
+    def __init__(
+        self, task_id: bytes, description: bytes, deadline: float | None, trace: TraceContext | None = None
+    ) -> None:
         self.task_id = task_id
         self.description = description
         self.deadline = deadline
+        self.trace = trace
         # made at the first cancel or wait: a threading.Event costs about 30,000 instructions (its Condition
         # looks for methods a plain lock lacks, raising and catching AttributeError three times), per task
         self._cancelled: threading.Event | None = None

@@ -36,6 +36,7 @@ from generaldomo.io.transport import Transport
 from generaldomo.peers.payload import Keys, as_bytes, as_frames, named
 from generaldomo.peers.reject import Reject
 from generaldomo.peers.task import TaskContext, takes_task
+from generaldomo.peers.tracing import handler_span, mark_status
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS, PeerSettings
 from generaldomo.sansio.peer.handshake import HandshakeFailure
@@ -293,13 +294,18 @@ class Worker:
     def _run(self, task: RunTask) -> None:
         """Run the handler with the socket lent to the heartbeat thread; send the result."""
         payload = task.body[0] if len(task.body) == 1 else task.body
-        context = self._task = TaskContext(task.task_id, task.description, task.deadline)
+        context = self._task = TaskContext(task.task_id, task.description, task.deadline, task.trace)
         traced = log.isEnabledFor(logging.DEBUG)  # -vv: one line per task
         started = time.monotonic() if traced else 0.0
         self._busy = True
         self._socket_lock.release()
         try:
-            status, result = self._call(payload, context)
+            if task.trace is None:
+                status, result = self._call(payload, context)
+            else:  # in a child span of the client's, when OpenTelemetry is installed
+                with handler_span(task.trace, task.description) as span:
+                    status, result = self._call(payload, context)
+                    mark_status(span, status)
         finally:
             self._socket_lock.acquire()
             self._busy = False

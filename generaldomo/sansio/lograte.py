@@ -13,10 +13,9 @@ thing: :mod:`generaldomo.sansio.broker.flow.flow`.)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Hashable
-
-import attrs
 
 __all__ = ["DEFAULT_INTERVAL", "DEFAULT_MAX_KEYS", "LogLimiter"]
 
@@ -26,7 +25,7 @@ _OTHERS = ("lograte", "others")  # the key all keys of allow() share once max_ke
 _MANY = object()  # in place of the peer, for the window the peers of one kind of warning share beyond max_keys
 
 
-@attrs.define(slots=True)
+@dataclasses.dataclass(slots=True)
 class _Window:
     opened: float
     who: str | None = None  # whom the line that opened it was about (warn's windows)

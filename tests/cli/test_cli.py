@@ -16,6 +16,7 @@ from cli_processes import COMMAND, expect, lines, spawn
 from transports import unbound_endpoint
 from waiting import served_at
 
+from generaldomo import compiled
 from generaldomo.cli import COMMANDS, parser
 from generaldomo.sansio.config.settings import Settings
 
@@ -71,6 +72,17 @@ def test_doctor_and_version() -> None:
     assert doctor.returncode == 0 and "draft sockets (CLIENT/SERVER): yes" in doctor.stdout
     pure = os.environ.get("GENERALDOMO_PURE_PYTHON", "") not in ("", "0")
     assert ("broker links: pure Python" if pure else "broker links: C accelerator") in doctor.stdout
+    # the sans-IO core: compiled when its build is there and current (generaldomo.compiled), never when pure
+    core = next(line for line in doctor.stdout.splitlines() if line.startswith("sans-IO core: "))
+    assert "but the broker core was imported from" not in core  # the decision and the import agree
+    if pure:
+        assert core == "sans-IO core: pure Python (GENERALDOMO_PURE_PYTHON is set)"
+    elif compiled.MANIFEST.is_file():
+        assert core.startswith(
+            ("sans-IO core: compiled (mypyc: ", "sans-IO core: pure Python (the compiled core is stale")
+        )
+    else:
+        assert core == "sans-IO core: pure Python (the compiled core is not built)"
     assert "SERVER links' inproc:// endpoints: real inproc" in doctor.stdout  # the project's libzmq has the patch
     assert "CURVE cryptography: libsodium" in doctor.stdout  # the project's libzmq links libsodium in
     version = subprocess.run([*COMMAND, "--version"], capture_output=True, text=True, timeout=60)

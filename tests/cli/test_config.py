@@ -191,7 +191,8 @@ def test_the_guide_example_file_reads_as_the_guide_says(tmp_path: Path) -> None:
     config = tmp_path / "generaldomo.toml"
     config.write_text(named("config-file"))
     shown = printed("broker", "--config", str(config), "--queue-timeout", "10", env=environment())
-    assert shown["flow"] == (["api:rate=20,backoff=1..50,tenants.batch.weight=1"], f"{config}:[broker] flow")
+    spec = "api:rate=20,backoff=1..50,tenants.batch.weight=1,retry=retries=3/backoff=0.5..30"
+    assert shown["flow"] == ([spec], f"{config}:[broker] flow")
     assert shown["max_workers"][0] == 5000 and shown["service_idle"][0] == "none"
     assert shown["queue_timeout"] == (10.0, "flag --queue-timeout") and shown["heartbeat_interval"][0] == 1.0
     assert printed("client", "--config", str(config), env=environment())["timeout"][0] == 30.0

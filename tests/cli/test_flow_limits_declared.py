@@ -9,6 +9,7 @@ the guide's table. A surface written by hand would miss it and fail the test.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -47,12 +48,12 @@ DUMMY_DECLARATION = """    Limit(
         control=Control(label="dummy cap", summary="dummy {value}"),
     ),
 """
-DUMMY_FIELD = '    dummy_cap: int | None = attrs.field(default=None, **LIMIT["dummy_cap"].checks)\n'
+DUMMY_FIELD = '    dummy_cap: int | None = LIMIT["dummy_cap"].record_field\n'
 
 
 def test_the_records_have_a_field_per_declaration_in_its_order() -> None:
     assert LIMIT_NAMES == tuple(limit.name for limit in LIMITS)
-    assert [field.name for field in attrs.fields(FlowLimits)] == [limit.name for limit in LIMITS]
+    assert [field.name for field in dataclasses.fields(FlowLimits)] == [limit.name for limit in LIMITS]
     reported = [field.name for field in declaration.report_fields(LIMITS)]
     assert [field.name for field in attrs.fields(FlowReport)] == reported
     assert [name for name in reported if name in LIMIT_NAMES] == list(LIMIT_NAMES)
@@ -121,12 +122,13 @@ def test_a_dummy_limit_declared_once_shows_in_the_made_surfaces(dummy: dict[str,
     made = json.loads(
         python(
             dummy,
-            "import json, attrs, generaldomo\n"
+            "import json, attrs, dataclasses, generaldomo\n"
             "from generaldomo.sansio.broker.flow import declaration\n"
             "from generaldomo.sansio.broker.flow.flow import LIMITS, FlowLimits\n"
             "from generaldomo.sansio.broker.report import FlowReport\n"
             "from generaldomo.io.hub.metrics import _LIMITS\n"
-            "print(json.dumps({'package': generaldomo.__file__, 'limits': [f.name for f in attrs.fields(FlowLimits)],"
+            "limits = [f.name for f in dataclasses.fields(FlowLimits)]\n"
+            "print(json.dumps({'package': generaldomo.__file__, 'limits': limits,"
             " 'report': [f.name for f in attrs.fields(FlowReport)], 'schema': declaration.schema(LIMITS),"
             " 'table': declaration.rst_table(LIMITS), 'gauges': sorted(_LIMITS)}))",
         )

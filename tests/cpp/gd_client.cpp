@@ -2,7 +2,7 @@
 //
 // gd_client --mode threads|pool|burst|once [--service echo] [--threads T] [--requests N] [--frames]
 //           [--work-ms-max M] [--heartbeat-ms H] [--liveness L] [--timeout-ms W] [--wait-for-broker]
-//           [--wait-for-service] [--delay-ms D] ENDPOINT[,ENDPOINT...]
+//           [--wait-for-service] [--delay-ms D] [--traceparent TP [--tracestate TS]] ENDPOINT[,ENDPOINT...]
 //   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
 //            "<thread> <n> <reply>" per request, thread by thread, in order.
 //   pool     a pool of T threads runs 2N tasks: task k asks "k<k>", and its answer is asked again by a
@@ -14,9 +14,10 @@
 // <reply> is the reply's frames joined by '|', or "error <status> <reason>", or "timeout". --frames sends
 // three frames: the payload, an empty frame and 300 bytes "x" (a long length prefix). --work-ms-max M appends
 // ":<ms>" to each payload, 0 to M ms spread over the payloads (the work a --delay-in-payload worker does for
-// it). --delay-ms D: burst's requests ask not to be dispatched before D ms from when each is submitted
-// (RequestFields::delay). --wait-for-broker and --wait-for-service turn off ClientOptions::fail_unreachable and fail_unknown. A
-// refused or unreachable broker is "handshake <kind> <cause>". Ends with "done".
+// it). --wait-for-broker and --wait-for-service turn off ClientOptions::fail_unreachable and fail_unknown. A
+// refused or unreachable broker is "handshake <kind> <cause>". --traceparent (once mode) sends that W3C trace
+// context (and --tracestate) in the request's fields. --delay-ms D: burst's requests
+// ask not to be dispatched before D ms from when each is submitted (RequestFields::delay). Ends with "done".
 #include <generaldomo/generaldomo.hpp>
 
 #include <algorithm>
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
 {
     const Options options(argc, argv,
                           {"--mode", "--service", "--threads", "--requests", "--heartbeat-ms", "--liveness",
-                           "--timeout-ms", "--work-ms-max", "--delay-ms"},
+                           "--timeout-ms", "--work-ms-max", "--traceparent", "--tracestate", "--delay-ms"},
                           {"--frames", "--wait-for-broker", "--wait-for-service"});
     const std::string mode = options.get("--mode", "threads");
     const std::string service = options.get("--service", "echo");
@@ -187,7 +188,10 @@ int main(int argc, char **argv)
         std::string said;
         const std::string got = answer([&]() -> generaldomo::Reply {
             try {
-                return client.request(service, body("once"), timeout);
+                generaldomo::RequestFields fields;
+                fields.traceparent = options.get("--traceparent", "");
+                fields.tracestate = options.get("--tracestate", "");
+                return client.request(service, body("once"), timeout, fields);
             } catch (const generaldomo::Timeout &error) {  // answer() keeps only the word; here the message counts
                 said = error.what();
                 throw;

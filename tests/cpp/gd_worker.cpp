@@ -97,6 +97,8 @@ int main(int argc, char **argv)
         }
         if (first == "slow-down")
             throw generaldomo::Reject(generaldomo::protocol::too_many, "slow down", std::chrono::milliseconds(200));
+        if (first == "try-again")
+            throw generaldomo::Reject(generaldomo::protocol::unavailable, "try again", generaldomo::Reject::retry);
         if (first == "fail")
             throw std::runtime_error("asked to fail");
         if (frames.empty())

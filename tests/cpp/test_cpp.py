@@ -26,6 +26,7 @@ from doc_blocks import named
 from waiting import eventually, served
 
 from generaldomo import Broker, Client, RequestFailed, Settings
+from generaldomo.errors import ServiceUnavailable
 from generaldomo.io.auth import BrokerSecurity
 from generaldomo.sansio.wire import protocol
 
@@ -341,6 +342,22 @@ def test_error_status_reaches_the_cpp_client(run: Programs, brokers, workers, en
     assert out == threads_expected(2, 3, lambda payload: f"error 500 ValueError: no {payload}")
 
 
+def test_a_cpp_workers_reject_for_a_retry_is_retried_by_the_policy(run: Programs, brokers, endpoint_for) -> None:
+    """``Reject(503, ..., Reject::retry)`` from a C++ handler: the broker retries it as the service's policy says,
+    then gives the client the last answer, without the retry mark."""
+    broker, endpoint = server_broker(brokers, endpoint_for, "tcp")
+    worker = run.worker(endpoint, "--heartbeat-ms", "200")
+    with Client(endpoint, "server") as client:
+        client.flow("echo", retry={"retries": 2, "backoff": {"min": 0.01, "max": 0.05}})
+        with pytest.raises(ServiceUnavailable) as failed:
+            client.request("echo", b"try-again", timeout=WAIT, fail_unknown=False)
+        assert failed.value.reason == "try again"
+        assert client.request("echo", b"x", timeout=WAIT).payload == b"x"
+    assert broker.core.counters["retried"] == 2 and broker.core.counters["retries_exhausted"] == 1
+    worker.popen.send_signal(signal.SIGTERM)
+    worker.finish(WAIT)
+
+
 def test_cpp_client_sends_its_timeout_as_the_deadline(run: Programs, brokers, workers, endpoint_for) -> None:
     _, endpoint = server_broker(brokers, endpoint_for, "tcp")
 
@@ -367,6 +384,44 @@ def test_cpp_client_delays_a_request(run: Programs, brokers, workers, endpoint_f
     out = run.client(endpoint, "burst", "--requests", "2", "--delay-ms", "400").finish()
     assert out[0] == "submitted 2" and out[1:3] == ["0 b0 partials ", "1 b1 partials "], out
     assert min(ran[b"b0"], ran[b"b1"]) >= started + 0.4  # never before its delay (counted from after started)
+
+
+def test_cpp_client_sends_a_trace_context_the_worker_runs_in_a_child_span_of(
+    run: Programs, brokers, workers, endpoint_for, scheme: str
+) -> None:
+    """The C++ client's RequestFields::traceparent and tracestate (trimmed to the room the fields leave: the long
+    member first, then from the end), carried by the broker; the Python worker's handler runs in a child span,
+    checked with the OpenTelemetry SDK's in-memory exporter."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # (one per process: OpenTelemetry allows no other)
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _, endpoint = server_broker(brokers, endpoint_for, scheme)
+
+    def traced(payload: bytes, task) -> bytes:
+        parent = trace.get_current_span().parent
+        return f"{task.trace.traceparent} {task.trace.tracestate} {parent.span_id:016x}".encode()
+
+    workers(endpoint, "server", "echo", traced)
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    members = [f"k{i:02}=" + "v" * 20 for i in range(12)]
+    long = "big=" + "x" * 129
+    tracestate = ",".join([members[0], long, *members[1:]])  # 426 characters: more than a request's fields hold
+    out = run.client(endpoint, "once", "--traceparent", traceparent, "--tracestate", tracestate).finish()
+    got_parent, got_state, parent_span = out[0].split(" ")
+    assert got_parent == traceparent and parent_span == "00f067aa0ba902b7"
+    kept = got_state.split(",")
+    assert long not in kept and 0 < len(kept) < len(members) and kept == members[: len(kept)]
+    [span] = [s for s in exporter.get_finished_spans() if s.context.trace_id == int(traceparent[3:35], 16)]
+    assert span.parent is not None and span.parent.span_id == int("00f067aa0ba902b7", 16) and span.name == "echo"
+    exporter.shutdown()
 
 
 # ------------------------------------------------------------------------------------------ C++ workers
@@ -546,7 +601,7 @@ def collect_requests(fake: FakeBroker, instance: bytes | None, limit: int = 2000
         assert frames[:2] in ([b"GDPC01", b"\x01"], [b"GDPC01", b"\x06"]) and frames[3] == b"echo", frames
         parsed = protocol.parse_fields(frames[4]) if fields else None
         assert len(frames) == 5 + fields and (
-            parsed is None or (not isinstance(parsed, str) and parsed != (None, None, 0, 0))
+            parsed is None or (not isinstance(parsed, str) and parsed[:4] != (None, None, 0, 0))
         )
         assert len(frames[2]) == 16, "a request id is 16 random bytes"
         yield peer, frames[2], frames[-1]

@@ -11,7 +11,7 @@ from core_harness import Harness, client, worker
 
 from generaldomo.dashboard.frames import HISTORY, Framer, counter_group
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
-from generaldomo.sansio.broker.report import StatusReport
+from generaldomo.sansio.broker.report import PairReport, StatusReport
 from generaldomo.sansio.broker.services.stats import RECENT
 
 _ids = itertools.count()
@@ -115,3 +115,15 @@ def test_the_shipped_chart_library_is_uplot_as_published() -> None:
     static = Path(__file__).resolve().parents[2] / "generaldomo" / "dashboard" / "static"
     for name, digest in UPLOT.items():
         assert hashlib.sha256((static / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_a_broker_pair_is_in_the_broker_frame_and_a_broker_alone_has_none() -> None:
+    h = Harness()
+    assert Framer().frame(h.core.report(h.now), 1000.0)["broker"]["pair"] is None
+    h.core.set_pair(lambda now: PairReport(role="backup", state="passive", peer="tcp://b:1", peer_state="active",
+                                           last_contact=0.5, changes=1))  # fmt: skip
+    report = StatusReport.from_json(h.core.report(h.now).to_json())  # as a status reader gets it
+    assert Framer().frame(report, 1000.0)["broker"]["pair"] == {
+        "role": "backup", "state": "passive", "peer": "tcp://b:1", "peer_state": "active", "last_contact": 0.5,
+        "changes": 1,
+    }  # fmt: skip

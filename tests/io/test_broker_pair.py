@@ -4,6 +4,7 @@ the pair's link under CURVE admits the peer's key only; the flags are checked. R
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -11,11 +12,15 @@ from pathlib import Path
 
 import pytest
 import zmq
-from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, python_worker, stop_all
+from metrics_page import wait_for
+from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, python_runs, python_worker, stop_all
 from waiting import eventually
 
-from generaldomo import Client, Reply
-from generaldomo.io import keys
+from generaldomo import Broker, Client, NotFound, Reply, Settings
+from generaldomo.io import files, keys
+from generaldomo.io.hub.pair import PairConfig
+from generaldomo.io.hub.state import KEY_FILE, StateDir
+from generaldomo.sansio.broker.pair import PairRole
 
 HEARTBEAT = 0.25
 LIVENESS = 4
@@ -93,6 +98,66 @@ def test_the_backup_takes_over_when_the_active_is_killed_and_every_request_is_an
             broker.stop()
 
 
+def test_with_a_shared_hand_over_key_no_task_runs_twice_across_a_failover(tmp_path: Path) -> None:
+    """Both brokers on state directories holding the same hand-over key: a task running at the kill is handed
+    over to the backup by its worker, not run again; each request is answered once."""
+    key = None
+    states = [tmp_path / "primary-state", tmp_path / "backup-state"]
+    for state in states:
+        made = StateDir(state)
+        key = key or made.handover_key
+        made.close()
+        directory = files.check_directory(state, private=True)
+        try:
+            files.write_in(directory, KEY_FILE, key, 0o600)
+        finally:
+            os.close(directory)
+    extra = [["--ha-plaintext", "--state-dir", str(state), "--recovery", str(8 * HEARTBEAT)] for state in states]
+    brokers, endpoints = pair(tmp_path, *extra)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    worker = python_worker(endpoints[0], "router", runs, tmp_path / "worker.log", "--connect", endpoints[1], *PEER,
+                           "--concurrency", "4")  # fmt: skip
+    answers: dict[bytes, list[Reply]] = {}
+    failures: list[BaseException] = []
+    try:
+        eventually(lambda: pair_status(endpoints[0])["state"] == "active", WAIT, "the primary to serve")
+        eventually(lambda: pair_status(endpoints[1])["state"] == "passive", WAIT, "the backup to be passive")
+        with Client(
+            endpoints, heartbeat_interval=HEARTBEAT, liveness=LIVENESS, fail_unknown=False, fail_unreachable=False
+        ) as client:
+
+            def ask(name: str) -> None:
+                try:
+                    for n in range(8):
+                        payload = f"{name}-{n}:{300 + 100 * n}".encode()
+                        answers.setdefault(payload, []).append(client.request("work", payload, timeout=WAIT))
+                except BaseException as error:
+                    failures.append(error)
+
+            threads = [threading.Thread(target=ask, args=(f"h{n}",)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            eventually(lambda: len(list(runs.iterdir())) >= 6, WAIT, "tasks running on the primary")
+            brokers[0].kill()
+            for thread in threads:
+                thread.join(3 * WAIT)
+            assert not any(thread.is_alive() for thread in threads)
+        assert not failures, failures
+        assert len(answers) == 32
+        for payload, replies in answers.items():
+            task = payload.rpartition(b":")[0]
+            assert [reply.payload for reply in replies] == [b"ran " + task]
+            assert python_runs(runs, task.decode()) == 1, task
+        with Client(endpoints[1], heartbeat_interval=HEARTBEAT, liveness=LIVENESS) as status:
+            counters = status.status(timeout=WAIT)["broker"]["counters"]
+        assert counters.get("handed_over", 0) >= 1  # the kill found tasks running: their results were handed over
+    finally:
+        stop_all([worker])
+        for broker in brokers:
+            broker.stop()
+
+
 def test_a_backup_alone_serves_nobody_but_answers_status(tmp_path: Path) -> None:
     link = f"ipc://{tmp_path}/backup-pair.sock"
     endpoint = f"ipc://{tmp_path}/backup.sock"
@@ -113,6 +178,26 @@ def test_a_backup_alone_serves_nobody_but_answers_status(tmp_path: Path) -> None
         assert counters.get("passive_dropped", 0) >= 1
     finally:
         backup.stop()
+
+
+def test_a_primary_alone_serves_on_a_request_once_its_peer_has_expired_but_not_on_a_status_request(
+    tmp_path: Path,
+) -> None:
+    endpoint = f"ipc://{tmp_path}/primary.sock"
+    args = ["--bind", endpoint, "--ha-role", "primary", "--ha-bind", f"ipc://{tmp_path}/primary-pair.sock"]
+    args += ["--ha-peer", f"ipc://{tmp_path}/nobody", "--ha-plaintext", *PEER]
+    primary = BrokerProcess(args, tmp_path / "primary.log").start()
+    try:
+        primary.wait_serving()
+        time.sleep(3 * HA_HEARTBEAT)  # its (absent) peer has expired
+        for _ in range(3):
+            assert pair_status(endpoint)["state"] == "primary"  # status requests and heartbeats decide nothing
+        with Client(endpoint, heartbeat_interval=HEARTBEAT, liveness=LIVENESS, fail_unknown=True) as client:
+            with pytest.raises(NotFound):  # served: nobody serves echo
+                client.request("echo", b"hi", timeout=WAIT)
+        assert pair_status(endpoint)["state"] == "active"
+    finally:
+        primary.stop()
 
 
 def test_the_pair_link_under_curve_admits_the_peer_only(tmp_path: Path) -> None:
@@ -191,3 +276,23 @@ def test_the_pair_flags_are_checked(flags: list[str], says: str) -> None:
     )  # fmt: skip
     assert run.returncode == 2, run.stderr
     assert says in run.stderr
+
+
+def test_an_embedded_pair_reports_its_states_as_metrics(tmp_path: Path) -> None:
+    links = [f"ipc://{tmp_path}/{name}-pair.sock" for name in ("primary", "backup")]
+    brokers = [
+        Broker(
+            "router", [f"ipc://{tmp_path}/{role.value}.sock"], settings=Settings(HEARTBEAT, LIVENESS),
+            pair=PairConfig(role, links[n], links[1 - n], HA_HEARTBEAT, plaintext=True),
+        ).start()
+        for n, role in enumerate((PairRole.PRIMARY, PairRole.BACKUP))
+    ]  # fmt: skip
+    try:
+        ports = [broker.serve_metrics(0, "127.0.0.1", period=0.05) for broker in brokers]
+        wait_for(ports[0], 'generaldomo_pair_state{role="primary",state="active"} 1.0')
+        text = wait_for(ports[1], 'generaldomo_pair_state{role="backup",state="passive"} 1.0')
+        assert 'generaldomo_pair_state{role="backup",state="active"} 0.0' in text
+        assert "generaldomo_pair_last_contact_seconds" in text
+    finally:
+        for broker in brokers:
+            broker.stop()

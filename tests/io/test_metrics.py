@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 from metrics_page import wait_for
 
@@ -42,3 +43,24 @@ def test_cli_metrics_port() -> None:
     finally:
         broker.terminate()
         broker.wait(10)
+
+
+def test_metrics_show_the_write_ahead_log(tmp_path) -> None:
+    from generaldomo import Worker
+    from generaldomo.io.broker import Broker
+
+    broker = Broker("router", ["tcp://127.0.0.1:*"], state_dir=tmp_path / "state").start()
+    worker = None
+    try:
+        port = broker.serve_metrics(0, "127.0.0.1", period=0.05)
+        endpoint = broker.endpoint("router", "tcp")
+        worker = Worker(endpoint, "echo", lambda payload: payload)
+        threading.Thread(target=worker.serve, daemon=True).start()
+        with Client(endpoint) as client:
+            assert client.request("echo", b"x", timeout=30).payload == b"x"
+        text = wait_for(port, "generaldomo_journal_commits_total")
+        assert "generaldomo_journal_waiting_records" in text and "generaldomo_journal_bytes" in text
+    finally:
+        if worker is not None:
+            worker.stop()
+        broker.stop()

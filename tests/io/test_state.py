@@ -20,6 +20,7 @@ from generaldomo.io.hub import state
 from generaldomo.io.hub.state import StateDir
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.flow.retry import RetryPolicy
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.config.settings import Settings
 
@@ -52,6 +53,19 @@ def test_changes_are_kept_with_their_base_and_restored_while_the_base_holds(tmp_
     assert changed_config.restore({"third": FlowLimits(concurrency=1)}) == []
     changed_config.close()
     assert json.loads((tmp_path / state.STATE_FILE).read_text())["flows"] == {}
+
+
+def test_a_retry_policy_is_kept_in_the_state_file_and_restored(tmp_path: Path) -> None:
+    policy = FlowLimits(retry=RetryPolicy(retries=2, min=0.5, max=4.0, statuses=(500,)))
+    store = StateDir(tmp_path)
+    store.record([FlowChange("echo", policy)])
+    store.close()
+    body = json.loads((tmp_path / state.STATE_FILE).read_text())
+    saved = body["flows"]["echo"]["limits"]["retry"]
+    assert saved == {"retries": 2, "backoff": {"min": 0.5, "max": 4.0}, "statuses": [500]}
+    again = StateDir(tmp_path)
+    assert again.restore({}) == [FlowChange("echo", policy)]
+    again.close()
 
 
 def test_one_broker_per_directory_and_the_key_is_made_once(tmp_path: Path) -> None:

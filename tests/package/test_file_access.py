@@ -10,8 +10,10 @@ import generaldomo
 
 PACKAGE = Path(generaldomo.__file__).parent
 OPENER = PACKAGE / "io" / "files.py"
-# generaldomo.draft builds libzmq from source for developers: its build trees, logs and archives are its own
-EXEMPT = {PACKAGE / "draft.py"}
+# generaldomo.draft builds libzmq from source for developers: its build trees, logs and archives are its own;
+# generaldomo.compiled reads the package's own files (its build's manifest, the sources it hashes) at the first
+# import of the package, below the IO layer
+EXEMPT = {PACKAGE / "draft.py", PACKAGE / "compiled.py"}
 # calls that open, read or write a file by name (as a function or a method: builtins.open, os.open, Path.open...)
 FILE_CALLS = {
     "open",

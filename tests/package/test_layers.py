@@ -34,11 +34,12 @@ BELOW: dict[str, tuple[str, ...]] = {
 PARTS: dict[str, tuple[str, ...]] = {
     "errors": (),
     "compat": (),
+    "compiled": (),
     "draft": (),
     "sansio": ("errors", "compat"),
     "io": ("sansio",),
     "peers": ("io",),
-    "": ("peers", "compat"),
+    "": ("peers", "compat", "compiled"),
     "ray": ("peers",),
     "dashboard": ("",),
     "cpp": ("", "draft"),
@@ -129,7 +130,7 @@ def test_every_part_of_the_package_has_its_place() -> None:
 def test_the_parts_are_in_order() -> None:
     for name in PARTS:
         assert name not in below(name, PARTS), f"{name!r} is below itself"
-    assert below("", PARTS) == {"peers", "io", "sansio", "errors", "compat"}
+    assert below("", PARTS) == {"peers", "io", "sansio", "errors", "compat", "compiled"}
     assert below("cli", PARTS) == set(PARTS) - {"cli", "__main__", "ray"}
     assert upward(
         "from generaldomo import Client\nfrom generaldomo.cli import main\n",

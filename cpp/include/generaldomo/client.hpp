@@ -149,9 +149,11 @@ struct ClientOptions {
 
 // What a request may carry besides its payload (docs/protocol.rst, "Request fields"): a deadline (the broker
 // answers 504 instead of dispatching it later, and tells a worker running it), a tenant (empty: the client's)
-// and a priority (-5..5, higher first within the tenant); a delay or a not-before time (not both: std::invalid_argument),
-// before which the broker does not dispatch it (held apart from the queue meanwhile; a resend carries the delay
-// then left).
+// and a priority (-5..5, higher first within the tenant), and the W3C trace context of the caller's span (the
+// worker's span is its child): a traceparent ("00-<trace id>-<span id>-<flags>"; empty: none; std::invalid_argument
+// when malformed) and its tracestate (trimmed to the room the request's fields leave); a delay or a not-before time
+// (not both: std::invalid_argument), before which the broker does not dispatch it (held apart from the queue
+// meanwhile; a resend carries the delay then left).
 struct RequestFields {
     std::optional<std::chrono::milliseconds> deadline;
     std::optional<std::chrono::milliseconds> delay;
@@ -159,6 +161,8 @@ struct RequestFields {
     std::string tenant;
     int priority = 0;
     std::optional<bool> fail_unknown;  // 404 at once for a service nobody serves (default: the client's option)
+    std::string traceparent;
+    std::string tracestate;
 };
 
 class Client {
@@ -262,7 +266,7 @@ private:
         Clock::time_point sent;
         OnPartial on_partial;
         std::optional<Clock::time_point> deadline;  // a resend carries the time then left
-        std::string description, tenant;
+        std::string description, tenant, traceparent, tracestate;
         Frames frames;
         int priority = 0;
         unsigned char flags = 0;
@@ -284,11 +288,11 @@ private:
         std::optional<std::chrono::milliseconds> delay = fields.delay;
         if (fields.not_before)
             delay = std::chrono::ceil<std::chrono::milliseconds>(*fields.not_before - std::chrono::system_clock::now());
-        const std::string packed_fields =
-            protocol::request_fields(fields.deadline, tenant, fields.priority, flags, delay);
+        const std::string packed_fields = protocol::request_fields(fields.deadline, tenant, fields.priority, flags,
+                                                                   fields.traceparent, fields.tracestate, delay);
         auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames, packed_fields));
         const auto now = Clock::now();
-        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, fields.priority, flags, {}};
+        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, {}, {}, fields.priority, flags, {}};
         if (delay && delay->count() > 0)
             pending.not_before = now + *delay;
         if (fields.deadline || pending.not_before) {  // kept to send the times left again, should the broker need it
@@ -296,6 +300,8 @@ private:
                 pending.deadline = now + *fields.deadline;
             pending.description = std::string(description);
             pending.tenant = tenant;
+            pending.traceparent = fields.traceparent;
+            pending.tracestate = fields.tracestate;
             pending.frames = frames;
         }
         std::future<Reply> future = pending.promise.get_future();
@@ -453,7 +459,8 @@ private:
                     if (pending.not_before)
                         later = std::chrono::ceil<std::chrono::milliseconds>(*pending.not_before - now);
                     const std::string fields =
-                        protocol::request_fields(left, pending.tenant, pending.priority, pending.flags, later);
+                        protocol::request_fields(left, pending.tenant, pending.priority, pending.flags,
+                                                 pending.traceparent, pending.tracestate, later);
                     pending.packed = std::make_shared<const std::string>(
                         protocol::request(entry.first, pending.description, pending.frames, fields));
                 }

@@ -37,10 +37,15 @@ inline constexpr std::size_t nonce_bytes = 16;  // a task is named in a heartbea
 // Status codes of FINAL replies (429 from a worker: "slow down", see docs/protocol.rst).
 inline constexpr int ok = 200, bad_request = 400, too_large = 413, too_many = 429, worker_error = 500,
                      unavailable = 503, expired = 504;
+// The second result frame of a worker's 503 that asks the broker to retry the task ("Retries").
+inline constexpr std::string_view retry_mark = "retry";
 
 // Request fields: entries of a tag byte, a length byte and the value (docs/protocol.rst, "Request fields").
 inline constexpr unsigned char field_deadline = 0x01, field_priority = 0x02, field_tenant = 0x03, field_flags = 0x04,
                                 field_not_before = 0x05;
+// The request's W3C trace context (docs/protocol.rst, "Request fields"): a traceparent, and a tracestate beside it.
+inline constexpr unsigned char field_traceparent = 0x10, field_tracestate = 0x11;
+inline constexpr std::size_t max_fields = 256, max_tracestate = 255, long_trace_member = 128;
 // Request flags (the flags field's bits): flag_known_service asks for 404 at once for a service with no worker now
 // and none recently.
 inline constexpr unsigned char flag_known_service = 0x02;
@@ -106,12 +111,72 @@ inline Frames decode(std::string_view data, std::size_t max_frames = static_cast
 
 // ------------------------------------------------------------------------------------------ request fields
 
+// Whether text is a W3C traceparent of version 00: "00-" 32 hex "-" 16 hex "-" 2 hex, lowercase, ids not all zero.
+inline bool valid_traceparent(std::string_view text)
+{
+    if (text.size() != 55 || text.substr(0, 3) != "00-" || text[35] != '-' || text[52] != '-')
+        return false;
+    bool trace_zero = true, parent_zero = true;
+    for (std::size_t i = 3; i < 55; ++i) {
+        if (i == 35 || i == 52)
+            continue;
+        const char c = text[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return false;
+        if (c != '0' && i < 35)
+            trace_zero = false;
+        if (c != '0' && i > 35 && i < 52)
+            parent_zero = false;
+    }
+    return !trace_zero && !parent_zero;
+}
+
+// A tracestate trimmed to at most room bytes: members longer than 128 characters go first, then members from the
+// end (the W3C rule); empty when none fits.
+inline std::string fit_tracestate(std::string_view tracestate, std::size_t room)
+{
+    room = std::min(room, max_tracestate);
+    if (tracestate.size() <= room)
+        return std::string(tracestate);
+    std::vector<std::string> members;
+    std::size_t at = 0;
+    while (at <= tracestate.size()) {
+        std::size_t comma = tracestate.find(',', at);
+        if (comma == std::string_view::npos)
+            comma = tracestate.size();
+        std::string_view member = tracestate.substr(at, comma - at);
+        while (!member.empty() && (member.front() == ' ' || member.front() == '\t'))
+            member.remove_prefix(1);
+        while (!member.empty() && (member.back() == ' ' || member.back() == '\t'))
+            member.remove_suffix(1);
+        if (!member.empty())
+            members.emplace_back(member);
+        at = comma + 1;
+    }
+    auto joined = [&members] {
+        std::string out;
+        for (const auto &member : members)
+            out += (out.empty() ? "" : ",") + member;
+        return out;
+    };
+    std::string out = joined();
+    while (!members.empty() && out.size() > room) {
+        auto long_member = std::find_if(members.begin(), members.end(),
+                                        [](const std::string &member) { return member.size() > long_trace_member; });
+        members.erase(long_member != members.end() ? long_member : members.end() - 1);
+        out = joined();
+    }
+    return out;
+}
+
 // The fields frame: a deadline (milliseconds left, clamped to 0..2^32-1), a tenant (1 to 64 bytes; empty: none),
-// a priority (-5..5; 0 is left out), flags (flag_* bits; 0 is left out) and a not-before delay (milliseconds
-// before which the task is not dispatched, clamped to 2^32-1; 0 or less is left out). Throws
-// std::invalid_argument on a tenant or priority out of range.
+// a priority (-5..5; 0 is left out), flags (flag_* bits; 0 is left out), a W3C trace context (a traceparent,
+// empty: none; its tracestate trimmed to the room the others leave) and a not-before delay (milliseconds before
+// which the task is not dispatched, clamped to 2^32-1; 0 or less is left out). Throws std::invalid_argument on a
+// tenant or priority out of range, or a malformed traceparent.
 inline std::string request_fields(std::optional<std::chrono::milliseconds> deadline, std::string_view tenant = {},
-                                  int priority = 0, unsigned char flags = 0,
+                                  int priority = 0, unsigned char flags = 0, std::string_view traceparent = {},
+                                  std::string_view tracestate = {},
                                   std::optional<std::chrono::milliseconds> not_before = std::nullopt)
 {
     std::string out;
@@ -147,6 +212,23 @@ inline std::string request_fields(std::optional<std::chrono::milliseconds> deadl
         out.push_back(static_cast<char>(field_tenant));
         out.push_back(static_cast<char>(tenant.size()));
         out.append(tenant);
+    }
+    if (!traceparent.empty()) {  // last: its tracestate takes the room the others left
+        if (!valid_traceparent(traceparent))
+            throw std::invalid_argument("a traceparent is 00-<32 hex>-<16 hex>-<2 hex>, lowercase, ids not all zero");
+        for (unsigned char c : tracestate)
+            if (c < 0x20 || c > 0x7E)
+                throw std::invalid_argument("a tracestate is printable ASCII");
+        out.push_back(static_cast<char>(field_traceparent));
+        out.push_back(static_cast<char>(traceparent.size()));
+        out.append(traceparent);
+        const std::size_t room = max_fields - out.size();
+        const std::string state = room > 2 ? fit_tracestate(tracestate, room - 2) : std::string();
+        if (!state.empty()) {
+            out.push_back(static_cast<char>(field_tracestate));
+            out.push_back(static_cast<char>(state.size()));
+            out.append(state);
+        }
     }
     return out;
 }

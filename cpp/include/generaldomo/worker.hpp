@@ -66,9 +66,14 @@ private:
 
 // Thrown by a handler: the client gets this status (400 to 599) and reason instead of a result. 429 with a
 // retry_after is "slow down": the broker puts the task back at the head of its queue (not a failure), holds the
-// service's dispatches for retry_after and lowers its dispatch rate (docs/protocol.rst, "Backpressure").
+// service's dispatches for retry_after and lowers its dispatch rate (docs/protocol.rst, "Backpressure"). 503 with
+// Reject::retry is "failed, try again": the broker retries the task after a backoff, as the service's retry
+// policy allows, and the client gets this answer only once its retries are spent (docs/protocol.rst, "Retries").
 class Reject : public std::runtime_error {
 public:
+    struct Retry {};
+    static constexpr Retry retry{};
+
     Reject(int status, std::string reason, std::optional<std::chrono::milliseconds> retry_after = std::nullopt)
         : std::runtime_error(std::to_string(status) + ": " + reason), status_(status), reason_(std::move(reason)),
           retry_after_(retry_after)
@@ -76,15 +81,25 @@ public:
         if (status < 400 || status > 599)
             throw std::invalid_argument("a rejection's status is 400 to 599");
     }
+    Reject(int status, std::string reason, Retry) : Reject(status, std::move(reason))
+    {
+        if (status != protocol::unavailable)
+            throw std::invalid_argument("Reject::retry goes with status 503");
+        retry_ = true;
+    }
     int status() const { return status_; }
     const std::string &reason() const { return reason_; }
     std::optional<std::chrono::milliseconds> retry_after() const { return retry_after_; }
+    bool retried() const { return retry_; }
 
-    // The result frames: the reason, then (429 only) the retry-after in seconds as decimal text.
+    // The result frames: the reason, then the retry mark (503 with Reject::retry) or (429 only) the retry-after in
+    // seconds as decimal text.
     Frames frames() const
     {
         Frames out{reason_};
-        if (status_ == protocol::too_many && retry_after_) {
+        if (retry_)
+            out.emplace_back(protocol::retry_mark);
+        else if (status_ == protocol::too_many && retry_after_) {
             const long long ms = std::max<long long>(0, retry_after_->count());
             std::string digits = std::to_string(ms / 1000) + "." + std::to_string(1000 + ms % 1000).substr(1);
             out.push_back(std::move(digits));
@@ -96,6 +111,7 @@ private:
     int status_;
     std::string reason_;
     std::optional<std::chrono::milliseconds> retry_after_;
+    bool retry_ = false;
 };
 
 namespace detail {

@@ -53,6 +53,7 @@ from generaldomo.sansio.config.settings import DEFAULT_MAX_FRAMES
 from generaldomo.sansio.labels import PeerLabels
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.wire import codec, envelope
+from generaldomo.sansio.wire.events import Frame
 
 __all__ = [
     "BATCH_BYTES",
@@ -254,7 +255,7 @@ class Link:
         """:meth:`recv_batch` on the accelerator: a batch of whole messages in one call."""
         raise NotImplementedError
 
-    def send(self, address: Address, frames: Sequence[bytes]) -> None:
+    def send(self, address: Address, frames: Sequence[Frame]) -> None:
         """Send ``frames`` to ``address``; a peer that has gone, whose queue is full, or (with a :attr:`backlog`)
         that has not read what was sent to it before, beyond its budget, is dropped (counted)."""
         backlog = self.backlog
@@ -282,17 +283,17 @@ class Link:
                 unread,
             )
 
-    def size(self, address: Address, frames: Sequence[bytes]) -> int:
+    def size(self, address: Address, frames: Sequence[Frame]) -> int:
         """Bytes a message of ``frames`` to ``address`` holds in the socket: its frames' and its envelope's, and
         :attr:`frame_bytes` per frame."""
         hops = sum(map(len, address[1:])) if isinstance(address, tuple) else 0
         return hops + sum(map(len, frames)) + self.frame_bytes * len(frames)
 
-    def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
+    def _send(self, address: Address, frames: Sequence[Frame]) -> bool:
         """Send ``frames`` to ``address``; False (counted) if the socket refused them."""
         raise NotImplementedError
 
-    def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
+    def _send_marked(self, address: Address, frames: Sequence[Frame]) -> Tracker | None:
         """Send ``frames`` to ``address`` with the last frame (part) shared with libzmq and tracked: the tracker,
         done once libzmq has written it out (see :mod:`generaldomo.io.hub.backlog`); None (counted) if refused."""
         raise NotImplementedError
@@ -516,7 +517,7 @@ class RouterLink(Link):
             _give_back_memory()
         return count
 
-    def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
+    def _send(self, address: Address, frames: Sequence[Frame]) -> bool:
         # The broker never sends a message without frames.
         native = self._native
         if native is not None:
@@ -563,7 +564,7 @@ class RouterLink(Link):
             raise error
         self.send_failed(error.errno or 0, address)
 
-    def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
+    def _send_marked(self, address: Address, frames: Sequence[Frame]) -> Tracker | None:
         if self.socket.closed:
             raise zmq.ZMQError(zmq.ENOTSOCK)
         if self._native is not None:  # the accelerator's marks: kept frames still go by reference
@@ -670,7 +671,7 @@ class ServerLink(Link):
                 return peer, frames, credential
         return None
 
-    def _send(self, address: Address, frames: Sequence[bytes]) -> bool:
+    def _send(self, address: Address, frames: Sequence[Frame]) -> bool:
         assert isinstance(address, int)
         if self.socket.closed:
             raise zmq.ZMQError(zmq.ENOTSOCK)
@@ -688,7 +689,7 @@ class ServerLink(Link):
             return False
         return True
 
-    def _send_marked(self, address: Address, frames: Sequence[bytes]) -> Tracker | None:
+    def _send_marked(self, address: Address, frames: Sequence[Frame]) -> Tracker | None:
         assert isinstance(address, int)
         if self.socket.closed:
             raise zmq.ZMQError(zmq.ENOTSOCK)

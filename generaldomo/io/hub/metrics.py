@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from generaldomo.sansio.broker.flow.flow import FLOW
-from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
+from generaldomo.sansio.broker.report import DeadLettersReport, ServiceReport, StatusReport, WorkerReport
 from generaldomo.sansio.config import knobs
 
-__all__ = ["MAX_HOSTS", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
+__all__ = ["MAX_HOSTS", "PAIR_STATES", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
 
 PREFIX = "generaldomo"
 MAX_HOSTS = 32  # hosts named in the workers-by-host gauge; workers on the others count as host "other"
@@ -39,6 +39,7 @@ _SERVICE_COUNTERS: dict[str, Callable[[ServiceReport], float]] = {
     "duplicates_dropped": lambda s: s.duplicates_dropped,
     "expired": lambda s: s.expired,
     "throttled": lambda s: s.throttled,
+    "retried": lambda s: s.retried,
 }
 
 
@@ -55,6 +56,11 @@ def _floor(service: ServiceReport) -> float | None:
 def _backoff_rate(service: ServiceReport) -> float | None:
     backoff = service.flow.backoff
     return None if backoff is None else backoff.rate
+
+
+def _retries(service: ServiceReport) -> float | None:
+    retry = service.flow.retry
+    return None if retry is None else retry["retries"]
 
 
 def _flow_field(field: str) -> Callable[[ServiceReport], float | None]:
@@ -76,6 +82,7 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
         "The estimated service time deadline-aware dispatch reads",
         lambda service: service.service_time_estimate,
     ),
+    f"{PREFIX}_service_retry_limit": ("Retries of a task the service's retry policy allows", _retries),
 }
 
 
@@ -85,6 +92,23 @@ _TENANT_GAUGES = {
     "weight": "Per tenant of a service: its weight in the fair shares",
     "dispatched": "Per tenant of a service: dispatches since it last appeared",
 }
+
+
+def _dead_letters(dead: DeadLettersReport) -> Iterator[Any]:
+    """The dead letters: in all, their bytes, those evicted, and per service (the services the report names)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    yield GaugeMetricFamily(f"{PREFIX}_dead_letters", "Tasks that failed for good, kept as dead letters", dead.letters)
+    yield GaugeMetricFamily(f"{PREFIX}_dead_letters_bytes", "Bytes of the dead letters", dead.bytes)
+    yield CounterMetricFamily(
+        f"{PREFIX}_dead_letters_evicted", "Dead letters dropped, oldest first, for their bounds", dead.evicted
+    )
+    family = GaugeMetricFamily(
+        f"{PREFIX}_service_dead_letters", "Dead letters per service (those with the most)", labels=["service"]
+    )
+    for service in dead.services:
+        family.add_metric([service.service], service.count)
+    yield family
 
 
 class StatusCollector:
@@ -103,6 +127,7 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_uptime_seconds", "Seconds since the broker started", broker.uptime)
         yield GaugeMetricFamily(f"{PREFIX}_queued_bytes", "Bytes of requests the broker holds", broker.queued_bytes)
         yield GaugeMetricFamily(f"{PREFIX}_kept_answers", "Answers kept for re-asking clients", broker.kept_answers)
+        yield from _dead_letters(broker.dead_letters)
         yield CounterMetricFamily(
             f"{PREFIX}_internal_errors",
             "Messages and periodic jobs whose handling raised an unexpected error (dropped, logged)",
@@ -112,6 +137,8 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_workers", "Registered workers, all of them", broker.worker_count)
         yield from _ledger(report)
         yield from _settings(report)
+        yield from _pair(report)
+        yield from _journal(report)
         events = CounterMetricFamily(f"{PREFIX}_events", "Broker events by kind", labels=["event"])
         for event, count in sorted(broker.counters.items()):
             events.add_metric([event], count)
@@ -165,6 +192,51 @@ def _settings(report: StatusReport) -> Iterator[Any]:
         if knob.gauge is not None and value is not None:
             unit = f" ({knob.unit})" if knob.unit else ""
             yield GaugeMetricFamily(knob.gauge, f"The broker setting {knob.name}{unit}: {knob.help}", value)
+
+
+PAIR_STATES = ("primary", "backup", "active", "passive", "broken")  # a broker pair's states (pair.PairState)
+
+
+def _pair(report: StatusReport) -> Iterator[Any]:
+    """A broker pair's gauges (none for a broker alone): its state (1 for the one it is in, labelled with its role),
+    and the seconds since the peer broker was last heard (absent: never)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    pair = report.broker.pair
+    if pair is None:
+        return
+    states = GaugeMetricFamily(
+        f"{PREFIX}_pair_state",
+        "A broker pair's state: 1 for this broker's (active: it serves)",
+        labels=["role", "state"],
+    )
+    for state in PAIR_STATES:
+        states.add_metric([pair.role, state], 1.0 if state == pair.state else 0.0)
+    yield states
+    if pair.last_contact is not None:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_pair_last_contact_seconds",
+            "Seconds since the peer broker of the pair was heard",
+            pair.last_contact,
+        )
+
+
+def _journal(report: StatusReport) -> Iterator[Any]:
+    """The write-ahead log's figures (none without a state directory): records waiting for the writer, its size,
+    its group commits and compactions."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    journal = report.broker.journal
+    if journal is None:
+        return
+    yield GaugeMetricFamily(
+        f"{PREFIX}_journal_waiting_records", "Records of the write-ahead log not yet written", journal.waiting
+    )
+    yield GaugeMetricFamily(f"{PREFIX}_journal_bytes", "Bytes of the write-ahead log", journal.bytes)
+    yield CounterMetricFamily(f"{PREFIX}_journal_commits", "Group commits of the write-ahead log", journal.commits)
+    yield CounterMetricFamily(
+        f"{PREFIX}_journal_compactions", "Compactions of the write-ahead log", journal.compactions
+    )
 
 
 def _ledger(report: StatusReport) -> Iterator[Any]:

@@ -18,6 +18,8 @@ This module owns the directory's files and their rules:
 - ``handover.key``: 32 random bytes made once, private to the owner (mode 0600): every broker instance
   started on this directory signs the tickets of the tasks it hands to workers with it, and so can verify the
   tickets of earlier instances (docs/protocol.rst, *Hand-over*).
+- ``queue.log``: the write-ahead log of the queues (:mod:`generaldomo.io.hub.wal`: requests accepted and not yet
+  answered, kept answers), replayed at start; opened here (:meth:`StateDir.open_log`), set aside if unusable.
 - ``lock``: held (``flock``) for the broker's life, so that two brokers never share a directory; the kernel
   releases it when the process ends, kill -9 included. Under it, the temporary files a kill -9 during a write
   left are removed at start.
@@ -49,7 +51,9 @@ import attrs
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
 from generaldomo.io import files
-from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.io.hub.wal import LOG_FILE, Fsync, WriteAheadLog
+from generaldomo.sansio.broker.flow.flow import FlowLimits, limits_json
+from generaldomo.sansio.broker.journal import Decoded
 from generaldomo.sansio.broker.mmi import FlowChange
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
@@ -108,7 +112,7 @@ class StateDir:
         self._writer: _Writer | None = None
         try:
             self._lock = self._take_lock()
-            removed = sum(files.remove_leftovers(self._dir, name) for name in (STATE_FILE, KEY_FILE))
+            removed = sum(files.remove_leftovers(self._dir, name) for name in (STATE_FILE, KEY_FILE, LOG_FILE))
             if removed:
                 log.info("removed %d temporary files an interrupted write left in %s", removed, self.path)
             self.reused = True  # a broker ran on this directory before (its hand-over key was there)
@@ -179,6 +183,17 @@ class StateDir:
         log.info("made a new hand-over key in %s", self.path / KEY_FILE)
         self.reused = False
         return key
+
+    def open_log(self, fsync: Fsync, limit: int, keep: float) -> tuple[WriteAheadLog, Decoded]:
+        """The write-ahead log (flushed by ``fsync``, at most ``limit`` bytes when read, kept answers ``keep``
+        seconds), and what it held: nothing if there was none, or if the file was unusable (then set aside)."""
+        wal = WriteAheadLog(self._dir, str(self.path / LOG_FILE), fsync, limit, keep)
+        try:
+            return wal, wal.read()
+        except OSError as error:
+            self._set_aside(LOG_FILE, str(error.strerror))
+            log.error("the queued requests and kept answers it held are lost")
+            return wal, Decoded()
 
     def restore(self, configured: Mapping[str, FlowLimits]) -> list[FlowChange]:
         """The run-time changes to apply over the configuration's limits ``configured`` (which become the base
@@ -350,7 +365,7 @@ def encode(entries: Mapping[str, SavedFlow], pause_every: int = 0) -> bytes:
 
 
 def _limits(limits: FlowLimits) -> dict[str, Any]:
-    return attrs.asdict(limits)
+    return limits_json(limits)
 
 
 def decode(data: bytes) -> dict[str, SavedFlow]:

@@ -9,11 +9,10 @@ may do everything, as in plain Majordomo. It knows nothing of CURVE, ZAP or sock
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import fnmatch
 from typing import Final
-
-import attrs
 
 from generaldomo.sansio.wire.events import (
     ClientCancel,
@@ -38,7 +37,7 @@ class Role(enum.StrEnum):
     ADMIN = "admin"  # everything a client may do, and change flow limits
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Credential:
     """An authenticated peer: its public key (Z85 text) and roles; ``services`` limits a worker's services
     to those matching one of its shell-style patterns (empty: any)."""

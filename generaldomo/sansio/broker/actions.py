@@ -18,9 +18,11 @@ Rules of this file:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from generaldomo.sansio.broker.records import Peer
+from generaldomo.sansio.wire.events import Frame
 
 __all__ = ["Beat", "Cancel", "Dismiss", "Dispatch", "Forward", "Respond", "Send"]
 
@@ -39,7 +41,7 @@ class Send(NamedTuple):
     """
 
     peer: Peer
-    frames: list[bytes]
+    frames: Sequence[Frame]
 
 
 class Dispatch(Send):

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from generaldomo.sansio.machine import Machine
+from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import ClientRequest, WorkerReady, WorkerResume
 
 __all__ = [
     "EXPIRY",
@@ -35,8 +37,10 @@ __all__ = [
     "PairEvent",
     "PairRole",
     "PairState",
+    "Visit",
     "read_state",
     "state_message",
+    "visit",
 ]
 
 EXPIRY: Final = 2  # pair heartbeats without a word from the peer before it has expired (the Guide's two)
@@ -120,6 +124,29 @@ PAIR: Final = Machine[PairState, PairEvent](
 )
 
 
+class Visit(enum.Enum):
+    """What a peer's message is to a broker of a pair that does not serve (yet): a status request (answered by
+    any broker), a request to be served (a client's request, a worker's READY or RESUME: what may make a
+    passive broker take over), or neither (heartbeats, cancels, disconnects, malformed messages: dropped, and
+    never the reason of a takeover, so that a peer only checking on the broker cannot cause one)."""
+
+    STATUS = "status"
+    SERVE = "serve"
+    NOTHING = "nothing"
+
+
+def visit(frames: Sequence[bytes]) -> Visit:
+    """What the message ``frames`` (from a client or worker) is to a broker that does not serve."""
+    event = protocol.parse(frames)
+    kind = type(event)
+    if kind is ClientRequest:
+        assert isinstance(event, ClientRequest)
+        if event.description == b"mmi.status":
+            return Visit.STATUS
+        return Visit.SERVE
+    return Visit.SERVE if kind is WorkerReady or kind is WorkerResume else Visit.NOTHING
+
+
 def state_message(state: PairState) -> list[bytes]:
     """The frames that tell the peer broker ``state``."""
     return [PAIR_HEADER, state.value.encode("ascii")]
@@ -178,7 +205,8 @@ class Pair:
             self._move(_PEER_EVENT[peer])
 
     def admit(self, now: float) -> bool:
-        """A client's or worker's message came: whether to serve it (the failover happens here)."""
+        """A client's request or a worker's READY came (:data:`Visit.SERVE`): whether to serve it (the failover
+        happens here)."""
         if self.state is PairState.ACTIVE:
             return True
         self._move(PairEvent.REQUEST_PEER_EXPIRED if self.expired(now) else PairEvent.REQUEST)

@@ -7,15 +7,15 @@ worker's ``task``). It knows nothing of sockets, clocks or frames.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from typing import NamedTuple
 
-import attrs
-
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import IN_FLIGHT, TaskState, WorkerState
-from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.events import Dialect, Frame
 from generaldomo.sansio.wire.ticket import Ticket
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 __all__ = ["Claim", "Peer", "RequestKey", "Task", "WorkerRecord", "displaced", "is_displaced", "request_key"]
 
@@ -62,7 +62,7 @@ class Peer(NamedTuple):
     address: bytes | int | tuple[bytes, ...]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Claim:
     """A resumed worker runs the task ``task_id`` (a ticket of an earlier instance, saying ``ticket``) since
     ``since``; its request has not arrived here yet."""
@@ -72,7 +72,7 @@ class Claim:
     since: float
 
 
-@attrs.define(eq=False, slots=True)
+@dataclasses.dataclass(eq=False, slots=True)
 class WorkerRecord:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
     ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
@@ -98,11 +98,11 @@ class WorkerRecord:
     beat: float = 0.0
     serial: int = 0
     claim: Claim | None = None
-    taken: list[bytes] = attrs.Factory(list)
+    taken: list[bytes] = dataclasses.field(default_factory=list)
     rests: float | None = None  # WAITING but held back until then by its own 429's retry_after (None: not)
 
 
-@attrs.define(eq=False, slots=True, weakref_slot=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class Task:
     """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
     carry no request id, ``size`` is the bytes of its description and body (what flow control counts in
@@ -120,7 +120,7 @@ class Task:
     dialect: Dialect
     key: RequestKey | None
     description: bytes
-    body: tuple[bytes, ...]
+    body: tuple[Frame, ...]
     service: Service
     enqueued: float
     size: int
@@ -129,6 +129,7 @@ class Task:
     worker: WorkerRecord | None = None
     dispatched: float | None = None
     attempts: int = 0
+    retries: int = 0  # times its service's retry policy retried it
     deadline: float | None = None
     tenant: Hashable = None
     priority: int = 0
@@ -136,6 +137,7 @@ class Task:
     detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
     fail_unknown: bool = False  # answered 404 while its service has no worker and had none recently
     not_before: float | None = None  # QUEUED but held off its queue until then (None: in its queue, or running)
+    trace: TraceContext | None = None  # the request's W3C trace context, passed on to its worker
 
     @property
     def request_id(self) -> bytes | None:

@@ -9,6 +9,7 @@ state; the core builds the rest. It knows nothing of sockets or clocks (``now`` 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
+from generaldomo.sansio.broker.accounts.dead import DeadLetters
 from generaldomo.sansio.broker.flow import flow as flow_module
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveReport as AdaptiveReport
 from generaldomo.sansio.broker.flow.backoff import BackoffReport as BackoffReport
@@ -33,18 +35,23 @@ __all__ = [
     "ADAPTIVE_BYTES",
     "BACKOFF_BYTES",
     "COMPLETION_BYTES",
+    "DEAD_SERVICES",
     "DESCRIPTION_BYTES",
     "ESCAPED",
     "MAX_PAGE",
     "MAX_QUERY",
     "PAGE",
     "PAGE_BYTES",
+    "RETRY_BYTES",
     "SERVICE_BYTES",
     "TENANT_BYTES",
     "WORKER_BYTES",
     "BrokerReport",
     "ConnectionReport",
+    "DeadLettersReport",
+    "DeadServiceReport",
     "Endpoint",
+    "JournalReport",
     "LedgerReport",
     "NextPage",
     "PairReport",
@@ -56,6 +63,7 @@ __all__ = [
     "StatusReport",
     "TenantReport",
     "WorkerReport",
+    "as_data",
     "flow_report_class",
     "limits_in_force",
     "page",
@@ -76,9 +84,11 @@ PAGE_BYTES = 384 * 1024
 SERVICE_BYTES = 1152  # a service's record, besides its name, tenants, completions, adaptive cap and backoff
 ADAPTIVE_BYTES = 256  # its adaptive cap's report
 BACKOFF_BYTES = 288  # its backoff's report
+RETRY_BYTES = 128  # its retry policy's report, besides 5 bytes per status it names
 TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
 COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
 WORKER_BYTES = 512  # a worker's record, besides its texts
+DEAD_SERVICES = 10  # services the report names in its dead letters, those with the most
 ESCAPED = 12  # bytes of JSON text a character of a name may take (a character beyond U+FFFF: two \\uXXXX)
 _QUERY_KEYS = frozenset({"limit", "services_after", "workers_after", "service", "order"})
 
@@ -125,8 +135,11 @@ class _FlowReportBase:
     @property
     def estimated_bytes(self) -> int:
         """At least as many bytes as its JSON text (see :data:`PAGE_BYTES`)."""
-        adaptive, backoff, tenants = (getattr(self, name, None) for name in ("adaptive", "backoff", "tenants"))
+        adaptive, backoff, tenants, retry = (
+            getattr(self, name, None) for name in ("adaptive", "backoff", "tenants", "retry")
+        )
         parts = (ADAPTIVE_BYTES if adaptive is not None else 0) + (BACKOFF_BYTES if backoff is not None else 0)
+        parts += 0 if retry is None else RETRY_BYTES + 5 * len(retry["statuses"])
         return parts + sum(TENANT_BYTES + ESCAPED * len(name) for name in tenants or ())
 
 
@@ -202,7 +215,7 @@ class ServiceReport:
     workers: int = 0
     waiting: int = 0
     queued: int = 0
-    delayed: int = 0  # queued tasks held until their not_before (not in the queue yet)
+    delayed: int = 0  # queued tasks held until their not_before or a retry's backoff ends (not in the queue yet)
     in_flight: int = 0
     flow: FlowReport = attrs.field(factory=FlowReport)
     completed: int = 0
@@ -219,6 +232,7 @@ class ServiceReport:
     tenants: list[TenantReport] = attrs.field(factory=list)  # the busiest
     busy_tenants: int = 0  # tenants with tasks queued or in flight
     throttled: int = 0  # tasks its workers sent back with 429, queued again
+    retried: int = 0  # answers its retry policy retried
 
     @classmethod
     def of(
@@ -255,6 +269,7 @@ class ServiceReport:
             tenants=tenants,
             busy_tenants=pending.busy_tenants,
             throttled=stats.throttled,
+            retried=stats.retried,
         )
 
     @property
@@ -339,6 +354,9 @@ class SettingsReport:
     service_queue_bytes: int | None = None
     keep_answers: float = 0.0
     keep_bytes: int = 0
+    dead_letters: int = 0
+    dead_bytes: int = 0
+    dead_seconds: float = 0.0
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
@@ -363,7 +381,7 @@ class SettingsReport:
             "connection_queue_bytes": settings.connection_queue_bytes,
             "field_limits": field_limits,
         }
-        values = attrs.asdict(settings) | shown
+        values = dataclasses.asdict(settings) | shown
         return cls(**{field.name: values[field.name] for field in attrs.fields(cls)})
 
 
@@ -393,6 +411,20 @@ class PairReport:
 
 
 @attrs.frozen(kw_only=True)
+class JournalReport:
+    """The write-ahead log of the broker's state directory (:mod:`generaldomo.io.hub.wal`): its ``fsync`` policy,
+    the records written and those ``waiting`` for the writer (what the broker's answers wait for), the group
+    commits and compactions so far, and the log's size."""
+
+    fsync: str = ""
+    written: int = 0
+    waiting: int = 0
+    commits: int = 0
+    compactions: int = 0
+    bytes: int = 0
+
+
+@attrs.frozen(kw_only=True)
 class LedgerReport:
     """The ledger (:mod:`generaldomo.sansio.broker.accounts.ledger`): bytes held on peers' behalf in all
     (``held_bytes``) and by kind of holding, the connections that hold any, and the
@@ -402,6 +434,40 @@ class LedgerReport:
     by_kind: dict[str, int] = attrs.field(factory=dict)
     connections: int = 0
     top: list[ConnectionReport] = attrs.field(factory=list)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DeadServiceReport:
+    """A service's dead letters: how many, their bytes, and the age in seconds of the newest."""
+
+    service: str = ""
+    count: int = 0
+    bytes: int = 0
+    newest_age: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLettersReport:
+    """The dead letters (:mod:`generaldomo.sansio.broker.accounts.dead`): the tasks that failed for good, kept in
+    all (``letters``, ``bytes``), evicted for the bounds, in how many services, and the :data:`DEAD_SERVICES`
+    services with the most (``generaldomo dead list`` shows the rest)."""
+
+    letters: int = 0
+    bytes: int = 0
+    evicted: int = 0
+    service_count: int = 0
+    services: list[DeadServiceReport] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(cls, dead: DeadLetters, now: float) -> DeadLettersReport:
+        """The report of ``dead`` at ``now``."""
+        return cls(
+            letters=len(dead), bytes=dead.bytes, evicted=dead.evicted, service_count=dead.service_count(),
+            services=[
+                DeadServiceReport(service=s.service, count=s.count, bytes=s.bytes, newest_age=round(now - s.newest, 3))
+                for s in dead.services(DEAD_SERVICES)
+            ],
+        )  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)
@@ -424,7 +490,9 @@ class BrokerReport:
     hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
+    dead_letters: DeadLettersReport = attrs.field(factory=DeadLettersReport)
     pair: PairReport | None = None  # its place in a broker pair (None: a broker alone)
+    journal: JournalReport | None = None  # its state directory's write-ahead log (None: no state directory)
 
 
 @attrs.frozen(kw_only=True)
@@ -483,6 +551,22 @@ class StatusQuery:
         return json.dumps(data).encode()
 
 
+def _plain(instance: object, field: object, value: Any) -> Any:
+    """A field's value as JSON-ready data: the flow's records (dataclasses) as dicts, the rest as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def as_data(record: Any) -> dict[str, Any]:
+    """A report record (this module's, or one of those it holds) as JSON-ready data."""
+    return attrs.asdict(record, value_serializer=_plain)
+
+
+def _is_record(kind: type[Any]) -> bool:
+    return attrs.has(kind) or dataclasses.is_dataclass(kind)
+
+
 @functools.cache
 def _converter() -> cattrs.Converter:
     """cattrs' converter of JSON-ready data into these records, each of which must come as a JSON object
@@ -503,7 +587,7 @@ def _converter() -> cattrs.Converter:
 
         return strictly
 
-    converter.register_structure_hook_factory(attrs.has, record)
+    converter.register_structure_hook_factory(_is_record, record)
     return converter
 
 
@@ -518,7 +602,7 @@ class StatusReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
-        return attrs.asdict(self)
+        return as_data(self)
 
     def to_json(self) -> str:
         """The report as JSON text, as ``mmi.status`` sends it."""

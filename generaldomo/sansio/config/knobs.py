@@ -20,11 +20,11 @@ those too, as files written before ``auto`` say. It knows nothing of sockets, cl
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
+from collections.abc import Callable
 from typing import Any, Final
-
-import attrs
 
 from generaldomo.sansio.config.settings import PeerSettings, Settings
 from generaldomo.sansio.wire import limits
@@ -65,12 +65,13 @@ class Kind(enum.Enum):
     RANGE = "MIN..MAX"  # whole-number bounds, JSON {"min": ..., "max": ...}
     RATE_RANGE = "MIN..[MAX]"  # bounds per second, MAX optional (null: none), JSON {"min": ..., "max": ...}
     TENANTS = "tenants"  # per-tenant limits, JSON {"name": {"weight": ...}} (see generaldomo.sansio.broker.flow.fair)
+    POLICY = "KEY=VALUE/..."  # a structured value with a text form of its own (the knob's reader and writer)
 
 
 _UNIT_SUFFIX = {"seconds": "_seconds", "bytes": "_bytes"}
 
 
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Knob:
     """One setting or limit: what it is and every name it goes by (see the module docstring)."""
 
@@ -88,6 +89,8 @@ class Knob:
     metavar: str = ""
     report: str | None = ""  # the status report's field; empty: the name; None: not reported
     metric: str | None = ""  # the Prometheus gauge; empty: derived from the name and unit; None: none
+    reader: Callable[[str], Any] | None = None  # a POLICY's text to its JSON form (ValueError saying what is wrong)
+    writer: Callable[[Any], str] | None = None  # a POLICY's JSON form to its text
 
     @property
     def nullable(self) -> bool:
@@ -167,6 +170,8 @@ class Knob:
             return text
         if self.kind is Kind.RANGE or self.kind is Kind.RATE_RANGE:
             return self._range(text)
+        if self.reader is not None:
+            return self.reader(text)
         if self.kind is Kind.TENANTS:
             raise ValueError(f"{self.name} are set one tenant at a time (see --tenant), not from {text!r}")
         try:
@@ -227,7 +232,7 @@ def _shown(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-_SETTINGS = attrs.fields_dict(Settings)
+_SETTINGS = {field.name: field for field in dataclasses.fields(Settings)}
 
 
 MAX_SECONDS: Final = 1_000_000.0  # about 11.6 days: the longest wait or interval any knob takes
@@ -303,6 +308,19 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         "keep_bytes", Kind.INT, "bytes of kept answers, oldest evicted first", unit="bytes", low=0, metavar="BYTES"
     ),
     setting(
+        "dead_letters", Kind.INT,
+        "tasks that finally failed kept per service (see 'generaldomo dead'), oldest evicted first; 0: none",
+        low=0, high=1_000_000, metavar="N",
+    ),
+    setting(
+        "dead_bytes", Kind.INT,
+        "bytes of dead letters, all services together (one service's at most half), oldest evicted first",
+        unit="bytes", low=0, metavar="BYTES",
+    ),
+    setting(
+        "dead_seconds", Kind.FLOAT, "how long a dead letter is kept", unit="seconds", low=0, metavar="SECONDS"
+    ),
+    setting(
         "service_idle", Kind.FLOAT, "forget services idle this long; 'none': never",
         unit="seconds", low=0, none_means="never", metavar="SECONDS",
     ),
@@ -364,7 +382,7 @@ SETTINGS: Final[tuple[Knob, ...]] = (
 _PEER = PeerSettings()
 # A peer's heartbeats (client, worker, bridge): the broker's two knobs with the peers' defaults.
 PEER: Final[tuple[Knob, ...]] = tuple(
-    attrs.evolve(knob, default=getattr(_PEER, knob.name), report=None, metric=None)
+    dataclasses.replace(knob, default=getattr(_PEER, knob.name), report=None, metric=None)
     for knob in SETTINGS
     if knob.name in ("heartbeat_interval", "liveness")
 )
@@ -397,6 +415,10 @@ COMMAND: Final[tuple[Knob, ...]] = (
     ),
     command("shown_services", Kind.INT, "services shown at most", low=1, high=100_000, metavar="N", flag="--services"),
     command("shown_workers", Kind.INT, "workers shown at most", low=1, high=100_000, metavar="N", flag="--workers"),
+    command(
+        "dead_limit", Kind.INT, "dead letters (or services) listed at most", low=1, high=limits.DEAD_PAGE.high,
+        metavar="N", flag="--limit",
+    ),
     command(
         "max_streams", Kind.INT, "pages (event streams) open at once, all clients together", low=1, high=10_000,
         metavar="N", flag="--streams",

@@ -7,10 +7,11 @@ It knows nothing of sockets or clocks.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
-import attrs
+from generaldomo.sansio.checked import check_fields, checked
 
 __all__ = [
     "DEFAULT_MAX_FRAMES",
@@ -31,7 +32,7 @@ DEFAULT_MAX_MESSAGE = 64 * MIB
 DEFAULT_MAX_FRAMES = 1024
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class PeerSettings:
     """Heartbeats as a peer (client, worker, bridge) keeps them; use the broker's values on every side."""
 
@@ -44,12 +45,13 @@ class PeerSettings:
         return self.heartbeat_interval * self.liveness
 
 
-def _share(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _share(name: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 0.5:
-        raise ValueError(f"{attribute.name} must be a number above 0 and at most 0.5")
+        raise ValueError(f"{name} must be a number above 0 and at most 0.5")
+    return value
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     """Timing and limits the broker core enforces.
 
@@ -66,6 +68,11 @@ class Settings:
         service_queue_bytes: the same, per service.
         keep_answers: seconds a final answer is kept for re-asks and fetches.
         keep_bytes: bytes of kept answers, the oldest evicted first.
+        dead_letters: tasks that finally failed kept per service (its dead letters), the oldest evicted first;
+            0: none kept.
+        dead_bytes: bytes of dead letters, all services together (one service's at most half of them), the oldest
+            evicted first.
+        dead_seconds: seconds a dead letter is kept.
         service_idle: seconds after which a service with nothing in it is forgotten; None: never.
         served_memory: seconds a service that had workers counts as known (``404`` to a request that asks to
             fail fast only beyond).
@@ -101,6 +108,9 @@ class Settings:
     service_queue_bytes: int | None = 32 * MIB  # the same, per service
     keep_answers: float = 60.0  # seconds a final answer to a generaldomo client is kept for its re-asks
     keep_bytes: int = 64 * MIB  # bytes of kept answers, oldest evicted first
+    dead_letters: int = 100  # tasks that finally failed kept per service, oldest evicted first; 0: none
+    dead_bytes: int = 16 * MIB  # bytes of dead letters, all services together, oldest evicted first
+    dead_seconds: float = 7 * 24 * 3600.0  # seconds a dead letter is kept
     service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
     served_memory: float = 600.0  # seconds a service that had workers is known (see known_service_grace)
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
@@ -114,8 +124,11 @@ class Settings:
     connection_bytes: int | None = 64 * MIB
     connection_requests: int | None = 10_000  # queued and running requests of one connection; 429 beyond
     connection_services: int | None = 1_000  # services (and flow entries) one connection's messages made
-    connection_worker_share: float = attrs.field(default=0.25, validator=_share)
-    connection_queue_share: float = attrs.field(default=0.5, validator=_share)
+    connection_worker_share: float = checked(_share, default=0.25)
+    connection_queue_share: float = checked(_share, default=0.5)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def expiry(self) -> float:

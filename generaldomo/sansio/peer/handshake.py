@@ -31,9 +31,8 @@ It knows nothing of sockets, threads or clocks: the IO layer reads the monitor a
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Final
-
-import attrs
 
 __all__ = [
     "CLOSED",
@@ -80,7 +79,7 @@ MECHANISM_MISMATCH: Final = 0x11000002  # ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISM
 CRYPTOGRAPHIC: Final = 0x11000001  # ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class HandshakeFailure:
     """Why a connection to the broker cannot work as configured: ``kind`` (``curve``: CURVE on one side only;
     ``key``: the broker refused this peer's key; ``handshake``: the broker dropped the handshake, as one of the
@@ -103,7 +102,7 @@ def unreachable(endpoint: str, transport: str) -> HandshakeFailure:
     )
 
 
-@attrs.define
+@dataclasses.dataclass(slots=True)
 class HandshakeWatch:
     """One peer socket's connection state, from its monitor events; see the module docstring."""
 

@@ -17,12 +17,11 @@ It must not know sockets, clocks or the broker; ``msgpack`` is imported on first
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
-
-import attrs
 
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
@@ -60,7 +59,7 @@ class Serializer(Protocol):
     def loads(self, data: bytes) -> Any: ...
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Codec:
     """A serializer made of two functions."""
 

@@ -50,12 +50,11 @@ token handed back in the actions about it.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, TypeVar
-
-import attrs
 
 from generaldomo.sansio.config.settings import DEFAULT_MAX_MESSAGE, PeerSettings
 from generaldomo.sansio.lograte import LogLimiter
@@ -72,6 +71,7 @@ from generaldomo.sansio.wire.peer_events import (
     TaskRequest,
 )
 from generaldomo.sansio.wire.ticket import nonce
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,14 +92,14 @@ _UNKNOWN = (
 __all__ = ["ClientSession", "WorkerSession"]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToBroker:
     """Send these frames to the broker."""
 
     frames: Sequence[bytes]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Reconnect:
     """Close the socket and connect a new one; ``reason`` is for the log. ``silent``: the broker went silent, so
     the shell looks for it where it may be now (the next endpoint, its address file again), else the same
@@ -109,7 +109,7 @@ class Reconnect:
     silent: bool = False
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Resolve(Generic[T]):
     """A request's final reply: status ``b"200"`` or an error; ``timing`` is ``(queued, served)`` if given."""
 
@@ -122,7 +122,7 @@ class Resolve(Generic[T]):
     received: float
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Progress(Generic[T]):
     """A partial result of an outstanding request."""
 
@@ -133,7 +133,7 @@ class Progress(Generic[T]):
     received: float
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Fail(Generic[T]):
     """A request that will get no reply (the session was closed)."""
 
@@ -142,7 +142,7 @@ class Fail(Generic[T]):
     reason: str
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class RunTask:
     """A worker's task to run now; report its result with :meth:`WorkerSession.finish`. ``deadline``: the time
     (on the clock the session is fed) after which nobody waits for the result, if the client set one."""
@@ -151,9 +151,10 @@ class RunTask:
     description: bytes
     body: tuple[bytes, ...]
     deadline: float | None = None
+    trace: TraceContext | None = None  # the request's W3C trace context, if it carries one
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class CancelTask:
     """Nobody waits for the running task's result any more (cancelled, or past its deadline)."""
 
@@ -212,7 +213,7 @@ class _Drops:
         self._lines.line("dropped", now, "%s dropped a message: %s", self.what, reason)
 
 
-@attrs.define(slots=True)
+@dataclasses.dataclass(slots=True)
 class _Outstanding(Generic[T]):
     frames: list[bytes]  # the request as sent; empty for a fetch (nothing to send again)
     token: T
@@ -222,7 +223,8 @@ class _Outstanding(Generic[T]):
     asked_seq: int = -1
     deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
     not_before: float | None = None  # when it may be dispatched (its clock), if the request says
-    fields: tuple[str | None, int, int] = (None, 0, 0)  # tenant, priority, flags: a resend with the time left
+    # tenant, priority, flags, trace context: a resend with the time left
+    fields: tuple[str | None, int, int, TraceContext | None] = (None, 0, 0, None)
 
 
 M = TypeVar("M")
@@ -278,11 +280,11 @@ class ClientSession(Generic[T]):
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
         deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
-        not_before: float | None = None,
+        not_before: float | None = None, trace: TraceContext | None = None,
     ) -> list[bytes]:  # fmt: skip
         """Make a request outstanding; returns its frames, to be sent. ``deadline`` and ``not_before`` (times on
-        the clock ``now`` reads), ``tenant``, ``priority`` and ``flags`` go in its fields (ValueError on a bad
-        one).
+        the clock ``now`` reads), ``tenant``, ``priority``, ``flags`` and ``trace`` go in its fields (ValueError on
+        a bad one).
 
         Args:
             request_id: the request's id (16 random bytes, unique).
@@ -295,12 +297,13 @@ class ClientSession(Generic[T]):
             priority: see above.
             flags: see above (``protocol.FLAG_*``).
             not_before: see above: the broker dispatches it no earlier.
+            trace: the W3C trace context of the caller's span.
         """
         if request_id in self.outstanding:
             raise ValueError(f"request id {request_id.hex()} is outstanding already")
         fields = protocol.request_fields(
             None if deadline is None else deadline - now, tenant, priority, flags,
-            None if not_before is None else not_before - now,
+            None if not_before is None else not_before - now, trace,
         )  # fmt: skip
         if not self.outstanding:
             self.pulse.restart(now)  # nobody listened while nothing was asked
@@ -308,7 +311,7 @@ class ClientSession(Generic[T]):
         self._seq += 1
         entry = _Outstanding(frames, token, now, now, self._seq)
         if deadline is not None or not_before is not None:
-            entry.deadline, entry.not_before, entry.fields = deadline, not_before, (tenant, priority, flags)
+            entry.deadline, entry.not_before, entry.fields = deadline, not_before, (tenant, priority, flags, trace)
         self.outstanding[request_id] = entry
         return frames
 
@@ -461,9 +464,10 @@ class ClientSession(Generic[T]):
             return ToBroker(protocol.gdp_client_heartbeat(ids=[request_id]))
         deadline, not_before = entry.deadline, entry.not_before
         if deadline is not None or not_before is not None:  # the times left now, not those it had when first sent
+            tenant, priority, flags, trace = entry.fields
             fields = protocol.request_fields(
-                None if deadline is None else deadline - now, *entry.fields,
-                None if not_before is None else not_before - now,
+                None if deadline is None else deadline - now, tenant, priority, flags,
+                None if not_before is None else not_before - now, trace,
             )  # fmt: skip
             entry.frames = [*entry.frames[:4], fields, *entry.frames[5:]]
         self._seq += 1
@@ -617,7 +621,7 @@ class WorkerSession:
             self._apply(_WE.TASK)
             self.task_id, self.resume = message.task_id, True
             deadline = None if message.deadline is None else now + message.deadline
-            return [RunTask(message.task_id, message.description, message.body, deadline)]
+            return [RunTask(message.task_id, message.description, message.body, deadline, message.trace)]
         if isinstance(message, TaskCancel):
             running = self.state in RUNNING and message.task_id == self.task_id
             return [CancelTask(message.task_id)] if running else []

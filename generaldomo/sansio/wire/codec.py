@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import generaldomo.errors as errors
 from generaldomo.compat import moved_names
+from generaldomo.sansio.wire.events import Frame
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["CodecError", "TooManyFrames"])
@@ -23,9 +24,9 @@ _LONG = 0xFF
 _MAX_FRAME = 0xFFFFFFFF
 
 
-def encode(frames: Sequence[bytes]) -> bytes:
+def encode(frames: Sequence[Frame]) -> bytes:
     """Pack ``frames`` into one bytes object, in time linear in their total size."""
-    parts: list[bytes] = []
+    parts: list[Frame] = []
     append = parts.append
     for frame in frames:
         size = len(frame)

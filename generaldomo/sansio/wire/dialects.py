@@ -84,7 +84,7 @@ CLIENT_COMMANDS: Final[dict[Dialect, dict[str, int]]] = {
     Dialect.MAJORTOMO: {REQUEST: 2, PARTIAL: 3, FINAL: 4},
 }
 # The worker commands' names by byte, per dialect: what a worker's (or, for GDP, the broker's) byte means.
-WORKER_NAMES: Final[dict[Dialect, dict[bytes, str]]] = {
+WORKER_NAMES: Final[dict[Dialect, dict[bytes | memoryview, str]]] = {  # (looked up by the frame itself)
     dialect: {code.to_bytes(1, "big"): name for name, code in table.items()}
     for dialect, table in WORKER_COMMANDS.items()
 }

@@ -6,9 +6,10 @@ This module owns the vocabulary shared by :mod:`generaldomo.sansio.wire.protocol
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 
-import attrs
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 __all__ = [
     "ClientCancel",
@@ -16,6 +17,7 @@ __all__ = [
     "ClientRequest",
     "Dialect",
     "Event",
+    "Frame",
     "Malformed",
     "WorkerDisconnect",
     "WorkerHandover",
@@ -24,6 +26,11 @@ __all__ = [
     "WorkerReply",
     "WorkerResume",
 ]
+
+
+# A frame as it travels: bytes, or a read-only memoryview of the message received (the links hand over a large
+# frame uncopied; see generaldomo.io.hub.links). Bodies are passed on as they come; every other field is bytes.
+Frame = bytes | memoryview
 
 
 class Dialect(enum.Enum):
@@ -45,26 +52,29 @@ class Dialect(enum.Enum):
         return self is not Dialect.MDP01
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClientRequest:
     """A client asks for a task. MDP dialects carry no request id, and no fields: a GDP client may say by when
     it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for, the request's
     ``priority`` (higher first, within its tenant), ``flags`` (whether it is detached from its client, and
-    whether to fail at once for a service nobody serves) and ``not_before`` (seconds from now before which it
-    is not dispatched)."""
+    whether to fail at once for a service nobody serves), ``not_before`` (seconds from now before which it
+    is not dispatched) and its W3C ``trace`` context (``trace_dropped``: why the one it sent was dropped,
+    malformed)."""
 
     dialect: Dialect
     request_id: bytes | None
     description: bytes
-    body: tuple[bytes, ...]
+    body: tuple[Frame, ...]
     deadline: float | None = None
     tenant: str | None = None
     priority: int = 0
     flags: int = 0  # protocol.FLAG_* bits: detached, fail fast for a service nobody serves
     not_before: float | None = None  # seconds from now before which it is not dispatched (None: at once)
+    trace: TraceContext | None = None
+    trace_dropped: str | None = None
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClientHeartbeat:
     """A generaldomo client asks whether the broker is alive and which instance it is, and re-asks about the
     ``request_ids`` it has waited on for unusually long."""
@@ -73,7 +83,7 @@ class ClientHeartbeat:
     request_ids: tuple[bytes, ...] = ()
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClientCancel:
     """A generaldomo client withdraws its request ``request_id``."""
 
@@ -81,7 +91,7 @@ class ClientCancel:
     request_id: bytes
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class WorkerReady:
     """A worker offers to serve requests that its service description matches; generaldomo workers may say
     which ``host`` and process id (``pid``) they run as (None: not said) and which ``features`` of the
@@ -94,7 +104,7 @@ class WorkerReady:
     features: frozenset[str] = frozenset()  # the GDP additions it understands (see protocol.FEATURES)
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class WorkerReply:
     """A worker's result (``final``) or partial result for a task.
 
@@ -105,12 +115,12 @@ class WorkerReply:
     dialect: Dialect
     task_id: bytes
     status: bytes
-    body: tuple[bytes, ...]
+    body: tuple[Frame, ...]
     final: bool
     description: bytes | None = None
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class WorkerResume:
     """A generaldomo worker registers while it runs the task ``task_id`` that an earlier broker instance (or
     this one, before its connection broke) gave it: it takes no task until it sends that task's result."""
@@ -123,7 +133,7 @@ class WorkerResume:
     features: frozenset[str] = frozenset()  # as in READY
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class WorkerHandover:
     """A registered generaldomo worker hands over the result of a task of an earlier registration (no broker
     took it, as far as the worker knows); it says nothing of the worker's readiness."""
@@ -131,24 +141,24 @@ class WorkerHandover:
     dialect: Dialect
     task_id: bytes
     status: bytes
-    body: tuple[bytes, ...]
+    body: tuple[Frame, ...]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class WorkerHeartbeat:
     """A worker says it is alive."""
 
     dialect: Dialect
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class WorkerDisconnect:
     """A worker says it is leaving."""
 
     dialect: Dialect
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Malformed:
     """Frames that match no known message; ``reason`` says why, for one log line. ``request_id``: the message
     was a generaldomo request with this (valid) id, which may be answered with an error; ``worker``: the message

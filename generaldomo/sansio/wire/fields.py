@@ -1,8 +1,11 @@
-"""The fields frame of a request: by when its sender needs the answer, not before when, its tenant, priority and flags.
+"""The fields frame of a request: by when its sender needs the answer, not before when, its tenant, priority, flags
+and trace context.
 
 This module owns that frame's layout (see ``docs/protocol.rst``, "Request fields"), its writer and its reader,
 used by the broker's reader (a GDP client's REQUEST+FIELDS), its writer (the REQUEST+FIELDS it hands a worker)
-and the peers' side. Every field is checked against its bounds in :mod:`generaldomo.sansio.wire.limits`. It
+and the peers' side. Every field is checked against its bounds in :mod:`generaldomo.sansio.wire.limits`; the
+trace context's values (:mod:`generaldomo.sansio.wire.tracecontext`) are the one exception to "malformed makes
+the frame malformed": a malformed one is dropped from the request (and said why), the request goes on. It
 knows nothing of the messages around the frame, of clocks or of sockets.
 """
 
@@ -13,6 +16,7 @@ import struct
 from typing import Final
 
 from generaldomo.sansio.wire.limits import DEADLINE_MS, FIELDS_FRAME, NOT_BEFORE_MS, PRIORITY, TENANT
+from generaldomo.sansio.wire.tracecontext import TraceContext, fit_tracestate, read_trace
 
 __all__ = [
     "FIELD_DEADLINE",
@@ -20,6 +24,8 @@ __all__ = [
     "FIELD_NOT_BEFORE",
     "FIELD_PRIORITY",
     "FIELD_TENANT",
+    "FIELD_TRACEPARENT",
+    "FIELD_TRACESTATE",
     "FLAGS",
     "FLAG_DETACHED",
     "FLAG_KNOWN_SERVICE",
@@ -33,6 +39,7 @@ __all__ = [
     "deadline_field",
     "parse_fields",
     "request_fields",
+    "trace_entries",
 ]
 
 # A request's fields (a GDP REQUEST+FIELDS, and the broker's REQUEST+FIELDS to a worker): entries of one tag
@@ -43,6 +50,8 @@ FIELD_PRIORITY: Final = 0x02  # 1 byte, signed: MIN_PRIORITY..MAX_PRIORITY, high
 FIELD_TENANT: Final = 0x03  # 1..MAX_TENANT bytes of printable UTF-8: who the request is for
 FIELD_FLAGS: Final = 0x04  # 1 byte of FLAG_* bits; bits not listed are ignored (absent: 0)
 FIELD_NOT_BEFORE: Final = 0x05  # 4 bytes, unsigned big-endian: milliseconds before the task may be dispatched
+FIELD_TRACEPARENT: Final = 0x10  # 55..255 ASCII characters: the W3C traceparent of the span that sent it
+FIELD_TRACESTATE: Final = 0x11  # 1..255 ASCII characters: the W3C tracestate beside it (trimmed to fit the frame)
 FLAG_DETACHED: Final = 0x01  # kept queued while its client is silent: the answer is fetched later (by its id)
 FLAG_KNOWN_SERVICE: Final = 0x02  # 404 at once for a service with no worker now and none recently
 FLAGS: Final = FLAG_DETACHED | FLAG_KNOWN_SERVICE  # the bits this version knows
@@ -53,19 +62,21 @@ MAX_TENANT: Final = TENANT.high
 MAX_DEADLINE_MS: Final = DEADLINE_MS.high
 MAX_NOT_BEFORE_MS: Final = NOT_BEFORE_MS.high
 _DEADLINE = struct.Struct(">I")
-# (deadline in seconds, tenant, priority, flags, not before: seconds from now)
-Fields = tuple[float | None, str | None, int, int, float | None]
+# (deadline in seconds, tenant, priority, flags, not before: seconds from now, trace context, why a trace context
+# sent was dropped)
+Fields = tuple[float | None, str | None, int, int, float | None, TraceContext | None, str | None]
 
 
 def request_fields(
     deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
-    not_before: float | None = None,
+    not_before: float | None = None, trace: TraceContext | None = None,
 ) -> bytes:  # fmt: skip
     """The fields frame of a request: ``deadline`` seconds from now (rounded up to a millisecond, clamped at
     :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant``, ``priority``, ``flags`` (``FLAG_*``
-    bits) and ``not_before``: seconds from now before which it is not dispatched (rounded up to a millisecond,
-    clamped at :data:`MAX_NOT_BEFORE_MS`; 0 or less: left out); ValueError on a tenant, priority, flag or delay
-    the broker would refuse. Empty when nothing is set (a plain REQUEST then does)."""
+    bits), ``not_before``: seconds from now before which it is not dispatched (rounded up to a millisecond,
+    clamped at :data:`MAX_NOT_BEFORE_MS`; 0 or less: left out) and ``trace`` (its tracestate trimmed to the room
+    left in the frame); ValueError on a tenant, priority, flag or delay the broker would refuse. Empty when
+    nothing is set (a plain REQUEST then does)."""
     frame = b"" if deadline is None else deadline_field(deadline)
     if not_before is not None:
         if not_before != not_before:
@@ -86,7 +97,21 @@ def request_fields(
         if not _good_tenant(tenant, encoded):
             raise ValueError(f"a tenant is 1 to {MAX_TENANT} bytes of printable text, not {tenant!r}")
         frame += bytes((FIELD_TENANT, len(encoded))) + encoded
+    if trace is not None:  # last: its tracestate takes the room the others left
+        frame += trace_entries(trace, MAX_FIELDS - len(frame))
     return frame
+
+
+def trace_entries(trace: TraceContext, room: int) -> bytes:
+    """The entries of ``trace`` in at most ``room`` bytes: its traceparent, and its tracestate trimmed to fit (see
+    :func:`~generaldomo.sansio.wire.tracecontext.fit_tracestate`); empty when even the traceparent does not fit."""
+    parent = trace.traceparent.encode()
+    room -= 2 + len(parent)
+    if room < 0:
+        return b""
+    entries = bytes((FIELD_TRACEPARENT, len(parent))) + parent
+    state = fit_tracestate(trace.tracestate, room - 2).encode() if trace.tracestate and room > 2 else b""
+    return entries + bytes((FIELD_TRACESTATE, len(state))) + state if state else entries
 
 
 def deadline_field(seconds: float) -> bytes:
@@ -106,16 +131,20 @@ def _good_tenant(tenant: str, encoded: bytes) -> bool:
 
 
 def parse_fields(frame: bytes) -> Fields | str:
-    """``(deadline seconds, tenant, priority, flags, not before seconds)`` of a fields frame, or the reason it is
-    malformed; never raises. Flag bits this version does not know are dropped (a newer client's, ignored)."""
+    """``(deadline seconds, tenant, priority, flags, not before seconds, trace context, why a trace context was
+    dropped)`` of a fields frame, or the reason it is malformed; never raises. Flag bits this version does not
+    know are dropped (a newer client's, ignored); a malformed trace context is dropped from the request, with the
+    reason."""
     if len(frame) == 6 and frame[:2] == _DEADLINE_TAG:  # the deadline alone: what clients send by default
-        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0, 0, None
+        return _DEADLINE.unpack_from(frame, 2)[0] / 1000.0, None, 0, 0, None, None, None
     if len(frame) > MAX_FIELDS:
         return f"request fields of {len(frame)} bytes (at most {MAX_FIELDS})"
     deadline: float | None = None
     not_before: float | None = None
     tenant: str | None = None
     priority = flags = 0
+    traceparent: bytes | None = None
+    tracestate: bytes | None = None
     seen: set[int] = set()
     at, end = 0, len(frame)
     while at < end:
@@ -152,4 +181,10 @@ def parse_fields(frame: bytes) -> Fields | str:
             if size != 4:
                 return "a not-before field has 4 bytes"
             not_before = _DEADLINE.unpack(value)[0] / 1000.0
-    return deadline, tenant, priority, flags, not_before
+        elif tag == FIELD_TRACEPARENT:
+            traceparent = bytes(value)
+        elif tag == FIELD_TRACESTATE:
+            tracestate = bytes(value)
+    if traceparent is None and tracestate is None:
+        return deadline, tenant, priority, flags, not_before, None, None
+    return (deadline, tenant, priority, flags, not_before, *read_trace(traceparent, tracestate))

@@ -1,7 +1,7 @@
 """The frames with a layout of their own inside a message: a worker's peer info, a FINAL's timing, a 429's
-retry-after.
+retry-after, a 503's retry mark.
 
-This module owns these three layouts (see ``docs/protocol.rst``), each with its writer and its reader; readers
+This module owns these four layouts (see ``docs/protocol.rst``), each with its writer and its reader; readers
 never raise and check every value against its bounds in :mod:`generaldomo.sansio.wire.limits`. It knows nothing
 of the messages around the frames, of clocks or of sockets.
 """
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from generaldomo.errors import WireJSONError
+from generaldomo.sansio.wire.events import Frame
 from generaldomo.sansio.wire.limits import HOST, PEER_INFO, PID
 from generaldomo.sansio.wire.wirejson import loads as json_loads
 
@@ -23,6 +24,8 @@ __all__ = [
     "MAX_HOST",
     "MAX_INFO",
     "MAX_RETRY_AFTER_FRAME",
+    "RETRY_MARK",
+    "marked_retry",
     "parse_retry_after",
     "parse_timing",
     "read_worker_info",
@@ -83,7 +86,7 @@ _TIMING = struct.Struct(">dd")
 MAX_RETRY_AFTER_FRAME: Final = 16  # bytes of a 429's retry-after frame
 
 
-def parse_retry_after(body: Sequence[bytes]) -> float | None:
+def parse_retry_after(body: Sequence[Frame]) -> float | None:
     """The seconds a worker's 429 asks the broker to wait (its second frame: decimal ASCII, at most
     :data:`MAX_RETRY_AFTER_FRAME` bytes, finite, not negative), or None if it gives none that is valid."""
     if len(body) < 2 or not 0 < len(body[1]) <= MAX_RETRY_AFTER_FRAME:
@@ -103,6 +106,15 @@ def retry_after_frame(seconds: float) -> bytes:
     if not 0 <= seconds < float("inf"):
         raise ValueError(f"retry_after is a number of seconds of at least 0, not {seconds!r}")
     return b"%.3f" % seconds
+
+
+RETRY_MARK: Final = b"retry"  # the second frame of a worker's 503 whose task may be tried again
+
+
+def marked_retry(status: bytes, body: Sequence[Frame]) -> bool:
+    """True when a worker's result with ``status`` and ``body`` is a ``503`` marked for a retry: the reason, then
+    the frame :data:`RETRY_MARK`, and nothing else."""
+    return status == b"503" and len(body) == 2 and body[1] == RETRY_MARK
 
 
 def timing(queued: float, served: float) -> bytes:

@@ -13,10 +13,9 @@ nothing of sockets or clocks.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from typing import Final
-
-import attrs
 
 __all__ = [
     "ADAPTIVE",
@@ -24,6 +23,7 @@ __all__ = [
     "BYTES_IN_FLIGHT",
     "CONCURRENCY",
     "DEADLINE_MS",
+    "DEAD_PAGE",
     "DESCRIPTION",
     "FIELDS",
     "FIELDS_FRAME",
@@ -43,6 +43,9 @@ __all__ = [
     "RATE",
     "REASKED",
     "REQUEST_ID",
+    "RETRIES",
+    "RETRY_DELAY",
+    "RETRY_STATUS",
     "SERVICE_NAME",
     "STATUS",
     "STATUS_PAGE",
@@ -52,6 +55,9 @@ __all__ = [
     "TENANT",
     "TENANTS",
     "TIMING",
+    "TRACEPARENT",
+    "TRACESTATE",
+    "TRACESTATE_MEMBERS",
     "WEIGHT",
     "Field",
     "Measure",
@@ -70,7 +76,7 @@ class Measure(enum.Enum):
     VALUE = "value"  # a number's value
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Field:
     """One field's bounds: ``low`` to ``high`` inclusive (``low_open``: ``low`` itself excluded), in ``measure``;
     ``beyond`` says what happens to a message outside them, ``shown`` (if given) the bounds in words."""
@@ -89,7 +95,7 @@ class Field:
         above_low = value > self.low if self.low_open else value >= self.low
         return above_low and value <= self.high
 
-    def fits(self, frame: bytes) -> bool:
+    def fits(self, frame: bytes | memoryview) -> bool:
         """True when a frame's length is within the bounds."""
         return self.low <= len(frame) <= self.high
 
@@ -129,6 +135,7 @@ _ANSWERED = "malformed; a GDP request: 400"
 _WORKER = "malformed; its worker dropped"
 _400 = "400"
 _CLIENT = "a peer drops the message"
+_TRACE = "left out, counted"
 
 REQUEST_ID: Final = Field("request_id", "request id", 1, 255, Measure.BYTES, _MALFORMED)
 DESCRIPTION: Final = Field("description", "description", 0, 4096, Measure.BYTES, _ANSWERED)
@@ -145,6 +152,7 @@ PID: Final = Field("pid", "peer info pid", 1, 2**32 - 1, Measure.VALUE, "left ou
 MMI_FRAMES: Final = Field("mmi_frames", "MMI request body", 0, 2, Measure.ITEMS, _400)
 STATUS_QUERY: Final = Field("status_query", "mmi.status query", 0, 4096, Measure.BYTES, _400)
 STATUS_PAGE: Final = Field("status_page", "mmi.status page (services, workers)", 1, 1000, Measure.VALUE, _400)
+DEAD_PAGE: Final = Field("dead_page", "mmi.dead page (letters, services)", 1, 1000, Measure.VALUE, _400)
 JSON_BYTES: Final = Field("json_bytes", "JSON text", 2, 4096, Measure.BYTES, _400)
 JSON_DEPTH: Final = Field("json_depth", "JSON nesting", 0, 16, Measure.DEPTH, _400)
 JSON_INTEGER: Final = Field("json_integer", "JSON integer", -(2**53), 2**53, Measure.VALUE, _400)
@@ -156,6 +164,9 @@ BURST: Final = Field("burst", "flow burst", 1, 10**9, Measure.VALUE, _400)
 CONCURRENCY: Final = Field("concurrency", "flow concurrency", 1, 10**9, Measure.VALUE, _400)
 BYTES_IN_FLIGHT: Final = Field("bytes_in_flight", "flow bytes in flight", 1, 2**53, Measure.VALUE, _400)
 ADAPTIVE: Final = Field("adaptive", "adaptive cap bound", 1, 10**6, Measure.VALUE, _400)
+RETRIES: Final = Field("retries", "retry count", 0, 100, Measure.VALUE, _400)
+RETRY_DELAY: Final = Field("retry_delay", "retry backoff (seconds)", 0, 3600, Measure.VALUE, _400, low_open=True)
+RETRY_STATUS: Final = Field("retry_status", "retried status", 500, 599, Measure.VALUE, _400)
 FIELDS_FRAME: Final = Field("fields_frame", "request fields", 0, 256, Measure.BYTES, _MALFORMED)
 TENANT: Final = Field("tenant", "tenant", 1, 64, Measure.BYTES, _MALFORMED + "; in mmi.flow: 400")
 PRIORITY: Final = Field("priority", "priority", -5, 5, Measure.VALUE, _MALFORMED)
@@ -167,6 +178,9 @@ INSTANCE: Final = Field("instance", "broker instance", 1, 255, Measure.BYTES, _C
 TIMING: Final = Field(
     "timing", "timing", 0, 16, Measure.BYTES, "no timing", shown="0 or 16 bytes, finite, not negative"
 )
+TRACEPARENT: Final = Field("traceparent", "traceparent", 55, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE: Final = Field("tracestate", "tracestate", 0, 255, Measure.CHARACTERS, _TRACE)
+TRACESTATE_MEMBERS: Final = Field("trace_members", "tracestate members", 0, 32, Measure.ITEMS, _TRACE)
 
 FIELDS: Final[tuple[Field, ...]] = (
     REQUEST_ID,
@@ -184,6 +198,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     MMI_FRAMES,
     STATUS_QUERY,
     STATUS_PAGE,
+    DEAD_PAGE,
     JSON_BYTES,
     JSON_DEPTH,
     JSON_INTEGER,
@@ -193,6 +208,9 @@ FIELDS: Final[tuple[Field, ...]] = (
     CONCURRENCY,
     BYTES_IN_FLIGHT,
     ADAPTIVE,
+    RETRIES,
+    RETRY_DELAY,
+    RETRY_STATUS,
     FIELDS_FRAME,
     TENANT,
     PRIORITY,
@@ -202,6 +220,9 @@ FIELDS: Final[tuple[Field, ...]] = (
     TENANTS,
     INSTANCE,
     TIMING,
+    TRACEPARENT,
+    TRACESTATE,
+    TRACESTATE_MEMBERS,
 )
 
 

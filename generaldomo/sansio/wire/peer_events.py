@@ -7,9 +7,10 @@ and :mod:`generaldomo.sansio.peer.session` acts on them. It knows nothing of byt
 
 from __future__ import annotations
 
-import attrs
+import dataclasses
 
 from generaldomo.sansio.wire.events import Malformed
+from generaldomo.sansio.wire.tracecontext import TraceContext
 
 __all__ = [
     "BrokerDisconnect",
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class FinalReply:
     """The answer to a client's request: a status (``b"200"`` on success), a timing frame, the body."""
 
@@ -34,7 +35,7 @@ class FinalReply:
     body: tuple[bytes, ...]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class PartialReply:
     """A partial result a streaming worker sent before the final one."""
 
@@ -42,7 +43,7 @@ class PartialReply:
     body: tuple[bytes, ...]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class HeartbeatAnswer:
     """The broker answers a client's HEARTBEAT: its instance, and which of the asked ids it does not know."""
 
@@ -50,17 +51,19 @@ class HeartbeatAnswer:
     unknown: tuple[bytes, ...] = ()
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskRequest:
-    """The broker hands a worker a task; ``deadline``: seconds the client still waits, if it said."""
+    """The broker hands a worker a task; ``deadline``: seconds the client still waits, if it said; ``trace``: the
+    request's W3C trace context, if it carries one."""
 
     task_id: bytes
     description: bytes
     body: tuple[bytes, ...]
     deadline: float | None = None
+    trace: TraceContext | None = None
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskCancel:
     """The broker tells a worker that nobody waits for the result of its task any more (cancelled or past
     its deadline): a cooperative handler may stop."""
@@ -68,7 +71,7 @@ class TaskCancel:
     task_id: bytes
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class BrokerHeartbeat:
     """The broker tells a worker it is alive; a broker that takes hand-overs names its ``instance`` and the
     tasks whose results it has taken from this worker since its last heartbeat (``taken``: their nonces)."""
@@ -77,7 +80,7 @@ class BrokerHeartbeat:
     taken: tuple[bytes, ...] = ()
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class BrokerDisconnect:
     """The broker tells a worker to go away (it does not know it); the worker registers again."""
 

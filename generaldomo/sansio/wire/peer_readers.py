@@ -107,7 +107,7 @@ def read_worker_message(frames: Sequence[bytes]) -> ToWorker:
         fields = parse_fields(frames[4])
         if isinstance(fields, str):
             return Malformed(fields)
-        return TaskRequest(frames[2], frames[3], tuple(frames[5:]), fields[0])
+        return TaskRequest(frames[2], frames[3], tuple(frames[5:]), fields[0], fields[5])
     if command == HEARTBEAT and len(frames) > 2:
         if (wrong := _outside(INSTANCE, frames[2])) is not None:
             return Malformed(wrong)

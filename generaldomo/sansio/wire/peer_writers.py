@@ -24,7 +24,7 @@ from generaldomo.sansio.wire.dialects import (
     RESUME,
     command_byte,
 )
-from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.events import Dialect, Frame
 
 __all__ = [
     "gdp_cancel",
@@ -98,6 +98,6 @@ def gdp_worker_command(command: str) -> list[bytes]:
     return [GDP_WORKER, command_byte(Dialect.GDP, command, True)]
 
 
-def mdp_client_request(service: bytes, body: Sequence[bytes]) -> list[bytes]:
+def mdp_client_request(service: bytes, body: Sequence[Frame]) -> list[Frame]:
     """Frames an MDP/0.1 client sends from a DEALER socket (the empty frame stands in for REQ's delimiter)."""
     return [*PREFIX[Dialect.MDP01, False], service, *body]

@@ -36,6 +36,7 @@ from generaldomo.sansio.wire.events import (
     ClientRequest,
     Dialect,
     Event,
+    Frame,
     Malformed,
     WorkerDisconnect,
     WorkerHandover,
@@ -51,7 +52,7 @@ from generaldomo.sansio.wire.statuses import OK, is_status
 
 __all__ = ["READERS", "Reader", "parse"]
 
-Reader = Callable[[Sequence[bytes]], Event]  # the frames after the header -> the event they are
+Reader = Callable[[Sequence[Frame]], Event]  # the frames after the header -> the event they are
 
 _ID_LOW, _ID_HIGH = REQUEST_ID.low, REQUEST_ID.high  # the hot path compares lengths inline
 _DESCRIPTION_LOW, _DESCRIPTION_HIGH = DESCRIPTION.low, DESCRIPTION.high
@@ -62,7 +63,7 @@ _GDP_HEARTBEAT = command_byte(Dialect.GDP, HEARTBEAT, worker=False)
 _GDP_CLIENT_CONTROL = (_GDP_HEARTBEAT, CANCEL_BYTE)
 
 
-def parse(frames: Sequence[bytes]) -> Event:
+def parse(frames: Sequence[Frame]) -> Event:
     """Turn the frames a peer sent to the broker into an event; never raises. Body frames are passed on as they
     are (bytes-like); every other field is bytes."""
     if not frames:
@@ -78,12 +79,12 @@ def parse(frames: Sequence[bytes]) -> Event:
     return reader(frames[start + 1 :])
 
 
-def _outside(field: Field, frame: bytes) -> str | None:
+def _outside(field: Field, frame: Frame) -> str | None:
     """Why ``frame`` breaks ``field``'s bounds, or None when it is within them."""
     return None if field.fits(frame) else field.refusal(len(frame))
 
 
-def _field(frame: bytes) -> bytes:
+def _field(frame: Frame) -> bytes:
     """A frame the broker reads (an id, a description, a status) as bytes: the links may hand over a large frame
     as a read-only memoryview of the message received (payloads pass on uncopied); such a field is copied."""
     return frame if type(frame) is bytes else bytes(frame)
@@ -92,7 +93,7 @@ def _field(frame: bytes) -> bytes:
 # ---------------------------------------------------------------------------------------------------- clients
 
 
-def _gdp_client(rest: Sequence[bytes]) -> Event:
+def _gdp_client(rest: Sequence[Frame]) -> Event:
     """A generaldomo client's REQUEST, REQUEST+FIELDS, HEARTBEAT or CANCEL."""
     if rest and rest[0] in _GDP_CLIENT_CONTROL:
         return _gdp_control(rest[0], rest[1:])
@@ -110,7 +111,7 @@ def _gdp_client(rest: Sequence[bytes]) -> Event:
     return _client_request(Dialect.GDP, rest[1], rest[2], rest[3:])
 
 
-def _gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
+def _gdp_control(command: Frame, args: Sequence[Frame]) -> Event:
     """A generaldomo client's HEARTBEAT (with the ids it re-asks about) or CANCEL."""
     if command == _GDP_HEARTBEAT:
         if len(args) > REASKED.high:
@@ -126,7 +127,7 @@ def _gdp_control(command: bytes, args: Sequence[bytes]) -> Event:
     return ClientCancel(Dialect.GDP, _field(args[0]))
 
 
-def _mdp01_client(rest: Sequence[bytes]) -> Event:
+def _mdp01_client(rest: Sequence[Frame]) -> Event:
     """An MDP/0.1 client's request: a service frame and the body, no command byte."""
     if not rest:
         return Malformed("MDP/0.1 request without a service frame")
@@ -137,7 +138,7 @@ def _mdp02_client(dialect: Dialect) -> Reader:
     """The reader of an MDP/0.2 (or majortomo) client's REQUEST: a command byte, a service frame, the body."""
     request = command_byte(dialect, REQUEST, worker=False)
 
-    def read(rest: Sequence[bytes]) -> Event:
+    def read(rest: Sequence[Frame]) -> Event:
         if not rest or rest[0] != request:
             return Malformed(f"{dialect.value} client sent an unknown command")
         if len(rest) < 2:
@@ -148,7 +149,7 @@ def _mdp02_client(dialect: Dialect) -> Reader:
 
 
 def _client_request(
-    dialect: Dialect, request_id: bytes | None, description: bytes, body: Sequence[bytes], fields: Fields | None = None
+    dialect: Dialect, request_id: Frame | None, description: Frame, body: Sequence[Frame], fields: Fields | None = None
 ) -> Event:
     if request_id is not None:
         if not _ID_LOW <= len(request_id) <= _ID_HIGH:
@@ -169,7 +170,7 @@ def _client_request(
 _GDP_WORKER_NAMES = WORKER_NAMES[Dialect.GDP]
 
 
-def _gdp_worker(rest: Sequence[bytes]) -> Event:
+def _gdp_worker(rest: Sequence[Frame]) -> Event:
     """A generaldomo worker's READY (plain, with peer info, or with a result), HEARTBEAT, PARTIAL, RESUME,
     HANDOVER or DISCONNECT."""
     dialect = Dialect.GDP
@@ -186,7 +187,7 @@ def _gdp_worker(rest: Sequence[bytes]) -> Event:
             return Malformed(TASK_ID.refusal(len(args[1])), worker=dialect)
         if len(args) == 2:
             return WorkerResume(dialect, _field(args[0]), _field(args[1]))
-        if len(args) == 3 and (info := read_worker_info(args[2])) is not None:
+        if len(args) == 3 and (info := read_worker_info(_field(args[2]))) is not None:
             return WorkerResume(dialect, _field(args[0]), _field(args[1]), *info)
         return Malformed(f"generaldomo RESUME with {len(args)} argument frames (or bad peer info)")
     if command == HANDOVER:
@@ -205,7 +206,7 @@ def _gdp_worker(rest: Sequence[bytes]) -> Event:
     return _unknown_worker_command(dialect, rest)
 
 
-def _gdp_ready(args: Sequence[bytes]) -> Event:
+def _gdp_ready(args: Sequence[Frame]) -> Event:
     """A generaldomo READY: plain, with peer info, or carrying a result."""
     dialect = Dialect.GDP
     if args and not _DESCRIPTION_LOW <= len(args[0]) <= _DESCRIPTION_HIGH:
@@ -225,7 +226,7 @@ def _mdp_worker(dialect: Dialect) -> Reader:
     the same layouts, their own bytes)."""
     names = WORKER_NAMES[dialect]
 
-    def read(rest: Sequence[bytes]) -> Event:
+    def read(rest: Sequence[Frame]) -> Event:
         command = names.get(rest[0]) if rest else None
         args = rest[1:]
         if command == READY:
@@ -245,7 +246,7 @@ def _mdp_worker(dialect: Dialect) -> Reader:
     return read
 
 
-def _plain_ready(dialect: Dialect, args: Sequence[bytes]) -> Event:
+def _plain_ready(dialect: Dialect, args: Sequence[Frame]) -> Event:
     if len(args) != 1:
         return Malformed(f"{dialect.value} READY with {len(args)} argument frames", worker=dialect)
     return WorkerReady(dialect, _field(args[0]))
@@ -253,9 +254,9 @@ def _plain_ready(dialect: Dialect, args: Sequence[bytes]) -> Event:
 
 def _worker_reply(
     dialect: Dialect,
-    task_id: bytes,
+    task_id: Frame,
     status: bytes,
-    body: Sequence[bytes],
+    body: Sequence[Frame],
     final: bool,
     description: bytes | None = None,
 ) -> Event:
@@ -265,7 +266,7 @@ def _worker_reply(
     return WorkerReply(dialect, task_id, status, tuple(body), final, description)
 
 
-def _unknown_worker_command(dialect: Dialect, rest: Sequence[bytes]) -> Malformed:
+def _unknown_worker_command(dialect: Dialect, rest: Sequence[Frame]) -> Malformed:
     return Malformed(
         f"{dialect.value} worker sent an unknown or unexpected command {bytes(rest[0][:4]) if rest else b''!r}",
         worker=dialect,
@@ -280,4 +281,5 @@ READERS: Final[dict[tuple[Dialect, bool], Reader]] = {
     **{(dialect, False): _mdp02_client(dialect) for dialect in (Dialect.MDP02, Dialect.MAJORTOMO)},
     **{(dialect, True): _mdp_worker(dialect) for dialect in (Dialect.MDP01, Dialect.MDP02, Dialect.MAJORTOMO)},
 }
-_BY_HEADER: Final = {key: READERS[known] for key, known in HEADERS.items()}  # one lookup per message
+# one lookup per message, by the frames themselves
+_BY_HEADER: Final[dict[tuple[bool, Frame], Reader]] = {key: READERS[known] for key, known in HEADERS.items()}

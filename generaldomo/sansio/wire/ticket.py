@@ -19,14 +19,14 @@ over). It reads no clock and no random source (the nonce is given) and knows not
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import struct
 from collections.abc import Sequence
 from typing import Final
 
-import attrs
-
+from generaldomo.sansio.wire.events import Frame
 from generaldomo.sansio.wire.limits import TASK_ID
 
 __all__ = [
@@ -53,7 +53,7 @@ _HEAD = NONCE_BYTES + len(VERSION) + INSTANCE_BYTES  # what precedes the MAC
 _FIXED = _HEAD + MAC_BYTES + 3 * _LENGTH.size + DIGEST_BYTES  # a ticket with three empty fields
 
 
-def request_digest(description: bytes, body: Sequence[bytes]) -> bytes:
+def request_digest(description: bytes, body: Sequence[Frame]) -> bytes:
     """The digest of a request's description and payload frames (each length-prefixed, so frame boundaries
     count): two requests with the same digest asked for the same thing."""
     digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
@@ -68,7 +68,7 @@ def nonce(task_id: bytes) -> bytes:
     return task_id[:NONCE_BYTES]
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Ticket:
     """What a verified ticket says."""
 

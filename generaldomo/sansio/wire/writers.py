@@ -22,7 +22,7 @@ from generaldomo.sansio.wire.dialects import (
     REQUEST,
     command_byte,
 )
-from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.events import Dialect, Frame
 from generaldomo.sansio.wire.statuses import OK
 
 __all__ = ["client_reply", "worker_cancel", "worker_command", "worker_heartbeat", "worker_request"]
@@ -33,6 +33,11 @@ _GDP_WORKER_REQUEST = command_byte(Dialect.GDP, REQUEST, worker=True)
 _GDP_WORKER_FIELDS = command_byte(Dialect.GDP, FIELDS_REQUEST, worker=True)
 _GDP_WORKER_CANCEL = command_byte(Dialect.GDP, CANCEL, worker=True)
 _GDP_WORKER_HEARTBEAT = command_byte(Dialect.GDP, HEARTBEAT, worker=True)
+_MDP_WORKER_REQUEST = {  # each MDP dialect's frames of a REQUEST to a worker up to the task id, made once
+    dialect: (*PREFIX[dialect, True], command_byte(dialect, REQUEST, True))
+    for dialect in Dialect
+    if dialect is not Dialect.GDP
+}
 
 
 def client_reply(
@@ -40,10 +45,10 @@ def client_reply(
     request_id: bytes | None,
     description: bytes,
     status: bytes,
-    body: Sequence[bytes],
+    body: Sequence[Frame],
     final: bool,
     meta: bytes = b"",
-) -> list[bytes] | None:
+) -> list[Frame] | None:
     """Frames of a reply to a client, or ``None`` when its dialect cannot carry a partial reply.
 
     MDP dialects have no status frame: a reply whose status is not 200 carries the status as its first body
@@ -67,8 +72,8 @@ def client_reply(
 
 
 def worker_request(
-    dialect: Dialect, task_id: bytes, description: bytes, body: Sequence[bytes], fields: bytes = b""
-) -> list[bytes]:
+    dialect: Dialect, task_id: bytes, description: bytes, body: Sequence[Frame], fields: bytes = b""
+) -> list[Frame]:
     """Frames that hand a task to a worker; GDP ``fields`` (see
     :func:`~generaldomo.sansio.wire.fields.request_fields`) make it a REQUEST+FIELDS, for workers that understand
     one. MDP workers see the task id as the client address."""
@@ -76,20 +81,20 @@ def worker_request(
         if fields:
             return [GDP_WORKER, _GDP_WORKER_FIELDS, task_id, description, fields, *body]
         return [GDP_WORKER, _GDP_WORKER_REQUEST, task_id, description, *body]
-    return [*PREFIX[dialect, True], command_byte(dialect, REQUEST, True), task_id, b"", *body]
+    return [*_MDP_WORKER_REQUEST[dialect], task_id, b"", *body]
 
 
-def worker_cancel(task_id: bytes) -> list[bytes]:
+def worker_cancel(task_id: bytes) -> list[Frame]:
     """The broker's CANCEL to a GDP worker that understands one: nobody waits for ``task_id``'s result."""
     return [GDP_WORKER, _GDP_WORKER_CANCEL, task_id]
 
 
-def worker_command(dialect: Dialect, command: str) -> list[bytes]:
+def worker_command(dialect: Dialect, command: str) -> list[Frame]:
     """Frames of an argument-less worker command (HEARTBEAT, DISCONNECT)."""
     return [*PREFIX[dialect, True], command_byte(dialect, command, True)]
 
 
-def worker_heartbeat(instance: bytes, taken: Sequence[bytes]) -> list[bytes]:
+def worker_heartbeat(instance: bytes, taken: Sequence[bytes]) -> list[Frame]:
     """A hand-over broker's HEARTBEAT to a generaldomo worker: its instance, then the nonces of the results it
     took from the worker since its last heartbeat (at most :data:`~generaldomo.sansio.wire.dialects.MAX_TAKEN`)."""
     return [GDP_WORKER, _GDP_WORKER_HEARTBEAT, instance, *taken]

@@ -37,8 +37,8 @@ def heartbeat(*ids: bytes) -> list[bytes]:
 
 def test_the_flags_field_round_trips_and_unknown_bits_are_ignored() -> None:
     frame = protocol.request_fields(2.0, "t", 1, KNOWN | DETACHED)
-    assert protocol.parse_fields(frame) == (2.0, "t", 1, KNOWN | DETACHED, None)
-    assert protocol.parse_fields(bytes((protocol.FIELD_FLAGS, 1, 0xFF))) == (None, None, 0, protocol.FLAGS, None)
+    assert protocol.parse_fields(frame)[:5] == (2.0, "t", 1, KNOWN | DETACHED, None)
+    assert protocol.parse_fields(bytes((protocol.FIELD_FLAGS, 1, 0xFF)))[:5] == (None, None, 0, protocol.FLAGS, None)
     assert protocol.parse_fields(bytes((protocol.FIELD_FLAGS, 2, 1, 1))) == "a flags field has 1 byte"
     with pytest.raises(ValueError, match="unknown request flags"):
         protocol.request_fields(flags=0x80)

@@ -18,9 +18,12 @@ from generaldomo.sansio.broker.pair import (
     PairEvent,
     PairRole,
     PairState,
+    Visit,
     read_state,
     state_message,
+    visit,
 )
+from generaldomo.sansio.wire import protocol
 
 HEARTBEAT = 1.0
 LATENCY = 0.3 * HEARTBEAT  # the longest a state message is on its way (the link is up)
@@ -42,6 +45,16 @@ def test_a_primary_and_a_backup_decide_and_the_backup_takes_over_only_when_the_a
     assert backup.admit(10.0 + EXPIRY * HEARTBEAT) and backup.serving  # failover
     primary.heard(PairState.ACTIVE, 13.0)
     assert primary.state is PairState.BROKEN and not primary.admit(14.0)
+
+
+def test_only_a_request_or_a_ready_is_a_visit_that_may_make_a_passive_broker_take_over() -> None:
+    assert visit(protocol.gdp_request(b"r1", b"echo", [b"x"])) is Visit.SERVE
+    assert visit(protocol.gdp_request(b"r2", b"mmi.status", [])) is Visit.STATUS
+    assert visit(protocol.gdp_ready(b"echo")) is Visit.SERVE
+    assert visit(protocol.gdp_resume(b"echo", b"t1")) is Visit.SERVE
+    assert visit(protocol.gdp_client_heartbeat()) is Visit.NOTHING
+    assert visit(protocol.mdp_client_request(b"echo", [b"x"])) is Visit.SERVE  # MDP/0.1's header
+    assert visit([b"nonsense"]) is Visit.NOTHING
 
 
 def test_a_primary_alone_serves_once_its_peer_has_expired() -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import attrs
 from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
 
 from generaldomo.io.hub.metrics import MAX_HOSTS, StatusCollector
-from generaldomo.sansio.broker.report import FlowReport, StatusReport
+from generaldomo.sansio.broker.report import FlowReport, StatusReport, as_data
 from generaldomo.sansio.config.settings import PeerSettings
 from generaldomo.sansio.peer.session import ToBroker, WorkerSession
 from generaldomo.sansio.wire import protocol
@@ -140,7 +139,7 @@ def test_mmi_flow_and_the_status_report_show_the_same_limits(live_first: bool, c
 
 def limits(flow: FlowReport) -> dict[str, Any]:
     """The limits of a report's flow, as mmi.flow shows them (the newer limits only when set)."""
-    shown = {key: value for key, value in attrs.asdict(flow).items() if key not in ("in_flight", "in_flight_bytes")}
+    shown = {key: value for key, value in as_data(flow).items() if key not in ("in_flight", "in_flight_bytes")}
     return {key: value for key, value in shown.items() if value is not None or key in ("rate", "burst", "concurrency")}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import attrs
 from core_harness import Harness, client, worker
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,6 +23,7 @@ from generaldomo.sansio.broker.report import (
     StatusQuery,
     TenantReport,
     WorkerReport,
+    as_data,
 )
 from generaldomo.sansio.wire import protocol
 
@@ -125,7 +125,7 @@ def test_a_service_record_is_estimated_at_least_at_its_bytes(
                  for tenant in tenant_names],
         busy_tenants=count, throttled=count,
     )  # fmt: skip
-    assert len(json.dumps(attrs.asdict(record))) <= record.estimated_bytes
+    assert len(json.dumps(as_data(record))) <= record.estimated_bytes
 
 
 @given(texts=st.lists(TEXT, min_size=4, max_size=4), count=COUNT, seen=NUMBER)
@@ -135,4 +135,4 @@ def test_a_worker_record_is_estimated_at_least_at_its_bytes(texts: list[str], co
         peer=peer, description=description, service=service, dialect="MDP/0.2", state="waiting", tasks_done=count,
         last_seen=seen or 0.0, host=host, pid=2**32 - 1, description_bytes=count, serial=count,
     )  # fmt: skip
-    assert len(json.dumps(attrs.asdict(record))) <= record.estimated_bytes
+    assert len(json.dumps(as_data(record))) <= record.estimated_bytes

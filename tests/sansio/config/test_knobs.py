@@ -4,6 +4,7 @@ specs, docs/status.schema.json and the metrics."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def help_of(*command: str) -> str:
 
 
 def test_every_settings_field_is_one_knob_with_its_default() -> None:
-    fields = attrs.fields(Settings)
+    fields = dataclasses.fields(Settings)
     assert [knob.name for knob in knobs.SETTINGS] == [field.name for field in fields]
     assert all(knob.default == field.default for knob, field in zip(knobs.SETTINGS, fields, strict=True))
     assert all(f"{field.name}:" in (Settings.__doc__ or "") for field in fields), "each field has its Args line"
@@ -46,9 +47,9 @@ def test_every_settings_field_is_one_knob_with_its_default() -> None:
 
 def test_every_flow_limit_and_tenant_limit_is_one_knob() -> None:
     assert tuple(knob.name for knob in FLOW) == LIMIT_NAMES
-    assert {field.name for field in attrs.fields(FlowLimits)} == set(LIMIT_NAMES)
-    assert [knob.name for knob in knobs.TENANT] == [field.name for field in attrs.fields(TenantLimits)]
-    assert [knob.default for knob in knobs.TENANT] == [field.default for field in attrs.fields(TenantLimits)]
+    assert {field.name for field in dataclasses.fields(FlowLimits)} == set(LIMIT_NAMES)
+    assert [knob.name for knob in knobs.TENANT] == [field.name for field in dataclasses.fields(TenantLimits)]
+    assert [knob.default for knob in knobs.TENANT] == [field.default for field in dataclasses.fields(TenantLimits)]
     reported = {field.name for field in attrs.fields(FlowReport)}
     assert {knob.field for knob in FLOW} <= reported
 

@@ -14,14 +14,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 
 from generaldomo.sansio.broker.accounts.ledger import FRAME, OVERHEAD, ConnectionId, Holding, Ledger
+from generaldomo.sansio.wire.events import Frame
 
 __all__ = ["ENTRY_OVERHEAD", "Entry", "KeptAnswers", "answer_size"]
 
 ENTRY_OVERHEAD = OVERHEAD[Holding.KEPT]  # bytes an entry costs beyond its frames (key, record, dict slot)
-Entry = tuple[float, list[bytes], int, ConnectionId, bytes | None]  # kept at, frames, size, charged to, digest
+Entry = tuple[float, list[Frame], int, ConnectionId, bytes | None]  # kept at, frames, size, charged to, digest
 
 
-def answer_size(frames: list[bytes]) -> int:
+def answer_size(frames: list[Frame]) -> int:
     """Bytes a kept answer of ``frames`` costs, overhead included."""
     return ENTRY_OVERHEAD + sum(map(len, frames)) + FRAME * len(frames)
 
@@ -43,7 +44,7 @@ class KeptAnswers:
     def keep(
         self,
         key: Hashable,
-        frames: list[bytes],
+        frames: list[Frame],
         now: float,
         where: ConnectionId = (0, b""),
         digest: bytes | None = None,
@@ -68,7 +69,7 @@ class KeptAnswers:
         for _, _, size, where, _ in self._answers.values():
             yield where, size
 
-    def get(self, key: Hashable, now: float, digest: Callable[[], bytes] | None = None) -> list[bytes] | None:
+    def get(self, key: Hashable, now: float, digest: Callable[[], bytes] | None = None) -> list[Frame] | None:
         """The answer kept for ``key``, or None if there is none (or its time is up, or it was kept for a request
         of another digest than ``digest()``: called only then, so that the request's digest is made only when
         it counts)."""

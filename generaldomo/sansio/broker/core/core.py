@@ -11,7 +11,9 @@ Rules of this file:
   (the table of workers), :mod:`~generaldomo.sansio.broker.core.clients` (clients listened to, resends, paced requests),
   :mod:`~generaldomo.sansio.broker.core.budgets` (queue budgets, services and flow entries charged),
   :mod:`~generaldomo.sansio.broker.core.handover` (tickets, claims, recovery),
+  :mod:`~generaldomo.sansio.broker.core.dead` (the tasks that failed for good, their replays),
   :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
+  :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff, held as delayed tasks),
   :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
   :mod:`~generaldomo.sansio.broker.core.reporting` (the status report and log lines); their counts go to one record
   (:mod:`~generaldomo.sansio.broker.core.counters`).
@@ -76,14 +78,17 @@ from collections.abc import Callable, Iterator, Sequence
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.access import NEEDS, Credential
+from generaldomo.sansio.broker.accounts.dead import DeadLetters
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import CHARGED, ConnectionId, Holding, Ledger, connection
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dispatch, Respond, Send
-from generaldomo.sansio.broker.core import budgets, clients, expiry, handover, reporting, workers
+from generaldomo.sansio.broker.core import budgets, clients, dead, durable, expiry, handover, reporting, workers
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
+from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.delays import Delays
+from generaldomo.sansio.broker.core.durable import Durable
 from generaldomo.sansio.broker.core.expiry import Expiry
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management
@@ -91,11 +96,13 @@ from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
 from generaldomo.sansio.broker.core.results import Results
+from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
+from generaldomo.sansio.broker.journal import JournalRecord, Live
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
-from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
+from generaldomo.sansio.broker.report import PAGE_BYTES, JournalReport, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
 from generaldomo.sansio.broker.services.service import Service
@@ -108,6 +115,7 @@ from generaldomo.sansio.wire.events import (
     ClientHeartbeat,
     ClientRequest,
     Event,
+    Frame,
     Malformed,
     WorkerDisconnect,
     WorkerHandover,
@@ -133,9 +141,10 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
 PARTS: dict[str, dict[str, str]] = {
-    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_delays": {}, "_expiry": expiry.HOLDINGS,
-    "_handover": handover.HOLDINGS, "_management": {}, "_registration": {}, "_reporting": reporting.HOLDINGS,
-    "_requests": {}, "_results": {}, "_workers": workers.HOLDINGS,
+    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_dead": dead.HOLDINGS, "_delays": {},
+    "_durable": durable.HOLDINGS,
+    "_expiry": expiry.HOLDINGS, "_handover": handover.HOLDINGS, "_management": {}, "_registration": {},
+    "_reporting": reporting.HOLDINGS, "_requests": {}, "_results": {}, "_retries": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
 # What may grow on a peer's behalf, and what charges or bounds it: every attribute of the core that is a
 # container or one of its parts, of each of its parts (``_part.NAME``, declared in the part's module; what a part
@@ -196,19 +205,21 @@ class BrokerCore:
         resolver: Resolver | None = None,
         settings: Settings | None = None,
         instance: bytes = b"",
-        started: float = 0.0,
+        started: float | None = None,  # (0.0; a float default before `random` trips mypyc's signature)
         *,
         random: Callable[[int], bytes],
         handover_key: bytes | None = None,
         recovering: bool = False,
+        journal: float | None = None,
     ) -> None:
         """``handover_key`` (the state directory's) turns hand-over on: tasks of generaldomo clients get tickets
         for ids, and results of tasks earlier instances dispatched are taken over; ``recovering`` (a broker
-        started again on a state directory) holds dispatch back for the first ``recovery_window`` seconds."""
+        started again on a state directory) holds dispatch back for the first ``recovery_window`` seconds;
+        ``journal`` (the wall clock minus ``now``'s clock) turns the journal on (:meth:`take_journal`)."""
         self.resolver: Resolver = resolver if resolver is not None else NameResolver()
         self.settings = settings or Settings()
         self.counters = Counters()
-        self.started = started
+        self.started = 0.0 if started is None else started
         self.flows: dict[str, FlowLimits] = {}  # flow limits by service name, applied to services as they appear
         self._changed: dict[str, mmi.FlowChange] = {}  # the latest flow change per name, until taken
         self._instance = instance
@@ -228,19 +239,23 @@ class BrokerCore:
         self._tasks: dict[bytes, Task] = {}  # in order of acceptance
         self._by_request: dict[RequestKey, Task] = {}
         self._kept = KeptAnswers(settings.keep_answers, settings.keep_bytes, self.ledger)
+        self._durable = Durable(journal, self._kept, self.counters)
+        self._journal = journal is not None
         self._served = ServedRecently(settings.served_memory)
         self._throttled: dict[Service, float] = {}  # services held back by their rate limit -> when to retry
         # the parts (each owns its state; see the module docstring)
         self._workers = Workers(self.ledger)
         self._expiry = Expiry(self, self.counters)
         self._delays = Delays(self, self.counters)
+        self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
-        hold_until = started + settings.recovery_window if recovering else None
+        self._dead = Dead(self, settings, self.counters, self.ledger, random)
+        hold_until = self.started + settings.recovery_window if recovering else None
         self._handover = Handover(handover_key, instance, hold_until)
         self._reporting = Reporting(
             log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
-            lambda: self.resolver.services(),
+            lambda: self.resolver.services(), self._dead.letters,
         )  # fmt: skip
         self._management = Management(self, self.counters, self._clients, self._reporting)
         self._requests = Requests(
@@ -253,7 +268,7 @@ class BrokerCore:
         )  # fmt: skip
         self._results = Results(
             self, settings, self.counters, self._kept, self._workers, self._registration, self._handover,
-            self._reporting,
+            self._reporting, self._retries, self._dead,
         )  # fmt: skip
         self._barrier = Barrier(log, "the broker core")
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
@@ -272,6 +287,11 @@ class BrokerCore:
     def tasks(self) -> dict[bytes, Task]:
         """Live tasks (queued, running or cancelled while running) by task id (read only)."""
         return self._tasks
+
+    @property
+    def dead_letters(self) -> DeadLetters:
+        """The services' dead letters (read only; ``mmi.dead`` replays and drops them)."""
+        return self._dead.letters
 
     @property
     def instance(self) -> bytes:
@@ -418,6 +438,21 @@ class BrokerCore:
         changes, self._changed = list(self._changed.values()), {}
         return changes
 
+    def take_journal(self) -> list[JournalRecord]:
+        """The journal's records made since the last call (:mod:`generaldomo.sansio.broker.core.durable`; none
+        when the journal is off): the IO layer writes them before it sends what the same turns returned."""
+        return self._durable.take() if len(self._durable) else []
+
+    def restore(self, live: Live, now: float) -> list[Send]:
+        """Keep again the answers and queue again the requests a journal left standing (``live``), before the
+        first message; return what to send.
+
+        Args:
+            live: what the journal's records leave standing (:class:`~generaldomo.sansio.broker.journal.Live`).
+            now: the time, on the clock the core is fed.
+        """
+        return self._durable.restore(live, now, self._requests.on_request)
+
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``.
 
@@ -442,9 +477,17 @@ class BrokerCore:
         """
         self._reporting.set_endpoints(endpoints)
 
+    def recover(self, now: float) -> None:
+        """Begin a recovery window at ``now``, as after a restart (hand-over on): a broker of a pair taking over."""
+        self._handover.hold(now + self.settings.recovery_window)
+
     def set_pair(self, report: Callable[[float], PairReport]) -> None:
         """Report this broker's place in a broker pair (``report(now)``) in the status report."""
         self._reporting.pair = report
+
+    def set_journal(self, report: Callable[[], JournalReport]) -> None:
+        """Report the state directory's write-ahead log (``report()``) in the status report."""
+        self._reporting.journal = report
 
     def count(self, name: str, n: int = 1) -> None:
         """Count ``n`` events the IO layer saw (e.g. ``connections_refused``) in the status report.
@@ -454,6 +497,10 @@ class BrokerCore:
             n: how many.
         """
         self.counters.add(name, n)
+
+    def _take_dead(self, change: mmi.DeadChange, event: ClientRequest, message: Message) -> tuple[bytes, list[bytes]]:
+        """Replay or drop a dead letter as ``mmi.dead`` asks (see :mod:`~generaldomo.sansio.broker.core.dead`)."""
+        return self._dead.take(change, event, message, self._requests.on_request)
 
     def _caught(self, handling: str, now: float) -> None:
         """Count and log the unexpected error being handled (see :meth:`receive`)."""
@@ -484,6 +531,8 @@ class BrokerCore:
         yield from self._clients.holdings()
         for where, size in self._kept.holdings():
             yield where, Holding.KEPT, size
+        for where, size in self._dead.letters.holdings():
+            yield where, Holding.DEAD, size
 
     def stop_accepting(self) -> None:
         """From now on answer new requests ``503`` (the broker is stopping); the requests it holds are still served,
@@ -560,12 +609,14 @@ class BrokerCore:
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
             charge, deadline=deadline, tenant=tenant, priority=event.priority,
             detached=bool(event.flags & protocol.FLAG_DETACHED),
-            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE),
+            fail_unknown=bool(event.flags & protocol.FLAG_KNOWN_SERVICE), trace=event.trace,
         )  # fmt: skip
         self._tasks[task.id] = task
         if key is not None:
             self._by_request[key] = task
         self._budgets.charge(task)
+        if self._journal:
+            self._durable.accepted(task, now + event.not_before if event.not_before else None)
         if resumed is not None:
             worker, claim = resumed
             self._run_at(task, worker, claim.task_id, claim.since)
@@ -584,6 +635,8 @@ class BrokerCore:
     def _cancel(self, task: Task, turn: Turn) -> None:
         """Let ``task`` go, already out of ``_by_request``: off its queue, or its worker's result to be dropped (the
         worker told, if it understands CANCEL)."""
+        if self._journal:
+            self._durable.finished(task)  # (not queued again after a restart: nobody waits for it)
         state = task.state
         task.state = _T_CANCEL[state]
         if task.state is TaskState.DONE:  # it was queued
@@ -678,8 +731,9 @@ class BrokerCore:
             flow.dispatched(now, task.size)
             service.started(task, now)
             fields = (
-                b"" if deadline is None or "fields" not in worker.features else protocol.deadline_field(deadline - now)
-            )
+                b"" if (deadline is None and task.trace is None) or "fields" not in worker.features
+                else protocol.request_fields(None if deadline is None else deadline - now, trace=task.trace)
+            )  # fmt: skip
             frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
             turn.out.append(Dispatch(worker.peer, frames))
             if self._trace:
@@ -689,7 +743,7 @@ class BrokerCore:
                 )  # fmt: skip
 
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
+        self, task: Task, status: bytes, body: Sequence[Frame], turn: Turn, *, dequeued: bool = False,
         dispatch: bool = True,
     ) -> None:  # fmt: skip
         """Answer ``task``'s client, keep the answer and forget the task (``dequeued``: already off its queue); then
@@ -715,14 +769,17 @@ class BrokerCore:
         if dispatch and state in IN_FLIGHT:
             self._dispatch(task.service, turn)  # a place in flight came free
 
-    def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: Turn) -> None:
+    def _reply(self, task: Task, status: bytes, body: Sequence[Frame], meta: bytes, turn: Turn) -> None:
         """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
             turn.out.append(Respond(task.client, frames))
             if task.key is not None and not is_displaced(task.key) and self._kept.seconds > 0:
                 where = connection(task.client.link, task.client.address)  # kept for this request only:
-                self._kept.keep(task.key, frames, turn.now, where, _digest(task))  # another with its id is not it
+                digest = _digest(task)
+                self._kept.keep(task.key, frames, turn.now, where, digest)  # another with its id is not it
+                if self._journal:
+                    self._durable.kept(task.key, frames, turn.now, task.client, digest)
 
     def _finish(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None:
         """Finish ``task``, which was in ``state``: out of the tables, off its queue and out of flight, its bytes
@@ -741,6 +798,8 @@ class BrokerCore:
             service.stopped(task)
         task.worker = None
         self._budgets.release(task)
+        if self._journal:
+            self._durable.finished(task)
 
     def _leave(self, worker: WorkerRecord, now: float) -> None:
         """``worker`` leaves: out of the tables and its service (the caller reissues the task it held)."""
@@ -771,6 +830,7 @@ class BrokerCore:
             self._finish(task, task.state)
         elif task.attempts >= self.settings.max_attempts:
             reason = f"task lost with its worker {task.attempts} times; giving up"
+            self._dead.bury(task, protocol.UNAVAILABLE, reason, turn.now)
             self._complete(task, protocol.UNAVAILABLE, [reason.encode()], turn)
             return
         else:
@@ -806,10 +866,12 @@ class BrokerCore:
             self._expiry.expire_queued(now - anonymous, turn, anonymous=True)
         self._requests.drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
+        self._dead.letters.expire(now - settings.dead_seconds)
         self._forget_idle_services(now)
         logging_held = self._reporting.flush(now)
         self._barrier.flush(now)
-        busy = self._tasks or len(self._clients) or len(self._kept) or self._budgets.holds() or logging_held
+        held = len(self._kept) or len(self._dead.letters) or self._budgets.holds()
+        busy = self._tasks or len(self._clients) or held or logging_held
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 
     def _forget_idle_services(self, now: float) -> None:

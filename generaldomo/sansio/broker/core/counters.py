@@ -10,14 +10,13 @@ sockets, clocks or frames.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-
-import attrs
 
 __all__ = ["Counters"]
 
 
-@attrs.define(slots=True)
+@dataclasses.dataclass(slots=True)
 class Counters:
     """What the broker counted since it started; each field is reported under its name once it is not zero."""
 
@@ -40,6 +39,7 @@ class Counters:
     moves_refused: int = 0  # answers that could not follow their client to a new connection
     paced: int = 0  # expensive management requests that waited their turn
     paced_refused: int = 0  # expensive management requests refused beyond their line
+    trace_dropped: int = 0  # trace contexts dropped from requests: malformed (the requests go on)
     # tasks
     completed: int = 0  # tasks answered
     failed: int = 0  # of them: lost with their worker max_attempts times
@@ -50,9 +50,16 @@ class Counters:
     abandoned: int = 0  # tasks answered 503 when the broker stopped
     reissued: int = 0  # tasks queued again after their worker left
     throttled: int = 0  # tasks a worker answered 429 ("slow down")
+    retried: int = 0  # answers a retry policy retried (the task held for a backoff, then queued again)
+    retries_exhausted: int = 0  # answers a policy would retry, given to the client: the task had all its retries
+    retries_past_deadline: int = 0  # answers a policy would retry, answered 504: the backoff ends past the deadline
     client_gone_dropped: int = 0  # queued tasks of clients gone silent
     duplicates_dropped: int = 0  # results for tasks that are not live
     results_refused: int = 0  # results from peers that do not hold the task
+    # dead letters
+    dead_lettered: int = 0  # tasks that failed for good, kept in their service's dead letters
+    dead_replayed: int = 0  # dead letters replayed as new tasks
+    dead_dropped: int = 0  # dead letters an admin dropped
     # workers
     workers_registered: int = 0
     workers_refused: int = 0
@@ -63,6 +70,10 @@ class Counters:
     tasks_resumed: int = 0  # tasks a resumed worker runs
     handed_over: int = 0  # results of tasks an earlier instance dispatched, taken over
     handovers_refused: int = 0  # such results for another request under the same id
+    # durable queues (a state directory's journal)
+    tasks_restored: int = 0  # requests queued again from the journal at start
+    answers_restored: int = 0  # answers kept again from the journal at start
+    journal_damaged: int = 0  # journal entries skipped at start: damaged, or cut short by a crash
     # forgotten
     services_forgotten: int = 0
     flows_forgotten: int = 0
@@ -79,7 +90,7 @@ class Counters:
     # the barrier's (generaldomo.sansio.barrier.INTERNAL_ERRORS)
     internal_errors: int = 0
     # the IO layer's counts, by the names it gives
-    others: Counter[str] = attrs.field(factory=Counter)
+    others: Counter[str] = dataclasses.field(default_factory=Counter)
 
     def add(self, name: str, n: int = 1) -> None:
         """Count ``n`` more under ``name``: a field's, or else one of the IO layer's names.
@@ -104,4 +115,4 @@ class Counters:
         return dict(sorted(counts.items()))
 
 
-_FIELDS = frozenset(field.name for field in attrs.fields(Counters) if field.name != "others")
+_FIELDS = frozenset(field.name for field in dataclasses.fields(Counters) if field.name != "others")

@@ -36,11 +36,13 @@ class Delays:
         self._core = core
         self._counters = counters
 
-    def hold(self, task: Task, until: float) -> None:
-        """Hold ``task`` (QUEUED, off its queue) until ``until``; its service is dispatched again then."""
+    def hold(self, task: Task, until: float, *, counted: bool = True) -> None:
+        """Hold ``task`` (QUEUED, off its queue) until ``until``; its service is dispatched again then
+        (``counted``: as a delayed request; a retry is counted as one by the retries)."""
         task.not_before = until
         task.service.hold(task, until)
-        self._counters.delayed += 1
+        if counted:
+            self._counters.delayed += 1
         self._core._again(task.service, until)
 
     def release(self, service: Service, now: float) -> None:

@@ -22,6 +22,7 @@ from generaldomo.sansio.broker.records import Task, WorkerRecord
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState
 from generaldomo.sansio.wire import protocol
+from generaldomo.sansio.wire.events import Frame
 
 __all__ = ["HOLDINGS", "PAST_DEADLINE", "UNREACHABLE", "Core", "Expiry", "unreachable"]
 
@@ -46,7 +47,7 @@ class Core(Tasks, Protocol):
     """What the expiry may read and call of the core: its tables of live tasks, and how a task is completed or
     answered and its worker told."""
 
-    def _reply(self, task: Task, status: bytes, body: Sequence[bytes], meta: bytes, turn: Turn) -> None: ...
+    def _reply(self, task: Task, status: bytes, body: Sequence[Frame], meta: bytes, turn: Turn) -> None: ...
     def _tell_cancel(self, worker: WorkerRecord, task: Task, turn: Turn) -> None: ...
 
 

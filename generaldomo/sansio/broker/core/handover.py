@@ -16,7 +16,7 @@ from generaldomo.sansio.broker.accounts.ledger import CHARGED
 from generaldomo.sansio.broker.records import Claim, RequestKey, WorkerRecord, request_key
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import Dialect
+from generaldomo.sansio.wire.events import Dialect, Frame
 from generaldomo.sansio.wire.ticket import Ticket, Tickets, nonce
 
 __all__ = ["HOLDINGS", "Handover"]
@@ -69,6 +69,12 @@ class Handover:
         """Within the recovery window after a restart (workers of the previous instance may still claim tasks)."""
         return self._hold_until is not None and now < self._hold_until
 
+    def hold(self, until: float) -> None:
+        """Hold dispatch back until ``until`` (hand-over on): a recovery window that starts now (a passive broker of
+        a pair taking over, whose peer's workers may come back running its tasks)."""
+        if self._tickets is not None:
+            self._hold_until = until
+
     def held_until(self, now: float) -> float | None:
         """Until when dispatch is held back at ``now`` (the recovery window), or None once it is over."""
         if self._hold_until is not None and now >= self._hold_until:
@@ -104,7 +110,7 @@ class Handover:
 
     # ------------------------------------------------------------------------------------------- heartbeats
 
-    def heartbeat(self, worker: WorkerRecord) -> list[bytes]:
+    def heartbeat(self, worker: WorkerRecord) -> list[Frame]:
         """A HEARTBEAT for ``worker``: a GDP worker of a hand-over broker learns which results were taken."""
         if self._tickets is None or worker.dialect is not Dialect.GDP:
             return protocol.worker_command(worker.dialect, protocol.HEARTBEAT)

@@ -103,11 +103,24 @@ class Requests:
             return
         size = len(event.description) + sum(map(len, event.body))
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
+        if event.trace is not None or event.trace_dropped is not None:
+            charge += self._traced(event, message)
         resumed = None
         if key is not None and len(self._handover) and self._handover.claimed(key):
             resumed = self._handover.take_claim(key, service, request_digest(event.description, event.body))
         if resumed is not None or self._admits(event, message, service, key, charge):
             self._core._accept(event, message, service, key, (size, charge), resumed)
+
+    def _traced(self, event: ClientRequest, message: Message) -> int:
+        """The bytes ``event``'s trace context adds to its charge; a trace context dropped (malformed) is counted
+        and logged, and the request goes on without it."""
+        if event.trace_dropped is not None:
+            self._counters.trace_dropped += 1
+            self._reporting.warn(
+                "trace", message.peer, message.now, "dropped a request's trace context: %s", event.trace_dropped
+            )
+        trace = event.trace
+        return 0 if trace is None else len(trace.traceparent) + len(trace.tracestate)
 
     def _admits(
         self, event: ClientRequest, message: Message, service: Service, key: RequestKey | None, charge: int

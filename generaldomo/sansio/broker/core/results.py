@@ -1,7 +1,8 @@
 """The broker core's results: what the broker does with what a worker answers.
 
 This module owns the handling of a worker's REPLY (a partial result forwarded, a final one completing the task
-through the core, a ``429`` that sends the task back to the head of its queue while the worker rests, a result
+through the core or held for a retry by :mod:`~generaldomo.sansio.broker.core.retries`, a ``429`` that sends the
+task back to the head of its queue while the worker rests, a result
 from a peer that does not hold the task refused, one too large failing its task), the final result of a task a
 resumed worker ran or an earlier instance dispatched (taken over when it can be), and a hand-over's results.
 Results are accepted only from the task's holder; a task is *completed*, *cancelled* or *finished* only through
@@ -19,9 +20,11 @@ from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import connection
 from generaldomo.sansio.broker.actions import Forward, Respond
 from generaldomo.sansio.broker.core.counters import Counters
+from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
+from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, dismiss
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.backoff import rest
@@ -30,7 +33,7 @@ from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState, WorkerState
 from generaldomo.sansio.config.settings import Settings
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import Dialect, WorkerHandover, WorkerReply
+from generaldomo.sansio.wire.events import Dialect, Frame, WorkerHandover, WorkerReply
 from generaldomo.sansio.wire.ticket import Ticket, request_digest
 
 __all__ = ["Core", "Results"]
@@ -54,7 +57,8 @@ class Results:
 
     def __init__(
         self, core: Core, settings: Settings, counters: Counters, kept: KeptAnswers, workers: Workers,
-        registration: Registration, handover: Handover, reporting: Reporting,
+        registration: Registration, handover: Handover, reporting: Reporting, retries: Retries,
+        dead: Dead,
     ) -> None:  # fmt: skip
         self._core = core
         self._settings = settings
@@ -64,6 +68,8 @@ class Results:
         self._registration = registration
         self._handover = handover
         self._reporting = reporting
+        self._retries = retries
+        self._dead = dead
 
     def on_reply(self, event: WorkerReply, message: Message) -> None:
         self._result(event, message, event.status, event.body)
@@ -77,7 +83,7 @@ class Results:
         elif (worker := self._workers.get(message.peer)) is not None:
             worker.expires = message.now + self._settings.expiry
 
-    def _result(self, event: WorkerReply, message: Message, status: bytes, body: Sequence[bytes]) -> None:
+    def _result(self, event: WorkerReply, message: Message, status: bytes, body: Sequence[Frame]) -> None:
         """A worker's (partial) result with ``status`` and ``body``: accepted only from the task's holder."""
         peer, now = message.peer, message.now
         worker = self._workers.get(peer)
@@ -111,7 +117,13 @@ class Results:
             self._slow_down(task, worker, body, now)
             if not same or worker.rests is not None:
                 self._core._dispatch(task.service, message)
+        elif status[:1] == b"5" and self._retries.take(task, status, body, event.dialect, message):  # held, or 504
+            if not same:
+                self._core._dispatch(task.service, message)
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
+            if status == protocol.UNAVAILABLE and protocol.marked_retry(status, body):
+                body = body[:1]  # (the retry mark is the broker's, not the client's)
+            self._dead.failed(task, status, body, now)
             self._core._complete(task, status, body, message, dispatch=not same)
         if not same and event.description is not None:
             self._core._leave(worker, now)
@@ -122,7 +134,7 @@ class Results:
         if worker.rests is None:
             self._core._wait(worker, message)
 
-    def _slow_down(self, task: Task, worker: WorkerRecord, body: Sequence[bytes], now: float) -> None:
+    def _slow_down(self, task: Task, worker: WorkerRecord, body: Sequence[Frame], now: float) -> None:
         """``worker`` answered 429: ``task`` goes back to the head of its queue (not a failure, not an attempt), the
         worker rests for the answer's retry_after (bounded both ways:
         :func:`~generaldomo.sansio.broker.flow.backoff.rest`) and its service's dispatch rate adapts, as far as the 429s
@@ -164,7 +176,7 @@ class Results:
             message.out.append(dismiss(peer, event.dialect))
 
     def _resumed_result(
-        self, event: WorkerReply, message: Message, status: bytes, body: Sequence[bytes], worker: WorkerRecord | None
+        self, event: WorkerReply, message: Message, status: bytes, body: Sequence[Frame], worker: WorkerRecord | None
     ) -> None:
         """The result of a resumed worker's own task, or of a worker this instance does not know (a restart
         forgot it) whose task an earlier instance dispatched: taken over if it can be, and the worker waits."""
@@ -185,7 +197,7 @@ class Results:
         worker.done += 1
         self._core._wait(worker, message)
 
-    def _hand_over(self, ticket: Ticket, status: bytes, body: Sequence[bytes], message: Message) -> None:
+    def _hand_over(self, ticket: Ticket, status: bytes, body: Sequence[Frame], message: Message) -> None:
         """A result of a task an earlier instance dispatched, from the worker that sent ``message``: it answers the
         request if it is live here (whose own run is then let go) and is kept for the client's resend or re-ask
         (charged to that client's connection, else to the worker's); a request with another description or
@@ -196,6 +208,8 @@ class Results:
         if live is not None and request_digest(live.description, live.body) != ticket.digest:
             self._counters.handovers_refused += 1
             return
+        if status == protocol.UNAVAILABLE and protocol.marked_retry(status, body):
+            body = body[:1]  # (a run an earlier instance dispatched is not retried here: its answer stands)
         frames = protocol.client_reply(Dialect.GDP, ticket.request_id, b"", status, body, True)
         assert frames is not None  # a final reply always has frames
         self._counters.handed_over += 1

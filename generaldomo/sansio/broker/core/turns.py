@@ -18,7 +18,7 @@ from generaldomo.sansio.broker.actions import Dismiss, Send
 from generaldomo.sansio.broker.records import Peer, RequestKey, Task
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import Dialect, Event
+from generaldomo.sansio.wire.events import Dialect, Event, Frame
 
 __all__ = ["EventHandler", "Message", "Table", "Tasks", "Turn", "dismiss", "log", "on"]
 
@@ -78,7 +78,7 @@ class Tasks(Protocol):
     _by_request: dict[RequestKey, Task]
 
     def _complete(
-        self, task: Task, status: bytes, body: Sequence[bytes], turn: Turn, *, dequeued: bool = False,
+        self, task: Task, status: bytes, body: Sequence[Frame], turn: Turn, *, dequeued: bool = False,
         dispatch: bool = True,
     ) -> None: ...  # fmt: skip
     def _finish(self, task: Task, state: TaskState, *, dequeued: bool = False) -> None: ...

@@ -16,10 +16,10 @@ workers, services or messages. :class:`AdaptiveReport` is the cap as the status 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Final
 
-import attrs
-
+from generaldomo.sansio.checked import check_fields, checked
 from generaldomo.sansio.wire.limits import ADAPTIVE
 
 __all__ = ["DECREASE", "GROW_BELOW", "SHRINK_ABOVE", "Adaptive", "AdaptiveLimits"]
@@ -29,21 +29,23 @@ SHRINK_ABOVE = 1.5  # above this many floors: latency has climbed, the cap shrin
 DECREASE = 0.8  # the factor a shrinking cap is multiplied by
 
 
-def _bound(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _bound(name: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int) or not ADAPTIVE.admits(value):
-        raise ValueError(f"adaptive {attribute.name} must be a whole number from {ADAPTIVE.bounds}, not {value!r}")
+        raise ValueError(f"adaptive {name} must be a whole number from {ADAPTIVE.bounds}, not {value!r}")
+    return value
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class AdaptiveLimits:
     """The bounds an operator sets for an adaptive cap (``mmi.flow`` key ``adaptive``: ``{"min": .., "max": ..}``).
 
     Raises ValueError on bad bounds, so an AdaptiveLimits that exists is valid."""
 
-    min: int = attrs.field(default=1, validator=_bound)
-    max: int = attrs.field(default=64, validator=_bound)
+    min: int = checked(_bound, default=1)
+    max: int = checked(_bound, default=64)
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
+        check_fields(self)
         if self.min > self.max:
             raise ValueError(f"adaptive min ({self.min}) must not exceed max ({self.max})")
 
@@ -60,21 +62,21 @@ class AdaptiveLimits:
         return cls(**value)
 
 
-@attrs.define
+@dataclasses.dataclass(slots=True)
 class Adaptive:
     """The state of one adaptive cap; see the module docstring."""
 
     limits: AdaptiveLimits
-    cap: float = attrs.field(init=False)
-    floor: float | None = attrs.field(default=None, init=False)  # least recent service time
-    latency: float | None = attrs.field(default=None, init=False)  # mean service time of the last round
-    changed: float | None = attrs.field(default=None, init=False)  # when the cap last moved
-    change: str = attrs.field(default="", init=False)  # "increase" or "decrease": how it last moved
-    saturated: bool = attrs.field(default=False, init=False)  # the cap was reached during this round
-    _sum: float = attrs.field(default=0.0, init=False)
-    _count: int = attrs.field(default=0, init=False)
+    cap: float = dataclasses.field(init=False)
+    floor: float | None = dataclasses.field(default=None, init=False)  # least recent service time
+    latency: float | None = dataclasses.field(default=None, init=False)  # mean service time of the last round
+    changed: float | None = dataclasses.field(default=None, init=False)  # when the cap last moved
+    change: str = dataclasses.field(default="", init=False)  # "increase" or "decrease": how it last moved
+    saturated: bool = dataclasses.field(default=False, init=False)  # the cap was reached during this round
+    _sum: float = dataclasses.field(default=0.0, init=False)
+    _count: int = dataclasses.field(default=0, init=False)
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         self.cap = float(self.limits.min)
 
     @property
@@ -115,7 +117,7 @@ class Adaptive:
         return True
 
 
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AdaptiveReport:
     """An adaptive concurrency cap: its bounds, the cap now, what it learnt and when it last moved."""
 

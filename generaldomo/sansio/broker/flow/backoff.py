@@ -20,11 +20,12 @@ This module is fed the time and each 429; it reads no clock and knows nothing of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Hashable
 from typing import Any, Final
 
-import attrs
+from generaldomo.sansio.checked import check_fields, checked
 
 __all__ = [
     "DECREASE",
@@ -56,22 +57,24 @@ def rest(retry_after: float | None) -> float:
     return MIN_REST if retry_after is None else max(MIN_REST, min(retry_after, MAX_RETRY_AFTER))
 
 
-def _rate(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None and attribute.name == "max":
-        return
+def _rate(name: str, value: Any) -> Any:
+    if value is None and name == "max":
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        raise ValueError(f"backoff {attribute.name} must be a positive number of dispatches per second")
+        raise ValueError(f"backoff {name} must be a positive number of dispatches per second")
+    return value
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class BackoffLimits:
     """The bounds of a service's adapted rate (``mmi.flow`` key ``backoff``: ``{"min": 1, "max": 50}``);
     ValueError on bad ones."""
 
-    min: float = attrs.field(default=MIN_RATE, validator=_rate)
-    max: float | None = attrs.field(default=None, validator=_rate)
+    min: float = checked(_rate, default=MIN_RATE)
+    max: float | None = checked(_rate, default=None)
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
+        check_fields(self)
         if self.max is not None and self.min > self.max:
             raise ValueError(f"backoff min ({self.min}) must not exceed max ({self.max})")
 
@@ -88,11 +91,11 @@ class BackoffLimits:
         return cls(**value)
 
 
-@attrs.define
+@dataclasses.dataclass(slots=True)
 class Backoff:
     """The adapted rate of one service and what it learnt; see the module docstring."""
 
-    limits: BackoffLimits = attrs.field(factory=BackoffLimits)
+    limits: BackoffLimits = dataclasses.field(default_factory=BackoffLimits)
     rate: float | None = None  # dispatches per second allowed now; None: no 429 yet
     throttled: int = 0  # 429s answered
     paused_until: float | None = None  # no dispatch before this time (a retry_after)
@@ -102,7 +105,9 @@ class Backoff:
     _held_since: float | None = None  # since when the rate has held dispatches back, without a 429
     _window: tuple[float, int] = (0.0, 0)  # (start, dispatches) of the current measuring window
     _measured: float = 0.0  # dispatches per second over the last whole window
-    _said: set[Hashable] = attrs.Factory(set)  # the workers that said 429 since the last decrease (fewer than SHARE)
+    _said: set[Hashable] = dataclasses.field(
+        default_factory=set
+    )  # the workers that said 429 since the last decrease (fewer than SHARE)
 
     def dispatched(self, now: float) -> None:
         """Count a dispatch at ``now``, for the rate measured at the first 429."""
@@ -173,7 +178,7 @@ class Backoff:
         return True
 
 
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class BackoffReport:
     """A service's rate adapted to its 429s: its bounds, the rate now (None: no 429 yet), the 429s so far,
     seconds the latest 429 still holds back the worker that said it, and when and how the rate last moved."""

@@ -8,16 +8,14 @@ limits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import attrs
-
+from generaldomo.sansio.checked import Check
 from generaldomo.sansio.wire.limits import Field
 
 __all__ = ["Validator", "check", "within"]
 
-Validator = Callable[[object, "attrs.Attribute[Any]", Any], None]
+Validator = Check
 
 
 def check(field: Field, value: object, whole: bool, who: str = "") -> None:
@@ -35,9 +33,10 @@ def check(field: Field, value: object, whole: bool, who: str = "") -> None:
 
 
 def within(field: Field, *, whole: bool, who: str = "") -> Validator:
-    """The attrs validator of a limit bounded by ``field``: see :func:`check`."""
+    """The check of a limit bounded by ``field`` (see :func:`check`), for :func:`generaldomo.sansio.checked.checked`."""
 
-    def validate(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    def validate(name: str, value: Any) -> Any:
         check(field, value, whole, who)
+        return value
 
     return validate

@@ -15,12 +15,12 @@ nothing of sockets, clocks or of how a limit is enforced.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import attrs
-
 from generaldomo.sansio.broker.flow.bounds import within
+from generaldomo.sansio.checked import checked
 from generaldomo.sansio.config.knobs import NONE, TENANT, Kind, Knob, by_name, tenant_limits
 from generaldomo.sansio.wire.limits import Field
 
@@ -47,7 +47,7 @@ def _in_force(name: str) -> Reported:
     return lambda flow, limits, now: getattr(limits, name)
 
 
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Beside:
     """A field of the flow report shown beside a limit: what the limit counts, as it stands (``last``: at the end
     of the report, where readers of older versions found it)."""
@@ -61,7 +61,7 @@ class Beside:
     last: bool = False
 
 
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Control:
     """A limit's field in the dashboard's form: its label, its placeholder (what an empty field means) and how
     the services table shows it (``summary``: ``{value}`` the limit, or ``{min}``, ``{max}``, ``{cap}`` of
@@ -91,7 +91,7 @@ def knob(field: Field, kind: Kind, help: str, **more: Any) -> Knob:
     )  # fmt: skip
 
 
-@attrs.frozen(kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Limit:
     """One flow limit of a service, declared once (see the module docstring).
 
@@ -128,12 +128,14 @@ class Limit:
         return self.knob.name
 
     @property
-    def checks(self) -> dict[str, Any]:
-        """What its field of :class:`~generaldomo.sansio.broker.flow.flow.FlowLimits` is checked or read by."""
-        if self.converter is not None:
-            return {"converter": self.converter}
+    def record_field(self) -> Any:
+        """Its field of :class:`~generaldomo.sansio.broker.flow.flow.FlowLimits` (None by default), checked or read
+        by its bounds or its converter (see :mod:`generaldomo.sansio.checked`)."""
+        converter = self.converter
+        if converter is not None:
+            return checked(lambda name, value: converter(value), default=None)
         assert self.field is not None, f"{self.name} declares neither its bounds nor a converter"
-        return {"validator": within(self.field, whole=self.knob.kind is not Kind.FLOAT)}
+        return checked(within(self.field, whole=self.knob.kind is not Kind.FLOAT), default=None)
 
     def report_schema(self) -> dict[str, Any]:
         """The JSON schema of its report field."""
@@ -144,7 +146,7 @@ class Limit:
         return {"description": self.description, **schema, "type": kind if isinstance(kind, list) else [kind, "null"]}
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class ReportField:
     """A field of the flow report: its name, type, default, JSON schema and value."""
 
@@ -231,6 +233,8 @@ def text(limits: Sequence[Limit], found: Mapping[str, Any]) -> str:
                     pairs += [
                         f"tenants.{name}.{k}={_text(v, by_name(TENANT)[k].word)}" for k, v in dict(chosen).items()
                     ]
+        elif key in known and (writer := known[key].writer) is not None and value is not None:
+            pairs.append(f"{key}={writer(value)}")
         else:
             pairs.append(f"{key}={_text(value, known[key].word if key in known else NONE)}")
     return ",".join(pairs)

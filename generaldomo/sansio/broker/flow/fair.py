@@ -32,15 +32,15 @@ nothing of workers, services' flow limits or messages. The tenants' limits as re
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, Final
 
-import attrs
-
 from generaldomo.sansio.broker.flow.bounds import within
 from generaldomo.sansio.broker.flow.bucket import TokenBucket
+from generaldomo.sansio.checked import check_fields, checked
 from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.wire.limits import BURST, CONCURRENCY, RATE, TENANT, TENANTS, WEIGHT
 
@@ -65,24 +65,25 @@ DEFAULT = "*"  # the name whose limits apply to every tenant not named
 REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tenant limits its flow report lists
 
 
-def _weight(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _weight(name: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WEIGHT:
         raise ValueError(f"a tenant's weight is a whole number from 1 to {MAX_WEIGHT}")
+    return value
 
 
 _WHO = "a tenant's "  # a bad limit's message says whose it is
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TenantLimits:
     """One tenant's share and limits within a service: ``weight`` (its quantum in the rotation), ``rate``
     (dispatches per second), ``burst`` (back to back under the rate; default 1) and ``concurrency`` (in
     flight); None: no limit. Raises ValueError on a bad value."""
 
-    weight: int = attrs.field(default=1, validator=_weight)
-    rate: float | None = attrs.field(default=None, validator=within(RATE, whole=False, who=_WHO))
-    burst: int | None = attrs.field(default=None, validator=within(BURST, whole=True, who=_WHO))
-    concurrency: int | None = attrs.field(default=None, validator=within(CONCURRENCY, whole=True, who=_WHO))
+    weight: int = checked(_weight, default=1)
+    rate: float | None = checked(within(RATE, whole=False, who=_WHO), default=None)
+    burst: int | None = checked(within(BURST, whole=True, who=_WHO), default=None)
+    concurrency: int | None = checked(within(CONCURRENCY, whole=True, who=_WHO), default=None)
 
     @classmethod
     def of(cls, value: object) -> TenantLimits:
@@ -91,11 +92,14 @@ class TenantLimits:
             return value
         if not isinstance(value, dict):
             raise ValueError('a tenant\'s limits are a JSON object like {"weight": 2, "concurrency": 4}')
-        known = attrs.fields_dict(cls)
+        known = {field.name: field for field in dataclasses.fields(cls)}
         unknown = set(value) - set(known)
         if unknown:
             raise ValueError(f"unknown tenant limits {sorted(unknown)}; known: {', '.join(known)}")
         return cls(**value)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 Tenants = Mapping[str, TenantLimits]
@@ -333,8 +337,8 @@ class FairQueue:
     def popleft(self) -> Any:
         """Take the next task to dispatch (IndexError when none may go): the rotation's head tenant's best."""
         rotation = self._rotation
-        while rotation:  # a tenant at the head tops up; one still in debt is passed over (its debt is finite)
-            tenant = rotation[0]
+        # a tenant at the head tops up; one still in debt is passed over (its debt is finite)
+        while (tenant := rotation.head()) is not None:
             if tenant.deficit < 1.0:
                 tenant.deficit += tenant.limits.weight
                 if tenant.deficit < 1.0:  # it took more than its share out of turn (a resolver's choice)
@@ -361,7 +365,7 @@ class FairQueue:
         self._len -= 1
         if not tenant.queued:
             rotation = self._rotation
-            if rotation and rotation[0] is tenant:
+            if rotation.head() is tenant:
                 rotation.popleft()
             else:
                 rotation.remove(tenant)
@@ -482,7 +486,7 @@ def first_tenants(tenants: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     shown = dict.fromkeys(
         itertools.islice(itertools.chain(("*",) if "*" in tenants else (), tenants), REPORTED_TENANTS + 1)
     )
-    return {name: attrs.asdict(tenants[name]) for name in itertools.islice(shown, REPORTED_TENANTS)}
+    return {name: dataclasses.asdict(tenants[name]) for name in itertools.islice(shown, REPORTED_TENANTS)}
 
 
 TENANTS_SCHEMA: Final = {

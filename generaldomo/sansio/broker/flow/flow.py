@@ -15,10 +15,9 @@ the service. A service without limits only counts its tasks and their bytes in f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from typing import Any, Final
-
-import attrs
 
 from generaldomo.sansio.broker.flow.adaptive import REPORT_SCHEMA as ADAPTIVE_SCHEMA
 from generaldomo.sansio.broker.flow.adaptive import Adaptive, AdaptiveLimits, AdaptiveReport
@@ -34,10 +33,13 @@ from generaldomo.sansio.broker.flow.fair import (
     merge_tenants,
     tenants_of,
 )
+from generaldomo.sansio.broker.flow.retry import REPORT_SCHEMA as RETRY_SCHEMA
+from generaldomo.sansio.broker.flow.retry import RetryPolicy, retry_text
+from generaldomo.sansio.checked import check_fields
 from generaldomo.sansio.config.knobs import Kind, Knob
 from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
-__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits"]
+__all__ = ["FLOW", "LIMIT", "LIMITS", "LIMIT_NAMES", "Flow", "FlowLimits", "limits_json"]
 
 _NO_LIMIT = "no limit"
 _COUNT: Final = {"$ref": "#/$defs/count"}
@@ -136,25 +138,52 @@ LIMITS: Final[tuple[Limit, ...]] = (
         description="The dispatch rate adapted to the service's 429 answers; null: no 429 yet and default bounds.",
         reported=lambda flow, limits, now: BackoffReport.of(flow.backoff, flow.backoff_set, now), line=None,
     ),
+    Limit(
+        knob=Knob(
+            name="retry", kind=Kind.POLICY, default=None, derived=True, flag="--retry",
+            none_means="answers marked for a retry (a handler's Reject(503, retry=True)) retried 3 times, backoff "
+            "0.1..10 s",
+            help="retry the service's failed answers: retries=N (0 turns retrying off), backoff=MIN..MAX seconds "
+            "(doubling from MIN, with jitter, within the request's deadline), statuses=500+503 (retried without a "
+            "handler's mark); a bare number is retries=N; 'auto': the defaults",
+            metavar="retries=N/backoff=MIN..MAX/statuses=S+S", metric=None, reader=retry_text,
+            writer=lambda value: value if isinstance(value, str) else _policy(value).text(),
+        ),
+        converter=RetryPolicy.of, example="retries=3/backoff=0.1..10", schema=RETRY_SCHEMA,
+        type=dict[str, Any] | None, description="The retry policy; null: the defaults (answers marked for a retry "
+        "retried 3 times, backoff 0.1..10 s).",
+        reported=lambda flow, limits, now: None if limits.retry is None else limits.retry.as_json(),
+        line="retry {retry[retries]}x, backoff {retry[backoff][min]}..{retry[backoff][max]} s",
+    ),
 )  # fmt: skip
 LIMIT = {limit.name: limit for limit in LIMITS}
+
+
+def _policy(value: object) -> RetryPolicy:
+    policy = RetryPolicy.of(value)
+    assert policy is not None  # (a writer is given values, not null)
+    return policy
+
+
 FLOW: Final = tuple(limit.knob for limit in LIMITS)  # the limits' knobs: their CLI flags and metrics
 
 
-@attrs.frozen(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class FlowLimits:
     """The limits an operator sets for a service name, a field per declaration in :data:`LIMITS`, in its order;
-    None: no limit (``burst``: keep the current burst; ``backoff``: the default bounds).
+    None: no limit (``burst``: keep the current burst; ``backoff``: the default bounds; ``retry``: the default
+    policy).
 
     Raises ValueError on a bad limit, so a FlowLimits that exists is valid."""
 
-    rate: float | None = attrs.field(default=None, **LIMIT["rate"].checks)
-    burst: int | None = attrs.field(default=None, **LIMIT["burst"].checks)
-    concurrency: int | None = attrs.field(default=None, **LIMIT["concurrency"].checks)
-    bytes_in_flight: int | None = attrs.field(default=None, **LIMIT["bytes_in_flight"].checks)
-    adaptive: AdaptiveLimits | None = attrs.field(default=None, **LIMIT["adaptive"].checks)
-    tenants: dict[str, TenantLimits] | None = attrs.field(default=None, **LIMIT["tenants"].checks)
-    backoff: BackoffLimits | None = attrs.field(default=None, **LIMIT["backoff"].checks)
+    rate: float | None = LIMIT["rate"].record_field
+    burst: int | None = LIMIT["burst"].record_field
+    concurrency: int | None = LIMIT["concurrency"].record_field
+    bytes_in_flight: int | None = LIMIT["bytes_in_flight"].record_field
+    adaptive: AdaptiveLimits | None = LIMIT["adaptive"].record_field
+    tenants: dict[str, TenantLimits] | None = LIMIT["tenants"].record_field
+    backoff: BackoffLimits | None = LIMIT["backoff"].record_field
+    retry: RetryPolicy | None = LIMIT["retry"].record_field
 
     def merged(self, changes: dict[str, object]) -> FlowLimits:
         """These limits with ``changes`` (keys among :data:`LIMIT_NAMES`) applied; ValueError on bad input.
@@ -164,7 +193,10 @@ class FlowLimits:
             raise ValueError(f"unknown limits {sorted(unknown)}; known: {', '.join(LIMIT_NAMES)}")
         if "tenants" in changes:
             changes = {**changes, "tenants": merge_tenants(self.tenants, changes["tenants"])}
-        return attrs.evolve(self, **changes)  # type: ignore[arg-type]
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def unset(self) -> bool:
@@ -172,10 +204,27 @@ class FlowLimits:
         return self == FlowLimits()
 
 
-LIMIT_NAMES = tuple(attrs.fields_dict(FlowLimits))  # mmi.flow's keys
+LIMIT_NAMES = tuple({field.name: field for field in dataclasses.fields(FlowLimits)})  # mmi.flow's keys
 
 
-@attrs.define
+def limits_json(limits: FlowLimits) -> dict[str, Any]:
+    """``limits`` in their JSON form, a key per limit (what :meth:`FlowLimits.merged` reads back): ``mmi.flow``'s
+    answer and the state directory's file."""
+    return {field.name: _json_form(getattr(limits, field.name)) for field in dataclasses.fields(limits)}
+
+
+def _json_form(value: Any) -> Any:
+    """A limit's JSON form: a policy's as it says, another record's as its fields (in a dict of them too)."""
+    if isinstance(value, RetryPolicy):
+        return value.as_json()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {key: _json_form(item) for key, item in value.items()}
+    return value
+
+
+@dataclasses.dataclass(slots=True)
 class Flow:
     """Limits of one service and the state that enforces them.
 
@@ -190,14 +239,16 @@ class Flow:
     bytes_in_flight: int | None = None
     adaptive: Adaptive | None = None
     tenants: dict[str, TenantLimits] | None = None  # weights and limits by tenant (the service's queue applies them)
-    backoff: Backoff = attrs.field(factory=Backoff)  # the rate its 429s taught, and its bounds
+    backoff: Backoff = dataclasses.field(default_factory=Backoff)  # the rate its 429s taught, and its bounds
     backoff_set: bool = False  # the bounds were set (not the defaults)
-    limits: FlowLimits = attrs.field(factory=FlowLimits)  # as last applied
+    limits: FlowLimits = dataclasses.field(default_factory=FlowLimits)  # as last applied
     in_flight: int = 0
     in_flight_bytes: int = 0
-    _cap: int | None = attrs.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
-    _rate: float | None = attrs.field(default=None, init=False)  # the lower of the rate limit and the adapted rate
-    _bucket: TokenBucket = attrs.field(factory=TokenBucket, init=False)  # the bucket of the rate in force
+    _cap: int | None = dataclasses.field(default=None, init=False)  # the lower of the fixed and the adaptive cap
+    _rate: float | None = dataclasses.field(
+        default=None, init=False
+    )  # the lower of the rate limit and the adapted rate
+    _bucket: TokenBucket = dataclasses.field(default_factory=TokenBucket, init=False)  # the rate in force's bucket
 
     def configure(self, rate: float | None, burst: int | None, concurrency: int | None) -> None:
         """Change the limits (ValueError on a bad one); the bucket starts full under a new rate."""
@@ -229,7 +280,7 @@ class Flow:
         adaptive = None if self.adaptive is None else self.adaptive.limits
         burst = self.burst if self.rate is not None else None
         backoff = self.backoff.limits if self.backoff_set else None
-        return attrs.evolve(self.limits, burst=burst, adaptive=adaptive, backoff=backoff)
+        return dataclasses.replace(self.limits, burst=burst, adaptive=adaptive, backoff=backoff)
 
     def _recap(self) -> None:
         cap = self.concurrency

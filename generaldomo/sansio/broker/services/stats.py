@@ -9,11 +9,10 @@ one (for timelines), and completions are counted per second over the last :data:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-
-import attrs
 
 __all__ = [
     "ESTIMATE_EASING",
@@ -90,7 +89,7 @@ class Samples:
         return list(ordered[max(0, len(ordered) - n) :])
 
 
-@attrs.define
+@dataclasses.dataclass(slots=True)
 class ServiceStats:
     """What happened to one service's tasks."""
 
@@ -101,20 +100,25 @@ class ServiceStats:
     expired: int = 0
     throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
     estimate: float | None = None  # the estimated service time (s); None: no task answered yet
-    queue_times: Samples = attrs.field(factory=Samples)
-    service_times: Samples = attrs.field(factory=Samples)
-    finished_at: Samples = attrs.field(factory=lambda: Samples(RECENT))
+    retried: int = 0  # answers its retry policy retried: tasks held for a backoff, then queued again
+    queue_times: Samples = dataclasses.field(default_factory=Samples)
+    service_times: Samples = dataclasses.field(default_factory=Samples)
+    finished_at: Samples = dataclasses.field(default_factory=lambda: Samples(RECENT))
     # completions in each of the last RATE_WINDOW whole seconds: second % RATE_WINDOW -> (second, count)
-    _per_second: list[tuple[int, int]] = attrs.field(factory=lambda: [(-1, 0)] * _SECONDS, repr=False)
+    _per_second: list[tuple[int, int]] = dataclasses.field(default_factory=lambda: [(-1, 0)] * _SECONDS, repr=False)
 
     def record(self, queued: float, serviced: float, now: float) -> None:
         """A task was answered after ``queued`` seconds waiting and ``serviced`` seconds with its worker."""
         self.completed += 1
         estimate = self.estimate
         self.estimate = serviced if estimate is None else estimate + ESTIMATE_WEIGHT * (serviced - estimate)
-        self.queue_times.append(queued)
-        self.service_times.append(serviced)
-        self.finished_at.append(now)
+        for samples, value in ((self.queue_times, queued), (self.service_times, serviced), (self.finished_at, now)):
+            ring = samples._ring  # (Samples.append, inline: the hot path)
+            if len(ring) < samples._size:
+                ring.append(value)
+            else:
+                ring[samples._next] = value
+                samples._next = (samples._next + 1) % samples._size
         second = math.floor(now)
         slot = second % _SECONDS
         seen, count = self._per_second[slot]
