@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from generaldomo.sansio.broker.flow.flow import FLOW
-from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
+from generaldomo.sansio.broker.report import DeadLettersReport, ServiceReport, StatusReport, WorkerReport
 from generaldomo.sansio.config import knobs
 
 __all__ = ["MAX_HOSTS", "PAIR_STATES", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
@@ -89,6 +89,23 @@ _TENANT_GAUGES = {
 }
 
 
+def _dead_letters(dead: DeadLettersReport) -> Iterator[Any]:
+    """The dead letters: in all, their bytes, those evicted, and per service (the services the report names)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    yield GaugeMetricFamily(f"{PREFIX}_dead_letters", "Tasks that failed for good, kept as dead letters", dead.letters)
+    yield GaugeMetricFamily(f"{PREFIX}_dead_letters_bytes", "Bytes of the dead letters", dead.bytes)
+    yield CounterMetricFamily(
+        f"{PREFIX}_dead_letters_evicted", "Dead letters dropped, oldest first, for their bounds", dead.evicted
+    )
+    family = GaugeMetricFamily(
+        f"{PREFIX}_service_dead_letters", "Dead letters per service (those with the most)", labels=["service"]
+    )
+    for service in dead.services:
+        family.add_metric([service.service], service.count)
+    yield family
+
+
 class StatusCollector:
     """A Prometheus collector over the latest status report (None until the first one exists)."""
 
@@ -105,6 +122,7 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_uptime_seconds", "Seconds since the broker started", broker.uptime)
         yield GaugeMetricFamily(f"{PREFIX}_queued_bytes", "Bytes of requests the broker holds", broker.queued_bytes)
         yield GaugeMetricFamily(f"{PREFIX}_kept_answers", "Answers kept for re-asking clients", broker.kept_answers)
+        yield from _dead_letters(broker.dead_letters)
         yield CounterMetricFamily(
             f"{PREFIX}_internal_errors",
             "Messages and periodic jobs whose handling raised an unexpected error (dropped, logged)",

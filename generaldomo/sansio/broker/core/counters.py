@@ -55,6 +55,10 @@ class Counters:
     client_gone_dropped: int = 0  # queued tasks of clients gone silent
     duplicates_dropped: int = 0  # results for tasks that are not live
     results_refused: int = 0  # results from peers that do not hold the task
+    # dead letters
+    dead_lettered: int = 0  # tasks that failed for good, kept in their service's dead letters
+    dead_replayed: int = 0  # dead letters replayed as new tasks
+    dead_dropped: int = 0  # dead letters an admin dropped
     # workers
     workers_registered: int = 0
     workers_refused: int = 0

@@ -105,9 +105,13 @@ class ServiceStats:
     def record(self, queued: float, serviced: float, now: float) -> None:
         """A task was answered after ``queued`` seconds waiting and ``serviced`` seconds with its worker."""
         self.completed += 1
-        self.queue_times.append(queued)
-        self.service_times.append(serviced)
-        self.finished_at.append(now)
+        for samples, value in ((self.queue_times, queued), (self.service_times, serviced), (self.finished_at, now)):
+            ring = samples._ring  # (Samples.append, inline: the hot path)
+            if len(ring) < samples._size:
+                ring.append(value)
+            else:
+                ring[samples._next] = value
+                samples._next = (samples._next + 1) % samples._size
         second = math.floor(now)
         slot = second % _SECONDS
         seen, count = self._per_second[slot]
