@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.procs import ROOT, free_port
@@ -88,6 +89,12 @@ def _worker(endpoint: str, transport: str, count: int) -> None:
 
 
 def _core(count: int) -> None:
+    serve_core(count, _start, lambda: _control("-d"))
+
+
+def serve_core(count: int, start: Callable[[], object], stop: Callable[[], object]) -> None:
+    """Feed a broker core :data:`WARMUP` MDP/0.1 requests and their replies, then ``start()``, ``count`` more, and
+    ``stop()`` (part ``goals`` profiles the same loop)."""
     from generaldomo.sansio.broker.core import BrokerCore, Peer
 
     core = BrokerCore(instance=b"bnch", random=os.urandom)
@@ -101,9 +108,9 @@ def _core(count: int) -> None:
             core.receive(worker, [b"", b"MDPW01", b"\x03", frames[3], b"", PAYLOAD], 0.0)  # its reply
 
     serve(WARMUP)
-    _start()
+    start()
     serve(count)
-    _control("-d")
+    stop()
     if core.counters["completed"] != WARMUP + count:
         raise RuntimeError(f"the core completed {core.counters['completed']} of {WARMUP + count}")
 

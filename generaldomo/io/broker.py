@@ -501,8 +501,9 @@ class Broker(ServingLoop):
                 if seen is Visit.NOTHING or (seen is Visit.SERVE and not pair.admit(now)):
                     dropped += 1
                     continue
-                if pair.serving:
+                if pair.serving:  # taking over: the peer's workers may come back with its tasks (shared key)
                     log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
+                    core.recover(now)
             try:
                 self._after(core.receive(Peer(index, address), frames, now, credential))
             except zmq.ZMQError:

@@ -54,6 +54,11 @@ class Queue(Generic[T]):
     def __repr__(self) -> str:
         return f"Queue({list(self)!r})"
 
+    def head(self) -> T | None:
+        """The head, or None when the queue is empty (one call where ``if q`` and ``q[0]`` take two)."""
+        items = self._items
+        return items[0] if items else None  # the head is never a marked item
+
     @property
     def slots(self) -> int:
         """Entries held, live and marked: never more than twice the live ones plus :data:`COMPACT_AFTER`."""

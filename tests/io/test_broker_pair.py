@@ -4,6 +4,7 @@ the pair's link under CURVE admits the peer's key only; the flags are checked. R
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -12,12 +13,13 @@ from pathlib import Path
 import pytest
 import zmq
 from metrics_page import wait_for
-from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, python_worker, stop_all
+from restart_harness import GENERALDOMO, ROOT, WAIT, BrokerProcess, python_runs, python_worker, stop_all
 from waiting import eventually
 
 from generaldomo import Broker, Client, NotFound, Reply, Settings
-from generaldomo.io import keys
+from generaldomo.io import files, keys
 from generaldomo.io.hub.pair import PairConfig
+from generaldomo.io.hub.state import KEY_FILE, StateDir
 from generaldomo.sansio.broker.pair import PairRole
 
 HEARTBEAT = 0.25
@@ -90,6 +92,66 @@ def test_the_backup_takes_over_when_the_active_is_killed_and_every_request_is_an
             assert [reply.payload for reply in replies] == [b"ran " + payload.rpartition(b":")[0]]
         after = pair_status(endpoints[1])
         assert after["state"] == "active" and after["changes"] == 2  # backup -> passive -> active
+    finally:
+        stop_all([worker])
+        for broker in brokers:
+            broker.stop()
+
+
+def test_with_a_shared_hand_over_key_no_task_runs_twice_across_a_failover(tmp_path: Path) -> None:
+    """Both brokers on state directories holding the same hand-over key: a task running at the kill is handed
+    over to the backup by its worker, not run again; each request is answered once."""
+    key = None
+    states = [tmp_path / "primary-state", tmp_path / "backup-state"]
+    for state in states:
+        made = StateDir(state)
+        key = key or made.handover_key
+        made.close()
+        directory = files.check_directory(state, private=True)
+        try:
+            files.write_in(directory, KEY_FILE, key, 0o600)
+        finally:
+            os.close(directory)
+    extra = [["--ha-plaintext", "--state-dir", str(state), "--recovery", str(8 * HEARTBEAT)] for state in states]
+    brokers, endpoints = pair(tmp_path, *extra)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    worker = python_worker(endpoints[0], "router", runs, tmp_path / "worker.log", "--connect", endpoints[1], *PEER,
+                           "--concurrency", "4")  # fmt: skip
+    answers: dict[bytes, list[Reply]] = {}
+    failures: list[BaseException] = []
+    try:
+        eventually(lambda: pair_status(endpoints[0])["state"] == "active", WAIT, "the primary to serve")
+        eventually(lambda: pair_status(endpoints[1])["state"] == "passive", WAIT, "the backup to be passive")
+        with Client(
+            endpoints, heartbeat_interval=HEARTBEAT, liveness=LIVENESS, fail_unknown=False, fail_unreachable=False
+        ) as client:
+
+            def ask(name: str) -> None:
+                try:
+                    for n in range(8):
+                        payload = f"{name}-{n}:{300 + 100 * n}".encode()
+                        answers.setdefault(payload, []).append(client.request("work", payload, timeout=WAIT))
+                except BaseException as error:
+                    failures.append(error)
+
+            threads = [threading.Thread(target=ask, args=(f"h{n}",)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            eventually(lambda: len(list(runs.iterdir())) >= 6, WAIT, "tasks running on the primary")
+            brokers[0].kill()
+            for thread in threads:
+                thread.join(3 * WAIT)
+            assert not any(thread.is_alive() for thread in threads)
+        assert not failures, failures
+        assert len(answers) == 32
+        for payload, replies in answers.items():
+            task = payload.rpartition(b":")[0]
+            assert [reply.payload for reply in replies] == [b"ran " + task]
+            assert python_runs(runs, task.decode()) == 1, task
+        with Client(endpoints[1], heartbeat_interval=HEARTBEAT, liveness=LIVENESS) as status:
+            counters = status.status(timeout=WAIT)["broker"]["counters"]
+        assert counters.get("handed_over", 0) >= 1  # the kill found tasks running: their results were handed over
     finally:
         stop_all([worker])
         for broker in brokers:
@@ -232,5 +294,42 @@ def test_an_embedded_pair_reports_its_states_as_metrics(tmp_path: Path) -> None:
         assert 'generaldomo_pair_state{role="backup",state="active"} 0.0' in text
         assert "generaldomo_pair_last_contact_seconds" in text
     finally:
+        for broker in brokers:
+            broker.stop()
+
+
+def test_the_cpp_client_follows_the_pair_when_the_active_is_killed(tmp_path: Path, programs: dict[str, Path]) -> None:
+    servers = [f"ipc://{tmp_path}/{role}-server.sock" for role in ("primary", "backup")]
+    brokers, endpoints = pair(tmp_path, *[["--ha-plaintext", "--server", server] for server in servers])
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    worker = python_worker(endpoints[0], "router", runs, tmp_path / "worker.log", "--connect", endpoints[1], *PEER,
+                           "--concurrency", "4")  # fmt: skip
+    client = None
+    try:
+        eventually(lambda: pair_status(endpoints[0])["state"] == "active", WAIT, "the primary to serve")
+        eventually(lambda: pair_status(endpoints[1])["state"] == "passive", WAIT, "the backup to be passive")
+        command = [str(programs["gd_client"]), "--mode", "threads", "--service", "work", "--threads", "2"]
+        command += ["--requests", "15", "--work-ms-max", "200", "--heartbeat-ms", str(int(HEARTBEAT * 1000))]
+        command += ["--liveness", str(LIVENESS), "--timeout-ms", str(int(WAIT * 1000)), "--wait-for-service"]
+        command += [",".join(servers)]
+        client = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        eventually(lambda: len(list(runs.iterdir())) >= 6 or client.poll() is not None, WAIT, "the C++ client's tasks")
+        assert client.poll() is None, client.communicate()
+        brokers[0].kill()
+        out, err = client.communicate(timeout=3 * WAIT)
+        assert client.returncode == 0, err
+        lines = out.splitlines()
+        assert lines[-1:] == ["done"], f"stdout:\n{out}\nstderr:\n{err}"
+        answers = [line.split(" ", 2) for line in lines[:-1]]  # "<thread> <n> <reply>"
+        assert sorted((int(t), int(n)) for t, n, _ in answers) == [(t, n) for t in range(2) for n in range(15)], out
+        for thread, n, reply in answers:
+            assert reply == f"ran t{thread}-{n}", out  # each answered once, with its own result
+        assert pair_status(endpoints[1])["state"] == "active"
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.wait()
+        stop_all([worker])
         for broker in brokers:
             broker.stop()

@@ -33,6 +33,11 @@ _GDP_WORKER_REQUEST = command_byte(Dialect.GDP, REQUEST, worker=True)
 _GDP_WORKER_FIELDS = command_byte(Dialect.GDP, FIELDS_REQUEST, worker=True)
 _GDP_WORKER_CANCEL = command_byte(Dialect.GDP, CANCEL, worker=True)
 _GDP_WORKER_HEARTBEAT = command_byte(Dialect.GDP, HEARTBEAT, worker=True)
+_MDP_WORKER_REQUEST = {  # each MDP dialect's frames of a REQUEST to a worker up to the task id, made once
+    dialect: (*PREFIX[dialect, True], command_byte(dialect, REQUEST, True))
+    for dialect in Dialect
+    if dialect is not Dialect.GDP
+}
 
 
 def client_reply(
@@ -76,7 +81,7 @@ def worker_request(
         if fields:
             return [GDP_WORKER, _GDP_WORKER_FIELDS, task_id, description, fields, *body]
         return [GDP_WORKER, _GDP_WORKER_REQUEST, task_id, description, *body]
-    return [*PREFIX[dialect, True], command_byte(dialect, REQUEST, True), task_id, b"", *body]
+    return [*_MDP_WORKER_REQUEST[dialect], task_id, b"", *body]
 
 
 def worker_cancel(task_id: bytes) -> list[Frame]:

@@ -69,6 +69,12 @@ class Handover:
         """Within the recovery window after a restart (workers of the previous instance may still claim tasks)."""
         return self._hold_until is not None and now < self._hold_until
 
+    def hold(self, until: float) -> None:
+        """Hold dispatch back until ``until`` (hand-over on): a recovery window that starts now (a passive broker of
+        a pair taking over, whose peer's workers may come back running its tasks)."""
+        if self._tickets is not None:
+            self._hold_until = until
+
     def held_until(self, now: float) -> float | None:
         """Until when dispatch is held back at ``now`` (the recovery window), or None once it is over."""
         if self._hold_until is not None and now >= self._hold_until:

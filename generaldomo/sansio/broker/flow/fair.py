@@ -337,8 +337,8 @@ class FairQueue:
     def popleft(self) -> Any:
         """Take the next task to dispatch (IndexError when none may go): the rotation's head tenant's best."""
         rotation = self._rotation
-        while rotation:  # a tenant at the head tops up; one still in debt is passed over (its debt is finite)
-            tenant = rotation[0]
+        # a tenant at the head tops up; one still in debt is passed over (its debt is finite)
+        while (tenant := rotation.head()) is not None:
             if tenant.deficit < 1.0:
                 tenant.deficit += tenant.limits.weight
                 if tenant.deficit < 1.0:  # it took more than its share out of turn (a resolver's choice)
@@ -365,7 +365,7 @@ class FairQueue:
         self._len -= 1
         if not tenant.queued:
             rotation = self._rotation
-            if rotation and rotation[0] is tenant:
+            if rotation.head() is tenant:
                 rotation.popleft()
             else:
                 rotation.remove(tenant)
