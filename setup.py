@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,10 @@ NOT_COMPILED = {
     "generaldomo/sansio/broker/services/resolver.py": "NameResolver is the base class of users' resolvers",
     "generaldomo/sansio/broker/services/resolvers/attributes.py": "its resolver is a NameResolver",
     "generaldomo/sansio/broker/services/resolvers/balanced.py": "its resolver is a NameResolver",
+    "generaldomo/sansio/peer/session.py": "its generic records (Resolve[T]...) do not compile as dataclasses",
 }
 COMPILED_LIBRARY = "generaldomo_core"  # the shared library's module: generaldomo_core__mypyc
+COMPILE_INPLACE = "GENERALDOMO_COMPILE_INPLACE"  # set: build_ext --inplace compiles the core too (minutes)
 CPP_FILES = ("include/generaldomo/*.hpp", "lib/pkgconfig/*.pc", "lib/cmake/generaldomo/*.cmake")
 
 
@@ -67,7 +70,8 @@ class OptionalBuildExt(build_ext):
         self._failed: list[str] = []
         target = self._compiled_dir()
         (target / "manifest.json").unlink(missing_ok=True)  # an older build is not used while this one is made
-        if self.distribution.ext_modules:  # (empty: GENERALDOMO_NO_EXTENSIONS)
+        # (none: GENERALDOMO_NO_EXTENSIONS; in a source tree, whose edits leave a build unused, on request only)
+        if self.distribution.ext_modules and (not self.inplace or os.environ.get(COMPILE_INPLACE, "") not in ("", "0")):
             self.extensions = [*self.extensions, *self._mypyc_extensions()]
         try:
             super().run()
@@ -76,6 +80,29 @@ class OptionalBuildExt(build_ext):
             return
         if self._compiled and not self._failed:
             self._write_manifest(target)
+            self._verify(target)
+
+    def _verify(self, target: Path) -> None:
+        """Import every compiled module in a fresh interpreter, from the package the build is in; remove the
+        manifest (the build is not used) when one does not import as the compiled module."""
+        package = target.parent
+        modules = sorted(name for name, source in self._compiled.items() if source is not None)
+        code = (
+            "import sys, importlib, generaldomo.compiled as c\n"
+            "assert c.in_use(), c.description()\n"
+            "for name in sys.argv[1:]:\n"
+            "    module = importlib.import_module(name)\n"
+            "    assert not module.__file__.endswith('.py'), module.__file__\n"
+        )
+        env = {key: value for key, value in os.environ.items() if key != "GENERALDOMO_PURE_PYTHON"}
+        env["PYTHONPATH"] = str(package.parent)
+        done = subprocess.run(
+            [sys.executable, "-c", code, *modules], capture_output=True, text=True, env=env, timeout=600, check=False
+        )
+        if done.returncode != 0:
+            (target / "manifest.json").unlink(missing_ok=True)
+            error = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            self.warn(f"generaldomo: the compiled core does not import ({error}); using the pure-Python core")
 
     def _compiled_dir(self) -> Path:
         return (ROOT if self.inplace else Path(self.build_lib)) / "generaldomo" / "_compiled"

@@ -37,6 +37,7 @@ ERRORS = "internal_errors"
 SETTINGS = Settings(
     heartbeat_interval=1.0, liveness=3, max_attempts=3, queue_timeout=20.0, max_message=256 * KIB,
     queue_bytes=3 * MIB, service_queue_bytes=2 * MIB, keep_answers=5.0, keep_bytes=256 * KIB, service_idle=5.0,
+    dead_seconds=5.0,
     max_workers=48, held_bytes=4 * MIB, connection_bytes=MIB, connection_requests=40, connection_services=12,
 )  # fmt: skip
 STATUSES = {protocol.OK, protocol.OVER_BUDGET, protocol.UNAVAILABLE, protocol.EXPIRED}  # what honest peers may get
@@ -370,7 +371,7 @@ class Scene:
         settings = self.settings
         assert settings.queue_timeout is not None and settings.service_idle is not None
         patience = (settings.queue_timeout + settings.expiry) * settings.max_attempts + settings.client_silence
-        patience += settings.keep_answers + 2 * settings.service_idle
+        patience += settings.keep_answers + 2 * settings.service_idle + settings.dead_seconds
         end = self.now + 2 * patience
         while self.now < end:
             self.advance(settings.heartbeat_interval)

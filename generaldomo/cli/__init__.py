@@ -23,6 +23,7 @@ from generaldomo.cli import (
     client,
     config,
     dashboard,
+    dead,
     demo,
     doctor,
     flow,
@@ -39,7 +40,7 @@ from generaldomo.io.transport import BindError, require_draft
 __all__ = ["COMMANDS", "DESCRIPTION", "main", "parse", "parser", "settings_table"]
 
 COMMANDS: tuple[Command, ...] = tuple(
-    module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, dashboard, bridge, keygen)
+    module.COMMAND for module in (broker, worker, client, demo, doctor, status, flow, dead, dashboard, bridge, keygen)
 )
 DESCRIPTION = """\
 A task broker on ZeroMQ: clients send requests, the broker hands them to

@@ -100,9 +100,21 @@ def _head(report: StatusReport, width: int | None) -> str:
         f"{_shown(len(report.services), broker.service_count, 'services')}, "
         f"{_shown(len(report.workers), broker.worker_count, 'workers')}",
         _ledger_line(report),
+        _dead_line(report),
         f"counters: {counters or 'none yet'}",
     ]
     return "\n".join(_wrap(printable(line), width) for line in lines)
+
+
+def _dead_line(report: StatusReport) -> str:
+    """The dead letters: how many, their bytes, and the services with the most."""
+    dead = report.broker.dead_letters
+    services = ", ".join(f"{printable(s.service)} {cell(Format.COUNT, s.count)}" for s in dead.services[:5])
+    more = f" of {dead.service_count} services" if dead.service_count > len(dead.services[:5]) else ""
+    return (
+        f"dead letters {cell(Format.COUNT, dead.letters)} ({cell(Format.COUNT, dead.bytes)} B, "
+        f"{cell(Format.COUNT, dead.evicted)} evicted){': ' + services + more if services else ''}"
+    )
 
 
 def _shown(listed: int, total: int, what: str) -> str:

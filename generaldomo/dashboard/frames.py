@@ -177,6 +177,12 @@ def _broker(report: StatusReport) -> dict[str, Any]:
         "services": max(broker.service_count, len(report.services)),
         "kept_answers": broker.kept_answers,
         "kept_bytes": broker.kept_bytes,
+        "dead_letters": broker.dead_letters.letters,
+        "dead_bytes": broker.dead_letters.bytes,
+        "dead_service_count": broker.dead_letters.service_count,
+        "dead_services": [  # the report's (at most report.DEAD_SERVICES)
+            {"service": s.service, "count": s.count, "newest_age": s.newest_age} for s in broker.dead_letters.services
+        ],
         "pair": None if broker.pair is None else attrs.asdict(broker.pair),  # a broker pair's role and state
     }
 

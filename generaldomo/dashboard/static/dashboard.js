@@ -180,12 +180,14 @@
       ["in_flight", "in flight", b.in_flight, fmt.count],
       ["queued_bytes", "bytes held", b.queued_bytes, fmt.bytes],
       ["kept_answers", "kept answers", b.kept_answers, fmt.count],
+      ["dead_letters", "dead letters", b.dead_letters, fmt.count],
     ];
     for (const [field, label, value, format] of cards) {
       const card = element("div", { class: "card", "data-field": field, "data-value": String(value) });
       card.append(element("span", { class: "value" }, format(value)), element("span", { class: "label" }, label));
       totals.append(card);
     }
+    renderDead(b);
     for (const group of ["totals", "refused", "dropped"]) {
       const list = $("#counters-" + group);
       list.replaceChildren();
@@ -196,6 +198,21 @@
         item.append(element("span", {}, name.replaceAll("_", " ")), element("b", {}, fmt.count(value)));
         list.append(item);
       }
+    }
+  }
+
+  function renderDead(b) {
+    // the services with the most dead letters (the report names at most ten), and how many services have any
+    const list = $("#dead-services");
+    list.replaceChildren();
+    const services = b.dead_services || [];
+    $("#dead-count").textContent = b.dead_service_count > services.length
+      ? "(" + services.length + " of " + b.dead_service_count + " services)" : "";
+    if (!services.length) list.append(element("li", { class: "none" }, "none"));
+    for (const s of services) {
+      const item = element("li", { "data-dead-service": s.service, "data-value": String(s.count), title: "newest " + Math.round(s.newest_age) + " s ago; generaldomo dead list " + s.service });
+      item.append(element("span", {}, s.service), element("b", {}, fmt.count(s.count)));
+      list.append(item);
     }
   }
 

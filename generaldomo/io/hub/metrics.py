@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from generaldomo.sansio.broker.flow.flow import FLOW
-from generaldomo.sansio.broker.report import ServiceReport, StatusReport, WorkerReport
+from generaldomo.sansio.broker.report import DeadLettersReport, ServiceReport, StatusReport, WorkerReport
 from generaldomo.sansio.config import knobs
 
 __all__ = ["MAX_HOSTS", "PAIR_STATES", "PREFIX", "StatusCollector", "serve", "workers_by_host"]
@@ -26,6 +26,7 @@ _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {
     "workers": lambda s: s.workers,
     "waiting": lambda s: s.waiting,
     "queued": lambda s: s.queued,
+    "delayed": lambda s: s.delayed,
     "queued_bytes": lambda s: s.queued_bytes,
     "in_flight": lambda s: s.in_flight,
     "in_flight_bytes": lambda s: s.flow.in_flight_bytes,
@@ -77,6 +78,10 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     f"{PREFIX}_service_adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
     f"{PREFIX}_service_adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
     f"{PREFIX}_service_backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
+    f"{PREFIX}_service_time_estimate_seconds": (
+        "The estimated service time deadline-aware dispatch reads",
+        lambda service: service.service_time_estimate,
+    ),
     f"{PREFIX}_service_retry_limit": ("Retries of a task the service's retry policy allows", _retries),
 }
 
@@ -87,6 +92,23 @@ _TENANT_GAUGES = {
     "weight": "Per tenant of a service: its weight in the fair shares",
     "dispatched": "Per tenant of a service: dispatches since it last appeared",
 }
+
+
+def _dead_letters(dead: DeadLettersReport) -> Iterator[Any]:
+    """The dead letters: in all, their bytes, those evicted, and per service (the services the report names)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    yield GaugeMetricFamily(f"{PREFIX}_dead_letters", "Tasks that failed for good, kept as dead letters", dead.letters)
+    yield GaugeMetricFamily(f"{PREFIX}_dead_letters_bytes", "Bytes of the dead letters", dead.bytes)
+    yield CounterMetricFamily(
+        f"{PREFIX}_dead_letters_evicted", "Dead letters dropped, oldest first, for their bounds", dead.evicted
+    )
+    family = GaugeMetricFamily(
+        f"{PREFIX}_service_dead_letters", "Dead letters per service (those with the most)", labels=["service"]
+    )
+    for service in dead.services:
+        family.add_metric([service.service], service.count)
+    yield family
 
 
 class StatusCollector:
@@ -105,6 +127,7 @@ class StatusCollector:
         yield GaugeMetricFamily(f"{PREFIX}_uptime_seconds", "Seconds since the broker started", broker.uptime)
         yield GaugeMetricFamily(f"{PREFIX}_queued_bytes", "Bytes of requests the broker holds", broker.queued_bytes)
         yield GaugeMetricFamily(f"{PREFIX}_kept_answers", "Answers kept for re-asking clients", broker.kept_answers)
+        yield from _dead_letters(broker.dead_letters)
         yield CounterMetricFamily(
             f"{PREFIX}_internal_errors",
             "Messages and periodic jobs whose handling raised an unexpected error (dropped, logged)",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
+from generaldomo.sansio.broker.accounts.dead import DeadLetters
 from generaldomo.sansio.broker.flow import flow as flow_module
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveReport as AdaptiveReport
 from generaldomo.sansio.broker.flow.backoff import BackoffReport as BackoffReport
@@ -34,6 +35,7 @@ __all__ = [
     "ADAPTIVE_BYTES",
     "BACKOFF_BYTES",
     "COMPLETION_BYTES",
+    "DEAD_SERVICES",
     "DESCRIPTION_BYTES",
     "ESCAPED",
     "MAX_PAGE",
@@ -46,6 +48,8 @@ __all__ = [
     "WORKER_BYTES",
     "BrokerReport",
     "ConnectionReport",
+    "DeadLettersReport",
+    "DeadServiceReport",
     "Endpoint",
     "JournalReport",
     "LedgerReport",
@@ -84,6 +88,7 @@ RETRY_BYTES = 128  # its retry policy's report, besides 5 bytes per status it na
 TENANT_BYTES = 160  # a tenant listed, or a tenant's limits, besides its name
 COMPLETION_BYTES = 80  # a completion in its ``recent`` columns
 WORKER_BYTES = 512  # a worker's record, besides its texts
+DEAD_SERVICES = 10  # services the report names in its dead letters, those with the most
 ESCAPED = 12  # bytes of JSON text a character of a name may take (a character beyond U+FFFF: two \\uXXXX)
 _QUERY_KEYS = frozenset({"limit", "services_after", "workers_after", "service", "order"})
 
@@ -221,6 +226,7 @@ class ServiceReport:
     observed_rate: float = 0.0
     queue_time: Percentiles = attrs.field(factory=Percentiles)
     service_time: Percentiles = attrs.field(factory=Percentiles)
+    service_time_estimate: float | None = None  # what deadline-aware dispatch reads (s); None: none answered yet
     queued_bytes: int = 0  # bytes of the requests the broker holds for it (queued or running)
     recent: RecentReport = attrs.field(factory=RecentReport)
     tenants: list[TenantReport] = attrs.field(factory=list)  # the busiest
@@ -257,6 +263,7 @@ class ServiceReport:
             observed_rate=stats.rate(now),
             queue_time=Percentiles.of(stats.queue_times),
             service_time=Percentiles.of(stats.service_times),
+            service_time_estimate=None if stats.estimate is None else round(stats.estimate, 6),
             queued_bytes=queued_bytes,
             recent=RecentReport.of(stats, now),
             tenants=tenants,
@@ -347,6 +354,9 @@ class SettingsReport:
     service_queue_bytes: int | None = None
     keep_answers: float = 0.0
     keep_bytes: int = 0
+    dead_letters: int = 0
+    dead_bytes: int = 0
+    dead_seconds: float = 0.0
     service_idle: float | None = None
     client_expiry: float | None = None
     max_workers: int | None = None
@@ -361,6 +371,7 @@ class SettingsReport:
     connection_queue_share: float = 0.0
     connection_queue_bytes: int | None = None  # what the share allows
     served_memory: float = 0.0
+    deadline_estimate_after: int | None = None
 
     @classmethod
     def of(cls, settings: Settings, field_limits: dict[str, dict[str, Any]]) -> SettingsReport:
@@ -425,6 +436,40 @@ class LedgerReport:
     top: list[ConnectionReport] = attrs.field(factory=list)
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DeadServiceReport:
+    """A service's dead letters: how many, their bytes, and the age in seconds of the newest."""
+
+    service: str = ""
+    count: int = 0
+    bytes: int = 0
+    newest_age: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLettersReport:
+    """The dead letters (:mod:`generaldomo.sansio.broker.accounts.dead`): the tasks that failed for good, kept in
+    all (``letters``, ``bytes``), evicted for the bounds, in how many services, and the :data:`DEAD_SERVICES`
+    services with the most (``generaldomo dead list`` shows the rest)."""
+
+    letters: int = 0
+    bytes: int = 0
+    evicted: int = 0
+    service_count: int = 0
+    services: list[DeadServiceReport] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(cls, dead: DeadLetters, now: float) -> DeadLettersReport:
+        """The report of ``dead`` at ``now``."""
+        return cls(
+            letters=len(dead), bytes=dead.bytes, evicted=dead.evicted, service_count=dead.service_count(),
+            services=[
+                DeadServiceReport(service=s.service, count=s.count, bytes=s.bytes, newest_age=round(now - s.newest, 3))
+                for s in dead.services(DEAD_SERVICES)
+            ],
+        )  # fmt: skip
+
+
 @attrs.frozen(kw_only=True)
 class BrokerReport:
     """The broker as a whole."""
@@ -445,6 +490,7 @@ class BrokerReport:
     hosts: dict[str, int] = attrs.field(factory=dict)  # workers per announced host, the busiest; "other": the rest
     internal_errors: int = 0  # messages and periodic jobs whose handling raised an unexpected error (barrier)
     in_flight: int = 0  # tasks running on workers, all services
+    dead_letters: DeadLettersReport = attrs.field(factory=DeadLettersReport)
     pair: PairReport | None = None  # its place in a broker pair (None: a broker alone)
     journal: JournalReport | None = None  # its state directory's write-ahead log (None: no state directory)
 

@@ -308,6 +308,19 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         "keep_bytes", Kind.INT, "bytes of kept answers, oldest evicted first", unit="bytes", low=0, metavar="BYTES"
     ),
     setting(
+        "dead_letters", Kind.INT,
+        "tasks that finally failed kept per service (see 'generaldomo dead'), oldest evicted first; 0: none",
+        low=0, high=1_000_000, metavar="N",
+    ),
+    setting(
+        "dead_bytes", Kind.INT,
+        "bytes of dead letters, all services together (one service's at most half), oldest evicted first",
+        unit="bytes", low=0, metavar="BYTES",
+    ),
+    setting(
+        "dead_seconds", Kind.FLOAT, "how long a dead letter is kept", unit="seconds", low=0, metavar="SECONDS"
+    ),
+    setting(
         "service_idle", Kind.FLOAT, "forget services idle this long; 'none': never",
         unit="seconds", low=0, none_means="never", metavar="SECONDS",
     ),
@@ -332,6 +345,13 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         "restarted on a --state-dir, hold dispatch this long for workers resuming tasks (default 'auto': twice "
         "the heartbeat; 0: off)",
         unit="seconds", low=0, none_means="twice the heartbeat interval", derived=True, metavar="SECONDS",
+    ),
+    setting(
+        "deadline_estimate_after", Kind.INT,
+        "answered tasks of a service after which a task whose deadline leaves less than the service's estimated "
+        "service time is answered 504 at once instead of dispatched; 'none': off",
+        low=1, high=1_000_000, none_means="off: every task is dispatched while its deadline has not passed",
+        metavar="N",
     ),
     setting(
         "held_bytes", Kind.INT, "bytes held for all peers (the ledger); 'none': no limit",
@@ -395,6 +415,10 @@ COMMAND: Final[tuple[Knob, ...]] = (
     ),
     command("shown_services", Kind.INT, "services shown at most", low=1, high=100_000, metavar="N", flag="--services"),
     command("shown_workers", Kind.INT, "workers shown at most", low=1, high=100_000, metavar="N", flag="--workers"),
+    command(
+        "dead_limit", Kind.INT, "dead letters (or services) listed at most", low=1, high=limits.DEAD_PAGE.high,
+        metavar="N", flag="--limit",
+    ),
     command(
         "max_streams", Kind.INT, "pages (event streams) open at once, all clients together", low=1, high=10_000,
         metavar="N", flag="--streams",

@@ -68,6 +68,11 @@ class Settings:
         service_queue_bytes: the same, per service.
         keep_answers: seconds a final answer is kept for re-asks and fetches.
         keep_bytes: bytes of kept answers, the oldest evicted first.
+        dead_letters: tasks that finally failed kept per service (its dead letters), the oldest evicted first;
+            0: none kept.
+        dead_bytes: bytes of dead letters, all services together (one service's at most half of them), the oldest
+            evicted first.
+        dead_seconds: seconds a dead letter is kept.
         service_idle: seconds after which a service with nothing in it is forgotten; None: never.
         served_memory: seconds a service that had workers counts as known (``404`` to a request that asks to
             fail fast only beyond).
@@ -81,6 +86,9 @@ class Settings:
         connection_queue_share: the share of ``queue_bytes`` one connection's requests may hold.
         recovery: seconds a broker restarted on a state directory holds dispatch back, for the workers of the
             previous instance to claim their tasks (None: :attr:`recovery_window`'s default).
+        deadline_estimate_after: answered tasks of a service after which its service-time estimate (see
+            :mod:`generaldomo.sansio.broker.services.stats`) answers ``504`` at once a task whose time left is
+            less than it, rather than dispatch it; None: off.
 
     Example:
         >>> from generaldomo import Settings
@@ -100,11 +108,17 @@ class Settings:
     service_queue_bytes: int | None = 32 * MIB  # the same, per service
     keep_answers: float = 60.0  # seconds a final answer to a generaldomo client is kept for its re-asks
     keep_bytes: int = 64 * MIB  # bytes of kept answers, oldest evicted first
+    dead_letters: int = 100  # tasks that finally failed kept per service, oldest evicted first; 0: none
+    dead_bytes: int = 16 * MIB  # bytes of dead letters, all services together, oldest evicted first
+    dead_seconds: float = 7 * 24 * 3600.0  # seconds a dead letter is kept
     service_idle: float | None = 60.0  # seconds after which a service with nothing in it is forgotten
     served_memory: float = 600.0  # seconds a service that had workers is known (see known_service_grace)
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
     max_workers: int | None = 100_000  # registered workers, all services together; more are told to DISCONNECT
     recovery: float | None = None  # seconds a restarted hand-over broker holds dispatch; None: see below
+    # answered tasks of a service before its service-time estimate turns away a task that cannot make its deadline
+    # (504 at once, not dispatched); None: off (every task is dispatched while its deadline has not passed)
+    deadline_estimate_after: int | None = 8
     # The ledger (generaldomo.sansio.broker.accounts.ledger): bytes held on peers' behalf, in all and per connection.
     held_bytes: int | None = 256 * MIB
     connection_bytes: int | None = 64 * MIB

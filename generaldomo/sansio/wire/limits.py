@@ -23,6 +23,7 @@ __all__ = [
     "BYTES_IN_FLIGHT",
     "CONCURRENCY",
     "DEADLINE_MS",
+    "DEAD_PAGE",
     "DESCRIPTION",
     "FIELDS",
     "FIELDS_FRAME",
@@ -151,6 +152,7 @@ PID: Final = Field("pid", "peer info pid", 1, 2**32 - 1, Measure.VALUE, "left ou
 MMI_FRAMES: Final = Field("mmi_frames", "MMI request body", 0, 2, Measure.ITEMS, _400)
 STATUS_QUERY: Final = Field("status_query", "mmi.status query", 0, 4096, Measure.BYTES, _400)
 STATUS_PAGE: Final = Field("status_page", "mmi.status page (services, workers)", 1, 1000, Measure.VALUE, _400)
+DEAD_PAGE: Final = Field("dead_page", "mmi.dead page (letters, services)", 1, 1000, Measure.VALUE, _400)
 JSON_BYTES: Final = Field("json_bytes", "JSON text", 2, 4096, Measure.BYTES, _400)
 JSON_DEPTH: Final = Field("json_depth", "JSON nesting", 0, 16, Measure.DEPTH, _400)
 JSON_INTEGER: Final = Field("json_integer", "JSON integer", -(2**53), 2**53, Measure.VALUE, _400)
@@ -196,6 +198,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     MMI_FRAMES,
     STATUS_QUERY,
     STATUS_PAGE,
+    DEAD_PAGE,
     JSON_BYTES,
     JSON_DEPTH,
     JSON_INTEGER,

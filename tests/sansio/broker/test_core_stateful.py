@@ -1,19 +1,23 @@
 """Random interleavings of clients, workers, failures and time against the sans-IO core.
 
-Invariants: every accepted request is answered at most once per ask (a re-ask may get the kept answer again),
-only to the client that asked, with the result of its own request; a cancelled request is never answered; no
-task is held by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed
-the queue budgets; no task is dispatched after its deadline, a request is never answered 504 for its deadline
-before that deadline, and a worker that understands CANCEL is told when the task it runs is cancelled or
-passes its deadline (and only then); a task a worker answers 429 ("slow down") is queued again, never lost
-nor failed for it (only losing its worker max_attempts times fails it), and the service's adapted rate stays
-within its bounds and never above a configured rate. At the end, after every client re-asks about what it
-still waits for (and asks again for what the broker does not know), every request that was not cancelled has
-been answered.
+Invariants: every accepted request is answered at most once per ask (a re-ask may get the kept answer again), only
+to the client that asked, with the result of its own request; a cancelled request is never answered; no task is held
+by two workers; counters add up; lost tasks are reissued; the bytes of held requests never exceed the queue budgets;
+no task is dispatched after its deadline, a request is never answered 504 for its deadline before that deadline, and
+a worker that understands CANCEL is told when the task it runs is cancelled or passes its deadline (and only then);
+a task a worker answers 429 ("slow down") is queued again, never lost nor failed for it (only losing its worker
+max_attempts times fails it), and the service's adapted rate stays within its bounds and never above a configured
+rate; a task a worker answers 503 marked for a retry is held and queued again, never lost, and answered that 503
+only once it has had its retries. A task its worker fails (500) is answered once and kept as a dead letter; an
+admin's replay of one is a new task answered once, to the admin, never to the first client, and a letter is replayed
+at most once; the dead letters kept are those made less those replayed, dropped and evicted. At the end, after every
+client re-asks about what it still waits for (and asks again for what the broker does not know), every request that
+was not cancelled has been answered.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 
@@ -28,6 +32,7 @@ from generaldomo.sansio.broker.accounts.ledger import MARGIN, Holding, request_c
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
 from generaldomo.sansio.broker.flow.adaptive import AdaptiveLimits
 from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.flow.retry import DEFAULT
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
@@ -39,6 +44,7 @@ SERVICES = (b"a", b"b")
 CLIENTS = (*(Peer(0, b"c%d" % n) for n in range(3)), *(Peer(0, (b"proxy", b"p%d" % n)) for n in range(2)))
 SCANNER = Peer(2, b"scanner")
 THIEF = Peer(0, b"thief")  # another client key that replays the others' request ids (with credentials only)
+ADMIN = Peer(0, b"admin")  # replays dead letters (mmi.dead)
 INTERVAL = 1.0
 LIVENESS = 3
 MAX_ATTEMPTS = 3
@@ -73,6 +79,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.quiet: set[Peer] = set()  # clients that stopped heartbeating
         self.live: dict[Peer, bytes] = {}  # worker -> its service
         self.holding: dict[Peer, tuple[bytes, bytes]] = {}  # worker -> (task id, body) it was given
+        self.tried_again: Counter[bytes] = Counter()  # bodies of the tasks answered 503 marked for a retry
         self.silent: set[Peer] = set()
         self.ghosts: list[tuple[Peer, bytes, bytes, bytes]] = []  # forgotten worker, service, task id, body
         self.next_worker = 0
@@ -86,6 +93,11 @@ class BrokerMachine(RuleBasedStateMachine):
         self.not_found: dict[Key, frozenset[bytes]] = {}  # requests answered 404 -> services served by then
         self.losses: Counter[bytes] = Counter()  # request body -> times its task was lost with a worker
         self.garbage_answers = 0  # final answers the scanner got (garbage may read as a request, refused or served)
+        self.mmi_asked: set[bytes] = set()  # the admin's mmi.dead request ids
+        self.replays: set[bytes] = set()  # request ids of the replays the broker accepted
+        self.replay_finals: Counter[bytes] = Counter()  # final answers the admin got for them
+        self.replay_statuses: Counter[bytes] = Counter()  # and their statuses
+        self.replayed: set[bytes] = set()  # dead letters' ids replayed
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -103,6 +115,9 @@ class BrokerMachine(RuleBasedStateMachine):
                 continue
             if peer in CLIENTS or peer == THIEF:
                 self.client_gets(peer, frames)
+                continue
+            if peer == ADMIN:
+                self.admin_gets(frames)
                 continue
             parsed = parse_worker_command(frames)
             assert parsed is not None
@@ -146,7 +161,12 @@ class BrokerMachine(RuleBasedStateMachine):
                 assert self.deadlines[key] <= self.now, "a 504 before the request's deadline"
         elif status == protocol.UNAVAILABLE:
             self.failed[key] += 1
-            assert self.losses[self.expected[key]] >= MAX_ATTEMPTS, "failed, but not lost with its workers"
+            if body == (b"try again",):  # its retries spent: the last answer, without the retry mark
+                assert self.tried_again[self.expected[key]] > DEFAULT.retries, "answered before its retries"
+            else:
+                assert self.losses[self.expected[key]] >= MAX_ATTEMPTS, "failed, but not lost with its workers"
+        elif status == protocol.WORKER_ERROR:
+            assert body == (b"boom",), "another failure than the worker's"
         elif status == protocol.NOT_FOUND:
             service = self.expected[key].rsplit(b"/", 1)[1]
             assert self.flags.get(key, 0) & protocol.FLAG_KNOWN_SERVICE, "a 404 to a request that did not ask"
@@ -160,9 +180,29 @@ class BrokerMachine(RuleBasedStateMachine):
             self.losing.discard(peer)
             self.lost[key] += 1
 
+    def admin_gets(self, frames: list[bytes]) -> None:
+        """An answer to the admin: of an ``mmi.dead`` request (a replay accepted: its request id), or a replay's."""
+        parsed = protocol.parse_client_reply(frames)
+        assert parsed is not None
+        rid, status, _, body = parsed
+        if status is None:
+            return
+        if rid in self.mmi_asked:
+            if status == protocol.OK and b"request_id" in body[0]:
+                answer = json.loads(body[0])
+                self.replays.add(bytes.fromhex(answer["request_id"]))
+                assert answer["replayed"] not in self.replayed, "a dead letter replayed twice"
+                self.replayed.add(answer["replayed"])
+            return
+        assert rid in self.replays, "an answer to the admin for no replay"
+        self.replay_finals[rid] += 1
+        self.replay_statuses[status] += 1
+
     def credential(self, peer: Peer) -> Credential | None:
         if not self.keyed or peer == SCANNER:
             return None
+        if peer == ADMIN:
+            return Credential("key-admin", frozenset({Role.ADMIN}))
         role = Role.WORKER if peer.link == 1 else Role.CLIENT
         return Credential(f"key-{peer.address!r}", frozenset({role}))
 
@@ -298,6 +338,28 @@ class BrokerMachine(RuleBasedStateMachine):
         self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, protocol.OK, [body + b"!"])))
 
     @precondition(lambda self: self.holding)
+    @rule(data=st.data())
+    def worker_fails(self, data: st.DataObject) -> None:
+        peer = data.draw(st.sampled_from(sorted(self.holding)))
+        task_id, _ = self.holding.pop(peer)
+        self.feed(peer, protocol.gdp_ready(self.live[peer], (task_id, protocol.WORKER_ERROR, [b"boom"])))
+
+    @precondition(lambda self: len(self.core.dead_letters) or self.replayed)
+    @rule(data=st.data(), drop=st.booleans())
+    def admin_replays_or_drops_a_dead_letter(self, data: st.DataObject, drop: bool) -> None:
+        letters = self.core.dead_letters
+        kept = [
+            (s.service, letter.id.hex()) for s in letters.services(10) for letter in letters.letters(s.service, 100)[0]
+        ]
+        gone = [(service.decode(), task_id) for service in SERVICES for task_id in sorted(self.replayed)]
+        service, task_id = data.draw(st.sampled_from(kept + gone))
+        self.serial += 1
+        rid = b"mmi-%d" % self.serial
+        self.mmi_asked.add(rid)
+        args = json.dumps({"service": service, "id": task_id}).encode()
+        self.feed(ADMIN, protocol.gdp_request(rid, b"mmi.dead", [b"drop" if drop else b"replay", args]))
+
+    @precondition(lambda self: self.holding)
     @rule(data=st.data(), retry_after=st.sampled_from([None, b"0.5", b"2", b"junk"]))
     def worker_says_slow_down(self, data: st.DataObject, retry_after: bytes | None) -> None:
         peer = data.draw(st.sampled_from(sorted(self.holding)))
@@ -309,6 +371,20 @@ class BrokerMachine(RuleBasedStateMachine):
         if running:
             assert self.core.counters["throttled"] == throttled + 1
             assert task.state in (TaskState.QUEUED, TaskState.RUNNING) and task.id in self.core.tasks, "429'd: lost"
+
+    @precondition(lambda self: self.holding)
+    @rule(data=st.data())
+    def worker_says_try_again(self, data: st.DataObject) -> None:
+        peer = data.draw(st.sampled_from(sorted(self.holding)))
+        task_id, body = self.holding.pop(peer)
+        task = self.core.tasks[task_id]
+        running = task.state is TaskState.RUNNING
+        answer = (task_id, protocol.UNAVAILABLE, [b"try again", protocol.RETRY_MARK])
+        self.feed(peer, protocol.gdp_ready(self.live[peer], answer))
+        if running:  # held for a retry (queued, off its queue), or answered (its retries spent, its deadline near)
+            self.tried_again[body] += 1
+            held = task.id in self.core.tasks and task in task.service.delayed
+            assert (held and task.state is TaskState.QUEUED) or task.state is TaskState.DONE, "tried again: lost"
 
     @precondition(lambda self: self.holding and len(self.live) > 1)
     @rule(data=st.data())
@@ -392,6 +468,15 @@ class BrokerMachine(RuleBasedStateMachine):
         assert all(count <= self.asks[key] for key, count in self.finals.items())
 
     @invariant()
+    def replays_answered_once_and_dead_letters_accounted_for(self) -> None:
+        assert all(n == 1 for n in self.replay_finals.values()), "a replay answered twice"
+        c, letters = self.core.counters, self.core.dead_letters
+        assert len(letters) == c.dead_lettered - c.dead_replayed - c.dead_dropped - letters.evicted
+        kept = {letter.id for s in letters.services(10) for letter in letters.letters(s.service, 1000)[0]}
+        assert not kept & set(self.core.tasks), "a dead letter that is also a live task"
+        assert not {bytes.fromhex(i) for i in self.replayed} & kept, "a replayed letter still kept"
+
+    @invariant()
     def no_task_held_twice(self) -> None:
         holders = [w.task.id for w in self.core.workers.values() if w.task is not None]
         assert len(holders) == len(set(holders))
@@ -421,12 +506,13 @@ class BrokerMachine(RuleBasedStateMachine):
     @invariant()
     def counters_add_up(self) -> None:
         c = self.core.counters
-        answered = sum(self.finals.values()) + self.garbage_answers
+        answered = sum(self.finals.values()) + self.garbage_answers + sum(self.replay_finals.values())
         assert answered == c["completed"] + c["answers_resent"] + c["rejected"]
         # a lost answer re-asked for comes again from the kept answers (not counted again by the broker), or
         # once it is no longer kept, the request runs again (and may fail or expire again)
-        assert len(self.failed) <= c["failed"] <= sum(self.failed.values())
-        assert len(self.expired) <= c["expired"] <= sum(self.expired.values())
+        replays = self.replay_statuses  # (a replay may fail or expire too: its answer goes to the admin)
+        assert len(self.failed) <= c["failed"] - replays[protocol.UNAVAILABLE] <= sum(self.failed.values())
+        assert len(self.expired) <= c["expired"] - replays[protocol.EXPIRED] <= sum(self.expired.values())
 
     @invariant()
     def the_ledger_adds_up(self) -> None:
@@ -460,7 +546,7 @@ class BrokerMachine(RuleBasedStateMachine):
                 if limits.concurrency is not None and service.name not in self.loose:
                     assert in_flight <= limits.concurrency
             queued = sum(t.state is TaskState.QUEUED for t in self.core.tasks.values() if t.service is service)
-            assert len(service.pending) == queued
+            assert len(service.pending) + len(service.delayed) == queued  # (held: a retry's backoff)
 
     @invariant()
     def modern_workers_are_told_of_every_drop(self) -> None:

@@ -5,17 +5,17 @@ over and the first hop of its address (the ROUTER identity or the SERVER routing
 itself): the hops of an envelope after the first are what the peer says of itself, so a forged hop never
 makes a new connection (:func:`connection`). Each holding is charged with its size in bytes to its
 connection and to the total when it is made and released when it goes; the callers (the broker core for
-tasks, workers, services, flow entries, clients it listens to and kept answers; the IO layer for replies not
-yet on their way) say how many bytes each holding costs, overheads included (:data:`OVERHEAD`).
+tasks, workers, services, flow entries, clients it listens to, kept answers and dead letters; the IO layer for
+replies not yet on their way) say how many bytes each holding costs, overheads included (:data:`OVERHEAD`).
 
 Rules: :meth:`Ledger.admit` says whether a new holding fits (the connection's budget, the total budget and
 the connection's cap on holdings of its kind) without charging anything; :meth:`Ledger.charge` charges
 unconditionally (what was admitted, or what must be kept anyway, such as a reply on its way) and
-:meth:`Ledger.release` gives back exactly what a charge took. Kept answers are charged and shown like the
-rest but leave the budgets to others: they have a budget of their own, whose oldest are evicted first, so a
-busy client's answers never make its next request wait. An account exists only while it holds
-something, so the ledger costs memory only for connections with holdings. It knows nothing of sockets,
-clocks, messages or what the holdings are.
+:meth:`Ledger.release` gives back exactly what a charge took. Kept answers and dead letters (:data:`ASIDE`) are
+charged and shown like the rest but leave the budgets to others: each has a budget of its own, whose oldest are
+evicted first, so a busy client's answers (or its failed tasks) never make its next request wait. An account
+exists only while it holds something, so the ledger costs memory only for connections with holdings. It knows
+nothing of sockets, clocks, messages or what the holdings are.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 __all__ = [
+    "ASIDE",
     "CHARGED",
     "ENVELOPE_HOP",
     "FRAME",
@@ -99,6 +100,7 @@ class Holding(enum.Enum):
     FLOW = "flows"  # flow limits set for a service name through mmi.flow, its tenants' limits too
     CLIENT = "clients"  # a generaldomo client the broker listens to (for its silence)
     KEPT = "kept"  # a final answer kept for the client's re-asks
+    DEAD = "dead"  # a task that finally failed, kept in its service's dead letters
     UNSENT = "unsent"  # replies handed to the socket that have not left the process
 
     # members are singletons: the C identity hash serves, not Enum's own (it hashes the name in Python at every dict
@@ -117,8 +119,12 @@ OVERHEAD: Final[Mapping[Holding, int]] = {
     Holding.FLOW: 512,
     Holding.CLIENT: 384,
     Holding.KEPT: 512,
+    Holding.DEAD: 640,  # its record, its letters' entries (by id, by service) and its reason's text
     Holding.UNSENT: 0,
 }
+# Holdings with a budget of their own, the oldest evicted first: they leave the connections' and the total budgets
+# to the others (Account.kept counts their bytes).
+ASIDE: Final = frozenset({Holding.KEPT, Holding.DEAD})
 TENANT_LIMIT: Final = (
     256  # bytes one tenant's limits in a flow entry cost beyond its name (the entry, the queue's copy)
 )
@@ -147,8 +153,8 @@ class Refusal(enum.Enum):
 
 @dataclasses.dataclass(slots=True)
 class Account:
-    """What one connection holds: bytes (``kept``: of them, in kept answers), and how many holdings of each
-    kind."""
+    """What one connection holds: bytes (``kept``: of them, in kept answers and dead letters, :data:`ASIDE`), and
+    how many holdings of each kind."""
 
     bytes: int = 0
     kept: int = 0
@@ -205,7 +211,8 @@ class Ledger:
         if account is None:
             account = self._accounts.get(where)
         held = size + (0 if account is None else account.bytes - account.kept)
-        if exceeds(self.total_budget, self.total - self.by_kind[Holding.KEPT] + size, held):
+        aside = self.by_kind[Holding.KEPT] + self.by_kind[Holding.DEAD]
+        if exceeds(self.total_budget, self.total - aside + size, held):
             return Refusal.TOTAL_BYTES
         if self.connection_budget is not None and held > self.connection_budget:
             return Refusal.CONNECTION_BYTES
@@ -223,7 +230,7 @@ class Ledger:
         if account is None:
             account = self._accounts[where] = Account()
         account.bytes += size
-        if kind is Holding.KEPT:
+        if kind in ASIDE:
             account.kept += size
         elif kind is Holding.TASK:
             account.tasks += size
@@ -236,7 +243,7 @@ class Ledger:
         """Give back one holding of ``kind`` and ``size`` bytes that was charged to ``where``."""
         account = self._accounts[where]
         account.bytes -= size
-        if kind is Holding.KEPT:
+        if kind in ASIDE:
             account.kept -= size
         elif kind is Holding.TASK:
             account.tasks -= size

@@ -11,6 +11,7 @@ Rules of this file:
   (the table of workers), :mod:`~generaldomo.sansio.broker.core.clients` (clients listened to, resends, paced requests),
   :mod:`~generaldomo.sansio.broker.core.budgets` (queue budgets, services and flow entries charged),
   :mod:`~generaldomo.sansio.broker.core.handover` (tickets, claims, recovery),
+  :mod:`~generaldomo.sansio.broker.core.dead` (the tasks that failed for good, their replays),
   :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
   :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff, held as delayed tasks),
   :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
@@ -77,16 +78,18 @@ from collections.abc import Callable, Iterator, Sequence
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.broker import mmi
 from generaldomo.sansio.broker.access import NEEDS, Credential
+from generaldomo.sansio.broker.accounts.dead import DeadLetters
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import CHARGED, ConnectionId, Holding, Ledger, connection
 from generaldomo.sansio.broker.actions import Beat, Cancel, Dispatch, Respond, Send
-from generaldomo.sansio.broker.core import budgets, clients, durable, expiry, handover, reporting, workers
+from generaldomo.sansio.broker.core import budgets, clients, dead, durable, expiry, handover, reporting, workers
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
+from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.delays import Delays
 from generaldomo.sansio.broker.core.durable import Durable
-from generaldomo.sansio.broker.core.expiry import PAST_DEADLINE, Expiry
+from generaldomo.sansio.broker.core.expiry import Expiry
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management
 from generaldomo.sansio.broker.core.registration import Registration
@@ -138,7 +141,8 @@ _T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
 
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
 PARTS: dict[str, dict[str, str]] = {
-    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_delays": {}, "_durable": durable.HOLDINGS,
+    "_budgets": budgets.HOLDINGS, "_clients": clients.HOLDINGS, "_dead": dead.HOLDINGS, "_delays": {},
+    "_durable": durable.HOLDINGS,
     "_expiry": expiry.HOLDINGS, "_handover": handover.HOLDINGS, "_management": {}, "_registration": {},
     "_reporting": reporting.HOLDINGS, "_requests": {}, "_results": {}, "_retries": {}, "_workers": workers.HOLDINGS,
 }  # fmt: skip
@@ -246,11 +250,12 @@ class BrokerCore:
         self._retries = Retries(self, self.counters, self._delays, random)
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
+        self._dead = Dead(self, settings, self.counters, self.ledger, random)
         hold_until = self.started + settings.recovery_window if recovering else None
         self._handover = Handover(handover_key, instance, hold_until)
         self._reporting = Reporting(
             log, self.labels, settings, self.counters, self.ledger, self._kept, self._workers, self._budgets,
-            lambda: self.resolver.services(),
+            lambda: self.resolver.services(), self._dead.letters,
         )  # fmt: skip
         self._management = Management(self, self.counters, self._clients, self._reporting)
         self._requests = Requests(
@@ -263,7 +268,7 @@ class BrokerCore:
         )  # fmt: skip
         self._results = Results(
             self, settings, self.counters, self._kept, self._workers, self._registration, self._handover,
-            self._reporting, self._retries,
+            self._reporting, self._retries, self._dead,
         )  # fmt: skip
         self._barrier = Barrier(log, "the broker core")
         self._trace = log.isEnabledFor(logging.DEBUG)  # a line per dispatch (-vv), decided once: free when off
@@ -282,6 +287,11 @@ class BrokerCore:
     def tasks(self) -> dict[bytes, Task]:
         """Live tasks (queued, running or cancelled while running) by task id (read only)."""
         return self._tasks
+
+    @property
+    def dead_letters(self) -> DeadLetters:
+        """The services' dead letters (read only; ``mmi.dead`` replays and drops them)."""
+        return self._dead.letters
 
     @property
     def instance(self) -> bytes:
@@ -488,6 +498,10 @@ class BrokerCore:
         """
         self.counters.add(name, n)
 
+    def _take_dead(self, change: mmi.DeadChange, event: ClientRequest, message: Message) -> tuple[bytes, list[bytes]]:
+        """Replay or drop a dead letter as ``mmi.dead`` asks (see :mod:`~generaldomo.sansio.broker.core.dead`)."""
+        return self._dead.take(change, event, message, self._requests.on_request)
+
     def _caught(self, handling: str, now: float) -> None:
         """Count and log the unexpected error being handled (see :meth:`receive`)."""
         self.counters.internal_errors += 1
@@ -517,6 +531,8 @@ class BrokerCore:
         yield from self._clients.holdings()
         for where, size in self._kept.holdings():
             yield where, Holding.KEPT, size
+        for where, size in self._dead.letters.holdings():
+            yield where, Holding.DEAD, size
 
     def stop_accepting(self) -> None:
         """From now on answer new requests ``503`` (the broker is stopping); the requests it holds are still served,
@@ -679,6 +695,7 @@ class BrokerCore:
             return
         flow = service.flow
         held = service.release_due(now)
+        ahead = service.stats.ahead(self.settings.deadline_estimate_after)  # the time a task needs left
         while True:
             if not flow.admits(now):
                 if service.pending and service.waiting:
@@ -698,10 +715,9 @@ class BrokerCore:
                 self._silent(worker, now)
                 continue
             deadline = task.deadline
-            if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
+            if deadline is not None and deadline - now <= ahead:  # past it (due at a tick), or too close for it
                 service.put_back(worker)
-                self.counters.past_deadline += 1
-                self._complete(task, protocol.EXPIRED, [PAST_DEADLINE], turn, dequeued=True)
+                self._expiry.too_late(task, deadline - now, turn)
                 continue
             if not flow.fits(task.size):
                 service.put_back(worker, task)  # its own limits (bytes in flight) hold it: a completion frees them
@@ -814,6 +830,7 @@ class BrokerCore:
             self._finish(task, task.state)
         elif task.attempts >= self.settings.max_attempts:
             reason = f"task lost with its worker {task.attempts} times; giving up"
+            self._dead.bury(task, protocol.UNAVAILABLE, reason, turn.now)
             self._complete(task, protocol.UNAVAILABLE, [reason.encode()], turn)
             return
         else:
@@ -849,10 +866,12 @@ class BrokerCore:
             self._expiry.expire_queued(now - anonymous, turn, anonymous=True)
         self._requests.drop_silent_clients(now - settings.client_silence)
         self._kept.expire(now)
+        self._dead.letters.expire(now - settings.dead_seconds)
         self._forget_idle_services(now)
         logging_held = self._reporting.flush(now)
         self._barrier.flush(now)
-        busy = self._tasks or len(self._clients) or len(self._kept) or self._budgets.holds() or logging_held
+        held = len(self._kept) or len(self._dead.letters) or self._budgets.holds()
+        busy = self._tasks or len(self._clients) or held or logging_held
         self._next_sweep = now + settings.heartbeat_interval if busy else None
 
     def _forget_idle_services(self, now: float) -> None:

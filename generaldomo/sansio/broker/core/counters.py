@@ -45,6 +45,7 @@ class Counters:
     failed: int = 0  # of them: lost with their worker max_attempts times
     expired: int = 0  # of them: answered 504 (queue timeout or deadline)
     past_deadline: int = 0  # tasks whose deadline passed
+    deadline_unreachable: int = 0  # tasks answered 504 at once: less time left than the estimated service time
     delayed: int = 0  # tasks held off their queue until a time (a request's not_before)
     abandoned: int = 0  # tasks answered 503 when the broker stopped
     reissued: int = 0  # tasks queued again after their worker left
@@ -55,6 +56,10 @@ class Counters:
     client_gone_dropped: int = 0  # queued tasks of clients gone silent
     duplicates_dropped: int = 0  # results for tasks that are not live
     results_refused: int = 0  # results from peers that do not hold the task
+    # dead letters
+    dead_lettered: int = 0  # tasks that failed for good, kept in their service's dead letters
+    dead_replayed: int = 0  # dead letters replayed as new tasks
+    dead_dropped: int = 0  # dead letters an admin dropped
     # workers
     workers_registered: int = 0
     workers_refused: int = 0

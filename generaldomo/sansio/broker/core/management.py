@@ -52,6 +52,9 @@ class Core(mmi.BrokerView, Protocol):
     """What the management part may read and call of the core: what ``mmi`` reads, and how a flow change is applied."""
 
     def apply_flow(self, change: mmi.FlowChange, now: float, where: ConnectionId | None = None) -> list[Send]: ...
+    def _take_dead(
+        self, change: mmi.DeadChange, event: ClientRequest, message: Message
+    ) -> tuple[bytes, list[bytes]]: ...
     def _caught(self, handling: str, now: float) -> None: ...
 
 
@@ -109,6 +112,8 @@ class Management:
         if answer.work:
             self._clients.spent(peer, answer.work, now)
         status, body = answer.status, answer.body
+        if answer.dead is not None:  # a dead letter to replay or drop: the core answers
+            status, body = self._core._take_dead(answer.dead, event, message)
         frames = protocol.client_reply(event.dialect, event.request_id, event.description, status, body, True)
         if frames is not None:
             message.out.append(Respond(peer, frames))

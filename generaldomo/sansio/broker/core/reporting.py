@@ -12,6 +12,7 @@ import heapq
 import logging
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
+from generaldomo.sansio.broker.accounts.dead import DeadLetters
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import ConnectionId, Ledger, connection
 from generaldomo.sansio.broker.core.budgets import Budgets
@@ -22,6 +23,7 @@ from generaldomo.sansio.broker.report import (
     DESCRIPTION_BYTES,
     BrokerReport,
     ConnectionReport,
+    DeadLettersReport,
     Endpoint,
     JournalReport,
     LedgerReport,
@@ -43,6 +45,7 @@ from generaldomo.sansio.wire import limits
 __all__ = ["HOLDINGS", "TOP_CONNECTIONS", "Reporting"]
 
 HOLDINGS = {  # what this part holds on peers' behalf (see generaldomo.sansio.broker.core.HOLDINGS)
+    "_dead": "the dead letters' part's store, read (charged there)",
     "_endpoints": "the operator's (set_endpoints)",
     "_warnings": "bounded: rate-limited per connection, flushed each sweep",
 }
@@ -58,11 +61,13 @@ class Reporting:
         labels: names peers (its key the broker's, random per start).
         settings, counters, ledger, kept, workers, budgets: what the report reads.
         services: the services there are (the resolver's), each time it is called.
+        dead: the dead letters (none: an empty store).
     """
 
     def __init__(
         self, log: logging.Logger, labels: PeerLabels, settings: Settings, counters: Counters, ledger: Ledger,
         kept: KeptAnswers, workers: Workers, budgets: Budgets, services: Callable[[], Iterable[Service]],
+        dead: DeadLetters | None = None,
     ) -> None:  # fmt: skip
         self.labels = labels
         self._settings = settings
@@ -72,6 +77,7 @@ class Reporting:
         self._workers = workers
         self._budgets = budgets
         self._services = services
+        self._dead = dead if dead is not None else DeadLetters(0, 0)
         self._endpoints: list[tuple[str, str]] = []
         self._warnings = LogLimiter(log)
         self.pair: Callable[[float], PairReport] | None = None  # the broker pair's report, when in a pair
@@ -146,6 +152,7 @@ class Reporting:
             hosts=self._workers.hosts(),
             internal_errors=counters.internal_errors,
             in_flight=in_flight,
+            dead_letters=DeadLettersReport.of(self._dead, now),
             pair=None if self.pair is None else self.pair(now),
             journal=None if self.journal is None else self.journal(),
         )

@@ -20,6 +20,7 @@ from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import connection
 from generaldomo.sansio.broker.actions import Forward, Respond
 from generaldomo.sansio.broker.core.counters import Counters
+from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.registration import Registration
 from generaldomo.sansio.broker.core.reporting import Reporting
@@ -57,6 +58,7 @@ class Results:
     def __init__(
         self, core: Core, settings: Settings, counters: Counters, kept: KeptAnswers, workers: Workers,
         registration: Registration, handover: Handover, reporting: Reporting, retries: Retries,
+        dead: Dead,
     ) -> None:  # fmt: skip
         self._core = core
         self._settings = settings
@@ -67,6 +69,7 @@ class Results:
         self._handover = handover
         self._reporting = reporting
         self._retries = retries
+        self._dead = dead
 
     def on_reply(self, event: WorkerReply, message: Message) -> None:
         self._result(event, message, event.status, event.body)
@@ -120,6 +123,7 @@ class Results:
         else:  # when the worker waits again on the same service, _wait below dispatches the place it freed
             if status == protocol.UNAVAILABLE and protocol.marked_retry(status, body):
                 body = body[:1]  # (the retry mark is the broker's, not the client's)
+            self._dead.failed(task, status, body, now)
             self._core._complete(task, status, body, message, dispatch=not same)
         if not same and event.description is not None:
             self._core._leave(worker, now)

@@ -14,7 +14,7 @@ from core_harness import Harness, client, worker
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from generaldomo.sansio.broker.accounts.ledger import MARGIN, RESERVE, Holding, Ledger, Refusal, connection
+from generaldomo.sansio.broker.accounts.ledger import ASIDE, MARGIN, RESERVE, Holding, Ledger, Refusal, connection
 from generaldomo.sansio.broker.core import Peer
 from generaldomo.sansio.broker.core.clients import ECHO_BYTES
 from generaldomo.sansio.broker.core.workers import BEATS_PER_TICK
@@ -40,7 +40,7 @@ class LedgerMachine(RuleBasedStateMachine):
         where = (0, b"c%d" % who)
         account = self.ledger.account(where)
         refusal = self.ledger.admit(where, kind, size)
-        kept = self.ledger.by_kind[Holding.KEPT]  # kept answers leave the budgets to the others
+        kept = sum(self.ledger.by_kind[kind] for kind in ASIDE)  # kept answers, dead letters: budgets of their own
         total, held = self.ledger.total - kept + size, account.bytes - account.kept + size
         if kind is Holding.TASK and account.count(kind) >= 3:
             assert refusal is Refusal.CONNECTION_COUNT
@@ -76,7 +76,7 @@ class LedgerMachine(RuleBasedStateMachine):
             mine = [(k, size) for w, k, size in self.charges if w == where]
             assert ledger.held(where) == sum(size for _, size in mine)
             assert all(ledger.account(where).count(k) == sum(1 for x, _ in mine if x is k) for k in KINDS)
-            assert ledger.account(where).kept == sum(size for k, size in mine if k is Holding.KEPT)
+            assert ledger.account(where).kept == sum(size for k, size in mine if k in ASIDE)
         top = ledger.top(2)
         assert [account.bytes for _, account in top] == sorted(
             (ledger.held(w) for w in {w for w, _, _ in self.charges}), reverse=True
