@@ -34,6 +34,7 @@ NOT_COMPILED = {
     "generaldomo/sansio/peer/session.py": "its generic records (Resolve[T]...) do not compile as dataclasses",
 }
 COMPILED_LIBRARY = "generaldomo_core"  # the shared library's module: generaldomo_core__mypyc
+COMPILE_INPLACE = "GENERALDOMO_COMPILE_INPLACE"  # set: build_ext --inplace compiles the core too (minutes)
 CPP_FILES = ("include/generaldomo/*.hpp", "lib/pkgconfig/*.pc", "lib/cmake/generaldomo/*.cmake")
 
 
@@ -69,7 +70,8 @@ class OptionalBuildExt(build_ext):
         self._failed: list[str] = []
         target = self._compiled_dir()
         (target / "manifest.json").unlink(missing_ok=True)  # an older build is not used while this one is made
-        if self.distribution.ext_modules:  # (empty: GENERALDOMO_NO_EXTENSIONS)
+        # (none: GENERALDOMO_NO_EXTENSIONS; in a source tree, whose edits leave a build unused, on request only)
+        if self.distribution.ext_modules and (not self.inplace or os.environ.get(COMPILE_INPLACE, "") not in ("", "0")):
             self.extensions = [*self.extensions, *self._mypyc_extensions()]
         try:
             super().run()

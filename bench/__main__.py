@@ -13,9 +13,11 @@ CURVE, ``bench/curve.py``; not part of ``--smoke``), ``scale`` (10: 64 clients x
 Poisson arrivals at fixed rates from 10 % to past saturation, HDR histograms, ``bench/openloop.py``; not part of
 ``--smoke``), ``shared`` (12: a shared service: fair shares between two tenants, a remote API with a hidden
 limit against the article's actor with Ray tasks as its callers, goodput with deadlines; ``bench/shared.py``;
-not part of ``--smoke``), ``goals`` (the performance goals, each a ratio side by side: the core's instructions
-per request under callgrind and its profile, and the figures of parts ``cpeers``, ``peers`` and ``openloop`` of
-the same run, which ``--only goals`` runs first unless ``--smoke``; ``bench/goals.py``).
+not part of ``--smoke``), ``goodput`` (13: goodput under overload with deadlines, deadline-aware dispatch on and
+off, ``bench/goodput.py``; not part of ``--smoke``), ``goals`` (the performance goals, each a ratio side by side:
+the core's instructions per request under callgrind and its profile, and the figures of parts ``cpeers``,
+``peers`` and ``openloop`` of the same run, which ``--only goals`` runs first unless ``--smoke``;
+``bench/goals.py``).
 Progress goes to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -39,6 +41,7 @@ from bench import (
     cpeers,
     curve,
     goals,
+    goodput,
     netns,
     openloop,
     peers,
@@ -55,7 +58,7 @@ from bench.procs import Children, machine
 
 PARTS = (
     "transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale", "openloop",
-    "shared", "goals",
+    "shared", "goodput", "goals",
 )  # fmt: skip
 NOT_SMOKE = (
     "ray",
@@ -65,6 +68,7 @@ NOT_SMOKE = (
     "scale",
     "openloop",
     "shared",
+    "goodput",
     "goals",
 )  # the long ones, the C builds, the many processes, callgrind
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
@@ -153,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             elif part == "shared":
                 plot = cfg.out / f"{stem}-shared.png" if timeline.can_plot() else None
                 results["parts"][part] = shared.run(cfg, plot=plot)
+            elif part == "goodput":
+                results["parts"][part] = goodput.run(cfg)
             elif part == "goals":
                 results["parts"][part] = goals.run(cfg, results["parts"])
     results["duration_s"] = time.time() - started

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench import curve, goals, openloop, scale, shared
+from bench import curve, goals, goodput, openloop, scale, shared
 
 Row = dict[str, Any]
 
@@ -554,6 +554,7 @@ def markdown(results: dict[str, Any]) -> str:
         "scale": scale.markdown,
         "openloop": openloop.markdown,
         "shared": shared.markdown,
+        "goodput": goodput.markdown,
         "goals": goals.markdown,
     }
     body = [sections[name](parts[name]) for name in sections if name in parts]

@@ -36,7 +36,7 @@ from typing import Any
 from bench.config import Config, progress, say
 from bench.hidden_api import HiddenLimitAPI, LimitedAPIActor
 from bench.procs import ROOT
-from generaldomo import Broker, Client, Reject, RequestFailed, Worker
+from generaldomo import Broker, Client, Reject, RequestFailed, Settings, Worker
 from generaldomo.sansio.broker.services.stats import percentile
 
 WORKERS = 4
@@ -67,8 +67,10 @@ def run(cfg: Config, plot: Path | None = None) -> dict[str, Any]:
 class _Service:
     """A broker on loopback with ``count`` worker threads serving ``service`` with ``handler``."""
 
-    def __init__(self, service: str, handler: Callable[[bytes], bytes], count: int) -> None:
-        self.broker = Broker("router", ["tcp://127.0.0.1:*"]).start()
+    def __init__(
+        self, service: str, handler: Callable[[bytes], bytes], count: int, settings: Settings | None = None
+    ) -> None:
+        self.broker = Broker("router", ["tcp://127.0.0.1:*"], settings=settings).start()
         self.endpoint = self.broker.endpoint("router", "tcp")
         self.workers = [Worker(self.endpoint, service, handler) for _ in range(count)]
         self.threads = [threading.Thread(target=w.serve, daemon=True) for w in self.workers]
@@ -282,11 +284,16 @@ def deadlines(seconds: float) -> dict[str, Any]:
     return {"phases": phases, "deadline": DEADLINE, "overload": OVERLOAD, "calm": CALM}
 
 
-def _deadline_phase(endpoint: str, seconds: float, carried: bool) -> dict[str, Any]:
-    name = "deadlines dropped by the broker" if carried else "no deadline sent"
+def _deadline_phase(
+    endpoint: str, seconds: float, carried: bool, *, capacity: float = WORKERS / WORK, overload: float = OVERLOAD,
+    calm: float = CALM, deadline: float = DEADLINE, name: str = "",
+) -> dict[str, Any]:  # fmt: skip
+    """Open-loop arrivals at ``overload`` x ``capacity`` for half of ``seconds``, then at ``calm`` x it, each
+    request wanting its answer within ``deadline`` (sent with it if ``carried``); how they ended."""
+    name = name or ("deadlines dropped by the broker" if carried else "no deadline sent")
     say(f"shared: overload, {name}, {seconds:g} s")
     progress["last"] = time.monotonic()
-    capacity, half = WORKERS / WORK, seconds / 2
+    half = seconds / 2
     lock = threading.Lock()
     counts = {"on_time": 0, "late": 0, "dropped": 0, "calm_on_time": 0}
     with Client(endpoint, deadlines=carried) as client:
@@ -298,7 +305,7 @@ def _deadline_phase(endpoint: str, seconds: float, carried: bool) -> dict[str, A
                 with lock:
                     if future.cancelled() or future.exception() is not None:
                         counts["dropped"] += 1
-                    elif time.monotonic() - scheduled <= DEADLINE:
+                    elif time.monotonic() - scheduled <= deadline:
                         counts["on_time"] += 1
                         counts["calm_on_time"] += scheduled - start >= half
                     else:
@@ -306,22 +313,22 @@ def _deadline_phase(endpoint: str, seconds: float, carried: bool) -> dict[str, A
 
             return done
 
-        def due(elapsed: float) -> int:  # arrivals scheduled by then: OVERLOAD x capacity, then CALM x capacity
-            return int(capacity * (OVERLOAD * min(elapsed, half) + CALM * max(0.0, elapsed - half)))
+        def due(elapsed: float) -> int:  # arrivals scheduled by then: overload x capacity, then calm x capacity
+            return int(capacity * (overload * min(elapsed, half) + calm * max(0.0, elapsed - half)))
 
         def scheduled_at(n: int) -> float:
-            first = OVERLOAD * capacity * half
-            return n / (OVERLOAD * capacity) if n < first else half + (n - first) / (CALM * capacity)
+            first = overload * capacity * half
+            return n / (overload * capacity) if n < first else half + (n - first) / (calm * capacity)
 
         sent = 0
         while (now := time.monotonic()) < start + seconds:
             while sent < due(now - start):
-                future = client.submit("busy", b"x", deadline=DEADLINE if carried else None)
+                future = client.submit("busy", b"x", deadline=deadline if carried else None)
                 future.add_done_callback(settle(start + scheduled_at(sent)))
                 futures.append(future)
                 sent += 1
             time.sleep(0.002)
-        wait_until = time.monotonic() + DEADLINE + 5
+        wait_until = time.monotonic() + deadline + 5
         while time.monotonic() < wait_until and not all(f.done() for f in futures):
             time.sleep(0.05)
         for future in futures:

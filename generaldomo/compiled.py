@@ -106,7 +106,7 @@ def decide(pure: bool, directory: Path = DIRECTORY, root: Path = PACKAGE.parent)
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
         return None, (
             f"pure Python (the compiled core is stale: {shown} changed since it was built; "
-            "rebuild it with `python setup.py build_ext --inplace`)"
+            "rebuild it with `GENERALDOMO_COMPILE_INPLACE=1 python setup.py build_ext --inplace`)"
         )
     missing = [name for name, (file, _, _) in manifest.modules.items() if not (directory / file).is_file()]
     if missing or not (directory / manifest.library_file).is_file():

@@ -1,6 +1,6 @@
 """A worker app for the dead letters' tests, served by ``python -m generaldomo worker tests.dead_apps:app``.
 
-``parse`` fails (``ValueError``: a ``500``) until the file its payload names exists: a poison task, until the fix.
+``echo-parse`` fails (``ValueError``: a ``500``) until the file its payload names exists: a poison task, until the fix.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from generaldomo import App
 app = App("dead")
 
 
-@app.service("parse")
+@app.service("echo-parse")  # (the test keys' worker may serve echo* only)
 def parse(payload: bytes) -> bytes:
     marker = Path(payload.decode())
     if not marker.exists():

@@ -39,9 +39,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     options.timeout(parser, "the answer")
     options.add_knob(parser, knobs.COMMANDS["dead_limit"], default=20)
     parser.add_argument(
-        "--after",
-        metavar="ID",
-        help="list the letters after this one (the 'next' a list printed; default: from the oldest)",
+        "--after", metavar="ID", help="list those after this one (a list's 'next'; default: the oldest)"
     )
     parser.add_argument(
         "--wait", action="store_true", help="replay: wait for the replay's answer (--timeout) and print it"

@@ -2,7 +2,7 @@
 //
 // gd_client --mode threads|pool|burst|once [--service echo] [--threads T] [--requests N] [--frames]
 //           [--work-ms-max M] [--heartbeat-ms H] [--liveness L] [--timeout-ms W] [--wait-for-broker]
-//           [--wait-for-service] [--traceparent TP [--tracestate TS]] ENDPOINT[,ENDPOINT...]
+//           [--wait-for-service] [--delay-ms D] [--traceparent TP [--tracestate TS]] ENDPOINT[,ENDPOINT...]
 //   threads  T std::threads share the client, each making N blocking requests "t<thread>-<n>"; prints
 //            "<thread> <n> <reply>" per request, thread by thread, in order.
 //   pool     a pool of T threads runs 2N tasks: task k asks "k<k>", and its answer is asked again by a
@@ -16,7 +16,8 @@
 // ":<ms>" to each payload, 0 to M ms spread over the payloads (the work a --delay-in-payload worker does for
 // it). --wait-for-broker and --wait-for-service turn off ClientOptions::fail_unreachable and fail_unknown. A
 // refused or unreachable broker is "handshake <kind> <cause>". --traceparent (once mode) sends that W3C trace
-// context (and --tracestate) in the request's fields. Ends with "done".
+// context (and --tracestate) in the request's fields. --delay-ms D: burst's requests
+// ask not to be dispatched before D ms from when each is submitted (RequestFields::delay). Ends with "done".
 #include <generaldomo/generaldomo.hpp>
 
 #include <algorithm>
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
 {
     const Options options(argc, argv,
                           {"--mode", "--service", "--threads", "--requests", "--heartbeat-ms", "--liveness",
-                           "--timeout-ms", "--work-ms-max", "--traceparent", "--tracestate"},
+                           "--timeout-ms", "--work-ms-max", "--traceparent", "--tracestate", "--delay-ms"},
                           {"--frames", "--wait-for-broker", "--wait-for-service"});
     const std::string mode = options.get("--mode", "threads");
     const std::string service = options.get("--service", "echo");
@@ -106,6 +107,9 @@ int main(int argc, char **argv)
     const milliseconds timeout(options.number("--timeout-ms", 60000));
     const bool frames = options.flag("--frames");
     const long work_ms_max = options.number("--work-ms-max", -1);
+    generaldomo::RequestFields later;
+    if (options.number("--delay-ms", -1) >= 0)
+        later.delay = milliseconds(options.number("--delay-ms", 0));
     auto body = [&](const std::string &name) {
         std::string payload = name;
         if (work_ms_max >= 0) {
@@ -159,7 +163,8 @@ int main(int argc, char **argv)
                                             [&, k](const generaldomo::Reply &partial) {
                                                 std::lock_guard<std::mutex> lock(mutex);
                                                 partials[k].push_back(join(partial.frames));
-                                            }));
+                                            },
+                                            later));
         std::printf("submitted %ld\n", requests);
         std::fflush(stdout);
         const auto deadline = std::chrono::steady_clock::now() + timeout;

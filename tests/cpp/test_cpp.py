@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import zmq
 from doc_blocks import named
-from waiting import eventually
+from waiting import eventually, served
 
 from generaldomo import Broker, Client, RequestFailed, Settings
 from generaldomo.errors import ServiceUnavailable
@@ -367,6 +367,23 @@ def test_cpp_client_sends_its_timeout_as_the_deadline(run: Programs, brokers, wo
     workers(endpoint, "server", "echo", left)
     out = run.client(endpoint, "threads", "--threads", "1", "--requests", "2").finish()
     assert out == ["0 0 1", "0 1 1", "done"]
+
+
+def test_cpp_client_delays_a_request(run: Programs, brokers, workers, endpoint_for) -> None:
+    _, endpoint = server_broker(brokers, endpoint_for, "tcp")
+    ran: dict[bytes, float] = {}
+
+    def record(payload: bytes) -> bytes:
+        ran[payload] = time.monotonic()
+        return payload
+
+    workers(endpoint, "server", "echo", record)
+    with Client(endpoint, "server") as client:
+        served(client, "echo")
+    started = time.monotonic()
+    out = run.client(endpoint, "burst", "--requests", "2", "--delay-ms", "400").finish()
+    assert out[0] == "submitted 2" and out[1:3] == ["0 b0 partials ", "1 b1 partials "], out
+    assert min(ran[b"b0"], ran[b"b1"]) >= started + 0.4  # never before its delay (counted from after started)
 
 
 def test_cpp_client_sends_a_trace_context_the_worker_runs_in_a_child_span_of(

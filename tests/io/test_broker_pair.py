@@ -296,3 +296,40 @@ def test_an_embedded_pair_reports_its_states_as_metrics(tmp_path: Path) -> None:
     finally:
         for broker in brokers:
             broker.stop()
+
+
+def test_the_cpp_client_follows_the_pair_when_the_active_is_killed(tmp_path: Path, programs: dict[str, Path]) -> None:
+    servers = [f"ipc://{tmp_path}/{role}-server.sock" for role in ("primary", "backup")]
+    brokers, endpoints = pair(tmp_path, *[["--ha-plaintext", "--server", server] for server in servers])
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    worker = python_worker(endpoints[0], "router", runs, tmp_path / "worker.log", "--connect", endpoints[1], *PEER,
+                           "--concurrency", "4")  # fmt: skip
+    client = None
+    try:
+        eventually(lambda: pair_status(endpoints[0])["state"] == "active", WAIT, "the primary to serve")
+        eventually(lambda: pair_status(endpoints[1])["state"] == "passive", WAIT, "the backup to be passive")
+        command = [str(programs["gd_client"]), "--mode", "threads", "--service", "work", "--threads", "2"]
+        command += ["--requests", "15", "--work-ms-max", "200", "--heartbeat-ms", str(int(HEARTBEAT * 1000))]
+        command += ["--liveness", str(LIVENESS), "--timeout-ms", str(int(WAIT * 1000)), "--wait-for-service"]
+        command += [",".join(servers)]
+        client = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        eventually(lambda: len(list(runs.iterdir())) >= 6 or client.poll() is not None, WAIT, "the C++ client's tasks")
+        assert client.poll() is None, client.communicate()
+        brokers[0].kill()
+        out, err = client.communicate(timeout=3 * WAIT)
+        assert client.returncode == 0, err
+        lines = out.splitlines()
+        assert lines[-1:] == ["done"], f"stdout:\n{out}\nstderr:\n{err}"
+        answers = [line.split(" ", 2) for line in lines[:-1]]  # "<thread> <n> <reply>"
+        assert sorted((int(t), int(n)) for t, n, _ in answers) == [(t, n) for t in range(2) for n in range(15)], out
+        for thread, n, reply in answers:
+            assert reply == f"ran t{thread}-{n}", out  # each answered once, with its own result
+        assert pair_status(endpoints[1])["state"] == "active"
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.wait()
+        stop_all([worker])
+        for broker in brokers:
+            broker.stop()

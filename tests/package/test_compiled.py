@@ -50,7 +50,7 @@ def test_no_compiled_module_lies_beside_a_source() -> None:
 
 def test_a_build_in_use_serves_the_compiled_modules_from_its_folder() -> None:
     if not compiled.MANIFEST.is_file():
-        pytest.skip("the compiled core is not built (python setup.py build_ext --inplace)")
+        pytest.skip("the compiled core is not built (GENERALDOMO_COMPILE_INPLACE=1 setup.py build_ext --inplace)")
     seen = probe(GENERALDOMO_PURE_PYTHON="0")
     files = [Path(str(file)) for file in seen["files"]]  # type: ignore[attr-defined]
     if seen["in_use"]:

@@ -151,9 +151,13 @@ struct ClientOptions {
 // answers 504 instead of dispatching it later, and tells a worker running it), a tenant (empty: the client's)
 // and a priority (-5..5, higher first within the tenant), and the W3C trace context of the caller's span (the
 // worker's span is its child): a traceparent ("00-<trace id>-<span id>-<flags>"; empty: none; std::invalid_argument
-// when malformed) and its tracestate (trimmed to the room the request's fields leave).
+// when malformed) and its tracestate (trimmed to the room the request's fields leave); a delay or a not-before time
+// (not both: std::invalid_argument), before which the broker does not dispatch it (held apart from the queue
+// meanwhile; a resend carries the delay then left).
 struct RequestFields {
     std::optional<std::chrono::milliseconds> deadline;
+    std::optional<std::chrono::milliseconds> delay;
+    std::optional<std::chrono::system_clock::time_point> not_before;
     std::string tenant;
     int priority = 0;
     std::optional<bool> fail_unknown;  // 404 at once for a service nobody serves (default: the client's option)
@@ -266,6 +270,7 @@ private:
         Frames frames;
         int priority = 0;
         unsigned char flags = 0;
+        std::optional<Clock::time_point> not_before;  // a resend carries the delay then left
     };
 
     std::pair<std::string, std::future<Reply>> start(std::string_view description, const Frames &frames,
@@ -278,13 +283,21 @@ private:
         }
         const std::string &tenant = fields.tenant.empty() ? options_.tenant : fields.tenant;
         const unsigned char flags = fields.fail_unknown.value_or(options_.fail_unknown) ? protocol::flag_known_service : 0;
+        if (fields.delay && fields.not_before)
+            throw std::invalid_argument("give a request's delay or its not-before time, not both");
+        std::optional<std::chrono::milliseconds> delay = fields.delay;
+        if (fields.not_before)
+            delay = std::chrono::ceil<std::chrono::milliseconds>(*fields.not_before - std::chrono::system_clock::now());
         const std::string packed_fields = protocol::request_fields(fields.deadline, tenant, fields.priority, flags,
-                                                                   fields.traceparent, fields.tracestate);
+                                                                   fields.traceparent, fields.tracestate, delay);
         auto packed = std::make_shared<const std::string>(protocol::request(id, description, frames, packed_fields));
         const auto now = Clock::now();
-        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, {}, {}, fields.priority, flags};
-        if (fields.deadline) {  // kept to send the time left again, should the broker need the request again
-            pending.deadline = now + *fields.deadline;
+        Pending pending{{}, packed, now, std::move(on_partial), std::nullopt, {}, {}, {}, {}, {}, fields.priority, flags, {}};
+        if (delay && delay->count() > 0)
+            pending.not_before = now + *delay;
+        if (fields.deadline || pending.not_before) {  // kept to send the times left again, should the broker need it
+            if (fields.deadline)
+                pending.deadline = now + *fields.deadline;
             pending.description = std::string(description);
             pending.tenant = tenant;
             pending.traceparent = fields.traceparent;
@@ -439,11 +452,15 @@ private:
             const auto now = Clock::now();
             for (auto &entry : waiting_) {
                 Pending &pending = entry.second;
-                if (pending.deadline) {
-                    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*pending.deadline - now);
+                if (pending.deadline || pending.not_before) {
+                    std::optional<std::chrono::milliseconds> left, later;
+                    if (pending.deadline)
+                        left = std::chrono::ceil<std::chrono::milliseconds>(*pending.deadline - now);
+                    if (pending.not_before)
+                        later = std::chrono::ceil<std::chrono::milliseconds>(*pending.not_before - now);
                     const std::string fields =
                         protocol::request_fields(left, pending.tenant, pending.priority, pending.flags,
-                                                 pending.traceparent, pending.tracestate);
+                                                 pending.traceparent, pending.tracestate, later);
                     pending.packed = std::make_shared<const std::string>(
                         protocol::request(entry.first, pending.description, pending.frames, fields));
                 }

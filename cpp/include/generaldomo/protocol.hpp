@@ -41,7 +41,8 @@ inline constexpr int ok = 200, bad_request = 400, too_large = 413, too_many = 42
 inline constexpr std::string_view retry_mark = "retry";
 
 // Request fields: entries of a tag byte, a length byte and the value (docs/protocol.rst, "Request fields").
-inline constexpr unsigned char field_deadline = 0x01, field_priority = 0x02, field_tenant = 0x03, field_flags = 0x04;
+inline constexpr unsigned char field_deadline = 0x01, field_priority = 0x02, field_tenant = 0x03, field_flags = 0x04,
+                                field_not_before = 0x05;
 // The request's W3C trace context (docs/protocol.rst, "Request fields"): a traceparent, and a tracestate beside it.
 inline constexpr unsigned char field_traceparent = 0x10, field_tracestate = 0x11;
 inline constexpr std::size_t max_fields = 256, max_tracestate = 255, long_trace_member = 128;
@@ -169,21 +170,27 @@ inline std::string fit_tracestate(std::string_view tracestate, std::size_t room)
 }
 
 // The fields frame: a deadline (milliseconds left, clamped to 0..2^32-1), a tenant (1 to 64 bytes; empty: none),
-// a priority (-5..5; 0 is left out), flags (flag_* bits; 0 is left out) and a W3C trace context (a traceparent,
-// empty: none; its tracestate trimmed to the room the others leave). Throws std::invalid_argument on a tenant or
-// priority out of range, or a malformed traceparent.
+// a priority (-5..5; 0 is left out), flags (flag_* bits; 0 is left out), a W3C trace context (a traceparent,
+// empty: none; its tracestate trimmed to the room the others leave) and a not-before delay (milliseconds before
+// which the task is not dispatched, clamped to 2^32-1; 0 or less is left out). Throws std::invalid_argument on a
+// tenant or priority out of range, or a malformed traceparent.
 inline std::string request_fields(std::optional<std::chrono::milliseconds> deadline, std::string_view tenant = {},
                                   int priority = 0, unsigned char flags = 0, std::string_view traceparent = {},
-                                  std::string_view tracestate = {})
+                                  std::string_view tracestate = {},
+                                  std::optional<std::chrono::milliseconds> not_before = std::nullopt)
 {
     std::string out;
-    if (deadline) {
-        const long long ms = std::max<long long>(0, std::min<long long>(deadline->count(), 0xFFFFFFFFll));
-        out.push_back(static_cast<char>(field_deadline));
+    auto milliseconds = [&out](unsigned char tag, long long count) {
+        const long long ms = std::max<long long>(0, std::min<long long>(count, 0xFFFFFFFFll));
+        out.push_back(static_cast<char>(tag));
         out.push_back(4);
         for (int shift = 24; shift >= 0; shift -= 8)
             out.push_back(static_cast<char>((ms >> shift) & 0xFF));
-    }
+    };
+    if (deadline)
+        milliseconds(field_deadline, deadline->count());
+    if (not_before && not_before->count() > 0)
+        milliseconds(field_not_before, not_before->count());
     if (flags != 0) {
         out.push_back(static_cast<char>(field_flags));
         out.push_back(1);

@@ -26,6 +26,7 @@ _SERVICE_GAUGES: dict[str, Callable[[ServiceReport], float]] = {
     "workers": lambda s: s.workers,
     "waiting": lambda s: s.waiting,
     "queued": lambda s: s.queued,
+    "delayed": lambda s: s.delayed,
     "queued_bytes": lambda s: s.queued_bytes,
     "in_flight": lambda s: s.in_flight,
     "in_flight_bytes": lambda s: s.flow.in_flight_bytes,
@@ -77,6 +78,10 @@ _LIMITS: dict[str, tuple[str, Callable[[ServiceReport], float | None]]] = {
     f"{PREFIX}_service_adaptive_limit": ("Tasks in flight the adaptive cap allows now", _cap),
     f"{PREFIX}_service_adaptive_floor_seconds": ("Least recent service time the adaptive cap measures against", _floor),
     f"{PREFIX}_service_backoff_rate": ("Dispatches per second the service's 429s allow now", _backoff_rate),
+    f"{PREFIX}_service_time_estimate_seconds": (
+        "The estimated service time deadline-aware dispatch reads",
+        lambda service: service.service_time_estimate,
+    ),
     f"{PREFIX}_service_retry_limit": ("Retries of a task the service's retry policy allows", _retries),
 }
 

@@ -226,6 +226,7 @@ class ServiceReport:
     observed_rate: float = 0.0
     queue_time: Percentiles = attrs.field(factory=Percentiles)
     service_time: Percentiles = attrs.field(factory=Percentiles)
+    service_time_estimate: float | None = None  # what deadline-aware dispatch reads (s); None: none answered yet
     queued_bytes: int = 0  # bytes of the requests the broker holds for it (queued or running)
     recent: RecentReport = attrs.field(factory=RecentReport)
     tenants: list[TenantReport] = attrs.field(factory=list)  # the busiest
@@ -262,6 +263,7 @@ class ServiceReport:
             observed_rate=stats.rate(now),
             queue_time=Percentiles.of(stats.queue_times),
             service_time=Percentiles.of(stats.service_times),
+            service_time_estimate=None if stats.estimate is None else round(stats.estimate, 6),
             queued_bytes=queued_bytes,
             recent=RecentReport.of(stats, now),
             tenants=tenants,
@@ -369,6 +371,7 @@ class SettingsReport:
     connection_queue_share: float = 0.0
     connection_queue_bytes: int | None = None  # what the share allows
     served_memory: float = 0.0
+    deadline_estimate_after: int | None = None
 
     @classmethod
     def of(cls, settings: Settings, field_limits: dict[str, dict[str, Any]]) -> SettingsReport:

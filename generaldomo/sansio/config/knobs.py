@@ -347,6 +347,13 @@ SETTINGS: Final[tuple[Knob, ...]] = (
         unit="seconds", low=0, none_means="twice the heartbeat interval", derived=True, metavar="SECONDS",
     ),
     setting(
+        "deadline_estimate_after", Kind.INT,
+        "answered tasks of a service after which a task whose deadline leaves less than the service's estimated "
+        "service time is answered 504 at once instead of dispatched; 'none': off",
+        low=1, high=1_000_000, none_means="off: every task is dispatched while its deadline has not passed",
+        metavar="N",
+    ),
+    setting(
         "held_bytes", Kind.INT, "bytes held for all peers (the ledger); 'none': no limit",
         unit="bytes", low=0, none_means=_NO_LIMIT, metavar="BYTES",
     ),

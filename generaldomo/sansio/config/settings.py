@@ -86,6 +86,9 @@ class Settings:
         connection_queue_share: the share of ``queue_bytes`` one connection's requests may hold.
         recovery: seconds a broker restarted on a state directory holds dispatch back, for the workers of the
             previous instance to claim their tasks (None: :attr:`recovery_window`'s default).
+        deadline_estimate_after: answered tasks of a service after which its service-time estimate (see
+            :mod:`generaldomo.sansio.broker.services.stats`) answers ``504`` at once a task whose time left is
+            less than it, rather than dispatch it; None: off.
 
     Example:
         >>> from generaldomo import Settings
@@ -113,6 +116,9 @@ class Settings:
     client_expiry: float | None = None  # silence after which a client's queued requests go; None: see below
     max_workers: int | None = 100_000  # registered workers, all services together; more are told to DISCONNECT
     recovery: float | None = None  # seconds a restarted hand-over broker holds dispatch; None: see below
+    # answered tasks of a service before its service-time estimate turns away a task that cannot make its deadline
+    # (504 at once, not dispatched); None: off (every task is dispatched while its deadline has not passed)
+    deadline_estimate_after: int | None = 8
     # The ledger (generaldomo.sansio.broker.accounts.ledger): bytes held on peers' behalf, in all and per connection.
     held_bytes: int | None = 256 * MIB
     connection_bytes: int | None = 64 * MIB

@@ -1,11 +1,14 @@
-"""Delayed requests (``not_before``) in the sans-IO core, its timer heap and the client's session."""
+"""Delayed requests (``not_before``) in the sans-IO core, its timer heap and the client's session; deadline-aware
+dispatch (the service-time estimate and the early ``504``)."""
 
 from __future__ import annotations
 
 import pytest
 from core_harness import Harness, client, worker
 
+from generaldomo.sansio.broker.core.expiry import UNREACHABLE
 from generaldomo.sansio.broker.services.delayed import COMPACT_AFTER, Delayed
+from generaldomo.sansio.broker.services.stats import ServiceStats
 from generaldomo.sansio.peer.session import ClientSession
 from generaldomo.sansio.wire import fields as fields_module
 from generaldomo.sansio.wire import protocol
@@ -74,20 +77,22 @@ def test_held_tasks_leave_in_time_order_and_a_worker_that_comes_later_takes_them
     assert [dispatched(h, n) for n in (1, 2, 3)] == [[b"a"], [b"b"], [b"c"]]
 
 
-def test_a_held_task_is_cancelled_expired_or_dropped_like_a_queued_one() -> None:
+def test_a_held_task_is_cancelled_or_expired_like_a_queued_one() -> None:
     h = Harness()
     request(h, b"cancel", delay=10.0)
-    request(h, b"expire", delay=10.0, deadline=2.0)
+    request(h, b"never", delay=10.0, deadline=2.0)  # its deadline comes before its time: 504 at once
+    request(h, b"expire", delay=10.0, deadline=12.0)
     h.feed(client(1), protocol.gdp_cancel(b"cancel"))
     report = next(s for s in h.core.report(h.now).services if s.name == "echo")
     assert report.delayed == 1
-    tick_through(h, 2.5)
-    assert [(rid, status) for rid, status, _ in h.replies_of(client(1))] == [(b"expire", protocol.EXPIRED)]
+    assert [(rid, status) for rid, status, _ in h.replies_of(client(1))] == [(b"never", protocol.EXPIRED)]
+    tick_through(h, 12.5)
+    assert [rid for rid, status, _ in h.replies_of(client(1)) if status == protocol.EXPIRED] == [b"never", b"expire"]
     service = next(s for s in h.core.resolver.services() if s.name == "echo")
     assert not h.core.tasks and not service.delayed and not service.pending
     h.ready(worker(1))
-    tick_through(h, 12.0)
-    assert dispatched(h) == []  # neither came back
+    tick_through(h, 14.0)
+    assert dispatched(h) == []  # none came back
 
 
 def test_the_queue_timeout_counts_from_the_time_it_was_held_until() -> None:
@@ -132,3 +137,75 @@ def test_a_client_sends_the_delay_then_left_when_it_sends_a_request_again() -> N
     assert protocol.parse_fields(resent.frames[4])[:5] == (None, None, 0, 0, 6.0)
     resent = session._resend(b"r1", session.outstanding[b"r1"], 12.0)
     assert protocol.parse_fields(resent.frames[4])[:5] == (None, None, 0, 0, None)  # due: at once
+
+
+# ---------------------------------------------------------------------------------------------------- deadline-aware
+
+
+def train(h: Harness, n: int, served: float) -> None:
+    """Answer ``n`` tasks of ``echo`` at worker 1, each after ``served`` seconds."""
+    for i in range(n):
+        request(h, b"train-%d" % i)
+        task_id = h.tasks_of(worker(1))[-1][0]
+        h.advance(served)
+        h.answer(worker(1), task_id, b"ok")
+
+
+def early(h: Harness) -> list[bytes]:
+    return [
+        rid
+        for rid, status, body in h.replies_of(client(1))
+        if status == protocol.EXPIRED and UNREACHABLE in body[0].decode()
+    ]
+
+
+def test_a_task_that_cannot_make_its_deadline_is_answered_504_at_once_once_the_estimate_is_learnt() -> None:
+    h = Harness()
+    h.ready(worker(1))
+    train(h, 7, 1.0)
+    request(h, b"tight-early", deadline=0.5)  # 7 answered: no estimate used yet
+    assert dispatched(h)[-1] == b"tight-early" and early(h) == []
+    h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"ok")  # (answered at once: 0 s, the 8th service time)
+    estimate = next(s for s in h.core.report(h.now).services if s.name == "echo").service_time_estimate
+    assert estimate is not None and 0.8 < estimate < 1.0
+    request(h, b"tight", deadline=0.5)
+    request(h, b"delayed-past", delay=3.0, deadline=3.5)  # its not_before leaves less than the estimate
+    request(h, b"roomy", deadline=5.0)
+    assert early(h) == [b"tight", b"delayed-past"] and dispatched(h)[-1] == b"roomy"
+    assert h.core.counters.deadline_unreachable == 2
+    assert next(s for s in h.core.report(h.now).services if s.name == "echo").service_time_estimate < estimate
+    # (eased: "roomy" was not in flight yet when the two were turned away)
+
+
+def test_a_dispatch_answers_a_task_whose_time_left_ran_below_the_estimate_while_it_queued() -> None:
+    h = Harness()
+    h.ready(worker(1))
+    train(h, 8, 1.0)
+    request(h, b"busy")
+    request(h, b"waits", deadline=3.0)
+    request(h, b"next", deadline=60.0)
+    h.advance(2.5)  # "waits" has 0.5 s left when the worker comes free: less than the 1 s estimate
+    h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"ok")
+    assert early(h) == [b"waits"] and dispatched(h)[-2:] == [b"busy", b"next"]
+
+
+def test_off_every_task_is_dispatched_while_its_deadline_has_not_passed() -> None:
+    h = Harness(deadline_estimate_after=None)  # type: ignore[arg-type]
+    h.ready(worker(1))
+    train(h, 20, 1.0)
+    request(h, b"tight", deadline=0.5)
+    assert early(h) == [] and dispatched(h)[-1] == b"tight"
+    request(h, b"never", delay=2.0, deadline=1.0)  # never dispatchable: its not_before is after its deadline
+    assert [rid for rid, status, _ in h.replies_of(client(1)) if status == protocol.EXPIRED] == [b"never"]
+
+
+def test_the_estimate_eases_while_it_turns_tasks_away() -> None:
+    stats = ServiceStats()
+    for _ in range(8):
+        stats.record(0.0, 1.0, 0.0)
+    assert stats.ahead(8) == stats.estimate == 1.0 and stats.ahead(9) == 0.0 and stats.ahead(None) == 0.0
+    stats.turned_away(in_flight=1)  # an answer will correct it
+    assert stats.ahead(8) == 1.0
+    for _ in range(35):
+        stats.turned_away(in_flight=0)
+    assert 0.49 < stats.ahead(8) < 0.5

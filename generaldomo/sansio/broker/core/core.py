@@ -89,7 +89,7 @@ from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.dead import Dead
 from generaldomo.sansio.broker.core.delays import Delays
 from generaldomo.sansio.broker.core.durable import Durable
-from generaldomo.sansio.broker.core.expiry import PAST_DEADLINE, Expiry
+from generaldomo.sansio.broker.core.expiry import Expiry
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management
 from generaldomo.sansio.broker.core.registration import Registration
@@ -695,6 +695,7 @@ class BrokerCore:
             return
         flow = service.flow
         held = service.release_due(now)
+        ahead = service.stats.ahead(self.settings.deadline_estimate_after)  # the time a task needs left
         while True:
             if not flow.admits(now):
                 if service.pending and service.waiting:
@@ -714,10 +715,9 @@ class BrokerCore:
                 self._silent(worker, now)
                 continue
             deadline = task.deadline
-            if deadline is not None and deadline <= now:  # (a tick answers it at its deadline; this one was due)
+            if deadline is not None and deadline - now <= ahead:  # past it (due at a tick), or too close for it
                 service.put_back(worker)
-                self.counters.past_deadline += 1
-                self._complete(task, protocol.EXPIRED, [PAST_DEADLINE], turn, dequeued=True)
+                self._expiry.too_late(task, deadline - now, turn)
                 continue
             if not flow.fits(task.size):
                 service.put_back(worker, task)  # its own limits (bytes in flight) hold it: a completion frees them

@@ -45,6 +45,7 @@ class Counters:
     failed: int = 0  # of them: lost with their worker max_attempts times
     expired: int = 0  # of them: answered 504 (queue timeout or deadline)
     past_deadline: int = 0  # tasks whose deadline passed
+    deadline_unreachable: int = 0  # tasks answered 504 at once: less time left than the estimated service time
     delayed: int = 0  # tasks held off their queue until a time (a request's not_before)
     abandoned: int = 0  # tasks answered 503 when the broker stopped
     reissued: int = 0  # tasks queued again after their worker left

@@ -89,27 +89,22 @@ class Dead:
         """Apply ``change`` for the ``mmi.dead`` request ``event`` of ``message``: drop the letter, or replay it
         through ``request`` (the requests' part's handler) as a new detached request of the sender; return the
         answer's status and body."""
-        if change.replay:
-            return self._replay(change, event, message, request)
-        if self.letters.take(change.service, change.task_id) is None:
-            return protocol.NOT_FOUND, [b"no such dead letter (replayed or dropped already, or evicted)"]
-        self._counters.dead_dropped += 1
-        return protocol.OK, [json.dumps({"dropped": change.task_id.hex()}).encode()]
-
-    def _replay(
-        self,
-        change: DeadChange,
-        event: ClientRequest,
-        message: Message,
-        request: Callable[[ClientRequest, Message], None],
-    ) -> tuple[bytes, list[bytes]]:
         letter = self.letters.get(change.service, change.task_id)
         if letter is None:
             return protocol.NOT_FOUND, [b"no such dead letter (replayed or dropped already, or evicted)"]
+        if not change.replay:
+            self.letters.take(change.service, change.task_id)
+            self._counters.dead_dropped += 1
+            return protocol.OK, [json.dumps({"dropped": change.task_id.hex()}).encode()]
         if event.dialect is not Dialect.GDP:
-            return protocol.BAD_REQUEST, [
-                b"a replay's answer is fetched by its request id: replay from a generaldomo client"
-            ]
+            why = b"a replay's answer is fetched by its request id: replay from a generaldomo client"
+            return protocol.BAD_REQUEST, [why]
+        return self._replay(letter, message, request)
+
+    def _replay(
+        self, letter: DeadLetter, message: Message, request: Callable[[ClientRequest, Message], None]
+    ) -> tuple[bytes, list[bytes]]:
+        """Send ``letter`` again as a new request of ``message``'s sender; take it out once that is accepted."""
         request_id = self._random(REQUEST_ID_BYTES)
         replay = ClientRequest(
             Dialect.GDP, request_id, letter.description, tuple(map(bytes, letter.body)), tenant=letter.tenant,
@@ -122,7 +117,7 @@ class Dead:
             return protocol.UNAVAILABLE, [
                 b"the broker refused the replay (a budget, or it is stopping); try again later"
             ]
-        self.letters.take(change.service, change.task_id)
+        self.letters.take(letter.service, letter.id)
         self._counters.dead_replayed += 1
         message.out.extend(tried.out)
         answer = {"replayed": letter.id.hex(), "task": task.id.hex(), "request_id": request_id.hex()}

@@ -3,7 +3,9 @@
 This module owns the live tasks that carry a deadline (soonest first, :mod:`generaldomo.sansio.broker.deadlines`) and
 what becomes of a task whose deadline passes (a queued one leaves its queue, a running one is answered now and
 its worker told), or that waited in its queue beyond ``queue_timeout`` (or ``anonymous_queue_timeout``, for a
-request without an id). A task is *completed* only through the core, which it reaches only through
+request without an id); and the tasks a dispatch finds too late: past their deadline, or with less time left than
+their service's estimated service time (deadline-aware dispatch, ``deadline_estimate_after``: answered ``504``
+at once rather than run for nobody). A task is *completed* only through the core, which it reaches only through
 :class:`Core`, what it may call of it. It knows nothing of sockets, clocks or frames' layout.
 """
 
@@ -22,7 +24,7 @@ from generaldomo.sansio.broker.states import TASK, WORKER, Step, TaskState
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import Frame
 
-__all__ = ["HOLDINGS", "PAST_DEADLINE", "Core", "Expiry"]
+__all__ = ["HOLDINGS", "PAST_DEADLINE", "UNREACHABLE", "Core", "Expiry", "unreachable"]
 
 HOLDINGS = {
     "_deadlines": CHARGED + "tasks (finished entries compacted)"
@@ -30,6 +32,14 @@ HOLDINGS = {
 
 PAST_DEADLINE = b"the request's deadline passed before a worker took it"
 RAN_PAST_DEADLINE = b"the request's deadline passed while a worker ran it"
+UNREACHABLE = "the request's deadline leaves less than its service's estimated service time"
+
+
+def unreachable(left: float, estimate: float) -> bytes:
+    """The reason of a ``504`` at once for a task with ``left`` seconds, less than the ``estimate``."""
+    return f"{UNREACHABLE} ({max(left, 0.0):.3f} s left, {estimate:.3f} s estimated)".encode()
+
+
 _T_CANCEL, _W_CANCEL = TASK.row(Step.CANCEL), WORKER.row(Step.CANCEL)
 
 
@@ -89,6 +99,19 @@ class Expiry:
             if worker is not None:
                 worker.state = _W_CANCEL[worker.state]
                 self._core._tell_cancel(worker, task, turn)
+
+    def too_late(self, task: Task, left: float, turn: Turn) -> None:
+        """Answer ``task``, taken off its queue by a dispatch, ``504``: ``left`` seconds before its deadline,
+        none (past it) or less than its service's estimated service time."""
+        if left <= 0:
+            self._counters.past_deadline += 1
+            self._core._complete(task, protocol.EXPIRED, [PAST_DEADLINE], turn, dequeued=True)
+            return
+        stats = task.service.stats
+        self._counters.deadline_unreachable += 1
+        reason = unreachable(left, stats.estimate or 0.0)
+        stats.turned_away(task.service.flow.in_flight)
+        self._core._complete(task, protocol.EXPIRED, [reason], turn, dequeued=True)
 
     def expire_queued(self, enqueued_before: float, turn: Turn, *, anonymous: bool = False) -> None:
         """Answer 504 to queued requests that have waited since before ``enqueued_before`` (``anonymous``: only

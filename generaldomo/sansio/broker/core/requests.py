@@ -1,11 +1,13 @@
 """The broker core's requests: what the broker does with each message of a client.
 
 This module owns the handling of a client's REQUEST up to its acceptance (a retry whose id is live or answered absorbed,
-a request refused with its error: stopping, no such service, over a budget, past its deadline, too large; a management
-request goes to :mod:`generaldomo.sansio.broker.core.management`), of its HEARTBEAT (the re-asked ids it does not know)
-and of its CANCEL; the ``404`` of a request that asked to fail fast for a service nobody serves (also once the grace
-after start is over), and the queued tasks of clients gone silent. It accepts a task only through the core (``_accept``:
-one path for every task), and reaches the core only through :class:`Core`, what it may call of it. It knows nothing of
+a request refused with its error: stopping, no such service, over a budget, past its deadline or unable to make it
+(its ``not_before`` at or after its deadline, or less time left than its service's estimated service time), too
+large; a management request goes to :mod:`generaldomo.sansio.broker.core.management`), of its HEARTBEAT (the
+re-asked ids it does not know) and of its CANCEL; the ``404`` of a request that asked to fail fast for a service
+nobody serves (also once the grace after start is over), and the queued tasks of clients gone silent. It accepts a
+task only through the core (``_accept``: one path for every task), and reaches the core only through :class:`Core`,
+what it may call of it. It knows nothing of
 sockets, clocks or frames' layout.
 """
 
@@ -22,6 +24,7 @@ from generaldomo.sansio.broker.actions import Beat, Respond
 from generaldomo.sansio.broker.core.budgets import Budgets
 from generaldomo.sansio.broker.core.clients import Clients
 from generaldomo.sansio.broker.core.counters import Counters
+from generaldomo.sansio.broker.core.expiry import unreachable
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management, reject
 from generaldomo.sansio.broker.core.reporting import Reporting
@@ -139,11 +142,21 @@ class Requests:
             self._counters.over_budget += 1
             self.reject(event, message, protocol.OVER_BUDGET, refusal)
             return False
-        if event.deadline is not None and event.deadline <= 0:
+        deadline = event.deadline
+        if deadline is not None and deadline <= 0:
             self._counters.past_deadline += 1
             self._counters.expired += 1
             self.reject(event, message, protocol.EXPIRED, "the request's deadline had passed when it came")
             return False
+        if deadline is not None:  # it cannot be dispatched with enough time left: not after its not_before, ...
+            left = deadline - (event.not_before or 0.0)
+            ahead = service.stats.ahead(self._settings.deadline_estimate_after)  # ... nor with less than the estimate
+            if left <= ahead:
+                self._counters.deadline_unreachable += 1
+                self._counters.expired += 1
+                service.stats.turned_away(service.flow.in_flight)
+                self.reject(event, message, protocol.EXPIRED, unreachable(left, ahead).decode())
+                return False
         return True
 
     def _known(self, message: Message, key: RequestKey, request: ClientRequest | None = None) -> bool:

@@ -15,6 +15,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
+    "ESTIMATE_EASING",
+    "ESTIMATE_WEIGHT",
     "PERCENTILES",
     "RATE_WINDOW",
     "RECENT",
@@ -31,6 +33,8 @@ RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measure
 PERCENTILES = (50, 90, 99)
 RECENT = 32  # completions the status report lists per service, newest last (a timeline of its dispatches)
 _SECONDS = int(RATE_WINDOW)
+ESTIMATE_WEIGHT = 0.125  # the newest service time's weight in the estimate (as TCP's smoothed round-trip time)
+ESTIMATE_EASING = 0.98  # the estimate's factor at each task it turns away (35 in a row halve it)
 
 
 def nearest_rank(ordered: Sequence[float], p: float) -> float:
@@ -95,6 +99,7 @@ class ServiceStats:
     duplicates_dropped: int = 0
     expired: int = 0
     throttled: int = 0  # tasks a worker sent back with 429 ("slow down"), queued again
+    estimate: float | None = None  # the estimated service time (s); None: no task answered yet
     retried: int = 0  # answers its retry policy retried: tasks held for a backoff, then queued again
     queue_times: Samples = dataclasses.field(default_factory=Samples)
     service_times: Samples = dataclasses.field(default_factory=Samples)
@@ -105,6 +110,8 @@ class ServiceStats:
     def record(self, queued: float, serviced: float, now: float) -> None:
         """A task was answered after ``queued`` seconds waiting and ``serviced`` seconds with its worker."""
         self.completed += 1
+        estimate = self.estimate
+        self.estimate = serviced if estimate is None else estimate + ESTIMATE_WEIGHT * (serviced - estimate)
         for samples, value in ((self.queue_times, queued), (self.service_times, serviced), (self.finished_at, now)):
             ring = samples._ring  # (Samples.append, inline: the hot path)
             if len(ring) < samples._size:
@@ -128,3 +135,17 @@ class ServiceStats:
         count = min(n, len(self.finished_at))
         columns = (self.finished_at, self.queue_times, self.service_times)
         return list(zip(*(column.latest(count) for column in columns), strict=True))
+
+    def ahead(self, after: int | None) -> float:
+        """The time a task needs left to be dispatched: the estimated service time once ``after`` tasks have been
+        answered (None: never; 0.0 until then)."""
+        estimate = self.estimate
+        if after is None or estimate is None or self.completed < after:
+            return 0.0
+        return estimate
+
+    def turned_away(self, in_flight: int) -> None:
+        """A task was answered ``504`` at once, its time left less than the estimate, while ``in_flight`` tasks
+        of the service run: with none (no answer will come to correct the estimate), ease it."""
+        if self.estimate is not None and not in_flight:
+            self.estimate *= ESTIMATE_EASING
