@@ -65,14 +65,23 @@ class OptionalBuildExt(build_ext):
     (made here by mypyc, when it is there) go into ``generaldomo/_compiled/`` with their manifest, which is
     written only when all of them were built."""
 
-    def run(self) -> None:
+    def finalize_options(self) -> None:
+        """The compiled core's extensions join the others before the options of each are worked out."""
         self._compiled: dict[str, Path | None] = {}  # compiled core's extension name -> its source (None: library)
         self._failed: list[str] = []
+        wanted = not self.inplace or os.environ.get(COMPILE_INPLACE, "") not in ("", "0")
+        # (none: GENERALDOMO_NO_EXTENSIONS; in a source tree, whose edits leave a build unused, on request only)
+        if self.distribution.ext_modules and wanted and not getattr(self.distribution, "_generaldomo_compiled", False):
+            self.distribution._generaldomo_compiled = True  # (finalized once per build)
+            self.distribution.ext_modules = [*self.distribution.ext_modules, *self._mypyc_extensions()]
+        else:
+            self._compiled = getattr(self.distribution, "_generaldomo_names", {})
+        self.distribution._generaldomo_names = self._compiled
+        super().finalize_options()
+
+    def run(self) -> None:
         target = self._compiled_dir()
         (target / "manifest.json").unlink(missing_ok=True)  # an older build is not used while this one is made
-        # (none: GENERALDOMO_NO_EXTENSIONS; in a source tree, whose edits leave a build unused, on request only)
-        if self.distribution.ext_modules and (not self.inplace or os.environ.get(COMPILE_INPLACE, "") not in ("", "0")):
-            self.extensions = [*self.extensions, *self._mypyc_extensions()]
         try:
             super().run()
         except Exception as error:  # no compiler, no Python headers: the pure-Python path stays
@@ -115,14 +124,16 @@ class OptionalBuildExt(build_ext):
             self.warn(f"generaldomo: the compiled core was not built ({error}); using the pure-Python core")
             return []
         sources = compiled_sources()
-        self._digests = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in sources}
+        self.distribution._generaldomo_digests = {
+            path: hashlib.sha256(path.read_bytes()).hexdigest() for path in sources
+        }
         cwd = os.getcwd()
         os.chdir(ROOT)  # mypyc names the modules by their paths from here
         try:
             extensions = mypycify(
                 [path.relative_to(ROOT).as_posix() for path in sources],
                 opt_level="3",
-                target_dir=os.path.join(self.build_temp, "mypyc"),
+                target_dir=os.path.join("build", "mypyc"),
                 group_name=COMPILED_LIBRARY,
             )
         except (Exception, SystemExit) as error:  # (mypyc exits on a type error)
@@ -160,7 +171,11 @@ class OptionalBuildExt(build_ext):
         Manifest = compiled.Manifest
         library = next(name for name, source in self._compiled.items() if source is None)
         modules = {
-            name: (self.get_ext_filename(name), source.relative_to(ROOT).as_posix(), self._digests[source])
+            name: (
+                self.get_ext_filename(name),
+                source.relative_to(ROOT).as_posix(),
+                self.distribution._generaldomo_digests[source],
+            )
             for name, source in self._compiled.items()
             if source is not None
         }

@@ -12,6 +12,7 @@ installer (:mod:`generaldomo.draft`), which says what it will replace before it 
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 
 import zmq
@@ -33,13 +34,16 @@ def versions() -> str:
 
 
 def core_path() -> str:
-    """Which path the sans-IO core runs, as the build decided (:mod:`generaldomo.compiled`) and as the broker
-    core's module was imported: from the compiled build's folder or from its source."""
-    from generaldomo.sansio.broker.core import core
-
-    imported = Path(core.__file__ or "")
+    """Which path the sans-IO core runs, as the build decided (:mod:`generaldomo.compiled`) and as its modules are
+    imported: the broker core's (or, when a build lacks it, the build's first) from the build's folder or from
+    its source."""
+    manifest = compiled.state()[0]
+    name = "generaldomo.sansio.broker.core.core"
+    if manifest is not None and name not in manifest.modules:
+        name = min(manifest.modules)
+    imported = Path(importlib.import_module(name).__file__ or "")
     if (imported.suffix != ".py") != compiled.in_use():
-        return f"{compiled.description()}, but the broker core was imported from {imported}"
+        return f"{compiled.description()}, but {name} was imported from {imported}"
     return compiled.description()
 
 
