@@ -155,3 +155,20 @@ def test_a_handed_over_answer_marked_for_a_retry_reaches_the_client_without_the_
     new.feed(worker(1), protocol.gdp_handover(task_id, protocol.UNAVAILABLE, list(MARKED)))
     new.request(client(1), b"rid-1", body=b"payload")
     assert new.replies_of(client(1)) == [(b"rid-1", protocol.UNAVAILABLE, (b"upstream down",))]
+
+
+def test_a_retry_is_not_a_run_lost_with_its_worker() -> None:
+    """``max_attempts`` (3) counts the runs lost with their workers: two retries and two losses do not fail a task."""
+    h = Harness(heartbeat_interval=1000.0)
+    h.core.set_flow("echo", 0.0, retry={"backoff": {"min": 0.01, "max": 0.01}})
+    h.ready(worker(1))
+    h.request(client(1), b"r1")
+    for _ in range(2):
+        fail(h, 1)
+        h.advance(0.02)
+    for n in (2, 3):  # its worker leaves twice: the task is reissued to the next one
+        h.feed(worker(n - 1), protocol.gdp_worker_command(protocol.DISCONNECT))
+        h.ready(worker(n))
+    task_id = h.tasks_of(worker(3))[-1][0]
+    h.answer(worker(3), task_id, b"done", b"echo")
+    assert h.replies_of(client(1)) == [(b"r1", protocol.OK, (b"done",))]

@@ -5,7 +5,8 @@ This module owns the decision on a worker's final answer that is a 5xx (its serv
 (out of flight, its worker free, its client not answered), held as a delayed task
 (:mod:`~generaldomo.sansio.broker.core.delays`: off its queue, holding no other task back) until its backoff
 ends, when it joins its queue again: a new attempt of the same task (its id, its client, its deadline), never a
-second answer. An answer the policy would retry goes to the client as it is once the task has had its retries
+second answer, and not a run lost with its worker (``max_attempts`` counts those alone). An answer the policy would
+retry goes to the client as it is once the task has had its retries
 (``retries_exhausted``), and is answered ``504`` at once, as at its deadline, when the backoff would end at or past
 the request's deadline (``retries_past_deadline``): no retry starts that could not finish in time. Only GDP
 workers' answers are retried (MDP workers send no status). The jitter of each backoff is drawn from the core's
@@ -72,6 +73,7 @@ class Retries:
             return True
         task.state = _T_REISSUE[task.state]
         task.worker = None
+        task.attempts -= 1  # (max_attempts counts the runs lost with their workers: a retry is not one)
         service.flow.finished(task.size)
         service.stopped(task)
         task.retries += 1
