@@ -134,17 +134,22 @@ def _pairing(parser: argparse.ArgumentParser) -> None:
         help="run as one of a broker pair: the other broker's --ha-bind endpoint (default: a broker alone)",
     )
     parser.add_argument(
-        "--ha-role", choices=["primary", "backup"], help="with --ha-peer: this broker's role in the pair"
+        "--ha-role",
+        choices=["primary", "backup"],
+        help="with --ha-peer: this broker's role in the pair (no default: required with --ha-peer)",
     )
     parser.add_argument(
-        "--ha-bind", metavar="ENDPOINT", help="with --ha-peer: the endpoint of this broker's side of the pair's link"
+        "--ha-bind",
+        metavar="ENDPOINT",
+        help="with --ha-peer: the endpoint of this broker's side of the pair's link (no default: required with "
+        "--ha-peer)",
     )
     options.add_knob(parser, knobs.COMMANDS["ha_heartbeat"], default=1.0)
     parser.add_argument(
         "--ha-peer-key",
         metavar="PATH",
         help="with --ha-peer and --curve-secret: the other broker's public certificate, the only key admitted on "
-        "the pair's link",
+        "the pair's link (no default: required with --curve-secret)",
     )
     parser.add_argument(
         "--ha-plaintext",
