@@ -96,6 +96,13 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         "what they report is sent; survives a power cut) or 'os' (the system's buffers: survives a crash or kill "
         "of the broker, not a power cut) (default: batch)",
     )
+    parser.add_argument(
+        "--trace-spans",
+        action="store_true",
+        help="record the broker's spans (queued, served) of requests that carry a trace context, in their traces, "
+        "through OpenTelemetry (needs 'generaldomo[otel]' and an SDK set up, e.g. by opentelemetry-instrument) "
+        "(default: off)",
+    )
     _limits(parser)
     options.curve_server(parser)
     _pairing(parser)
@@ -273,6 +280,7 @@ def make_broker(
     broker = Broker(
         resolver=resolver, settings=settings, context=context, security=options.security(args),
         state_dir=args.state_dir, on_failure=on_failure, pair=pair_config(args), fsync=args.fsync,
+        trace_spans=args.trace_spans,
     )  # fmt: skip
     try:
         for spec in args.flow:

@@ -37,6 +37,7 @@ from generaldomo.io.hub.backlog import POLL as BACKLOG_POLL
 from generaldomo.io.hub.backlog import Backlog
 from generaldomo.io.hub.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.hub.pair import PairConfig, PairLink
+from generaldomo.io.hub.spans import Recorder, recorder
 from generaldomo.io.hub.state import StateDir
 from generaldomo.io.hub.wal import Fsync, WriteAheadLog, log_limit
 from generaldomo.io.randomness import RandomPool
@@ -97,6 +98,7 @@ class Broker(ServingLoop):
         on_failure: OnFailure | None = None,
         pair: PairConfig | None = None,
         fsync: str = "batch",
+        trace_spans: bool = False,
     ) -> None:
         """With ``security`` the links speak CURVE only and admit the keys it lists; such a broker gets a context
         of its own (unless given one), since a context has one ZAP handler. With ``state_dir`` the flow limits
@@ -120,10 +122,13 @@ class Broker(ServingLoop):
                 module docstring).
             pair: this broker's place in a broker pair (:class:`~generaldomo.io.hub.pair.PairConfig`): it serves
                 only while it is the active one (:mod:`generaldomo.sansio.broker.pair`); None: a broker alone.
+            trace_spans: record the broker's spans of requests that carry a trace context, in their traces
+                (:mod:`generaldomo.io.hub.spans`; needs the OpenTelemetry API: ImportError without it).
         """
         if fsync not in ("batch", "os"):
             raise ValueError(f"fsync must be 'batch' or 'os', not {fsync!r}")
         self._fsync = Fsync(fsync)
+        self._spans: Recorder | None = recorder() if trace_spans else None
         self.state = None if state_dir is None else StateDir(state_dir)
         self.wal: WriteAheadLog | None = None  # the state directory's write-ahead log, opened at start
         self._own_context = security is not None and context is None
@@ -138,6 +143,7 @@ class Broker(ServingLoop):
         )  # fmt: skip
         # replies the links hold for peers that do not read, charged to the core's ledger
         self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
+        self.core.spans.on = trace_spans
         self.links: list[Link] = []
         limit = self.core.settings.max_message
         self._max_message = NO_LIMIT if limit is None else limit + ENVELOPE_SLACK
@@ -329,7 +335,7 @@ class Broker(ServingLoop):
         state_bit = stop_bit << 1  # the state directory's writer wrote changes to disk
         wal_bit = state_bit << 1  # the write-ahead log's writer wrote records
         links = list(enumerate(self.links))
-        core, backlog = self.core, self.backlog
+        core, backlog, spans = self.core, self.backlog, self._spans
         clock = time.monotonic
         next_snapshot = next_refusals = clock()
         draining: float | None = None  # when a draining stop ends
@@ -372,6 +378,8 @@ class Broker(ServingLoop):
             # (it waits for the next turn, a millisecond at most after its time), so most wake-ups skip it
             if due is not None and now >= due:
                 self._after(core.tick(now))
+            if spans is not None and core.spans:
+                self._guarded("the broker spans", spans.record, core.spans.take())
             if now >= backlog.next_poll:
                 backlog.next_poll = now + BACKLOG_POLL  # a connection backed up meanwhile waits one period
                 if backlog:

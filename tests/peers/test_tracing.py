@@ -1,7 +1,8 @@
 """A trace across the hop, through the user's interfaces, checked with the OpenTelemetry SDK's in-memory exporter: the
 client sends its current span's context, the broker carries it, the worker's handler runs in a child span and reads
 it as ``TaskContext.trace``; on both transports, with ``Client``, ``AsyncClient`` and ``generaldomo worker`` (the
-how-to page's example, thread and process pools), and without OpenTelemetry the field is still carried."""
+how-to page's example, thread and process pools), and without OpenTelemetry the field is still carried. A broker
+asked for its spans (``trace_spans``, ``--trace-spans``) records them in the same trace."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,12 +20,14 @@ import pytest
 from app_harness import start_pool, wait_for_workers
 from doc_blocks import named
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from generaldomo import AsyncClient, Client, Reject, RequestFailed, TraceContext
+from generaldomo.cli import parser
+from generaldomo.cli.broker import make_broker
 from generaldomo.peers.task import TaskContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,3 +151,84 @@ def test_the_how_to_example_traces_through_generaldomo_worker(
     finally:
         pool.send_signal(signal.SIGTERM)
         assert pool.wait(WAIT) == 0, log.read_text()
+
+
+def broker_spans(exporter: InMemorySpanExporter, trace_id: int, count: int) -> dict[str, list[ReadableSpan]]:
+    """The broker's spans of trace ``trace_id`` by name, once ``count`` of them are finished (the broker records them
+    after the turn that sent the answer: the client may have it first)."""
+    names = ("queued", "served")
+    give_up = time.monotonic() + WAIT
+    for _ in range(int(WAIT * 20)):
+        found = [
+            span for span in exporter.get_finished_spans() if span.context.trace_id == trace_id and
+            (span.name.startswith("generaldomo.broker ") or span.name in names)
+        ]  # fmt: skip
+        if len(found) >= count or time.monotonic() > give_up:
+            break
+        time.sleep(0.05)
+    by_name: dict[str, list[ReadableSpan]] = {}
+    for span in found:
+        by_name.setdefault(span.name, []).append(span)
+    return by_name
+
+
+def check_one_trace(endpoint: str, transport: str, exporter: InMemorySpanExporter) -> None:
+    """A traced request and a failing one through ``endpoint``: the broker's spans, the worker's and ours, one trace."""
+    tracer = trace.get_tracer("tests")
+    with Client(endpoint, transport) as client:
+        client.request("traced", b"x", timeout=WAIT, trace=False)  # no trace context: no broker span
+        with tracer.start_as_current_span("caller") as caller:
+            answer = json.loads(client.request("traced", b"x", timeout=WAIT).payload)
+            with pytest.raises(RequestFailed):
+                client.request("traced", b"fail", timeout=WAIT)
+    ours = caller.get_span_context()
+    spans = broker_spans(exporter, ours.trace_id, 6)
+    counts = sorted((name, len(found)) for name, found in spans.items())
+    assert counts == [("generaldomo.broker traced", 2), ("queued", 2), ("served", 2)]
+    brokers_spans = {span.context.span_id: span for span in spans["generaldomo.broker traced"]}
+    for broker_span in brokers_spans.values():  # children of our span: siblings of the worker's
+        assert broker_span.parent is not None and broker_span.parent.span_id == ours.span_id
+        assert broker_span.kind is SpanKind.SERVER and broker_span.attributes is not None
+    for child in spans["queued"] + spans["served"]:
+        assert child.parent is not None and child.parent.span_id in brokers_spans
+        parent = brokers_spans[child.parent.span_id]
+        assert child.start_time is not None and parent.start_time is not None and child.end_time is not None
+        assert parent.end_time is not None and parent.start_time <= child.start_time <= child.end_time
+        assert child.end_time <= parent.end_time
+    statuses = {span.attributes["generaldomo.status"]: span for span in brokers_spans.values() if span.attributes}
+    assert sorted(statuses) == ["200", "503"] and statuses["503"].status.status_code is StatusCode.ERROR
+    assert answer["span"][0] == f"{ours.trace_id:032x}" and answer["parent"] == f"{ours.span_id:016x}"
+    others = [span for span in exporter.get_finished_spans() if span.name.startswith("generaldomo.broker ")]
+    assert all(span.context.trace_id == ours.trace_id for span in others)  # none for the untraced request
+
+
+def test_a_broker_with_trace_spans_records_its_spans_in_the_trace_on_both_transports(
+    transport: str, brokers, workers, exporter: InMemorySpanExporter
+) -> None:
+    exporter.clear()
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], trace_spans=True)
+    endpoint = broker.endpoint(transport, "tcp")
+    workers(endpoint, transport, "traced", traced)
+    check_one_trace(endpoint, transport, exporter)
+
+
+def test_the_trace_spans_flag_turns_the_broker_spans_on(workers, exporter: InMemorySpanExporter) -> None:
+    exporter.clear()
+    broker = make_broker(parser().parse_args(["broker", "--trace-spans", "--bind", "tcp://127.0.0.1:*"])).start()
+    try:
+        endpoint = broker.endpoint("router", "tcp")
+        workers(endpoint, "router", "traced", traced)
+        check_one_trace(endpoint, "router", exporter)
+    finally:
+        broker.stop()
+
+
+def test_a_broker_without_trace_spans_records_none(brokers, workers, exporter: InMemorySpanExporter) -> None:
+    exporter.clear()
+    broker = brokers("router", ["tcp://127.0.0.1:*"])
+    endpoint = broker.endpoint("router", "tcp")
+    workers(endpoint, "router", "traced", traced)
+    with Client(endpoint, "router") as client, trace.get_tracer("tests").start_as_current_span("caller"):
+        client.request("traced", b"x", timeout=WAIT)
+    assert not broker.core.spans.on and not broker.core.spans  # nothing made, so nothing to record
+    assert not [span for span in exporter.get_finished_spans() if span.name.startswith("generaldomo.broker ")]

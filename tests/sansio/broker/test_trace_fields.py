@@ -62,3 +62,40 @@ def test_the_worker_session_hands_the_trace_context_to_the_task() -> None:
     )
     [run] = [a for a in session.receive(frames, 0.0) if isinstance(a, RunTask)]
     assert run.trace == trace and run.deadline == 2.0
+
+
+def test_a_traced_answer_gives_its_times_once_while_spans_are_on_and_nothing_else() -> None:
+    h = Harness()
+    h.feed(worker(1), protocol.gdp_ready(b"echo", info=MODERN))
+    traced = protocol.request_fields(60.0, trace=TraceContext(PARENT, "rojo=1"))
+    h.feed(client(1), protocol.gdp_request(b"off", b"echo", [b"x"], traced))  # spans off: no record
+    h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"x!")
+    assert not h.core.spans and h.core.spans.take() == []
+    h.core.spans.on = True
+    h.feed(client(1), protocol.gdp_request(b"plain", b"echo", [b"x"], protocol.request_fields(60.0)))
+    h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"x!")  # no trace context: no record
+    assert not h.core.spans
+    h.advance(1.0)
+    h.feed(client(1), protocol.gdp_request(b"busy", b"echo", [b"x"], traced))  # the worker takes it at once
+    h.feed(client(1), protocol.gdp_request(b"later", b"echo", [b"y"], traced))  # queued behind it
+    queued = h.now
+    h.advance(2.0)
+    h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"x!")  # "later" is dispatched now
+    dispatched = h.now
+    h.advance(3.0)
+    h.answer(worker(1), h.tasks_of(worker(1))[-1][0], b"y!")
+    first, second = h.core.spans.take()
+    assert (first.service, first.status, first.trace) == ("echo", b"200", TraceContext(PARENT, "rojo=1"))
+    assert (second.queued, second.dispatched, second.answered) == (queued, dispatched, dispatched + 3.0)
+    assert first.dispatched == first.queued == queued and first.answered == dispatched
+    assert not h.core.spans and h.core.spans.take() == []  # taken once: nothing kept
+
+
+def test_a_traced_request_that_expires_in_the_queue_has_no_dispatch() -> None:
+    h = Harness()
+    h.core.spans.on = True
+    fields = protocol.request_fields(1.0, trace=TraceContext(PARENT))
+    h.feed(client(1), protocol.gdp_request(b"a", b"echo", [b"x"], fields))
+    h.advance(5.0)
+    [answered] = h.core.spans.take()
+    assert answered.dispatched is None and answered.status == protocol.EXPIRED and answered.queued == 0.0

@@ -14,7 +14,8 @@ Rules of this file:
   :mod:`~generaldomo.sansio.broker.core.dead` (the tasks that failed for good, their replays),
   :mod:`~generaldomo.sansio.broker.core.expiry` (deadlines and queue timeouts),
   :mod:`~generaldomo.sansio.broker.core.retries` (answers tried again after a backoff, held as delayed tasks),
-  :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``) and
+  :mod:`~generaldomo.sansio.broker.core.delays` (tasks held until their ``not_before``),
+  :mod:`~generaldomo.sansio.broker.core.spans` (traced answers, for the IO layer's broker spans) and
   :mod:`~generaldomo.sansio.broker.core.reporting` (the status report and log lines); their counts go to one record
   (:mod:`~generaldomo.sansio.broker.core.counters`).
 - Every task is accepted through one path (``_accept``), a resumed worker's claimed one too.
@@ -97,6 +98,7 @@ from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
 from generaldomo.sansio.broker.core.results import Results
 from generaldomo.sansio.broker.core.retries import Retries
+from generaldomo.sansio.broker.core.spans import Spans
 from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
@@ -251,6 +253,7 @@ class BrokerCore:
         self._clients = Clients(self.ledger, self.counters)
         self._budgets = Budgets(settings, self.ledger, self.counters)
         self._dead = Dead(self, settings, self.counters, self.ledger, random)
+        self.spans = Spans()  # traced answers for the IO layer's broker spans, once it turns them on
         hold_until = self.started + settings.recovery_window if recovering else None
         self._handover = Handover(handover_key, instance, hold_until)
         self._reporting = Reporting(
@@ -752,6 +755,8 @@ class BrokerCore:
         state = task.state
         self._finish(task, state, dequeued=dequeued)
         self.counters.completed += 1
+        if task.trace is not None and self.spans.on:
+            self.spans.answered(task, task.trace, status, now)
         waited = (task.dispatched if task.dispatched is not None else now) - task.enqueued
         served = now - task.dispatched if task.dispatched is not None else 0.0
         stats = task.service.stats
