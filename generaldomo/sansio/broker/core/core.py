@@ -158,6 +158,7 @@ HOLDINGS: dict[str, str] = {
     "_by_request": CHARGED + "tasks",
     "_changed": "flow entries (charged as flows, or the operator's), until the IO layer takes them",
     "_handlers": "fixed: one per kind of event",
+    "spans": "a turn's traced answers while broker spans are on, until the IO layer takes them after the turn",
     "_kept": CHARGED + "kept answers, within keep_bytes",
     "_large": "fixed: one per kind of event",
     "_served": "bounded: served.MAX_NAMES names",
