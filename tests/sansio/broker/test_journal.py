@@ -4,6 +4,7 @@ core restored from them holds the same requests and kept answers (a stateful tes
 
 from __future__ import annotations
 
+import math
 import random
 
 from hypothesis import given, settings
@@ -105,6 +106,34 @@ def standing(live: Live) -> list[tuple[bytes, bytes, tuple[bytes, ...], bool]]:
     return sorted((t.request_id or b"", t.description, t.body, t.detached) for t in live.tasks.values())
 
 
+def waiting(core: BrokerCore, now: float) -> list[tuple[bytes, bytes, tuple[bytes, ...], float]]:
+    """The requests a core holds until a time still to come, as (request id, description, payload, not_before on
+    the wall clock), in order."""
+    return sorted(
+        (task.request_id or b"", task.description, task.body, task.not_before + OFFSET)
+        for task in core.tasks.values()
+        if task.state is not TaskState.CANCELLED and task.not_before is not None and task.not_before > now
+    )
+
+
+def to_wait(live: Live, now: float) -> list[tuple[bytes, bytes, tuple[bytes, ...], float]]:
+    """The requests ``live`` holds whose recorded not_before is still to come ``now`` (the cores' clock)."""
+    return sorted(
+        (t.request_id or b"", t.description, t.body, t.not_before)
+        for t in live.tasks.values()
+        if t.not_before is not None and t.not_before - OFFSET > now
+    )
+
+
+def same_times(
+    one: list[tuple[bytes, bytes, tuple[bytes, ...], float]], other: list[tuple[bytes, bytes, tuple[bytes, ...], float]]
+) -> bool:
+    """The same requests, not before the same times (to a microsecond: the records' clock is offset)."""
+    return len(one) == len(other) and all(
+        a[:3] == b[:3] and math.isclose(a[3], b[3], rel_tol=0.0, abs_tol=1e-6) for a, b in zip(one, other, strict=True)
+    )
+
+
 CLIENT, MDP_CLIENT, WORKER = Peer(0, b"c"), Peer(0, b"m"), Peer(1, b"w")
 
 
@@ -146,6 +175,28 @@ def test_a_request_past_its_deadline_at_the_restore_is_answered_not_queued() -> 
     later = new_core(2)
     out = later.restore(live, 10.0)
     assert not later.tasks and len(out) == 1
+
+
+def test_a_restored_delayed_request_waits_until_the_same_time_and_one_whose_time_passed_is_queued() -> None:
+    core = new_core(1)
+    for request_id, payload, delay in ((b"r1", b"later", 30.0), (b"r2", b"soon", 2.0)):  # (detached: kept while
+        fields = request_fields(flags=protocol.FLAG_DETACHED, not_before=delay)  # their client is silent)
+        core.receive(CLIENT, protocol.gdp_request(request_id, b"echo", [payload], fields), 1.0)
+    live = Live().apply_all(decode(encode_all(core.take_journal())).records)
+    assert same_times(to_wait(live, 1.0), waiting(core, 1.0))
+    assert [round(t[3] - OFFSET, 6) for t in to_wait(live, 1.0)] == [31.0, 3.0]
+    later = new_core(2)
+    later.restore(live, 10.0)  # (the broker was down from before 3.0 until 10.0)
+    assert same_times(waiting(later, 10.0), to_wait(live, 10.0))
+    assert [t[0] for t in waiting(later, 10.0)] == [b"r1"]
+    assert later.counters.tasks_restored == 2
+    later.receive(WORKER, protocol.gdp_ready(b"echo"), 10.5)
+    assert [task.request_id for task in later.tasks.values() if task.worker is not None] == [b"r2"]
+    later.tick(30.5)
+    assert same_times(waiting(later, 30.5), to_wait(live, 30.5))  # r1 not released before its time
+    assert [t[0] for t in waiting(later, 30.5)] == [b"r1"]
+    later.tick(31.5)
+    assert waiting(later, 31.5) == [] and b"r1" in {task.request_id for task in later.tasks.values()}
 
 
 # a random run: requests (GDP, detached or not, and MDP), workers ready and answering, cancels, time passing, and
@@ -206,16 +257,18 @@ class LogAndReplay(RuleBasedStateMachine):
     def restart(self) -> None:
         live = Live().apply_all(decode(bytes(self.log)).records)
         self.seed += 1
-        before = held(self.core)
+        before, waits = held(self.core), waiting(self.core, self.now)
         self.core = new_core(self.seed, keep_answers=30.0, client_expiry=1000.0)
         self.core.restore(live, self.now)
         assert held(self.core) == before
+        assert same_times(waiting(self.core, self.now), waits)  # a delayed request waits until the same time
         self.log = bytearray(encode_all(self.core.take_journal()))
 
     @invariant()
     def the_log_leaves_standing_what_the_core_holds(self) -> None:
         live = Live().apply_all(decode(bytes(self.log)).records)
         assert standing(live) == held(self.core)
+        assert same_times(to_wait(live, self.now), waiting(self.core, self.now))
         kept = {request_id for (_, request_id), k in live.kept.items() if k.at - OFFSET + 30.0 > self.now}
         answered = {request_id for request_id in kept if self.core._kept.get(request_id, self.now) is not None}
         assert answered == kept  # every answer the log keeps, the core keeps
