@@ -24,7 +24,8 @@ with that error.
 
 A handshake the broker refuses, or an endpoint where nothing accepts connections (while no broker has answered
 and one endpoint was given, unless told to wait), fails what is outstanding and what is submitted until a
-handshake succeeds. This module knows nothing of the callers' arguments, timeouts or retries
+handshake succeeds. Closing, the IO thread makes sure the CANCELs sent have reached the broker (bounded), since
+the process may exit right after. This module knows nothing of the callers' arguments, timeouts or retries
 (:mod:`generaldomo.peers.client`), nor of workers or services beyond the descriptions it passes on.
 """
 
@@ -46,16 +47,26 @@ from generaldomo.peers.reader_role import READER_ROLE, ReaderEvent, ReaderRole
 from generaldomo.peers.reply import Call, OnPartial, Reply, RequestFuture, partial, resolve
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.peer.handshake import UNREACHABLE, HandshakeWatch
-from generaldomo.sansio.peer.session import Action, ClientSession, Fail, Progress, Resolve, ToBroker
+from generaldomo.sansio.peer.session import Action, ClientSession, Fail, Progress, Reconnect, Resolve, ToBroker
 from generaldomo.sansio.wire.tracecontext import TraceContext
 
-__all__ = ["CLOSE_LINGER_MS", "LEND_CHECK", "READ_BATCH", "REQUEST_ID_BYTES", "SHUT_WAITS", "WAIT_HINT", "ClientIO"]
+__all__ = [
+    "CLOSE_CONFIRM",
+    "CLOSE_LINGER_MS",
+    "LEND_CHECK",
+    "READ_BATCH",
+    "REQUEST_ID_BYTES",
+    "SHUT_WAITS",
+    "WAIT_HINT",
+    "ClientIO",
+]
 
 log = logging.getLogger("generaldomo.peers.client")  # the client's log, by the name users configure it under
 X = TypeVar("X")
 
 WAIT_HINT: Final = " (to wait for a broker that starts later: Client(..., fail_unreachable=False), --wait-for-broker)"
 CLOSE_LINGER_MS: Final = 200  # libzmq sends CANCELs queued at close in the background for this long
+CLOSE_CONFIRM: Final = 2.0  # seconds the closing IO thread waits for the broker to confirm it read the CANCELs
 READ_BATCH: Final = 256  # messages read per round before the session's clock is looked at again
 REQUEST_ID_BYTES: Final = 16  # random bytes per request id: unique across clients, and unpredictable
 # the reader role's moves, each one dict lookup (a move its table lacks raises IllegalTransition)
@@ -406,6 +417,33 @@ class ClientIO:
 
     _resolve = staticmethod(resolve)  # (an attribute: a test makes a reply's delivery fail)
 
+    def _say_farewell(self) -> None:
+        """Before the socket closes, make sure the CANCELs sent have reached the broker (IO thread): a process
+        that exits right after closing would otherwise lose what libzmq had not written yet. The session's
+        farewell HEARTBEAT follows them; wait for its answer, at most :data:`CLOSE_CONFIRM` seconds, delivering
+        what else arrives. Nothing to wait for when no CANCEL was sent or no connection was ever made."""
+        watch = self._channel.handshake
+        if self._cause is not None or (watch is not None and not watch.ever_succeeded):
+            return
+        with self._lock:
+            farewell = self._session.farewell(self._ids(REQUEST_ID_BYTES))
+        if not farewell:
+            return
+        connection, clock = self._channel.connection, time.monotonic
+        for action in farewell:
+            if isinstance(action, ToBroker):
+                connection.write(action.frames)
+        end = clock() + CLOSE_CONFIRM
+        while not self._session.farewell_heard and (now := clock()) < end:
+            connection.flush(woken=False)
+            if connection.wait_readable(min(end - now, LEND_CHECK * 10)):
+                connection.consume_kicks()
+            with self._lock:
+                actions: list[Action[Call]] = []
+                for frames in connection.recv_batch(READ_BATCH):
+                    actions += self._fed(frames, clock())
+            self._deliver([a for a in actions if not isinstance(a, ToBroker | Reconnect)])
+
     def _shut(self) -> None:
         """Close the socket; fail what is outstanding (IO thread, last)."""
         with self._lock:
@@ -415,6 +453,11 @@ class ClientIO:
                     break
                 self._channel.connection.kick()
                 self._released.wait(0.1)
+        try:
+            self._say_farewell()
+        except Exception:  # a terminated context, say: close anyway
+            log.debug("the farewell failed", exc_info=True)
+        with self._lock:
             failed = self._session.close("closed")
         self._channel.close(linger_ms=CLOSE_LINGER_MS)
         for action in failed:

@@ -54,6 +54,19 @@ def test_threads_sharing_one_client_each_get_their_own_results(transport: str, b
     assert broker.core.counters["completed"] == THREADS * PER_THREAD
 
 
+def test_a_cancel_has_reached_the_broker_when_close_returns(transport: str, brokers, endpoint_for) -> None:
+    broker = brokers(transport, [endpoint_for("tcp")])
+    endpoint = broker.endpoint(transport, "tcp")
+    for _ in range(3):  # the process may exit right after close: nothing the broker needs may still be in flight
+        client = Client(endpoint, transport, fail_unknown=False)
+        before = broker.core.counters["cancelled"]
+        future = client.submit("nobody-serves-this", b"x")
+        eventually(lambda: broker.core.tasks, 30, "the request to be queued")
+        assert future.cancel()
+        client.close()
+        assert broker.core.counters["cancelled"] == before + 1 and not broker.core.tasks
+
+
 def test_multi_frame_payloads_with_empty_frames(transport: str, brokers, workers, endpoint_for) -> None:
     broker = brokers(transport, [endpoint_for("inproc")])
     endpoint = broker.endpoint(transport)

@@ -268,6 +268,8 @@ class ClientSession(Generic[T]):
         self.asked = 0
         self.drops = _Drops("client")
         self._seq = 0
+        self._cancels_unconfirmed = 0  # CANCELs sent that no broker answer has followed yet
+        self._probe: bytes | None = None  # the id the farewell HEARTBEAT asks about, until the broker answers it
         self._handlers: dict[type, Callable[[Any, float], list[Action[T]]]] = dict(
             (
                 _on(FinalReply, self._on_final),
@@ -344,7 +346,27 @@ class ClientSession(Generic[T]):
         entry = self.outstanding.pop(request_id, None)
         if entry is None or not entry.frames:
             return []
+        self._cancels_unconfirmed += 1
         return [ToBroker(protocol.gdp_cancel(request_id))]
+
+    def farewell(self, probe: bytes) -> list[Action[T]]:
+        """Before the socket closes: if CANCELs were sent since the broker last answered, a HEARTBEAT asking
+        about ``probe`` (an id no request has), to be sent after them. The broker reads a connection's messages
+        in order and lists an id it does not know in its answer, so once :attr:`farewell_heard` the CANCELs have
+        reached it; the caller waits for that (bounded) before closing, rather than lose them with the socket.
+
+        Args:
+            probe: a fresh random id.
+        """
+        if not self._cancels_unconfirmed:
+            return []
+        self._probe = probe
+        return [ToBroker(protocol.gdp_client_heartbeat(ids=[probe]))]
+
+    @property
+    def farewell_heard(self) -> bool:
+        """Whether the broker answered the :meth:`farewell` HEARTBEAT (True when none is awaited)."""
+        return self._probe is None
 
     def receive(self, frames: Sequence[bytes], now: float) -> list[Action[T]]:
         """Act on a message from the broker.
@@ -419,6 +441,8 @@ class ClientSession(Generic[T]):
 
     def _on_heartbeat(self, message: HeartbeatAnswer, now: float) -> list[Action[T]]:
         previous, self.instance = self.instance, message.instance
+        if self._probe is not None and self._probe in message.unknown:
+            self._probe, self._cancels_unconfirmed = None, 0
         if previous is not None and previous != message.instance:
             log.warning("the broker restarted; sending %d requests again", len(self.outstanding))
             return self._resend_all(now)

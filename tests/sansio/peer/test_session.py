@@ -101,6 +101,18 @@ def test_cancel_says_so_and_drops_the_late_reply() -> None:
     assert session.tick(100.0) == [] and session.deadline() is None  # idle: no heartbeats, no reconnect
 
 
+def test_the_farewell_asks_the_broker_to_confirm_the_cancels_only_when_some_were_sent() -> None:
+    session: ClientSession[None] = ClientSession(PEER, 0.0)
+    assert session.farewell(b"probe") == [] and session.farewell_heard  # nothing cancelled: nothing to confirm
+    session.submit(b"r", b"echo", [], None, 0.0)
+    session.cancel(b"r")
+    assert sent(session.farewell(b"probe")) == [protocol.gdp_client_heartbeat(ids=[b"probe"])]
+    assert not session.farewell_heard
+    assert session.receive(answer(), 0.5) == [] and not session.farewell_heard  # an earlier heartbeat's answer
+    assert session.receive(answer(unknown=(b"probe",)), 0.6) == [] and session.farewell_heard
+    assert session.farewell(b"again") == []  # confirmed: nothing more to ask
+
+
 def test_a_kept_answer_resolves_once() -> None:
     session: ClientSession[int] = ClientSession(PEER, 0.0, reask_after=1.0)
     session.submit(b"r", b"echo", [], 7, 0.0)
