@@ -232,3 +232,19 @@ def test_a_broker_without_trace_spans_records_none(brokers, workers, exporter: I
         client.request("traced", b"x", timeout=WAIT)
     assert not broker.core.spans.on and not broker.core.spans  # nothing made, so nothing to record
     assert not [span for span in exporter.get_finished_spans() if span.name.startswith("generaldomo.broker ")]
+
+
+def test_broker_spans_without_opentelemetry_refuse_to_start_and_say_what_to_install() -> None:
+    """Without the OpenTelemetry API (hidden from a process of its own) a broker without spans imports none of it, and
+    ``--trace-spans`` exits with status 2, saying what to install."""
+    program = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None  # as if not installed\n"
+        "from generaldomo import Broker\n"
+        "Broker('router', ['tcp://127.0.0.1:*']).start().stop()\n"
+        "from generaldomo.cli import main\n"
+        "sys.exit(main(['broker', '--trace-spans', '--bind', 'tcp://127.0.0.1:*']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=2 * WAIT)
+    assert done.returncode == 2, done.stderr
+    assert "broker spans need the OpenTelemetry API: pip install 'generaldomo[otel]'" in done.stderr
