@@ -20,12 +20,15 @@ so an abandoned request never runs later.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import generaldomo.errors as errors
@@ -35,6 +38,7 @@ from generaldomo.errors import HandshakeFailed, NotFound, RequestFailed
 from generaldomo.io import files
 from generaldomo.io.peer.connection import Curve
 from generaldomo.peers.client import Client, Reply
+from generaldomo.peers.reply import RequestFuture
 from generaldomo.sansio.config import knobs
 from generaldomo.sansio.peer import serializers
 from generaldomo.sansio.peer.serializers import Serializer
@@ -172,20 +176,23 @@ def run(args: argparse.Namespace) -> int:
         payload: Any = frames if typed is None else serializers.encode(typed[0], typed[1])
         if args.no_wait:
             return _send_detached(client, args, payload)
-        future = client.submit(
-            args.service,
-            payload,
-            on_partial=lambda reply: _ignore(_print(reply, typed)),
-            delay=args.delay or None,
-            not_before=args.not_before,
-        )
+        future: RequestFuture | None = None
         try:
-            reply = future.result(args.timeout)
+            with _interrupt_deferred():  # a Ctrl-C now would leave the request sent and nothing to withdraw it by
+                future = client.submit(
+                    args.service,
+                    payload,
+                    on_partial=lambda reply: _ignore(_print(reply, typed)),
+                    delay=args.delay or None,
+                    not_before=args.not_before,
+                )
+            reply = future.result(args.timeout)  # (only this times out)
         except RequestFailed as error:
             return _fail(Exit.FAILED, f"request failed: {error}")
         except HandshakeFailed as error:
             return _fail(Exit.NO_BROKER, _refused(args, endpoint, error))
         except TimeoutError:
+            assert future is not None
             if not future.cancel() and future.done():
                 reply = future.result()
             else:
@@ -198,9 +205,27 @@ def run(args: argparse.Namespace) -> int:
                     return _fail(Exit.NO_BROKER, message)
                 return _why_no_reply(args, endpoint, started, curve.curve())
         except BaseException:
-            future.cancel()
+            if future is not None:
+                future.cancel()
             raise
     return _print(reply, typed)
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) back until the block is done, then raise it (in the main thread; elsewhere no
+    signal lands anyway)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            raise KeyboardInterrupt
 
 
 def _send_detached(client: Client, args: argparse.Namespace, payload: Any) -> int:
