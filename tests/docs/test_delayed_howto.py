@@ -35,3 +35,10 @@ def test_the_python_example_runs() -> None:
         worker.stop()
         thread.join(10)
         broker.stop()
+
+
+def test_the_deadline_dispatch_example_runs() -> None:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(named("deadline-dispatch"), {"__name__": "deadline_dispatch"})
+    assert printed.getvalue().splitlines() == ["RequestExpired True", "b'in time'"]
