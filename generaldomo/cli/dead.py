@@ -28,7 +28,12 @@ _VERBS = ("list", "show", "replay", "drop")
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     options.transport(parser)
-    parser.add_argument("verb", choices=_VERBS, help="what to do with the dead letters")
+    parser.add_argument(  # (checked in run: a choice argparse checks would be required even with --print-config)
+        "verb",
+        nargs="?",
+        metavar="{" + ",".join(_VERBS) + "}",
+        help="what to do with the dead letters (needed but for --print-config)",
+    )
     parser.add_argument("service", nargs="?", help="the service whose dead letters (list without it: the services)")
     parser.add_argument(
         "ids", nargs="*", metavar="ID", help="the letters' ids, as list shows them (show, replay, drop)"
@@ -47,6 +52,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "verb", None) not in _VERBS:
+        raise ValueError(f"generaldomo dead needs what to do: {', '.join(_VERBS)}")
     if args.verb != "list" and (args.service is None or not args.ids):
         raise ValueError(
             f"generaldomo dead {args.verb} needs the SERVICE and the ID of a letter (see: dead list SERVICE)"
