@@ -32,6 +32,7 @@ NOT_COMPILED = {
     "generaldomo/sansio/broker/services/resolvers/attributes.py": "its resolver is a NameResolver",
     "generaldomo/sansio/broker/services/resolvers/balanced.py": "its resolver is a NameResolver",
     "generaldomo/sansio/peer/session.py": "its generic records (Resolve[T]...) do not compile as dataclasses",
+    "generaldomo/sansio/subclassing.py": "it defines, where the code runs, what mypyc reads while it compiles",
 }
 COMPILED_LIBRARY = "generaldomo_core"  # the shared library's module: generaldomo_core__mypyc
 COMPILE_INPLACE = "GENERALDOMO_COMPILE_INPLACE"  # set: build_ext --inplace compiles the core too (minutes)
@@ -105,8 +106,14 @@ class OptionalBuildExt(build_ext):
         )
         env = {key: value for key, value in os.environ.items() if key != "GENERALDOMO_PURE_PYTHON"}
         env["PYTHONPATH"] = str(package.parent)
-        done = subprocess.run(
-            [sys.executable, "-c", code, *modules], capture_output=True, text=True, env=env, timeout=600, check=False
+        done = subprocess.run(  # (from the build's folder: in a source tree, "" on sys.path is the sources)
+            [sys.executable, "-c", code, *modules],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=package.parent,
+            timeout=600,
+            check=False,
         )
         if done.returncode != 0:
             (target / "manifest.json").unlink(missing_ok=True)

@@ -68,14 +68,15 @@ Fields = tuple[float | None, str | None, int, int, float | None, TraceContext | 
 
 
 def request_fields(
-    deadline: float | None = None, tenant: str | None = None, priority: int = 0, flags: int = 0,
+    deadline: float | None = None, tenant: str | None = None, priority: int | bool = 0, flags: int = 0,
     not_before: float | None = None, trace: TraceContext | None = None,
 ) -> bytes:  # fmt: skip
     """The fields frame of a request: ``deadline`` seconds from now (rounded up to a millisecond, clamped at
     :data:`MAX_DEADLINE_MS`; 0 or less: already past), ``tenant``, ``priority``, ``flags`` (``FLAG_*``
     bits), ``not_before``: seconds from now before which it is not dispatched (rounded up to a millisecond,
     clamped at :data:`MAX_NOT_BEFORE_MS`; 0 or less: left out) and ``trace`` (its tracestate trimmed to the room
-    left in the frame); ValueError on a tenant, priority, flag or delay the broker would refuse. Empty when
+    left in the frame); ValueError on a tenant, priority (a bool too: the annotation names it so that the
+    compiled build keeps it a bool to refuse), flag or delay the broker would refuse. Empty when
     nothing is set (a plain REQUEST then does)."""
     frame = b"" if deadline is None else deadline_field(deadline)
     if not_before is not None:

@@ -43,17 +43,17 @@ MAX_HOST: Final = HOST.high
 FEATURES: Final = frozenset({"fields", "cancel"})
 
 
-def read_worker_info(frame: bytes) -> tuple[str | None, int | None, frozenset[str]] | None:
+def read_worker_info(frame: bytes | memoryview) -> tuple[str | None, int | None, frozenset[str]] | None:
     """``(host, pid, features)`` of a peer-info frame (None for a host or pid that is absent or not valid;
     features: the known names among those listed), or None if the frame is not a JSON object within
     :data:`~generaldomo.sansio.wire.limits.PEER_INFO`; never raises."""
     if not PEER_INFO.fits(frame):
         return None
-    frame = bytes(frame)  # (the same object for bytes; a memoryview, which the links may hand over, copied)
-    if not frame.startswith(b"{"):
+    data = bytes(frame)  # (the same object for bytes; a memoryview, which the links may hand over, copied)
+    if not data.startswith(b"{"):
         return None
     try:
-        info: Any = json_loads(frame, PEER_INFO.high)
+        info: Any = json_loads(data, PEER_INFO.high)
     except WireJSONError:
         return None
     if not isinstance(info, dict):

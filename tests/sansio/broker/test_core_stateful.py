@@ -570,7 +570,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.quiet.clear()
         self.losing.clear()
         for service in SERVICES:  # no limits; an adapted rate (from 429s) high enough to hold nothing back
-            unlimited = FlowLimits(burst=1, backoff={"min": 1e9})
+            unlimited = FlowLimits().merged({"burst": 1, "backoff": {"min": 1e9}})
             self.deliver(self.core.apply_flow(FlowChange(service.decode(), unlimited), self.now))
         self.time_passes(2.5)  # past any retry_after
         for service in SERVICES:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Final
 
-from generaldomo.sansio.checked import check_fields, checked
+from generaldomo.sansio.checked import check_fields, checked, checked_record
 from generaldomo.sansio.wire.limits import ADAPTIVE
 
 __all__ = ["DECREASE", "GROW_BELOW", "SHRINK_ABOVE", "Adaptive", "AdaptiveLimits"]
@@ -59,7 +59,7 @@ class AdaptiveLimits:
         unknown = set(value) - {"min", "max"}
         if unknown:
             raise ValueError(f"unknown adaptive keys {sorted(unknown)}; known: min, max")
-        return cls(**value)
+        return checked_record(cls, value)  # (converted before the record is made)
 
 
 @dataclasses.dataclass(slots=True)

@@ -25,7 +25,7 @@ import math
 from collections.abc import Hashable
 from typing import Any, Final
 
-from generaldomo.sansio.checked import check_fields, checked
+from generaldomo.sansio.checked import check_fields, checked, checked_record
 
 __all__ = [
     "DECREASE",
@@ -62,7 +62,7 @@ def _rate(name: str, value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
         raise ValueError(f"backoff {name} must be a positive number of dispatches per second")
-    return value
+    return float(value)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class BackoffLimits:
         unknown = set(value) - {"min", "max"}
         if unknown:
             raise ValueError(f"unknown backoff keys {sorted(unknown)}; known: min, max")
-        return cls(**value)
+        return checked_record(cls, value)  # (converted before the record is made)
 
 
 @dataclasses.dataclass(slots=True)

@@ -33,10 +33,11 @@ def check(field: Field, value: object, whole: bool, who: str = "") -> None:
 
 
 def within(field: Field, *, whole: bool, who: str = "") -> Validator:
-    """The check of a limit bounded by ``field`` (see :func:`check`), for :func:`generaldomo.sansio.checked.checked`."""
+    """The check of a limit bounded by ``field`` (see :func:`check`), for :func:`generaldomo.sansio.checked.checked`:
+    it keeps the value as the field's type (an int where ``whole``, else a float)."""
 
     def validate(name: str, value: Any) -> Any:
         check(field, value, whole, who)
-        return value
+        return value if value is None else int(value) if whole else float(value)  # (the field's type)
 
     return validate

@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from generaldomo.sansio.broker.flow.bounds import within
 from generaldomo.sansio.broker.flow.bucket import TokenBucket
-from generaldomo.sansio.checked import check_fields, checked
+from generaldomo.sansio.checked import check_fields, checked, checked_record
 from generaldomo.sansio.queues import Queue
 from generaldomo.sansio.wire.limits import BURST, CONCURRENCY, RATE, TENANT, TENANTS, WEIGHT
 
@@ -96,7 +96,7 @@ class TenantLimits:
         unknown = set(value) - set(known)
         if unknown:
             raise ValueError(f"unknown tenant limits {sorted(unknown)}; known: {', '.join(known)}")
-        return cls(**value)
+        return checked_record(cls, value)  # (converted before the record is made)
 
     def __post_init__(self) -> None:
         check_fields(self)

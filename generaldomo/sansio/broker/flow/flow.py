@@ -35,7 +35,7 @@ from generaldomo.sansio.broker.flow.fair import (
 )
 from generaldomo.sansio.broker.flow.retry import REPORT_SCHEMA as RETRY_SCHEMA
 from generaldomo.sansio.broker.flow.retry import RetryPolicy, retry_text
-from generaldomo.sansio.checked import check_fields
+from generaldomo.sansio.checked import check_fields, checked_record
 from generaldomo.sansio.config.knobs import Kind, Knob
 from generaldomo.sansio.wire.limits import ADAPTIVE, BURST, BYTES_IN_FLIGHT, CONCURRENCY, RATE
 
@@ -193,7 +193,8 @@ class FlowLimits:
             raise ValueError(f"unknown limits {sorted(unknown)}; known: {', '.join(LIMIT_NAMES)}")
         if "tenants" in changes:
             changes = {**changes, "tenants": merge_tenants(self.tenants, changes["tenants"])}
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        kept = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return checked_record(FlowLimits, {**kept, **changes})  # (converted before the record is made)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from generaldomo.sansio.checked import check_fields, checked, checked_record
 from generaldomo.sansio.wire.events import Frame
 from generaldomo.sansio.wire.inner_frames import marked_retry
 from generaldomo.sansio.wire.limits import RETRIES, RETRY_DELAY, RETRY_STATUS, Field
@@ -58,18 +59,17 @@ class RetryPolicy:
         [0.5, 1.0, 2.0, 4.0]
     """
 
-    retries: int = 3
-    min: float = 0.1
-    max: float = 10.0
-    statuses: tuple[int, ...] = ()
+    retries: int = checked(lambda name, value: int(_number(RETRIES, value, whole=True)), default=3)
+    min: float = checked(lambda name, value: float(_number(RETRY_DELAY, value, whole=False)), default=0.1)
+    max: float = checked(lambda name, value: float(_number(RETRY_DELAY, value, whole=False)), default=10.0)
+    statuses: tuple[int, ...] = checked(
+        lambda name, value: tuple(int(_number(RETRY_STATUS, s, whole=True)) for s in value), default=()
+    )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "retries", int(_number(RETRIES, self.retries, whole=True)))
-        object.__setattr__(self, "min", float(_number(RETRY_DELAY, self.min, whole=False)))
-        object.__setattr__(self, "max", float(_number(RETRY_DELAY, self.max, whole=False)))
+        check_fields(self)
         if self.min > self.max:
             raise ValueError(f"the retry backoff's min ({self.min}) must not exceed its max ({self.max})")
-        object.__setattr__(self, "statuses", tuple(int(_number(RETRY_STATUS, s, whole=True)) for s in self.statuses))
         if len(set(self.statuses)) != len(self.statuses):
             raise ValueError(f"retry statuses are named once each, not {list(self.statuses)}")
 
@@ -122,7 +122,7 @@ class RetryPolicy:
             found["statuses"] = tuple(statuses)
         if "min" in found and "max" not in found:
             found["max"] = max(DEFAULT.max, found["min"]) if isinstance(found["min"], int | float) else DEFAULT.max
-        return cls(**found)
+        return checked_record(cls, found)  # (converted before the record is made)
 
 
 _MAX_STATUSES: Final = RETRY_STATUS.high - RETRY_STATUS.low + 1

@@ -27,6 +27,7 @@ from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.services.delayed import Delayed
 from generaldomo.sansio.broker.services.stats import ServiceStats
 from generaldomo.sansio.queues import Queue
+from generaldomo.sansio.subclassing import mypyc_attr
 
 __all__ = ["Described", "Service"]
 
@@ -37,6 +38,7 @@ class Described(Protocol):
     description: bytes
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (resolvers' services subclass it)
 class Service:
     """A named queue of waiting workers and pending tasks (FIFO on both sides).
 

@@ -112,7 +112,7 @@ def settle(flow: Flow, cores: int, base: float, completions: int) -> list[tuple[
 @given(cores=st.integers(2, 16), base=st.sampled_from([0.01, 0.1, 1.0]), high=st.sampled_from([64, 200]))
 def test_settles_where_latency_stays_near_its_floor(cores: int, base: float, high: int) -> None:
     flow = Flow()
-    flow.apply(FlowLimits(adaptive={"min": 1, "max": high}))
+    flow.apply(FlowLimits().merged({"adaptive": {"min": 1, "max": high}}))
     trace = settle(flow, cores, base, completions=60 * cores + 600)
     late = trace[len(trace) // 2 :]
     caps = [cap for _, cap, _ in late]
@@ -160,9 +160,9 @@ def test_mmi_flow_turns_adaptive_on_and_off_and_status_shows_it() -> None:
 
 def test_a_lower_fixed_cap_holds_and_does_not_make_the_adaptive_cap_grow() -> None:
     flow = Flow()
-    flow.apply(FlowLimits(concurrency=2, adaptive={"min": 3, "max": 10}))
+    flow.apply(FlowLimits().merged({"concurrency": 2, "adaptive": {"min": 3, "max": 10}}))
     assert flow.cap == 2
     trace = settle(flow, cores=8, base=0.1, completions=200)
     assert {cap for _, cap, _ in trace} == {3}  # demand never reached 3 in flight: no growth
-    flow.apply(FlowLimits(adaptive={"min": 3, "max": 10}))  # the fixed cap lifted: the adaptive one holds alone
+    flow.apply(FlowLimits().merged({"adaptive": {"min": 3, "max": 10}}))  # the fixed cap lifted: the adaptive one alone
     assert flow.cap == 3 and flow.adaptive is not None and flow.adaptive.floor == pytest.approx(0.1)
