@@ -4,8 +4,17 @@ generaldomo.compiled); and put the C++ library (the repository's ``cpp/``: heade
 config) into the package as ``generaldomo/cpp/``.
 
 Everything else is declared in setup.cfg. Without a C compiler or mypyc, or if a build fails, the package installs
-without that accelerator and runs its pure-Python path (``generaldomo doctor`` says which one is in use);
-``GENERALDOMO_NO_EXTENSIONS=1`` builds neither.
+without that accelerator and runs its pure-Python path (``generaldomo doctor`` says which one is in use). The
+build's knobs, environment variables:
+
+- ``GENERALDOMO_NO_EXTENSIONS=1`` builds neither accelerator (a quick install for what does not run the broker's
+  logic: tox's envs lint, docs and pure set it);
+- ``GENERALDOMO_COMPILE_INPLACE=1`` makes ``setup.py build_ext --inplace`` compile the core too, into the source
+  tree's ``generaldomo/_compiled/`` (without it, an in-place build is the C accelerator's alone: compiling the
+  core takes minutes, and a source edited after it leaves the whole build unused).
+
+The compiled core is checked before it is used: the build imports every compiled module in a fresh interpreter
+(from the folder the build is in, never from a source tree), and writes its manifest only if all of them import.
 """
 
 import hashlib

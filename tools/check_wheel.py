@@ -2,7 +2,8 @@
 
 Builds the sdist and, from it, the wheel (``python -m build``); checks what the wheel holds; installs the wheel
 alone into a fresh virtual environment; then, from outside the source tree, runs ``generaldomo doctor`` (the C
-accelerator and the compiled sans-IO core in use, and not with ``GENERALDOMO_PURE_PYTHON=1``), the
+accelerator and the compiled sans-IO core in use, and not with ``GENERALDOMO_PURE_PYTHON=1``; a wheel without
+the compiled core fails the check where ``GENERALDOMO_EXPECT_COMPILED=1`` is set, as in tox's env wheel), the
 server transport without draft sockets (whose error must name this environment's install command), that
 command's plan, ``generaldomo doctor --install-draft``, ``generaldomo doctor`` again and ``generaldomo demo``
 on each transport; then builds the guide's C++ example with the headers installed with the wheel, by the
@@ -151,6 +152,8 @@ def check(work: Path) -> None:
     if said not in doctor:  # the compiled core (mypyc is a build requirement) is used exactly when the wheel has it
         raise CheckFailed(f"doctor does not say {said!r}")
     print(f"the wheel {'holds' if compiled else 'does not hold'} the compiled sans-IO core", flush=True)
+    if not compiled and os.environ.get("GENERALDOMO_EXPECT_COMPILED", "") not in ("", "0"):  # (tox's env wheel)
+        raise CheckFailed("the wheel does not hold the compiled sans-IO core (GENERALDOMO_EXPECT_COMPILED is set)")
     pure = step([gd, "doctor"], work, env={"GENERALDOMO_PURE_PYTHON": "1"})
     if "sans-IO core: pure Python (GENERALDOMO_PURE_PYTHON is set)" not in pure:
         raise CheckFailed("GENERALDOMO_PURE_PYTHON=1 does not select the wheel's pure-Python core")

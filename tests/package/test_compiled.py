@@ -1,5 +1,7 @@
 """The compiled sans-IO core (generaldomo.compiled): the pure path imports the sources, a stale or incomplete build
-is never used, and a build in use serves every compiled module from its own folder, never beside a source."""
+is never used, and a build in use serves every compiled module from its own folder, never beside a source. Where
+the compiled core is expected (``GENERALDOMO_EXPECT_COMPILED=1``: tox's env py, whose package is built with a C
+compiler at hand), the package the tests import runs it, so that a build that fell back to pure Python fails."""
 
 from __future__ import annotations
 
@@ -41,6 +43,19 @@ def test_the_pure_path_imports_the_sources() -> None:
     seen = probe(GENERALDOMO_PURE_PYTHON="1")
     assert seen["in_use"] is False and "GENERALDOMO_PURE_PYTHON is set" in str(seen["description"])
     assert all(str(file).endswith(".py") for file in seen["files"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(
+    os.environ.get("GENERALDOMO_EXPECT_COMPILED", "") in ("", "0")
+    or os.environ.get(compiled.PURE_PYTHON, "") not in ("", "0"),
+    reason="the compiled core is expected only with GENERALDOMO_EXPECT_COMPILED=1 (tox's env py)",
+)
+def test_the_compiled_core_is_in_use_where_it_is_expected(tmp_path: Path) -> None:
+    assert compiled.in_use(), f"the compiled core is expected, but: {compiled.description()}"
+    done = subprocess.run(  # (from a folder of no source tree, as a user runs it)
+        [sys.executable, "-m", "generaldomo", "doctor"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert "sans-IO core: compiled (mypyc: " in done.stdout, done.stdout + done.stderr
 
 
 def test_no_compiled_module_lies_beside_a_source() -> None:
