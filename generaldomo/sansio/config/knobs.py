@@ -204,7 +204,7 @@ class Knob:
         lifted = f" or {self.word} ({self.none_means})" if self.nullable else ""
         return f"{what}{bounds}{lifted}"
 
-    def _range(self, text: str) -> dict[str, float | None]:
+    def _range(self, text: str) -> dict[str, int | float | None]:
         low, sep, high = text.partition("..")
         kind = Kind.INT if self.kind is Kind.RANGE else Kind.FLOAT
         expected = f"MIN..MAX{' (MAX may be left out)' if self.kind is Kind.RATE_RANGE else ''} or {self.word}"
@@ -219,7 +219,7 @@ class Knob:
             raise ValueError(f"{self.name} bounds are {expected}, not {text!r}") from None
 
 
-def _number(kind: Kind, text: str) -> float:
+def _number(kind: Kind, text: str) -> int | float:  # (an int stays one: a compiled float would convert it)
     if len(text) > _MAX_DIGITS:  # int() of a long text takes a while (and Python refuses beyond 4,300 digits)
         raise ValueError(f"{len(text)} characters")
     return int(text) if kind is Kind.INT else float(text)
