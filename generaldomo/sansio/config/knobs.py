@@ -80,8 +80,8 @@ class Knob:
     default: Any
     help: str
     unit: str = ""  # "seconds", "bytes", "per second", ...: for the docs and the metric's name
-    low: float | None = None  # the bounds, inclusive (``low_open``: ``low`` itself excluded); None: unbounded
-    high: float | None = None
+    low: int | float | None = None  # the bounds, inclusive (``low_open``: ``low`` itself excluded); None: unbounded
+    high: int | float | None = None  # (int | float: a whole-number bound stays an int, in the schema too)
     low_open: bool = False
     none_means: str = ""  # what None means (``"no limit"``, ``"never"``); empty: None is not allowed
     derived: bool = False  # None means a default worked out from other settings: written AUTO, not NONE
@@ -228,7 +228,7 @@ def _number(kind: Kind, text: str) -> int | float:  # (an int stays one: a compi
 _MAX_DIGITS = 64
 
 
-def _shown(value: float) -> str:
+def _shown(value: int | float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
