@@ -657,12 +657,16 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
     DISCONNECT before any answer: the plain READY, for a broker older than peer info); DISCONNECT on stop."""
     ready = [b"GDPW01", b"\x01", b"echo"]
     heartbeat = [b"GDPW01", b"\x05"]
+    names: set[str] = set()
 
     def with_info(frames: list[bytes]) -> bool:
         if frames[:3] != ready or len(frames) != 4:
             return False
         info = protocol.read_worker_info(frames[3])
-        return info is not None and info[1] == worker.popen.pid and info[2] == protocol.FEATURES
+        if info is None or info[3] is None or len(info[3]) != 32:
+            return False
+        names.add(info[3])  # its id, the same on every socket
+        return info[1] == worker.popen.pid and info[2] == protocol.FEATURES
 
     def next_command(fake: FakeBroker) -> tuple[int, list[bytes]]:
         for _ in range(2000):
@@ -689,7 +693,7 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
             [b"GDPW01", b"\x0a", b"task-3", b"429", b"slow down", b"0.200"],
         ]
         second, frames = next_command(fake)  # silent since: the worker registers again on a new socket
-        assert with_info(frames) and second != first
+        assert with_info(frames) and second != first and len(names) == 1
         assert [next_command(fake) for _ in held] == [(second, frames) for frames in held]  # and hands them over
         fake.send(second, [b"GDPW01", b"\x06"])  # before any answer: that READY was refused; after a wait
         third, frames = next_command(fake)  # (about 1 s) the plain READY
@@ -755,7 +759,8 @@ def test_cpp_worker_hands_over_on_the_wire(run: Programs) -> None:
         fake.send(first, [b"GDPW01", b"\x06"])  # a restarted broker that does not know the worker
         second, frames = next_command(fake)
         assert second != first and frames[:4] == [b"GDPW01", b"\x09", b"echo", b"task-3"]  # at once, mid-task
-        assert len(frames) == 5 and protocol.read_worker_info(frames[4]) is not None  # with its peer info
+        info = protocol.read_worker_info(frames[4]) if len(frames) == 5 else None
+        assert info is not None and info[3] is not None  # with its peer info, and its id
         assert next_command(fake) == (second, [b"GDPW01", b"\x0a", b"task-2", b"200", b"b:0"])  # still held
         fake.send(second, [*heartbeat, b"I2I2", b"task-2"])
         assert next_command(fake) == (second, [*ready, b"task-3", b"200", b"c:1500"])

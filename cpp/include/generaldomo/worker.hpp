@@ -136,6 +136,18 @@ private:
     std::mt19937 random_{std::random_device{}()};
 };
 
+// The worker's name for itself across its reconnects (its peer info's id): 32 random hex digits. A READY with it
+// from a new socket retires the registration of the old one at the broker.
+inline std::string worker_id()
+{
+    std::random_device source;
+    std::uniform_int_distribution<int> digit(0, 15);
+    std::string id(32, '0');
+    for (auto &c : id)
+        c = "0123456789abcdef"[digit(source)];
+    return id;
+}
+
 }  // namespace detail
 
 struct WorkerOptions {
@@ -334,7 +346,7 @@ private:
             connection_.send(ready());
         } else if (handover_ != Handover::no && resume_) {  // (a task may come before the first heartbeat)
             resumed_ = true;
-            connection_.send(protocol::resume(description_, running_id_, plain_ ? 0 : ::getpid()));
+            connection_.send(protocol::resume(description_, running_id_, plain_ ? 0 : ::getpid(), id_));
         } else {
             return;  // unregistered until the result goes in READY: the held results go after it
         }
@@ -393,7 +405,7 @@ private:
     std::string ready()
     {
         answered_ = false;
-        return plain_ ? protocol::ready(description_) : protocol::ready_with_info(description_, ::getpid());
+        return plain_ ? protocol::ready(description_) : protocol::ready_with_info(description_, ::getpid(), id_);
     }
 
     // args: task id, request description, payload...
@@ -471,6 +483,7 @@ private:
     }
 
     std::string description_;
+    const std::string id_ = detail::worker_id();  // its name across reconnects (see detail::worker_id)
     Handler handler_;
     WorkerOptions options_;
     detail::Context context_;
