@@ -692,7 +692,9 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
             [b"GDPW01", b"\x0a", b"task-2", b"500", b"asked to fail"],
             [b"GDPW01", b"\x0a", b"task-3", b"429", b"slow down", b"0.200"],
         ]
-        second, frames = next_command(fake)  # silent since: the worker registers again on a new socket
+        # silent since: DISCONNECT on the old socket, for a broker that may still hear it; READY on a new one
+        assert next_command(fake) == (first, [b"GDPW01", b"\x06"])
+        second, frames = next_command(fake)
         assert with_info(frames) and second != first and len(names) == 1
         assert [next_command(fake) for _ in held] == [(second, frames) for frames in held]  # and hands them over
         fake.send(second, [b"GDPW01", b"\x06"])  # before any answer: that READY was refused; after a wait

@@ -309,7 +309,7 @@ private:
                 if (now < retry_at)
                     continue;  // no heartbeat, no silence while it waits
                 refused = false;
-                reconnect();
+                reconnect(false, false);  // (no goodbye: the broker let that socket go)
                 heard = now;
                 next_heartbeat = now + interval;
                 continue;
@@ -335,10 +335,15 @@ private:
 
     // A new socket (silent: to the next endpoint, if there are several): READY, or while a task runs RESUME
     // (hand-over brokers) or nothing (the result will go in READY); then the held results, once registered.
-    void reconnect(bool silent = false)
+    // With a goodbye and unless a task runs (RESUME claims it), DISCONNECT on the old socket first: a broker still
+    // hearing it lets that registration go at once.
+    void reconnect(bool silent = false, bool goodbye = true)
     {
         ++reconnects_;
-        connection_.reopen(silent);
+        goodbye = goodbye && !busy_;
+        if (goodbye)
+            connection_.send(protocol::worker_message(protocol::worker_disconnect));
+        connection_.reopen(silent, goodbye ? farewell_linger_ms : 0);
         answered_ = false;
         resumed_ = false;
         unsent_ = !held_.empty();
@@ -484,6 +489,7 @@ private:
 
     std::string description_;
     const std::string id_ = detail::worker_id();  // its name across reconnects (see detail::worker_id)
+    static constexpr int farewell_linger_ms = 200;  // the old socket's time to send its DISCONNECT on reconnect
     Handler handler_;
     WorkerOptions options_;
     detail::Context context_;
