@@ -37,3 +37,21 @@ def test_a_task_after_a_cut_connection_is_answered_without_waiting_for_the_old_r
         assert len(broker.core.workers) == 1
         assert broker.core.counters["workers_replaced"] >= 1
         assert broker.core.counters["workers_expired"] == 0
+
+
+def test_a_worker_whose_liveness_is_shorter_than_the_brokers_heartbeat_leaves_no_stale_registrations(
+    transport: str, brokers, workers, endpoint_for
+) -> None:
+    """A worker given other heartbeat settings than its broker's hears nothing within its liveness and registers
+    again, over and over: each registration retires the one before (the worker's DISCONNECT on its old socket, or
+    else its id in the new READY), so tasks go to the live one."""
+    broker = brokers(transport, [endpoint_for("tcp")], settings=Settings(heartbeat_interval=3.0, liveness=10))
+    endpoint = broker.endpoint(transport, "tcp")
+    worker = workers(endpoint, transport, "echo", heartbeat_interval=0.1, liveness=3)  # 0.3 s of silence: gone
+    eventually(lambda: worker.reconnects >= 3, what="the worker to register again a few times")
+    with Client(endpoint, transport, fail_unknown=False) as client:
+        started = time.monotonic()
+        for n in range(5):  # a registration given a task lives 30 s: one task there would wait that long
+            assert client.request("echo", b"%d" % n, timeout=EXPIRY / 2).payload == b"%d" % n
+        assert time.monotonic() - started < EXPIRY / 2
+    assert broker.core.counters["workers_expired"] == 0 and len(broker.core.workers) <= 2
