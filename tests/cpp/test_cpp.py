@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import zmq
+from cut_proxy import CutProxy
 from doc_blocks import named
 from waiting import eventually, served
 
@@ -340,6 +341,28 @@ def test_error_status_reaches_the_cpp_client(run: Programs, brokers, workers, en
     workers(endpoint, "server", "echo", refuse)
     out = run.client(endpoint, "threads", "--threads", "2", "--requests", "3").finish()
     assert out == threads_expected(2, 3, lambda payload: f"error 500 ValueError: no {payload}")
+
+
+def test_a_cpp_worker_whose_connection_is_cut_registers_again_and_its_old_registration_goes_at_once(
+    run: Programs, brokers, endpoint_for
+) -> None:
+    """The C++ worker's connection is cut (no side hears of it); it registers again on a new one, with the same id:
+    the broker retires the old registration at once, so a task sent then is not given to the dead connection (it
+    would wait for that registration's expiry, 30 s)."""
+    broker, endpoint = server_broker(
+        brokers, endpoint_for, "tcp", settings=Settings(heartbeat_interval=0.1, liveness=300)
+    )
+    with CutProxy(endpoint) as proxy, Client(endpoint, "server") as client:
+        worker = run.worker(proxy.endpoint, "--heartbeat-ms", "100", "--liveness", "5")
+        served(client, "echo")
+        assert client.request("echo", b"before", timeout=WAIT).payload == b"before"
+        proxy.cut()
+        eventually(lambda: broker.core.counters["workers_replaced"] >= 1, WAIT, "the worker to register again")
+        started = time.monotonic()
+        assert client.request("echo", b"after", timeout=15.0).payload == b"after"
+        assert time.monotonic() - started < 15.0 and broker.core.counters["workers_expired"] == 0
+        worker.popen.send_signal(signal.SIGTERM)
+        worker.finish(WAIT)
 
 
 def test_a_cpp_workers_reject_for_a_retry_is_retried_by_the_policy(run: Programs, brokers, endpoint_for) -> None:
