@@ -32,7 +32,7 @@ from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.transport import bind
 from generaldomo.sansio.broker.pair import Pair, PairRole, PairState, read_state
 
-__all__ = ["FRAME_BYTES", "PAIR_DOMAIN", "QUEUED", "READ", "PairConfig", "PairLink"]
+__all__ = ["FRAME_BYTES", "PAIR_DOMAIN", "QUEUED", "READ", "PairConfig", "PairLink", "Pinned"]
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +65,18 @@ class PairConfig:
             raise ValueError("the pair peer's key must be a Z85 CURVE public key (40 characters)")
 
 
-class _Pinned:
-    """The ZAP credentials provider of the pair domain: the peer's key, and nothing else (refusals counted)."""
+class Pinned:
+    """The ZAP credentials provider of a pair link's ``domain``: the peer's key, and nothing else (refusals
+    counted)."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, domain: str = PAIR_DOMAIN) -> None:
         self.key = key
+        self.domain = domain
         self.refused = 0
         self._lock = threading.Lock()
 
     def callback(self, domain: str, key: bytes) -> bool:
-        if domain == PAIR_DOMAIN and key == self.key:
+        if domain == self.domain and key == self.key:
             return True
         with self._lock:
             self.refused += 1
@@ -102,7 +104,7 @@ class PairLink:
         if security is None:
             log.warning("the broker pair's link to %s is plaintext: not authenticated, not encrypted", config.peer)
         self.config = config
-        self._pinned: _Pinned | None = None
+        self._pinned: Pinned | None = None
         self._malformed = 0
         self.publisher: zmq.Socket[Any] = context.socket(zmq.PUB)
         self.socket: zmq.Socket[Any] = context.socket(zmq.SUB)
@@ -117,7 +119,7 @@ class PairLink:
                 assert config.peer_key is not None
                 if zap is None:
                     raise ValueError("a CURVE pair link needs the broker's ZAP handler")
-                self._pinned = _Pinned(config.peer_key)
+                self._pinned = Pinned(config.peer_key)
                 zap.authenticator.configure_curve_callback(PAIR_DOMAIN, credentials_provider=self._pinned)
                 self.publisher.setsockopt(zmq.ZAP_DOMAIN, PAIR_DOMAIN.encode())
                 self.publisher.setsockopt(zmq.CURVE_SERVER, 1)
