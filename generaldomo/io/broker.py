@@ -450,7 +450,9 @@ class Broker(ServingLoop):
             wal, decoded = self.state.open_log(self._fsync, limit, settings.keep_answers)
             self.wal = wal
             core.count("journal_damaged", decoded.damaged + decoded.truncated)
-            out = core.restore(Live().apply_all(decoded.records), now)
+            live = Live().apply_all(decoded.records)
+            live.flows.clear()  # a restart's flow limits are the state file's (where the configuration wins)
+            out = core.restore(live, now)
             restored = core.counters.tasks_restored, core.counters.answers_restored
             if decoded.records:
                 log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
@@ -635,6 +637,7 @@ class Broker(ServingLoop):
             lag_seconds=None if seconds is None else round(seconds, 3),
             replicated_requests=len(live.tasks),
             replicated_answers=len(live.kept),
+            replicated_flows=len(live.flows),
         )
 
     def _hold(self, out: list[Send]) -> None:

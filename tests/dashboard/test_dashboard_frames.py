@@ -127,5 +127,5 @@ def test_a_broker_pair_is_in_the_broker_frame_and_a_broker_alone_has_none() -> N
     assert Framer().frame(report, 1000.0)["broker"]["pair"] == {
         "role": "backup", "state": "passive", "peer": "tcp://b:1", "peer_state": "active", "last_contact": 0.5,
         "changes": 1, "sequence": 0, "applied": 7, "lag_records": None, "lag_seconds": None,
-        "replicated_requests": 3, "replicated_answers": 2,
+        "replicated_requests": 3, "replicated_answers": 2, "replicated_flows": 0,
     }  # fmt: skip

@@ -1,8 +1,8 @@
 """The broker pair's replication, with real processes on both transports: after a burst of detached requests, MDP
-clients' requests and answered (kept) requests, the passive's replicated state equals the active's (their status
-reports say so); after a kill -9 of the active, the backup that takes over serves every queued request once, and
-each detached request and kept answer is fetchable from it. The replication link refuses a stranger's key and
-counts malformed messages, never a crash."""
+clients' requests, answered (kept) requests and a flow limit set at run time, the passive's replicated state
+equals the active's (their status reports say so); after a kill -9 of the active, the backup that takes over
+serves every queued request once, each detached request and kept answer is fetchable from it, and the flow limit
+is in force there. The replication link refuses a stranger's key and counts malformed messages, never a crash."""
 
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ def test_the_passive_holds_what_the_active_holds_and_serves_it_once_after_a_kill
         with client(endpoints[0], transport) as asking:  # answered: their answers kept for re-asks and fetches
             kept = [asking.submit("work", f"k{n}:0".encode()) for n in range(KEPT)]
             assert [future.result(WAIT).payload for future in kept] == [f"ran k{n}".encode() for n in range(KEPT)]
+            assert asking.flow("work", concurrency=3)["concurrency"] == 3  # a flow limit set at run time
         stop_all([worker])
         eventually(lambda: status(endpoints[0], transport)["worker_count"] == 0, WAIT, "the worker gone")
         with client(endpoints[0], transport) as gone:  # a client that submits and goes away
@@ -91,6 +92,7 @@ def test_the_passive_holds_what_the_active_holds_and_serves_it_once_after_a_kill
             return (
                 active["replicated_requests"] == passive["replicated_requests"] == queued
                 and active["replicated_answers"] == passive["replicated_answers"] == KEPT
+                and active["replicated_flows"] == passive["replicated_flows"] == 1
                 and active["sequence"] == passive["applied"]
                 and active["lag_records"] == 0
             )
@@ -116,6 +118,7 @@ def test_the_passive_holds_what_the_active_holds_and_serves_it_once_after_a_kill
         with client(endpoints[1], transport) as back:
             fetched = [back.fetch(request_id, timeout=WAIT).payload for request_id in ids]
             again = [back.fetch(future.request_id, timeout=WAIT).payload for future in kept]
+            assert back.flow("work")["concurrency"] == 3  # the flow limit in force there
         assert fetched == [f"ran d{n}".encode() for n in range(DETACHED)]
         assert again == [f"ran k{n}".encode() for n in range(KEPT)]
         tasks = [f"d{n}" for n in range(DETACHED)] + [f"m{n}" for n in range(mdp_count)]

@@ -403,8 +403,8 @@ class PairReport:
     state changes so far. The replication of the journal (:mod:`generaldomo.sansio.broker.replication`): the last
     record this broker shipped as the active (``sequence``) and applied as the passive (``applied``), the lag the
     passive last reported (records and seconds; None: no passive has reported, or it awaits a snapshot), and the
-    requests and kept answers the replicated state holds (the active's: what it shipped; the passive's: what it
-    would restore on taking over)."""
+    requests, kept answers and run-time flow limits the replicated state holds (the active's: what it shipped; the
+    passive's: what it would restore on taking over)."""
 
     role: str = ""
     state: str = ""
@@ -418,6 +418,7 @@ class PairReport:
     lag_seconds: float | None = None
     replicated_requests: int = 0
     replicated_answers: int = 0
+    replicated_flows: int = 0
 
 
 @attrs.frozen(kw_only=True)
