@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import Config, say
+from bench.durable_queues import pipelined
 from generaldomo import Client, Worker
 
 HA_HEARTBEAT = 0.25
@@ -121,17 +122,7 @@ def throughput(directory: Path, pair: bool, requests: int, window: int) -> float
             brokers.wait(lambda: brokers.status(1)["pair"]["state"] == "passive", "the backup passive")
         worker, thread = serving(brokers.endpoints[:1])
         with Client(brokers.endpoints[0], heartbeat_interval=HEARTBEAT, liveness=LIVENESS) as client:
-            client.request("echo", b"warm", timeout=WAIT)
-            payload = b"x" * 64
-            started = time.perf_counter()
-            pending = []
-            for _ in range(requests):
-                pending.append(client.submit("echo", payload))
-                if len(pending) >= window:
-                    pending.pop(0).result(WAIT)
-            for future in pending:
-                future.result(WAIT)
-            took = time.perf_counter() - started
+            took = pipelined(client, requests, window, WAIT)
         if pair:
             brokers.wait(lambda: brokers.status(0)["pair"]["lag_records"] == 0, "the backup to catch up")
         return requests / took

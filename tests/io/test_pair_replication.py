@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import zmq
 from restart_harness import WAIT, python_runs, python_worker, stop_all
-from test_broker_pair import HEARTBEAT, LIVENESS, PEER, pair
+from test_broker_pair import HEARTBEAT, LIVENESS, PEER, curve_flags, pair
 from transports import TRANSPORTS
 from waiting import eventually
 
@@ -182,19 +182,7 @@ def test_hostile_input_on_the_replication_link_is_counted_and_dropped_and_the_pa
 
 @pytest.mark.timeout(300)
 def test_the_replication_link_under_curve_refuses_a_strangers_key(tmp_path: Path) -> None:
-    for name in ("primary", "backup", "client", "stranger"):
-        keys.keygen(tmp_path / "keys", name)
-    clients = tmp_path / "clients"
-    clients.mkdir()
-    (clients / "client.key").write_bytes((tmp_path / "keys" / "client.key").read_bytes())
-    curve = [
-        [
-            "--curve-secret", str(tmp_path / "keys" / f"{name}.key_secret"), "--clients", str(clients),
-            "--admins", str(clients), "--ha-peer-key", str(tmp_path / "keys" / f"{other}.key"),
-        ]
-        for name, other in (("primary", "backup"), ("backup", "primary"))
-    ]  # fmt: skip
-    brokers, endpoints = pair(tmp_path, *curve)
+    brokers, endpoints = pair(tmp_path, *curve_flags(tmp_path))
     public, secret = keys.load_secret(tmp_path / "keys" / "stranger.key_secret")
     server = keys.load_public(tmp_path / "keys" / "primary.key")
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()

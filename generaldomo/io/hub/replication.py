@@ -32,7 +32,7 @@ from typing import Any, Final
 import zmq
 
 from generaldomo.io.auth import BrokerSecurity, ZapHandler
-from generaldomo.io.hub.pair import PairConfig, Pinned
+from generaldomo.io.hub.pair import PairConfig, Pinned, pin
 from generaldomo.io.transport import bind
 
 __all__ = ["QUEUED", "READ", "REPLICATION_DOMAIN", "ReplicationLink", "replication_endpoint"]
@@ -99,16 +99,7 @@ class ReplicationLink:
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
             self.dealer.setsockopt(zmq.IMMEDIATE, 1)
             if security is not None:
-                if config.peer_key is None or zap is None:
-                    raise ValueError("a CURVE replication link needs the peer broker's key and the ZAP handler")
-                self._pinned = Pinned(config.peer_key, REPLICATION_DOMAIN)
-                zap.authenticator.configure_curve_callback(REPLICATION_DOMAIN, credentials_provider=self._pinned)
-                self.router.setsockopt(zmq.ZAP_DOMAIN, REPLICATION_DOMAIN.encode())
-                self.router.setsockopt(zmq.CURVE_SERVER, 1)
-                self.router.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
-                self.dealer.setsockopt(zmq.CURVE_SERVERKEY, config.peer_key)
-                self.dealer.setsockopt(zmq.CURVE_PUBLICKEY, security.public_key)
-                self.dealer.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
+                self._pinned = pin(self.router, self.dealer, security, config.peer_key, zap, REPLICATION_DOMAIN)
             elif not config.plaintext:
                 raise ValueError("a broker pair without CURVE must be allowed plaintext explicitly (--ha-plaintext)")
             bind(self.router, "replication", self.bind_endpoint)
