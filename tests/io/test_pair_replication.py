@@ -6,6 +6,7 @@ is in force there. The replication link refuses a stranger's key and counts malf
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -17,8 +18,10 @@ from test_broker_pair import HEARTBEAT, LIVENESS, PEER, curve_flags, pair
 from transports import TRANSPORTS
 from waiting import eventually
 
-from generaldomo import Client
+from generaldomo import Broker, Client, Settings, Worker
 from generaldomo.io import keys
+from generaldomo.io.hub.pair import PairConfig
+from generaldomo.sansio.broker.pair import PairRole
 from generaldomo.sansio.broker.replication import HEADER, Replica
 from generaldomo.sansio.wire import protocol
 
@@ -150,17 +153,19 @@ def stranger(context: zmq.Context[zmq.Socket[bytes]], endpoint: str, curve: tupl
 def test_hostile_input_on_the_replication_link_is_counted_and_dropped_and_the_pair_goes_on(tmp_path: Path) -> None:
     """Garbage, messages that look like replication messages, an oversized message (cut off by libzmq) from a
     stranger on the plaintext link; a stranger's key on the CURVE link: refused; the pair keeps replicating."""
-    brokers, endpoints = pair(tmp_path)
+    flags = ["--ha-plaintext", "--max-message", "100000"]  # the link's messages: 100,000 bytes and 64 KiB at most
+    brokers, endpoints = pair(tmp_path, flags, flags)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     spy = stranger(context, f"ipc://{tmp_path}/primary-pair.sock.replication")
     try:
         eventually(lambda: pair_status(endpoints[1], "router")["state"] == "passive", WAIT, "the backup passive")
         hostile = [
             [b"garbage"], [HEADER], [HEADER, b"A", b"", b"short"], [HEADER, b"S", b"x" * 8, b"\xff" * 9],
-            [HEADER, b"R", b"x" * 8, bytes(8), b"not entries"], [b"x" * 2_000_000],
+            [HEADER, b"R", b"x" * 8, bytes(8), b"not entries"], [HEADER, b"A", b"x" * 8, bytes(8), b"x" * 300_000],
         ]  # fmt: skip
         for frames in hostile:
             spy.send_multipart(frames)
+        spy.send_multipart([b"after the oversized one"])  # (libzmq dropped that connection: a new one)
         with client(endpoints[0], "router") as asking:
             asking.submit("work", b"d:0", detached=True)
 
@@ -203,5 +208,38 @@ def test_the_replication_link_under_curve_refuses_a_strangers_key(tmp_path: Path
     finally:
         spy.close()
         context.term()
+        for broker in brokers:
+            broker.stop()
+
+
+@pytest.mark.timeout(120)
+def test_an_answer_leaves_after_the_records_it_reports_were_shipped(tmp_path: Path) -> None:
+    """What *acknowledged* means for the pair: when a client has its answer, the records of that turn (its request's
+    end and its kept answer) have been handed to the replication link already; the passive gets them after."""
+    links = [f"ipc://{tmp_path}/{name}-pair.sock" for name in ("primary", "backup")]
+    brokers = [
+        Broker(
+            "router", [f"ipc://{tmp_path}/{role.value}.sock"], settings=Settings(HEARTBEAT, LIVENESS),
+            pair=PairConfig(role, links[n], links[1 - n], HEARTBEAT, plaintext=True),
+        ).start()
+        for n, role in enumerate((PairRole.PRIMARY, PairRole.BACKUP))
+    ]  # fmt: skip
+    endpoint = brokers[0].endpoint("router")
+    worker = Worker(endpoint, "echo", lambda payload: payload, heartbeat_interval=HEARTBEAT, liveness=LIVENESS)
+    thread = threading.Thread(target=worker.serve, daemon=True)
+    try:
+        eventually(lambda: brokers[0].pair is not None and brokers[0].pair.serving, WAIT, "the primary active")
+        thread.start()
+        shipper, replica = brokers[0].shipper, brokers[1].replica
+        assert shipper is not None and replica is not None
+        with client(endpoint, "router") as asking:
+            for n in range(20):
+                reply = asking.request("echo", b"%d" % n, timeout=WAIT)
+                kept = [key for key, answer in shipper.live.kept.items() if answer.frames[-1:] == (reply.payload,)]
+                assert kept, n  # shipped before the answer left
+        eventually(lambda: len(replica.live.kept) == 20, WAIT, "the passive to get them")
+    finally:
+        worker.stop()
+        thread.join(10)
         for broker in brokers:
             broker.stop()
