@@ -17,11 +17,24 @@ from generaldomo.sansio.wire.events import Dialect, Frame
 from generaldomo.sansio.wire.ticket import Ticket
 from generaldomo.sansio.wire.tracecontext import TraceContext
 
-__all__ = ["Claim", "Peer", "RequestKey", "Task", "WorkerRecord", "displaced", "is_displaced", "request_key"]
+__all__ = [
+    "Claim",
+    "Identity",
+    "Peer",
+    "RequestKey",
+    "Task",
+    "WorkerRecord",
+    "displaced",
+    "is_displaced",
+    "request_key",
+]
 
 # A request's identity: its id, scoped to the credential key when there is one. Without a credential it is the
 # bare id (bytes never equal a tuple), so that an unauthenticated queued request holds no tuple of its own.
 RequestKey = bytes | tuple[str, bytes]
+# A worker's identity across its reconnects: the name its peer info gives, scoped to its CURVE key (None without
+# CURVE), so that only a peer holding the same key can speak for that worker.
+Identity = tuple[str | None, str]
 
 
 def request_key(owner: str | None, request_id: bytes) -> RequestKey:
@@ -75,12 +88,13 @@ class Claim:
 @dataclasses.dataclass(eq=False, slots=True)
 class WorkerRecord:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
-    ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
-    its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
-    of registration (for the pages of the status report). A worker that registered with RESUME is BUSY without
-    a ``task`` until it sends its result; ``claim`` is the ticket of the request it runs for an earlier
-    instance, until that request arrives (then it holds the task) or its result does. ``taken``: the nonces of
-    its results taken since the last heartbeat told it so (hand-over brokers)."""
+        ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
+        its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
+        of registration (for the pages of the status report). A worker that registered with RESUME is BUSY without
+        a ``task`` until it sends its result; ``claim`` is the ticket of the request it runs for an earlier
+        instance, until that request arrives (then it holds the task) or its result does. ``taken``: the nonces of
+        its results taken since the last heartbeat told it so (hand-over brokers). ``identity``: who it is across its
+    reconnects, its CURVE key (None without CURVE) and the name its peer info gave (None: it gave none)."""
 
     peer: Peer
     dialect: Dialect
@@ -100,6 +114,7 @@ class WorkerRecord:
     claim: Claim | None = None
     taken: list[bytes] = dataclasses.field(default_factory=list)
     rests: float | None = None  # WAITING but held back until then by its own 429's retry_after (None: not)
+    identity: Identity | None = None
 
 
 @dataclasses.dataclass(eq=False, slots=True, init=False)

@@ -127,14 +127,15 @@ class ClientCancel:
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkerReady:
     """A worker offers to serve requests that its service description matches; generaldomo workers may say
-    which ``host`` and process id (``pid``) they run as (None: not said) and which ``features`` of the
-    protocol they understand."""
+    which ``host`` and process id (``pid``) they run as (None: not said), which ``features`` of the
+    protocol they understand and the ``name`` they keep across their reconnects (their peer info's id)."""
 
     dialect: Dialect
     description: bytes
     host: str | None = None
     pid: int | None = None
     features: frozenset[str] = frozenset()  # the GDP additions it understands (see protocol.FEATURES)
+    name: str | None = None
 
 
 @dataclasses.dataclass(slots=True, init=False, unsafe_hash=True)
@@ -180,6 +181,7 @@ class WorkerResume:
     host: str | None = None
     pid: int | None = None
     features: frozenset[str] = frozenset()  # as in READY
+    name: str | None = None  # as in READY
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
