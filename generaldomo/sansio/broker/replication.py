@@ -224,6 +224,11 @@ class Replica:
         self._staging_at = (b"", 0)  # its origin and sequence
         self._count = 0  # records in it so far
 
+    def clear(self) -> None:
+        """Forget what was folded (this broker took over and restored it: when it is passive again, a snapshot
+        starts it anew); the counts stay."""
+        self.live, self.origin, self.applied, self.synced, self._staging = Live(), b"", 0, False, None
+
     def beat(self) -> list[bytes]:
         """The message telling the active what was applied (or asking for a snapshot)."""
         return [HEADER, ACK if self.synced else RESYNC, self.origin, _number(self.applied)]

@@ -11,7 +11,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from test_journal import CLIENT, MDP_CLIENT, held, new_core, records
 
 from generaldomo.sansio.broker.core import Peer
+from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.journal import Finished, Live, encode_all
+from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.broker.replication import ACK, BEGIN, END, HEADER, PART, RECORDS, Replica, Shipper
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.fields import request_fields
@@ -88,6 +90,11 @@ class Replication(RuleBasedStateMachine):
         self.core.receive(CLIENT, protocol.gdp_cancel(b"r%d" % number), self.now)
         self._ship()
 
+    @rule(service=st.sampled_from(["a", "b"]), concurrency=st.sampled_from([None, 1, 4]))
+    def flow_limits_set_at_run_time(self, service: str, concurrency: int | None) -> None:
+        self.core.apply_flow(FlowChange(service, FlowLimits().merged({"concurrency": concurrency})), self.now)
+        self._ship()
+
     @rule(seconds=st.sampled_from([0.3, 2.0]))
     def time_passes(self, seconds: float) -> None:
         self.now += seconds
@@ -126,6 +133,7 @@ class Replication(RuleBasedStateMachine):
         successor = new_core(1, keep_answers=30.0, client_expiry=1000.0)
         successor.restore(self.replica.live, self.now)
         assert held(successor) == held(self.core)
+        assert successor.flows == self.core.flows
 
 
 TestReplication = Replication.TestCase

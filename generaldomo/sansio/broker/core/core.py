@@ -424,6 +424,7 @@ class BrokerCore:
             self.flows[name] = change.limits
         self._changed.pop(name, None)
         self._changed[name] = change
+        self._durable.flowed(change)
         turn = Turn(now)
         for service in [s for s in self.resolver.services() if s.name == change.name]:
             service.apply_flow(change.limits)
@@ -448,14 +449,14 @@ class BrokerCore:
         return self._durable.take() if len(self._durable) else []
 
     def restore(self, live: Live, now: float) -> list[Send]:
-        """Keep again the answers and queue again the requests a journal left standing (``live``), before the
-        first message; return what to send.
+        """Apply again the flow limits, keep again the answers and queue again the requests a journal left standing
+        (``live``), before the first message; return what to send.
 
         Args:
             live: what the journal's records leave standing (:class:`~generaldomo.sansio.broker.journal.Live`).
             now: the time, on the clock the core is fed.
         """
-        return self._durable.restore(live, now, self._requests.on_request)
+        return self._durable.restore(live, now, self._requests.on_request, self.apply_flow)
 
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``.
@@ -894,6 +895,7 @@ class BrokerCore:
             del self.flows[name]
             self._changed.pop(name, None)
             self._changed[name] = mmi.FlowChange(name, _UNSET)
+            self._durable.flowed(self._changed[name])
 
 
 def _digest(task: Task) -> bytes:
