@@ -117,7 +117,7 @@ class WorkerRecord:
     identity: Identity | None = None
 
 
-@dataclasses.dataclass(eq=False, slots=True)
+@dataclasses.dataclass(eq=False, slots=True, init=False)
 class Task:
     """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
     carry no request id, ``size`` is the bytes of its description and body (what flow control counts in
@@ -128,7 +128,8 @@ class Task:
     answer (None: the client set none); ``tenant`` whose share of the service it takes (a CURVE key, a name the
     client gave, or the client's connection) and ``priority`` its order within the tenant's; ``order`` belongs
     to the service's queue (:mod:`generaldomo.sansio.broker.flow.fair`); a ``detached`` task stays queued while its
-    client is silent."""
+    client is silent. Its ``__init__`` is written out (the fields, in order, with their defaults) so that the
+    compiled core builds it natively (see :mod:`generaldomo.sansio.wire.events`)."""
 
     id: bytes
     client: Peer
@@ -140,19 +141,69 @@ class Task:
     enqueued: float
     size: int
     charge: int
-    state: TaskState = TaskState.QUEUED
-    worker: WorkerRecord | None = None
-    dispatched: float | None = None
-    attempts: int = 0
-    retries: int = 0  # times its service's retry policy retried it
-    deadline: float | None = None
-    tenant: Hashable = None
-    priority: int = 0
-    order: int = 0
-    detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
-    fail_unknown: bool = False  # answered 404 while its service has no worker and had none recently
-    not_before: float | None = None  # QUEUED but held off its queue until then (None: in its queue, or running)
-    trace: TraceContext | None = None  # the request's W3C trace context, passed on to its worker
+    state: TaskState
+    worker: WorkerRecord | None
+    dispatched: float | None
+    attempts: int
+    retries: int  # times its service's retry policy retried it
+    deadline: float | None
+    tenant: Hashable
+    priority: int
+    order: int
+    detached: bool  # kept queued while its client is silent (its answer is fetched later)
+    fail_unknown: bool  # answered 404 while its service has no worker and had none recently
+    not_before: float | None  # QUEUED but held off its queue until then (None: in its queue, or running)
+    trace: TraceContext | None  # the request's W3C trace context, passed on to its worker
+
+    def __init__(
+        self,
+        id: bytes,
+        client: Peer,
+        dialect: Dialect,
+        key: RequestKey | None,
+        description: bytes,
+        body: tuple[Frame, ...],
+        service: Service,
+        enqueued: float,
+        size: int,
+        charge: int,
+        state: TaskState = TaskState.QUEUED,
+        worker: WorkerRecord | None = None,
+        dispatched: float | None = None,
+        attempts: int = 0,
+        retries: int = 0,
+        deadline: float | None = None,
+        tenant: Hashable = None,
+        priority: int = 0,
+        order: int = 0,
+        detached: bool = False,
+        fail_unknown: bool = False,
+        not_before: float | None = None,
+        trace: TraceContext | None = None,
+    ) -> None:
+        self.id = id
+        self.client = client
+        self.dialect = dialect
+        self.key = key
+        self.description = description
+        self.body = body
+        self.service = service
+        self.enqueued = enqueued
+        self.size = size
+        self.charge = charge
+        self.state = state
+        self.worker = worker
+        self.dispatched = dispatched
+        self.attempts = attempts
+        self.retries = retries
+        self.deadline = deadline
+        self.tenant = tenant
+        self.priority = priority
+        self.order = order
+        self.detached = detached
+        self.fail_unknown = fail_unknown
+        self.not_before = not_before
+        self.trace = trace
 
     @property
     def request_id(self) -> bytes | None:

@@ -714,7 +714,9 @@ class BrokerCore:
                     when = self._throttled.get(service)
                     self._throttled[service] = held if when is None else min(when, held)
                 return
-            worker, task = pair
+            worker: WorkerRecord
+            task: Task
+            worker, task = pair  # (typed: the compiled core reads and sets their fields natively, not by name)
             if worker.expires <= now:  # silent too long, and its heartbeat's turn has not come yet
                 service.push(task, front=True)
                 self._silent(worker, now)
@@ -740,7 +742,7 @@ class BrokerCore:
                 else protocol.request_fields(None if deadline is None else deadline - now, trace=task.trace)
             )  # fmt: skip
             frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
-            turn.out.append(Dispatch(worker.peer, frames))
+            turn.send(Dispatch, worker.peer, frames)
             if self._trace:
                 log.debug(
                     "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
@@ -780,7 +782,7 @@ class BrokerCore:
         """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
-            turn.out.append(Respond(task.client, frames))
+            turn.send(Respond, task.client, frames)
             if task.key is not None and not is_displaced(task.key) and self._kept.seconds > 0:
                 where = connection(task.client.link, task.client.address)  # kept for this request only:
                 digest = _digest(task)
