@@ -17,7 +17,8 @@ not part of ``--smoke``), ``goodput`` (13: goodput under overload with deadlines
 off, ``bench/goodput.py``; not part of ``--smoke``), ``goals`` (the performance goals, each a ratio side by side:
 the core's instructions per request under callgrind and its profile, and the figures of parts ``cpeers``,
 ``peers`` and ``openloop`` of the same run, which ``--only goals`` runs first unless ``--smoke``;
-``bench/goals.py``).
+``bench/goals.py``), ``ha`` (the broker pair: a failover's time to the first answer, and the replication's cost in
+throughput, pair against a broker alone; ``bench/ha.py``; not part of ``--smoke``).
 Progress goes to stderr, the report to stdout, and JSON + Markdown (+ PNG with matplotlib) under ``--out``.
 """
 
@@ -42,6 +43,7 @@ from bench import (
     curve,
     goals,
     goodput,
+    ha,
     netns,
     openloop,
     peers,
@@ -58,7 +60,7 @@ from bench.procs import Children, machine
 
 PARTS = (
     "transport", "core", "flow", "peers", "profile", "cpeers", "ray", "adaptive", "curve", "scale", "openloop",
-    "shared", "goodput", "goals",
+    "shared", "goodput", "goals", "ha",
 )  # fmt: skip
 NOT_SMOKE = (
     "ray",
@@ -70,6 +72,7 @@ NOT_SMOKE = (
     "shared",
     "goodput",
     "goals",
+    "ha",
 )  # the long ones, the C builds, the many processes, callgrind
 STALL_SECONDS = 180.0  # no progress line for this long: the run is stuck (a hang in a library); give up
 
@@ -161,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 results["parts"][part] = goodput.run(cfg)
             elif part == "goals":
                 results["parts"][part] = goals.run(cfg, results["parts"])
+            elif part == "ha":
+                results["parts"][part] = ha.run(cfg)
     results["duration_s"] = time.time() - started
     paths = report.write(results, cfg.out, stem)
     print(report.markdown(results))

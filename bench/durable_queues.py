@@ -23,6 +23,21 @@ from generaldomo.io.broker import Broker
 SETTINGS = ("none", "os", "batch")
 
 
+def pipelined(client: Client, requests: int, window: int, wait: float = 30.0) -> float:
+    """Seconds ``client`` takes for ``requests`` echo requests of 64 bytes, ``window`` outstanding (after one)."""
+    client.request("echo", b"warm", timeout=wait)
+    payload = b"x" * 64
+    started = time.perf_counter()
+    pending = []
+    for _ in range(requests):
+        pending.append(client.submit("echo", payload))
+        if len(pending) >= window:
+            pending.pop(0).result(wait)
+    for future in pending:
+        future.result(wait)
+    return time.perf_counter() - started
+
+
 def run(setting: str, requests: int, window: int, directory: Path) -> tuple[float, float]:
     """Requests per second, and group commits per request, of one run."""
     endpoint = f"ipc://{directory}/{uuid.uuid4().hex[:8]}.sock"
@@ -34,17 +49,7 @@ def run(setting: str, requests: int, window: int, directory: Path) -> tuple[floa
     thread.start()
     try:
         with Client(endpoint) as client:
-            client.request("echo", b"warm", timeout=30)
-            payload = b"x" * 64
-            started = time.perf_counter()
-            pending = []
-            for _ in range(requests):
-                pending.append(client.submit("echo", payload))
-                if len(pending) >= window:
-                    pending.pop(0).result(30)
-            for future in pending:
-                future.result(30)
-            took = time.perf_counter() - started
+            took = pipelined(client, requests, window)
         groups = 0 if broker.wal is None else broker.wal.groups
         return requests / took, groups / requests
     finally:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench import curve, goals, goodput, openloop, scale, shared
+from bench import curve, goals, goodput, ha, openloop, scale, shared
 
 Row = dict[str, Any]
 
@@ -556,6 +556,7 @@ def markdown(results: dict[str, Any]) -> str:
         "shared": shared.markdown,
         "goodput": goodput.markdown,
         "goals": goals.markdown,
+        "ha": ha.markdown,
     }
     body = [sections[name](parts[name]) for name in sections if name in parts]
     body += [f"- ERROR: {e}" for e in results.get("errors", [])]

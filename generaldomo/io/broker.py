@@ -37,6 +37,7 @@ from generaldomo.io.hub.backlog import POLL as BACKLOG_POLL
 from generaldomo.io.hub.backlog import Backlog
 from generaldomo.io.hub.links import LINKS, NO_LIMIT, Link
 from generaldomo.io.hub.pair import PairConfig, PairLink
+from generaldomo.io.hub.replication import ReplicationLink
 from generaldomo.io.hub.spans import Recorder, recorder
 from generaldomo.io.hub.state import StateDir
 from generaldomo.io.hub.wal import Fsync, WriteAheadLog, log_limit
@@ -46,8 +47,9 @@ from generaldomo.io.waiter import waiter
 from generaldomo.sansio.barrier import INTERNAL_ERRORS, Barrier
 from generaldomo.sansio.broker.actions import Dispatch
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Send
-from generaldomo.sansio.broker.journal import Live
+from generaldomo.sansio.broker.journal import JournalRecord, Live
 from generaldomo.sansio.broker.pair import Pair, PairState, Visit, visit
+from generaldomo.sansio.broker.replication import Replica, Shipper
 from generaldomo.sansio.broker.report import PAGE_BYTES, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.config.settings import Settings
@@ -139,7 +141,7 @@ class Broker(ServingLoop):
         self.core = BrokerCore(
             resolver, settings, instance=os.urandom(4), started=time.monotonic(), random=RandomPool(),
             handover_key=None if state is None else state.handover_key, recovering=state is not None and state.reused,
-            journal=None if state is None else time.time() - time.monotonic(),
+            journal=None if state is None and pair is None else time.time() - time.monotonic(),
         )  # fmt: skip
         # replies the links hold for peers that do not read, charged to the core's ledger
         self.backlog = Backlog(self.core.ledger, self.core.settings.connection_bytes)
@@ -169,11 +171,25 @@ class Broker(ServingLoop):
         self.pair_link: PairLink | None = None
         self.pair: Pair | None = None
         self._pair_refused = 0  # the pair link's refusals counted so far
+        # the replication of the journal to the passive broker (generaldomo.io.hub.replication): the active's end
+        # and the passive's, both kept (the roles swap); the counts already reported
+        self.replication: ReplicationLink | None = None
+        self.shipper: Shipper | None = None
+        self.replica: Replica | None = None
+        self._replication_counted: dict[str, int] = {}
+        self._malformed_passive = 0  # messages to this broker as the active that were no passive's word
+        self._journaling = False  # whether the core's journal records are taken after each turn (log or pair)
         try:
             if pair is not None:
                 self.pair_link = PairLink(self.context, pair, security, self._zap)
                 self.pair = Pair(pair.role, pair.heartbeat, time.monotonic())
                 self.core.set_pair(self._pair_report)
+                frame_bytes = 1 << 20 if self._max_message == NO_LIMIT else self._max_message
+                self.replication = ReplicationLink(self.context, pair, frame_bytes, security, self._zap)
+                self.shipper = Shipper(os.urandom(8), frame_bytes, pace=pair.heartbeat)
+                settings = self.core.settings
+                self.replica = Replica((settings.held_bytes or 1 << 34) + settings.keep_bytes)
+                self._journaling = True
             if transport is not None:
                 self.add_link(transport, bind)
         except Exception:
@@ -328,9 +344,13 @@ class Broker(ServingLoop):
         # the links and the stop pipe; the monitors are read every REFUSALS_PERIOD
         state, pair, pair_link, wal = self.state, self.pair, self.pair_link, self.wal
         sockets = [link.socket for link in self.links] + ([] if pair_link is None else [pair_link.socket])
+        replication = self.replication
+        if replication is not None:
+            sockets += replication.sockets
         pipes = () if state is None or wal is None else (state.ready, wal.ready)
         wait = waiter(sockets, (self._stop_read, *pipes))
         pair_bit = 1 << len(self.links)  # the pair link heard its peer (when in a pair)
+        replication_bits = 0 if replication is None else pair_bit << 1 | pair_bit << 2  # its ROUTER and DEALER
         stop_bit = 1 << len(sockets)
         state_bit = stop_bit << 1  # the state directory's writer wrote changes to disk
         wal_bit = state_bit << 1  # the write-ahead log's writer wrote records
@@ -356,6 +376,8 @@ class Broker(ServingLoop):
             ready = wait(max(0, int((deadline - clock()) * 1000) + 1))
             if pair is not None and (ready & pair_bit or clock() >= pair.next_beat):
                 self._pair_turn(pair)
+            if ready & replication_bits and pair is not None:
+                self._replication_turn(pair)
             if ready:
                 if ready & stop_bit:
                     if self._drain is None or draining is not None or not core.tasks:
@@ -428,11 +450,17 @@ class Broker(ServingLoop):
             wal, decoded = self.state.open_log(self._fsync, limit, settings.keep_answers)
             self.wal = wal
             core.count("journal_damaged", decoded.damaged + decoded.truncated)
-            out = core.restore(Live().apply_all(decoded.records), now)
+            live = Live().apply_all(decoded.records)
+            live.flows.clear()  # a restart's flow limits are the state file's (where the configuration wins)
+            out = core.restore(live, now)
             restored = core.counters.tasks_restored, core.counters.answers_restored
             if decoded.records:
                 log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
-            wal.begin(core.take_journal())
+            records = core.take_journal()
+            if self.shipper is not None:  # what it holds now (a passive gets it by a snapshot)
+                self.shipper.ship(records, now)
+            wal.begin(records)
+            self._journaling = True
             core.set_journal(wal.report)
             self._send(out)
 
@@ -447,7 +475,7 @@ class Broker(ServingLoop):
             return
         core, links, held = self.core, self.links, self._held_peers
         receive, now = core.receive, time.monotonic()  # one clock read per batch (and one at its end)
-        drains, batch = self._drains, None if self.wal is None else list[Send]()
+        drains, batch = self._drains, None if not self._journaling else list[Send]()
         for address, frames, credential in link.recv_batch(drains[index]):
             try:
                 out = receive(Peer(index, address), frames, now, credential)
@@ -475,7 +503,7 @@ class Broker(ServingLoop):
     def _after(self, out: list[Send]) -> None:
         """Send ``out`` (what a turn of the core returned), held if the turn changed flow limits or made records of
         the write-ahead log (:meth:`_hold`)."""
-        if self.core.changed or self.wal is not None:
+        if self.core.changed or self._journaling:
             self._hold(out)
         else:
             self._send(out)
@@ -485,8 +513,11 @@ class Broker(ServingLoop):
     def _pair_turn(self, pair: Pair) -> None:
         """Hear the peer broker, tell it this broker's state when due; a broken pair fails the loop."""
         assert self.pair_link is not None
-        before = pair.state
-        self.pair_link.beat(pair, time.monotonic())
+        before, now = pair.state, time.monotonic()
+        due = pair.due(now)
+        self.pair_link.beat(pair, now)
+        if due and self.replication is not None:
+            self._replication_beat(pair, now)
         if pair.state is not before:
             log.warning("broker pair: %s -> %s (the peer said %s)", before.value, pair.state.value,
                         pair.last_heard.value if pair.last_heard else "nothing")  # fmt: skip
@@ -511,7 +542,7 @@ class Broker(ServingLoop):
                     continue
                 if pair.serving:  # taking over: the peer's workers may come back with its tasks (shared key)
                     log.warning("broker pair: the peer broker is silent and a peer came: this broker serves now")
-                    core.recover(now)
+                    self._take_over(now)
             try:
                 self._after(core.receive(Peer(index, address), frames, now, credential))
             except zmq.ZMQError:
@@ -521,10 +552,78 @@ class Broker(ServingLoop):
         if dropped:
             core.count("passive_dropped", dropped)
 
+    def _ship(self, records: list[JournalRecord]) -> None:
+        """Ship the journal's ``records`` (a turn's) to the passive broker, before what the turn answers is sent (it
+        does not wait for the passive: see :mod:`generaldomo.io.hub.replication`)."""
+        assert self.shipper is not None and self.replication is not None
+        messages = self.shipper.ship(records, time.monotonic())
+        if self.replication.connected:
+            self.replication.to_passive(messages)
+
+    def _replication_beat(self, pair: Pair, now: float) -> None:
+        """Once per pair heartbeat: the active's beat to the passive, or the passive's word to the active; kept
+        answers past their time leave the replicated state; the link's counts go to the status report."""
+        replication, shipper, replica = self.replication, self.shipper, self.replica
+        assert replication is not None and shipper is not None and replica is not None
+        before = time.time() - self.core.settings.keep_answers
+        if pair.serving:
+            shipper.expire(before)
+            if replication.connected:
+                replication.to_passive([shipper.beat()])
+        else:
+            replica.live.expire(before)
+            replication.to_active(replica.beat())
+        counts = {
+            "replication_dropped": replication.dropped, "replication_refused": replication.refused,
+            "replication_malformed": replica.malformed + self._malformed_passive, "replication_gaps": replica.gaps,
+            "replication_over_budget": replica.over_budget, "replication_snapshots": shipper.snapshots,
+        }  # fmt: skip
+        counted = self._replication_counted
+        for name, value in counts.items():
+            if value > counted.get(name, 0):
+                self.core.count(name, value - counted.get(name, 0))
+                counted[name] = value
+
+    def _replication_turn(self, pair: Pair) -> None:
+        """Read the replication link: the passive's words (as the active: snapshots sent when asked), the active's
+        records (as the passive: folded; a gap found asks for a snapshot at once)."""
+        replication, shipper, replica = self.replication, self.shipper, self.replica
+        assert replication is not None and shipper is not None and replica is not None
+        now = time.monotonic()
+        for sender, frames in replication.from_passive():
+            if pair.serving:
+                answer = shipper.heard(frames, now)
+                if answer is None:
+                    self._malformed_passive += 1
+                else:
+                    replication.answer_to(sender)
+                    replication.to_passive(answer)
+        for frames in replication.from_active():
+            if not pair.serving and replica.receive(frames):
+                replication.to_active(replica.beat())
+
+    def _take_over(self, now: float) -> None:
+        """This passive broker serves now: queue again and keep again what the active had, as a restart restores
+        its log (the hand-over's recovery window begins: the peer's workers may come back with its tasks)."""
+        assert self.replica is not None
+        core, replica = self.core, self.replica
+        core.recover(now)
+        out = core.restore(replica.live, now)
+        log.warning(
+            "broker pair: took over with %d queued requests and %d kept answers replicated (record %d)",
+            len(replica.live.tasks), len(replica.live.kept), replica.applied,
+        )  # fmt: skip
+        replica.clear()
+        self._after(out)
+
     def _pair_report(self, now: float) -> PairReport:
         pair, config = self.pair, self.pair_link.config if self.pair_link is not None else None
         assert pair is not None and config is not None
         heard = pair.heard_at
+        shipper, replica = self.shipper, self.replica
+        assert shipper is not None and replica is not None
+        records, seconds = shipper.lag(now) if pair.serving else (None, None)
+        live = shipper.live if pair.serving else replica.live
         return PairReport(
             role=pair.role.value,
             state=pair.state.value,
@@ -532,6 +631,13 @@ class Broker(ServingLoop):
             peer_state=None if pair.last_heard is None else pair.last_heard.value,
             last_contact=None if heard is None else round(max(0.0, now - heard), 3),
             changes=pair.changes,
+            sequence=shipper.sequence,
+            applied=replica.applied,
+            lag_records=records,
+            lag_seconds=None if seconds is None else round(seconds, 3),
+            replicated_requests=len(live.tasks),
+            replicated_answers=len(live.kept),
+            replicated_flows=len(live.flows),
         )
 
     def _hold(self, out: list[Send]) -> None:
@@ -542,13 +648,16 @@ class Broker(ServingLoop):
         lost, so was its request, and its worker's result is handed over). Then a flow change's answers, and what
         follows them to the same peers, wait for the state file; other peers are served meanwhile."""
         core, state, wal = self.core, self.state, self.wal
+        records = core.take_journal()
+        if records and self.shipper is not None:
+            self._ship(records)
         if state is None:
             core.take_changes()
             self._send(out)
             return
         generation = state.record(core.take_changes()) if core.changed else 0
         if wal is not None:
-            records, journaled = core.take_journal(), self._journaled
+            journaled = self._journaled
             count = wal.append(records) if records else journaled[-1][0] if journaled else 0
             if count > wal.durable:
                 journaled.append((count, generation, self._dispatch_now(out)))
@@ -640,6 +749,8 @@ class Broker(ServingLoop):
             link.close()
         if self.pair_link is not None:
             self.pair_link.close()
+        if self.replication is not None:
+            self.replication.close()
         with self._stop_lock:
             if self._stop_write >= 0:
                 ends, self._stop_read, self._stop_write = (self._stop_read, self._stop_write), -1, -1

@@ -117,7 +117,9 @@ class Worker:
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
         settings = PeerSettings(heartbeat_interval, liveness)
-        info = protocol.worker_info(socket.gethostname()[: protocol.MAX_HOST] or None, os.getpid())
+        # its id, the same across its reconnects: a READY from a new socket retires the registration of the old one
+        host, name = socket.gethostname()[: protocol.MAX_HOST] or None, os.urandom(16).hex()
+        info = protocol.worker_info(host, os.getpid(), name=name)
         self._session = WorkerSession(self.description, settings, time.monotonic(), info, random.random)
         self._channel = BrokerChannel(endpoint, self.transport, self.context, Curve.of(server_key, keys))
         self._stopping = SignalEvent()  # stop() may come from a signal handler: the events it sets take no lock

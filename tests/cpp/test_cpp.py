@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import zmq
+from cut_proxy import CutProxy
 from doc_blocks import named
 from waiting import eventually, served
 
@@ -342,6 +343,28 @@ def test_error_status_reaches_the_cpp_client(run: Programs, brokers, workers, en
     assert out == threads_expected(2, 3, lambda payload: f"error 500 ValueError: no {payload}")
 
 
+def test_a_cpp_worker_whose_connection_is_cut_registers_again_and_its_old_registration_goes_at_once(
+    run: Programs, brokers, endpoint_for
+) -> None:
+    """The C++ worker's connection is cut (no side hears of it); it registers again on a new one, with the same id:
+    the broker retires the old registration at once, so a task sent then is not given to the dead connection (it
+    would wait for that registration's expiry, 30 s)."""
+    broker, endpoint = server_broker(
+        brokers, endpoint_for, "tcp", settings=Settings(heartbeat_interval=0.1, liveness=300)
+    )
+    with CutProxy(endpoint) as proxy, Client(endpoint, "server") as client:
+        worker = run.worker(proxy.endpoint, "--heartbeat-ms", "100", "--liveness", "5")
+        served(client, "echo")
+        assert client.request("echo", b"before", timeout=WAIT).payload == b"before"
+        proxy.cut()
+        eventually(lambda: broker.core.counters["workers_replaced"] >= 1, WAIT, "the worker to register again")
+        started = time.monotonic()
+        assert client.request("echo", b"after", timeout=15.0).payload == b"after"
+        assert time.monotonic() - started < 15.0 and broker.core.counters["workers_expired"] == 0
+        worker.popen.send_signal(signal.SIGTERM)
+        worker.finish(WAIT)
+
+
 def test_a_cpp_workers_reject_for_a_retry_is_retried_by_the_policy(run: Programs, brokers, endpoint_for) -> None:
     """``Reject(503, ..., Reject::retry)`` from a C++ handler: the broker retries it as the service's policy says,
     then gives the client the last answer, without the retry mark."""
@@ -657,12 +680,16 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
     DISCONNECT before any answer: the plain READY, for a broker older than peer info); DISCONNECT on stop."""
     ready = [b"GDPW01", b"\x01", b"echo"]
     heartbeat = [b"GDPW01", b"\x05"]
+    names: set[str] = set()
 
     def with_info(frames: list[bytes]) -> bool:
         if frames[:3] != ready or len(frames) != 4:
             return False
         info = protocol.read_worker_info(frames[3])
-        return info is not None and info[1] == worker.popen.pid and info[2] == protocol.FEATURES
+        if info is None or info[3] is None or len(info[3]) != 32:
+            return False
+        names.add(info[3])  # its id, the same on every socket
+        return info[1] == worker.popen.pid and info[2] == protocol.FEATURES
 
     def next_command(fake: FakeBroker) -> tuple[int, list[bytes]]:
         for _ in range(2000):
@@ -688,8 +715,10 @@ def test_cpp_worker_on_the_wire(run: Programs) -> None:
             [b"GDPW01", b"\x0a", b"task-2", b"500", b"asked to fail"],
             [b"GDPW01", b"\x0a", b"task-3", b"429", b"slow down", b"0.200"],
         ]
-        second, frames = next_command(fake)  # silent since: the worker registers again on a new socket
-        assert with_info(frames) and second != first
+        # silent since: DISCONNECT on the old socket, for a broker that may still hear it; READY on a new one
+        assert next_command(fake) == (first, [b"GDPW01", b"\x06"])
+        second, frames = next_command(fake)
+        assert with_info(frames) and second != first and len(names) == 1
         assert [next_command(fake) for _ in held] == [(second, frames) for frames in held]  # and hands them over
         fake.send(second, [b"GDPW01", b"\x06"])  # before any answer: that READY was refused; after a wait
         third, frames = next_command(fake)  # (about 1 s) the plain READY
@@ -755,7 +784,8 @@ def test_cpp_worker_hands_over_on_the_wire(run: Programs) -> None:
         fake.send(first, [b"GDPW01", b"\x06"])  # a restarted broker that does not know the worker
         second, frames = next_command(fake)
         assert second != first and frames[:4] == [b"GDPW01", b"\x09", b"echo", b"task-3"]  # at once, mid-task
-        assert len(frames) == 5 and protocol.read_worker_info(frames[4]) is not None  # with its peer info
+        info = protocol.read_worker_info(frames[4]) if len(frames) == 5 else None
+        assert info is not None and info[3] is not None  # with its peer info, and its id
         assert next_command(fake) == (second, [b"GDPW01", b"\x0a", b"task-2", b"200", b"b:0"])  # still held
         fake.send(second, [*heartbeat, b"I2I2", b"task-2"])
         assert next_command(fake) == (second, [*ready, b"task-3", b"200", b"c:1500"])

@@ -374,3 +374,11 @@ def test_the_page_shows_a_broker_pair_and_nothing_for_a_broker_alone(page: Page,
         30,
         "the backup passive on the page",
     )
+    eventually(  # the backup reports what it applied: the lag, and what the replicated state holds
+        lambda: (
+            "; replication lag 0 records, 0.0 s; replicated 0 requests, 0 answers"
+            in (page.text_content("#broker-pair") or "")
+        ),
+        30,
+        "the replication lag on the page",
+    )

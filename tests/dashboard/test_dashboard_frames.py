@@ -121,9 +121,11 @@ def test_a_broker_pair_is_in_the_broker_frame_and_a_broker_alone_has_none() -> N
     h = Harness()
     assert Framer().frame(h.core.report(h.now), 1000.0)["broker"]["pair"] is None
     h.core.set_pair(lambda now: PairReport(role="backup", state="passive", peer="tcp://b:1", peer_state="active",
-                                           last_contact=0.5, changes=1))  # fmt: skip
+                                           last_contact=0.5, changes=1, applied=7, replicated_requests=3,
+                                           replicated_answers=2))  # fmt: skip
     report = StatusReport.from_json(h.core.report(h.now).to_json())  # as a status reader gets it
     assert Framer().frame(report, 1000.0)["broker"]["pair"] == {
         "role": "backup", "state": "passive", "peer": "tcp://b:1", "peer_state": "active", "last_contact": 0.5,
-        "changes": 1,
+        "changes": 1, "sequence": 0, "applied": 7, "lag_records": None, "lag_seconds": None,
+        "replicated_requests": 3, "replicated_answers": 2, "replicated_flows": 0,
     }  # fmt: skip

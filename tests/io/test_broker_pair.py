@@ -200,21 +200,25 @@ def test_a_primary_alone_serves_on_a_request_once_its_peer_has_expired_but_not_o
         primary.stop()
 
 
-def test_the_pair_link_under_curve_admits_the_peer_only(tmp_path: Path) -> None:
-    certificates = {}
+def curve_flags(tmp_path: Path) -> list[list[str]]:
+    """Keys for the primary, the backup, a client (admitted, an admin too) and a stranger in ``tmp_path/keys``; each
+    broker's CURVE flags, the other's key pinned."""
     for name in ("primary", "backup", "client", "stranger"):
-        certificates[name] = keys.keygen(tmp_path / "keys", name)
+        keys.keygen(tmp_path / "keys", name)
     clients = tmp_path / "clients"
     clients.mkdir()
     (clients / "client.key").write_bytes((tmp_path / "keys" / "client.key").read_bytes())
-    curve = [
+    return [
         [
             "--curve-secret", str(tmp_path / "keys" / f"{name}.key_secret"), "--clients", str(clients),
             "--admins", str(clients), "--ha-peer-key", str(tmp_path / "keys" / f"{other}.key"),
         ]
         for name, other in (("primary", "backup"), ("backup", "primary"))
     ]  # fmt: skip
-    brokers, endpoints = pair(tmp_path, *curve)
+
+
+def test_the_pair_link_under_curve_admits_the_peer_only(tmp_path: Path) -> None:
+    brokers, endpoints = pair(tmp_path, *curve_flags(tmp_path))
     client_public, client_secret = keys.load_secret(tmp_path / "keys" / "client.key_secret")
     try:
         credentials = {

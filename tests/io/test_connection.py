@@ -12,7 +12,7 @@ from zmq.utils import z85
 
 from generaldomo import Client
 from generaldomo.io.peer.connection import BrokerChannel, Curve, connect
-from generaldomo.sansio.peer.session import Reconnect
+from generaldomo.sansio.peer.session import Reconnect, ToBroker
 from generaldomo.sansio.wire import codec
 
 pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
@@ -159,3 +159,32 @@ def test_a_wait_that_found_a_message_leaves_later_waits_woken_by_senders() -> No
     finally:
         connection.close()
         broker.close(0)
+
+
+def test_a_reconnect_with_a_farewell_sends_it_on_the_old_socket_then_talks_on_a_new_one(transport: str) -> None:
+    """A worker registering again says DISCONNECT on its old socket first, for a broker that may still hear it."""
+    server = zmq.Context.instance().socket(zmq.ROUTER if transport == "router" else zmq.SERVER)
+    server.setsockopt(zmq.LINGER, 0)
+    server.bind("tcp://127.0.0.1:*")
+    endpoint = server.getsockopt(zmq.LAST_ENDPOINT).decode()
+
+    def receive() -> tuple[object, list[bytes]]:
+        assert server.poll(20_000), "nothing arrived"
+        if transport == "router":
+            peer, *frames = server.recv_multipart()
+            return peer, frames
+        message = server.recv(copy=False)
+        return message.routing_id, codec.decode(message.bytes)
+
+    channel = BrokerChannel(endpoint, transport, zmq.Context.instance(), None)
+    channel.adopt()
+    try:
+        channel.perform([ToBroker([b"hello"])])
+        old, frames = receive()
+        assert frames == [b"hello"]
+        channel.perform([Reconnect("a test", farewell=(b"GDPW01", b"\x06")), ToBroker([b"again"])])
+        arrived = {tuple(frames): peer for peer, frames in (receive(), receive())}  # (in either order)
+        assert arrived[(b"GDPW01", b"\x06")] == old and arrived[(b"again",)] != old
+    finally:
+        channel.close()
+        server.close()

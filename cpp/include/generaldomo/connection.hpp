@@ -216,7 +216,8 @@ public:
 
     // Replace the socket by a new one connected to the same endpoint (next: to the next one, when there are
     // several; a host name is resolved again by libzmq on every attempt); what was queued is dropped (IO thread).
-    void reopen(bool next = false)
+    // (linger_ms: how long the old socket keeps trying to send what it holds, e.g. a worker's DISCONNECT)
+    void reopen(bool next = false, int linger_ms = 0)
     {
         void *old_monitor = monitor_;
         void *old_socket = socket_;
@@ -232,7 +233,7 @@ public:
         zmq_poller_remove(poller_, old_socket);
         if (old_monitor)
             zmq_poller_remove(poller_, old_monitor);
-        close_socket(old_socket, old_monitor, 0);
+        close_socket(old_socket, old_monitor, linger_ms);
         socket_ = fresh;
         zmq_poller_add(poller_, socket_, nullptr, ZMQ_POLLIN);
         if (monitor_)

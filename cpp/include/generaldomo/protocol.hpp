@@ -389,15 +389,19 @@ inline std::string worker_message(char command, std::initializer_list<std::strin
 // READY: GDPW01, 0x01, service description
 inline std::string ready(std::string_view description) { return worker_message(worker_ready, {description}); }
 
-// READY with peer info: GDPW01, 0x01, service description, {"features":["cancel","fields"],"pid":N}
-inline std::string peer_info(long pid)
+// READY with peer info: GDPW01, 0x01, service description, {"features":["cancel","fields"],"pid":N,"id":"..."}
+// (id: the worker's name for itself across its reconnects, printable, at most 64 characters; empty: none)
+inline std::string peer_info(long pid, std::string_view id = {})
 {
-    return "{\"features\":[\"cancel\",\"fields\"],\"pid\":" + std::to_string(pid) + "}";
+    std::string info = "{\"features\":[\"cancel\",\"fields\"],\"pid\":" + std::to_string(pid);
+    if (!id.empty())
+        info.append(",\"id\":\"").append(id).append("\"");
+    return info + "}";
 }
 
-inline std::string ready_with_info(std::string_view description, long pid)
+inline std::string ready_with_info(std::string_view description, long pid, std::string_view id = {})
 {
-    return worker_message(worker_ready, {description, peer_info(pid)});
+    return worker_message(worker_ready, {description, peer_info(pid, id)});
 }
 
 // READY + result: GDPW01, 0x01, service description, task id, status, result...
@@ -409,11 +413,11 @@ inline std::string ready(std::string_view description, std::string_view task_id,
 
 // RESUME: GDPW01, 0x09, service description, task id (registering while that task runs), with peer info as
 // READY's (pid 0: without it)
-inline std::string resume(std::string_view description, std::string_view task_id, long pid)
+inline std::string resume(std::string_view description, std::string_view task_id, long pid, std::string_view id = {})
 {
     if (pid == 0)
         return worker_message(worker_resume, {description, task_id});
-    return worker_message(worker_resume, {description, task_id, peer_info(pid)});
+    return worker_message(worker_resume, {description, task_id, peer_info(pid, id)});
 }
 
 // HANDOVER: GDPW01, 0x0A, task id, status, result... (a result of an earlier registration)

@@ -136,6 +136,18 @@ private:
     std::mt19937 random_{std::random_device{}()};
 };
 
+// The worker's name for itself across its reconnects (its peer info's id): 32 random hex digits. A READY with it
+// from a new socket retires the registration of the old one at the broker.
+inline std::string worker_id()
+{
+    std::random_device source;
+    std::uniform_int_distribution<int> digit(0, 15);
+    std::string id(32, '0');
+    for (auto &c : id)
+        c = "0123456789abcdef"[digit(source)];
+    return id;
+}
+
 }  // namespace detail
 
 struct WorkerOptions {
@@ -297,7 +309,7 @@ private:
                 if (now < retry_at)
                     continue;  // no heartbeat, no silence while it waits
                 refused = false;
-                reconnect();
+                reconnect(false, false);  // (no goodbye: the broker let that socket go)
                 heard = now;
                 next_heartbeat = now + interval;
                 continue;
@@ -323,10 +335,15 @@ private:
 
     // A new socket (silent: to the next endpoint, if there are several): READY, or while a task runs RESUME
     // (hand-over brokers) or nothing (the result will go in READY); then the held results, once registered.
-    void reconnect(bool silent = false)
+    // With a goodbye and unless a task runs (RESUME claims it), DISCONNECT on the old socket first: a broker still
+    // hearing it lets that registration go at once.
+    void reconnect(bool silent = false, bool goodbye = true)
     {
         ++reconnects_;
-        connection_.reopen(silent);
+        goodbye = goodbye && !busy_;
+        if (goodbye)
+            connection_.send(protocol::worker_message(protocol::worker_disconnect));
+        connection_.reopen(silent, goodbye ? farewell_linger_ms : 0);
         answered_ = false;
         resumed_ = false;
         unsent_ = !held_.empty();
@@ -334,7 +351,7 @@ private:
             connection_.send(ready());
         } else if (handover_ != Handover::no && resume_) {  // (a task may come before the first heartbeat)
             resumed_ = true;
-            connection_.send(protocol::resume(description_, running_id_, plain_ ? 0 : ::getpid()));
+            connection_.send(protocol::resume(description_, running_id_, plain_ ? 0 : ::getpid(), id_));
         } else {
             return;  // unregistered until the result goes in READY: the held results go after it
         }
@@ -393,7 +410,7 @@ private:
     std::string ready()
     {
         answered_ = false;
-        return plain_ ? protocol::ready(description_) : protocol::ready_with_info(description_, ::getpid());
+        return plain_ ? protocol::ready(description_) : protocol::ready_with_info(description_, ::getpid(), id_);
     }
 
     // args: task id, request description, payload...
@@ -471,6 +488,8 @@ private:
     }
 
     std::string description_;
+    const std::string id_ = detail::worker_id();  // its name across reconnects (see detail::worker_id)
+    static constexpr int farewell_linger_ms = 200;  // the old socket's time to send its DISCONNECT on reconnect
     Handler handler_;
     WorkerOptions options_;
     detail::Context context_;

@@ -169,7 +169,11 @@
     $("#broker-endpoints").textContent = b.endpoints.join(", ") || "–";
     const pair = b.pair;  // null: a broker alone
     $("#broker-pair").textContent = !pair ? "–" : pair.role + ", " + pair.state + "; peer " +
-      (pair.last_contact == null ? "never heard" : (pair.peer_state || "?") + ", heard " + pair.last_contact.toFixed(1) + " s ago");
+      (pair.last_contact == null ? "never heard" : (pair.peer_state || "?") + ", heard " + pair.last_contact.toFixed(1) + " s ago") +
+      (pair.lag_records == null ? "" : "; replication lag " + fmt.count(pair.lag_records) + " records, " +
+        pair.lag_seconds.toFixed(1) + " s") +
+      (pair.state === "active" || pair.state === "passive" ? "; replicated " + fmt.count(pair.replicated_requests) +
+        " requests, " + fmt.count(pair.replicated_answers) + " answers" : "");
     $("#broker-pair").dataset.state = pair ? pair.state : "";
     const totals = $("#totals");
     totals.replaceChildren();

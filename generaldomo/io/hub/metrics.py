@@ -199,7 +199,8 @@ PAIR_STATES = ("primary", "backup", "active", "passive", "broken")  # a broker p
 
 def _pair(report: StatusReport) -> Iterator[Any]:
     """A broker pair's gauges (none for a broker alone): its state (1 for the one it is in, labelled with its role),
-    and the seconds since the peer broker was last heard (absent: never)."""
+    the seconds since the peer broker was last heard (absent: never), the replication lag (absent: unknown) and the
+    requests the replicated state holds."""
     from prometheus_client.core import GaugeMetricFamily
 
     pair = report.broker.pair
@@ -219,6 +220,19 @@ def _pair(report: StatusReport) -> Iterator[Any]:
             "Seconds since the peer broker of the pair was heard",
             pair.last_contact,
         )
+    if pair.lag_records is not None:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_replication_lag_records", "Journal records the passive broker had not applied", pair.lag_records
+        )
+    if pair.lag_seconds is not None:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_replication_lag_seconds",
+            "Seconds since the oldest record the passive broker had not applied was shipped",
+            pair.lag_seconds,
+        )
+    yield GaugeMetricFamily(
+        f"{PREFIX}_replicated_requests", "Requests the replicated state of the pair holds", pair.replicated_requests
+    )
 
 
 def _journal(report: StatusReport) -> Iterator[Any]:

@@ -32,7 +32,7 @@ from generaldomo.io.endpoints import check as check_endpoint
 from generaldomo.io.transport import bind
 from generaldomo.sansio.broker.pair import Pair, PairRole, PairState, read_state
 
-__all__ = ["FRAME_BYTES", "PAIR_DOMAIN", "QUEUED", "READ", "PairConfig", "PairLink"]
+__all__ = ["FRAME_BYTES", "PAIR_DOMAIN", "QUEUED", "READ", "PairConfig", "PairLink", "Pinned", "pin"]
 
 log = logging.getLogger(__name__)
 
@@ -65,20 +65,46 @@ class PairConfig:
             raise ValueError("the pair peer's key must be a Z85 CURVE public key (40 characters)")
 
 
-class _Pinned:
-    """The ZAP credentials provider of the pair domain: the peer's key, and nothing else (refusals counted)."""
+class Pinned:
+    """The ZAP credentials provider of a pair link's ``domain``: the peer's key, and nothing else (refusals
+    counted)."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, domain: str = PAIR_DOMAIN) -> None:
         self.key = key
+        self.domain = domain
         self.refused = 0
         self._lock = threading.Lock()
 
     def callback(self, domain: str, key: bytes) -> bool:
-        if domain == PAIR_DOMAIN and key == self.key:
+        if domain == self.domain and key == self.key:
             return True
         with self._lock:
             self.refused += 1
         return False
+
+
+def pin(
+    server: zmq.Socket[Any],
+    client: zmq.Socket[Any],
+    security: BrokerSecurity,
+    peer_key: bytes | None,
+    zap: ZapHandler | None,
+    domain: str,
+) -> Pinned:
+    """Make ``server`` a CURVE server that admits, through the ZAP handler ``zap`` and its own ``domain``, the peer
+    broker's key ``peer_key`` and no other, and ``client`` a CURVE client that pins it as its server's key; the
+    provider that counts the refusals."""
+    if peer_key is None or zap is None:
+        raise ValueError("a CURVE link between the brokers of a pair needs the peer broker's key and the ZAP handler")
+    pinned = Pinned(peer_key, domain)
+    zap.authenticator.configure_curve_callback(domain, credentials_provider=pinned)
+    server.setsockopt(zmq.ZAP_DOMAIN, domain.encode())
+    server.setsockopt(zmq.CURVE_SERVER, 1)
+    server.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
+    client.setsockopt(zmq.CURVE_SERVERKEY, peer_key)
+    client.setsockopt(zmq.CURVE_PUBLICKEY, security.public_key)
+    client.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
+    return pinned
 
 
 class PairLink:
@@ -102,7 +128,7 @@ class PairLink:
         if security is None:
             log.warning("the broker pair's link to %s is plaintext: not authenticated, not encrypted", config.peer)
         self.config = config
-        self._pinned: _Pinned | None = None
+        self._pinned: Pinned | None = None
         self._malformed = 0
         self.publisher: zmq.Socket[Any] = context.socket(zmq.PUB)
         self.socket: zmq.Socket[Any] = context.socket(zmq.SUB)
@@ -114,17 +140,7 @@ class PairLink:
             self.socket.setsockopt(zmq.RCVHWM, QUEUED)
             self.socket.setsockopt(zmq.SUBSCRIBE, b"")
             if security is not None:
-                assert config.peer_key is not None
-                if zap is None:
-                    raise ValueError("a CURVE pair link needs the broker's ZAP handler")
-                self._pinned = _Pinned(config.peer_key)
-                zap.authenticator.configure_curve_callback(PAIR_DOMAIN, credentials_provider=self._pinned)
-                self.publisher.setsockopt(zmq.ZAP_DOMAIN, PAIR_DOMAIN.encode())
-                self.publisher.setsockopt(zmq.CURVE_SERVER, 1)
-                self.publisher.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
-                self.socket.setsockopt(zmq.CURVE_SERVERKEY, config.peer_key)
-                self.socket.setsockopt(zmq.CURVE_PUBLICKEY, security.public_key)
-                self.socket.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
+                self._pinned = pin(self.publisher, self.socket, security, config.peer_key, zap, PAIR_DOMAIN)
             bind(self.publisher, "pair", config.bind)
             self.socket.connect(config.peer)
         except BaseException:

@@ -74,6 +74,7 @@ _NO_LIMIT = sys.maxsize  # the accelerator's batch reads: no frame or byte limit
 _BATCH_BYTES = 1 << 20  # a batch read stops once it holds this many bytes
 _get = zmq.backend.Socket.get  # called unbound: no enum member per call
 CURVE_KEY_SIZES = (32, 40)  # raw bytes, or Z85 text
+_FAREWELL_LINGER_MS = 200  # how long a closing socket keeps trying to send its farewell (a worker's DISCONNECT)
 
 
 def curve_key(key: str | bytes) -> bytes:
@@ -153,11 +154,11 @@ class Connection:
             poller.register(item, zmq.POLLIN)
         return poller
 
-    def reopen(self, endpoint: str, curve: Curve | None) -> Connection:
+    def reopen(self, endpoint: str, curve: Curve | None, linger_ms: int = 0) -> Connection:
         """Close this connection and return a new one, on a new socket, to ``endpoint`` with ``curve`` (IO thread
-        only). The caller adopts the new one; what the old one had queued is dropped."""
+        only). The caller adopts the new one; what the old one had queued is dropped after ``linger_ms``."""
         fresh = CONNECTIONS[self.transport](self.context, endpoint, curve)
-        self.close()
+        self.close(linger_ms)
         return fresh
 
     def begin_wait(self) -> bool:
@@ -623,7 +624,10 @@ class BrokerChannel:
                     target = self.locator.target
                 log.log(level, "%s; reconnecting to %s", action.reason, target.endpoint)
                 self.reconnects += 1
-                self.connection = self.connection.reopen(target.endpoint, self._curve_for(target))
+                if action.farewell:  # on the old socket, for a broker that may still hear it
+                    self.connection.write(action.farewell)
+                linger = _FAREWELL_LINGER_MS if action.farewell else 0
+                self.connection = self.connection.reopen(target.endpoint, self._curve_for(target), linger)
                 self.adopt()
             else:
                 rest.append(action)

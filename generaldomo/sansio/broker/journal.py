@@ -3,9 +3,10 @@
 This module owns the journal's records and their one encoding, shared by every reader and writer of it (the
 write-ahead log of the state directory, :mod:`generaldomo.io.hub.wal`, and whatever ships the same bytes to another
 broker): a request accepted (:class:`Accepted`: everything needed to queue it again), a task finished
-(:class:`Finished`: answered, cancelled, expired or dropped, by the serial its acceptance got) and an answer kept for
-re-asks (:class:`Kept`). :class:`Live` folds records into what still holds: the requests accepted and not
-finished, and the kept answers, the latest per request; replaying a log is folding it, and so is compacting one
+(:class:`Finished`: answered, cancelled, expired or dropped, by the serial its acceptance got), an answer kept for
+re-asks (:class:`Kept`) and flow limits set at run time (:class:`Limited`). :class:`Live` folds records into what
+still holds: the requests accepted and not finished, the kept answers, the latest per request, and the flow
+limits, the latest per service name; replaying a log is folding it, and so is compacting one
 (the live records, encoded again, are the compacted log).
 
 Times in records are on the wall clock (seconds since the epoch): the core's clock is the broker process's own, so
@@ -23,10 +24,12 @@ clocks, or of the core beyond the fields it copies.
 from __future__ import annotations
 
 import dataclasses
+import json
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
 
+from generaldomo.sansio.broker.flow.flow import FlowLimits, limits_json
 from generaldomo.sansio.wire.events import Frame
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "Finished",
     "JournalRecord",
     "Kept",
+    "Limited",
     "Live",
     "RecordAddress",
     "decode",
@@ -102,8 +106,17 @@ class Kept:
     digest: bytes | None = None
 
 
-JournalRecord = Accepted | Finished | Kept
-_ACCEPTED, _FINISHED, _KEPT = 1, 2, 3
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limited:
+    """The flow limits of the services called ``name`` were set at run time to ``limits`` (unset: lifted)."""
+
+    name: str
+    limits: FlowLimits
+
+
+JournalRecord = Accepted | Finished | Kept | Limited
+_ACCEPTED, _FINISHED, _KEPT, _LIMITED = 1, 2, 3, 4
+_NO_LIMITS = FlowLimits()
 
 
 # --------------------------------------------------------------------------------------------------- encoding
@@ -137,6 +150,8 @@ def _fields(record: JournalRecord) -> tuple[int, list[Frame]]:
         ]  # fmt: skip
     if isinstance(record, Finished):
         return _FINISHED, [str(record.serial).encode()]
+    if isinstance(record, Limited):
+        return _LIMITED, [record.name.encode(), json.dumps(limits_json(record.limits)).encode()]
     return _KEPT, [
         *_optional(None if record.owner is None else record.owner.encode()), record.request_id,
         _number(record.at), str(record.link).encode(), *_address(record.address), *_optional(record.digest),
@@ -246,6 +261,11 @@ def _record(kind: int, body: memoryview) -> JournalRecord:
         link, address, digest = fields.number(), fields.address(), fields.optional()
         frames = tuple(fields.take() for _ in range(fields.count()))
         record = Kept(owner, request_id, frames, at or 0.0, link, address, digest)
+    elif kind == _LIMITED:
+        name, limits = fields.take().decode(), json.loads(fields.take())
+        if not isinstance(limits, dict):
+            raise ValueError("flow limits that are not an object")
+        record = Limited(name, _NO_LIMITS.merged(limits))
     else:
         raise ValueError(f"an entry of unknown kind {kind}")
     fields.end()
@@ -268,7 +288,7 @@ def _entry(view: memoryview, at: int) -> tuple[JournalRecord | None, int]:
         return None, 0
     try:
         return _record(kind, body), end
-    except (ValueError, UnicodeDecodeError, struct.error, OverflowError):
+    except (ValueError, TypeError, UnicodeDecodeError, struct.error, OverflowError, RecursionError):
         return None, 0
 
 
@@ -314,15 +334,17 @@ def _resync(raw: bytes, view: memoryview, start: int, tries: int) -> tuple[int, 
 
 
 class Live:
-    """What a journal's records leave standing: the requests accepted and not finished, by serial, in order, and
-    the kept answers by ``(owner, request_id)``, the latest each, in the order kept; ``bytes`` is an estimate of
-    their encoded size (what a compacted log takes)."""
+    """What a journal's records leave standing: the requests accepted and not finished, by serial, in order, the
+    kept answers by ``(owner, request_id)``, the latest each, in the order kept, and the flow limits set at run
+    time by service name, the latest each (lifted ones too: they lift a configured limit); ``bytes`` is an
+    estimate of their encoded size (what a compacted log takes)."""
 
-    __slots__ = ("bytes", "kept", "tasks")
+    __slots__ = ("bytes", "flows", "kept", "tasks")
 
     def __init__(self) -> None:
         self.tasks: dict[int, Accepted] = {}
         self.kept: dict[tuple[str | None, bytes], Kept] = {}
+        self.flows: dict[str, Limited] = {}
         self.bytes = 0
 
     def apply(self, record: JournalRecord) -> None:
@@ -335,6 +357,10 @@ class Live:
             gone = self.tasks.pop(record.serial, None)
             if gone is not None:
                 self.bytes -= _size(gone)
+        elif isinstance(record, Limited):
+            if self.flows.pop(record.name, None) is None:
+                self.bytes += _FLOW_SIZE
+            self.flows[record.name] = record
         else:
             key = (record.owner, record.request_id)
             replaced = self.kept.pop(key, None)
@@ -353,9 +379,14 @@ class Live:
             self.bytes -= _size(self.kept.pop(key))
 
     def records(self) -> Iterator[JournalRecord]:
-        """The records that make this state: every live request, then every kept answer (a compacted log)."""
+        """The records that make this state: every flow limit, every live request, then every kept answer (a
+        compacted log)."""
+        yield from self.flows.values()
         yield from self.tasks.values()
         yield from self.kept.values()
+
+
+_FLOW_SIZE = 512  # bytes of a flow limits record, about
 
 
 def _size(record: Accepted | Kept) -> int:

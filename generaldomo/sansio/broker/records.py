@@ -17,11 +17,24 @@ from generaldomo.sansio.wire.events import Dialect, Frame
 from generaldomo.sansio.wire.ticket import Ticket
 from generaldomo.sansio.wire.tracecontext import TraceContext
 
-__all__ = ["Claim", "Peer", "RequestKey", "Task", "WorkerRecord", "displaced", "is_displaced", "request_key"]
+__all__ = [
+    "Claim",
+    "Identity",
+    "Peer",
+    "RequestKey",
+    "Task",
+    "WorkerRecord",
+    "displaced",
+    "is_displaced",
+    "request_key",
+]
 
 # A request's identity: its id, scoped to the credential key when there is one. Without a credential it is the
 # bare id (bytes never equal a tuple), so that an unauthenticated queued request holds no tuple of its own.
 RequestKey = bytes | tuple[str, bytes]
+# A worker's identity across its reconnects: the name its peer info gives, scoped to its CURVE key (None without
+# CURVE), so that only a peer holding the same key can speak for that worker.
+Identity = tuple[str | None, str]
 
 
 def request_key(owner: str | None, request_id: bytes) -> RequestKey:
@@ -75,12 +88,13 @@ class Claim:
 @dataclasses.dataclass(eq=False, slots=True)
 class WorkerRecord:
     """The core's record of one registered worker; ``label`` names it in reports and logs, ``host`` and
-    ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
-    its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
-    of registration (for the pages of the status report). A worker that registered with RESUME is BUSY without
-    a ``task`` until it sends its result; ``claim`` is the ticket of the request it runs for an earlier
-    instance, until that request arrives (then it holds the task) or its result does. ``taken``: the nonces of
-    its results taken since the last heartbeat told it so (hand-over brokers)."""
+        ``pid`` are what the worker said of itself in its READY (None: it did not say); ``charge`` is what it costs
+        its connection in the ledger, ``beat`` when its next heartbeat is due and ``serial`` its place in the order
+        of registration (for the pages of the status report). A worker that registered with RESUME is BUSY without
+        a ``task`` until it sends its result; ``claim`` is the ticket of the request it runs for an earlier
+        instance, until that request arrives (then it holds the task) or its result does. ``taken``: the nonces of
+        its results taken since the last heartbeat told it so (hand-over brokers). ``identity``: who it is across its
+    reconnects, its CURVE key (None without CURVE) and the name its peer info gave (None: it gave none)."""
 
     peer: Peer
     dialect: Dialect
@@ -100,9 +114,10 @@ class WorkerRecord:
     claim: Claim | None = None
     taken: list[bytes] = dataclasses.field(default_factory=list)
     rests: float | None = None  # WAITING but held back until then by its own 429's retry_after (None: not)
+    identity: Identity | None = None
 
 
-@dataclasses.dataclass(eq=False, slots=True)
+@dataclasses.dataclass(eq=False, slots=True, init=False)
 class Task:
     """One client request, from acceptance until its single answer; ``key`` is None for MDP requests, which
     carry no request id, ``size`` is the bytes of its description and body (what flow control counts in
@@ -113,7 +128,8 @@ class Task:
     answer (None: the client set none); ``tenant`` whose share of the service it takes (a CURVE key, a name the
     client gave, or the client's connection) and ``priority`` its order within the tenant's; ``order`` belongs
     to the service's queue (:mod:`generaldomo.sansio.broker.flow.fair`); a ``detached`` task stays queued while its
-    client is silent."""
+    client is silent. Its ``__init__`` is written out (the fields, in order, with their defaults) so that the
+    compiled core builds it natively (see :mod:`generaldomo.sansio.wire.events`)."""
 
     id: bytes
     client: Peer
@@ -125,19 +141,69 @@ class Task:
     enqueued: float
     size: int
     charge: int
-    state: TaskState = TaskState.QUEUED
-    worker: WorkerRecord | None = None
-    dispatched: float | None = None
-    attempts: int = 0
-    retries: int = 0  # times its service's retry policy retried it
-    deadline: float | None = None
-    tenant: Hashable = None
-    priority: int = 0
-    order: int = 0
-    detached: bool = False  # kept queued while its client is silent (its answer is fetched later)
-    fail_unknown: bool = False  # answered 404 while its service has no worker and had none recently
-    not_before: float | None = None  # QUEUED but held off its queue until then (None: in its queue, or running)
-    trace: TraceContext | None = None  # the request's W3C trace context, passed on to its worker
+    state: TaskState
+    worker: WorkerRecord | None
+    dispatched: float | None
+    attempts: int
+    retries: int  # times its service's retry policy retried it
+    deadline: float | None
+    tenant: Hashable
+    priority: int
+    order: int
+    detached: bool  # kept queued while its client is silent (its answer is fetched later)
+    fail_unknown: bool  # answered 404 while its service has no worker and had none recently
+    not_before: float | None  # QUEUED but held off its queue until then (None: in its queue, or running)
+    trace: TraceContext | None  # the request's W3C trace context, passed on to its worker
+
+    def __init__(
+        self,
+        id: bytes,
+        client: Peer,
+        dialect: Dialect,
+        key: RequestKey | None,
+        description: bytes,
+        body: tuple[Frame, ...],
+        service: Service,
+        enqueued: float,
+        size: int,
+        charge: int,
+        state: TaskState = TaskState.QUEUED,
+        worker: WorkerRecord | None = None,
+        dispatched: float | None = None,
+        attempts: int = 0,
+        retries: int = 0,
+        deadline: float | None = None,
+        tenant: Hashable = None,
+        priority: int = 0,
+        order: int = 0,
+        detached: bool = False,
+        fail_unknown: bool = False,
+        not_before: float | None = None,
+        trace: TraceContext | None = None,
+    ) -> None:
+        self.id = id
+        self.client = client
+        self.dialect = dialect
+        self.key = key
+        self.description = description
+        self.body = body
+        self.service = service
+        self.enqueued = enqueued
+        self.size = size
+        self.charge = charge
+        self.state = state
+        self.worker = worker
+        self.dispatched = dispatched
+        self.attempts = attempts
+        self.retries = retries
+        self.deadline = deadline
+        self.tenant = tenant
+        self.priority = priority
+        self.order = order
+        self.detached = detached
+        self.fail_unknown = fail_unknown
+        self.not_before = not_before
+        self.trace = trace
 
     @property
     def request_id(self) -> bytes | None:

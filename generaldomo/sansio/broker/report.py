@@ -400,7 +400,11 @@ class PairReport:
     """This broker's place in a broker pair (:mod:`generaldomo.sansio.broker.pair`): its ``role`` (primary or
     backup), its ``state`` (active: it serves; passive; primary or backup: not yet decided; broken), the peer
     broker's pair endpoint, the state the peer said last and how many seconds ago (None: never heard), and the
-    state changes so far."""
+    state changes so far. The replication of the journal (:mod:`generaldomo.sansio.broker.replication`): the last
+    record this broker shipped as the active (``sequence``) and applied as the passive (``applied``), the lag the
+    passive last reported (records and seconds; None: no passive has reported, or it awaits a snapshot), and the
+    requests, kept answers and run-time flow limits the replicated state holds (the active's: what it shipped; the
+    passive's: what it would restore on taking over)."""
 
     role: str = ""
     state: str = ""
@@ -408,6 +412,13 @@ class PairReport:
     peer_state: str | None = None
     last_contact: float | None = None
     changes: int = 0
+    sequence: int = 0
+    applied: int = 0
+    lag_records: int | None = None
+    lag_seconds: float | None = None
+    replicated_requests: int = 0
+    replicated_answers: int = 0
+    replicated_flows: int = 0
 
 
 @attrs.frozen(kw_only=True)

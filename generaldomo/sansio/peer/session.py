@@ -24,8 +24,10 @@ Rules:
   waits for the answer to a request sent earlier (by this session or another, with the same key): it is
   outstanding without a request to send, asked about at once and whenever a request would be sent again; a
   broker that does not know the id resolves it ``404``.
-- Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker); one task at a
-  time (the transition table :data:`WORKER_SESSION`), whose result goes back inside the next READY (a task's
+- Worker: READY on start and after each reconnect (silence, or DISCONNECT from the broker), whose peer info
+  names the worker the same way on every socket (the shell draws the name), and before it, unless a task runs or
+  the broker refused the old socket, DISCONNECT there (a broker still hearing it lets that registration go); one
+  task at a time (the transition table :data:`WORKER_SESSION`), whose result goes back inside the next READY (a task's
   deadline, if the broker gave one, becomes a time on the caller's clock; a CANCEL of the running task is passed
   on, and its result still goes back: that is how the broker knows the worker is free); while it runs only
   heartbeats and partial results go out and silence is not held against the broker (the shell reads its
@@ -103,10 +105,12 @@ class ToBroker:
 class Reconnect:
     """Close the socket and connect a new one; ``reason`` is for the log. ``silent``: the broker went silent, so
     the shell looks for it where it may be now (the next endpoint, its address file again), else the same
-    endpoint."""
+    endpoint. ``farewell``: a message to send on the old socket before it closes (within a short linger, for a
+    broker that may still hear it)."""
 
     reason: str
     silent: bool = False
+    farewell: tuple[bytes, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -696,7 +700,7 @@ class WorkerSession:
             if now < self.retry_at:
                 return []  # refused: nothing goes out until the wait is over
             self.retry_at = None
-            return self._register_again("registering again after the refusal", now)
+            return self._register_again("registering again after the refusal", now, goodbye=False)
         quiet = self.pulse.silence(now) if self.state is WorkerSessionState.READY else None
         if quiet is not None:
             return self._register_again(f"broker silent for {quiet:.1f} s", now, silent=True)
@@ -795,14 +799,18 @@ class WorkerSession:
         (nothing once stopped)."""
         return [] if self.state is WorkerSessionState.STOPPED else self._register_again(reason, now)
 
-    def _register_again(self, reason: str, now: float, silent: bool = False) -> list[Action[Any]]:
+    def _register_again(self, reason: str, now: float, silent: bool = False, goodbye: bool = True) -> list[Action[Any]]:
         """A new socket: READY (or, while a task runs, RESUME for a hand-over broker, or nothing: the result will
-        go inside READY), then the results held."""
+        go inside READY), then the results held; with a ``goodbye``, DISCONNECT on the old one first unless a task
+        runs."""
         self.pulse.restart(now)
         self.heard = False
         self.resumed = False
         self.unsent = bool(self.held)
-        actions: list[Action[Any]] = [Reconnect(reason, silent)]
+        # a running task stays this worker's (RESUME says so on the new socket): no DISCONNECT to reissue it
+        goodbye = goodbye and self.state not in RUNNING
+        farewell = tuple(protocol.gdp_worker_command(protocol.DISCONNECT)) if goodbye else ()
+        actions: list[Action[Any]] = [Reconnect(reason, silent, farewell)]
         if self.state not in RUNNING:
             actions.append(ToBroker(self._ready()))
         elif self.handover is not False and self.resume and self.task_id is not None:

@@ -2,12 +2,19 @@
 
 This module owns the vocabulary shared by :mod:`generaldomo.sansio.wire.protocol` (which makes events out of frames) and
 :mod:`generaldomo.sansio.broker.core` (which acts on them). It knows nothing of byte layouts, sockets or clocks.
+
+The two events of every request and reply (:class:`ClientRequest`, :class:`WorkerReply`) write their own
+``__init__`` (``init=False``; its parameters are the fields, in order, with their defaults: tests/package/
+test_records.py checks it) and mark their fields ``Final``: the compiled core builds them natively, where the
+``__init__`` that ``dataclasses`` generates (a frozen one above all) runs in the interpreter, a third of the
+compiled core's instructions. ``mypy --strict`` keeps them immutable; so does the compiled core at run time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Final
 
 from generaldomo.sansio.wire.tracecontext import TraceContext
 
@@ -52,7 +59,7 @@ class Dialect(enum.Enum):
         return self is not Dialect.MDP01
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True, init=False, unsafe_hash=True)
 class ClientRequest:
     """A client asks for a task. MDP dialects carry no request id, and no fields: a GDP client may say by when
     it needs the answer (``deadline``: seconds from now), which ``tenant`` it asks for, the request's
@@ -61,17 +68,43 @@ class ClientRequest:
     is not dispatched) and its W3C ``trace`` context (``trace_dropped``: why the one it sent was dropped,
     malformed)."""
 
-    dialect: Dialect
-    request_id: bytes | None
-    description: bytes
-    body: tuple[Frame, ...]
-    deadline: float | None = None
-    tenant: str | None = None
-    priority: int = 0
-    flags: int = 0  # protocol.FLAG_* bits: detached, fail fast for a service nobody serves
-    not_before: float | None = None  # seconds from now before which it is not dispatched (None: at once)
-    trace: TraceContext | None = None
-    trace_dropped: str | None = None
+    dialect: Final[Dialect]
+    request_id: Final[bytes | None]
+    description: Final[bytes]
+    body: Final[tuple[Frame, ...]]
+    deadline: Final[float | None]
+    tenant: Final[str | None]
+    priority: Final[int]
+    flags: Final[int]  # protocol.FLAG_* bits: detached, fail fast for a service nobody serves
+    not_before: Final[float | None]  # seconds from now before which it is not dispatched (None: at once)
+    trace: Final[TraceContext | None]
+    trace_dropped: Final[str | None]
+
+    def __init__(
+        self,
+        dialect: Dialect,
+        request_id: bytes | None,
+        description: bytes,
+        body: tuple[Frame, ...],
+        deadline: float | None = None,
+        tenant: str | None = None,
+        priority: int = 0,
+        flags: int = 0,
+        not_before: float | None = None,
+        trace: TraceContext | None = None,
+        trace_dropped: str | None = None,
+    ) -> None:
+        self.dialect = dialect
+        self.request_id = request_id
+        self.description = description
+        self.body = body
+        self.deadline = deadline
+        self.tenant = tenant
+        self.priority = priority
+        self.flags = flags
+        self.not_before = not_before
+        self.trace = trace
+        self.trace_dropped = trace_dropped
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,17 +127,18 @@ class ClientCancel:
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkerReady:
     """A worker offers to serve requests that its service description matches; generaldomo workers may say
-    which ``host`` and process id (``pid``) they run as (None: not said) and which ``features`` of the
-    protocol they understand."""
+    which ``host`` and process id (``pid``) they run as (None: not said), which ``features`` of the
+    protocol they understand and the ``name`` they keep across their reconnects (their peer info's id)."""
 
     dialect: Dialect
     description: bytes
     host: str | None = None
     pid: int | None = None
     features: frozenset[str] = frozenset()  # the GDP additions it understands (see protocol.FEATURES)
+    name: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True, init=False, unsafe_hash=True)
 class WorkerReply:
     """A worker's result (``final``) or partial result for a task.
 
@@ -112,12 +146,28 @@ class WorkerReply:
     they also restate their ``description``; MDP workers leave it ``None``.
     """
 
-    dialect: Dialect
-    task_id: bytes
-    status: bytes
-    body: tuple[Frame, ...]
-    final: bool
-    description: bytes | None = None
+    dialect: Final[Dialect]
+    task_id: Final[bytes]
+    status: Final[bytes]
+    body: Final[tuple[Frame, ...]]
+    final: Final[bool]
+    description: Final[bytes | None]
+
+    def __init__(
+        self,
+        dialect: Dialect,
+        task_id: bytes,
+        status: bytes,
+        body: tuple[Frame, ...],
+        final: bool,
+        description: bytes | None = None,
+    ) -> None:
+        self.dialect = dialect
+        self.task_id = task_id
+        self.status = status
+        self.body = body
+        self.final = final
+        self.description = description
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -131,6 +181,7 @@ class WorkerResume:
     host: str | None = None
     pid: int | None = None
     features: frozenset[str] = frozenset()  # as in READY
+    name: str | None = None  # as in READY
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

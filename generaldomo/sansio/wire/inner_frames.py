@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from generaldomo.errors import WireJSONError
 from generaldomo.sansio.wire.events import Frame
-from generaldomo.sansio.wire.limits import HOST, PEER_INFO, PID
+from generaldomo.sansio.wire.limits import HOST, PEER_INFO, PID, WORKER_ID
 from generaldomo.sansio.wire.wirejson import loads as json_loads
 
 __all__ = [
@@ -41,10 +41,12 @@ MAX_HOST: Final = HOST.high
 # The key "features" lists the GDP additions the worker understands (other names are ignored). "fields": the
 # broker may hand it a task as REQUEST+FIELDS (with the client's deadline); "cancel": it may send CANCEL.
 FEATURES: Final = frozenset({"fields", "cancel"})
+# The key "id" is the worker's own name for itself, the same across its reconnects (printable text,
+# limits.WORKER_ID): a READY or RESUME with it from a new connection retires the registration of the old one.
 
 
-def read_worker_info(frame: bytes | memoryview) -> tuple[str | None, int | None, frozenset[str]] | None:
-    """``(host, pid, features)`` of a peer-info frame (None for a host or pid that is absent or not valid;
+def read_worker_info(frame: bytes | memoryview) -> tuple[str | None, int | None, frozenset[str], str | None] | None:
+    """``(host, pid, features, id)`` of a peer-info frame (None for a host, pid or id that is absent or not valid;
     features: the known names among those listed), or None if the frame is not a JSON object within
     :data:`~generaldomo.sansio.wire.limits.PEER_INFO`; never raises."""
     if not PEER_INFO.fits(frame):
@@ -58,25 +60,32 @@ def read_worker_info(frame: bytes | memoryview) -> tuple[str | None, int | None,
         return None
     if not isinstance(info, dict):
         return None
-    host, pid, listed = info.get("host"), info.get("pid"), info.get("features")
-    valid_host = isinstance(host, str) and HOST.admits(len(host)) and host.isprintable()
+    host, pid, listed, name = info.get("host"), info.get("pid"), info.get("features"), info.get("id")
     valid_pid = isinstance(pid, int) and not isinstance(pid, bool) and PID.admits(pid)
     features = FEATURES.intersection(f for f in listed if isinstance(f, str)) if isinstance(listed, list) else ()
-    return (host if valid_host else None), (pid if valid_pid else None), frozenset(features)
+    return _text(host, HOST.admits), (pid if valid_pid else None), frozenset(features), _text(name, WORKER_ID.admits)
 
 
-def worker_info(host: str | None, pid: int | None, features: frozenset[str] = FEATURES) -> bytes:
-    """The peer-info frame of a plain READY: the worker's host name and process id (absent ones left out). A host
-    the broker would not take (not printable, longer than :data:`MAX_HOST`, or so long once escaped that the frame
-    would exceed :data:`MAX_INFO`) is left out too, so that the frame never makes the READY malformed."""
-    if host is not None and not (HOST.admits(len(host)) and host.isprintable()):
-        host = None
-    frame = _info_frame(host, pid, features)
-    return frame if len(frame) <= MAX_INFO else _info_frame(None, pid, features)
+def _text(value: object, admits: Callable[[int], bool]) -> str | None:
+    """``value`` if it is printable text of a length ``admits``, else None."""
+    return value if isinstance(value, str) and admits(len(value)) and value.isprintable() else None
 
 
-def _info_frame(host: str | None, pid: int | None, features: frozenset[str]) -> bytes:
-    info: dict[str, object] = {key: value for key, value in (("host", host), ("pid", pid)) if value is not None}
+def worker_info(
+    host: str | None, pid: int | None, features: frozenset[str] = FEATURES, name: str | None = None
+) -> bytes:
+    """The peer-info frame of a plain READY (and of a RESUME): the worker's host name and process id, and its
+    ``name`` for itself across reconnects, its ``id`` (absent ones left out). A host or id the broker would not
+    take (not printable, longer than its limit, or a host so long once escaped that the frame would exceed
+    :data:`MAX_INFO`) is left out too, so that the frame never makes the READY malformed."""
+    host, name = _text(host, HOST.admits), _text(name, WORKER_ID.admits)
+    frame = _info_frame(host, pid, features, name)
+    return frame if len(frame) <= MAX_INFO else _info_frame(None, pid, features, name)
+
+
+def _info_frame(host: str | None, pid: int | None, features: frozenset[str], name: str | None) -> bytes:
+    pairs = (("host", host), ("pid", pid), ("id", name))
+    info: dict[str, object] = {key: value for key, value in pairs if value is not None}
     if features:
         info["features"] = sorted(features)
     return json.dumps(info, separators=(",", ":")).encode()

@@ -59,6 +59,7 @@ __all__ = [
     "TRACESTATE",
     "TRACESTATE_MEMBERS",
     "WEIGHT",
+    "WORKER_ID",
     "Field",
     "Measure",
     "as_settings",
@@ -149,6 +150,7 @@ TAKEN: Final = Field("taken", "results a broker HEARTBEAT acknowledges", 0, 1024
 PEER_INFO: Final = Field("peer_info", "peer info", 2, 1024, Measure.BYTES, _MALFORMED)
 HOST: Final = Field("host", "peer info host", 1, 255, Measure.CHARACTERS, "left out")
 PID: Final = Field("pid", "peer info pid", 1, 2**32 - 1, Measure.VALUE, "left out")
+WORKER_ID: Final = Field("worker_id", "peer info id", 1, 64, Measure.CHARACTERS, "left out")
 MMI_FRAMES: Final = Field("mmi_frames", "MMI request body", 0, 2, Measure.ITEMS, _400)
 STATUS_QUERY: Final = Field("status_query", "mmi.status query", 0, 4096, Measure.BYTES, _400)
 STATUS_PAGE: Final = Field("status_page", "mmi.status page (services, workers)", 1, 1000, Measure.VALUE, _400)
@@ -195,6 +197,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     PEER_INFO,
     HOST,
     PID,
+    WORKER_ID,
     MMI_FRAMES,
     STATUS_QUERY,
     STATUS_PAGE,

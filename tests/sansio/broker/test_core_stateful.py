@@ -98,6 +98,8 @@ class BrokerMachine(RuleBasedStateMachine):
         self.replay_finals: Counter[bytes] = Counter()  # final answers the admin got for them
         self.replay_statuses: Counter[bytes] = Counter()  # and their statuses
         self.replayed: set[bytes] = set()  # dead letters' ids replayed
+        self.names: dict[Peer, str] = {}  # modern workers -> the name their peer info gives
+        self.keys: dict[Peer, str] = {}  # workers that reconnected, or forged a name -> the key they hold
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -204,7 +206,7 @@ class BrokerMachine(RuleBasedStateMachine):
         if peer == ADMIN:
             return Credential("key-admin", frozenset({Role.ADMIN}))
         role = Role.WORKER if peer.link == 1 else Role.CLIENT
-        return Credential(f"key-{peer.address!r}", frozenset({role}))
+        return Credential(self.keys.get(peer, f"key-{peer.address!r}"), frozenset({role}))
 
     def owner(self, peer: Peer) -> str | None:
         credential = self.credential(peer)
@@ -328,7 +330,64 @@ class BrokerMachine(RuleBasedStateMachine):
         self.live[peer] = service
         if modern:
             self.modern.add(peer)
-        self.feed(peer, protocol.gdp_ready(service, info=protocol.worker_info(None, 1) if modern else None))
+            self.names[peer] = f"worker-{self.next_worker}"
+        self.feed(peer, protocol.gdp_ready(service, info=self.info(peer)))
+
+    def info(self, peer: Peer) -> bytes | None:
+        """A worker's peer info: modern ones say they understand fields and CANCEL, and give their name."""
+        return protocol.worker_info(None, 1, name=self.names[peer]) if peer in self.modern else None
+
+    def reconnected(self, old: Peer) -> Peer:
+        """A new connection of the worker at ``old``, whose own is gone (it says nothing more): its name, key and
+        service at a new peer."""
+        self.next_worker += 1
+        new = Peer(1, self.next_worker)
+        service = self.live[old]
+        self.keys[new] = self.owner(old) or ""
+        self.names[new] = self.names[old]
+        self.modern.add(new)
+        self.forget(old)
+        self.live[new] = service
+        return new
+
+    @precondition(lambda self: any(peer in self.names for peer in self.live))
+    @rule(data=st.data(), running=st.booleans())
+    def worker_reconnects(self, data: st.DataObject, running: bool) -> None:
+        """A worker registers again from a new connection (its old one cut): its old registration leaves at once, so
+        no task goes there (``deliver`` checks that tasks go to live workers only). One that runs a task says so
+        (RESUME): it keeps that task."""
+        old = data.draw(st.sampled_from(sorted(peer for peer in self.live if peer in self.names)))
+        held = self.holding.get(old)
+        running = running and held is not None and held[0] in self.core.tasks
+        replaced = self.core.counters["workers_replaced"]
+        new = self.reconnected(old)
+        if running:
+            assert held is not None
+            self.ghosts.remove((old, self.live[new], *held))
+            self.losses[held[1]] -= 1
+            self.holding[new] = held
+            self.feed(new, protocol.gdp_resume(self.live[new], held[0], self.info(new)))
+            assert self.core.tasks[held[0]].worker is self.core.workers[new], "a resumed task not at its new connection"
+        else:
+            self.feed(new, protocol.gdp_ready(self.live[new], info=self.info(new)))
+        assert old not in self.core.workers and new in self.core.workers
+        assert self.core.counters["workers_replaced"] == replaced + 1
+
+    @precondition(lambda self: self.keyed and any(peer in self.names for peer in self.live))
+    @rule(data=st.data())
+    def worker_forges_a_name(self, data: st.DataObject) -> None:
+        """A peer with another key gives a live worker's name: it registers under its own key, and the worker it
+        named stays registered."""
+        named = data.draw(st.sampled_from(sorted(peer for peer in self.live if peer in self.names)))
+        self.next_worker += 1
+        forger = Peer(1, self.next_worker)
+        self.names[forger], self.keys[forger] = self.names[named], f"forger-{self.next_worker}"
+        self.modern.add(forger)
+        self.live[forger] = self.live[named]
+        replaced = self.core.counters["workers_replaced"]
+        self.feed(forger, protocol.gdp_ready(self.live[forger], info=self.info(forger)))
+        assert named in self.core.workers and forger in self.core.workers, "a forged name evicted a worker"
+        assert self.core.counters["workers_replaced"] == replaced
 
     @precondition(lambda self: self.holding)
     @rule(data=st.data())

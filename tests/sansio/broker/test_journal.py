@@ -12,7 +12,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from generaldomo.sansio.broker.core import BrokerCore, Peer, Settings
-from generaldomo.sansio.broker.journal import Accepted, Finished, JournalRecord, Kept, Live, decode, encode, encode_all
+from generaldomo.sansio.broker.flow.flow import FlowLimits
+from generaldomo.sansio.broker.journal import (
+    Accepted,
+    Finished,
+    JournalRecord,
+    Kept,
+    Limited,
+    Live,
+    decode,
+    encode,
+    encode_all,
+)  # fmt: skip
 from generaldomo.sansio.broker.states import TaskState
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.fields import request_fields
@@ -31,6 +42,9 @@ records: st.SearchStrategy[JournalRecord] = st.one_of(
         st.integers(-5, 5), st.booleans(), st.booleans(), st.none() | times,
     ),
     st.builds(Finished, st.integers(0, 2**40)),
+    st.builds(
+        Limited, st.text(max_size=8), st.sampled_from([FlowLimits(), FlowLimits().merged({"concurrency": 3})])
+    ),
     st.builds(
         Kept, texts, st.binary(max_size=8), frames, times, st.integers(0, 9), addresses,
         st.none() | st.binary(max_size=8),

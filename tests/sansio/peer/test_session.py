@@ -159,3 +159,19 @@ def test_a_worker_asked_to_finish_sends_the_result_then_leaves() -> None:
     cut_short.stop(finish=True)
     assert sent(cut_short.stop()) == [protocol.gdp_worker_command(protocol.DISCONNECT)]
     assert cut_short.finish(protocol.OK, [b"r"], 2.0) == []
+
+
+def test_a_worker_registering_again_says_disconnect_on_its_old_socket_unless_a_task_runs() -> None:
+    """Its old registration goes at once where the broker still hears the old socket; a running task stays the
+    worker's (RESUME claims it on the new socket), so then it says nothing there."""
+    disconnect = tuple(protocol.gdp_worker_command(protocol.DISCONNECT))
+    heartbeat = [protocol.GDP_WORKER, b"\x05", b"I1"]  # a hand-over broker's
+    session = WorkerSession(b"echo", PEER, 0.0)
+    session.start()
+    for now in (1.0, 2.0, 3.0):
+        session.tick(now)
+    assert session.tick(3.5)[0] == Reconnect("broker silent for 3.5 s", silent=True, farewell=disconnect)
+    session.receive(heartbeat, 3.6)
+    session.receive([protocol.GDP_WORKER, b"\x02", b"t1", b"echo", b"x"], 3.7)
+    actions = session.receive([protocol.GDP_WORKER, b"\x06"], 3.8)  # the broker does not know it
+    assert actions[0] == Reconnect("broker sent DISCONNECT") and sent(actions) == [protocol.gdp_resume(b"echo", b"t1")]

@@ -168,7 +168,7 @@ def test_peer_side_parsers() -> None:
 
 def test_a_peer_info_frame_handed_over_as_a_memoryview_reads_as_bytes() -> None:
     info = protocol.worker_info("h", 3)
-    assert protocol.read_worker_info(memoryview(info)) == ("h", 3, protocol.FEATURES)
+    assert protocol.read_worker_info(memoryview(info)) == ("h", 3, protocol.FEATURES, None)
     resume = protocol.parse([*protocol.gdp_resume(b"svc", b"task"), memoryview(info)])  # type: ignore[list-item]
     assert resume == protocol.parse(protocol.gdp_resume(b"svc", b"task", info))
     assert protocol.parse([*protocol.gdp_resume(b"svc", b"task"), memoryview(b"[1]")]).reason  # type: ignore[list-item, union-attr]

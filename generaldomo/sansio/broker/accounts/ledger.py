@@ -151,15 +151,22 @@ class Refusal(enum.Enum):
         return str(self.value)
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, init=False)
 class Account:
     """What one connection holds: bytes (``kept``: of them, in kept answers and dead letters, :data:`ASIDE`), and
-    how many holdings of each kind."""
+    how many holdings of each kind (None: none yet, a new dict). Its ``__init__`` is written out so that the
+    compiled core builds it natively (see :mod:`generaldomo.sansio.wire.events`)."""
 
-    bytes: int = 0
-    kept: int = 0
-    tasks: int = 0  # of them, in requests (what the queue budgets count)
-    counts: dict[Holding, int] = dataclasses.field(default_factory=dict)
+    bytes: int
+    kept: int
+    tasks: int  # of them, in requests (what the queue budgets count)
+    counts: dict[Holding, int]
+
+    def __init__(self, bytes: int = 0, kept: int = 0, tasks: int = 0, counts: dict[Holding, int] | None = None) -> None:
+        self.bytes = bytes
+        self.kept = kept
+        self.tasks = tasks
+        self.counts = {} if counts is None else counts
 
     def count(self, kind: Holding) -> int:
         return self.counts.get(kind, 0)

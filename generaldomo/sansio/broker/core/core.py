@@ -424,6 +424,7 @@ class BrokerCore:
             self.flows[name] = change.limits
         self._changed.pop(name, None)
         self._changed[name] = change
+        self._durable.flowed(change)
         turn = Turn(now)
         for service in [s for s in self.resolver.services() if s.name == change.name]:
             service.apply_flow(change.limits)
@@ -448,14 +449,14 @@ class BrokerCore:
         return self._durable.take() if len(self._durable) else []
 
     def restore(self, live: Live, now: float) -> list[Send]:
-        """Keep again the answers and queue again the requests a journal left standing (``live``), before the
-        first message; return what to send.
+        """Apply again the flow limits, keep again the answers and queue again the requests a journal left standing
+        (``live``), before the first message; return what to send.
 
         Args:
             live: what the journal's records leave standing (:class:`~generaldomo.sansio.broker.journal.Live`).
             now: the time, on the clock the core is fed.
         """
-        return self._durable.restore(live, now, self._requests.on_request)
+        return self._durable.restore(live, now, self._requests.on_request, self.apply_flow)
 
     def flow_limits(self, name: str) -> FlowLimits:
         """The limits configured for the service name ``name``.
@@ -713,7 +714,9 @@ class BrokerCore:
                     when = self._throttled.get(service)
                     self._throttled[service] = held if when is None else min(when, held)
                 return
-            worker, task = pair
+            worker: WorkerRecord
+            task: Task
+            worker, task = pair  # (typed: the compiled core reads and sets their fields natively, not by name)
             if worker.expires <= now:  # silent too long, and its heartbeat's turn has not come yet
                 service.push(task, front=True)
                 self._silent(worker, now)
@@ -739,7 +742,7 @@ class BrokerCore:
                 else protocol.request_fields(None if deadline is None else deadline - now, trace=task.trace)
             )  # fmt: skip
             frames = protocol.worker_request(worker.dialect, task.id, task.description, task.body, fields)
-            turn.out.append(Dispatch(worker.peer, frames))
+            turn.send(Dispatch, worker.peer, frames)
             if self._trace:
                 log.debug(
                     "dispatched task %s of %r to worker %s (attempt %d, queued %.3f s)",
@@ -779,7 +782,7 @@ class BrokerCore:
         """Send ``task``'s client its final answer and keep it for the client's re-asks."""
         frames = protocol.client_reply(task.dialect, task.request_id, task.description, status, body, True, meta)
         if frames is not None:
-            turn.out.append(Respond(task.client, frames))
+            turn.send(Respond, task.client, frames)
             if task.key is not None and not is_displaced(task.key) and self._kept.seconds > 0:
                 where = connection(task.client.link, task.client.address)  # kept for this request only:
                 digest = _digest(task)
@@ -892,6 +895,7 @@ class BrokerCore:
             del self.flows[name]
             self._changed.pop(name, None)
             self._changed[name] = mmi.FlowChange(name, _UNSET)
+            self._durable.flowed(self._changed[name])
 
 
 def _digest(task: Task) -> bytes:

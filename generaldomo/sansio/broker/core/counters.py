@@ -65,6 +65,7 @@ class Counters:
     workers_refused: int = 0
     workers_expired: int = 0  # silent past their expiry
     workers_malformed: int = 0  # dropped for a malformed message
+    workers_replaced: int = 0  # registrations retired: their worker registered again from a new connection
     # hand-over
     workers_resumed: int = 0  # workers that came back with a task of an earlier instance
     tasks_resumed: int = 0  # tasks a resumed worker runs

@@ -1,12 +1,15 @@
 """The broker core's durable queues: the journal records of what a broker with a state directory must not lose.
 
-This module owns the records the core makes as it accepts a request, finishes a task and keeps an answer
-(:mod:`generaldomo.sansio.broker.journal`), until the IO layer takes them (:meth:`Durable.take`, after each message
-or tick) and writes them off the loop (:mod:`generaldomo.io.hub.wal`); and the restore at start: the requests a
-journal left standing are queued again through the one path every request takes (the requests' part, as if their
-clients had sent them again, from their old addresses: a client that resends one is its sender again, as after
-any retry), and the kept answers kept again. Each live task has a serial (its acceptance's record), by which its
-end is recorded; a restored task gets a new one (the journal is rewritten at start: see the IO layer).
+This module owns the records the core makes as it accepts a request, finishes a task, keeps an answer and changes
+a service name's flow limits at run time (:mod:`generaldomo.sansio.broker.journal`), until the IO layer takes them
+(:meth:`Durable.take`, after each message or tick), writes them off the loop (:mod:`generaldomo.io.hub.wal`) and
+ships them to a passive broker (:mod:`generaldomo.sansio.broker.replication`); and the restore at start or
+takeover: the flow limits a journal left standing are applied again (through the path of every run-time change,
+as the operator's), the requests it left standing are queued again through the one path every request takes (the
+requests' part, as if their clients had sent them again, from their old addresses: a client that resends one is
+its sender again, as after any retry), and the kept answers kept again. Each live task has a serial (its
+acceptance's record), by which its end is recorded; a restored task gets a new one (the journal is rewritten at
+start: see the IO layer).
 
 Times: the core's clock plus the ``offset`` the IO layer gives (wall clock minus the core's clock) is what records
 hold. A restored request's time in the queue starts again at the restore; its deadline is kept. It knows nothing
@@ -23,7 +26,8 @@ from generaldomo.sansio.broker.accounts.ledger import CHARGED, connection
 from generaldomo.sansio.broker.actions import Send
 from generaldomo.sansio.broker.core.counters import Counters
 from generaldomo.sansio.broker.core.turns import Message
-from generaldomo.sansio.broker.journal import Accepted, Finished, JournalRecord, Kept, Live
+from generaldomo.sansio.broker.journal import Accepted, Finished, JournalRecord, Kept, Limited, Live
+from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.broker.records import Peer, RequestKey, Task, request_key
 from generaldomo.sansio.wire import protocol
 from generaldomo.sansio.wire.events import ClientRequest, Dialect, Frame
@@ -101,11 +105,25 @@ class Durable:
         at = now + self.offset
         self._records.append(Kept(owner, request_id, tuple(frames), at, client.link, client.address, digest))
 
-    def restore(self, live: Live, now: float, request: Callable[[ClientRequest, Message], None]) -> list[Send]:
-        """Keep again the answers and queue again the requests ``live`` holds (``request``: the requests' part's
-        handler of a client's request); return what the core sends meanwhile (an answer to a request that has
-        expired, to its client's old address)."""
+    def flowed(self, change: FlowChange) -> None:
+        """The flow limits of the services called ``change.name`` were changed at run time."""
+        if self.on:
+            self._records.append(Limited(change.name, change.limits))
+
+    def restore(
+        self,
+        live: Live,
+        now: float,
+        request: Callable[[ClientRequest, Message], None],
+        flow: Callable[[FlowChange, float], list[Send]],
+    ) -> list[Send]:
+        """Apply again the flow limits, keep again the answers and queue again the requests ``live`` holds
+        (``request``: the requests' part's handler of a client's request; ``flow``: the core's run-time flow
+        change); return what the core sends meanwhile (an answer to a request that has expired, to its client's
+        old address)."""
         out: list[Send] = []
+        for limited in live.flows.values():
+            out.extend(flow(FlowChange(limited.name, limited.limits), now))
         offset, seconds = self.offset, self._kept.seconds
         for kept in live.kept.values():
             at = kept.at - offset

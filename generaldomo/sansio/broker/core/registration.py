@@ -3,7 +3,10 @@
 This module owns the handling of a worker's READY (registered, or told to go: beyond ``max_workers``, beyond what its
 connection may hold, an ``mmi.`` or unresolvable description, a key that may not serve its service), RESUME (registered
 busy with a task of an earlier instance, which it claims or runs), HEARTBEAT, DISCONNECT and malformed messages. A
-worker that goes *leaves* and its task is *reissued* through the core; the table of workers is
+READY or RESUME that names the worker (its peer info's id) from a new connection *replaces* the registration under
+that name and CURVE key: the old one leaves at once (its task reissued, or kept by a RESUME of that very task), so no
+task waits for a registration whose connection is gone. A worker that goes *leaves* and its task is *reissued* through
+the core; the table of workers is
 :mod:`generaldomo.sansio.broker.core.workers`'s. It reaches the core only through :class:`Core`, what it may call of it.
 It knows nothing of sockets, clocks or frames' layout.
 """
@@ -22,7 +25,7 @@ from generaldomo.sansio.broker.core.reporting import Reporting
 from generaldomo.sansio.broker.core.requests import MMI_PREFIX
 from generaldomo.sansio.broker.core.turns import Message, Turn, dismiss, log
 from generaldomo.sansio.broker.core.workers import Workers
-from generaldomo.sansio.broker.records import RequestKey, Task, WorkerRecord, request_key
+from generaldomo.sansio.broker.records import Identity, RequestKey, Task, WorkerRecord, request_key
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import Resolver
 from generaldomo.sansio.broker.services.service import Service
@@ -83,15 +86,33 @@ class Registration:
             if event.dialect is not Dialect.GDP:  # MDP: a second READY is a protocol error
                 message.out.append(dismiss(message.peer, event.dialect))
                 return
-        self.register(message, event.dialect, event.description, (event.host, event.pid), event.features)
+        stale = self._retire(event.name, message)
+        self.register(message, event.dialect, event.description, (event.host, event.pid), event.features, event.name)
+        if stale is not None:  # its task, if any, to the front of its queue: the new registration may take it
+            self._core._reissue(stale, message)
+
+    def _retire(self, name: str | None, message: Message) -> WorkerRecord | None:
+        """The registration under ``name`` and this message's CURVE key at another connection, made to leave: its
+        worker registers again from this one (its claim dropped; the caller reissues its task, or hands it over to
+        the new registration); None if there is none. A peer with another key cannot name it."""
+        identity = _identity(name, message)
+        stale = None if identity is None else self._workers.holding(identity)
+        if stale is None or stale.peer == message.peer:
+            return None
+        self._counters.workers_replaced += 1
+        log.info("worker %s registered again from a new connection; its old registration is retired", stale.label)
+        self._core._leave(stale, message.now)
+        self._handover.drop_claim(stale)
+        return stale
 
     def register(
         self, message: Message, dialect: Dialect, description: bytes,
         where: tuple[str | None, int | None] = (None, None), features: frozenset[str] = frozenset(),
-        *, busy: bool = False,
+        name: str | None = None, *, busy: bool = False,
     ) -> WorkerRecord | None:  # fmt: skip
-        """Register the worker that sent ``message``, running on ``where`` = (host, pid) as far as it said and
-        understanding ``features``, waiting (or ``busy`` with a task of its own, resumed); a worker beyond
+        """Register the worker that sent ``message``, running on ``where`` = (host, pid) as far as it said,
+        understanding ``features`` and named ``name`` across its reconnects (its identity then holds the message's
+        CURVE key too), waiting (or ``busy`` with a task of its own, resumed); a worker beyond
         ``max_workers``, or beyond what its connection may hold (one connection may claim many peer addresses
         through envelopes), is told to go. The worker, or None if it was told to go."""
         peer, now = message.peer, message.now
@@ -108,6 +129,7 @@ class Registration:
         account = connection(peer.link, peer.address)
         host, pid = where
         charge = OVERHEAD[Holding.WORKER] + len(description) + address_bytes(peer.address) + len(host or "")
+        charge += len(name or "")
         refusal = self._budgets.refusal(account, Holding.WORKER, charge)
         if refusal is not None:
             self._counters.workers_refused += 1
@@ -119,6 +141,7 @@ class Registration:
         worker = WorkerRecord(peer, dialect, description, service, now + self._settings.expiry, label, state)
         worker.host, worker.pid = host, pid
         worker.features = features
+        worker.identity = _identity(name, message)
         worker.charge = charge
         self._workers.add(worker, now + self._settings.heartbeat_interval)
         service.join(worker)
@@ -198,8 +221,15 @@ class Registration:
         if known is not None:  # as a second READY: a new registration
             self._core._leave(known, message.now)
             self._core._reissue(known, message)
+        stale = self._retire(event.name, message)
         where = (event.host, event.pid)
-        worker = self.register(message, event.dialect, event.description, where, event.features, busy=True)
+        worker = self.register(message, event.dialect, event.description, where, event.features, event.name, busy=True)
+        if stale is not None:
+            task = stale.task
+            if worker is not None and task is not None and task.id == event.task_id and task.service is worker.service:
+                stale.task, task.worker, worker.task = None, worker, task  # the same run, now at its new connection
+            else:
+                self._core._reissue(stale, message)
         if worker is None:
             return
         self._counters.workers_resumed += 1
@@ -222,3 +252,12 @@ class Registration:
             self._core._run_at(live, worker, event.task_id, now)
             live.service.flow.adopt(live.size)
             self._counters.tasks_resumed += 1
+
+
+def _identity(name: str | None, message: Message) -> Identity | None:
+    """The identity of a worker named ``name`` that sent ``message``: the name with its CURVE key; None without a
+    name."""
+    if name is None:
+        return None
+    credential = message.credential
+    return (None if credential is None else credential.key), name

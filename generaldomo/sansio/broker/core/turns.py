@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from generaldomo.sansio.broker.access import Credential
 from generaldomo.sansio.broker.actions import Dismiss, Send
@@ -26,6 +26,12 @@ __all__ = ["EventHandler", "Message", "Table", "Tasks", "Turn", "dismiss", "log"
 log = logging.getLogger(__name__.rpartition(".")[0])
 
 
+# an action made as the tuple it is: its NamedTuple's own __new__ is a Python function, a call into the interpreter
+# per action under the compiled core (Turn.send)
+_TUPLE: Final = tuple.__new__
+S = TypeVar("S", bound=Send)
+
+
 class Turn:
     """One call into the core (a message, a tick, a flow change, a stop): the time it was fed, and the actions it
     returns, in order, as its handlers and helpers add them."""
@@ -35,6 +41,10 @@ class Turn:
     def __init__(self, now: float) -> None:
         self.now = now
         self.out: list[Send] = []
+
+    def send(self, kind: type[S], peer: Peer, frames: Sequence[Frame]) -> None:
+        """Add the action ``kind(peer, frames)`` (the same record, made without a call into the interpreter)."""
+        self.out.append(_TUPLE(kind, (peer, frames)))
 
 
 class Message(Turn):

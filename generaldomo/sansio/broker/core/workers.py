@@ -1,6 +1,7 @@
 """The broker core's registered workers: its table of them, their heartbeat turns, their rests and their hosts.
 
-This module owns who is registered: each worker by peer in order of registration with its serial, the queue of
+This module owns who is registered: each worker by peer in order of registration with its serial, and by the
+identity it keeps across its reconnects if it gave one (one registration per identity), the queue of
 their heartbeat turns (next due first), those a 429's ``retry_after`` holds back until when, how many run on each
 announced host, and each worker's charge to the ledger while it is registered. The core
 (:mod:`generaldomo.sansio.broker.core`) decides who registers, who leaves and what is sent; this part only keeps the
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from generaldomo.sansio.broker.accounts.ledger import CHARGED, Holding, Ledger, connection
 from generaldomo.sansio.broker.deadlines import Deadlines
-from generaldomo.sansio.broker.records import Peer, WorkerRecord
+from generaldomo.sansio.broker.records import Identity, Peer, WorkerRecord
 from generaldomo.sansio.broker.report import StatusQuery
 from generaldomo.sansio.queues import Queue
 
@@ -24,6 +25,7 @@ __all__ = ["BEATS_PER_TICK", "HOLDINGS", "MAX_HOSTS", "Workers"]
 HOLDINGS = {  # what this part holds on peers' behalf (see generaldomo.sansio.broker.core.HOLDINGS)
     "_beats": CHARGED + "workers",
     "_by_peer": CHARGED + "workers",
+    "_by_identity": CHARGED + "workers",
     "_hosts": CHARGED + "workers",
     "_resting": CHARGED + "workers",
 }
@@ -38,6 +40,7 @@ class Workers:
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
         self._by_peer: dict[Peer, WorkerRecord] = {}  # in order of registration
+        self._by_identity: dict[Identity, WorkerRecord] = {}  # those that gave one: the latest registration of each
         self._serial = 0  # the serial of the latest registered worker
         self._hosts: Counter[str] = Counter()  # registered workers per announced host ("unknown": none)
         self._beats: Queue[WorkerRecord] = Queue(tracked=True)  # registered workers, next heartbeat due first
@@ -55,14 +58,21 @@ class Workers:
         """The worker registered at ``peer``, if any."""
         return self._by_peer.get(peer)
 
+    def holding(self, identity: Identity) -> WorkerRecord | None:
+        """The worker registered under ``identity``, if any."""
+        return self._by_identity.get(identity)
+
     def add(self, worker: WorkerRecord, beat: float) -> None:
-        """Register ``worker`` (its charge held), its first heartbeat due at ``beat``."""
+        """Register ``worker`` (its charge held), its first heartbeat due at ``beat``; it holds its identity, if it
+        has one (the caller has retired any other registration under it)."""
         self._serial += 1
         worker.serial = self._serial
         worker.beat = beat
         peer = worker.peer
         self._ledger.charge(connection(peer.link, peer.address), Holding.WORKER, worker.charge)
         self._by_peer[peer] = worker
+        if worker.identity is not None:
+            self._by_identity[worker.identity] = worker
         self._hosts[worker.host or "unknown"] += 1
         self._beats.append(worker)
 
@@ -71,6 +81,8 @@ class Workers:
         released."""
         peer = worker.peer
         del self._by_peer[peer]
+        if worker.identity is not None and self._by_identity.get(worker.identity) is worker:
+            del self._by_identity[worker.identity]
         self._beats.remove(worker)
         host = worker.host or "unknown"
         if self._hosts[host] > 1:
@@ -86,6 +98,7 @@ class Workers:
         """Every registered worker, the table emptied (the broker goes away)."""
         workers = list(self._by_peer.values())
         self._by_peer.clear()
+        self._by_identity.clear()
         return workers
 
     def rest(self, worker: WorkerRecord, until: float) -> None:
