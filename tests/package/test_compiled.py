@@ -19,7 +19,8 @@ from generaldomo import compiled
 
 pytestmark = pytest.mark.pure
 
-ROOT = Path(generaldomo.__file__).resolve().parent.parent
+ROOT = Path(generaldomo.__file__).resolve().parent.parent  # (tox's envs: their site-packages)
+HERE = Path(__file__).resolve().parent  # (a folder with no package in it: a source tree's is not imported from it)
 PROBE = (
     "import json, generaldomo.compiled as c\n"
     "from generaldomo.sansio.broker.core import core\n"
@@ -29,10 +30,17 @@ PROBE = (
 )
 
 
+def importing(**env: str) -> dict[str, str]:
+    """This environment with ``env`` added, in which a fresh interpreter imports the package these tests import
+    (run from a folder of no source tree: see :data:`HERE`)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **env}
+
+
 def probe(**env: str) -> dict[str, object]:
     """What a fresh interpreter imports, with ``env`` added to this one's environment."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, env=importing(**env), cwd=HERE
     )
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
@@ -50,11 +58,12 @@ def test_the_pure_path_imports_the_sources() -> None:
     or os.environ.get(compiled.PURE_PYTHON, "") not in ("", "0"),
     reason="the compiled core is expected only with GENERALDOMO_EXPECT_COMPILED=1 (tox's env py)",
 )
-def test_the_compiled_core_is_in_use_where_it_is_expected(tmp_path: Path) -> None:
+def test_the_compiled_core_is_in_use_where_it_is_expected() -> None:
     assert compiled.in_use(), f"the compiled core is expected, but: {compiled.description()}"
-    done = subprocess.run(  # (from a folder of no source tree, as a user runs it)
-        [sys.executable, "-m", "generaldomo", "doctor"], capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+    done = subprocess.run(
+        [sys.executable, "-m", "generaldomo", "doctor"], capture_output=True, text=True, timeout=120,
+        env=importing(), cwd=HERE,
+    )  # fmt: skip
     assert "sans-IO core: compiled (mypyc: " in done.stdout, done.stdout + done.stderr
 
 
