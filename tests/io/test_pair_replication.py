@@ -6,6 +6,7 @@ is in force there. The replication link refuses a stranger's key and counts malf
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
@@ -241,5 +242,40 @@ def test_an_answer_leaves_after_the_records_it_reports_were_shipped(tmp_path: Pa
     finally:
         worker.stop()
         thread.join(10)
+        for broker in brokers:
+            broker.stop()
+
+
+@pytest.mark.timeout(300)
+def test_a_passive_that_falls_behind_shows_its_lag_and_the_active_does_not_wait_for_it(tmp_path: Path) -> None:
+    """The passive stopped (SIGSTOP): the active answers a burst as before and reports a growing lag; the passive
+    continued (SIGCONT) catches up, by the records queued for it or by a snapshot, and holds what the active holds."""
+    brokers, endpoints = pair(tmp_path)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    worker = python_worker(endpoints[0], "router", runs, tmp_path / "worker.log", *PEER)
+    backup = brokers[1].process
+    assert backup is not None
+    try:
+        eventually(lambda: pair_status(endpoints[0], "router")["lag_records"] == 0, WAIT, "the backup replicating")
+        backup.send_signal(signal.SIGSTOP)
+        try:
+            with client(endpoints[0], "router") as asking:
+                futures = [asking.submit("work", f"b{n}:0".encode()) for n in range(300)]
+                assert [f.result(WAIT).payload for f in futures] == [f"ran b{n}".encode() for n in range(300)]
+            active = pair_status(endpoints[0], "router")
+            assert active["state"] == "active" and active["sequence"] >= 600  # (accepted, finished, kept: each)
+            eventually(lambda: pair_status(endpoints[0], "router")["lag_records"] >= 600, WAIT, "the lag grown")
+            assert pair_status(endpoints[0], "router")["lag_seconds"] > 0
+        finally:
+            backup.send_signal(signal.SIGCONT)
+
+        def caught_up() -> bool:
+            active, passive = pair_status(endpoints[0], "router"), pair_status(endpoints[1], "router")
+            return active["lag_records"] == 0 and passive["replicated_answers"] == active["replicated_answers"] == 300
+
+        eventually(caught_up, WAIT, "the backup to catch up")
+    finally:
+        stop_all([worker])
         for broker in brokers:
             broker.stop()
