@@ -53,7 +53,9 @@ def run(cfg: Config, parts: dict[str, Any]) -> dict[str, Any]:
         else:
             try:
                 say(f"goals: the core's instructions per request and reply, {label}")
-                row["instructions"] = _instructions(count, env)
+                found = _instructions(count, env)
+                row["instructions"] = found["calling"]
+                row["shares"] = {k.removeprefix("share:"): v for k, v in found.items() if k.startswith("share:")}
             except Exception as error:
                 part["errors"].append(f"core instructions, {label}: {type(error).__name__}: {error}")
         row.update(_profile(PROFILED, env))
@@ -73,13 +75,13 @@ def _compiled(env: dict[str, str]) -> bool:
     return done.returncode == 0 and not done.stdout.strip().endswith(".py")
 
 
-def _instructions(count: int, env: dict[str, str]) -> float:
+def _instructions(count: int, env: dict[str, str]) -> dict[str, float]:
     from bench import peer_instructions
 
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     try:
-        return peer_instructions.measure("core", "router", count)["calling"]
+        return peer_instructions.measure("core", "router", count)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -137,6 +139,9 @@ def _core_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if calls
             else "no profile: " + row.get("profile_error", "?")
         )
+        shares = sorted(row.get("shares", {}).items(), key=lambda kv: -kv[1])
+        if shares:  # where the instructions go: the compiled code's own work, the interpreter, CPython's objects
+            why += "; callgrind: " + ", ".join(f"{kind} {share:.0%}" for kind, share in shares)
         path = f"{row['path']}{' (compiled)' if row['compiled'] else ''}"
         found.append(_goal(f"core instructions per request+reply, {path}", instructions, CORE_GOAL, False, why, "i"))
     return found

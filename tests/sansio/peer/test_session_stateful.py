@@ -261,6 +261,10 @@ TestSessionMachine = SessionMachine.TestCase
 TestSessionMachine.settings = settings(max_examples=300, stateful_step_count=60, deadline=None)
 
 
+NAME = "worker-1"
+GOODBYE = tuple(protocol.gdp_worker_command(protocol.DISCONNECT))
+
+
 class WorkerSessionMachine(RuleBasedStateMachine):
     """The worker's life cycle: READY, one task at a time, its result inside the next READY, heartbeats, silence
     and DISCONNECT leading to a new registration, and nothing after its own DISCONNECT."""
@@ -268,7 +272,7 @@ class WorkerSessionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
-        self.session = WorkerSession(b"echo", PEER, self.now)
+        self.session = WorkerSession(b"echo", PEER, self.now, protocol.worker_info(None, 1, name=NAME))
         self.running: bytes | None = None
         self.results: Counter[bytes] = Counter()
         self.tasks = 0
@@ -289,6 +293,9 @@ class WorkerSessionMachine(RuleBasedStateMachine):
                 continue
             if isinstance(action, Reconnect):
                 assert not self.stopped
+                # DISCONNECT on the old socket, unless a task runs (RESUME claims it) or the broker refused that one
+                quiet = self.running is not None or action.reason == "registering again after the refusal"
+                assert action.farewell == (() if quiet else GOODBYE), "a wrong farewell"
                 continue
             frames = list(action.frames)
             event = protocol.parse(frames)
@@ -310,6 +317,8 @@ class WorkerSessionMachine(RuleBasedStateMachine):
                 self.goodbyes += 1
             else:
                 assert isinstance(event, WorkerReady) and self.running is None
+            if isinstance(event, WorkerReady | WorkerResume):  # the same name on every socket (none: the plain form)
+                assert event.name in (NAME, None)
 
     @rule()
     def broker_sends_a_task(self) -> None:
