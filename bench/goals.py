@@ -130,11 +130,19 @@ def _core_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found = []
     for row in rows:
         calls, top = row.get("calls"), row.get("top", [])
-        heaviest = ", ".join(f"{name} {share:.0%}" for name, share in top[:3])
         instructions = row.get("instructions")
+        if row["compiled"]:  # cProfile sees only what still runs in the interpreter: name that, not the entry point
+            top = [
+                (name, share) for name, share in top if not name.endswith("~:0)") and "peer_instructions" not in name
+            ]
+        heaviest = ", ".join(f"{name} {share:.0%}" for name, share in top[:3])
         why = (
             f"{calls:.0f} Python calls per request and reply"
-            + (f", about {instructions / calls:,.0f} instructions each" if instructions and calls else "")
+            + (
+                f", about {instructions / calls:,.0f} instructions each"
+                if instructions and calls and not row["compiled"]
+                else ""
+            )
             + (f"; the most own time: {heaviest}" if heaviest else "")
             if calls
             else "no profile: " + row.get("profile_error", "?")
