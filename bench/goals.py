@@ -53,7 +53,9 @@ def run(cfg: Config, parts: dict[str, Any]) -> dict[str, Any]:
         else:
             try:
                 say(f"goals: the core's instructions per request and reply, {label}")
-                row["instructions"] = _instructions(count, env)
+                found = _instructions(count, env)
+                row["instructions"] = found["calling"]
+                row["shares"] = {k.removeprefix("share:"): v for k, v in found.items() if k.startswith("share:")}
             except Exception as error:
                 part["errors"].append(f"core instructions, {label}: {type(error).__name__}: {error}")
         row.update(_profile(PROFILED, env))
@@ -73,13 +75,13 @@ def _compiled(env: dict[str, str]) -> bool:
     return done.returncode == 0 and not done.stdout.strip().endswith(".py")
 
 
-def _instructions(count: int, env: dict[str, str]) -> float:
+def _instructions(count: int, env: dict[str, str]) -> dict[str, float]:
     from bench import peer_instructions
 
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     try:
-        return peer_instructions.measure("core", "router", count)["calling"]
+        return peer_instructions.measure("core", "router", count)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -128,15 +130,26 @@ def _core_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found = []
     for row in rows:
         calls, top = row.get("calls"), row.get("top", [])
-        heaviest = ", ".join(f"{name} {share:.0%}" for name, share in top[:3])
         instructions = row.get("instructions")
+        if row["compiled"]:  # cProfile sees only what still runs in the interpreter: name that, not the entry point
+            top = [
+                (name, share) for name, share in top if not name.endswith("~:0)") and "peer_instructions" not in name
+            ]
+        heaviest = ", ".join(f"{name} {share:.0%}" for name, share in top[:3])
         why = (
             f"{calls:.0f} Python calls per request and reply"
-            + (f", about {instructions / calls:,.0f} instructions each" if instructions and calls else "")
+            + (
+                f", about {instructions / calls:,.0f} instructions each"
+                if instructions and calls and not row["compiled"]
+                else ""
+            )
             + (f"; the most own time: {heaviest}" if heaviest else "")
             if calls
             else "no profile: " + row.get("profile_error", "?")
         )
+        shares = sorted(row.get("shares", {}).items(), key=lambda kv: -kv[1])
+        if shares:  # where the instructions go: the compiled code's own work, the interpreter, CPython's objects
+            why += "; callgrind: " + ", ".join(f"{kind} {share:.0%}" for kind, share in shares)
         path = f"{row['path']}{' (compiled)' if row['compiled'] else ''}"
         found.append(_goal(f"core instructions per request+reply, {path}", instructions, CORE_GOAL, False, why, "i"))
     return found

@@ -128,8 +128,39 @@ def _inside(role: str, transport: str, count: int) -> None:
         broker.wait(30)
 
 
+# where the calling thread's instructions go, by the source file of each function (callgrind_annotate's names)
+KINDS = (
+    ("compiled core", ("__native_", "mypyc/", ":CPyDef_", ":CPyPy_", ":CPy")),
+    ("interpreter", ("Python/ceval.c", "pycore_ceval.h", "frame.c")),
+    ("CPython objects and memory", ("Python-3", "python3.")),
+)
+
+
+def breakdown(dump: Path) -> dict[str, float]:
+    """The share of ``dump``'s instructions in each of :data:`KINDS` (``other``: libc, libzmq...), from each
+    function's own instructions (``callgrind_annotate --inclusive=no``); empty when callgrind_annotate fails."""
+    done = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(dump)],
+        capture_output=True, text=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    shares: dict[str, float] = {}
+    total = 0
+    for line in done.stdout.splitlines():
+        figure, _, rest = line.strip().partition(" ")
+        if not figure.replace(",", "").isdigit() or "%)" not in rest:
+            continue
+        where = rest.split("%)", 1)[1].strip()
+        if "PROGRAM TOTALS" in where:
+            total = int(figure.replace(",", ""))
+            continue
+        kind = next((name for name, marks in KINDS if any(mark in where for mark in marks)), "other")
+        shares[kind] = shares.get(kind, 0) + int(figure.replace(",", ""))
+    return {kind: ir / total for kind, ir in shares.items()} if total else {}
+
+
 def measure(role: str, transport: str, count: int) -> dict[str, float]:
-    """Instructions per request: ``calling`` (the main thread) and ``all`` (every thread)."""
+    """Instructions per request: ``calling`` (the main thread) and ``all`` (every thread); and the calling
+    thread's share in each of :data:`KINDS` (``share:`` + its name; see :func:`breakdown`)."""
     with tempfile.TemporaryDirectory(prefix="gdcallgrind-") as tmp:
         out = Path(tmp)
         valgrind = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--instr-atstart=no"]
@@ -140,15 +171,18 @@ def measure(role: str, transport: str, count: int) -> dict[str, float]:
         done = subprocess.run([*valgrind, *args], cwd=ROOT, env=env, capture_output=True, timeout=TIMEOUT, check=False)
         if done.returncode:
             raise RuntimeError(f"the measured process exited {done.returncode}: {done.stderr.decode()[-2000:]}")
-        counts = {}
+        counts, shares = {}, {}
         for dump in sorted(out.glob("callgrind.*.1-*")):  # the dump of each thread; -01 is the main thread
             for line in dump.read_text().splitlines():
                 if line.startswith(("summary:", "totals:")):
                     counts[dump.name.rsplit("-", 1)[1]] = int(line.split()[1])
                     break
+            if dump.name.endswith("-01"):
+                shares = breakdown(dump)
     if "01" not in counts:
         raise RuntimeError("callgrind wrote no dump of the main thread")
-    return {"calling": counts["01"] / count, "all": sum(counts.values()) / count}
+    found = {"calling": counts["01"] / count, "all": sum(counts.values()) / count}
+    return found | {f"share:{kind}": share for kind, share in shares.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| part | instructions/request, calling thread | all threads |")
     print("|---|---:|---:|")
     print(f"| {what} | {found['calling']:,.0f} | {found['all']:,.0f} |")
+    shares = sorted(
+        ((k.removeprefix("share:"), v) for k, v in found.items() if k.startswith("share:")), key=lambda kv: -kv[1]
+    )
+    if shares:
+        print("\nthe calling thread's instructions: " + ", ".join(f"{kind} {share:.0%}" for kind, share in shares))
     return 0
 
 

@@ -179,6 +179,8 @@ class Broker(ServingLoop):
         self._replication_counted: dict[str, int] = {}
         self._malformed_passive = 0  # messages to this broker as the active that were no passive's word
         self._journaling = False  # whether the core's journal records are taken after each turn (log or pair)
+        # a pair broker's own write-ahead log, read and not yet restored: until the pair decides (_decide)
+        self._undecided: tuple[WriteAheadLog, Live, list[JournalRecord]] | None = None
         try:
             if pair is not None:
                 self.pair_link = PairLink(self.context, pair, security, self._zap)
@@ -347,6 +349,8 @@ class Broker(ServingLoop):
         replication = self.replication
         if replication is not None:
             sockets += replication.sockets
+        if wal is None and self._undecided is not None:
+            wal = self._undecided[0]  # (begun once the pair decides)
         pipes = () if state is None or wal is None else (state.ready, wal.ready)
         wait = waiter(sockets, (self._stop_read, *pipes))
         pair_bit = 1 << len(self.links)  # the pair link heard its peer (when in a pair)
@@ -437,7 +441,9 @@ class Broker(ServingLoop):
 
     def _restore(self) -> None:
         """Take the limits configured so far as the base, apply the state directory's run-time changes, and queue
-        again what its write-ahead log left standing (the log is written anew holding it)."""
+        again what its write-ahead log left standing (the log is written anew holding it). A broker of a pair
+        does so once the pair has decided its state (:meth:`_decide`): the active one's log holds what it must
+        serve, a passive one's is stale (its peer's state is the one it replicates)."""
         core = self.core
         core.take_changes()  # the configuration's, not run-time changes
         if self.state is not None:
@@ -452,17 +458,44 @@ class Broker(ServingLoop):
             core.count("journal_damaged", decoded.damaged + decoded.truncated)
             live = Live().apply_all(decoded.records)
             live.flows.clear()  # a restart's flow limits are the state file's (where the configuration wins)
-            out = core.restore(live, now)
-            restored = core.counters.tasks_restored, core.counters.answers_restored
-            if decoded.records:
-                log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
-            records = core.take_journal()
-            if self.shipper is not None:  # what it holds now (a passive gets it by a snapshot)
-                self.shipper.ship(records, now)
-            wal.begin(records)
-            self._journaling = True
             core.set_journal(wal.report)
-            self._send(out)
+            if self.pair is not None:  # (the flow changes' records go with what is decided)
+                self._undecided = (wal, live, core.take_journal())
+                return
+            self._open_log(wal, live, [], now)
+
+    def _open_log(self, wal: WriteAheadLog, live: Live, records: list[JournalRecord], now: float) -> None:
+        """Queue again and keep again what ``live`` (a log's) holds, and write the log ``wal`` anew holding it, after
+        ``records``."""
+        core = self.core
+        out = core.restore(live, now)
+        if live.tasks or live.kept:
+            restored = core.counters.tasks_restored, core.counters.answers_restored
+            log.info("restored %d queued requests and %d kept answers from %s", *restored, wal.path)
+        records += core.take_journal()
+        if self.shipper is not None:  # what it holds now (a passive gets it by a snapshot)
+            self.shipper.ship(records, now)
+        self.wal = wal
+        wal.begin(records)
+        self._journaling = True
+        self._send(out)
+
+    def _decide(self, pair: Pair, now: float) -> None:
+        """The pair has decided this broker's state (active or passive) for the first time: an active one restores
+        its write-ahead log; a passive one drops it (what it held is the active's to serve, or served already) and
+        writes it anew, to hold what it serves once it takes over."""
+        undecided, self._undecided = self._undecided, None
+        if undecided is None:
+            return
+        wal, live, records = undecided
+        if pair.state is not PairState.ACTIVE:
+            if live.tasks or live.kept:
+                log.warning(
+                    "broker pair: passive: the %d requests and %d kept answers of %s are the active broker's: "
+                    "dropped here", len(live.tasks), len(live.kept), wal.path,
+                )  # fmt: skip
+            live = Live()
+        self._open_log(wal, live, records, now)
 
     def _serve(self, index: int, link: Link) -> None:
         """Feed the core what ``link`` has (a bounded number of messages: see :data:`TURN_SECONDS`), sending what it
@@ -521,6 +554,10 @@ class Broker(ServingLoop):
         if pair.state is not before:
             log.warning("broker pair: %s -> %s (the peer said %s)", before.value, pair.state.value,
                         pair.last_heard.value if pair.last_heard else "nothing")  # fmt: skip
+            if pair.state is PairState.PASSIVE:
+                self._decide(pair, now)
+            elif pair.state is PairState.ACTIVE:  # (a passive one whose peer restarts: its workers may come back)
+                self._take_over(now, recover=before is PairState.PASSIVE)
         if pair.state is PairState.BROKEN:
             said = pair.last_heard.value if pair.last_heard else "?"
             raise errors.PairBroken(
@@ -602,17 +639,21 @@ class Broker(ServingLoop):
             if not pair.serving and replica.receive(frames):
                 replication.to_active(replica.beat())
 
-    def _take_over(self, now: float) -> None:
-        """This passive broker serves now: queue again and keep again what the active had, as a restart restores
-        its log (the hand-over's recovery window begins: the peer's workers may come back with its tasks)."""
-        assert self.replica is not None
+    def _take_over(self, now: float, recover: bool = True) -> None:
+        """This broker serves now: its own log restored if the pair had not decided yet (:meth:`_decide`), then
+        what it replicated while passive queued again and kept again, as a restart restores its log; with
+        ``recover``, the hand-over's recovery window begins (the peer's workers may come back with its tasks)."""
+        assert self.pair is not None and self.replica is not None
         core, replica = self.core, self.replica
-        core.recover(now)
+        self._decide(self.pair, now)
+        if recover:
+            core.recover(now)
+        if replica.live.tasks or replica.live.kept or replica.live.flows:
+            log.warning(
+                "broker pair: took over with %d queued requests and %d kept answers replicated (record %d)",
+                len(replica.live.tasks), len(replica.live.kept), replica.applied,
+            )  # fmt: skip
         out = core.restore(replica.live, now)
-        log.warning(
-            "broker pair: took over with %d queued requests and %d kept answers replicated (record %d)",
-            len(replica.live.tasks), len(replica.live.kept), replica.applied,
-        )  # fmt: skip
         replica.clear()
         self._after(out)
 

@@ -22,7 +22,7 @@ from generaldomo.io.hub.links import LINKS, Link, Received
 from generaldomo.io.transport import Transport
 from generaldomo.sansio.broker.access import Credential, Role
 from generaldomo.sansio.broker.core import BrokerCore
-from generaldomo.sansio.wire import codec
+from generaldomo.sansio.wire import codec, protocol
 
 # Role checks are the core's (BrokerCore.receive's credential); the links hand it over when the core takes it.
 needs_role_checks = pytest.mark.skipif(
@@ -228,6 +228,41 @@ def test_workers_register_only_as_their_key_allows(keyring, transport, brokers, 
     finally:
         sock.close()
     assert not broker.core.workers
+
+
+@needs_role_checks
+def test_a_worker_key_that_learnt_another_workers_id_cannot_retire_its_registration(
+    keyring, transport, brokers, workers
+) -> None:
+    """A READY giving a live worker's id (the id that retires a worker's old registration when it reconnects) counts
+    only under the key that worker registered with: another worker key registers beside it; the same key retires it."""
+    keyring.make("intruder", "workers", services="echo*")
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], security=keyring.security())
+    endpoint = broker.endpoint(transport, "tcp")
+    worker = workers(endpoint, transport, context=keyring.context("worker"))
+    eventually(lambda: worker.registered, what="the worker to register")
+    info = worker._session.info  # (the id is never reported: the test reads it where the worker keeps it)
+    assert info is not None
+    stolen = protocol.read_worker_info(info)
+    assert stolen is not None and stolen[3] is not None
+    forged = protocol.gdp_ready(b"echo", info=protocol.worker_info("elsewhere", 1, name=stolen[3]))
+
+    def more_than(registered: int) -> Callable[[], bool]:
+        return lambda: broker.core.counters["workers_registered"] > registered
+
+    for key in ("intruder", "worker"):
+        sock = raw_peer(keyring, key, transport, endpoint)
+        registered = broker.core.counters["workers_registered"]
+        try:
+            sock.send_multipart(forged) if transport == "router" else sock.send(codec.encode(forged))
+            eventually(more_than(registered), what="the READY to be heard")
+            if key == "intruder":  # beside it, the worker's own registration untouched
+                assert broker.core.counters["workers_replaced"] == 0
+                assert len(broker.core.workers) == 2 and worker.reconnects == 0
+            else:  # (the worker itself then hears DISCONNECT on its next heartbeat, and registers again)
+                assert broker.core.counters["workers_replaced"] >= 1
+        finally:
+            sock.close()
 
 
 @needs_role_checks

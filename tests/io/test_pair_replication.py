@@ -279,3 +279,40 @@ def test_a_passive_that_falls_behind_shows_its_lag_and_the_active_does_not_wait_
         stop_all([worker])
         for broker in brokers:
             broker.stop()
+
+
+@pytest.mark.timeout(300)
+def test_a_broker_back_as_the_passive_drops_its_own_stale_log_and_runs_nothing_again(tmp_path: Path) -> None:
+    """Both on state directories: the primary killed with detached requests queued, the backup takes over and
+    serves them; the primary started again becomes the passive: the requests its log held are not queued there,
+    and when it takes over in its turn, none runs again."""
+    flags = [["--ha-plaintext", "--state-dir", str(tmp_path / f"{name}-state")] for name in ("primary", "backup")]
+    brokers, endpoints = pair(tmp_path, *flags)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    workers = []
+    try:
+        eventually(lambda: pair_status(endpoints[1], "router")["state"] == "passive", WAIT, "the backup passive")
+        with client(endpoints[0], "router") as gone:
+            ids = [gone.submit("work", f"d{n}:0".encode(), detached=True).request_id for n in range(DETACHED)]
+        eventually(lambda: pair_status(endpoints[1], "router")["replicated_requests"] == DETACHED, WAIT, "replicated")
+        brokers[0].kill()
+        workers.append(python_worker(endpoints[1], "router", runs, tmp_path / "worker.log", *PEER))
+        with client(endpoints[1], "router") as back:
+            assert [back.fetch(i, timeout=WAIT).payload for i in ids] == [f"ran d{n}".encode() for n in range(DETACHED)]
+        stop_all(workers)
+        brokers[0].start().wait_serving()
+        eventually(lambda: pair_status(endpoints[0], "router")["state"] == "passive", WAIT, "the primary passive")
+        report = status(endpoints[0], "router")
+        assert report["queued"] == 0 and report["counters"].get("tasks_restored", 0) == 0  # type: ignore[attr-defined]
+        brokers[1].kill()
+        workers.append(python_worker(endpoints[0], "router", runs, tmp_path / "worker2.log", *PEER))
+        eventually(lambda: pair_status(endpoints[0], "router")["state"] == "active", WAIT, "the primary serving")
+        eventually(lambda: status(endpoints[0], "router")["worker_count"] == 1, WAIT, "the worker at the primary")
+        report = status(endpoints[0], "router")
+        assert report["queued"] == 0 and report["in_flight"] == 0  # nothing left to run: all ran on the backup
+        assert [python_runs(runs, f"d{n}") for n in range(DETACHED)] == [1] * DETACHED
+    finally:
+        stop_all(workers)
+        for broker in brokers:
+            broker.stop()
