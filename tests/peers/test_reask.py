@@ -146,18 +146,19 @@ def broker_keeps_answers(client: Client) -> None:
 
 
 def test_with_the_broker_reasking_a_running_task_resends_nothing(transport: str, brokers, workers) -> None:
-    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=Settings(heartbeat_interval=0.05))
+    # heartbeats of 0.25 s (silences of 0.75 s): a loaded machine's stalls must not pass for a lost broker
+    broker = brokers(transport, ["tcp://127.0.0.1:*"], settings=Settings(heartbeat_interval=0.25))
     endpoint = broker.endpoint(transport, "tcp")
     done = threading.Event()
 
     def slow(payload: bytes) -> bytes:
-        done.wait(1.0)  # outstanding for many re-ask ages
+        done.wait(2.0)  # outstanding for many re-ask ages
         return payload
 
-    worker = workers(endpoint, transport, "slow", slow, heartbeat_interval=0.05)
-    with Client(endpoint, transport, heartbeat_interval=0.05, reask_after=0.1) as client:
+    worker = workers(endpoint, transport, "slow", slow, heartbeat_interval=0.25)
+    with Client(endpoint, transport, heartbeat_interval=0.25, reask_after=0.1) as client:
         broker_keeps_answers(client)
-        served(client, "slow")  # the broker's grace for 404s is 0.3 s here
+        served(client, "slow")  # the broker's grace for 404s is 0.75 s here
         assert client.request("slow", b"once", timeout=30).payload == b"once"
         assert client.resent == 0 and client.reconnects == 0 and worker.tasks_done == 1
 

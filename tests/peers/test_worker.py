@@ -17,15 +17,16 @@ pytestmark = pytest.mark.pure  # runs again in env pure, on the pure-Python path
 
 
 def test_long_task_keeps_heartbeating(transport: str, brokers, workers, endpoint_for) -> None:
-    settings = Settings(heartbeat_interval=0.05, liveness=3)
+    # an expiry period of 1 s: a shorter one is missed by a loaded machine's stalls, not by a worker that stops
+    settings = Settings(heartbeat_interval=0.2, liveness=5)
     broker = brokers(transport, [endpoint_for("tcp")], settings=settings)
     endpoint = broker.endpoint(transport, "tcp")
 
     def slow(payload: bytes) -> bytes:
-        time.sleep(0.6)  # four expiry periods
+        time.sleep(3.5)  # three and a half expiry periods
         return payload
 
-    worker = workers(endpoint, transport, "slow", slow, heartbeat_interval=0.05, liveness=3)
+    worker = workers(endpoint, transport, "slow", slow, heartbeat_interval=0.2, liveness=5)
     eventually(lambda: worker.registered, what="the broker to answer the worker")
     with Client(endpoint, transport) as client:
         assert client.request("slow", b"patience", timeout=10).payload == b"patience"

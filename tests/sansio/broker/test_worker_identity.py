@@ -82,3 +82,18 @@ def test_an_id_round_trips_and_one_out_of_bounds_is_left_out(name: str | None) -
     event = protocol.parse(protocol.gdp_ready(b"echo", info=protocol.worker_info("h", 1, name=name)))
     valid = name is not None and 1 <= len(name) <= 64 and name.isprintable()
     assert getattr(event, "name", "no event") == (name if valid else None)
+
+
+def test_a_task_lost_with_a_replaced_connection_is_not_counted_as_an_attempt() -> None:
+    """max_attempts counts the runs lost with their workers (a poison task); a worker that registers again says
+    that no task runs there: the task never ran, or its result was lost with the connection."""
+    h = Harness(max_attempts=2)
+    h.feed(worker(0), protocol.gdp_ready(b"echo", info=named()))
+    h.request(client(0), b"r1")
+    for n in range(1, 6):  # the connection is cut five times, each time just after the task was given to it
+        h.feed(worker(n), protocol.gdp_ready(b"echo", info=named()))
+        assert len(h.tasks_of(worker(n))) == 1 and h.replies_of(client(0)) == []
+    ((task_id, _, _),) = h.tasks_of(worker(5))
+    h.answer(worker(5), task_id, b"done")
+    assert h.replies_of(client(0)) == [(b"r1", b"200", (b"done",))]
+    assert (h.core.counters["workers_replaced"], h.core.counters["failed"]) == (5, 0)

@@ -89,6 +89,8 @@ class Registration:
         stale = self._retire(event.name, message)
         self.register(message, event.dialect, event.description, (event.host, event.pid), event.features, event.name)
         if stale is not None:  # its task, if any, to the front of its queue: the new registration may take it
+            if stale.task is not None:  # (lost with a connection its worker replaced, not with the worker: a plain
+                stale.task.attempts -= 1  # READY says no task runs there; max_attempts counts the runs lost alone)
             self._core._reissue(stale, message)
 
     def _retire(self, name: str | None, message: Message) -> WorkerRecord | None:
