@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from generaldomo.sansio.broker.services.service import Service
 from generaldomo.sansio.broker.states import IN_FLIGHT, TaskState, WorkerState
@@ -73,6 +73,16 @@ class Peer(NamedTuple):
 
     link: int
     address: bytes | int | tuple[bytes, ...]
+
+
+_TUPLE: Final = tuple.__new__
+
+
+def peer_at(where: tuple[int, bytes | int]) -> Peer:
+    """The :class:`Peer` of a connection ``(link, address)``, made as the tuple it is (its ``NamedTuple``'s own
+    ``__new__`` is a Python function: a call into the interpreter under the compiled core)."""
+    peer: Peer = _TUPLE(Peer, where)
+    return peer
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

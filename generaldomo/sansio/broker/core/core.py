@@ -103,7 +103,7 @@ from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, 
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.journal import JournalRecord, Live
-from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced
+from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, is_displaced, peer_at
 from generaldomo.sansio.broker.report import PAGE_BYTES, JournalReport, PairReport, StatusQuery, StatusReport
 from generaldomo.sansio.broker.served import ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver, Resolver
@@ -608,7 +608,7 @@ class BrokerCore:
                 digest = request_digest(event.description, event.body)
                 task_id = self._handover.ticket(task_id, service.name, message.owner, event.request_id, digest)
         # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
-        tenant = credential.key if credential is not None else event.tenant or Peer(*where)
+        tenant = credential.key if credential is not None else event.tenant or peer_at(where)
         size, charge = cost
         task = Task(
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
