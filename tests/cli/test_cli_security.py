@@ -152,7 +152,16 @@ def test_a_request_the_cli_client_gave_up_on_never_runs(transport: str, how: str
         gave_up = subprocess.run([*argv, "--timeout", "1"], capture_output=True, text=True, timeout=120)
         assert gave_up.returncode == 1 and "no worker serves 'late'" in gave_up.stderr, gave_up.stderr
     else:
-        client = subprocess.Popen([*argv, "--timeout", "600", "--wait-for-service"], stderr=subprocess.PIPE, text=True)
+        # the client starts with Ctrl-C as a terminal's foreground command has it, however the suite was started (a
+        # shell's background job ignores SIGINT, and its children inherit that): a handler caught here is the
+        # default in the child
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            client = subprocess.Popen(
+                [*argv, "--timeout", "600", "--wait-for-service"], stderr=subprocess.PIPE, text=True
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
         eventually(lambda: broker.core.tasks, 60, "the request to be queued")
         client.send_signal(signal.SIGINT)
         assert client.wait(60) == 130, client.stderr.read() if client.stderr else ""
