@@ -578,6 +578,18 @@ def _is_record(kind: type[Any]) -> bool:
     return attrs.has(kind) or dataclasses.is_dataclass(kind)
 
 
+def _erased(kind: type[Any]) -> bool:
+    """True for a record of the compiled core whose fields' types the compiler erased (an optional field's is
+    ``type``): such a record holds plain values, taken as the JSON gives them."""
+    return dataclasses.is_dataclass(kind) and any(field.type is type for field in dataclasses.fields(kind))
+
+
+def _as_given(data: Mapping[str, Any], kind: type[Any]) -> Any:
+    """A record of plain values from its JSON object (keys it does not know left out, as cattrs does)."""
+    names = {field.name for field in dataclasses.fields(kind) if field.init}
+    return kind(**{key: value for key, value in data.items() if key in names})
+
+
 @functools.cache
 def _converter() -> cattrs.Converter:
     """cattrs' converter of JSON-ready data into these records, each of which must come as a JSON object
@@ -589,7 +601,7 @@ def _converter() -> cattrs.Converter:
     converter = cattrs.Converter()
 
     def record(kind: type[Any]) -> Callable[[Any, type[Any]], Any]:
-        structure = make_dict_structure_fn(kind, converter)
+        structure = make_dict_structure_fn(kind, converter) if not _erased(kind) else _as_given
 
         def strictly(data: Any, _: type[Any]) -> Any:
             if not isinstance(data, Mapping):
