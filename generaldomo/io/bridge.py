@@ -64,7 +64,7 @@ from generaldomo.sansio.broker.access import Credential, Role
 from generaldomo.sansio.config.settings import HEARTBEAT_INTERVAL, LIVENESS
 from generaldomo.sansio.lograte import LogLimiter
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect
+from generaldomo.sansio.wire.events import ClientCancel, ClientHeartbeat, ClientRequest, Dialect, Frame
 
 # the errors' old paths here: the same classes, with a DeprecationWarning (they live in generaldomo.errors)
 __getattr__ = moved_names(__name__, "generaldomo", ["BridgeFailed"])
@@ -299,7 +299,7 @@ class Bridge(ServingLoop):
             except Exception:
                 self._barrier.caught("a client message", now)
 
-    def _from_client(self, client: Address, frames: list[bytes], credential: Credential | None, now: float) -> None:
+    def _from_client(self, client: Address, frames: Sequence[Frame], credential: Credential | None, now: float) -> None:
         self._last_heard[client] = now
         event = protocol.parse(frames)
         if isinstance(event, ClientRequest) and not _may_ask(credential):

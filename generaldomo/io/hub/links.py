@@ -89,7 +89,7 @@ _seeded = False
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 Address = bytes | int | tuple[bytes, ...]
-Received = tuple[Address, list[bytes], Credential | None]
+Received = tuple[Address, Sequence[Frame], Credential | None]
 _TOO_MANY_FRAMES = 1  # why the accelerator dropped a ROUTER message (else: too large; see _speedups.c)
 _UNPACK_TOO_MANY = 1  # why a SERVER part did not unpack (else: malformed)
 
@@ -455,7 +455,8 @@ class RouterLink(Link):
             except zmq.Again:
                 return None
             address = head.bytes
-            credential, frames, more = None, [], head.more
+            frames: list[Frame] = []
+            credential, more = None, head.more
             if self.security is not None and more:
                 # libzmq 4.3.4 attaches the metadata to the frames the peer sent, not to the identity frame
                 first = recv(_NOBLOCK, copy=False)
@@ -485,7 +486,7 @@ class RouterLink(Link):
             return peer, message, credential
         return None
 
-    def _refused(self, address: bytes, frames: list[bytes], too_large: bool) -> None:
+    def _refused(self, address: bytes, frames: list[Frame], too_large: bool) -> None:
         """Drop the message being read, which broke the byte limit (``too_large``) or the frame limit: drain
         its rest without keeping it, count and log it."""
         if too_large:

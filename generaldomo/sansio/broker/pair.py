@@ -27,7 +27,7 @@ from typing import Final
 
 from generaldomo.sansio.machine import Machine
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.events import ClientRequest, WorkerReady, WorkerResume
+from generaldomo.sansio.wire.events import ClientRequest, Frame, WorkerReady, WorkerResume
 
 __all__ = [
     "EXPIRY",
@@ -135,7 +135,7 @@ class Visit(enum.Enum):
     NOTHING = "nothing"
 
 
-def visit(frames: Sequence[bytes]) -> Visit:
+def visit(frames: Sequence[Frame]) -> Visit:
     """What the message ``frames`` (from a client or worker) is to a broker that does not serve."""
     event = protocol.parse(frames)
     kind = type(event)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from generaldomo.sansio.wire.dialects import HEADERS
+from generaldomo.sansio.wire.events import Frame
 from generaldomo.sansio.wire.limits import HOP, HOPS
 
 __all__ = ["HEADER_FRAMES", "MAX_HOP", "MAX_HOPS", "Envelope", "join", "split"]
@@ -28,8 +29,9 @@ HEADER_FRAMES: Final = frozenset(header for _, header in HEADERS)
 Envelope = bytes | tuple[bytes, ...]
 
 
-def split(identity: bytes, frames: list[bytes]) -> tuple[Envelope, list[bytes]]:
-    """``(address, message)`` for ``frames`` received from ROUTER peer ``identity``."""
+def split(identity: bytes, frames: list[Frame]) -> tuple[Envelope, list[Frame]]:
+    """``(address, message)`` for ``frames`` received from ROUTER peer ``identity`` (a large frame may be a
+    buffer: a hop is copied, being short)."""
     first = frames[0] if frames else None
     if first in HEADER_FRAMES or (first == b"" and len(frames) > 1 and frames[1] in HEADER_FRAMES):
         return identity, frames  # a direct peer: the common case, decided in two looks
@@ -41,7 +43,7 @@ def split(identity: bytes, frames: list[bytes]) -> tuple[Envelope, list[bytes]]:
             hops = frames[:start]
             if not all(_MIN_HOP <= len(hop) <= MAX_HOP for hop in hops):
                 break
-            return (identity, *hops), frames[start:]
+            return (identity, *(bytes(hop) for hop in hops)), frames[start:]
     return identity, frames
 
 

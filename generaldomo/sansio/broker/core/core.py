@@ -303,7 +303,7 @@ class BrokerCore:
         return self._instance
 
     def receive(
-        self, peer: Peer, frames: Sequence[bytes], now: float, credential: Credential | None = None
+        self, peer: Peer, frames: Sequence[Frame], now: float, credential: Credential | None = None
     ) -> list[Send]:
         """Act on one message from ``peer``, authenticated as ``credential`` if given; return what to send. Never
         raises an ``Exception``: one its handling raised is counted (``internal_errors``) and logged, and what
