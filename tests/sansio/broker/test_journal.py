@@ -213,38 +213,37 @@ def test_a_restored_delayed_request_waits_until_the_same_time_and_one_whose_time
     assert waiting(later, 31.5) == [] and b"r1" in {task.request_id for task in later.tasks.values()}
 
 
-# a random run: requests (GDP, detached or not, and MDP), workers ready and answering, cancels, time passing, and
-# restarts (the core replaced by one restored from the log's bytes); the log's fold always equals the core's state
-@settings(max_examples=60, stateful_step_count=40, deadline=None)
-class LogAndReplay(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.now = 1.0
-        self.seed = 0
-        self.core = new_core(self.seed, keep_answers=30.0, client_expiry=1000.0)
-        self.log = bytearray()
-        self.requests = 0
+# the traffic both journal machines drive the core with (this one and the pair's replication): each rule then hands
+# the core's new records on (``recorded``)
+class CoreTraffic(RuleBasedStateMachine):
+    core: BrokerCore
+    now: float
+    requests: int
+    payload_times = 1  # a payload's size, in multiples of its name
 
-    def _journal(self) -> None:
-        self.log += encode_all(self.core.take_journal())
+    def recorded(self) -> None:
+        """Take the core's new records where the machine keeps them."""
+        raise NotImplementedError
 
     @rule(detached=st.booleans(), service=st.sampled_from([b"a", b"b"]), delay=st.sampled_from([None, 3.0]))
     def request(self, detached: bool, service: bytes, delay: float | None) -> None:
         self.requests += 1
         fields = request_fields(flags=protocol.FLAG_DETACHED if detached else 0, not_before=delay)
-        request = protocol.gdp_request(b"r%d" % self.requests, service, [b"p%d" % self.requests], fields)
+        request = protocol.gdp_request(
+            b"r%d" % self.requests, service, [b"p%d" % self.requests * self.payload_times], fields
+        )
         self.core.receive(CLIENT, request, self.now)
-        self._journal()
+        self.recorded()
 
     @rule(service=st.sampled_from([b"a", b"b"]))
     def mdp_request(self, service: bytes) -> None:
         self.core.receive(MDP_CLIENT, protocol.mdp_client_request(service, [b"m"]), self.now)
-        self._journal()
+        self.recorded()
 
     @rule(number=st.integers(0, 2), service=st.sampled_from([b"a", b"b"]))
     def worker_ready(self, number: int, service: bytes) -> None:
         self.core.receive(Peer(1, b"w%d" % number), protocol.gdp_ready(service), self.now)
-        self._journal()
+        self.recorded()
 
     @rule()
     def a_worker_answers(self) -> None:
@@ -254,18 +253,34 @@ class LogAndReplay(RuleBasedStateMachine):
             assert task.worker is not None
             answer = protocol.gdp_ready(task.service.name.encode(), (task.id, protocol.OK, [b"done"]))
             self.core.receive(task.worker.peer, answer, self.now)
-            self._journal()
+            self.recorded()
 
     @rule(number=st.integers(1, 20))
     def cancel(self, number: int) -> None:
         self.core.receive(CLIENT, protocol.gdp_cancel(b"r%d" % number), self.now)
-        self._journal()
+        self.recorded()
+
+
+# a random run: requests (GDP, detached or not, and MDP), workers ready and answering, cancels, time passing, and
+# restarts (the core replaced by one restored from the log's bytes); the log's fold always equals the core's state
+@settings(max_examples=60, stateful_step_count=40, deadline=None)
+class LogAndReplay(CoreTraffic):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1.0
+        self.seed = 0
+        self.core = new_core(self.seed, keep_answers=30.0, client_expiry=1000.0)
+        self.log = bytearray()
+        self.requests = 0
+
+    def recorded(self) -> None:
+        self.log += encode_all(self.core.take_journal())
 
     @rule(seconds=st.sampled_from([0.5, 5.0, 40.0]))
     def time_passes(self, seconds: float) -> None:
         self.now += seconds
         self.core.tick(self.now)
-        self._journal()
+        self.recorded()
 
     @rule()
     def restart(self) -> None:

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from test_journal import CLIENT, MDP_CLIENT, held, new_core, records
+from hypothesis.stateful import invariant, precondition, rule
+from test_journal import CLIENT, CoreTraffic, held, new_core, records
 
-from generaldomo.sansio.broker.core import Peer
 from generaldomo.sansio.broker.flow.flow import FlowLimits
 from generaldomo.sansio.broker.journal import Finished, Live, encode_all
 from generaldomo.sansio.broker.mmi import FlowChange
 from generaldomo.sansio.broker.replication import ACK, BEGIN, END, HEADER, PART, RECORDS, Replica, Shipper
 from generaldomo.sansio.wire import protocol
-from generaldomo.sansio.wire.fields import request_fields
 
 ORIGIN = b"origin01"
 BUDGET = 1 << 30
@@ -41,7 +39,9 @@ def deliver(messages: list[list[bytes]], replica: Replica, shipper: Shipper, now
 # a random run of the active core (requests GDP and MDP, detached or not, workers answering, cancels, time passing),
 # its records shipped through a link that drops some messages; the passive asks for snapshots and gets them paced
 @settings(max_examples=60, stateful_step_count=40, deadline=None)
-class Replication(RuleBasedStateMachine):
+class Replication(CoreTraffic):
+    payload_times = 30  # (snapshots of several parts)
+
     def __init__(self) -> None:
         super().__init__()
         self.now = 1.0
@@ -52,54 +52,21 @@ class Replication(RuleBasedStateMachine):
         self.queue: list[list[bytes]] = []  # shipped, not yet delivered
         self.requests = 0
 
-    def _ship(self) -> None:
+    def recorded(self) -> None:
         made = self.core.take_journal()
         self.wal.apply_all(made)
         self.queue += self.shipper.ship(made, self.now)
 
-    @rule(detached=st.booleans(), service=st.sampled_from([b"a", b"b"]))
-    def request(self, detached: bool, service: bytes) -> None:
-        self.requests += 1
-        fields = request_fields(flags=protocol.FLAG_DETACHED if detached else 0)
-        request = protocol.gdp_request(b"r%d" % self.requests, service, [b"p%d" % self.requests * 30], fields)
-        self.core.receive(CLIENT, request, self.now)
-        self._ship()
-
-    @rule(service=st.sampled_from([b"a", b"b"]))
-    def mdp_request(self, service: bytes) -> None:
-        self.core.receive(MDP_CLIENT, protocol.mdp_client_request(service, [b"m"]), self.now)
-        self._ship()
-
-    @rule(number=st.integers(0, 2), service=st.sampled_from([b"a", b"b"]))
-    def worker_ready(self, number: int, service: bytes) -> None:
-        self.core.receive(Peer(1, b"w%d" % number), protocol.gdp_ready(service), self.now)
-        self._ship()
-
-    @rule()
-    def a_worker_answers(self) -> None:
-        running = [task for task in self.core.tasks.values() if task.worker is not None]
-        if running:
-            task = running[0]
-            assert task.worker is not None
-            answer = protocol.gdp_ready(task.service.name.encode(), (task.id, protocol.OK, [b"done"]))
-            self.core.receive(task.worker.peer, answer, self.now)
-            self._ship()
-
-    @rule(number=st.integers(1, 20))
-    def cancel(self, number: int) -> None:
-        self.core.receive(CLIENT, protocol.gdp_cancel(b"r%d" % number), self.now)
-        self._ship()
-
     @rule(service=st.sampled_from(["a", "b"]), concurrency=st.sampled_from([None, 1, 4]))
     def flow_limits_set_at_run_time(self, service: str, concurrency: int | None) -> None:
         self.core.apply_flow(FlowChange(service, FlowLimits().merged({"concurrency": concurrency})), self.now)
-        self._ship()
+        self.recorded()
 
     @rule(seconds=st.sampled_from([0.3, 2.0]))
     def time_passes(self, seconds: float) -> None:
         self.now += seconds
         self.core.tick(self.now)
-        self._ship()
+        self.recorded()
 
     @precondition(lambda self: bool(self.queue))
     @rule(drops=st.lists(st.booleans(), min_size=1, max_size=20))
