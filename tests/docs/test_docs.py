@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import os
 import pkgutil
 import re
 import subprocess
@@ -43,13 +44,14 @@ def test_the_python_examples_run(block: doc_blocks.Block, tmp_path: Path) -> Non
 
 
 def test_every_public_name_is_documented_with_its_parameters_and_an_example() -> None:
-    """The API reference's rules (docs/_ext/apicheck.py; ``tox -e docs`` fails on them too)."""
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        import apicheck
-    finally:
-        sys.path.pop(0)
-    assert apicheck.problems() == []
+    """The API reference's rules (docs/_ext/apicheck.py; ``tox -e docs`` fails on them too), on what the reference
+    is built from: the source tree, pure Python (a compiled class keeps no docstrings)."""
+    script = "import sys; sys.path.insert(0, 'docs/_ext'); import apicheck; print(*apicheck.problems(), sep='\\n')"
+    environ = {**os.environ, "GENERALDOMO_PURE_PYTHON": "1"}
+    found = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120
+    )
+    assert found.returncode == 0 and found.stdout.strip() == "", found.stdout + found.stderr
 
 
 def test_the_broker_and_bridge_pages_show_their_shared_serving_methods() -> None:
