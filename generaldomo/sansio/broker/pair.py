@@ -155,7 +155,7 @@ def state_message(state: PairState) -> list[bytes]:
 _STATES: Final = {state.value.encode("ascii"): state for state in PairState if state is not PairState.BROKEN}
 
 
-def read_state(frames: Sequence[bytes | memoryview]) -> PairState | None:
+def read_state(frames: Sequence[Frame]) -> PairState | None:
     """The state a pair link message tells (None: not a pair state message: dropped and counted by the caller)."""
     if len(frames) != 2 or bytes(frames[0]) != PAIR_HEADER:
         return None

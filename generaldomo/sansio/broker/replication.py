@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from generaldomo.sansio.broker.journal import Finished, JournalRecord, Live, decode, encode
+from generaldomo.sansio.wire.events import Frame
 
 __all__ = [
     "ACK",
@@ -69,7 +70,7 @@ def _read_number(frame: bytes) -> int:
     return int(_NUMBER.unpack(frame)[0])
 
 
-def _parse(frames: Sequence[bytes | memoryview]) -> tuple[bytes, bytes, int, bytes] | None:
+def _parse(frames: Sequence[Frame]) -> tuple[bytes, bytes, int, bytes] | None:
     """``(kind, origin, number, last frame)`` of a replication message (the last frame is empty for those with
     four frames); None if it is not one."""
     if not 4 <= len(frames) <= 5 or bytes(frames[0]) != HEADER:
@@ -149,7 +150,7 @@ class Shipper:
         records: a passive that missed the last ones finds its gap by it)."""
         return [HEADER, RECORDS, self.origin, _number(self.sequence + 1), b""]
 
-    def heard(self, frames: Sequence[bytes | memoryview], now: float) -> list[list[bytes]] | None:
+    def heard(self, frames: Sequence[Frame], now: float) -> list[list[bytes]] | None:
         """What to send for the passive's message ``frames``: a snapshot when it asks for one and one is due (else
         nothing); None if the message is malformed (counted by the caller)."""
         parsed = _parse(frames)
@@ -233,7 +234,7 @@ class Replica:
         """The message telling the active what was applied (or asking for a snapshot)."""
         return [HEADER, ACK if self.synced else RESYNC, self.origin, _number(self.applied)]
 
-    def receive(self, frames: Sequence[bytes | memoryview]) -> bool:
+    def receive(self, frames: Sequence[Frame]) -> bool:
         """Fold in the active's message ``frames``; True when a gap was found just now (:meth:`beat` asks for a
         snapshot)."""
         parsed = _parse(frames)
