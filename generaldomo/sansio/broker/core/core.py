@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from typing import Final
 
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.broker import mmi
@@ -130,15 +131,19 @@ from generaldomo.sansio.wire.ticket import request_digest
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "WorkerRecord"]
 
-TASK_ID_BYTES = 16
+TASK_ID_BYTES: Final = 16
 _ALL = StatusQuery()
 _UNSET = FlowLimits()
 # The rows of the life-cycle tables the core uses, looked up once: a move is one dict lookup, and one the table
-# lacks raises IllegalTransition (machine, state, step).
-_W_DISPATCH, _W_RESULT = WORKER.row(Step.DISPATCH), WORKER.row(Step.RESULT)
-_W_CANCEL, _W_LEAVE = WORKER.row(Step.CANCEL), WORKER.row(Step.LEAVE)
-_T_DISPATCH, _T_REISSUE = TASK.row(Step.DISPATCH), TASK.row(Step.REISSUE)
-_T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
+# lacks raises IllegalTransition (machine, state, step). (Final: statics of the compiled core, not dictionary lookups.)
+_W_DISPATCH: Final = WORKER.row(Step.DISPATCH)
+_W_RESULT: Final = WORKER.row(Step.RESULT)
+_W_CANCEL: Final = WORKER.row(Step.CANCEL)
+_W_LEAVE: Final = WORKER.row(Step.LEAVE)
+_T_DISPATCH: Final = TASK.row(Step.DISPATCH)
+_T_REISSUE: Final = TASK.row(Step.REISSUE)
+_T_CANCEL: Final = TASK.row(Step.CANCEL)
+_T_FINISH: Final = TASK.row(Step.FINISH)
 
 
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.

@@ -14,7 +14,7 @@ sockets, clocks or frames' layout.
 from __future__ import annotations
 
 import itertools
-from typing import Protocol
+from typing import Final, Protocol
 
 from generaldomo.errors import ResolveError
 from generaldomo.sansio.broker import mmi
@@ -40,7 +40,7 @@ from generaldomo.sansio.wire.ticket import request_digest
 
 __all__ = ["MMI_PREFIX", "Core", "Requests"]
 
-MMI_PREFIX = b"mmi."
+MMI_PREFIX: Final = b"mmi."
 
 
 class Core(Tasks, mmi.BrokerView, Protocol):

@@ -60,7 +60,7 @@ __all__ = [
 AGING = 8  # dispatches of its tenant after which a waiting task gains one priority level
 MAX_WEIGHT = WEIGHT.high
 MAX_NAMED = TENANTS.high  # tenants one service may have limits for
-KEEP_IDLE = 16  # tenants with nothing queued or in flight whose state is kept, latest first (the service's charge)
+KEEP_IDLE: Final = 16  # tenants with nothing queued or in flight whose state is kept, latest first (service's charge)
 DEFAULT = "*"  # the name whose limits apply to every tenant not named
 REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tenant limits its flow report lists
 

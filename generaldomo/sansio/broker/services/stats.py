@@ -13,6 +13,7 @@ import dataclasses
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Final
 
 __all__ = [
     "ESTIMATE_EASING",
@@ -32,8 +33,8 @@ SAMPLES = 1024
 RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measured
 PERCENTILES = (50, 90, 99)
 RECENT = 32  # completions the status report lists per service, newest last (a timeline of its dispatches)
-_SECONDS = int(RATE_WINDOW)
-ESTIMATE_WEIGHT = 0.125  # the newest service time's weight in the estimate (as TCP's smoothed round-trip time)
+_SECONDS: Final = int(RATE_WINDOW)
+ESTIMATE_WEIGHT: Final = 0.125  # the newest service time's weight in the estimate (as TCP's smoothed round-trip time)
 ESTIMATE_EASING = 0.98  # the estimate's factor at each task it turns away (35 in a row halve it)
 
 
