@@ -327,7 +327,7 @@ class BrokerCore:
             kind = type(event)
             if credential is None or self._permits(event, message, credential):
                 limit = self.settings.max_message
-                if limit is not None and kind in self._large and sum(map(len, frames)) > limit:  # (a call less)
+                if limit is not None and kind in self._large and _size(frames) > limit:
                     self._large[kind](event, message)
                 else:
                     self._handlers[kind](event, message)
@@ -901,6 +901,14 @@ class BrokerCore:
             self._changed.pop(name, None)
             self._changed[name] = mmi.FlowChange(name, _UNSET)
             self._durable.flowed(self._changed[name])
+
+
+def _size(frames: Sequence[Frame]) -> int:
+    """A message's bytes (a loop, not ``sum(map(len, ...))``: the compiled core's is native, and so faster)."""
+    size = 0
+    for frame in frames:
+        size += len(frame)
+    return size
 
 
 def _digest(task: Task) -> bytes:

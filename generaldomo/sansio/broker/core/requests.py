@@ -101,7 +101,9 @@ class Requests:
         service = self._resolve_request(event, message)
         if service is None:
             return
-        size = len(event.description) + sum(map(len, event.body))
+        size = len(event.description)
+        for frame in event.body:  # (a loop, not sum(map(len, ...)): the compiled core's is native, and so faster)
+            size += len(frame)
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
         if event.trace is not None or event.trace_dropped is not None:
             charge += self._traced(event, message)
