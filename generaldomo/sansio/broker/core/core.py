@@ -613,7 +613,12 @@ class BrokerCore:
                 digest = request_digest(event.description, event.body)
                 task_id = self._handover.ticket(task_id, service.name, message.owner, event.request_id, digest)
         # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
-        tenant = credential.key if credential is not None else event.tenant or peer_at(where)
+        # (the sender itself when its address is its connection's: no new Peer per request)
+        tenant = (
+            credential.key
+            if credential is not None
+            else event.tenant or (peer if type(peer) is Peer and type(peer.address) is not tuple else peer_at(where))
+        )
         size, charge = cost
         task = Task(
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
