@@ -113,13 +113,9 @@ class ServiceStats:
         self.completed += 1
         estimate = self.estimate
         self.estimate = serviced if estimate is None else estimate + ESTIMATE_WEIGHT * (serviced - estimate)
-        for samples, value in ((self.queue_times, queued), (self.service_times, serviced), (self.finished_at, now)):
-            ring = samples._ring  # (Samples.append, inline: the hot path)
-            if len(ring) < samples._size:
-                ring.append(value)
-            else:
-                ring[samples._next] = value
-                samples._next = (samples._next + 1) % samples._size
+        self.queue_times.append(queued)  # (calls, not a loop over pairs: native calls under the compiled core)
+        self.service_times.append(serviced)
+        self.finished_at.append(now)
         second = math.floor(now)
         slot = second % _SECONDS
         seen, count = self._per_second[slot]
