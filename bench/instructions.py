@@ -8,7 +8,8 @@ N pipelined in another measurement), dumps the counters (``callgrind_control -d`
 (``Ir``: user space of every thread of the broker process, libzmq's I/O threads included; not the kernel's
 share) by the requests. Brokers: the generaldomo ROUTER broker (C accelerator; pure Python), the minimal
 Python loop (pure; on the accelerator) and, given ``--c-broker PATH``, that reference MDP/0.1 broker, which
-binds ``tcp://*:5555``: the run then moves into a private network namespace (:mod:`bench.netns`).
+binds ``tcp://*:5555``: the run then moves into a private network namespace (:mod:`bench.netns`). A generaldomo
+broker's row says which core its process ran (compiled or Python), read from the process's memory map.
 
 The same binary, inputs and environment give the same counts whatever else the machine does, so these ratios
 hold on the shared 2-core machine where wall-clock ratios swing with other developers' jobs; what they leave out
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench import cpeers, netns
-from bench.procs import ROOT, free_port
+from bench.procs import ROOT, core_of, free_port
 
 TIMEOUT = 300.0  # seconds for any one step (valgrind is slow once instrumenting)
 WARMUP = 200  # sync requests before counting
@@ -76,8 +77,9 @@ def _counted(out: Path, pid: int) -> int:
 
 def measure(
     name: str, command: list[str], env: dict[str, str], programs: dict[str, Path], counts: dict[str, int], out: Path
-) -> dict[str, float]:
-    """Instructions per request of one broker, sync and pipelined."""
+) -> tuple[str, dict[str, float]]:
+    """Instructions per request of one broker, sync and pipelined; and, for a generaldomo broker, which core its
+    process ran (:func:`bench.procs.core_of`), else ``""``."""
     fixed = command[0] != sys.executable
     endpoint = cpeers.C_BROKER_ENDPOINT if fixed else f"tcp://127.0.0.1:{free_port()}"
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/callgrind.%p"]
@@ -99,6 +101,7 @@ def measure(
             except (RuntimeError, subprocess.TimeoutExpired):
                 if time.monotonic() > deadline or broker.poll() is not None:
                     raise
+        core = core_of(broker.pid) if command[2:4] == ["generaldomo", "broker"] else ""
         _control("-i", "on", str(broker.pid))
         found: dict[str, float] = {}
         for mode, count in counts.items():
@@ -107,7 +110,7 @@ def measure(
             _control("-d", str(broker.pid))
             found[mode] = _counted(out, broker.pid) / count
             print(f"[instructions] {name} {mode}: {found[mode]:,.0f} per request", file=sys.stderr, flush=True)
-        return found
+        return core, found
     finally:
         for proc in (worker, broker):
             proc.terminate()
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, command, env in brokers(args.c_broker):
             if args.only not in name:
                 continue
-            rows.append((name, measure(name, command, env, programs, counts, Path(tmp))))
+            core, found = measure(name, command, env, programs, counts, Path(tmp))
+            rows.append((f"{name} ({core} core)" if core else name, found))
     reference_name = "zguide mdbroker (C)" if args.c_broker else "minimal Python loop"
     reference = dict(rows).get(reference_name, rows[0][1])
     against = reference_name if reference_name in dict(rows) else rows[0][0]
