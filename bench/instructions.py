@@ -66,12 +66,12 @@ def _client(programs: dict[str, Path], endpoint: str, count: int, pipelined: boo
         raise RuntimeError(f"C client exit {done.returncode}: {done.stderr.strip()[:300]}")
 
 
-def _counted(out: Path, pid: int) -> int:
-    """The instructions of the latest dump of ``pid`` (its ``summary:`` line)."""
+def _counted(out: Path, pid: int) -> tuple[Path, int]:
+    """The latest dump of ``pid`` and its instructions (its ``summary:`` line)."""
     dumps = sorted(out.glob(f"callgrind.{pid}*"), key=lambda p: p.stat().st_mtime)
     for line in dumps[-1].read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
-            return int(line.split()[1])
+            return dumps[-1], int(line.split()[1])
     raise RuntimeError(f"no summary line in {dumps[-1]}")
 
 
@@ -108,8 +108,9 @@ def measure(
             _control("-z", str(broker.pid))
             _client(programs, endpoint, count, pipelined=mode == "pipelined")
             _control("-d", str(broker.pid))
-            found[mode] = _counted(out, broker.pid) / count
-            print(f"[instructions] {name} {mode}: {found[mode]:,.0f} per request", file=sys.stderr, flush=True)
+            dump, counted = _counted(out, broker.pid)
+            found[mode] = counted / count
+            print(f"[instructions] {name} {mode}: {found[mode]:,.0f} per request ({dump.name})", file=sys.stderr)
         return core, found
     finally:
         for proc in (worker, broker):
@@ -129,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync", type=int, default=2000, help="sync requests counted (default 2000)")
     parser.add_argument("--pipelined", type=int, default=5000, help="pipelined requests counted (default 5000)")
     parser.add_argument("--only", metavar="TEXT", default="", help="only the brokers whose name contains TEXT")
+    parser.add_argument(
+        "--keep", metavar="DIR", default="", help="keep the callgrind dumps in DIR (for callgrind_annotate)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("bench.instructions needs valgrind (Debian package valgrind)", file=sys.stderr)
@@ -141,10 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = {"sync": args.sync, "pipelined": args.pipelined}
     rows = []
     with tempfile.TemporaryDirectory(prefix="gdcallgrind-") as tmp:
+        out = Path(args.keep or tmp)
+        out.mkdir(parents=True, exist_ok=True)
         for name, command, env in brokers(args.c_broker):
             if args.only not in name:
                 continue
-            core, found = measure(name, command, env, programs, counts, Path(tmp))
+            core, found = measure(name, command, env, programs, counts, out)
             rows.append((f"{name} ({core} core)" if core else name, found))
     reference_name = "zguide mdbroker (C)" if args.c_broker else "minimal Python loop"
     reference = dict(rows).get(reference_name, rows[0][1])
