@@ -166,6 +166,12 @@ def _cpeers_goals(parts: dict[str, Any]) -> list[dict[str, Any]]:
                 return float(r["rps"])
         return None
 
+    def core_of(system: str, mode: str, workers: int) -> str | None:
+        return next(
+            (r.get("core") for r in rows if (r["system"], r["mode"], r.get("workers", 1)) == (system, mode, workers)),
+            None,
+        )
+
     found = []
     for workers in sorted({r.get("workers", 1) for r in rows if r["system"] == "generaldomo ROUTER"}):
         for mode in ("sync", "pipelined"):
@@ -180,6 +186,8 @@ def _cpeers_goals(parts: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             ceiling = f"the minimal loop on the same accelerator (no core) does {loop / theirs:.2f}x" if loop else ""
             why = f"{ceiling}: the rest is the core" if ceiling else "the core (see its instructions)"
+            core = core_of("generaldomo ROUTER", mode, workers)
+            why += f"; the broker ran the {core} core" if core else ""
             value = ours / theirs if ours else None
             stretch = (
                 ""
