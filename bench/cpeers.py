@@ -7,7 +7,8 @@
    hand with the same peers: bench/README.md; its sources are not ours to commit or build here; given one you
    built, ``--c-broker PATH`` measures it too, the run moved into a private network namespace.) Each
    measurement is one C client process; req/s is requests over its wall time (process start included, a few
-   ms), with the broker process's CPU per request over the same span.
+   ms), with the broker process's CPU per request over the same span. A generaldomo broker's rows say which core
+   its process ran (``core``: compiled or Python, read from the process: :func:`bench.procs.core_of`).
 2. The C++ ``generaldomo::Client`` (``bench/cpp_load.cpp``) next to the Python ``Client``, sync and pipelined
    (``window`` outstanding), through one generaldomo SERVER broker with one generaldomo echo worker process.
 
@@ -28,7 +29,7 @@ from typing import Any
 from bench import netns
 from bench.config import Config, say
 from bench.load import GdDriver, median, pipelined_run, sync_run
-from bench.procs import ROOT, Children, cpu_meter
+from bench.procs import ROOT, Children, core_of, cpu_meter
 from bench.transport import available_transports
 from generaldomo.io import speedups
 
@@ -119,6 +120,8 @@ def _c_system(
         measure = _c_client(programs, address, service, proc.pid)
         _wait_for_worker(measure)
         key = {"peers": "C MDP/0.1 client + worker", "system": name, "transport": "router", "workers": workers}
+        if broker[0] == "gd":  # which core the broker process runs, read from the process (it has served by now)
+            key["core"] = core_of(proc.pid)
         systems.append((key, measure))
     return systems
 

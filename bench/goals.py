@@ -7,7 +7,9 @@
 2. The same run's part ``cpeers``: the ROUTER broker against the C ``mdbroker`` (``--c-broker PATH``) with the
    same C peers, sync and pipelined, 1 and 4 workers, against :data:`C_BROKER_GOAL` (and the stretch); why: the
    minimal forwarding loop on the same accelerator, which has no core, against the same broker (the ceiling of a
-   broker whose core cost nothing).
+   broker whose core cost nothing). Given ``--c-broker``, the same ratio in instructions per request too (the
+   brokers under callgrind with the same C peers, as ``python -m bench.instructions`` counts them), which the
+   machine's load does not move, with the minimal loop's count as the why.
 3. Part ``peers``: generaldomo's own Client and Worker through its broker against majortomo's broker and peers,
    sync and pipelined, against :data:`MAJORTOMO_GOAL`; why: each process's CPU per request (broker, worker,
    client), since on two cores the throughput follows their sum.
@@ -25,6 +27,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from bench.config import Config, say
@@ -62,8 +66,44 @@ def run(cfg: Config, parts: dict[str, Any]) -> dict[str, Any]:
         part["core"].append(row)
         if not row["compiled"]:  # nothing is compiled: the two paths are one
             break
-    part["goals"] = [*_core_goals(part["core"]), *_cpeers_goals(parts), *_peers_goals(parts), *_openloop(parts)]
+    part["brokers"] = []
+    if cfg.c_broker and shutil.which("valgrind") and shutil.which("callgrind_control"):
+        try:
+            say("goals: the brokers' instructions per request, the C broker's among them")
+            part["brokers"] = _broker_instructions(cfg)
+        except Exception as error:
+            part["errors"].append(f"brokers' instructions: {type(error).__name__}: {error}")
+    part["goals"] = [
+        *_core_goals(part["core"]),
+        *_cpeers_goals(parts),
+        *_instruction_goals(part["brokers"]),
+        *_peers_goals(parts),
+        *_openloop(parts),
+    ]
     return part
+
+
+ROUTER_BROKER, MIN_LOOP_C, C_BROKER = (
+    "generaldomo ROUTER, C accelerator",
+    "minimal loop on the C accelerator",
+    "zguide mdbroker (C)",
+)  # bench.instructions' names of the brokers whose instructions per request the goals compare
+
+
+def _broker_instructions(cfg: Config) -> list[dict[str, Any]]:
+    """Instructions per request, sync and pipelined, of the ROUTER broker, the minimal loop on the same accelerator
+    and the C broker, each under callgrind with the same C client and worker (:func:`bench.instructions.measure`)."""
+    from bench import cpeers, instructions
+
+    counts = {"sync": 20, "pipelined": 50} if cfg.name == "smoke" else {"sync": 2000, "pipelined": 5000}
+    programs = cpeers.build()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gdcallgrind-") as tmp:
+        for name, command, env in instructions.brokers(cfg.c_broker):
+            if name in (ROUTER_BROKER, MIN_LOOP_C, C_BROKER):
+                core, found = instructions.measure(name, command, env, programs, counts, Path(tmp))
+                rows.append({"system": name, "core": core, **found})
+    return rows
 
 
 def _compiled(env: dict[str, str]) -> bool:
@@ -166,6 +206,12 @@ def _cpeers_goals(parts: dict[str, Any]) -> list[dict[str, Any]]:
                 return float(r["rps"])
         return None
 
+    def core_of(system: str, mode: str, workers: int) -> str | None:
+        return next(
+            (r.get("core") for r in rows if (r["system"], r["mode"], r.get("workers", 1)) == (system, mode, workers)),
+            None,
+        )
+
     found = []
     for workers in sorted({r.get("workers", 1) for r in rows if r["system"] == "generaldomo ROUTER"}):
         for mode in ("sync", "pipelined"):
@@ -180,6 +226,8 @@ def _cpeers_goals(parts: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             ceiling = f"the minimal loop on the same accelerator (no core) does {loop / theirs:.2f}x" if loop else ""
             why = f"{ceiling}: the rest is the core" if ceiling else "the core (see its instructions)"
+            core = core_of("generaldomo ROUTER", mode, workers)
+            why += f"; the broker ran the {core} core" if core else ""
             value = ours / theirs if ours else None
             stretch = (
                 ""
@@ -188,6 +236,26 @@ def _cpeers_goals(parts: dict[str, Any]) -> list[dict[str, Any]]:
             )
             found.append(_goal(what, value, C_BROKER_GOAL, True, why + stretch))
     return found
+
+
+def _instruction_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The C broker's instructions per request over the ROUTER broker's (higher is better, as for throughput); why:
+    the minimal loop's count, the work of a broker that only forwards on the same links."""
+    found = {row["system"]: row for row in rows}
+    ours, theirs, loop = (found.get(name) for name in (ROUTER_BROKER, C_BROKER, MIN_LOOP_C))
+    if ours is None or theirs is None:
+        return []
+    goals = []
+    for mode in ("sync", "pipelined"):
+        why = f"{ours[mode]:,.0f} instructions per request against the C broker's {theirs[mode]:,.0f}"
+        if loop is not None:
+            ceiling = theirs[mode] / loop[mode]  # of a broker whose core cost nothing, on the same links
+            why += f"; the minimal loop on the same accelerator (no core) {loop[mode]:,.0f} ({ceiling:.2f}x): the core"
+            why += f" and the IO layer around it add {ours[mode] - loop[mode]:,.0f}"
+        why += f"; the broker ran the {ours['core']} core" if ours.get("core") else ""
+        what = f"ROUTER broker / C mdbroker in instructions per request (callgrind), {mode}, 1 worker"
+        goals.append(_goal(what, theirs[mode] / ours[mode], C_BROKER_GOAL, True, why))
+    return goals
 
 
 def _peers_goals(parts: dict[str, Any]) -> list[dict[str, Any]]:

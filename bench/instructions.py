@@ -8,7 +8,8 @@ N pipelined in another measurement), dumps the counters (``callgrind_control -d`
 (``Ir``: user space of every thread of the broker process, libzmq's I/O threads included; not the kernel's
 share) by the requests. Brokers: the generaldomo ROUTER broker (C accelerator; pure Python), the minimal
 Python loop (pure; on the accelerator) and, given ``--c-broker PATH``, that reference MDP/0.1 broker, which
-binds ``tcp://*:5555``: the run then moves into a private network namespace (:mod:`bench.netns`).
+binds ``tcp://*:5555``: the run then moves into a private network namespace (:mod:`bench.netns`). A generaldomo
+broker's row says which core its process ran (compiled or Python), read from the process's memory map.
 
 The same binary, inputs and environment give the same counts whatever else the machine does, so these ratios
 hold on the shared 2-core machine where wall-clock ratios swing with other developers' jobs; what they leave out
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench import cpeers, netns
-from bench.procs import ROOT, free_port
+from bench.procs import ROOT, core_of, free_port
 
 TIMEOUT = 300.0  # seconds for any one step (valgrind is slow once instrumenting)
 WARMUP = 200  # sync requests before counting
@@ -65,19 +66,20 @@ def _client(programs: dict[str, Path], endpoint: str, count: int, pipelined: boo
         raise RuntimeError(f"C client exit {done.returncode}: {done.stderr.strip()[:300]}")
 
 
-def _counted(out: Path, pid: int) -> int:
-    """The instructions of the latest dump of ``pid`` (its ``summary:`` line)."""
+def _counted(out: Path, pid: int) -> tuple[Path, int]:
+    """The latest dump of ``pid`` and its instructions (its ``summary:`` line)."""
     dumps = sorted(out.glob(f"callgrind.{pid}*"), key=lambda p: p.stat().st_mtime)
     for line in dumps[-1].read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
-            return int(line.split()[1])
+            return dumps[-1], int(line.split()[1])
     raise RuntimeError(f"no summary line in {dumps[-1]}")
 
 
 def measure(
     name: str, command: list[str], env: dict[str, str], programs: dict[str, Path], counts: dict[str, int], out: Path
-) -> dict[str, float]:
-    """Instructions per request of one broker, sync and pipelined."""
+) -> tuple[str, dict[str, float]]:
+    """Instructions per request of one broker, sync and pipelined; and, for a generaldomo broker, which core its
+    process ran (:func:`bench.procs.core_of`), else ``""``."""
     fixed = command[0] != sys.executable
     endpoint = cpeers.C_BROKER_ENDPOINT if fixed else f"tcp://127.0.0.1:{free_port()}"
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/callgrind.%p"]
@@ -99,15 +101,17 @@ def measure(
             except (RuntimeError, subprocess.TimeoutExpired):
                 if time.monotonic() > deadline or broker.poll() is not None:
                     raise
+        core = core_of(broker.pid) if command[2:4] == ["generaldomo", "broker"] else ""
         _control("-i", "on", str(broker.pid))
         found: dict[str, float] = {}
         for mode, count in counts.items():
             _control("-z", str(broker.pid))
             _client(programs, endpoint, count, pipelined=mode == "pipelined")
             _control("-d", str(broker.pid))
-            found[mode] = _counted(out, broker.pid) / count
-            print(f"[instructions] {name} {mode}: {found[mode]:,.0f} per request", file=sys.stderr, flush=True)
-        return found
+            dump, counted = _counted(out, broker.pid)
+            found[mode] = counted / count
+            print(f"[instructions] {name} {mode}: {found[mode]:,.0f} per request ({dump.name})", file=sys.stderr)
+        return core, found
     finally:
         for proc in (worker, broker):
             proc.terminate()
@@ -126,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync", type=int, default=2000, help="sync requests counted (default 2000)")
     parser.add_argument("--pipelined", type=int, default=5000, help="pipelined requests counted (default 5000)")
     parser.add_argument("--only", metavar="TEXT", default="", help="only the brokers whose name contains TEXT")
+    parser.add_argument(
+        "--keep", metavar="DIR", default="", help="keep the callgrind dumps in DIR (for callgrind_annotate)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("bench.instructions needs valgrind (Debian package valgrind)", file=sys.stderr)
@@ -138,10 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     counts = {"sync": args.sync, "pipelined": args.pipelined}
     rows = []
     with tempfile.TemporaryDirectory(prefix="gdcallgrind-") as tmp:
+        out = Path(args.keep or tmp)
+        out.mkdir(parents=True, exist_ok=True)
         for name, command, env in brokers(args.c_broker):
             if args.only not in name:
                 continue
-            rows.append((name, measure(name, command, env, programs, counts, Path(tmp))))
+            core, found = measure(name, command, env, programs, counts, out)
+            rows.append((f"{name} ({core} core)" if core else name, found))
     reference_name = "zguide mdbroker (C)" if args.c_broker else "minimal Python loop"
     reference = dict(rows).get(reference_name, rows[0][1])
     against = reference_name if reference_name in dict(rows) else rows[0][0]

@@ -155,6 +155,26 @@ def cpu_meter(pid: int, tid: int | None = None) -> Iterator[dict[str, float]]:
         result["wall"] = time.perf_counter() - wall0
 
 
+COMPILED = ROOT / "generaldomo" / "_compiled"  # where this checkout's compiled core is (generaldomo.compiled)
+
+
+def core_of(pid: int) -> str:
+    """Which sans-IO core the generaldomo process ``pid`` runs, read from the process itself (its memory map, so
+    a broker started with another environment or import path is judged as it runs): ``compiled`` when this
+    checkout's compiled core (``generaldomo/_compiled/``) is loaded, ``compiled from DIR`` when another install's
+    is, ``Python`` when none is, ``unknown`` when the map cannot be read."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return "unknown"
+    loaded = {Path(line.split(None, 5)[5]).parent for line in maps.splitlines() if "/_compiled/" in line}
+    loaded = {path for path in loaded if path.name == "_compiled" and path.parent.name == "generaldomo"}
+    if not loaded:
+        return "Python"
+    other = sorted(str(path) for path in loaded if path != COMPILED)
+    return f"compiled from {other[0]}" if other else "compiled"
+
+
 def machine() -> dict[str, str | int]:
     """nproc, CPU model, Python, pyzmq and libzmq versions."""
     import platform

@@ -388,9 +388,10 @@ def cpeers_md(part: dict[str, Any]) -> str:
     ):
         sync, pipe = find(system, "sync", workers), find(system, "pipelined", workers)
         versus = reference if transport == "router" else "Python Client"
+        core = next((r["core"] for r in (sync, pipe) if r and r.get("core")), "")  # a generaldomo broker's, as it ran
         body.append(
             [
-                f"{system} ({transport.upper()} broker)",
+                f"{system} ({transport.upper()} broker{f', {core} core' if core else ''})",
                 peers,
                 str(workers),
                 fmt(_get(sync, "rps")),

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.procs import core_of
+from bench.report import cpeers_md as part_md
+from generaldomo import compiled
+
 ROOT = Path(__file__).resolve().parents[2]
 PURE = os.environ.get("GENERALDOMO_PURE_PYTHON", "") not in ("", "0")
 
@@ -42,6 +46,25 @@ def test_cpeers_part_measures_every_system(tmp_path: Path) -> None:
     for row in part["rows"]:
         assert row["rounds"] == 1 and row["rps"] > 0 and row["cpu_us_per_req"] > 0
     assert results["machine"]["links"].startswith("pure Python" if PURE else "C accelerator")
+    # each generaldomo broker says which core its process ran: the compiled one exactly when this checkout's build
+    # is in use (generaldomo.compiled decides the same way in every process of the same environment)
+    cores = {r["system"]: r.get("core") for r in part["rows"] if r["transport"] == "router"}
+    assert cores["generaldomo ROUTER"] == ("compiled" if compiled.in_use() else "Python")
+    assert cores["generaldomo ROUTER, pure Python"] == "Python"
+    assert cores["minimal Python loop"] is None  # not a generaldomo broker: no core to name
+    assert f"generaldomo ROUTER (ROUTER broker, {cores['generaldomo ROUTER']} core)" in part_md(part)
+
+
+def test_the_core_a_process_runs_is_read_from_the_process() -> None:
+    import generaldomo.sansio.broker.core.core  # noqa: F401  (loads the compiled core when it is in use)
+
+    assert core_of(os.getpid()) == ("compiled" if compiled.in_use() else "Python")
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert core_of(child.pid) == "Python"  # a process that never imported generaldomo
+    finally:
+        child.communicate(b"", timeout=60)
+    assert core_of(child.pid) == "unknown"  # gone
 
 
 def _namespaces_allowed() -> bool:

@@ -35,7 +35,13 @@ GDP_CLIENT: Final = b"GDPC01"
 GDP_WORKER: Final = b"GDPW01"
 
 # Command names, shared by all dialects; each dialect gives them its own byte.
-READY, REQUEST, PARTIAL, FINAL, HEARTBEAT, DISCONNECT = "READY REQUEST PARTIAL FINAL HEARTBEAT DISCONNECT".split()
+# (each Final: the compiled core inlines a Final's value where a plain module name costs a dictionary lookup)
+READY: Final = "READY"
+REQUEST: Final = "REQUEST"
+PARTIAL: Final = "PARTIAL"
+FINAL: Final = "FINAL"
+HEARTBEAT: Final = "HEARTBEAT"
+DISCONNECT: Final = "DISCONNECT"
 CANCEL: Final = "CANCEL"
 RESUME: Final = "RESUME"  # a GDP worker registers while it runs a task (hand-over)
 HANDOVER: Final = "HANDOVER"  # a GDP worker hands over the result of a task of an earlier registration

@@ -91,7 +91,7 @@ def _info_frame(host: str | None, pid: int | None, features: frozenset[str], nam
     return json.dumps(info, separators=(",", ":")).encode()
 
 
-_TIMING = struct.Struct(">dd")
+_TIMING: Final = struct.Struct(">dd")
 MAX_RETRY_AFTER_FRAME: Final = 16  # bytes of a 429's retry-after frame
 
 

@@ -54,13 +54,17 @@ __all__ = ["READERS", "Reader", "parse"]
 
 Reader = Callable[[Sequence[Frame]], Event]  # the frames after the header -> the event they are
 
-_ID_LOW, _ID_HIGH = REQUEST_ID.low, REQUEST_ID.high  # the hot path compares lengths inline
-_DESCRIPTION_LOW, _DESCRIPTION_HIGH = DESCRIPTION.low, DESCRIPTION.high
-_TASK_LOW, _TASK_HIGH = TASK_ID.low, TASK_ID.high
-_GDP_REQUEST = command_byte(Dialect.GDP, REQUEST, worker=False)
-_GDP_FIELDS_REQUEST = command_byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
-_GDP_HEARTBEAT = command_byte(Dialect.GDP, HEARTBEAT, worker=False)
-_GDP_CLIENT_CONTROL = (_GDP_HEARTBEAT, CANCEL_BYTE)
+# the hot path compares lengths inline (each name Final: a static of the compiled core, not a dictionary lookup)
+_ID_LOW: Final = REQUEST_ID.low
+_ID_HIGH: Final = REQUEST_ID.high
+_DESCRIPTION_LOW: Final = DESCRIPTION.low
+_DESCRIPTION_HIGH: Final = DESCRIPTION.high
+_TASK_LOW: Final = TASK_ID.low
+_TASK_HIGH: Final = TASK_ID.high
+_GDP_REQUEST: Final = command_byte(Dialect.GDP, REQUEST, worker=False)
+_GDP_FIELDS_REQUEST: Final = command_byte(Dialect.GDP, FIELDS_REQUEST, worker=False)
+_GDP_HEARTBEAT: Final = command_byte(Dialect.GDP, HEARTBEAT, worker=False)
+_GDP_CLIENT_CONTROL: Final = (_GDP_HEARTBEAT, CANCEL_BYTE)
 
 
 def parse(frames: Sequence[Frame]) -> Event:
@@ -167,7 +171,7 @@ def _client_request(
 
 # ---------------------------------------------------------------------------------------------------- workers
 
-_GDP_WORKER_NAMES = WORKER_NAMES[Dialect.GDP]
+_GDP_WORKER_NAMES: Final = WORKER_NAMES[Dialect.GDP]
 
 
 def _gdp_worker(rest: Sequence[Frame]) -> Event:

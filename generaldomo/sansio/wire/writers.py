@@ -10,6 +10,7 @@ the client's layout (:func:`generaldomo.sansio.wire.peer_writers.gdp_client_hear
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from generaldomo.sansio.wire.dialects import (
     CANCEL,
@@ -27,13 +28,13 @@ from generaldomo.sansio.wire.statuses import OK
 
 __all__ = ["client_reply", "worker_cancel", "worker_command", "worker_heartbeat", "worker_request"]
 
-_GDP_FINAL = command_byte(Dialect.GDP, FINAL, worker=False)
-_GDP_PARTIAL = command_byte(Dialect.GDP, PARTIAL, worker=False)
-_GDP_WORKER_REQUEST = command_byte(Dialect.GDP, REQUEST, worker=True)
-_GDP_WORKER_FIELDS = command_byte(Dialect.GDP, FIELDS_REQUEST, worker=True)
-_GDP_WORKER_CANCEL = command_byte(Dialect.GDP, CANCEL, worker=True)
-_GDP_WORKER_HEARTBEAT = command_byte(Dialect.GDP, HEARTBEAT, worker=True)
-_MDP_WORKER_REQUEST = {  # each MDP dialect's frames of a REQUEST to a worker up to the task id, made once
+_GDP_FINAL: Final = command_byte(Dialect.GDP, FINAL, worker=False)
+_GDP_PARTIAL: Final = command_byte(Dialect.GDP, PARTIAL, worker=False)
+_GDP_WORKER_REQUEST: Final = command_byte(Dialect.GDP, REQUEST, worker=True)
+_GDP_WORKER_FIELDS: Final = command_byte(Dialect.GDP, FIELDS_REQUEST, worker=True)
+_GDP_WORKER_CANCEL: Final = command_byte(Dialect.GDP, CANCEL, worker=True)
+_GDP_WORKER_HEARTBEAT: Final = command_byte(Dialect.GDP, HEARTBEAT, worker=True)
+_MDP_WORKER_REQUEST: Final = {  # each MDP dialect's frames of a REQUEST to a worker up to the task id, made once
     dialect: (*PREFIX[dialect, True], command_byte(dialect, REQUEST, True))
     for dialect in Dialect
     if dialect is not Dialect.GDP

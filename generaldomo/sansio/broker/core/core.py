@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from typing import Final
 
 from generaldomo.sansio.barrier import Barrier
 from generaldomo.sansio.broker import mmi
@@ -130,15 +131,19 @@ from generaldomo.sansio.wire.ticket import request_digest
 
 __all__ = ["MMI_PREFIX", "BrokerCore", "Peer", "Send", "Settings", "Task", "WorkerRecord"]
 
-TASK_ID_BYTES = 16
+TASK_ID_BYTES: Final = 16
 _ALL = StatusQuery()
 _UNSET = FlowLimits()
 # The rows of the life-cycle tables the core uses, looked up once: a move is one dict lookup, and one the table
-# lacks raises IllegalTransition (machine, state, step).
-_W_DISPATCH, _W_RESULT = WORKER.row(Step.DISPATCH), WORKER.row(Step.RESULT)
-_W_CANCEL, _W_LEAVE = WORKER.row(Step.CANCEL), WORKER.row(Step.LEAVE)
-_T_DISPATCH, _T_REISSUE = TASK.row(Step.DISPATCH), TASK.row(Step.REISSUE)
-_T_CANCEL, _T_FINISH = TASK.row(Step.CANCEL), TASK.row(Step.FINISH)
+# lacks raises IllegalTransition (machine, state, step). (Final: statics of the compiled core, not dictionary lookups.)
+_W_DISPATCH: Final = WORKER.row(Step.DISPATCH)
+_W_RESULT: Final = WORKER.row(Step.RESULT)
+_W_CANCEL: Final = WORKER.row(Step.CANCEL)
+_W_LEAVE: Final = WORKER.row(Step.LEAVE)
+_T_DISPATCH: Final = TASK.row(Step.DISPATCH)
+_T_REISSUE: Final = TASK.row(Step.REISSUE)
+_T_CANCEL: Final = TASK.row(Step.CANCEL)
+_T_FINISH: Final = TASK.row(Step.FINISH)
 
 
 # The parts of the core, each owning its state (see the module docstring), by attribute, and what each holds.
@@ -322,7 +327,7 @@ class BrokerCore:
             kind = type(event)
             if credential is None or self._permits(event, message, credential):
                 limit = self.settings.max_message
-                if limit is not None and kind in self._large and sum(map(len, frames)) > limit:  # (a call less)
+                if limit is not None and kind in self._large and _size(frames) > limit:
                     self._large[kind](event, message)
                 else:
                     self._handlers[kind](event, message)
@@ -608,7 +613,12 @@ class BrokerCore:
                 digest = request_digest(event.description, event.body)
                 task_id = self._handover.ticket(task_id, service.name, message.owner, event.request_id, digest)
         # the tenant: a key, a name, or else the connection (a forged envelope hop is not a tenant of its own)
-        tenant = credential.key if credential is not None else event.tenant or peer_at(where)
+        # (the sender itself when its address is its connection's: no new Peer per request)
+        tenant = (
+            credential.key
+            if credential is not None
+            else event.tenant or (peer if type(peer) is Peer and type(peer.address) is not tuple else peer_at(where))
+        )
         size, charge = cost
         task = Task(
             task_id, peer, event.dialect, key, event.description, event.body, service, now, size,
@@ -896,6 +906,14 @@ class BrokerCore:
             self._changed.pop(name, None)
             self._changed[name] = mmi.FlowChange(name, _UNSET)
             self._durable.flowed(self._changed[name])
+
+
+def _size(frames: Sequence[Frame]) -> int:
+    """A message's bytes (a loop, not ``sum(map(len, ...))``: the compiled core's is native, and so faster)."""
+    size = 0
+    for frame in frames:
+        size += len(frame)
+    return size
 
 
 def _digest(task: Task) -> bytes:

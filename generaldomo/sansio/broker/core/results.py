@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from generaldomo.sansio.broker.accounts.kept import KeptAnswers
 from generaldomo.sansio.broker.accounts.ledger import connection
@@ -38,7 +38,8 @@ from generaldomo.sansio.wire.ticket import Ticket, request_digest
 
 __all__ = ["Core", "Results"]
 
-_W_RESULT, _T_REISSUE = WORKER.row(Step.RESULT), TASK.row(Step.REISSUE)
+_W_RESULT: Final = WORKER.row(Step.RESULT)
+_T_REISSUE: Final = TASK.row(Step.REISSUE)
 
 
 class Core(Tasks, Protocol):

@@ -48,7 +48,7 @@ MIN_RATE = 0.1  # the default lower bound (dispatches per second): a service nev
 MAX_RETRY_AFTER = 60.0  # seconds a 429's retry_after may hold back the worker that said it, at most
 MIN_REST = 0.1  # seconds a 429 holds back the worker that said it, at least (with or without a retry_after)
 SHARE = 0.5  # the share of a service's workers whose 429s (since the last decrease) a decrease takes
-WINDOW = 1.0  # seconds over which the dispatch rate is measured for the first decrease
+WINDOW: Final = 1.0  # seconds over which the dispatch rate is measured for the first decrease
 
 
 def rest(retry_after: float | None) -> float:

@@ -60,7 +60,7 @@ __all__ = [
 AGING = 8  # dispatches of its tenant after which a waiting task gains one priority level
 MAX_WEIGHT = WEIGHT.high
 MAX_NAMED = TENANTS.high  # tenants one service may have limits for
-KEEP_IDLE = 16  # tenants with nothing queued or in flight whose state is kept, latest first (the service's charge)
+KEEP_IDLE: Final = 16  # tenants with nothing queued or in flight whose state is kept, latest first (service's charge)
 DEFAULT = "*"  # the name whose limits apply to every tenant not named
 REPORTED_TENANTS = 32  # tenants a service report lists, busiest first; and tenant limits its flow report lists
 
@@ -287,8 +287,8 @@ class FairQueue:
         tenant = self._tenants.get(key)
         if tenant is None:
             tenant = self._tenants[key] = _Tenant(key, self._limits(key))
-        elif self._idle:
-            self._idle.pop(key, None)
+        elif key in self._idle:
+            del self._idle[key]
         return tenant
 
     # ---------------------------------------------------------------------------------------- queueing
@@ -301,8 +301,8 @@ class FairQueue:
         tenant = self._tenants.get(task.tenant)
         if tenant is None:
             tenant = self._tenant(task.tenant)
-        elif self._idle:
-            self._idle.pop(tenant.key, None)
+        elif self._idle and tenant.key in self._idle:  # (not dict.pop: a method call under the compiled core)
+            del self._idle[tenant.key]
         task.order = tenant.dispatched
         level = tenant.levels.get(task.priority)
         if level is None:
@@ -395,8 +395,8 @@ class FairQueue:
         tenant = self._tenants.get(task.tenant)
         if tenant is None:
             tenant = self._tenant(task.tenant)
-        elif self._idle:
-            self._idle.pop(tenant.key, None)
+        elif self._idle and tenant.key in self._idle:  # (not dict.pop: a method call under the compiled core)
+            del self._idle[tenant.key]
         tenant.in_flight += 1
         tenant.dispatched += 1
         if tenant.limits.rate is not None:

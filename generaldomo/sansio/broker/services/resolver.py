@@ -86,6 +86,7 @@ class NameResolver:
     """
 
     def __init__(self) -> None:
+        # by name (the broker core reads it for a name already known, when the resolver is this class itself)
         self._services: dict[bytes, Service] = {}
 
     def for_worker(self, description: bytes) -> Service:

@@ -13,6 +13,7 @@ import dataclasses
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Final
 
 __all__ = [
     "ESTIMATE_EASING",
@@ -32,8 +33,8 @@ SAMPLES = 1024
 RATE_WINDOW = 10.0  # seconds over which the observed completion rate is measured
 PERCENTILES = (50, 90, 99)
 RECENT = 32  # completions the status report lists per service, newest last (a timeline of its dispatches)
-_SECONDS = int(RATE_WINDOW)
-ESTIMATE_WEIGHT = 0.125  # the newest service time's weight in the estimate (as TCP's smoothed round-trip time)
+_SECONDS: Final = int(RATE_WINDOW)
+ESTIMATE_WEIGHT: Final = 0.125  # the newest service time's weight in the estimate (as TCP's smoothed round-trip time)
 ESTIMATE_EASING = 0.98  # the estimate's factor at each task it turns away (35 in a row halve it)
 
 
@@ -112,13 +113,9 @@ class ServiceStats:
         self.completed += 1
         estimate = self.estimate
         self.estimate = serviced if estimate is None else estimate + ESTIMATE_WEIGHT * (serviced - estimate)
-        for samples, value in ((self.queue_times, queued), (self.service_times, serviced), (self.finished_at, now)):
-            ring = samples._ring  # (Samples.append, inline: the hot path)
-            if len(ring) < samples._size:
-                ring.append(value)
-            else:
-                ring[samples._next] = value
-                samples._next = (samples._next + 1) % samples._size
+        self.queue_times.append(queued)  # (calls, not a loop over pairs: native calls under the compiled core)
+        self.service_times.append(serviced)
+        self.finished_at.append(now)
         second = math.floor(now)
         slot = second % _SECONDS
         seen, count = self._per_second[slot]
