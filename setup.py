@@ -40,7 +40,6 @@ NOT_COMPILED = {
     "generaldomo/sansio/broker/services/resolver.py": "NameResolver is the base class of users' resolvers",
     "generaldomo/sansio/broker/services/resolvers/attributes.py": "its resolver is a NameResolver",
     "generaldomo/sansio/broker/services/resolvers/balanced.py": "its resolver is a NameResolver",
-    "generaldomo/sansio/peer/session.py": "its generic records (Resolve[T]...) do not compile as dataclasses",
     "generaldomo/sansio/subclassing.py": "it defines, where the code runs, what mypyc reads while it compiles",
 }
 COMPILED_LIBRARY = "generaldomo_core"  # the shared library's module: generaldomo_core__mypyc

@@ -48,6 +48,12 @@ Rules:
 
 It knows nothing of sockets, threads, clocks or futures: times are given, a request's caller is an opaque
 token handed back in the actions about it.
+
+The records that carry that token (:class:`Resolve`, :class:`Progress`, :class:`Fail`, and the session's own
+record of a request) are generic in its type, and so are plain classes with ``__slots__`` and their own
+``__init__``, not dataclasses: the compiled core (see generaldomo.compiled) builds a plain generic class natively,
+and cannot make a generic dataclass at all. Their fields are ``Final``: ``mypy --strict`` keeps them immutable, so
+does the compiled core at run time.
 """
 
 from __future__ import annotations
@@ -113,37 +119,66 @@ class Reconnect:
     farewell: tuple[bytes, ...] = ()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Resolve(Generic[T]):
     """A request's final reply: status ``b"200"`` or an error; ``timing`` is ``(queued, served)`` if given."""
 
-    request_id: bytes
-    token: T
-    status: bytes
-    timing: tuple[float, float] | None
-    body: tuple[bytes, ...]
-    sent: float
-    received: float
+    __slots__ = ("body", "received", "request_id", "sent", "status", "timing", "token")
+
+    def __init__(
+        self,
+        request_id: bytes,
+        token: T,
+        status: bytes,
+        timing: tuple[float, float] | None,
+        body: tuple[bytes, ...],
+        sent: float,
+        received: float,
+    ) -> None:
+        self.request_id: Final = request_id
+        self.token: Final = token
+        self.status: Final = status
+        self.timing: Final = timing
+        self.body: Final = body
+        self.sent: Final = sent
+        self.received: Final = received
+
+    def __repr__(self) -> str:
+        return _repr(self, ("request_id", "token", "status", "timing", "body", "sent", "received"))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Progress(Generic[T]):
     """A partial result of an outstanding request."""
 
-    request_id: bytes
-    token: T
-    body: tuple[bytes, ...]
-    sent: float
-    received: float
+    __slots__ = ("body", "received", "request_id", "sent", "token")
+
+    def __init__(self, request_id: bytes, token: T, body: tuple[bytes, ...], sent: float, received: float) -> None:
+        self.request_id: Final = request_id
+        self.token: Final = token
+        self.body: Final = body
+        self.sent: Final = sent
+        self.received: Final = received
+
+    def __repr__(self) -> str:
+        return _repr(self, ("request_id", "token", "body", "sent", "received"))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Fail(Generic[T]):
     """A request that will get no reply (the session was closed)."""
 
-    request_id: bytes
-    token: T
-    reason: str
+    __slots__ = ("reason", "request_id", "token")
+
+    def __init__(self, request_id: bytes, token: T, reason: str) -> None:
+        self.request_id: Final = request_id
+        self.token: Final = token
+        self.reason: Final = reason
+
+    def __repr__(self) -> str:
+        return _repr(self, ("request_id", "token", "reason"))
+
+
+def _repr(record: object, names: tuple[str, ...]) -> str:
+    fields = ", ".join(f"{name}={getattr(record, name)!r}" for name in names)
+    return f"{type(record).__name__}({fields})"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -217,18 +252,24 @@ class _Drops:
         self._lines.line("dropped", now, "%s dropped a message: %s", self.what, reason)
 
 
-@dataclasses.dataclass(slots=True)
 class _Outstanding(Generic[T]):
-    frames: list[bytes]  # the request as sent; empty for a fetch (nothing to send again)
-    token: T
-    sent: float  # first sent, for the caller's timeline
-    touched: float  # last sent or asked about
-    sent_seq: int  # order of the last send among this session's requests and heartbeats
-    asked_seq: int = -1
-    deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
-    not_before: float | None = None  # when it may be dispatched (its clock), if the request says
-    # tenant, priority, flags, trace context: a resend with the time left
-    fields: tuple[str | None, int, int, TraceContext | None] = (None, 0, 0, None)
+    """A request outstanding (or a fetch), as the client's session keeps it."""
+
+    __slots__ = ("asked_seq", "deadline", "fields", "frames", "not_before", "sent", "sent_seq", "token", "touched")
+
+    def __init__(
+        self, frames: list[bytes], token: T, sent: float, touched: float, sent_seq: int, asked_seq: int = -1
+    ) -> None:
+        self.frames = frames  # the request as sent; empty for a fetch (nothing to send again)
+        self.token: Final = token
+        self.sent: Final = sent  # first sent, for the caller's timeline
+        self.touched = touched  # last sent or asked about
+        self.sent_seq = sent_seq  # order of the last send among this session's requests and heartbeats
+        self.asked_seq = asked_seq
+        self.deadline: float | None = None  # when the caller stops waiting (its clock), if the request says
+        self.not_before: float | None = None  # when it may be dispatched (its clock), if the request says
+        # tenant, priority, flags, trace context: a resend with the time left
+        self.fields: tuple[str | None, int, int, TraceContext | None] = (None, 0, 0, None)
 
 
 M = TypeVar("M")
