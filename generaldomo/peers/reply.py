@@ -114,12 +114,18 @@ class RequestFuture(Future[Reply]):
         return self._client._await(self, timeout, super().exception)
 
 
-@attrs.frozen(slots=True)
 class Call:
-    """Who waits for a request: its future and partial-result callback (the session's token)."""
+    """Who waits for a request: its future and partial-result callback (the session's token). A plain class: one
+    is made per request, and an attrs class's ``__init__`` sets a frozen record's fields one Python call each."""
 
-    future: Future[Reply]
-    on_partial: OnPartial | None
+    __slots__ = ("future", "on_partial")
+
+    def __init__(self, future: Future[Reply], on_partial: OnPartial | None) -> None:
+        self.future: Final = future
+        self.on_partial: Final = on_partial
+
+    def __repr__(self) -> str:
+        return f"Call(future={self.future!r}, on_partial={self.on_partial!r})"
 
 
 def fetch_timeout(request_id: bytes, timeout: float | None) -> RequestTimeout:

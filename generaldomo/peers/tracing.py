@@ -47,8 +47,11 @@ def current_trace() -> TraceContext | None:
     modules = _modules()
     if modules is None:
         return None
+    propagate, api = modules
+    if not api.get_current_span().get_span_context().is_valid:
+        return None  # outside any span: no traceparent to write (the propagators' calls cost a dozen per request)
     carrier: dict[str, str] = {}
-    modules[0].inject(carrier)
+    propagate.inject(carrier)
     parent = carrier.get("traceparent")
     if parent is None or traceparent_error(parent) is not None:
         return None

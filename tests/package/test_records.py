@@ -13,12 +13,16 @@ import pytest
 import generaldomo
 from generaldomo.sansio.broker.accounts.ledger import Account
 from generaldomo.sansio.broker.records import Task
+from generaldomo.sansio.peer.session import RunTask
 from generaldomo.sansio.wire.events import ClientRequest, Dialect, WorkerReply
+from generaldomo.sansio.wire.peer_events import FinalReply
 
 pytestmark = pytest.mark.pure
 
 SANSIO = Path(generaldomo.__file__).resolve().parent / "sansio"
 HOT = {"ClientRequest", "WorkerReply", "Task", "Account"}  # made for every request or reply
+# the peers' (a client's reply; a worker's task and its result)
+PEERS_HOT = {"FinalReply", "TaskRequest", "RunTask", "ToBroker"}
 
 
 def _dataclass_keywords(node: ast.ClassDef) -> dict[str, object] | None:
@@ -60,7 +64,7 @@ def written_out() -> dict[str, tuple[Path, ast.ClassDef]]:
 
 
 def test_the_hot_records_write_their_init() -> None:
-    assert HOT <= set(written_out())
+    assert HOT | PEERS_HOT <= set(written_out())
 
 
 @pytest.mark.parametrize("name", sorted(written_out()))
@@ -94,3 +98,6 @@ def test_the_records_behave_as_dataclasses() -> None:
     first, second = Account(), Account()
     assert first.counts == {} and first.counts is not second.counts and Account(tasks=2).tasks == 2
     assert [f.name for f in dataclasses.fields(Task)][:3] == ["id", "client", "dialect"]
+    task = RunTask(b"t", b"echo", (b"x",))
+    assert task == RunTask(b"t", b"echo", (b"x",), None, None) and hash(task) == hash(RunTask(b"t", b"echo", (b"x",)))
+    assert dataclasses.replace(FinalReply(b"r", b"200", b"", ()), status=b"500").status == b"500"

@@ -100,11 +100,14 @@ _UNKNOWN = (
 __all__ = ["ClientSession", "WorkerSession"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True, init=False, unsafe_hash=True)
 class ToBroker:
     """Send these frames to the broker."""
 
-    frames: Sequence[bytes]
+    frames: Final[Sequence[bytes]]
+
+    def __init__(self, frames: Sequence[bytes]) -> None:
+        self.frames = frames
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -181,16 +184,30 @@ def _repr(record: object, names: tuple[str, ...]) -> str:
     return f"{type(record).__name__}({fields})"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True, init=False, unsafe_hash=True)
 class RunTask:
     """A worker's task to run now; report its result with :meth:`WorkerSession.finish`. ``deadline``: the time
     (on the clock the session is fed) after which nobody waits for the result, if the client set one."""
 
-    task_id: bytes
-    description: bytes
-    body: tuple[bytes, ...]
-    deadline: float | None = None
-    trace: TraceContext | None = None  # the request's W3C trace context, if it carries one
+    task_id: Final[bytes]
+    description: Final[bytes]
+    body: Final[tuple[bytes, ...]]
+    deadline: Final[float | None]
+    trace: Final[TraceContext | None]  # the request's W3C trace context, if it carries one
+
+    def __init__(
+        self,
+        task_id: bytes,
+        description: bytes,
+        body: tuple[bytes, ...],
+        deadline: float | None = None,
+        trace: TraceContext | None = None,
+    ) -> None:
+        self.task_id = task_id
+        self.description = description
+        self.body = body
+        self.deadline = deadline
+        self.trace = trace
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -272,15 +289,6 @@ class _Outstanding(Generic[T]):
         self.fields: tuple[str | None, int, int, TraceContext | None] = (None, 0, 0, None)
 
 
-M = TypeVar("M")
-R = TypeVar("R")
-
-
-def _on(kind: type[M], handler: Callable[[M, float], R]) -> tuple[type, Callable[[Any, float], R]]:
-    """An entry of a handler table: the handler of messages of ``kind``, typed for that kind."""
-    return kind, handler
-
-
 class ClientSession(Generic[T]):
     """One client's requests and its view of the broker; see the module docstring.
 
@@ -315,14 +323,6 @@ class ClientSession(Generic[T]):
         self._seq = 0
         self._cancels_unconfirmed = 0  # CANCELs sent that no broker answer has followed yet
         self._probe: bytes | None = None  # the id the farewell HEARTBEAT asks about, until the broker answers it
-        self._handlers: dict[type, Callable[[Any, float], list[Action[T]]]] = dict(
-            (
-                _on(FinalReply, self._on_final),
-                _on(PartialReply, self._on_partial),
-                _on(HeartbeatAnswer, self._on_heartbeat),
-                _on(Malformed, self._on_malformed),
-            )
-        )
 
     def submit(
         self, request_id: bytes, description: bytes, body: Sequence[bytes], token: T, now: float, *,
@@ -422,7 +422,13 @@ class ClientSession(Generic[T]):
         """
         self.pulse.restart(now)
         message = protocol.read_client_message(frames)
-        return self._handlers[type(message)](message, now)
+        if isinstance(message, FinalReply):  # (typed: a compiled call, where a table's is a Python one)
+            return self._on_final(message, now)
+        if isinstance(message, PartialReply):
+            return self._on_partial(message, now)
+        if isinstance(message, HeartbeatAnswer):
+            return self._on_heartbeat(message, now)
+        return self._on_malformed(message, now)
 
     def tick(self, now: float, backlogged: bool = False) -> list[Action[T]]:
         """Heartbeat (asking about old requests) or reconnect, as the time says; nothing while idle.
