@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.procs import core_of
-from bench.report import cpeers_md as part_md
 from generaldomo import compiled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +31,24 @@ def _run(tmp_path: Path, *more: str) -> dict:
     return json.loads(path.read_text())
 
 
-def test_cpeers_part_measures_every_system(tmp_path: Path) -> None:
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repository's bench importable (an installed package under test leaves its root off the path)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+
+
+def _core_from_root() -> str:
+    """The core a ``python -m`` command run from the repository's root runs: its source tree's, which has the
+    compiled core only if built in place (tox's env py tests an installed build, with the compiled core)."""
+    code = "from generaldomo import compiled; print('compiled' if compiled.in_use() else 'Python')"
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout.strip()
+
+
+def test_cpeers_part_measures_every_system(tmp_path: Path, bench: None) -> None:
+    from bench.report import cpeers_md as part_md
+
     results = _run(tmp_path)
     part = results["parts"]["cpeers"]
     assert not part["errors"], part["errors"]
@@ -46,19 +61,22 @@ def test_cpeers_part_measures_every_system(tmp_path: Path) -> None:
     for row in part["rows"]:
         assert row["rounds"] == 1 and row["rps"] > 0 and row["cpu_us_per_req"] > 0
     assert results["machine"]["links"].startswith("pure Python" if PURE else "C accelerator")
-    # each generaldomo broker says which core its process ran: the compiled one exactly when this checkout's build
-    # is in use (generaldomo.compiled decides the same way in every process of the same environment)
+    # each generaldomo broker says which core its process ran: the compiled one exactly when the package the bench
+    # runs (the checkout's source tree) has a build in use
     cores = {r["system"]: r.get("core") for r in part["rows"] if r["transport"] == "router"}
-    assert cores["generaldomo ROUTER"] == ("compiled" if compiled.in_use() else "Python")
+    assert cores["generaldomo ROUTER"] == _core_from_root()
     assert cores["generaldomo ROUTER, pure Python"] == "Python"
     assert cores["minimal Python loop"] is None  # not a generaldomo broker: no core to name
     assert f"generaldomo ROUTER (ROUTER broker, {cores['generaldomo ROUTER']} core)" in part_md(part)
 
 
-def test_the_core_a_process_runs_is_read_from_the_process() -> None:
+def test_the_core_a_process_runs_is_read_from_the_process(bench: None) -> None:
     import generaldomo.sansio.broker.core.core  # noqa: F401  (loads the compiled core when it is in use)
+    from bench.procs import COMPILED, core_of
 
-    assert core_of(os.getpid()) == ("compiled" if compiled.in_use() else "Python")
+    here = compiled.DIRECTORY.resolve()  # this process's build: the checkout's, or an install's (tox tests one)
+    expected = "Python" if not compiled.in_use() else "compiled" if here == COMPILED else f"compiled from {here}"
+    assert core_of(os.getpid()) == expected
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         assert core_of(child.pid) == "Python"  # a process that never imported generaldomo

@@ -27,7 +27,7 @@ def test_a_thousand_concurrent_awaits_on_one_loop(transport: str, brokers, worke
             threads = threading.active_count()
             calls = [client.request("echo", b"%d" % n) for n in range(CONCURRENT)]
             replies = await asyncio.wait_for(asyncio.gather(*calls), timeout=120)
-            assert threading.active_count() == threads  # no thread per call
+            assert threading.active_count() <= threads  # no thread per call (an earlier test's may have ended)
             return [reply.payload for reply in replies]
 
     payloads = asyncio.run(main())
