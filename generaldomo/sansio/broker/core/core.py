@@ -100,7 +100,7 @@ from generaldomo.sansio.broker.core.requests import MMI_PREFIX, Requests
 from generaldomo.sansio.broker.core.results import Results
 from generaldomo.sansio.broker.core.retries import Retries
 from generaldomo.sansio.broker.core.spans import Spans
-from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, log, on
+from generaldomo.sansio.broker.core.turns import Message, Table, Turn, dismiss, frames_size, log, on
 from generaldomo.sansio.broker.core.workers import Workers
 from generaldomo.sansio.broker.flow.flow import Flow, FlowLimits
 from generaldomo.sansio.broker.journal import JournalRecord, Live
@@ -327,7 +327,7 @@ class BrokerCore:
             kind = type(event)
             if credential is None or self._permits(event, message, credential):
                 limit = self.settings.max_message
-                if limit is not None and kind in self._large and _size(frames) > limit:
+                if limit is not None and kind in self._large and frames_size(frames) > limit:
                     self._large[kind](event, message)
                 else:
                     self._handlers[kind](event, message)
@@ -906,14 +906,6 @@ class BrokerCore:
             self._changed.pop(name, None)
             self._changed[name] = mmi.FlowChange(name, _UNSET)
             self._durable.flowed(self._changed[name])
-
-
-def _size(frames: Sequence[Frame]) -> int:
-    """A message's bytes (a loop, not ``sum(map(len, ...))``: the compiled core's is native, and so faster)."""
-    size = 0
-    for frame in frames:
-        size += len(frame)
-    return size
 
 
 def _digest(task: Task) -> bytes:

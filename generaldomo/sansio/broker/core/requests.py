@@ -28,7 +28,7 @@ from generaldomo.sansio.broker.core.expiry import unreachable
 from generaldomo.sansio.broker.core.handover import Handover
 from generaldomo.sansio.broker.core.management import Management, reject
 from generaldomo.sansio.broker.core.reporting import Reporting
-from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, log
+from generaldomo.sansio.broker.core.turns import Message, Tasks, Turn, frames_size, log
 from generaldomo.sansio.broker.records import Claim, Peer, RequestKey, Task, WorkerRecord, displaced, request_key
 from generaldomo.sansio.broker.served import MAX_NAMES, ServedRecently
 from generaldomo.sansio.broker.services.resolver import NameResolver
@@ -102,9 +102,7 @@ class Requests:
         service = self._resolve_request(event, message)
         if service is None:
             return
-        size = len(event.description)
-        for frame in event.body:  # (a loop, not sum(map(len, ...)): the compiled core's is native, and so faster)
-            size += len(frame)
+        size = len(event.description) + frames_size(event.body)
         charge = request_charge(size, len(event.body), event.request_id, peer.address)
         if event.trace is not None or event.trace_dropped is not None:
             charge += self._traced(event, message)
